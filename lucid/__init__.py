@@ -1,0 +1,28 @@
+"""Lucid: a small, readable deep learning framework on NumPy with composable autograd.
+
+Examples
+--------
+>>> import lucid
+>>> x = lucid.tensor([2.0, 3.0], requires_grad=True)
+>>> (x ** 2).sum().backward()
+>>> x.grad
+tensor([4., 6.])
+"""
+from ._core.backend import device
+from ._core.dtypes import (bool_ as bool, complex64, complex128, double, float, float16,
+                           float32, float64, get_default_dtype, half, int, int8, int16,
+                           int32, int64, long, set_default_dtype, short, uint8)
+from ._core.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
+                              is_inference_mode_enabled, no_grad, set_grad_enabled)
+from ._core.tensor import Tensor
+from .ops.elementwise import *  # noqa: F401,F403
+from .ops.reduce import *  # noqa: F401,F403
+from .ops.shape import *  # noqa: F401,F403
+from .ops.indexing import getitem  # noqa: F401
+from .ops.linalg import *  # noqa: F401,F403
+from .ops.creation import *  # noqa: F401,F403
+from .ops import misc as _misc  # noqa: F401
+from . import autograd  # noqa: E402
+
+__version__ = "0.1.0"
+from . import func  # noqa: E402

@@ -1,0 +1,130 @@
+"""Thread-local switches: grad recording, anomaly detection, and the transform stack.
+
+All mutable interpreter state lives in one ``threading.local`` (``STATE``) so that
+every thread has its own grad mode and its own stack of active transforms.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.grad_enabled = True
+        self.inference = False
+        self.anomaly = False
+        self.anomaly_check_nan = True
+        # Active transforms (func.grad / jvp / vmap), innermost last. See NOTE [Levels].
+        self.traces = []
+
+
+STATE = _State()
+
+
+def is_grad_enabled() -> bool:
+    """Whether operations are currently recorded for reverse-mode autograd."""
+    return STATE.grad_enabled
+
+
+def is_inference_mode_enabled() -> bool:
+    return STATE.inference
+
+
+class _GradModeContext:
+    """Base for context managers that are also decorators."""
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.__class__(*self._args):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    _args = ()
+
+
+class no_grad(_GradModeContext):
+    """Context manager / decorator that disables graph recording.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([1.0], requires_grad=True)
+    >>> with lucid.no_grad():
+    ...     y = x * 2
+    >>> y.requires_grad
+    False
+    """
+
+    def __enter__(self):
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = False
+        return self
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self._prev
+        return False
+
+
+class enable_grad(_GradModeContext):
+    """Context manager / decorator that enables graph recording (e.g. inside ``no_grad``)."""
+
+    def __enter__(self):
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = True
+        return self
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self._prev
+        return False
+
+
+class set_grad_enabled(_GradModeContext):
+    """Set grad mode; works as a function call, a context manager and a decorator.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> _ = lucid.set_grad_enabled(False)
+    >>> lucid.is_grad_enabled()
+    False
+    >>> _ = lucid.set_grad_enabled(True)
+    """
+
+    def __init__(self, mode: bool):
+        self._args = (mode,)
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = bool(mode)
+
+    def __call__(self, fn):
+        # Used as a decorator: undo the switch __init__ made at decoration time.
+        STATE.grad_enabled = self._prev
+        return super().__call__(fn)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self._prev
+        return False
+
+
+class inference_mode(_GradModeContext):
+    """Like ``no_grad``; tensors made inside are plain data (no graph, no versions checked)."""
+
+    def __init__(self, mode: bool = True):
+        self._args = (mode,)
+        self._mode = mode
+
+    def __enter__(self):
+        self._prev = (STATE.grad_enabled, STATE.inference)
+        if self._mode:
+            STATE.grad_enabled = False
+            STATE.inference = True
+        return self
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled, STATE.inference = self._prev
+        return False

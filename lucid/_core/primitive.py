@@ -1,0 +1,219 @@
+"""Primitives and ``bind``: the one door every operation goes through.
+
+A :class:`Primitive` bundles, in one place, the four things an op needs:
+
+* ``impl(*arrays, **params)`` — the forward on raw arrays (the array namespace ``xp``);
+* ``vjp`` — one rule per positional argument, ``rule(ns, g, out, *args, **params)``;
+* ``jvp(ns, primals, tangents, out, **params)`` — the forward-mode rule;
+* ``batch(vals, bdims, **params) -> (out, out_bdim)`` — the vmap rule.
+
+Rules are written against an *op namespace* ``ns`` (operators plus ``ns.exp``,
+``ns.sum`` ...). See NOTE [Two namespaces].
+
+``bind(prim, args, params)`` evaluates a primitive: eagerly on arrays when no
+transform owns any argument (recording a tape node if grad is needed), otherwise by
+handing the call to the innermost transform that owns an argument. See NOTE [Levels].
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .grad_mode import STATE
+
+# NOTE [Two namespaces]
+# Every rule is written once against an op namespace ``ns``. Two namespaces exist:
+#   AN — functions on raw ndarrays (each primitive's own ``impl``): used by the plain
+#        eager backward, which never needs a graph of the backward, so it runs at
+#        NumPy speed;
+#   TN — functions that ``bind`` the primitive on Tensors: used when the backward must
+#        itself be differentiable (``create_graph=True``) and by every transform.
+# Both are filled automatically from the registry, so a rule has one source of truth.
+
+
+class _Namespace:
+    """Attribute bag holding one function per primitive (and shared helpers)."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __repr__(self):
+        return f"<lucid op namespace {self._name}>"
+
+
+AN = _Namespace("arrays")
+TN = _Namespace("tensors")
+AN.is_tensor_ns = False
+TN.is_tensor_ns = True
+
+REGISTRY: dict[str, "Primitive"] = {}
+
+
+class Meta:
+    """Shape and dtype of an argument a rule needs only the metadata of."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+class Primitive:
+    """One differentiable, batchable operation. Create with :func:`defprim`."""
+
+    __slots__ = (
+        "name", "impl", "vjp", "jvp", "batch", "save_inputs", "save_out",
+        "nout", "is_view", "differentiable", "__weakref__",
+    )
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+    def __call__(self, *args, **params):
+        return bind(self, args, params)
+
+
+def defprim(name, impl, *, vjp=None, jvp=None, batch=None, save_inputs=True,
+            save_out=False, nout=1, is_view=False, differentiable=True):
+    """Register a primitive and expose it in both namespaces (``AN.name``, ``TN.name``).
+
+    Parameters
+    ----------
+    name : str
+        Unique name; also used in error messages.
+    impl : callable
+        Forward on arrays: ``impl(*arrays, **params) -> array`` (tuple if ``nout > 1``).
+    vjp : tuple of callables or None
+        One rule per positional argument (``None`` entries: no gradient for it).
+    jvp, batch : callables
+        Forward-mode and vmap rules (see module docstring).
+    save_inputs, save_out : bool
+        Whether the backward needs the input values / the output value. Unsaved
+        inputs reach rules as :class:`Meta` (shape and dtype only), saving memory.
+    nout : int
+        Number of outputs.
+    is_view : bool
+        The output may alias the first input's memory (shares its version counter).
+    differentiable : bool
+        False for ops whose outputs never carry gradient (comparisons, argmax...).
+    """
+    if name in REGISTRY:
+        raise ValueError(f"primitive {name!r} is already registered")
+    p = Primitive()
+    p.name, p.impl, p.vjp, p.jvp, p.batch = name, impl, vjp, jvp, batch
+    p.save_inputs, p.save_out, p.nout = save_inputs, save_out, nout
+    p.is_view, p.differentiable = is_view, differentiable
+    REGISTRY[name] = p
+    setattr(AN, name, impl)
+    setattr(TN, name, lambda *args, **params: bind(p, args, params))
+    return p
+
+
+# --------------------------------------------------------------------------- bind
+
+_Tensor = None  # set by tensor.py (avoids an import cycle)
+_record = None  # set by autograd/engine.py
+_wrap = None
+
+
+def bind(prim, args, params):
+    """Evaluate ``prim`` on ``args`` (Tensors, arrays or Python scalars).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid._core.primitive import REGISTRY, bind
+    >>> bind(REGISTRY["exp"], (lucid.tensor([0.0]),), {})
+    tensor([1.])
+    """
+    if STATE.traces:
+        trace = _owning_trace(args)
+        if trace is not None:
+            return trace.process(prim, args, params)
+    Tensor = _Tensor
+    arrays = []
+    needs_grad = False
+    for a in args:
+        if isinstance(a, Tensor):
+            arrays.append(a._data)
+            if a._rg:
+                needs_grad = True
+        else:
+            arrays.append(a)
+    try:
+        out = prim.impl(*arrays, **params)
+    except Exception as e:  # name the op and the shapes. See NOTE [Errors name the op]
+        raise _op_error(prim, args, e) from e
+    if needs_grad and STATE.grad_enabled and prim.differentiable:
+        return _record(prim, args, params, out)
+    wrap = _wrap
+    if prim.nout == 1:
+        t = wrap(out)
+        if prim.is_view:
+            _share_version(t, args[0])
+        return t
+    return tuple(wrap(o) for o in out)
+
+
+def _share_version(out, base):
+    """A view shares its base's version counter, so in-place edits through either are seen."""
+    if isinstance(base, _Tensor) and np.may_share_memory(out._data, base._data):
+        out._version = base._version
+        out._base = base if base._base is None else base._base
+
+
+# NOTE [Levels]
+# Each active transform (func.grad, func.jvp, func.vmap ...) is a Trace with an integer
+# ``level``: its depth in STATE.traces (1 = outermost). A tracer (GradTracer, JVPTracer,
+# BatchTracer) carries the level of the trace that made it; plain Tensors are level 0
+# (the eager tape). ``bind`` hands a call to the trace of the *highest* level among its
+# arguments; that trace unwraps its own tracers (treating everything of lower level as a
+# constant) and binds again on the unwrapped values, which are of lower level. A value
+# therefore belongs to a transform only if its level matches, so nested derivatives
+# never mix their perturbations ("perturbation confusion").
+def _owning_trace(args):
+    best = None
+    level = 0
+    for a in args:
+        lv = getattr(a, "_level", 0)
+        if lv > level:
+            level, best = lv, a
+    if best is None:
+        return None
+    trace = best._trace
+    if not trace.active:
+        raise RuntimeError(
+            f"a tracer of a finished {trace.kind} transform was used outside it "
+            "(a value escaped its transform, e.g. through a global or closure)"
+        )
+    return trace
+
+
+# NOTE [Errors name the op]
+# Failures inside an impl (NumPy shape errors, bad axes ...) are re-raised with the
+# op's name and the argument shapes, so users see which lucid call broke.
+def _op_error(prim, args, err):
+    desc = ", ".join(
+        f"Tensor(shape={tuple(a.shape)}, dtype={a.dtype})" if hasattr(a, "shape") and not isinstance(a, (int, float)) else repr(a)
+        for a in args
+    )
+    cls = type(err) if isinstance(err, (ValueError, TypeError, IndexError, RuntimeError)) else RuntimeError
+    try:
+        return cls(f"{prim.name}: {err} (arguments: {desc})")
+    except Exception:
+        return RuntimeError(f"{prim.name}: {err} (arguments: {desc})")
+
+
+# Helpers every rule may use, in both namespaces (not primitives: no rules of their own).
+AN.zeros_like = lambda x: np.zeros(x.shape, x.dtype)
+AN.ones_like = lambda x: np.ones(x.shape, x.dtype)
+TN.zeros_like = lambda x: _wrap(np.zeros(x.shape, x.dtype))
+TN.ones_like = lambda x: _wrap(np.ones(x.shape, x.dtype))

@@ -1,0 +1,392 @@
+"""The Tensor: an ndarray plus the autograd bookkeeping.
+
+Operator and method definitions live with their ops (``lucid/ops``) and are attached
+to this class by :func:`tensor_method`, so this file holds only state and conversions.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import backend, dtypes, primitive
+from .grad_mode import STATE
+
+
+class Tensor:
+    """A multi-dimensional array that can record operations for autograd.
+
+    Parameters
+    ----------
+    data : array_like
+        Values; Python floats become ``float32`` (PyTorch's default).
+    requires_grad : bool
+        Record operations on this tensor so gradients can flow to it.
+    dtype : dtype, optional
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad
+    tensor([2., 4.])
+    """
+
+    # _version is a one-element list shared by a base and all its views.
+    __slots__ = ("_data", "_rg", "_grad", "grad_fn", "_out_idx", "_version", "_base",
+                 "_hooks", "_retains", "__weakref__", "__dict__")
+    __array_priority__ = 1000
+    _level = 0  # eager tensors belong to no transform. See NOTE [Levels]
+
+    def __init__(self, data=None, requires_grad=False, dtype=None, device=None):
+        backend.check_device(device)
+        arr = _to_array(data if data is not None else [], dtype)
+        self._data = arr
+        self._rg = False
+        self._grad = None
+        self.grad_fn = None
+        self._out_idx = 0
+        self._version = [0]
+        self._base = None
+        self._hooks = None
+        self._retains = False
+        if requires_grad:
+            self.requires_grad = True
+
+    # ----------------------------------------------------------------- metadata
+    @property
+    def shape(self):
+        return self._data.shape
+
+    def size(self, dim=None):
+        s = self.shape
+        return s if dim is None else s[dim]
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def dim(self):
+        return self.ndim
+
+    @property
+    def dtype(self):
+        return self._data.dtype
+
+    @property
+    def device(self):
+        return "cpu"
+
+    def numel(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    nelement = numel
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def is_floating_point_(self):
+        return self.dtype.kind == "f"
+
+    def is_floating_point(self):
+        return self.dtype.kind == "f"
+
+    def is_complex(self):
+        return self.dtype.kind == "c"
+
+    @property
+    def requires_grad(self):
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        flag = bool(flag)
+        if not flag and self.grad_fn is not None:
+            raise RuntimeError(
+                "requires_grad: you can only change requires_grad flags of leaf tensors; "
+                "use .detach() to get a tensor that does not require grad"
+            )
+        if flag and not dtypes.is_differentiable(self.dtype):
+            raise RuntimeError(
+                f"requires_grad: only floating point and complex tensors can require "
+                f"gradients (got dtype {self.dtype})"
+            )
+        self._rg = flag
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def grad(self):
+        if self._grad is None and self.grad_fn is not None and not self._retains:
+            import warnings
+
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                "Its .grad attribute won't be populated during backward(); call "
+                ".retain_grad() on it first if you want the gradient of a non-leaf tensor.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"grad: assigned grad must be a Tensor or None, got {type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(
+                    f"grad: assigned grad has shape {tuple(value.shape)} but the tensor has "
+                    f"shape {tuple(self.shape)}"
+                )
+        self._grad = value
+
+    @property
+    def data(self):
+        """A tensor sharing storage with this one but outside the graph."""
+        t = _wrap(self._data)
+        t._version = self._version
+        return t
+
+    @data.setter
+    def data(self, value):
+        value = value._data if isinstance(value, Tensor) else _to_array(value, None)
+        self._data = value
+
+    @property
+    def is_cuda(self):
+        return False
+
+    # ------------------------------------------------------------- conversions
+    def numpy(self, *, force=False):
+        """The values as an ndarray (shares memory). Refuses tensors that require grad."""
+        if self._rg and not force:
+            raise RuntimeError(
+                "numpy: can't call numpy() on a Tensor that requires grad; "
+                "use tensor.detach().numpy() instead"
+            )
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self._data
+        return arr if dtype is None else arr.astype(dtype, copy=False)
+
+    def item(self):
+        arr = self._data
+        if arr.size != 1:
+            raise RuntimeError(
+                f"item: a Tensor with {arr.size} elements cannot be converted to a Python scalar"
+            )
+        return arr.reshape(()).item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError(
+                f"bool: the truth value of a Tensor with {self.numel()} elements is ambiguous; "
+                "use .any() or .all()"
+            )
+        return bool(self._data.reshape(()).item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.kind not in "iu" or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self):
+        body = np.array2string(
+            self._data, separator=", ", prefix="tensor(",
+            formatter=None, threshold=1000,
+        )
+        extras = []
+        if self._data.dtype not in (dtypes.float32, dtypes.int64, dtypes.bool_):
+            extras.append(f"dtype=lucid.{self._data.dtype}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name}Backward>")
+        elif self._rg:
+            extras.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, protocol):
+        # Pickling (e.g. to DataLoader workers) keeps values and the requires_grad flag.
+        return (_rebuild, (self._data, self._rg))
+
+    # --------------------------------------------------------------- autograd
+    def detach(self):
+        """A new tensor with the same data, outside any graph."""
+        from ..ops import shape as _shape_ops  # noqa: F401  (registers detach)
+
+        return primitive.TN.detach(self)
+
+    def detach_(self):
+        if self._base is not None and self._base._rg:
+            raise RuntimeError("detach_: can't detach a view of a tensor that requires grad in place")
+        self.grad_fn = None
+        self._rg = False
+        return self
+
+    def retain_grad(self):
+        """Keep ``.grad`` for this non-leaf tensor after ``backward``."""
+        if not self._rg:
+            raise RuntimeError("retain_grad: can't retain_grad on a Tensor that has requires_grad=False")
+        if self.grad_fn is None:
+            return
+        self._retains = True
+        self.grad_fn.add_retain(self._out_idx, self)
+
+    @property
+    def retains_grad(self):
+        return self._retains
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor replaces it.
+
+        Returns a handle with ``remove()``.
+        """
+        if not self._rg:
+            raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            return self.grad_fn.add_hook(self._out_idx, hook)
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(hook)
+        return _HookHandle(self._hooks, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate the gradient of this tensor into the ``.grad`` of graph leaves.
+
+        Parameters
+        ----------
+        gradient : Tensor, optional
+            Cotangent of the same shape; required unless the tensor has one element.
+        retain_graph : bool, optional
+            Keep the graph for another backward (defaults to ``create_graph``).
+        create_graph : bool
+            Record the backward itself, for higher-order derivatives.
+        inputs : sequence of Tensor, optional
+            Accumulate only into these tensors.
+        """
+        from ..autograd.engine import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs)
+
+    def _version_value(self):
+        return self._version[0]
+
+    @property
+    def _version_counter(self):
+        return self._version[0]
+
+
+class _HookHandle:
+    def __init__(self, hooks, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self):
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+def _rebuild(data, requires_grad):
+    t = _wrap(np.array(data))
+    t._rg = requires_grad
+    return t
+
+
+def _wrap(arr):
+    """A fresh eager Tensor around ``arr`` — the hot path, so no checks and no __init__."""
+    t = object.__new__(Tensor)
+    t._data = arr if arr.__class__ is np.ndarray else np.asarray(arr)
+    t._rg = False
+    t._grad = None
+    t.grad_fn = None
+    t._out_idx = 0
+    t._version = [0]
+    t._base = None
+    t._hooks = None
+    t._retains = False
+    return t
+
+
+def _to_array(data, dtype):
+    """Convert user data to an ndarray with PyTorch's default dtypes."""
+    dtype = dtypes.to_dtype(dtype)
+    if isinstance(data, Tensor):
+        arr = data._data
+        return arr.astype(dtype) if dtype is not None and arr.dtype != dtype else arr.copy()
+    if isinstance(data, np.ndarray):
+        arr = np.array(data, dtype=dtype, copy=True)
+    elif isinstance(data, (list, tuple)) and _contains_tensor(data):
+        arr = np.array(_tensors_to_lists(data), dtype=dtype)
+    else:
+        arr = np.array(data, dtype=dtype)
+    if dtype is None:
+        if arr.dtype.kind == "f" and not isinstance(data, np.ndarray) and not _is_np_scalar(data):
+            arr = arr.astype(dtypes.get_default_dtype(), copy=False)
+        elif arr.dtype.kind in "iu" and not isinstance(data, np.ndarray) and not _is_np_scalar(data):
+            arr = arr.astype(dtypes.int64, copy=False)
+        elif arr.dtype.kind == "c" and not isinstance(data, np.ndarray):
+            arr = arr.astype(dtypes.complex64, copy=False)
+        elif arr.dtype.kind not in "fiucb":
+            raise TypeError(f"tensor: can't convert data of dtype {arr.dtype} to a tensor")
+        if arr.dtype not in dtypes._SUPPORTED:
+            arr = arr.astype(dtypes.to_dtype(np.promote_types(arr.dtype, np.float32)
+                                             if arr.dtype.kind == "f" else np.int64))
+    return arr
+
+
+def _is_np_scalar(x):
+    return isinstance(x, np.generic)
+
+
+def _contains_tensor(seq):
+    return any(isinstance(s, Tensor) or (isinstance(s, (list, tuple)) and _contains_tensor(s)) for s in seq)
+
+
+def _tensors_to_lists(seq):
+    return [s._data if isinstance(s, Tensor) else _tensors_to_lists(s) if isinstance(s, (list, tuple)) else s
+            for s in seq]
+
+
+def tensor_method(*names):
+    """Decorator: also attach the function to :class:`Tensor` under ``names``."""
+
+    def deco(fn):
+        for n in names:
+            setattr(Tensor, n, fn)
+        return fn
+
+    return deco
+
+
+primitive._Tensor = Tensor
+primitive._wrap = _wrap

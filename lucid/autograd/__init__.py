@@ -1,0 +1,15 @@
+"""Reverse-mode autograd: backward engine, ``grad``, custom ``Function``, checks and modes."""
+from .._core.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
+                               set_grad_enabled)
+from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
+from .engine import backward
+from .function import Function, FunctionCtx, once_differentiable
+from .grad import grad
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+
+__all__ = [
+    "Function", "FunctionCtx", "once_differentiable", "grad", "backward", "gradcheck",
+    "gradgradcheck", "GradcheckError", "no_grad", "enable_grad", "set_grad_enabled",
+    "inference_mode", "is_grad_enabled", "detect_anomaly", "set_detect_anomaly",
+    "is_anomaly_enabled",
+]

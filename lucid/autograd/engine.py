@@ -1,0 +1,423 @@
+"""The tape and the backward engine.
+
+A :class:`Node` is recorded for every differentiable primitive evaluated with an
+argument that needs grad. The same nodes and the same engine serve the eager tape
+(values are ndarrays, level 0) and ``lucid.func.grad`` (values are lower-level
+Tensors, level >= 1). See NOTE [Two namespaces] and NOTE [Levels].
+
+The engine is iterative (a dependency count and a ready stack), so a chain of
+100 000 ops does not touch Python's recursion limit.
+"""
+from __future__ import annotations
+
+import traceback
+import weakref
+
+import numpy as np
+
+from .._core import primitive
+from .._core.grad_mode import STATE, enable_grad, no_grad
+from .._core.primitive import AN, TN, Meta
+from .._core.tensor import Tensor, _wrap
+
+
+class Node:
+    """A recorded call: what to run backward and where to send the results.
+
+    ``parents[i]`` is ``None`` (no gradient for argument ``i``), a leaf (a Tensor to
+    accumulate into) or ``(node, output_index)``.
+    """
+
+    __slots__ = ("prim", "params", "saved", "versions", "out", "out_meta", "parents",
+                 "hooks", "retains", "freed", "eager", "stack", "__weakref__")
+
+    name = property(lambda self: self.prim.name)
+
+    def next_functions(self):
+        return tuple(p if p is None or isinstance(p, tuple) else (p, 0) for p in self.parents)
+
+    def add_hook(self, idx, hook):
+        if self.hooks is None:
+            self.hooks = {}
+        lst = self.hooks.setdefault(idx, [])
+        lst.append(hook)
+        from .._core.tensor import _HookHandle
+
+        return _HookHandle(lst, hook)
+
+    def add_retain(self, idx, tensor):
+        if self.retains is None:
+            self.retains = {}
+        self.retains[idx] = weakref.ref(tensor)
+
+    def nout(self):
+        return len(self.out_meta)
+
+    # ----------------------------------------------------------------- backward
+    def apply(self, grads, tensor_mode):
+        """Input cotangents (one per argument, None where not needed)."""
+        if self.freed:
+            raise RuntimeError(
+                f"backward: trying to backward through the graph a second time (op "
+                f"'{self.name}'): its saved values were freed after the first backward. "
+                "Pass retain_graph=True to the first backward() if you need to backward twice."
+            )
+        prim = self.prim
+        if self.eager:
+            self._check_versions()
+            if tensor_mode:
+                args = self.saved
+                out = self._out_tensors()
+                ns = TN
+            else:
+                args = [a._data if isinstance(a, Tensor) else a for a in self.saved]
+                out = self.out
+                ns = AN
+        else:
+            args, out, ns = self.saved, self.out, TN
+        g = grads[0] if len(grads) == 1 else tuple(grads)
+        rules = prim.vjp
+        params = self.params
+        result = []
+        for i, parent in enumerate(self.parents):
+            if parent is None:
+                result.append(None)
+            elif rules.__class__ is tuple:
+                rule = rules[i]
+                if rule is None:
+                    raise RuntimeError(f"backward: op '{prim.name}' is not differentiable with respect to argument {i}")
+                result.append(rule(ns, g, out, *args, **params))
+            else:  # one rule for a variadic primitive (cat, stack ...), told which argument
+                result.append(rules(i, ns, g, out, *args, **params))
+        return result
+
+    def _out_tensors(self):
+        """The outputs as Tensors attached to this node, for a differentiable backward."""
+        if self.out is None:
+            return None
+        if len(self.out_meta) == 1:
+            t = _wrap(self.out)
+            t.grad_fn, t._rg = self, True
+            return t
+        outs = []
+        for i, o in enumerate(self.out):
+            t = _wrap(o)
+            if o.dtype.kind in "fc":
+                t.grad_fn, t._out_idx, t._rg = self, i, True
+            outs.append(t)
+        return tuple(outs)
+
+    def _check_versions(self):
+        if self.versions is None:
+            return
+        for a, v in zip(self.saved, self.versions):
+            if isinstance(a, Tensor) and a._version[0] != v:
+                raise RuntimeError(
+                    f"backward: one of the variables needed for gradient computation has been "
+                    f"modified by an inplace operation: a Tensor of shape {tuple(a.shape)} saved by "
+                    f"'{self.name}' is at version {a._version[0]}; expected version {v}. "
+                    "Hint: clone the tensor before changing it in place."
+                )
+
+    def release(self):
+        self.saved = self.out = None
+        self.freed = True
+
+
+def make_node(prim, args, params, out, parents, eager):
+    """Build the tape node for one call (shared by the eager tape and func.grad)."""
+    node = Node()
+    node.prim, node.params, node.parents, node.eager = prim, params, parents, eager
+    node.hooks = node.retains = None
+    node.freed = False
+    save = prim.save_inputs
+    if save is True:
+        node.saved = args
+        node.versions = [a._version[0] if isinstance(a, Tensor) else 0 for a in args] if eager else None
+    elif save is False:
+        node.saved = tuple(Meta(a.shape, a.dtype) if isinstance(a, Tensor) else a for a in args)
+        node.versions = None
+    else:  # an int k: only the arguments from position k on are needed
+        node.saved = tuple(Meta(a.shape, a.dtype) if i < save and isinstance(a, Tensor) else a
+                           for i, a in enumerate(args))
+        node.versions = [a._version[0] if isinstance(a, Tensor) else 0 for a in node.saved] if eager else None
+    node.out = out if prim.save_out else None
+    if prim.nout == 1:
+        node.out_meta = ((out.shape, out.dtype),)
+    else:
+        node.out_meta = tuple((o.shape, o.dtype) for o in out)
+    node.stack = traceback.extract_stack(limit=12)[:-3] if STATE.anomaly else None
+    return node
+
+
+def record(prim, args, params, out):
+    """Eager tape: wrap ``out`` in Tensors attached to a new node. Called by ``bind``."""
+    parents = [
+        (a if a.grad_fn is None else (a.grad_fn, a._out_idx)) if isinstance(a, Tensor) and a._rg else None
+        for a in args
+    ]
+    node = make_node(prim, args, params, out, parents, True)
+    if prim.nout == 1:
+        t = _wrap(out)
+        t.grad_fn, t._rg = node, True
+        if prim.is_view:
+            primitive._share_version(t, args[0])
+        return t
+    outs = []
+    for i, o in enumerate(out):
+        t = _wrap(o)
+        if o.dtype.kind in "fc":
+            t.grad_fn, t._out_idx, t._rg = node, i, True
+        outs.append(t)
+    return tuple(outs)
+
+
+primitive._record = record
+
+
+# --------------------------------------------------------------------- engine
+
+
+def _edge_key(edge):
+    return id(edge) if isinstance(edge, (Tensor,)) else (id(edge[0]), edge[1])
+
+
+def _topo(root_nodes):
+    """Nodes reachable from the roots: (dependency counts, order with parents first)."""
+    deps = {}
+    order = []
+    seen = set()
+    stack = [(n, False) for n in root_nodes]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        deps.setdefault(node, 0)
+        stack.append((node, True))
+        for p in node.parents:
+            if isinstance(p, tuple):
+                pn = p[0]
+                deps[pn] = deps.get(pn, 0) + 1
+                if id(pn) not in seen:
+                    stack.append((pn, False))
+    return deps, order
+
+
+def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None):
+    """Propagate ``root_grads`` from ``roots`` (edges) back through the graph.
+
+    Without ``capture`` gradients are accumulated into the ``.grad`` of leaves; with it
+    (a list of edges) they are returned, aligned with ``capture``, and nothing else is
+    touched (``autograd.grad`` / ``func.grad``).
+    """
+    root_nodes = [e[0] for e in roots if isinstance(e, tuple)]
+    deps, order = _topo(root_nodes)
+    wanted = None
+    captured = {}
+    if capture is not None:
+        wanted = {_edge_key(e) for e in capture}
+        needed = _needed_nodes(order, wanted)
+    buffers = {}
+    own_ids = set()
+    for edge, g in zip(roots, root_grads):
+        _send(edge, g, buffers, captured, wanted, own_ids, tensor_mode)
+    ready = [n for n in root_nodes if deps[n] == 0]
+    ready = list({id(n): n for n in ready}.values())
+    while ready:
+        node = ready.pop()
+        grads = buffers.pop(node, None)
+        if grads is None:
+            grads = [None] * len(node.out_meta)
+        grads = _prepare_output_grads(node, grads, captured, wanted, tensor_mode)
+        if wanted is None or node in needed:
+            in_grads = node.apply(grads, tensor_mode)
+            if STATE.anomaly:
+                _check_anomaly(node, in_grads)
+            for parent, g in zip(node.parents, in_grads):
+                if parent is not None and g is not None:
+                    _send(parent, g, buffers, captured, wanted, own_ids, tensor_mode)
+        if not retain_graph:
+            node.release()
+        for parent in node.parents:
+            if isinstance(parent, tuple):
+                pn = parent[0]
+                deps[pn] -= 1
+                if deps[pn] == 0:
+                    ready.append(pn)
+    if capture is not None:
+        return [captured.get(_edge_key(e)) for e in capture]
+    return None
+
+
+def _needed_nodes(order, wanted):
+    needed = set()
+    for node in order:  # parents come first
+        for p in node.parents:
+            if p is None:
+                continue
+            if _edge_key(p) in wanted or (isinstance(p, tuple) and p[0] in needed):
+                needed.add(node)
+                break
+    return needed
+
+
+def _prepare_output_grads(node, grads, captured, wanted, tensor_mode):
+    """Fill missing output grads with zeros, run tensor hooks, serve retain_grad/capture."""
+    for i, g in enumerate(grads):
+        if g is None:
+            shape, dtype = node.out_meta[i]
+            z = np.zeros(shape, dtype)
+            grads[i] = _wrap(z) if tensor_mode else z
+    if node.hooks:
+        for i, hooks in node.hooks.items():
+            for h in list(hooks):
+                r = h(_as_tensor(grads[i]))
+                if r is not None:
+                    grads[i] = r if tensor_mode else r._data
+    if node.retains:
+        for i, ref in node.retains.items():
+            t = ref()
+            if t is not None:
+                g = _as_tensor(grads[i])
+                t._grad = g if tensor_mode else _wrap(np.array(g._data))
+    if wanted is not None:
+        for i in range(len(grads)):
+            k = (id(node), i)
+            if k in wanted:
+                captured[k] = grads[i]
+    return grads
+
+
+def _as_tensor(g):
+    return g if isinstance(g, Tensor) else _wrap(g)
+
+
+def _send(edge, g, buffers, captured, wanted, own_ids, tensor_mode):
+    """Route one cotangent to a node's buffer, a captured slot, or a leaf's ``.grad``."""
+    if isinstance(edge, tuple):
+        node, idx = edge
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * len(node.out_meta)
+        cur = buf[idx]
+        buf[idx] = g if cur is None else cur + g
+        return
+    if wanted is not None:
+        k = id(edge)
+        if k in wanted:
+            cur = captured.get(k)
+            captured[k] = g if cur is None else cur + g
+        return
+    _accumulate(edge, g, own_ids, tensor_mode)
+
+
+def _accumulate(leaf, g, own_ids, tensor_mode):
+    if leaf._hooks:
+        for h in list(leaf._hooks):
+            r = h(_as_tensor(g))
+            if r is not None:
+                g = r if tensor_mode else r._data
+    if tensor_mode:
+        g = _as_tensor(g)
+        if g.dtype != leaf.dtype:
+            g = g.to(leaf.dtype)
+        leaf._grad = g if leaf._grad is None else leaf._grad + g
+        return
+    g = g._data if isinstance(g, Tensor) else np.asarray(g)
+    if g.shape != leaf.shape:
+        raise RuntimeError(
+            f"backward: internal error, gradient of shape {g.shape} for a leaf of shape {leaf.shape}"
+        )
+    if leaf._grad is None:
+        # Own the buffer: a rule may pass the same array (or a view of it) to several
+        # leaves, and .grad is later changed in place (zero_, clip_grad_norm_ ...).
+        if id(g) in own_ids or g.dtype != leaf.dtype or not g.flags.owndata or not g.flags.writeable:
+            g = np.array(g, dtype=leaf.dtype)
+        own_ids.add(id(g))
+        leaf._grad = _wrap(g)
+    else:
+        buf = leaf._grad._data
+        if buf.flags.writeable:
+            buf += g
+            leaf._grad._version[0] += 1
+        else:
+            leaf._grad = _wrap(buf + g)
+
+
+def _check_anomaly(node, in_grads):
+    for i, g in enumerate(in_grads):
+        if g is None:
+            continue
+        arr = g._data if isinstance(g, Tensor) else np.asarray(g)
+        if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
+            where = ""
+            if node.stack:
+                frames = [f for f in node.stack if "/lucid/" not in f.filename.replace("\\", "/")]
+                if frames:
+                    f = frames[-1]
+                    where = f"\nThe forward op was created at {f.filename}:{f.lineno}: {f.line}"
+            raise RuntimeError(
+                f"anomaly: function '{node.name}Backward' returned nan or inf values in its "
+                f"gradient for argument {i}.{where}"
+            )
+
+
+# --------------------------------------------------------------------- public
+
+
+def _edge_of(t):
+    return t if t.grad_fn is None else (t.grad_fn, t._out_idx)
+
+
+def _seed(out, g, api):
+    if g is None:
+        if out.numel() != 1:
+            raise RuntimeError(
+                f"{api}: grad can be implicitly created only for scalar outputs, but the output "
+                f"has shape {tuple(out.shape)}; pass a gradient of that shape"
+            )
+        return np.ones(out.shape, out.dtype)
+    arr = g._data if isinstance(g, Tensor) else np.asarray(g, dtype=out.dtype)
+    if arr.shape != out.shape:
+        if arr.size == out.numel() and arr.size == 1:
+            return arr.reshape(out.shape).astype(out.dtype)
+        raise RuntimeError(
+            f"{api}: mismatch in shape: gradient has shape {tuple(arr.shape)} but the output "
+            f"has shape {tuple(out.shape)}"
+        )
+    return arr.astype(out.dtype, copy=False)
+
+
+def backward(tensor, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """``Tensor.backward``: accumulate gradients into leaves. See :meth:`Tensor.backward`."""
+    tensors = [tensor] if isinstance(tensor, Tensor) else list(tensor)
+    grads = [gradient] if isinstance(tensor, Tensor) else list(gradient or [None] * len(tensors))
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots, seeds = [], []
+    for t, g in zip(tensors, grads):
+        if not t._rg:
+            raise RuntimeError(
+                "backward: element 0 of tensors does not require grad and does not have a grad_fn "
+                f"(shape {tuple(t.shape)}); did you create it under no_grad or from detached data?"
+            )
+        roots.append(_edge_of(t))
+        seed = _seed(t, g, "backward")
+        seeds.append(_wrap(seed) if create_graph else seed)
+    if inputs is not None:
+        inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        edges = [_edge_of(i) for i in inputs]
+        ctx = enable_grad() if create_graph else no_grad()
+        with ctx:
+            got = run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph, capture=edges)
+        for leaf, g in zip(inputs, got):
+            if g is not None:
+                _accumulate(leaf, g, set(), create_graph)
+        return
+    ctx = enable_grad() if create_graph else no_grad()
+    with ctx:
+        run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph)

@@ -1,0 +1,320 @@
+"""Custom differentiable operations: ``Function`` and ``FunctionCtx`` (seeds 000, 001, 003)."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .._core.grad_mode import STATE, enable_grad, no_grad
+from .._core.primitive import _owning_trace
+from .._core.tensor import Tensor, _wrap
+from .engine import Node, _as_tensor
+
+
+class FunctionCtx:
+    """Per-call context shared between ``Function.forward`` and ``Function.backward``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.autograd import Function
+    >>> class Square(Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return x * x
+    ...     @staticmethod
+    ...     def backward(ctx, grad_out):
+    ...         (x,) = ctx.saved_tensors
+    ...         return 2 * x * grad_out
+    >>> Square.apply(lucid.tensor([3.0], requires_grad=True)).item()
+    9.0
+    """
+
+    def __init__(self):
+        self._saved = ()
+        self._saved_versions = ()
+        self._non_diff = set()
+        self._dirty = set()
+        self.materialize_grads = True
+        self.needs_input_grad = ()
+        self._freed = False
+
+    def save_for_backward(self, *tensors):
+        """Store tensors for ``backward``; replaces anything saved before."""
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(
+                    f"save_for_backward: can only save Tensors or None, got {type(t).__name__}"
+                )
+        self._saved = tensors
+        self._saved_versions = tuple(t._version[0] if t is not None else 0 for t in tensors)
+
+    @property
+    def saved_tensors(self):
+        """The tensors given to ``save_for_backward``, in order."""
+        if self._freed:
+            raise RuntimeError(
+                "saved_tensors: trying to backward through the graph a second time; the saved "
+                "tensors were freed. Pass retain_graph=True to the first backward()."
+            )
+        for t, v in zip(self._saved, self._saved_versions):
+            if t is not None and t._version[0] != v:
+                raise RuntimeError(
+                    f"saved_tensors: one of the variables needed for gradient computation has been "
+                    f"modified by an inplace operation: a Tensor of shape {tuple(t.shape)} saved by "
+                    f"a custom Function is at version {t._version[0]}; expected version {v}."
+                )
+        return self._saved
+
+    saved_values = saved_tensors
+
+    def mark_non_differentiable(self, *tensors):
+        """Declare outputs that carry no gradient (indices, masks)."""
+        self._non_diff.update(id(t) for t in tensors)
+
+    def mark_dirty(self, *tensors):
+        """Declare inputs that ``forward`` modified in place."""
+        self._dirty.update(id(t) for t in tensors)
+
+    def set_materialize_grads(self, value: bool):
+        """If False, ``backward`` receives None (not zeros) for outputs with no gradient."""
+        self.materialize_grads = bool(value)
+
+
+class FunctionNode(Node):
+    """Tape node of a custom Function: runs the user's ``backward``."""
+
+    __slots__ = ("cls", "ctx", "n_args", "arg_meta", "undefined")
+
+    name = property(lambda self: self.cls.__name__)
+
+    def apply(self, grads, tensor_mode):
+        if self.freed:
+            raise RuntimeError(
+                f"backward: trying to backward through the graph a second time (custom Function "
+                f"'{self.name}'); pass retain_graph=True to the first backward()."
+            )
+        gs = []
+        for i, g in enumerate(grads):
+            if not self.ctx.materialize_grads and i in self.undefined:
+                gs.append(None)
+            else:
+                gs.append(_as_tensor(g))
+        with (enable_grad() if tensor_mode else no_grad()):
+            res = self.cls.backward(self.ctx, *gs)
+        return self._check(res, tensor_mode)
+
+    def _check(self, res, tensor_mode):
+        if not isinstance(res, tuple):
+            res = (res,)
+        if len(res) != self.n_args:
+            if len(res) > self.n_args and all(r is None for r in res[self.n_args:]):
+                res = res[: self.n_args]
+            else:
+                raise RuntimeError(
+                    f"function {self.name}Backward returned an incorrect number of gradients "
+                    f"(expected {self.n_args}, got {len(res)})"
+                )
+        out = []
+        for i, (r, parent, meta) in enumerate(zip(res, self.parents, self.arg_meta)):
+            if parent is None or r is None:
+                out.append(None)
+                continue
+            r = _as_tensor(r)
+            if tuple(r.shape) != meta[0]:
+                try:
+                    np.broadcast_shapes(meta[0], tuple(r.shape))
+                    if np.broadcast_shapes(meta[0], tuple(r.shape)) != tuple(r.shape):
+                        raise ValueError
+                except ValueError:
+                    raise RuntimeError(
+                        f"function {self.name}Backward returned an invalid gradient at index {i} - "
+                        f"got shape {tuple(r.shape)} but expected shape compatible with {meta[0]}"
+                    ) from None
+                from ..ops._family import sum_to_shape
+                from .._core.primitive import TN
+
+                r = sum_to_shape(TN, r, meta[0])
+            if r.dtype != meta[1] and meta[1].kind in "fc":
+                r = r.to(meta[1])
+            out.append(r if tensor_mode else r._data)
+        return out
+
+    def release(self):
+        self.ctx._freed = True
+        self.ctx._saved = ()
+        self.freed = True
+
+
+def _make_function_node(cls, ctx, args, outs, parents, eager):
+    node = FunctionNode()
+    node.cls, node.ctx, node.parents, node.eager = cls, ctx, parents, eager
+    node.prim = None
+    node.hooks = node.retains = None
+    node.freed = False
+    node.saved = node.out = node.versions = None
+    node.stack = None
+    node.n_args = len(args)
+    node.arg_meta = tuple((tuple(a.shape), a.dtype) if isinstance(a, Tensor) else ((), None) for a in args)
+    node.out_meta = tuple((tuple(o.shape), o.dtype) for o in outs)
+    node.undefined = set()
+    return node
+
+
+class FunctionMeta(type):
+    """Gives every concrete subclass an ``apply`` that records the custom op."""
+
+    def __init__(cls, name, bases, namespace):
+        super().__init__(name, bases, namespace)
+        if bases and bases != (object,):
+            cls.apply = classmethod(_apply)
+
+
+def _is_separate_style(cls):
+    return getattr(cls, "setup_context", None) is not Function.setup_context
+
+
+def _call_forward(cls, ctx, args, kwargs):
+    """Run forward in the combined or the separate (``setup_context``) style."""
+    if _is_separate_style(cls):
+        out = cls.forward(*args, **kwargs)
+        cls.setup_context(ctx, args, out)
+        return out
+    return cls.forward(ctx, *args, **kwargs)
+
+
+def _apply(cls, *args, **kwargs):
+    if STATE.traces:
+        trace = _owning_trace(args)
+        if trace is not None:
+            return trace.process_function(cls, args, kwargs)
+    ctx = FunctionCtx()
+    record = STATE.grad_enabled
+    needs = tuple(bool(record and isinstance(a, Tensor) and a._rg) for a in args)
+    ctx.needs_input_grad = needs
+    with no_grad():
+        out = _call_forward(cls, ctx, args, kwargs)
+    if not any(needs):
+        return out
+    return _attach(cls, ctx, args, out, [
+        (a if a.grad_fn is None else (a.grad_fn, a._out_idx)) if n else None for a, n in zip(args, needs)
+    ], eager=True, wrap_out=_wrap_output)
+
+
+def _wrap_output(o, node, i, ctx, args):
+    if id(o) in ctx._dirty:  # modified in place: rebase its history onto this node
+        o.grad_fn, o._out_idx, o._rg = node, i, True
+        o._version[0] += 1
+        return o
+    if any(o is a for a in args):  # returned an input as-is: a new tensor, not the same object
+        o = _wrap(o._data)
+    o.grad_fn, o._out_idx, o._rg = node, i, True
+    return o
+
+
+def _attach(cls, ctx, args, out, parents, eager, wrap_out):
+    """Connect the outputs of a custom Function to a new FunctionNode."""
+    single = not isinstance(out, tuple)
+    outs = (out,) if single else out
+    tensor_outs = [o for o in outs if isinstance(o, Tensor)]
+    node = _make_function_node(cls, ctx, args, tensor_outs, parents, eager)
+    result, k = [], 0
+    for o in outs:
+        if not isinstance(o, Tensor):
+            result.append(o)
+            continue
+        if id(o) in ctx._non_diff or o.dtype.kind not in "fc":
+            node.undefined.add(k)
+            result.append(o)
+        else:
+            result.append(wrap_out(o, node, k, ctx, args))
+        k += 1
+    return result[0] if single else tuple(result)
+
+
+class Function(metaclass=FunctionMeta):
+    """Base class for custom differentiable operations (see seeds 000 and 003).
+
+    Define ``forward`` and ``backward`` as static methods and call ``apply``. Either
+    ``forward(ctx, *args)`` (combined style) or ``forward(*args)`` plus
+    ``setup_context(ctx, inputs, output)`` (separate style; needed for ``jvp`` and
+    ``vmap`` static methods used by ``lucid.func`` transforms).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.autograd import Function
+    >>> class MyReLU(Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return x.clamp(min=0.0)
+    ...     @staticmethod
+    ...     def backward(ctx, grad_out):
+    ...         (x,) = ctx.saved_tensors
+    ...         return grad_out * (x > 0).float()
+    >>> x = lucid.tensor([-1.0, 2.0], requires_grad=True)
+    >>> MyReLU.apply(x).sum().backward()
+    >>> x.grad
+    tensor([0., 1.])
+
+    Limitations
+    -----------
+    Under ``func.vmap`` with ``generate_vmap_rule = True`` the forward is batched op by
+    op, and an *enclosing* reverse-mode transform then differentiates those ops rather
+    than calling the custom ``backward``.
+    """
+
+    generate_vmap_rule = False
+
+    @staticmethod
+    def forward(*args, **kwargs):
+        raise NotImplementedError("Function.forward: subclasses must implement forward")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("Function.backward: subclasses must implement backward")
+
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        raise RuntimeError(
+            "Function.apply: called on the base class Function; subclass it, define "
+            "forward/backward as static methods, and call YourFunction.apply(...)"
+        )
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError(
+            f"{type(self).__name__}: Function subclasses are not instantiated; call "
+            f"{type(self).__name__}.apply(...) instead"
+        )
+
+
+def once_differentiable(backward):
+    """Decorator for ``backward``: a second differentiation raises instead of silently being wrong."""
+
+    @functools.wraps(backward)
+    def wrapper(ctx, *grads):
+        with no_grad():
+            res = backward(ctx, *grads)
+        if not STATE.grad_enabled:
+            return res
+        if not any(isinstance(g, Tensor) and g._rg for g in grads):
+            return res
+        from ..ops.misc import attach_delayed_error
+
+        many = isinstance(res, tuple)
+        live = [g for g in grads if isinstance(g, Tensor) and g._rg]
+        res = tuple(attach_delayed_error(r, live, backward.__qualname__) if isinstance(r, Tensor) else r
+                    for r in (res if many else (res,)))
+        return res if many else res[0]
+
+    return wrapper

@@ -1,0 +1,105 @@
+"""``lucid.autograd.grad`` (seed 004): gradients returned, ``.grad`` left untouched."""
+from __future__ import annotations
+
+import numpy as np
+
+from .._core.grad_mode import enable_grad, no_grad
+from .._core.tensor import Tensor, _wrap
+from .engine import _edge_of, _seed, run_backward
+
+
+def _as_list(x, what):
+    if isinstance(x, Tensor):
+        return [x], True
+    try:
+        return list(x), False
+    except TypeError:
+        raise TypeError(f"grad: {what} must be a Tensor or a sequence of Tensors, got {type(x).__name__}") from None
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False, materialize_grads=False):
+    """Gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``.
+
+    Parameters
+    ----------
+    outputs : Tensor or sequence of Tensor
+    inputs : Tensor or sequence of Tensor
+    grad_outputs : Tensor, scalars or sequence, optional
+        Seed cotangents; ones when omitted (for any output shape, as seed 004 says).
+    retain_graph : bool, optional
+        Keep the graph (defaults to ``create_graph``).
+    create_graph : bool
+        Make the result differentiable (higher-order derivatives).
+    allow_unused : bool
+        Return None for inputs the outputs do not depend on (else raise).
+
+    Returns
+    -------
+    Tensor or tuple of Tensor
+        One gradient for a single Tensor input; a tuple aligned with a sequence.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    >>> lucid.autograd.grad(lucid.sum(x * x), x)
+    tensor([ 2., -4.,  6.])
+    """
+    outs, _ = _as_list(outputs, "outputs")
+    ins, single = _as_list(inputs, "inputs")
+    if grad_outputs is None:
+        seeds_in = [None] * len(outs)
+    elif isinstance(grad_outputs, Tensor) or not hasattr(grad_outputs, "__len__") or len(outs) == 1 and not isinstance(grad_outputs, (list, tuple)):
+        seeds_in = [grad_outputs]
+    else:
+        seeds_in = list(grad_outputs)
+    if len(seeds_in) != len(outs):
+        raise RuntimeError(f"grad: got {len(seeds_in)} grad_outputs for {len(outs)} outputs")
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots, seeds = [], []
+    for i, (o, g) in enumerate(zip(outs, seeds_in)):
+        if not isinstance(o, Tensor):
+            raise TypeError(f"grad: outputs[{i}] is a {type(o).__name__}, not a Tensor")
+        if not o._rg:
+            if allow_unused:
+                continue
+            raise RuntimeError(
+                f"grad: element {i} of outputs does not require grad and does not have a grad_fn "
+                f"(shape {tuple(o.shape)})"
+            )
+        roots.append(_edge_of(o))
+        if create_graph and isinstance(g, Tensor) and tuple(g.shape) == tuple(o.shape):
+            seeds.append(g)  # keep the seed's own graph: the result is differentiable in it
+            continue
+        seed = np.ones(o.shape, o.dtype) if g is None else _seed(o, g, "grad")
+        seeds.append(_wrap(seed) if create_graph else seed)
+    for i, t in enumerate(ins):
+        if not isinstance(t, Tensor) or not t._rg:
+            raise RuntimeError(f"grad: inputs[{i}] does not require grad")
+    edges = [_edge_of(t) for t in ins]
+    with (enable_grad() if create_graph else no_grad()):
+        got = run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph,
+                           capture=edges) if roots else [None] * len(ins)
+    result = []
+    for i, (t, g) in enumerate(zip(ins, got)):
+        if g is None:
+            if not allow_unused and not materialize_grads:
+                raise RuntimeError(
+                    f"grad: one of the differentiated Tensors (inputs[{i}], shape {tuple(t.shape)}) "
+                    "appears to not have been used in the graph. Set allow_unused=True if this is "
+                    "the desired behavior."
+                )
+            if materialize_grads:
+                import numpy as np
+
+                g = np.zeros(t.shape, t.dtype)
+        if g is not None and not isinstance(g, Tensor):
+            import numpy as np
+
+            g = _wrap(np.array(g, dtype=t.dtype))
+        elif g is not None and g.dtype != t.dtype:
+            g = g.to(t.dtype)
+        result.append(g)
+    return result[0] if single else tuple(result)

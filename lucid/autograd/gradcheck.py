@@ -1,0 +1,122 @@
+"""Numerical gradient checks: ``gradcheck`` and ``gradgradcheck`` (float64 central differences)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .._core.tensor import Tensor, _wrap
+from .grad import grad as _grad
+
+
+class GradcheckError(RuntimeError):
+    """Raised by gradcheck when analytical and numerical gradients disagree."""
+
+
+def _outputs(fn, inputs):
+    out = fn(*inputs)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return [o for o in outs if isinstance(o, Tensor) and o.dtype.kind in "fc"]
+
+
+def _numerical_jacobian(fn, inputs, idx, eps):
+    """d(outputs)/d(inputs[idx]) by central differences, one column per input element."""
+    x = inputs[idx]
+    base = x.detach()._data
+    flat = base.reshape(-1)
+    cols = []
+    for k in range(flat.size):
+        orig = flat[k]
+        vals = []
+        for step in (eps, -eps):
+            pert = base.copy().reshape(-1)
+            pert[k] = orig + step
+            args = list(inputs)
+            args[idx] = _wrap(pert.reshape(base.shape))
+            args[idx]._rg = x._rg
+            vals.append([o.detach()._data.astype(np.float64).reshape(-1) for o in _outputs(fn, args)])
+        cols.append([(a - b) / (2 * eps) for a, b in zip(*vals)])
+    return cols  # cols[k][j] : d out_j / d x_k (flattened)
+
+
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
+              check_undefined_grad=True, nondet_tol=0.0, fast_mode=False):
+    """Compare analytical vector-Jacobian products with central finite differences.
+
+    Every input that requires grad should be float64. The error names the input,
+    output and element that disagree.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([0.3, 0.7], dtype=lucid.float64, requires_grad=True)
+    >>> lucid.autograd.gradcheck(lambda t: (t * t).sum(), (x,))
+    True
+    """
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    diff_idx = [i for i, a in enumerate(inputs) if isinstance(a, Tensor) and a.requires_grad]
+    if not diff_idx:
+        raise ValueError("gradcheck: expected at least one input tensor to require gradient")
+    for i in diff_idx:
+        if inputs[i].dtype != np.float64:
+            import warnings
+
+            warnings.warn(f"gradcheck: input {i} is {inputs[i].dtype}, not float64; the check may fail "
+                          "from rounding alone", UserWarning, stacklevel=2)
+    outs = _outputs(func, inputs)
+    for j, out in enumerate(outs):
+        if not out.requires_grad:
+            continue
+        for i in diff_idx:
+            num = _numerical_jacobian(func, inputs, i, eps)
+            n_out = out.numel()
+            for r in range(n_out):
+                seed = np.zeros(n_out, out.dtype)
+                seed[r] = 1
+                g = _grad(out, inputs[i], grad_outputs=_wrap(seed.reshape(out.shape)),
+                          retain_graph=True, allow_unused=True)
+                ana = np.zeros(inputs[i].numel()) if g is None else g.detach()._data.astype(np.float64).reshape(-1)
+                numr = np.array([num[k][j][r] for k in range(inputs[i].numel())])
+                bad = ~np.isclose(ana, numr, rtol=rtol, atol=atol)
+                if bad.any():
+                    k = int(np.argmax(bad))
+                    msg = (f"gradcheck: Jacobian mismatch for output {j} with respect to input {i}, "
+                           f"at output element {r} and input element {k}: numerical "
+                           f"{numr[k]:.8g} vs analytical {ana[k]:.8g}\n"
+                           f"numerical row: {numr}\nanalytical row: {ana}")
+                    if raise_exception:
+                        raise GradcheckError(msg)
+                    return False
+    return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  raise_exception=True, gen_non_contig_grad_outputs=False):
+    """Check second derivatives: ``gradcheck`` of the function ``(inputs, v) -> vjp(v)``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([0.3, 0.7], dtype=lucid.float64, requires_grad=True)
+    >>> lucid.autograd.gradgradcheck(lambda t: (t ** 3).sum(), (x,))
+    True
+    """
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    diff_idx = [i for i, a in enumerate(inputs) if isinstance(a, Tensor) and a.requires_grad]
+    outs = _outputs(func, inputs)
+    rng = np.random.default_rng(0)
+    if grad_outputs is None:
+        grad_outputs = [_wrap(rng.standard_normal(o.shape).astype(o.dtype)) for o in outs]
+        for g in grad_outputs:
+            g.requires_grad = True
+    grad_outputs = list(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else [grad_outputs]
+    n = len(inputs)
+
+    def first_order(*args):
+        ins, gos = args[:n], args[n:]
+        outs_ = [o for o in _outputs(func, ins) if o.requires_grad]
+        gos = [g for g, o in zip(gos, _outputs(func, ins)) if o.requires_grad]
+        diff_in = [ins[i] for i in diff_idx]
+        gs = _grad(outs_, diff_in, grad_outputs=gos, create_graph=True, allow_unused=True)
+        return tuple(g for g in gs if g is not None)
+
+    return gradcheck(first_order, inputs + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)

@@ -1,0 +1,236 @@
+"""Family helpers: whole classes of primitives defined from one small formula.
+
+* :func:`unary` — elementwise ``f(x)`` from its derivative ``f'(x)``: vjp ``g * f'``,
+  jvp ``t * f'``, batching "elementwise".
+* :func:`binary` — broadcasting ``f(x, y)`` from its two partial derivatives; the
+  vjp undoes broadcasting with the shared :func:`sum_to_shape`.
+* :func:`linear_jvp` — for ops linear in their first argument the jvp is the op
+  itself applied to the tangent.
+* Batching helpers: :func:`batch_elementwise`, :func:`move_bdim`, :func:`batch_unary_axis`.
+
+Rules receive ``ns`` (see NOTE [Two namespaces]) and must only use operators and ``ns``
+functions, so that they run on arrays and on Tensors alike.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._core import dtypes
+from .._core.backend import xp
+from .._core.primitive import TN, Meta, bind, defprim
+from .._core.tensor import Tensor
+
+
+def shape_of(v):
+    """Shape of an array, Tensor, Meta or Python scalar (``()``)."""
+    return getattr(v, "shape", ())
+
+
+def ndim_of(v):
+    return len(shape_of(v))
+
+
+# ----------------------------------------------------------------- broadcasting
+
+def sum_to_shape(ns, g, shape):
+    """Sum ``g`` over broadcast dimensions so it has ``shape`` (undoes broadcasting).
+
+    The one place broadcasting is undone; every broadcasting vjp calls it.
+    """
+    gshape = shape_of(g)
+    if gshape == tuple(shape):
+        return g
+    lead = len(gshape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1
+    )
+    if axes:
+        g = ns.sum(g, axis=axes, keepdims=False)
+    if shape_of(g) != tuple(shape):
+        g = ns.reshape(g, shape=tuple(shape))
+    return g
+
+
+def same_dtype(ns, v, like):
+    """``v`` in the dtype of ``like`` (a derivative built from masks or Python floats may widen)."""
+    dt = getattr(like, "dtype", None)
+    if dt is not None and getattr(v, "dtype", dt) != dt:
+        return ns.cast(v, dtype=dt)
+    return v
+
+
+def broadcast_tangent(ns, t, shape):
+    """Broadcast a tangent to ``shape`` (the forward-mode dual of :func:`sum_to_shape`)."""
+    if shape_of(t) == tuple(shape):
+        return t
+    return ns.broadcast_to(t, shape=tuple(shape))
+
+
+# --------------------------------------------------------------------- batching
+
+def move_bdim(v, bdim, to=0):
+    """Move the batch dimension of ``v`` from ``bdim`` to ``to`` (lower-level Tensors)."""
+    if bdim == to:
+        return v
+    nd = v.ndim
+    perm = list(range(nd))
+    perm.pop(bdim)
+    perm.insert(to if to >= 0 else nd + to, bdim)
+    return TN.transpose(v, axes=tuple(perm))
+
+
+def batch_elementwise(prim):
+    """Batching rule for elementwise (broadcasting) primitives.
+
+    Batched operands get their batch dim moved to the front and are padded with
+    singleton dims up to the largest per-example rank, so the batch dim never aligns
+    with an example dim of an unbatched operand.
+    """
+
+    def rule(vals, bdims, **params):
+        rank = max(ndim_of(v) - (b is not None) for v, b in zip(vals, bdims))
+        new = []
+        for v, b in zip(vals, bdims):
+            if b is None:
+                new.append(v)
+                continue
+            v = move_bdim(v, b, 0)
+            pad = rank - (v.ndim - 1)
+            if pad:
+                v = TN.reshape(v, shape=(v.shape[0],) + (1,) * pad + tuple(v.shape[1:]))
+            new.append(v)
+        return bind(prim, tuple(new), params), 0
+
+    return rule
+
+
+def batch_unary_axis(prim, axis_params=("axis",)):
+    """Batching rule for one-input ops with axis parameters: shift the axes past the batch dim."""
+
+    def rule(vals, bdims, **params):
+        (v,), (b,) = vals, bdims
+        v = move_bdim(v, b, 0)
+        nd = v.ndim - 1
+        params = dict(params)
+        for name in axis_params:
+            params[name] = shift_axis(params.get(name), nd)
+        return bind(prim, (v,), params), 0
+
+    return rule
+
+
+def shift_axis(axis, nd):
+    """Axis (int, tuple or None) of a per-example array, as an axis of the batched array."""
+    if axis is None:
+        return tuple(range(1, nd + 1))
+    if isinstance(axis, (tuple, list)):
+        return tuple(normalize_axis(a, nd) + 1 for a in axis)
+    return normalize_axis(axis, nd) + 1
+
+
+def normalize_axis(axis, nd, op="op"):
+    if not -max(nd, 1) <= axis < max(nd, 1):
+        raise IndexError(f"{op}: dimension {axis} is out of range for a tensor with {nd} dims")
+    return axis % max(nd, 1)
+
+
+# --------------------------------------------------------------------- families
+
+def _promote_float(x):
+    """Ints and bools become the default float first (``lucid.exp(int_tensor)`` is float)."""
+    if isinstance(x, Tensor):
+        if x.dtype.kind in "biu":
+            return TN.cast(x, dtype=dtypes.get_default_dtype())
+        return x
+    return _as_tensor(x)
+
+
+def _as_tensor(x):
+    if isinstance(x, Tensor):
+        return x
+    from .._core.tensor import _to_array, _wrap
+
+    return _wrap(_to_array(x, None))
+
+
+def unary(name, impl, deriv, *, save_out=False, save_inputs=True, float_only=True, doc=None):
+    """Define an elementwise primitive ``name`` from its derivative.
+
+    ``deriv(ns, x, out)`` returns ``f'(x)``; it may use ``out`` (then pass
+    ``save_out=True``) instead of ``x`` (then ``save_inputs=False`` saves memory).
+    Returns ``(primitive, public_function)``.
+    """
+    prim = defprim(
+        name,
+        impl,
+        vjp=(lambda ns, g, out, x: same_dtype(ns, g * deriv(ns, x, out), g),),
+        jvp=lambda ns, primals, tangents, out: same_dtype(ns, tangents[0] * deriv(ns, primals[0], out), tangents[0]),
+        save_out=save_out,
+        save_inputs=save_inputs,
+    )
+    prim.batch = batch_elementwise(prim)
+
+    if float_only:
+        def fn(input):
+            return bind(prim, (_promote_float(input),), {})
+    else:
+        def fn(input):
+            return bind(prim, (_as_tensor(input),), {})
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc or f"Elementwise ``{name}``.\n\nExamples\n--------\n>>> import lucid\n>>> lucid.{name}(lucid.tensor([0.5])).shape\n(1,)\n"
+    return prim, fn
+
+
+def binary(name, impl, dx, dy, *, save_out=False, save_inputs=True):
+    """Define a broadcasting elementwise primitive from its partial derivatives.
+
+    ``dx(ns, x, y, out)`` and ``dy(ns, x, y, out)`` return ``∂f/∂x`` and ``∂f/∂y`` (either
+    may be ``None`` for "no gradient"). Python-scalar operands receive no gradient.
+    """
+
+    def vjp_x(ns, g, out, x, y):
+        return sum_to_shape(ns, same_dtype(ns, g * dx(ns, x, y, out), g), shape_of(x))
+
+    def vjp_y(ns, g, out, x, y):
+        return sum_to_shape(ns, same_dtype(ns, g * dy(ns, x, y, out), g), shape_of(y))
+
+    def jvp(ns, primals, tangents, out):
+        x, y = primals
+        tx, ty = tangents
+        res = None
+        if tx is not None:
+            res = tx * dx(ns, x, y, out)
+        if ty is not None:
+            term = ty * dy(ns, x, y, out)
+            res = term if res is None else res + term
+        return broadcast_tangent(ns, same_dtype(ns, res, out), shape_of(out))
+
+    prim = defprim(name, impl, vjp=(vjp_x if dx else None, vjp_y if dy else None), jvp=jvp,
+                   save_out=save_out, save_inputs=save_inputs)
+    prim.batch = batch_elementwise(prim)
+    return prim
+
+
+def linear_jvp(prim):
+    """jvp for a primitive linear in its first argument: apply the op to the tangent."""
+
+    def jvp(ns, primals, tangents, out, **params):
+        return bind(prim, (tangents[0],) + tuple(primals[1:]), params)
+
+    return jvp
+
+
+def nondiff(name, impl, *, nout=1):
+    """A primitive with no gradient (comparisons, argmax ...): elementwise batching, zero tangent."""
+    prim = defprim(name, impl, vjp=None, jvp=lambda ns, primals, tangents, out, **p: None,
+                   differentiable=False, nout=nout, save_inputs=False)
+    prim.batch = batch_elementwise(prim)
+    return prim
+
+
+__all__ = [
+    "sum_to_shape", "broadcast_tangent", "move_bdim", "batch_elementwise", "batch_unary_axis",
+    "shift_axis", "normalize_axis", "unary", "binary", "linear_jvp", "nondiff", "shape_of",
+    "ndim_of", "Meta", "xp", "np",
+]

@@ -1,0 +1,90 @@
+"""The op database: one ``OpInfo`` per op with sample inputs and a NumPy reference.
+
+Family files (``db_*.py``) each define ``OPS = [OpInfo(...), ...]``; ``test_opdb.py``
+runs every generic check over all of them. Adding an op = adding one entry.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class Sample:
+    """Positional args (ndarrays become Tensors, anything else passes through) and kwargs."""
+
+    args: tuple
+    kwargs: dict = dataclasses.field(default_factory=dict)
+    name: str = ""
+
+    def __repr__(self):
+        shapes = [a.shape if isinstance(a, np.ndarray) else a for a in self.args]
+        return f"Sample({self.name or shapes}, {self.kwargs})"
+
+
+@dataclasses.dataclass
+class OpInfo:
+    """How to call, check and sample one op.
+
+    ``op(*tensors, **kwargs)`` is the lucid call; ``ref(*arrays, **kwargs)`` the NumPy
+    reference (None: the forward check is skipped for this op, e.g. random ops).
+    ``samples(rng)`` returns a list of :class:`Sample` in float64.
+    """
+
+    name: str
+    op: Callable
+    ref: Callable | None
+    samples: Callable[[np.random.Generator], list]
+    grad: bool = True          # gradcheck / gradgradcheck / jvp checks apply
+    gradgrad: bool = True
+    vmap: bool = True
+    out_index: int | None = None  # for multi-output ops: which output to check for grads
+    atol: float = 1e-6
+    rtol: float = 1e-5
+    grad_atol: float = 1e-5
+    grad_rtol: float = 1e-3
+    vmap_in_dims: tuple = (0, 1, -1)
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+def floats(rng, *shape, low=-1.0, high=1.0):
+    """A float64 array; shapes are kept tiny so the whole database stays fast."""
+    return rng.uniform(low, high, size=shape).astype(np.float64)
+
+
+def positive(rng, *shape, low=0.5, high=2.0):
+    return rng.uniform(low, high, size=shape).astype(np.float64)
+
+
+def away_from_ties(rng, *shape):
+    """Distinct values (for max/sort-like ops whose derivative jumps at ties)."""
+    n = int(np.prod(shape)) if shape else 1
+    vals = rng.permutation(n).astype(np.float64) / max(n, 1) + rng.uniform(0, 0.01, n)
+    return vals.reshape(shape)
+
+
+def unary_samples(make=floats):
+    """Scalar, vector, matrix and empty inputs for an elementwise unary op."""
+
+    def samples(rng):
+        mk = lambda *s: np.asarray(make(rng, *s), dtype=np.float64)  # noqa: E731
+        return [Sample((mk(),)), Sample((mk(3),)), Sample((mk(2, 3),)), Sample((mk(0, 2),), name="empty")]
+
+    return samples
+
+
+def binary_samples(make_x=floats, make_y=floats):
+    """Same-shape, broadcasting and scalar-operand cases for a binary elementwise op."""
+
+    def samples(rng):
+        return [
+            Sample((make_x(rng, 2, 3), make_y(rng, 2, 3))),
+            Sample((make_x(rng, 2, 3), make_y(rng, 3)), name="broadcast"),
+            Sample((make_x(rng, 3, 1), make_y(rng, 1, 2)), name="outer broadcast"),
+            Sample((make_x(rng), make_y(rng, 2)), name="scalar tensor"),
+            Sample((make_x(rng, 2, 2), 0.7), name="python scalar"),
+        ]
+
+    return samples
