@@ -18,11 +18,14 @@ from ._core.tensor import Tensor
 from .ops.elementwise import *  # noqa: F401,F403
 from .ops.reduce import *  # noqa: F401,F403
 from .ops.shape import *  # noqa: F401,F403
-from .ops.indexing import getitem  # noqa: F401
+from .ops.indexing import *  # noqa: F401,F403
 from .ops.linalg import *  # noqa: F401,F403
 from .ops.creation import *  # noqa: F401,F403
+from .ops.random import *  # noqa: F401,F403
+from .ops.inplace import *  # noqa: F401,F403
+from .ops.conv import *  # noqa: F401,F403
 from .ops import misc as _misc  # noqa: F401
-from . import autograd  # noqa: E402
+from .serialization import *  # noqa: F401,F403
+from . import autograd, func, linalg, nn, optim, utils  # noqa: E402,F401
 
 __version__ = "0.1.0"
-from . import func  # noqa: E402

@@ -92,11 +92,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                     "the desired behavior."
                 )
             if materialize_grads:
-                import numpy as np
 
                 g = np.zeros(t.shape, t.dtype)
         if g is not None and not isinstance(g, Tensor):
-            import numpy as np
 
             g = _wrap(np.array(g, dtype=t.dtype))
         elif g is not None and g.dtype != t.dtype:

@@ -207,3 +207,6 @@ def new_full(input, size, fill_value, dtype=None, requires_grad=False):
 @tensor_method("new_empty")
 def new_empty(input, *size, dtype=None, requires_grad=False):
     return zeros(*size, dtype=dtype or input.dtype, requires_grad=requires_grad)
+
+
+__all__ = ['arange', 'as_tensor', 'empty', 'empty_like', 'eye', 'from_numpy', 'full', 'full_like', 'linspace', 'logspace', 'ones', 'ones_like', 'tensor', 'zeros', 'zeros_like']

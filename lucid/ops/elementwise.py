@@ -168,6 +168,8 @@ def neg(input):
     return bind(neg_p, (_as_tensor(input),), {})
 
 
+subtract, multiply, divide, true_divide, negative = sub, mul, div, div, neg
+
 Tensor.__radd__ = lambda self, other: add(other, self)
 Tensor.__rsub__ = lambda self, other: sub(other, self)
 Tensor.__rmul__ = lambda self, other: mul(other, self)
@@ -392,3 +394,6 @@ def bitwise_not(input):
 @tensor_method("logical_not")
 def logical_not(input):
     return bind(logical_not_p, (_as_tensor(input),), {})
+
+
+__all__ = ['abs', 'add', 'bitwise_and', 'bitwise_not', 'bitwise_or', 'bitwise_xor', 'clamp', 'clip', 'clone', 'cos', 'div', 'divide', 'eq', 'exp', 'ge', 'gt', 'le', 'log', 'logical_not', 'lt', 'maximum', 'minimum', 'mul', 'multiply', 'ne', 'neg', 'negative', 'pow', 'relu', 'sign', 'sin', 'sqrt', 'sub', 'subtract', 'tanh', 'true_divide', 'where']

@@ -177,3 +177,6 @@ def getitem(input, key):
         return bind(getitem_p, (input,) + idx, {"key": template})
     except IndexError as e:
         raise IndexError(f"getitem: {e} (tensor shape {tuple(input.shape)})".replace("getitem: getitem: ", "getitem: ")) from None
+
+
+__all__ = ['getitem']

@@ -77,3 +77,6 @@ def matmul(input, other):
 
 
 Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
+
+
+__all__ = ['matmul']

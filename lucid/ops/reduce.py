@@ -136,3 +136,6 @@ def amin(input, dim=None, keepdim=False):
     if input.numel() == 0 and any(input.shape[a] == 0 for a in axes):
         raise RuntimeError(f"amin: expected reduction dims to be non-empty, got shape {tuple(input.shape)}")
     return bind(amin_p, (input,), {"axis": axes, "keepdims": bool(keepdim)})
+
+
+__all__ = ['amax', 'amin', 'mean', 'sum']

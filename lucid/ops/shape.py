@@ -369,3 +369,6 @@ def stack(tensors, dim=0):
             raise RuntimeError(f"stack: expects each tensor to be equal size, got {[tuple(x.shape) for x in tensors]}")
     dim = normalize_axis(dim, len(shape) + 1, "stack")
     return cat([unsqueeze(t, dim) for t in tensors], dim) if len(tensors) > 1 else unsqueeze(tensors[0], dim)
+
+
+__all__ = ['broadcast_to', 'cat', 'concat', 'concatenate', 'contiguous', 'expand', 'expand_as', 'flatten', 'moveaxis', 'movedim', 'permute', 'reshape', 'squeeze', 'stack', 'swapaxes', 'swapdims', 't', 'transpose', 'unflatten', 'unsqueeze', 'view']

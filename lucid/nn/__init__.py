@@ -1,0 +1,1 @@
+"""lucid.nn: modules, layers, losses."""

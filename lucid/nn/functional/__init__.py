@@ -1,0 +1,1 @@
+"""lucid.nn.functional: stateless versions of the layers, activations and losses."""

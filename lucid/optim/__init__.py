@@ -1,0 +1,1 @@
+"""lucid.optim: optimizers."""

@@ -1,0 +1,2 @@
+"""lucid.utils."""
+from . import data  # noqa: F401

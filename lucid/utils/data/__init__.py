@@ -1,0 +1,1 @@
+"""lucid.utils.data: datasets, samplers and DataLoader."""
