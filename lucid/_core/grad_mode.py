@@ -9,6 +9,28 @@ import functools
 import threading
 
 
+# Number of transforms active in any thread: ``bind`` reads this plain global first, so
+# the eager path skips the thread-local transform stack when no transform runs anywhere.
+ACTIVE_TRACES = [0]
+
+
+class _TraceStack(list):
+    """The per-thread transform stack; keeps ACTIVE_TRACES in step with every push/pop."""
+
+    def append(self, trace):
+        ACTIVE_TRACES[0] += 1
+        super().append(trace)
+
+    def pop(self, index=-1):
+        item = super().pop(index)
+        ACTIVE_TRACES[0] -= 1
+        return item
+
+    def remove(self, trace):
+        super().remove(trace)
+        ACTIVE_TRACES[0] -= 1
+
+
 class _State(threading.local):
     def __init__(self):
         self.grad_enabled = True
@@ -16,7 +38,7 @@ class _State(threading.local):
         self.anomaly = False
         self.anomaly_check_nan = True
         # Active transforms (func.grad / jvp / vmap), innermost last. See NOTE [Levels].
-        self.traces = []
+        self.traces = _TraceStack()
 
 
 STATE = _State()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .grad_mode import STATE
+from .grad_mode import ACTIVE_TRACES, STATE
 
 # NOTE [Two namespaces]
 # Every rule is written once against an op namespace ``ns``. Two namespaces exist:
@@ -120,6 +120,7 @@ def defprim(name, impl, *, vjp=None, jvp=None, batch=None, save_inputs=True,
 # --------------------------------------------------------------------------- bind
 
 _Tensor = None  # set by tensor.py (avoids an import cycle)
+ndarray = np.ndarray
 _record = None  # set by autograd/engine.py
 _wrap = None
 
@@ -134,7 +135,7 @@ def bind(prim, args, params):
     >>> bind(REGISTRY["exp"], (lucid.tensor([0.0]),), {})
     tensor([1.])
     """
-    if STATE.traces:
+    if ACTIVE_TRACES[0] and STATE.traces:
         trace = _owning_trace(args)
         if trace is not None:
             return trace.process(prim, args, params)
@@ -154,13 +155,15 @@ def bind(prim, args, params):
         raise _op_error(prim, args, e) from e
     if needs_grad and STATE.grad_enabled and prim.differentiable:
         return _record(prim, args, params, out)
-    wrap = _wrap
     if prim.nout == 1:
-        t = wrap(out)
+        # _wrap, inlined: this is the hot path of every eager op.
+        t = object.__new__(Tensor)
+        t._data = out if out.__class__ is ndarray else np.asarray(out)
+        t._version = [0]
         if prim.is_view:
             _share_version(t, args[0])
         return t
-    return tuple(wrap(o) for o in out)
+    return tuple(_wrap(o) for o in out)
 
 
 def _share_version(out, base):

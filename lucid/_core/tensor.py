@@ -31,11 +31,18 @@ class Tensor:
     tensor([2., 4.])
     """
 
-    # _version is a one-element list shared by a base and all its views.
-    __slots__ = ("_data", "_rg", "_grad", "grad_fn", "_out_idx", "_version", "_base",
-                 "_hooks", "_retains", "__weakref__", "__dict__")
+    # Instance state is `_data` and `_version` (a one-element list shared by a base and
+    # all its views); everything else defaults to these class attributes until set, so
+    # making a tensor on the hot path costs two attribute writes.
     __array_priority__ = 1000
     _level = 0  # eager tensors belong to no transform. See NOTE [Levels]
+    _rg = False
+    _grad = None
+    grad_fn = None
+    _out_idx = 0
+    _base = None
+    _hooks = None
+    _retains = False
 
     def __init__(self, data=None, requires_grad=False, dtype=None, device=None):
         backend.check_device(device)
@@ -326,14 +333,7 @@ def _wrap(arr):
     """A fresh eager Tensor around ``arr`` — the hot path, so no checks and no __init__."""
     t = object.__new__(Tensor)
     t._data = arr if arr.__class__ is np.ndarray else np.asarray(arr)
-    t._rg = False
-    t._grad = None
-    t.grad_fn = None
-    t._out_idx = 0
     t._version = [0]
-    t._base = None
-    t._hooks = None
-    t._retains = False
     return t
 
 

@@ -10,8 +10,10 @@ The engine is iterative (a dependency count and a ready stack), so a chain of
 """
 from __future__ import annotations
 
+import itertools
 import traceback
 import weakref
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -19,6 +21,9 @@ from .._core import primitive
 from .._core.grad_mode import STATE, enable_grad, no_grad
 from .._core.primitive import AN, TN, Meta
 from .._core.tensor import Tensor, _wrap
+
+
+_SEQ = itertools.count()
 
 
 class Node:
@@ -29,7 +34,17 @@ class Node:
     """
 
     __slots__ = ("prim", "params", "saved", "versions", "out", "out_meta", "parents",
-                 "hooks", "retains", "freed", "eager", "stack", "__weakref__")
+                 "hooks", "retains", "freed", "eager", "stack", "seq", "nout", "__weakref__")
+
+    def __init__(self, prim, params, saved, versions, out, out_meta, parents, eager):
+        self.prim, self.params, self.saved, self.versions = prim, params, saved, versions
+        self.out, self.out_meta, self.parents, self.eager = out, out_meta, parents, eager
+        self.nout = prim.nout
+        self.hooks = self.retains = self.stack = None
+        self.freed = False
+        # Creation order: consumers always have a larger seq than their inputs, so the
+        # engine can run nodes by decreasing seq without a topological sort.
+        self.seq = next(_SEQ)
 
     name = property(lambda self: self.prim.name)
 
@@ -50,9 +65,6 @@ class Node:
             self.retains = {}
         self.retains[idx] = weakref.ref(tensor)
 
-    def nout(self):
-        return len(self.out_meta)
-
     # ----------------------------------------------------------------- backward
     def apply(self, grads, tensor_mode):
         """Input cotangents (one per argument, None where not needed)."""
@@ -64,7 +76,8 @@ class Node:
             )
         prim = self.prim
         if self.eager:
-            self._check_versions()
+            if self.versions is not None:
+                self._check_versions()
             if tensor_mode:
                 args = self.saved
                 out = self._out_tensors()
@@ -79,7 +92,9 @@ class Node:
         rules = prim.vjp
         params = self.params
         result = []
-        for i, parent in enumerate(self.parents):
+        i = -1
+        for parent in self.parents:
+            i += 1
             if parent is None:
                 result.append(None)
             elif rules.__class__ is tuple:
@@ -95,7 +110,7 @@ class Node:
         """The outputs as Tensors attached to this node, for a differentiable backward."""
         if self.out is None:
             return None
-        if len(self.out_meta) == 1:
+        if self.nout == 1:
             t = _wrap(self.out)
             t.grad_fn, t._rg = self, True
             return t
@@ -124,45 +139,65 @@ class Node:
         self.freed = True
 
 
-def make_node(prim, args, params, out, parents, eager):
-    """Build the tape node for one call (shared by the eager tape and func.grad)."""
-    node = Node()
-    node.prim, node.params, node.parents, node.eager = prim, params, parents, eager
-    node.hooks = node.retains = None
-    node.freed = False
+def _saved_inputs(prim, args, eager):
+    """(saved values, their versions) for a node; unsaved tensor inputs become Meta."""
     save = prim.save_inputs
     if save is True:
-        node.saved = args
-        node.versions = [a._version[0] if isinstance(a, Tensor) else 0 for a in args] if eager else None
+        saved = args
     elif save is False:
-        node.saved = tuple(Meta(a.shape, a.dtype) if isinstance(a, Tensor) else a for a in args)
-        node.versions = None
+        return [Meta(a.shape, a.dtype) if isinstance(a, Tensor) else a for a in args], None
     else:  # an int k: only the arguments from position k on are needed
-        node.saved = tuple(Meta(a.shape, a.dtype) if i < save and isinstance(a, Tensor) else a
-                           for i, a in enumerate(args))
-        node.versions = [a._version[0] if isinstance(a, Tensor) else 0 for a in node.saved] if eager else None
-    node.out = out if prim.save_out else None
-    if prim.nout == 1:
-        node.out_meta = ((out.shape, out.dtype),)
-    else:
-        node.out_meta = tuple((o.shape, o.dtype) for o in out)
-    node.stack = traceback.extract_stack(limit=12)[:-3] if STATE.anomaly else None
+        saved = tuple(Meta(a.shape, a.dtype) if i < save and isinstance(a, Tensor) else a
+                      for i, a in enumerate(args))
+    if not eager:
+        return saved, None
+    return saved, [a._version[0] if isinstance(a, Tensor) else 0 for a in saved]
+
+
+def make_node(prim, args, params, out, parents, eager):
+    """Build the tape node for one call (shared by the eager tape and func.grad)."""
+    saved, versions = _saved_inputs(prim, args, eager)
+    meta = None if prim.nout == 1 else tuple((o.shape, o.dtype) for o in out)
+    node = Node(prim, params, saved, versions, out if prim.save_out else None, meta, parents, eager)
+    if STATE.anomaly:
+        node.stack = traceback.extract_stack(limit=12)[:-3]
     return node
 
 
 def record(prim, args, params, out):
-    """Eager tape: wrap ``out`` in Tensors attached to a new node. Called by ``bind``."""
-    parents = [
-        (a if a.grad_fn is None else (a.grad_fn, a._out_idx)) if isinstance(a, Tensor) and a._rg else None
-        for a in args
-    ]
-    node = make_node(prim, args, params, out, parents, True)
+    """Eager tape: wrap ``out`` in Tensors attached to a new node. Called by ``bind``.
+
+    This is the hot path of every recorded op, so ``make_node`` is inlined here.
+    """
+    parents = []
+    save = prim.save_inputs
+    versions = [] if save is True else None
+    for a in args:
+        if isinstance(a, Tensor):
+            if versions is not None:
+                versions.append(a._version[0])
+            if a._rg:
+                fn = a.grad_fn
+                parents.append(a if fn is None else (fn, a._out_idx))
+                continue
+        elif versions is not None:
+            versions.append(0)
+        parents.append(None)
+    if save is True:
+        saved = args
+    else:
+        saved, versions = _saved_inputs(prim, args, True)
     if prim.nout == 1:
+        node = Node(prim, params, saved, versions, out if prim.save_out else None, None, parents, True)
+        if STATE.anomaly:
+            node.stack = traceback.extract_stack(limit=12)[:-3]
         t = _wrap(out)
-        t.grad_fn, t._rg = node, True
+        t.grad_fn = node
+        t._rg = True
         if prim.is_view:
             primitive._share_version(t, args[0])
         return t
+    node = make_node(prim, args, params, out, parents, True)
     outs = []
     for i, o in enumerate(out):
         t = _wrap(o)
@@ -213,41 +248,48 @@ def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None):
     Without ``capture`` gradients are accumulated into the ``.grad`` of leaves; with it
     (a list of edges) they are returned, aligned with ``capture``, and nothing else is
     touched (``autograd.grad`` / ``func.grad``).
+
+    Nodes run by decreasing creation order (``Node.seq``) from a heap: every consumer of
+    a node was created after it, so it has already sent its gradient when the node runs.
     """
-    root_nodes = [e[0] for e in roots if isinstance(e, tuple)]
-    deps, order = _topo(root_nodes)
-    wanted = None
+    wanted = needed = None
     captured = {}
     if capture is not None:
         wanted = {_edge_key(e) for e in capture}
+        _, order = _topo([e[0] for e in roots if isinstance(e, tuple)])
         needed = _needed_nodes(order, wanted)
     buffers = {}
+    heap = []
     own_ids = set()
     for edge, g in zip(roots, root_grads):
-        _send(edge, g, buffers, captured, wanted, own_ids, tensor_mode)
-    ready = [n for n in root_nodes if deps[n] == 0]
-    ready = list({id(n): n for n in ready}.values())
-    while ready:
-        node = ready.pop()
-        grads = buffers.pop(node, None)
-        if grads is None:
-            grads = [None] * len(node.out_meta)
-        grads = _prepare_output_grads(node, grads, captured, wanted, tensor_mode)
-        if wanted is None or node in needed:
+        _send(edge, g, buffers, heap, captured, wanted, own_ids, tensor_mode)
+    anomaly = STATE.anomaly
+    while heap:
+        node = heappop(heap)[1]
+        grads = buffers.pop(node)
+        if node.nout > 1 or node.hooks or node.retains or wanted is not None:
+            grads = _prepare_output_grads(node, grads, captured, wanted, tensor_mode)
+        if needed is None or node in needed:
             in_grads = node.apply(grads, tensor_mode)
-            if STATE.anomaly:
+            if anomaly:
                 _check_anomaly(node, in_grads)
             for parent, g in zip(node.parents, in_grads):
-                if parent is not None and g is not None:
-                    _send(parent, g, buffers, captured, wanted, own_ids, tensor_mode)
+                if parent is None or g is None:
+                    continue
+                if parent.__class__ is tuple:
+                    pn, idx = parent
+                    buf = buffers.get(pn)
+                    if buf is None:
+                        buf = buffers[pn] = [None] * pn.nout
+                        heappush(heap, (-pn.seq, pn))
+                        buf[idx] = g
+                    else:
+                        cur = buf[idx]
+                        buf[idx] = g if cur is None else cur + g
+                else:
+                    _send(parent, g, buffers, heap, captured, wanted, own_ids, tensor_mode)
         if not retain_graph:
             node.release()
-        for parent in node.parents:
-            if isinstance(parent, tuple):
-                pn = parent[0]
-                deps[pn] -= 1
-                if deps[pn] == 0:
-                    ready.append(pn)
     if capture is not None:
         return [captured.get(_edge_key(e)) for e in capture]
     return None
@@ -269,7 +311,7 @@ def _prepare_output_grads(node, grads, captured, wanted, tensor_mode):
     """Fill missing output grads with zeros, run tensor hooks, serve retain_grad/capture."""
     for i, g in enumerate(grads):
         if g is None:
-            shape, dtype = node.out_meta[i]
+            shape, dtype = node.out_meta[i] if node.out_meta else (None, None)
             z = np.zeros(shape, dtype)
             grads[i] = _wrap(z) if tensor_mode else z
     if node.hooks:
@@ -296,13 +338,14 @@ def _as_tensor(g):
     return g if isinstance(g, Tensor) else _wrap(g)
 
 
-def _send(edge, g, buffers, captured, wanted, own_ids, tensor_mode):
+def _send(edge, g, buffers, heap, captured, wanted, own_ids, tensor_mode):
     """Route one cotangent to a node's buffer, a captured slot, or a leaf's ``.grad``."""
     if isinstance(edge, tuple):
         node, idx = edge
         buf = buffers.get(node)
         if buf is None:
-            buf = buffers[node] = [None] * len(node.out_meta)
+            buf = buffers[node] = [None] * node.nout
+            heappush(heap, (-node.seq, node))
         cur = buf[idx]
         buf[idx] = g if cur is None else cur + g
         return

@@ -8,7 +8,7 @@ import numpy as np
 from .._core.grad_mode import STATE, enable_grad, no_grad
 from .._core.primitive import _owning_trace
 from .._core.tensor import Tensor, _wrap
-from .engine import Node, _as_tensor
+from .engine import _SEQ, Node, _as_tensor
 
 
 class FunctionCtx:
@@ -148,13 +148,15 @@ class FunctionNode(Node):
 
 
 def _make_function_node(cls, ctx, args, outs, parents, eager):
-    node = FunctionNode()
+    node = FunctionNode.__new__(FunctionNode)
     node.cls, node.ctx, node.parents, node.eager = cls, ctx, parents, eager
     node.prim = None
     node.hooks = node.retains = None
     node.freed = False
     node.saved = node.out = node.versions = None
     node.stack = None
+    node.seq = next(_SEQ)
+    node.nout = len(outs)
     node.n_args = len(args)
     node.arg_meta = tuple((tuple(a.shape), a.dtype) if isinstance(a, Tensor) else ((), None) for a in args)
     node.out_meta = tuple((tuple(o.shape), o.dtype) for o in outs)

@@ -172,6 +172,8 @@ def unary(name, impl, deriv, *, save_out=False, save_inputs=True, float_only=Tru
 
     if float_only:
         def fn(input):
+            if input.__class__ is Tensor and input._data.dtype.kind in "fc":
+                return bind(prim, (input,), {})
             return bind(prim, (_promote_float(input),), {})
     else:
         def fn(input):

@@ -50,6 +50,8 @@ def _scalar_ok(v):
 
 def promote(a, b):
     """Operands of a binary op, converted per NOTE [Type promotion] (scalars stay scalars)."""
+    if a.__class__ is Tensor and b.__class__ is Tensor and a._data.dtype is b._data.dtype:
+        return a, b
     if isinstance(a, Tensor):
         if isinstance(b, Tensor):
             if a.dtype == b.dtype:
