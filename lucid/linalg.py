@@ -1,4 +1,337 @@
-"""lucid.linalg: linear algebra (inv, det, solve, cholesky, qr, eigh, svd, norms ...)."""
+"""lucid.linalg: linear algebra (inv, det, solve, cholesky, qr, eigh, svd, norms ...).
+
+Thin public wrappers: they validate shapes (errors start with ``linalg.<name>`` and give
+the shape), then bind the primitives of :mod:`lucid.ops.linalg` (which carry the vjp,
+jvp and batching rules) or compose them. Everything maps over leading batch dims.
+
+Limitations: real inputs only; gradients of ``eigh`` / ``svd`` assume distinct
+eigen/singular values, of ``qr`` assume rows >= columns, of ``det`` a non-singular input.
+"""
 from __future__ import annotations
 
-__all__ = []
+import collections
+import math
+
+import numpy as np
+
+from ._core.primitive import bind
+from ._core.tensor import tensor_method
+from .ops import linalg as _ops
+from .ops._family import _as_tensor
+from .ops.linalg import matmul  # noqa: F401  (lucid.linalg.matmul, like torch)
+
+SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
+QRResult = collections.namedtuple("QRResult", ["Q", "R"])
+EighResult = collections.namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+SVDResult = collections.namedtuple("SVDResult", ["U", "S", "Vh"])
+
+
+def _float(A, op):
+    A = _as_tensor(A)
+    if A.dtype.kind not in "fc":
+        raise RuntimeError(f"linalg.{op}: expected a floating point tensor, got dtype {A.dtype}")
+    return A
+
+
+def _matrix(A, op, square=False):
+    A = _float(A, op)
+    if A.ndim < 2:
+        raise RuntimeError(f"linalg.{op}: the input must have at least 2 dimensions, got shape {tuple(A.shape)}")
+    if square and A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"linalg.{op}: A must be batches of square matrices, but they are "
+                           f"{A.shape[-2]} by {A.shape[-1]} matrices (shape {tuple(A.shape)})")
+    return A
+
+
+@tensor_method("inverse")
+def inv(A):
+    """Inverse of a square matrix (or a batch of them).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.linalg.inv(lucid.tensor([[2.0, 0.0], [0.0, 4.0]])).tolist()
+    [[0.5, 0.0], [0.0, 0.25]]
+    """
+    return bind(_ops.inv_p, (_matrix(A, "inv", True),), {})
+
+
+@tensor_method("det")
+def det(A):
+    """Determinant of a square matrix (batched). The gradient needs a non-singular input.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> round(lucid.linalg.det(lucid.tensor([[1.0, 2.0], [3.0, 4.0]])).item(), 4)
+    -2.0
+    """
+    return bind(_ops.det_p, (_matrix(A, "det", True),), {})
+
+
+@tensor_method("slogdet")
+def slogdet(A):
+    """``(sign, logabsdet)`` with ``det(A) = sign * exp(logabsdet)``; only ``logabsdet`` has a gradient.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> s, l = lucid.linalg.slogdet(lucid.tensor([[-2.0, 0.0], [0.0, 1.0]]))
+    >>> s.item(), round(l.item(), 4)
+    (-1.0, 0.6931)
+    """
+    return SlogdetResult(*bind(_ops.slogdet_p, (_matrix(A, "slogdet", True),), {}))
+
+
+def solve(A, B, *, left=True):
+    """Solve ``A X = B`` (``B`` of shape (..., n, k) or (n,)); batch dims broadcast.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.linalg.solve(lucid.tensor([[2.0, 0.0], [0.0, 4.0]]), lucid.tensor([2.0, 2.0])).tolist()
+    [1.0, 0.5]
+    """
+    from .ops.elementwise import promote
+
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        return solve(_as_tensor(A).mT, _as_tensor(B).mT).mT
+    A = _matrix(A, "solve", True)
+    A, B = promote(A, _float(B, "solve"))
+    vec = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    if vec:
+        B = B.unsqueeze(-1)
+    if B.ndim < 2 or B.shape[-2] != A.shape[-1]:
+        raise RuntimeError(f"linalg.solve: incompatible shapes of A {tuple(A.shape)} and B {tuple(B.shape)}")
+    X = bind(_ops.solve_p, (A, B), {})
+    return X.squeeze(-1) if vec else X
+
+
+@tensor_method("cholesky")
+def cholesky(A, *, upper=False):
+    """Cholesky factor ``L`` (lower) with ``A = L L^T``, of a symmetric positive-definite ``A``.
+
+    Only the lower triangle of ``A`` is read; the gradient is symmetric.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.linalg.cholesky(lucid.tensor([[4.0, 2.0], [2.0, 2.0]])).tolist()
+    [[2.0, 0.0], [1.0, 1.0]]
+    """
+    L = bind(_ops.cholesky_p, (_matrix(A, "cholesky", True),), {})
+    return L.mT if upper else L
+
+
+def qr(A, mode="reduced"):
+    """Reduced QR decomposition ``A = Q R`` (gradients for rows >= columns).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> Q, R = lucid.linalg.qr(lucid.ones(3, 2))
+    >>> Q.shape, R.shape
+    ((3, 2), (2, 2))
+    """
+    if mode != "reduced":
+        raise NotImplementedError(f"linalg.qr: only mode='reduced' is supported, got {mode!r}")
+    return QRResult(*bind(_ops.qr_p, (_matrix(A, "qr"),), {}))
+
+
+def eigh(A, UPLO="L"):
+    """Eigenvalues (ascending) and eigenvectors of a symmetric matrix (lower triangle read).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.linalg.eigh(lucid.tensor([[2.0, 0.0], [0.0, 1.0]])).eigenvalues.tolist()
+    [1.0, 2.0]
+    """
+    A = _matrix(A, "eigh", True)
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    if UPLO == "U":
+        A = A.mT
+    return EighResult(*bind(_ops.eigh_p, (A,), {}))
+
+
+def eigvalsh(A, UPLO="L"):
+    """Eigenvalues (ascending) of a symmetric matrix."""
+    return eigh(A, UPLO).eigenvalues
+
+
+def svd(A, full_matrices=False):
+    """Reduced SVD ``A = U diag(S) Vh`` (``full_matrices=False`` only).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.linalg.svd(lucid.tensor([[3.0, 0.0], [0.0, -2.0]])).S.tolist()
+    [3.0, 2.0]
+    """
+    if full_matrices:
+        raise NotImplementedError("linalg.svd: only full_matrices=False is supported")
+    return SVDResult(*bind(_ops.svd_p, (_matrix(A, "svd"),), {}))
+
+
+def svdvals(A):
+    """Singular values (descending); the gradient is ``U diag(g) Vh``."""
+    return bind(_ops.svdvals_p, (_matrix(A, "svdvals"),), {})
+
+
+# ----------------------------------------------------------------------- norms
+
+def _dims(dim, nd, op):
+    if dim is None:
+        return tuple(range(nd))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return tuple(d % max(nd, 1) for d in dims)
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """Vector ``ord``-norm over ``dim`` (all dims by default): inf, -inf, 0, or any real p.
+
+    The gradient of the 2-norm at the zero vector is NaN (no subgradient is chosen).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.linalg.vector_norm(lucid.tensor([3.0, -4.0])).item()
+    5.0
+    >>> lucid.linalg.vector_norm(lucid.tensor([3.0, -4.0]), ord=float("inf")).item()
+    4.0
+    """
+    from .ops import elementwise as E
+    from .ops import reduce as R
+
+    x = _float(x, "vector_norm") if dtype is None else _as_tensor(x).to(dtype)
+    axes = _dims(dim, x.ndim, "vector_norm")
+    if ord == math.inf:
+        return R.amax(E.abs(x), axes, keepdim)
+    if ord == -math.inf:
+        return R.amin(E.abs(x), axes, keepdim)
+    if ord == 0:
+        return R.sum((x != 0).to(x.dtype), axes, keepdim)
+    if ord == 1:
+        return R.sum(E.abs(x), axes, keepdim)
+    if ord == 2:
+        return E.sqrt(R.sum(x * x, axes, keepdim))
+    return R.sum(E.abs(x) ** ord, axes, keepdim) ** (1.0 / ord)
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
+    """Matrix norm over the two dims ``dim``: 'fro', 'nuc', 2, -2, 1, -1, inf, -inf.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.linalg.matrix_norm(lucid.tensor([[1.0, -2.0], [3.0, 4.0]]), ord=1).item()
+    6.0
+    """
+    from .ops import reduce as R
+
+    A = _float(A, "matrix_norm") if dtype is None else _as_tensor(A).to(dtype)
+    if A.ndim < 2:
+        raise RuntimeError(f"linalg.matrix_norm: the input must have at least 2 dimensions, got shape {tuple(A.shape)}")
+    d0, d1 = _dims(dim, A.ndim, "matrix_norm")
+    if d0 == d1:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different, got {dim}")
+    if ord == "fro":
+        return vector_norm(A, 2, (d0, d1), keepdim)
+    if ord in ("nuc", 2, -2):
+        s = svdvals(A.movedim((d0, d1), (-2, -1)))
+        res = s.sum(-1) if ord == "nuc" else (R.amax(s, -1) if ord == 2 else R.amin(s, -1))
+        if keepdim:
+            for d in sorted((d0, d1)):
+                res = res.unsqueeze(d)
+        return res
+    if ord in (1, -1, math.inf, -math.inf):
+        inner, outer = (d0, d1) if ord in (1, -1) else (d1, d0)
+        ext = R.amax if ord > 0 else R.amin
+        res = ext(vector_norm(A, 1, inner, True), outer, True)
+        return res if keepdim else res.squeeze((d0, d1))
+    raise RuntimeError(f"linalg.matrix_norm: order {ord!r} is not supported")
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
+    """Vector or matrix norm, chosen like ``torch.linalg.norm``.
+
+    ``ord=None``: 2-norm of the flattened input (or over ``dim``). A 2-tuple ``dim`` (or a
+    2-D input with ``ord`` given) means a matrix norm.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.linalg.norm(lucid.tensor([[3.0, 0.0], [0.0, 4.0]])).item()
+    5.0
+    """
+    A = _as_tensor(A)
+    if isinstance(dim, int):
+        dim = (dim,)
+    if dim is not None and len(dim) == 2 or (dim is None and ord is not None and A.ndim == 2):
+        return matrix_norm(A, "fro" if ord is None else ord, (-2, -1) if dim is None else dim, keepdim, dtype=dtype)
+    if dim is None and ord is not None and A.ndim != 1:
+        raise RuntimeError(f"linalg.norm: with ord={ord!r} and dim=None the input must be 1-D or 2-D, "
+                           f"got shape {tuple(A.shape)}")
+    return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+
+
+# ---------------------------------------------------------------- composites
+
+@tensor_method("pinverse")
+def pinv(A, *, atol=None, rtol=None, hermitian=False):
+    """Moore-Penrose pseudo-inverse via the SVD; singular values below the cut-off are dropped.
+
+    The cut-off is ``max(atol, rtol * S.max())`` with ``rtol = eps * max(m, n)`` by default.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.linalg.pinv(lucid.tensor([[2.0, 0.0], [0.0, 0.0]])).tolist()
+    [[0.5, 0.0], [0.0, 0.0]]
+    """
+    from .ops.elementwise import clamp, where
+
+    A = _matrix(A, "pinv")
+    U, S, Vh = svd(A)
+    atol = 0.0 if atol is None else float(atol)
+    if rtol is None:
+        rtol = np.finfo(A.dtype).eps * max(A.shape[-2:]) if atol == 0 else 0.0
+    cut = clamp(S.amax(-1, keepdim=True).detach() * rtol, atol, None) if S.shape[-1] else S
+    keep = S > cut
+    sinv = where(keep, 1.0 / where(keep, S, 1.0), 0.0)
+    return (Vh.mT * sinv.unsqueeze(-2)) @ U.mT
+
+
+@tensor_method("matrix_power")
+def matrix_power(A, n):
+    """``A`` to the integer power ``n`` (negative powers through the inverse).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.linalg.matrix_power(lucid.tensor([[1.0, 1.0], [0.0, 1.0]]), 3).tolist()
+    [[1.0, 3.0], [0.0, 1.0]]
+    """
+    from .ops.creation import eye
+
+    A = _as_tensor(A)
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, got shape {tuple(A.shape)}")
+    n = int(n)
+    if n == 0:
+        return A * 0 + eye(A.shape[-1], dtype=A.dtype)
+    if n < 0:
+        A, n = inv(A), -n
+    result, base = None, A
+    while n:
+        if n & 1:
+            result = base if result is None else result @ base
+        n >>= 1
+        if n:
+            base = base @ base
+    return result
+
+
+__all__ = ["inv", "det", "slogdet", "solve", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals",
+           "norm", "vector_norm", "matrix_norm", "pinv", "matrix_power", "matmul"]

@@ -10,4 +10,6 @@ fi
 targets=(tests)
 # The seed acceptance tests live beside the checkout when it sits in the workspace.
 if [ -d ../shared/acceptance ]; then targets+=(../shared/acceptance); fi
+# One BLAS thread per test worker: two workers on two cores, no oversubscription.
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider "${targets[@]}" "$@"

@@ -6,10 +6,12 @@ from .engine import backward
 from .function import Function, FunctionCtx, once_differentiable
 from .grad import grad
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from . import forward_ad, functional  # noqa: E402  (use lucid.func; import after the core)
+from .checkpoint import checkpoint  # noqa: E402
 
 __all__ = [
     "Function", "FunctionCtx", "once_differentiable", "grad", "backward", "gradcheck",
     "gradgradcheck", "GradcheckError", "no_grad", "enable_grad", "set_grad_enabled",
     "inference_mode", "is_grad_enabled", "detect_anomaly", "set_detect_anomaly",
-    "is_anomaly_enabled",
+    "is_anomaly_enabled", "forward_ad", "functional", "checkpoint",
 ]

@@ -34,7 +34,8 @@ class Node:
     """
 
     __slots__ = ("prim", "params", "saved", "versions", "out", "out_meta", "parents",
-                 "hooks", "retains", "freed", "eager", "stack", "seq", "nout", "__weakref__")
+                 "hooks", "retains", "freed", "eager", "stack", "seq", "nout", "out_versions",
+                 "__weakref__")
 
     def __init__(self, prim, params, saved, versions, out, out_meta, parents, eager):
         self.prim, self.params, self.saved, self.versions = prim, params, saved, versions
@@ -42,6 +43,7 @@ class Node:
         self.nout = prim.nout
         self.hooks = self.retains = self.stack = None
         self.freed = False
+        self.out_versions = None  # (version list, value) per saved output; set by record()
         # Creation order: consumers always have a larger seq than their inputs, so the
         # engine can run nodes by decreasing seq without a topological sort.
         self.seq = next(_SEQ)
@@ -76,7 +78,7 @@ class Node:
             )
         prim = self.prim
         if self.eager:
-            if self.versions is not None:
+            if self.versions is not None or self.out_versions is not None:
                 self._check_versions()
             if tensor_mode:
                 args = self.saved
@@ -123,16 +125,24 @@ class Node:
         return tuple(outs)
 
     def _check_versions(self):
-        if self.versions is None:
-            return
-        for a, v in zip(self.saved, self.versions):
+        # See NOTE [In-place semantics] in lucid/ops/inplace.py: _version[1] names the last
+        # in-place op.
+        for i, (a, v) in enumerate(zip(self.saved, self.versions or ())):
             if isinstance(a, Tensor) and a._version[0] != v:
-                raise RuntimeError(
-                    f"backward: one of the variables needed for gradient computation has been "
-                    f"modified by an inplace operation: a Tensor of shape {tuple(a.shape)} saved by "
-                    f"'{self.name}' is at version {a._version[0]}; expected version {v}. "
-                    "Hint: clone the tensor before changing it in place."
-                )
+                self._version_error(f"argument {i}", tuple(a.shape), a._version, v)
+        for i, (lst, v) in enumerate(self.out_versions or ()):
+            if lst[0] != v:
+                shape = self.out_meta[i][0] if self.out_meta else np.shape(self.out)
+                self._version_error("output" if self.nout == 1 else f"output {i}", tuple(shape), lst, v)
+
+    def _version_error(self, what, shape, lst, v):
+        by = f" It was last changed in place by '{lst[1]}'." if len(lst) > 1 else ""
+        raise RuntimeError(
+            f"backward: one of the variables needed for gradient computation has been modified "
+            f"by an inplace operation: the {what} of '{self.name}' (a Tensor of shape {shape}), "
+            f"saved for its backward, is at version {lst[0]}; expected version {v}.{by} "
+            "Hint: clone the tensor before changing it in place, or use the out-of-place op."
+        )
 
     def release(self):
         self.saved = self.out = None
@@ -196,6 +206,8 @@ def record(prim, args, params, out):
         t._rg = True
         if prim.is_view:
             primitive._share_version(t, args[0])
+        if prim.save_out:  # the output array is saved: detect in-place changes of it
+            node.out_versions = ((t._version, t._version[0]),)
         return t
     node = make_node(prim, args, params, out, parents, True)
     outs = []
@@ -204,6 +216,8 @@ def record(prim, args, params, out):
         if o.dtype.kind in "fc":
             t.grad_fn, t._out_idx, t._rg = node, i, True
         outs.append(t)
+    if prim.save_out:
+        node.out_versions = tuple((t._version, t._version[0]) for t in outs)
     return tuple(outs)
 
 
@@ -242,12 +256,35 @@ def _topo(root_nodes):
     return deps, order
 
 
-def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None):
+class UnusedInputError(RuntimeError):
+    """A captured edge the roots do not reach (raised before anything runs)."""
+
+    def __init__(self, index):
+        super().__init__(f"input {index} is not reachable from the outputs")
+        self.index = index
+
+
+def _check_reachable(roots, order, capture):
+    seen = {_edge_key(e) for e in roots}
+    for node in order:
+        seen.update((id(node), i) for i in range(node.nout))
+        seen.update(_edge_key(p) for p in node.parents if p is not None)
+    for i, e in enumerate(capture):
+        if _edge_key(e) not in seen:
+            raise UnusedInputError(i)
+
+
+def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None, require_all=False):
     """Propagate ``root_grads`` from ``roots`` (edges) back through the graph.
 
     Without ``capture`` gradients are accumulated into the ``.grad`` of leaves; with it
     (a list of edges) they are returned, aligned with ``capture``, and nothing else is
-    touched (``autograd.grad`` / ``func.grad``).
+    touched (``autograd.grad`` / ``func.grad``); ``require_all`` raises
+    :class:`UnusedInputError` first if a captured edge is unreachable.
+
+    NOTE [Failed backward changes nothing]: leaf gradients are summed while the graph
+    runs and written to ``.grad`` (leaf hooks run once, on the total) only at the end,
+    so an error raised in the middle leaves every ``.grad`` as it was.
 
     Nodes run by decreasing creation order (``Node.seq``) from a heap: every consumer of
     a node was created after it, so it has already sent its gradient when the node runs.
@@ -258,11 +295,13 @@ def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None):
         wanted = {_edge_key(e) for e in capture}
         _, order = _topo([e[0] for e in roots if isinstance(e, tuple)])
         needed = _needed_nodes(order, wanted)
+        if require_all:
+            _check_reachable(roots, order, capture)
     buffers = {}
     heap = []
-    own_ids = set()
+    pending = {}  # id(leaf) -> [leaf, summed gradient]. See NOTE [Failed backward changes nothing]
     for edge, g in zip(roots, root_grads):
-        _send(edge, g, buffers, heap, captured, wanted, own_ids, tensor_mode)
+        _send(edge, g, buffers, heap, captured, wanted, pending, tensor_mode)
     anomaly = STATE.anomaly
     while heap:
         node = heappop(heap)[1]
@@ -287,9 +326,12 @@ def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None):
                         cur = buf[idx]
                         buf[idx] = g if cur is None else cur + g
                 else:
-                    _send(parent, g, buffers, heap, captured, wanted, own_ids, tensor_mode)
+                    _send(parent, g, buffers, heap, captured, wanted, pending, tensor_mode)
         if not retain_graph:
             node.release()
+    own_ids = set()
+    for leaf, g in pending.values():
+        _accumulate(leaf, g, own_ids, tensor_mode)
     if capture is not None:
         return [captured.get(_edge_key(e)) for e in capture]
     return None
@@ -309,21 +351,24 @@ def _needed_nodes(order, wanted):
 
 def _prepare_output_grads(node, grads, captured, wanted, tensor_mode):
     """Fill missing output grads with zeros, run tensor hooks, serve retain_grad/capture."""
+    keep_none = getattr(node, "keeps_none", False)  # a custom Function without materialize_grads
     for i, g in enumerate(grads):
-        if g is None:
+        if g is None and not keep_none:
             shape, dtype = node.out_meta[i] if node.out_meta else (None, None)
             z = np.zeros(shape, dtype)
             grads[i] = _wrap(z) if tensor_mode else z
     if node.hooks:
         for i, hooks in node.hooks.items():
             for h in list(hooks):
+                if grads[i] is None:
+                    break
                 r = h(_as_tensor(grads[i]))
                 if r is not None:
                     grads[i] = r if tensor_mode else r._data
     if node.retains:
         for i, ref in node.retains.items():
             t = ref()
-            if t is not None:
+            if t is not None and grads[i] is not None:
                 g = _as_tensor(grads[i])
                 t._grad = g if tensor_mode else _wrap(np.array(g._data))
     if wanted is not None:
@@ -338,7 +383,7 @@ def _as_tensor(g):
     return g if isinstance(g, Tensor) else _wrap(g)
 
 
-def _send(edge, g, buffers, heap, captured, wanted, own_ids, tensor_mode):
+def _send(edge, g, buffers, heap, captured, wanted, pending, tensor_mode):
     """Route one cotangent to a node's buffer, a captured slot, or a leaf's ``.grad``."""
     if isinstance(edge, tuple):
         node, idx = edge
@@ -355,7 +400,11 @@ def _send(edge, g, buffers, heap, captured, wanted, own_ids, tensor_mode):
             cur = captured.get(k)
             captured[k] = g if cur is None else cur + g
         return
-    _accumulate(edge, g, own_ids, tensor_mode)
+    cur = pending.get(id(edge))
+    if cur is None:
+        pending[id(edge)] = [edge, g]
+    else:
+        cur[1] = cur[1] + g
 
 
 def _accumulate(leaf, g, own_ids, tensor_mode):

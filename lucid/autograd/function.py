@@ -88,6 +88,8 @@ class FunctionNode(Node):
     __slots__ = ("cls", "ctx", "n_args", "arg_meta", "undefined")
 
     name = property(lambda self: self.cls.__name__)
+    # The engine leaves missing output grads as None (not zeros) for this node.
+    keeps_none = property(lambda self: not self.ctx.materialize_grads)
 
     def apply(self, grads, tensor_mode):
         if self.freed:
@@ -97,7 +99,7 @@ class FunctionNode(Node):
             )
         gs = []
         for i, g in enumerate(grads):
-            if not self.ctx.materialize_grads and i in self.undefined:
+            if g is None or (not self.ctx.materialize_grads and i in self.undefined):
                 gs.append(None)
             else:
                 gs.append(_as_tensor(g))
@@ -309,12 +311,15 @@ def once_differentiable(backward):
             res = backward(ctx, *grads)
         if not STATE.grad_enabled:
             return res
-        if not any(isinstance(g, Tensor) and g._rg for g in grads):
+        # A double backward could reach the result through the incoming grads or through
+        # the saved tensors (the usual case: grad(..., create_graph=True) then grad again).
+        live = [g for g in grads if isinstance(g, Tensor) and g._rg]
+        live += [t for t in getattr(ctx, "_saved", ()) if isinstance(t, Tensor) and t._rg]
+        if not live:
             return res
         from ..ops.misc import attach_delayed_error
 
         many = isinstance(res, tuple)
-        live = [g for g in grads if isinstance(g, Tensor) and g._rg]
         res = tuple(attach_delayed_error(r, live, backward.__qualname__) if isinstance(r, Tensor) else r
                     for r in (res if many else (res,)))
         return res if many else res[0]

@@ -5,7 +5,7 @@ import numpy as np
 
 from .._core.grad_mode import enable_grad, no_grad
 from .._core.tensor import Tensor, _wrap
-from .engine import _edge_of, _seed, run_backward
+from .engine import UnusedInputError, _edge_of, _seed, run_backward
 
 
 def _as_list(x, what):
@@ -15,6 +15,13 @@ def _as_list(x, what):
         return list(x), False
     except TypeError:
         raise TypeError(f"grad: {what} must be a Tensor or a sequence of Tensors, got {type(x).__name__}") from None
+
+
+def _unused_error(i, t):
+    return RuntimeError(
+        f"grad: one of the differentiated Tensors (inputs[{i}], shape {tuple(t.shape)}) appears "
+        "to not have been used in the graph. Set allow_unused=True if this is the desired behavior."
+    )
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -79,18 +86,18 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if not isinstance(t, Tensor) or not t._rg:
             raise RuntimeError(f"grad: inputs[{i}] does not require grad")
     edges = [_edge_of(t) for t in ins]
-    with (enable_grad() if create_graph else no_grad()):
-        got = run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph,
-                           capture=edges) if roots else [None] * len(ins)
+    try:  # unused inputs are found before anything runs, so a failed call frees nothing
+        with (enable_grad() if create_graph else no_grad()):
+            got = run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph,
+                               capture=edges, require_all=not (allow_unused or materialize_grads)) \
+                if roots else [None] * len(ins)
+    except UnusedInputError as e:
+        raise _unused_error(e.index, ins[e.index]) from None
     result = []
     for i, (t, g) in enumerate(zip(ins, got)):
         if g is None:
             if not allow_unused and not materialize_grads:
-                raise RuntimeError(
-                    f"grad: one of the differentiated Tensors (inputs[{i}], shape {tuple(t.shape)}) "
-                    "appears to not have been used in the graph. Set allow_unused=True if this is "
-                    "the desired behavior."
-                )
+                raise _unused_error(i, t)
             if materialize_grads:
 
                 g = np.zeros(t.shape, t.dtype)

@@ -23,13 +23,18 @@ class Trace:
         self.active = False
 
     def __enter__(self):
-        self.level = len(STATE.traces) + 1
-        STATE.traces.append(self)
+        traces = STATE.traces
+        self.level = len(traces) + 1
+        traces.append(self)
         self.active = True
         return self
 
     def __exit__(self, *exc):
-        STATE.traces.remove(self)
+        traces = STATE.traces
+        if traces[-1] is self:
+            traces.pop()
+        else:
+            traces.remove(self)
         self.active = False
         return False
 
@@ -41,6 +46,8 @@ class _Tracer(Tensor):
     """Common base: a Tensor whose value lives in a lower level (``_inner``)."""
 
     __slots__ = ("_trace", "_level")
+    # Autograd-state defaults (a tracer itself is never a leaf of the eager tape).
+    _rg, _grad, grad_fn, _out_idx, _base, _hooks, _retains = False, None, None, 0, None, None, False
 
     @property
     def shape(self):
@@ -97,7 +104,7 @@ class GradTrace(Trace):
 
         vals, parents, hit = [], [], False
         for a in args:
-            if self.owns(a):
+            if getattr(a, "_trace", None) is self:  # ownership, as in BatchTrace.process
                 vals.append(a._primal)
                 parents.append(a if a.grad_fn is None else (a.grad_fn, a._out_idx))
                 hit = True
@@ -114,10 +121,12 @@ class GradTrace(Trace):
     def _wrap_outputs(self, out, node, single):
         outs = (out,) if single else out
         res = []
+        level = self.level
         for i, o in enumerate(outs):
             if isinstance(o, Tensor) and o.dtype.kind in "fc":
-                t = GradTracer(o, self)
-                t.grad_fn, t._out_idx = node, i
+                t = object.__new__(GradTracer)  # GradTracer(o, self) without the call chain
+                t._trace, t._level, t._primal, t._rg = self, level, o, True
+                t.grad_fn, t._out_idx, t._version = node, i, [0]
                 res.append(t)
             else:
                 res.append(o)
@@ -249,6 +258,13 @@ class BatchTracer(_Tracer):
         return f"BatchTracer(level={self._level}, bdim={self._bdim}, {self._val!r})"
 
 
+def _new_batch_tracer(val, bdim, trace):
+    """``BatchTracer(val, bdim, trace)`` without the __init__ call chain (hot path)."""
+    t = object.__new__(BatchTracer)
+    t._trace, t._level, t._val, t._bdim, t._version = trace, trace.level, val, bdim, [0]
+    return t
+
+
 class BatchTrace(Trace):
     """Batching at one level: every primitive's batch rule maps it over the batch dim."""
 
@@ -260,23 +276,30 @@ class BatchTrace(Trace):
         self.randomness = randomness
 
     def process(self, prim, args, params):
-        vals, bdims = [], []
-        for a in args:
-            if self.owns(a):
-                vals.append(a._val)
-                bdims.append(a._bdim)
-            else:
-                vals.append(a)
-                bdims.append(None)
+        # Hot path (every op under vmap): ``_trace is self`` is ownership here, since a
+        # trace object is entered only once. See Trace.owns.
+        if len(args) == 1:  # the one argument is ours (it is why bind chose this trace)
+            a = args[0]
+            vals, bdims = (a._val,), (a._bdim,)
+        else:
+            vals, bdims = [], []
+            for a in args:
+                if getattr(a, "_trace", None) is self:
+                    vals.append(a._val)
+                    bdims.append(a._bdim)
+                else:
+                    vals.append(a)
+                    bdims.append(None)
+            vals, bdims = tuple(vals), tuple(bdims)
         rule = prim.batch
         if rule is None:
             from ..ops.indexing import _loop_batch
 
             out, out_bdim = _loop_batch(prim, vals, bdims, params)
         else:
-            out, out_bdim = rule(tuple(vals), tuple(bdims), **params)
+            out, out_bdim = rule(vals, bdims, **params)
         if prim.nout == 1:
-            return out if out_bdim is None else BatchTracer(out, out_bdim, self)
+            return out if out_bdim is None else _new_batch_tracer(out, out_bdim, self)
         if not isinstance(out_bdim, (tuple, list)):
             out_bdim = (out_bdim,) * len(out)
         return tuple(o if b is None else BatchTracer(o, b, self) for o, b in zip(out, out_bdim))
@@ -294,14 +317,91 @@ class BatchTrace(Trace):
                 return tuple(o if d is None else BatchTracer(o, d, self) for o, d in zip(out, out_dims))
             return out if out_dims is None else BatchTracer(out, out_dims, self)
         if getattr(cls, "generate_vmap_rule", False) and _is_separate_style(cls):
-            # The forward is made of lucid ops, each with a batching rule: run it batched.
-            return cls.forward(*args, **kwargs)
+            vals = tuple(a._val if self.owns(a) else a for a in args)
+            in_dims = tuple(a._bdim if self.owns(a) else None for a in args)
+            out = _generated_vmap_function(cls, in_dims, kwargs).apply(*vals)
+            if isinstance(out, tuple):
+                return tuple(BatchTracer(o, 0, self) if isinstance(o, Tensor) else o for o in out)
+            return BatchTracer(out, 0, self)
         raise RuntimeError(
             f"vmap: custom Function '{cls.__name__}' has no batching rule. Write it in the "
             "separate style (forward(*args) + setup_context) and either set "
             "generate_vmap_rule = True or add a static method vmap(info, in_dims, *args) "
             "returning (outputs, out_dims)."
         )
+
+
+# NOTE [Generated vmap rule]
+# With ``generate_vmap_rule = True`` a custom Function is applied *at the level below* as a
+# new Function whose forward is ``vmap(cls.forward)`` and whose backward / jvp are
+# ``vmap`` of the user's (each example gets its own ctx from ``setup_context``, built
+# inside that vmap). So an enclosing grad calls the user's backward, not the autodiff of
+# the forward (which may differ, e.g. straight-through estimators).
+def _generated_vmap_function(cls, in_dims, kwargs):
+    from ..autograd.function import Function, FunctionCtx
+    from .api import vmap
+
+    def run_ctx(inputs, output):
+        ctx = FunctionCtx()
+        cls.setup_context(ctx, inputs, output)
+        return ctx
+
+    def per_example_grads(n_in, rule):
+        def fn(inputs, output, grads):
+            res = rule(run_ctx(inputs, output), *grads)
+            res = res if isinstance(res, tuple) else (res,)
+            return tuple(_zeros_for(r, x) for r, x in zip(res, inputs) if isinstance(x, Tensor))
+        return fn
+
+    class Generated(Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(*vals):
+            return vmap(lambda *a: cls.forward(*a, **kwargs), in_dims=in_dims)(*vals)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.inputs, ctx.output = inputs, output
+
+        @staticmethod
+        def backward(ctx, *grads):
+            outs = ctx.output if isinstance(ctx.output, tuple) else (ctx.output,)
+            fn = per_example_grads(len(ctx.inputs), cls.backward)
+            got = vmap(fn, in_dims=(in_dims, 0, 0))(ctx.inputs, ctx.output, tuple(grads[:len(outs)]))
+            return _scatter_batched(got, ctx.inputs, in_dims)
+
+        @staticmethod
+        def jvp(ctx, *tangents):
+            tans = tuple(t if isinstance(x, Tensor) else None for t, x in zip(tangents, ctx.inputs))
+            t_dims = tuple(d if isinstance(x, Tensor) else None for d, x in zip(in_dims, ctx.inputs))
+            return vmap(lambda i, o, t: cls.jvp(run_ctx(i, o), *t),
+                        in_dims=(in_dims, 0, t_dims))(ctx.inputs, ctx.output, tans)
+
+    if cls.jvp.__qualname__.startswith("Function."):
+        del Generated.jvp
+    Generated.__name__ = Generated.__qualname__ = f"{cls.__name__}_vmapped"
+    return Generated
+
+
+def _zeros_for(g, x):
+    return g if g is not None else x * 0
+
+
+def _scatter_batched(got, inputs, in_dims):
+    """Per-example input grads (batch dim 0) -> one grad per input: moved to its in_dim, or
+    summed over the batch for an unbatched input."""
+    from ..ops._family import move_bdim
+
+    it = iter(got)
+    res = []
+    for x, d in zip(inputs, in_dims):
+        if not isinstance(x, Tensor):
+            res.append(None)
+            continue
+        g = next(it)
+        res.append(g.sum(0) if d is None else move_bdim(g, 0, d))
+    return tuple(res)
 
 
 class _VmapInfo:

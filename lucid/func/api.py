@@ -14,7 +14,8 @@ from .._core.grad_mode import enable_grad
 from .._core.primitive import TN
 from .._core.tensor import Tensor, _wrap
 from ..autograd.engine import run_backward
-from ._traces import BatchTrace, BatchTracer, GradTrace, GradTracer, JVPTrace, JVPTracer
+from ._traces import BatchTrace, BatchTracer, GradTrace, GradTracer, JVPTrace, JVPTracer, _new_batch_tracer
+from ..ops._family import move_bdim
 from .pytree import broadcast_prefix, tree_flatten, tree_map, tree_unflatten
 
 
@@ -58,7 +59,7 @@ def _vjp_impl(f, primals, has_aux, api):
     _check_tensors(out_leaves, api + " (outputs)")
     primal_out = [o._primal if trace.owns(o) else o for o in out_leaves]
 
-    def vjp_fn(*cotangents):
+    def vjp_fn(*cotangents, _keep_none=False):
         cts = cotangents[0] if len(cotangents) == 1 and out_def.kind == "leaf" else cotangents
         if len(cotangents) == 1 and out_def.kind != "leaf":
             cts = cotangents[0]
@@ -79,6 +80,8 @@ def _vjp_impl(f, primals, has_aux, api):
         with enable_grad():
             grads = run_backward(roots, seeds, retain_graph=True, tensor_mode=True, capture=tracers) \
                 if roots else [None] * len(tracers)
+        if _keep_none:  # None marks an input no output depends on (strict mode of autograd.functional)
+            return tuple(tree_unflatten(grads, treedef))
         grads = [TN.zeros_like(x) if g is None else g for g, x in zip(grads, leaves)]
         grads = [g if g.dtype == x.dtype else g.to(x.dtype) for g, x in zip(grads, leaves)]
         return tuple(tree_unflatten(grads, treedef))
@@ -164,33 +167,43 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     >>> F.jvp(lambda x: x * x, (lucid.tensor([3.0]),), (lucid.tensor([1.0]),))[1]
     tensor([6.])
     """
-    api = "jvp(f, primals, tangents)"
+    return _jvp_impl(func, primals, tangents, has_aux, "jvp(f, primals, tangents)")
+
+
+def _jvp_impl(func, primals, tangents, has_aux, api, keep_none=False):
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
-        raise RuntimeError(f"{api}: expected primals and tangents to be tuples")
+        raise RuntimeError(f"{api}: expected primals and tangents to be tuples, got "
+                           f"{type(primals).__name__} and {type(tangents).__name__}")
     p_leaves, p_def = tree_flatten(tuple(primals))
     t_leaves, t_def = tree_flatten(tuple(tangents))
     _check_tensors(p_leaves, api)
+    _check_tensors(t_leaves, api + " (tangents)")
     if p_def != t_def:
-        raise RuntimeError(f"{api}: tangents must have the same structure as primals")
+        raise RuntimeError(f"{api}: tangents must have the same structure as primals, got {t_def} and {p_def}")
     for p, t in zip(p_leaves, t_leaves):
         if tuple(p.shape) != tuple(t.shape):
             raise RuntimeError(f"{api}: tangent shape {tuple(t.shape)} does not match primal shape {tuple(p.shape)}")
     with JVPTrace() as trace:
-        tracers = [JVPTracer(p, t, trace) for p, t in zip(p_leaves, t_leaves)]
+        tracers = [JVPTracer(p, t if t.dtype == p.dtype else t.to(p.dtype), trace)
+                   for p, t in zip(p_leaves, t_leaves)]
         out = func(*tree_unflatten(tracers, p_def))
         aux = None
         if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise RuntimeError(f"{api}: has_aux=True requires f to return a tuple (output, aux)")
             out, aux = out
             aux = tree_map(lambda x: x._primal if trace.owns(x) else x, aux)
     o_leaves, o_def = tree_flatten(out)
+    _check_tensors(o_leaves, api + " (outputs)")
     prim_out, tan_out = [], []
     for o in o_leaves:
         if trace.owns(o):
             prim_out.append(o._primal)
-            tan_out.append(o._tangent if o._tangent is not None else TN.zeros_like(o._primal))
+            tan = o._tangent
         else:
             prim_out.append(o)
-            tan_out.append(TN.zeros_like(o))
+            tan = None
+        tan_out.append(tan if tan is not None or keep_none else TN.zeros_like(prim_out[-1]))
     res = (tree_unflatten(prim_out, o_def), tree_unflatten(tan_out, o_def))
     return res + (aux,) if has_aux else res
 
@@ -239,29 +252,51 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     return wrapper
 
 
+_VMAP_API = "vmap(f, in_dims, out_dims)(*args)"
+
+
+def _vmap_in_dims(in_dims, args, api):
+    """One in_dim (int or None) per leaf of ``args``; errors name the API."""
+    if in_dims is None or isinstance(in_dims, int):
+        return [in_dims] * len(tree_flatten(args)[0])
+    if not isinstance(in_dims, (tuple, list)):
+        raise ValueError(f"{api}: expected in_dims to be an int, None or a (nested) tuple matching the "
+                         f"structure of the inputs, got {type(in_dims).__name__}")
+    try:
+        return broadcast_prefix(tuple(in_dims), args, "in_dims")
+    except ValueError as e:
+        raise ValueError(f"{api}: {e}") from None
+
+
 def _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, chunk_size):
-    api = "vmap(f, in_dims, out_dims)(*args)"
-    leaves, treedef = tree_flatten(args)
-    dims = broadcast_prefix(in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
-                            if not isinstance(in_dims, list) else tuple(in_dims), args, "in_dims")
+    api = _VMAP_API
+    if in_dims.__class__ is int and all(a.__class__ is Tensor for a in args):  # fast path
+        leaves, treedef, dims = args, None, (in_dims,) * len(args)
+    else:
+        leaves, treedef = tree_flatten(args)
+        dims = _vmap_in_dims(in_dims, args, api)
     size = None
     norm = []
     for x, d in zip(leaves, dims):
         if d is None:
             norm.append(None)
             continue
-        if not isinstance(d, int):
+        if d.__class__ is not int:
             raise ValueError(f"{api}: in_dims entries must be int or None, got {d!r}")
         if not isinstance(x, Tensor):
             raise ValueError(f"{api}: got in_dim={d} for an input that is not a Tensor ({type(x).__name__})")
-        if not -max(x.ndim, 1) <= d < max(x.ndim, 1) or x.ndim == 0:
-            raise ValueError(f"{api}: in_dim={d} is out of range for an input of shape {tuple(x.shape)}")
-        d %= x.ndim
-        n = x.shape[d]
+        shape = x.shape
+        nd = len(shape)
+        if not -nd <= d < nd:
+            raise ValueError(f"{api}: in_dim={d} is out of range for an input of shape {tuple(x.shape)} "
+                             f"(expected -{nd} <= in_dim < {nd})")
+        d %= nd
+        n = shape[d]
         if size is not None and n != size:
             raise ValueError(
                 f"{api}: expected all tensors to have the same size in the mapped dimension, "
-                f"got sizes {size} and {n}"
+                f"got sizes {size} and {n} (input shapes and in_dims: "
+                f"{[(tuple(a.shape), b) for a, b in zip(leaves, dims) if b is not None]})"
             )
         size = n
         norm.append(d)
@@ -269,51 +304,80 @@ def _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, chunk_size):
         raise ValueError(f"{api}: at least one input must be batched (in_dims all None)")
     if chunk_size is not None and chunk_size < size:
         return _vmap_chunked(func, leaves, treedef, norm, kwargs, out_dims, randomness, chunk_size, size)
-    with BatchTrace(size, randomness) as trace:
-        tracers = [x if d is None else BatchTracer(x, d, trace) for x, d in zip(leaves, norm)]
-        out = func(*tree_unflatten(tracers, treedef), **kwargs)
+    trace = BatchTrace(size, randomness)
+    trace.__enter__()
+    try:
+        tracers = [x if d is None else _new_batch_tracer(x, d, trace) for x, d in zip(leaves, norm)]
+        out = func(*(tracers if treedef is None else tree_unflatten(tracers, treedef)), **kwargs)
+    finally:
+        trace.__exit__(None, None, None)
+    if out.__class__ is BatchTracer and out._trace is trace and out_dims.__class__ is int:  # fast path
+        v = out._val
+        return move_bdim(v, out._bdim, out_dims % v.ndim)
     return _unbatch_outputs(out, trace, size, out_dims, api)
 
 
-def _unbatch_outputs(out, trace, size, out_dims, api):
-    from ..ops._family import move_bdim
-
-    o_leaves, o_def = tree_flatten(out)
-    odims = broadcast_prefix(out_dims, out, "out_dims") if isinstance(out_dims, (tuple, list)) and not \
-        isinstance(out, Tensor) else [out_dims] * len(o_leaves)
-    res = []
-    for o, d in zip(o_leaves, odims):
-        if not isinstance(o, Tensor):
-            raise ValueError(f"{api}: f must return Tensors, got {type(o).__name__}")
-        if d is None:
-            if trace.owns(o):
-                raise ValueError(f"{api}: out_dims=None but the output is batched")
-            res.append(o)
-            continue
+def _unbatch_one(o, d, trace, size, api):
+    if not isinstance(o, Tensor):
+        raise ValueError(f"{api}: f must return Tensors (or pytrees of Tensors), got {type(o).__name__}")
+    if d is None:
         if trace.owns(o):
-            v = o._val
-            res.append(move_bdim(v, o._bdim, d % v.ndim))
-        else:
-            shape = tuple(o.shape)
-            v = TN.broadcast_to(TN.reshape(o, shape=(1,) + shape), shape=(size,) + shape)
-            res.append(move_bdim(v, 0, d % v.ndim))
-    return tree_unflatten(res, o_def)
+            raise ValueError(f"{api}: out_dims=None but the output of shape {tuple(o.shape)} is batched")
+        return o
+    if d.__class__ is not int:
+        raise ValueError(f"{api}: out_dims entries must be int or None, got {d!r}")
+    if trace.owns(o):
+        v = o._val
+    else:
+        shape = tuple(o.shape)
+        v = TN.broadcast_to(TN.reshape(o, shape=(1,) + shape), shape=(size,) + shape)
+        o_bdim = 0
+    nd = v.ndim
+    if not -nd <= d < nd:
+        raise ValueError(f"{api}: out_dim={d} is out of range for an output of per-example shape "
+                         f"{tuple(o.shape)}")
+    return move_bdim(v, o._bdim if trace.owns(o) else o_bdim, d % nd)
+
+
+def _unbatch_outputs(out, trace, size, out_dims, api):
+    if isinstance(out, Tensor) and (out_dims is None or out_dims.__class__ is int):  # fast path
+        return _unbatch_one(out, out_dims, trace, size, api)
+    o_leaves, o_def = tree_flatten(out)
+    if out_dims is None or isinstance(out_dims, int):
+        odims = [out_dims] * len(o_leaves)
+    elif isinstance(out_dims, (tuple, list)):
+        try:
+            odims = broadcast_prefix(tuple(out_dims), out if isinstance(out, (tuple, list)) else (out,),
+                                     "out_dims")
+        except ValueError as e:
+            raise ValueError(f"{api}: {e}") from None
+    else:
+        raise ValueError(f"{api}: expected out_dims to be an int, None or a tuple matching the outputs, "
+                         f"got {type(out_dims).__name__}")
+    return tree_unflatten([_unbatch_one(o, d, trace, size, api) for o, d in zip(o_leaves, odims)], o_def)
 
 
 def _vmap_chunked(func, leaves, treedef, dims, kwargs, out_dims, randomness, chunk_size, size):
+    """Run ``vmap`` on slices of ``chunk_size`` examples and concatenate (bounded memory)."""
     from ..ops.shape import cat
+
+    def rebuild(xs):
+        return tuple(xs) if treedef is None else tuple(tree_unflatten(list(xs), treedef))
 
     pieces = []
     for start in range(0, size, chunk_size):
-        stop = min(start + chunk_size, size)
-        chunk = [x if d is None else x[(slice(None),) * d + (slice(start, stop),)] for x, d in zip(leaves, dims)]
-        pieces.append(_vmap_impl(func, tuple(tree_unflatten(chunk, treedef)), kwargs,
-                                 tuple(tree_unflatten(dims, treedef)), out_dims, randomness, None))
+        sl = slice(start, min(start + chunk_size, size))
+        chunk = [x if d is None else x[(slice(None),) * d + (sl,)] for x, d in zip(leaves, dims)]
+        pieces.append(_vmap_impl(func, rebuild(chunk), kwargs, rebuild(dims), out_dims, randomness, None))
     first, o_def = tree_flatten(pieces[0])
-    odims = [out_dims] * len(first) if not isinstance(out_dims, (tuple, list)) else broadcast_prefix(out_dims, pieces[0], "out_dims")
-    outs = []
-    for k in range(len(first)):
-        outs.append(cat([tree_flatten(p)[0][k] for p in pieces], dim=odims[k]))
+    if out_dims is None or isinstance(out_dims, int):
+        odims = [out_dims] * len(first)
+    else:
+        odims = broadcast_prefix(tuple(out_dims), pieces[0] if isinstance(pieces[0], (tuple, list))
+                                 else (pieces[0],), "out_dims")
+    flat = [tree_flatten(p)[0] for p in pieces]
+    outs = [first[k] if odims[k] is None else cat([f[k] for f in flat], dim=odims[k])
+            for k in range(len(first))]
     return tree_unflatten(outs, o_def)
 
 

@@ -1,1 +1,26 @@
-"""lucid.nn: modules, layers, losses."""
+"""lucid.nn: modules, layers, losses.
+
+Examples
+--------
+>>> import lucid
+>>> import lucid.nn as nn
+>>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+>>> model(lucid.zeros(3, 4)).shape
+(3, 2)
+"""
+from .parameter import Buffer, Parameter
+from .module import Module
+from .containers import *  # noqa: F401,F403
+from .linear import *  # noqa: F401,F403
+from .activation import *  # noqa: F401,F403
+from .loss import *  # noqa: F401,F403
+from .normalization import *  # noqa: F401,F403
+from .dropout import *  # noqa: F401,F403
+from .sparse import *  # noqa: F401,F403
+from .flatten import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
+from .pooling import *  # noqa: F401,F403
+from .rnn import *  # noqa: F401,F403
+from .transformer import *  # noqa: F401,F403
+from .upsampling import *  # noqa: F401,F403
+from . import functional, init, utils  # noqa: F401

@@ -88,6 +88,9 @@ def batch_elementwise(prim):
     """
 
     def rule(vals, bdims, **params):
+        b = _common_bdim(vals, bdims)
+        if b is not None:  # fast path: nothing to move or pad
+            return bind(prim, vals, params), b
         rank = max(ndim_of(v) - (b is not None) for v, b in zip(vals, bdims))
         new = []
         for v, b in zip(vals, bdims):
@@ -102,6 +105,21 @@ def batch_elementwise(prim):
         return bind(prim, tuple(new), params), 0
 
     return rule
+
+
+def _common_bdim(vals, bdims):
+    """The batch dim shared by every batched operand when they all have the same rank and
+    every unbatched operand is a 0-d scalar (broadcasting then lines up as it is); else None."""
+    common = rank = None
+    for v, d in zip(vals, bdims):
+        if d is None:
+            if getattr(v, "shape", ()) != ():
+                return None
+        elif common is None:
+            common, rank = d, len(v.shape)
+        elif d != common or len(v.shape) != rank:
+            return None
+    return common
 
 
 def batch_unary_axis(prim, axis_params=("axis",)):

@@ -1,4 +1,630 @@
-"""placeholder: filled by its family's author"""
+"""Convolution and pooling primitives: conv, conv_transpose, conv_weight, pool_argmax,
+take_last and scatter_last.
+
+NOTE [Conv as three bilinear primitives]
+A convolution ``y = conv(x, w)`` is bilinear, and its two partial adjoints are
+themselves convolutions of the same family:
+
+* ``conv(x, w)``            -> ``y``   (N, O, *out) from (N, C, *in) and (O, C/G, *k)
+* ``conv_transpose(y, w)``  -> ``x``   the adjoint in ``x`` (the "transposed conv")
+* ``conv_weight(x, y)``     -> ``w``   the adjoint in ``w`` (a correlation of x with y)
+
+Each of the three is the vjp of the other two, so every rule below is one call of a
+sibling primitive and derivatives of any order stay inside the family (and at BLAS
+speed). All three run as one ``im2col`` (a copy per kernel offset, never per pixel) plus
+one batched matmul over the groups. See NOTE [Conv layout] for why outputs come back as
+channel-major views.
+
+Pooling: ``pool_argmax`` (not differentiable) finds each window's arg-max as a flat
+index into the input's spatial dims (PyTorch's ``return_indices``); the values are then
+gathered with ``take_last``, whose adjoint is ``scatter_last`` and vice versa.
+"""
 from __future__ import annotations
 
-__all__ = []
+import itertools
+import math
+import threading
+
+import numpy as np
+
+from .._core.backend import xp
+from .._core.primitive import TN, bind, defprim
+from .._core.tensor import Tensor
+from ._family import _as_tensor, move_bdim
+
+# ----------------------------------------------------------------- array helpers
+
+
+def _pad_crop(x, padding, value=0.0):
+    """Pad the spatial dims of ``x`` (N, C, *S) by ``(lo, hi)`` pairs; negative pads crop."""
+    if all(lo == 0 and hi == 0 for lo, hi in padding):
+        return x
+    crop = (slice(None), slice(None)) + tuple(
+        slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(padding, x.shape[2:]))
+    x = x[crop]
+    pos = [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
+    if not any(lo or hi for lo, hi in pos):
+        return x
+    shape = x.shape[:2] + tuple(n + lo + hi for (lo, hi), n in zip(pos, x.shape[2:]))
+    out = xp.full(shape, value, dtype=x.dtype)
+    out[(slice(None), slice(None)) + tuple(slice(lo, lo + n) for (lo, _), n in zip(pos, x.shape[2:]))] = x
+    return out
+
+
+def _window(off, stride, dilation, out_sp):
+    """Slices picking, for kernel offset ``off``, the input element of every output position."""
+    return tuple(slice(o * d, o * d + s * (n - 1) + 1, s) for o, d, s, n in zip(off, dilation, stride, out_sp))
+
+
+def _offsets(ksize):
+    return itertools.product(*[range(k) for k in ksize])
+
+
+def _channel_major(a):
+    """(N, C, *S) -> (C, N, *S) view."""
+    return a.transpose((1, 0) + tuple(range(2, a.ndim)))
+
+
+def _padded_channel_major(x, padding):
+    """(N, C, *S) -> padded (C, N, *S') in one copy (a view when there is nothing to pad and
+    ``x`` is already stored channel-major)."""
+    if all(lo <= 0 and hi <= 0 for lo, hi in padding):
+        return xp.ascontiguousarray(_channel_major(_pad_crop(x, padding)))
+    x = _pad_crop(x, tuple((min(lo, 0), min(hi, 0)) for lo, hi in padding))  # crops only (a view)
+    pos = [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
+    out = xp.zeros((x.shape[1], x.shape[0]) + tuple(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], pos)), x.dtype)
+    out[(slice(None), slice(None)) + tuple(slice(lo, lo + m) for m, (lo, _) in zip(x.shape[2:], pos))] = \
+        _channel_major(x)
+    return out
+
+
+def _im2col(xc, ksize, stride, dilation, out_sp):
+    """Columns (C, *k, N, *out) of a padded channel-major input: one copy per kernel offset."""
+    c, n = xc.shape[:2]
+    cols = _scratch("cols", (c,) + tuple(ksize) + (n,) + tuple(out_sp), xc.dtype)
+    lead = (slice(None), slice(None))
+    for off in _offsets(ksize):
+        cols[(slice(None),) + off] = xc[lead + _window(off, stride, dilation, out_sp)]
+    return cols
+
+
+# NOTE [Flat shifts]
+# With stride 1, the input element a kernel offset reads is a fixed *flat* shift away from
+# the output position, when output positions are numbered on the input's grid
+# (p = sum(o_i * st_i), st = the input's row-major strides). Then im2col and col2im are one
+# contiguous slice per kernel offset (long runs instead of rows of W elements); the few
+# positions off the valid grid are computed and dropped (forward) or fed zeros (backward).
+# NOTE [Scratch buffers]
+# im2col columns and other temporaries are large (often 10x the activation) and live only
+# inside one impl call. Fresh allocations of that size are page-faulted in by the OS on
+# every call, which costs as much as the copy itself, so each temporary role reuses one
+# growing buffer. Nothing returned to the caller ever points into a scratch buffer.
+_SCRATCH = threading.local()
+
+
+def _scratch(role, shape, dtype, zero=False):
+    dtype = np.dtype(dtype)
+    n = math.prod(shape) * dtype.itemsize
+    pool = _SCRATCH.__dict__
+    buf = pool.get(role)
+    if buf is None or buf.size < n:
+        buf = pool[role] = xp.empty(max(n, 1), dtype=np.uint8)
+    out = buf[:n].view(dtype).reshape(shape)
+    if zero:
+        out.fill(0)
+    return out
+
+
+def _flat_strides(sp):
+    return tuple(math.prod(sp[i + 1:]) for i in range(len(sp)))
+
+
+def _flat_shifts(sp, ksize, dilation):
+    st = _flat_strides(sp)
+    return st, [sum(o * d * t for o, d, t in zip(off, dilation, st)) for off in _offsets(ksize)]
+
+
+def _flat_len(out_sp, st):
+    return sum((o - 1) * t for o, t in zip(out_sp, st)) + 1
+
+
+def _grid(buf, out_sp, st):
+    """(A, B, L) flat buffer -> (A, B, *out_sp) view of the valid grid positions."""
+    item = buf.strides[-1]
+    return xp.lib.stride_tricks.as_strided(buf, buf.shape[:2] + tuple(out_sp),
+                                           buf.strides[:2] + tuple(t * item for t in st))
+
+
+def _flat_cols(xc, ksize, dilation, out_sp):
+    """Stride-1 columns (C, K, N, L) of a padded channel-major input. See NOTE [Flat shifts]."""
+    c, n = xc.shape[:2]
+    st, shifts = _flat_shifts(xc.shape[2:], ksize, dilation)
+    L = _flat_len(out_sp, st)
+    xf = xc.reshape(c, n, -1)
+    cols = _scratch("cols", (c, len(shifts), n, L), xc.dtype)
+    for j, sh in enumerate(shifts):
+        cols[:, j] = xf[:, :, sh:sh + L]
+    return cols, st, L
+
+
+def conv_out_size(in_sp, ksize, stride, padding, dilation):
+    """Spatial output size of a convolution with ``(lo, hi)`` padding pairs."""
+    return tuple((n + lo + hi - d * (k - 1) - 1) // s + 1
+                 for n, k, s, (lo, hi), d in zip(in_sp, ksize, stride, padding, dilation))
+
+
+# NOTE [Conv layout]
+# The matmul produces (O, N*P) — channel-major. Returning the (N, O, *out) *view* of it
+# (no copy) means the next conv's im2col, which reads its input channel-major, copies
+# contiguous runs; elementwise ops in between keep that memory order.
+def _conv_impl(x, w, stride, padding, dilation, groups):
+    ksize = w.shape[2:]
+    out_sp = conv_out_size(x.shape[2:], ksize, stride, padding, dilation)
+    if min(out_sp) <= 0:
+        raise ValueError(f"the kernel {tuple(ksize)} (dilation {dilation}) does not fit the padded input")
+    n, c = x.shape[:2]
+    o = w.shape[0]
+    if c != w.shape[1] * groups:
+        raise ValueError(f"expected input with {w.shape[1] * groups} channels (weight {tuple(w.shape)}, "
+                         f"groups={groups}), got {c} channels")
+    xc = _padded_channel_major(x, padding)
+    wg = w.reshape(groups, o // groups, -1)
+    if all(s == 1 for s in stride):
+        cols, st, L = _flat_cols(xc, ksize, dilation, out_sp)
+        out = xp.matmul(wg, cols.reshape(groups, -1, n * L))
+        return _channel_major(_grid(out.reshape(o, n, L), out_sp, st))
+    cols = _im2col(xc, ksize, stride, dilation, out_sp).reshape(groups, -1, n * math.prod(out_sp))
+    out = xp.matmul(wg, cols)
+    return _channel_major(out.reshape((o, n) + tuple(out_sp)))
+
+
+def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
+    n, cin = x.shape[:2]
+    in_sp = x.shape[2:]
+    ksize = w.shape[2:]
+    coutg = w.shape[1]
+    cout = groups * coutg
+    if cin != w.shape[0]:
+        raise ValueError(f"expected input with {w.shape[0]} channels (weight {tuple(w.shape)}), got {cin}")
+    w2 = w.reshape(groups, cin // groups, -1).transpose(0, 2, 1)
+    full = [(m - 1) * s + d * (k - 1) + 1 for m, s, d, k in zip(in_sp, stride, dilation, ksize)]
+    alloc = tuple(max(f, lo + o) for f, lo, o in zip(full, padding, out_size))
+    crop = (slice(None), slice(None)) + tuple(slice(lo, lo + o) for lo, o in zip(padding, out_size))
+    if all(s == 1 for s in stride):  # See NOTE [Flat shifts]
+        st, shifts = _flat_shifts(alloc, ksize, dilation)
+        L = _flat_len(in_sp, st)
+        gb = _scratch("grid", (cin, n, L), x.dtype, zero=True)
+        _grid(gb, in_sp, st)[...] = _channel_major(x)
+        cg = _scratch("cols", (groups, coutg * len(shifts), n * L), x.dtype)
+        xp.matmul(w2, gb.reshape(groups, cin // groups, n * L), out=cg)
+        cg = cg.reshape(cout, len(shifts), n, L)
+        y = xp.zeros((cout, n, math.prod(alloc)), dtype=cg.dtype)
+        for j, sh in enumerate(shifts):
+            y[:, :, sh:sh + L] += cg[:, j]
+        return _channel_major(y.reshape((cout, n) + alloc)[crop])
+    x2 = _channel_major(x).reshape(groups, cin // groups, -1)
+    cg = xp.matmul(w2, x2).reshape((cout,) + tuple(ksize) + (n,) + tuple(in_sp))
+    y = xp.zeros((cout, n) + alloc, dtype=cg.dtype)
+    lead = (slice(None), slice(None))
+    for off in _offsets(ksize):
+        y[lead + _window(off, stride, dilation, in_sp)] += cg[(slice(None),) + off]
+    return _channel_major(y[crop])
+
+
+def _conv_weight_impl(x, g, stride, padding, dilation, groups, ksize):
+    n, c = x.shape[:2]
+    o = g.shape[1]
+    out_sp = g.shape[2:]
+    xc = _padded_channel_major(x, padding)
+    if all(s == 1 for s in stride):  # See NOTE [Flat shifts]
+        cols, st, L = _flat_cols(xc, ksize, dilation, out_sp)
+        gb = _scratch("grid", (o, n, L), g.dtype, zero=True)
+        _grid(gb, out_sp, st)[...] = _channel_major(g)
+        cols, g2 = cols.reshape(groups, -1, n * L), gb.reshape(groups, o // groups, n * L)
+    else:
+        cols = _im2col(xc, ksize, stride, dilation, out_sp).reshape(groups, -1, n * math.prod(out_sp))
+        g2 = _channel_major(g).reshape(groups, o // groups, -1)
+    dw = xp.matmul(cols, g2.transpose(0, 2, 1)).transpose(0, 2, 1)  # (G, Og, Cg*K); the faster BLAS order
+    return dw.reshape((o, c // groups) + tuple(ksize))
+
+
+# ----------------------------------------------------------------- the rules
+
+
+def _hi_for(in_n, out_n, k, s, d, lo):
+    """``hi`` padding making a conv of an ``out_n`` input return exactly ``in_n`` positions."""
+    return (in_n - 1) * s + d * (k - 1) + 1 - out_n - lo
+
+
+def _pairs_for(x_sp, y_sp, ksize, stride, dilation, lo):
+    return tuple((l, _hi_for(m, n, k, s, d, l))
+                 for m, n, k, s, d, l in zip(y_sp, x_sp, ksize, stride, dilation, lo))
+
+
+def _lo(padding):
+    return tuple(lo for lo, _ in padding)
+
+
+def _conv_vjp_x(ns, g, out, x, w, stride, padding, dilation, groups):
+    return ns.conv_transpose(g, w, stride=stride, padding=_lo(padding), dilation=dilation, groups=groups,
+                             out_size=tuple(x.shape[2:]))
+
+
+def _conv_vjp_w(ns, g, out, x, w, stride, padding, dilation, groups):
+    return ns.conv_weight(x, g, stride=stride, padding=padding, dilation=dilation, groups=groups,
+                          ksize=tuple(w.shape[2:]))
+
+
+def _convt_pairs(out_shape, x, w, stride, padding, dilation):
+    return _pairs_for(tuple(out_shape[2:]), tuple(x.shape[2:]), tuple(w.shape[2:]), stride, dilation, padding)
+
+
+def _convt_vjp_x(ns, g, out, x, w, stride, padding, dilation, groups, out_size):
+    pairs = _convt_pairs((0, 0) + tuple(out_size), x, w, stride, padding, dilation)
+    return ns.conv(g, w, stride=stride, padding=pairs, dilation=dilation, groups=groups)
+
+
+def _convt_vjp_w(ns, g, out, x, w, stride, padding, dilation, groups, out_size):
+    pairs = _convt_pairs((0, 0) + tuple(out_size), x, w, stride, padding, dilation)
+    return ns.conv_weight(g, x, stride=stride, padding=pairs, dilation=dilation, groups=groups,
+                          ksize=tuple(w.shape[2:]))
+
+
+def _convw_vjp_x(ns, c, out, x, g, stride, padding, dilation, groups, ksize):
+    return ns.conv_transpose(g, c, stride=stride, padding=_lo(padding), dilation=dilation, groups=groups,
+                             out_size=tuple(x.shape[2:]))
+
+
+def _convw_vjp_g(ns, c, out, x, g, stride, padding, dilation, groups, ksize):
+    return ns.conv(x, c, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+def _bilinear_jvp(name):
+    def jvp(ns, primals, tangents, out, **params):
+        a, b = primals
+        ta, tb = tangents
+        f = getattr(ns, name)
+        res = None if ta is None else f(ta, b, **params)
+        if tb is not None:
+            term = f(a, tb, **params)
+            res = term if res is None else res + term
+        return res
+
+    return jvp
+
+
+# ---------------------------------------------------------------- batching
+# See NOTE [Conv as three bilinear primitives]. The vmap batch dim is folded into the
+# batch dim N (only the input batched) or into the groups (both batched: example b's
+# channels form groups b*G..b*G+G-1), so a batched conv is still one conv.
+
+
+def _fold(v, bdim, to):
+    """Move the batch dim to ``to`` and merge it with the following dim."""
+    v = move_bdim(v, bdim, to)
+    s = tuple(v.shape)
+    return TN.reshape(v, shape=s[:to] + (s[to] * s[to + 1],) + s[to + 2:]), s[to]
+
+
+def _split(v, dim, b):
+    s = tuple(v.shape)
+    return TN.reshape(v, shape=s[:dim] + (b, s[dim] // b) + s[dim + 1:])
+
+
+def _materialize(v, bdim, size):
+    """An unbatched operand given a real batch dim at 0 (used only when both must be batched)."""
+    if bdim is not None:
+        return move_bdim(v, bdim, 0)
+    s = tuple(v.shape)
+    return TN.broadcast_to(TN.reshape(v, shape=(1,) + s), shape=(size,) + s)
+
+
+def _batch_size(vals, bdims):
+    return next(v.shape[b] for v, b in zip(vals, bdims) if b is not None)
+
+
+def _conv_batch(vals, bdims, stride, padding, dilation, groups):
+    (x, w), (bx, bw) = vals, bdims
+    params = dict(stride=stride, padding=padding, dilation=dilation)
+    if bw is None:
+        xf, b = _fold(x, bx, 0)
+        return _split(bind(conv_p, (xf, w), dict(params, groups=groups)), 0, b), 0
+    if bx is None:  # fold the batch into each group's output channels
+        w = move_bdim(w, bw, 0)
+        b, o = w.shape[:2]
+        rest = tuple(w.shape[2:])
+        w = TN.reshape(w, shape=(b, groups, o // groups) + rest)
+        w = TN.transpose(w, axes=(1, 0) + tuple(range(2, w.ndim)))
+        w = TN.reshape(w, shape=(b * o,) + rest)
+        y = bind(conv_p, (x, w), dict(params, groups=groups))
+        s = tuple(y.shape)
+        y = TN.reshape(y, shape=(s[0], groups, b, o // groups) + s[2:])
+        y = TN.transpose(y, axes=(0, 2, 1) + tuple(range(3, y.ndim)))
+        return TN.reshape(y, shape=(s[0], b, o) + s[2:]), 1
+    xf, b = _fold(x, bx, 1)
+    wf, _ = _fold(w, bw, 0)
+    return _split(bind(conv_p, (xf, wf), dict(params, groups=groups * b)), 1, b), 1
+
+
+def _convt_batch(vals, bdims, stride, padding, dilation, groups, out_size):
+    (x, w), (bx, bw) = vals, bdims
+    params = dict(stride=stride, padding=padding, dilation=dilation, out_size=out_size)
+    if bw is None:
+        xf, b = _fold(x, bx, 0)
+        return _split(bind(conv_transpose_p, (xf, w), dict(params, groups=groups)), 0, b), 0
+    if bx is None:  # fold the batch into each group's output channels
+        w = move_bdim(w, bw, 1)  # (Cin, B, Coutg, *k)
+        cin, b, coutg = w.shape[:3]
+        w = TN.reshape(w, shape=(cin, b * coutg) + tuple(w.shape[3:]))
+        y = bind(conv_transpose_p, (x, w), dict(params, groups=groups))
+        s = tuple(y.shape)
+        y = TN.reshape(y, shape=(s[0], groups, b, coutg) + s[2:])
+        y = TN.transpose(y, axes=(0, 2, 1) + tuple(range(3, y.ndim)))
+        return TN.reshape(y, shape=(s[0], b, groups * coutg) + s[2:]), 1
+    xf, b = _fold(x, bx, 1)
+    wf, _ = _fold(w, bw, 0)
+    return _split(bind(conv_transpose_p, (xf, wf), dict(params, groups=groups * b)), 1, b), 1
+
+
+def _convw_batch(vals, bdims, stride, padding, dilation, groups, ksize):
+    size = _batch_size(vals, bdims)
+    x, g = (_materialize(v, b, size) for v, b in zip(vals, bdims))
+    xf, b = _fold(x, 0, 1)
+    gf, _ = _fold(g, 0, 1)
+    dw = bind(conv_weight_p, (xf, gf), dict(stride=stride, padding=padding, dilation=dilation,
+                                              groups=groups * b, ksize=ksize))
+    return _split(dw, 0, b), 0
+
+
+conv_p = defprim("conv", _conv_impl, vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_bilinear_jvp("conv"),
+                 batch=_conv_batch)
+conv_transpose_p = defprim("conv_transpose", _conv_transpose_impl, vjp=(_convt_vjp_x, _convt_vjp_w),
+                           jvp=_bilinear_jvp("conv_transpose"), batch=_convt_batch)
+conv_weight_p = defprim("conv_weight", _conv_weight_impl, vjp=(_convw_vjp_x, _convw_vjp_g),
+                        jvp=_bilinear_jvp("conv_weight"), batch=_convw_batch)
+
+# ------------------------------------------------------------------ pooling
+
+
+def _pool_argmax_impl(x, ksize, stride, padding, dilation):
+    """Flat spatial index (into the unpadded input) of each window's maximum (first on ties, NaN wins)."""
+    xpd = _pad_crop(x, padding, value=-xp.inf)
+    out_sp = conv_out_size(x.shape[2:], ksize, stride, padding, dilation)
+    sp = x.shape[2:]
+    # flat index of each output window's first element, in unpadded input coordinates
+    coords = xp.meshgrid(*[xp.arange(n) * s - lo for n, s, (lo, _) in zip(out_sp, stride, padding)], indexing="ij")
+    base = sum(c * math.prod(sp[i + 1:]) for i, c in enumerate(coords))
+    best = bidx = None
+    for off in _offsets(ksize):
+        v = xpd[(slice(None), slice(None)) + _window(off, stride, dilation, out_sp)]
+        shift = sum(o * d * math.prod(sp[i + 1:]) for i, (o, d) in enumerate(zip(off, dilation)))
+        if best is None:
+            best, bidx = v.copy(), xp.broadcast_to(base + shift, v.shape).copy()
+            continue
+        m = (v > best) | xp.isnan(v)
+        xp.copyto(best, v, where=m)
+        xp.copyto(bidx, xp.broadcast_to(base + shift, v.shape), where=m)
+    return bidx.astype(np.int64, copy=False)
+
+
+def _fold_batch(prim):
+    """Batching rule for a one-input prim over (N, C, ...): merge the batch dim into N."""
+
+    def rule(vals, bdims, **params):
+        xf, b = _fold(vals[0], bdims[0], 0)
+        return _split(bind(prim, (xf,), params), 0, b), 0
+
+    return rule
+
+
+pool_argmax_p = defprim("pool_argmax", _pool_argmax_impl, vjp=None,
+                        jvp=lambda ns, primals, tangents, out, **p: None, differentiable=False,
+                        save_inputs=False)
+pool_argmax_p.batch = _fold_batch(pool_argmax_p)
+
+
+def _take_last_impl(x, idx):
+    return xp.take_along_axis(x, idx, axis=-1)
+
+
+def _scatter_last_impl(g, idx, size):
+    lead = np.broadcast_shapes(g.shape[:-1], idx.shape[:-1])
+    g = xp.broadcast_to(g, lead + g.shape[-1:])
+    idx = xp.broadcast_to(idx, lead + idx.shape[-1:])
+    rows = math.prod(lead)
+    flat = (xp.arange(rows).reshape(lead + (1,)) * size + idx).ravel()
+    out = xp.bincount(flat, weights=g.ravel(), minlength=rows * size)
+    return out.astype(g.dtype, copy=False).reshape(lead + (size,))
+
+
+def _gather_batch(vals, bdims, **params):
+    """Move every batched operand's batch dim to the front; unbatched ones get a broadcast 1."""
+    new = []
+    for v, b in zip(vals, bdims):
+        new.append(TN.reshape(v, shape=(1,) + tuple(v.shape)) if b is None else move_bdim(v, b, 0))
+    return new
+
+
+def _take_batch(vals, bdims):
+    x, idx = _gather_batch(vals, bdims)
+    size = _batch_size(vals, bdims)
+    if x.shape[0] != size:
+        x = TN.broadcast_to(x, shape=(size,) + tuple(x.shape[1:]))
+    if idx.shape[0] != size:
+        idx = TN.broadcast_to(idx, shape=(size,) + tuple(idx.shape[1:]))
+    return bind(take_last_p, (x, idx), {}), 0
+
+
+def _scatter_batch(vals, bdims, size):
+    g, idx = _gather_batch(vals, bdims)
+    return bind(scatter_last_p, (g, idx), {"size": size}), 0
+
+
+take_last_p = defprim(
+    "take_last", _take_last_impl,
+    vjp=(lambda ns, g, out, x, idx: ns.scatter_last(g, idx, size=x.shape[-1]), None),
+    jvp=lambda ns, primals, tangents, out: ns.take_last(tangents[0], primals[1]),
+    batch=_take_batch, save_inputs=1,
+)
+scatter_last_p = defprim(
+    "scatter_last", _scatter_last_impl,
+    vjp=(lambda ns, c, out, g, idx, size: ns.take_last(c, idx), None),
+    jvp=lambda ns, primals, tangents, out, size: ns.scatter_last(tangents[0], primals[1], size=size),
+    batch=_scatter_batch, save_inputs=1,
+)
+
+# ------------------------------------------------------------- public functions
+
+
+def _tuple(v, n, name, op):
+    if isinstance(v, int):
+        return (v,) * n
+    v = tuple(int(a) for a in v)
+    if len(v) == 1:
+        return v * n
+    if len(v) != n:
+        raise ValueError(f"{op}: expected {name} to be an int or a tuple of {n} ints, got {v}")
+    return v
+
+
+def _conv_padding(padding, nsp, ksize, dilation, stride, op):
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * nsp
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError(f"{op}: padding='same' is not supported for strided convolutions")
+            tot = [d * (k - 1) for d, k in zip(dilation, ksize)]
+            return tuple((t // 2, t - t // 2) for t in tot)
+        raise ValueError(f"{op}: invalid padding string {padding!r}, expected 'valid' or 'same'")
+    return tuple((p, p) for p in _tuple(padding, nsp, "padding", op))
+
+
+def _check_input(input, weight, nsp, op):
+    input, weight = _as_tensor(input), _as_tensor(weight)
+    if weight.ndim != nsp + 2:
+        raise RuntimeError(f"{op}: expected a {nsp + 2}-D weight, got shape {tuple(weight.shape)}")
+    if input.ndim not in (nsp + 1, nsp + 2):
+        raise RuntimeError(f"{op}: expected a {nsp + 1}-D (unbatched) or {nsp + 2}-D (batched) input, "
+                           f"got shape {tuple(input.shape)}")
+    if input.dtype != weight.dtype:
+        raise RuntimeError(f"{op}: input type ({input.dtype}) and weight type ({weight.dtype}) should be the same")
+    return input, weight
+
+
+def _add_bias(out, bias, op):
+    if bias is None:
+        return out
+    bias = _as_tensor(bias)
+    if bias.shape != (out.shape[1],):
+        raise RuntimeError(f"{op}: expected bias of shape ({out.shape[1]},), got {tuple(bias.shape)}")
+    return out + bias.reshape((-1,) + (1,) * (out.ndim - 2))
+
+
+def convolution(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, nsp, op="conv"):
+    """N-d convolution (cross-correlation, as in PyTorch); see :func:`conv2d`."""
+    input, weight = _check_input(input, weight, nsp, op)
+    unbatched = input.ndim == nsp + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    stride = _tuple(stride, nsp, "stride", op)
+    dilation = _tuple(dilation, nsp, "dilation", op)
+    ksize = tuple(weight.shape[2:])
+    pads = _conv_padding(padding, nsp, ksize, dilation, stride, op)
+    c = input.shape[1]
+    if groups < 1 or c % groups or weight.shape[0] % groups or weight.shape[1] * groups != c:
+        raise RuntimeError(f"{op}: input of shape {tuple(input.shape)} (channels {c}) does not match weight of "
+                           f"shape {tuple(weight.shape)} with groups={groups}")
+    avail = [n + lo + hi for n, (lo, hi) in zip(input.shape[2:], pads)]
+    if any(a < d * (k - 1) + 1 for a, d, k in zip(avail, dilation, ksize)):
+        raise RuntimeError(f"{op}: kernel size {ksize} (dilation {dilation}) can't be greater than the padded "
+                           f"input size {tuple(avail)} (input shape {tuple(input.shape)})")
+    out = bind(conv_p, (input, weight), dict(stride=stride, padding=pads, dilation=dilation, groups=int(groups)))
+    out = _add_bias(out, bias, op)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution over (N, C, L) inputs; weight (O, C/groups, k)."""
+    return convolution(input, weight, bias, stride, padding, dilation, groups, nsp=1, op="conv1d")
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation) of (N, C, H, W) inputs with (O, C/groups, kh, kw) weights.
+
+    ``padding`` is an int, a tuple, ``'valid'`` or ``'same'``. Vectorized: one im2col
+    copy per kernel offset and one matmul (see NOTE [Conv as three bilinear primitives]).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.ones(1, 1, 4, 4)
+    >>> lucid.conv2d(x, lucid.ones(2, 1, 3, 3), padding=1).shape
+    (1, 2, 4, 4)
+    """
+    return convolution(input, weight, bias, stride, padding, dilation, groups, nsp=2, op="conv2d")
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D convolution over (N, C, D, H, W) inputs."""
+    return convolution(input, weight, bias, stride, padding, dilation, groups, nsp=3, op="conv3d")
+
+
+def conv_transpose(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
+                   *, nsp, op="conv_transpose", output_size=None):
+    """N-d transposed convolution (the adjoint of :func:`convolution`); see :func:`conv_transpose2d`."""
+    input, weight = _check_input(input, weight, nsp, op)
+    unbatched = input.ndim == nsp + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    stride = _tuple(stride, nsp, "stride", op)
+    dilation = _tuple(dilation, nsp, "dilation", op)
+    pad = _tuple(padding, nsp, "padding", op)
+    opad = _tuple(output_padding, nsp, "output_padding", op)
+    ksize = tuple(weight.shape[2:])
+    if input.shape[1] != weight.shape[0] or input.shape[1] % groups:
+        raise RuntimeError(f"{op}: input of shape {tuple(input.shape)} does not match weight of shape "
+                           f"{tuple(weight.shape)} (expected {weight.shape[0]} input channels, groups={groups})")
+    if any(op_ >= max(s, d) for op_, s, d in zip(opad, stride, dilation)):
+        raise RuntimeError(f"{op}: output_padding {opad} must be smaller than stride {stride} or dilation {dilation}")
+    out_size = tuple((n - 1) * s - 2 * p + d * (k - 1) + o + 1
+                     for n, s, p, d, k, o in zip(input.shape[2:], stride, pad, dilation, ksize, opad))
+    if output_size is not None:
+        out_size = tuple(output_size)[-nsp:]
+    if min(out_size) <= 0:
+        raise RuntimeError(f"{op}: output size {out_size} is too small (input shape {tuple(input.shape)})")
+    out = bind(conv_transpose_p, (input, weight), dict(stride=stride, padding=pad, dilation=dilation,
+                                                       groups=int(groups), out_size=out_size))
+    out = _add_bias(out, bias, op)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """1-D transposed convolution; weight (C_in, C_out/groups, k)."""
+    return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, nsp=1,
+                          op="conv_transpose1d")
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """2-D transposed convolution ("deconvolution"), the adjoint of :func:`conv2d`.
+
+    Weight shape ``(C_in, C_out/groups, kh, kw)``; the output size is
+    ``(H-1)*stride - 2*padding + dilation*(k-1) + output_padding + 1``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.conv_transpose2d(lucid.ones(1, 2, 3, 3), lucid.ones(2, 1, 2, 2), stride=2).shape
+    (1, 1, 6, 6)
+    """
+    return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, nsp=2,
+                          op="conv_transpose2d")
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """3-D transposed convolution."""
+    return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, nsp=3,
+                          op="conv_transpose3d")
+
+
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]

@@ -135,14 +135,10 @@ def to(input, *args, dtype=None, device=None, copy=False, **kw):
     for a in args:
         if isinstance(a, Tensor):
             dtype = a.dtype
-        elif isinstance(a, str) or hasattr(a, "type"):
-            try:
-                dtype = dtypes.to_dtype(a) if isinstance(a, str) and a != "cpu" and not a.startswith("cuda") else dtype
-            except TypeError:
-                backend.check_device(a)
-            else:
-                if dtype is None:
-                    backend.check_device(a)
+        elif isinstance(a, str) and (a.split(":")[0] in ("cpu", "cuda", "mps", "meta") or not a):
+            backend.check_device(a)
+        elif isinstance(a, backend.device):
+            backend.check_device(a)
         else:
             dtype = a
     backend.check_device(device)

@@ -1,4 +1,9 @@
-"""Indexing: ``x[key]`` and its adjoint (scatter-add into zeros).
+"""Indexing: ``x[key]`` and its adjoint (scatter-add into zeros), the along-axis family
+(gather / scatter / scatter_add, and take_along_dim), index_select / index_add, masks,
+take and nonzero.
+
+Primitives here: ``getitem``, ``index_scatter`` (its adjoint), ``gather``, ``scatter``,
+``scatter_add`` and ``nonzero``; everything else is composed from them.
 
 NOTE [Index keys]
 A key is normalised to a tuple of ints, slices, None, Ellipsis and ``IDX`` placeholders.
@@ -16,7 +21,7 @@ from .._core import dtypes
 from .._core.backend import xp
 from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, _to_array, _wrap, tensor_method
-from ._family import _as_tensor, move_bdim
+from ._family import _as_tensor, move_bdim, normalize_axis
 
 
 class _Placeholder:
@@ -27,6 +32,14 @@ class _Placeholder:
 
 
 IDX = _Placeholder()
+
+
+def concrete(t):
+    """The array behind ``t``, or None where it has no single value (a batched tensor in vmap)."""
+    try:
+        return t._data
+    except RuntimeError:
+        return None
 
 
 def fill_key(key, idx):
@@ -117,25 +130,118 @@ def _batched_out_dim(key, idx):
     return 0
 
 
+# NOTE [Batched index tensors]
+# vmap of ``x[key]`` where an index tensor is itself batched: prepend an ``arange(B)``
+# advanced index (shaped to broadcast against the index tensors), so each example picks
+# from its own slice of x. NumPy then puts the broadcast index dims first,
+# ``(B, *bshape, *pre, *post)``, where ``pre`` are the dims that the per-example result
+# has before its (adjacent) advanced dims; a transpose restores ``(B, *pre, *bshape, *post)``.
+# Boolean masks are turned into integer index arrays first; a *batched* mask has a
+# data-dependent shape per example and is refused.
+
+
+def check_unbatched_masks(op, idx, bidx):
+    """Raise for a boolean index that is batched under vmap (data-dependent shape)."""
+    for v, b in zip(idx, bidx):
+        if b is not None and v.dtype == np.bool_:
+            raise RuntimeError(
+                f"{op}: a boolean mask that is batched under vmap gives each example an output "
+                "of a different (data-dependent) shape, which vmap does not support; use "
+                "lucid.where(mask, x, other) to keep shapes static"
+            )
+
+
+def _mask_to_ints(v, op):
+    arr = concrete(v)
+    if arr is None or arr.ndim == 0:
+        raise RuntimeError(f"{op}: this boolean index can't be combined with batched integer indices under vmap")
+    return [_wrap(a) for a in np.nonzero(arr)]
+
+
+def batched_index_key(key, idx, bidx, size, nd):
+    """See NOTE [Batched index tensors]. Returns (key, index tensors, n_pre, n_bcast)."""
+    entries, it = [], iter(zip(idx, bidx))
+    for k in key:
+        if k is not IDX:
+            entries.append((k, None, None))
+            continue
+        v, b = next(it)
+        if v.dtype == np.bool_:
+            entries.extend((IDX, a, None) for a in _mask_to_ints(v, "getitem"))
+        else:
+            entries.append((IDX, v, b))
+    per = [tuple(v.shape) if b is None else tuple(v.shape[:b]) + tuple(v.shape[b + 1:])
+           for k, v, b in entries if k is IDX]
+    nb = len(np.broadcast_shapes(*per))
+    arrays = [_wrap(np.arange(size).reshape((size,) + (1,) * nb))]
+    for k, v, b in entries:
+        if k is IDX and b is not None:
+            v = move_bdim(v, b, 0)
+            arrays.append(TN.reshape(v, shape=(size,) + (1,) * (nb + 1 - v.ndim) + tuple(v.shape[1:])))
+        elif k is IDX:
+            arrays.append(v)
+    new_key = (IDX,) + tuple(k for k, _, _ in entries)
+    return new_key, tuple(arrays), _pre_dims([k for k, _, _ in entries], nd), nb
+
+
+def _pre_dims(key, nd):
+    """Result dims a per-example ``x[key]`` has before its advanced-index dims (0 if those go first)."""
+    if _advanced_front(key):
+        return 0
+    first = next(i for i, k in enumerate(key) if k is IDX or isinstance(k, int))
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    return sum((nd - used) if k is Ellipsis else 1 for k in key[:first] if not isinstance(k, int))
+
+
+def batched_index_perm(ndim, n_pre, nb, inverse=False):
+    """Permutation between ``(B, *bshape, *pre, *post)`` and ``(B, *pre, *bshape, *post)``."""
+    perm = (0,) + tuple(range(1 + nb, 1 + nb + n_pre)) + tuple(range(1, 1 + nb)) + tuple(range(1 + nb + n_pre, ndim))
+    return _inverse(perm) if inverse else perm
+
+
+def _inverse(perm):
+    inv = [0] * len(perm)
+    for i, a in enumerate(perm):
+        inv[a] = i
+    return tuple(inv)
+
+
+def _batch_size(vals, bdims):
+    return next(v.shape[b] for v, b in zip(vals, bdims) if b is not None)
+
+
 def _getitem_batch(vals, bdims, key):
     x, *idx = vals
     bx, *bidx = bdims
-    if any(b is not None for b in bidx) or bx is None:
-        return _loop_batch(getitem_p, vals, bdims, {"key": key})
-    x = move_bdim(x, bx, 0)
-    out = bind(getitem_p, (x,) + tuple(idx), {"key": (slice(None),) + key})
-    return out, _batched_out_dim(key, idx)
+    check_unbatched_masks("getitem", idx, bidx)
+    if all(b is None for b in bidx):
+        x = move_bdim(x, bx, 0)
+        out = bind(getitem_p, (x,) + tuple(idx), {"key": (slice(None),) + key})
+        return out, _batched_out_dim(key, idx)
+    size = _batch_size(vals, bdims)
+    x = move_bdim(x, bx, 0) if bx is not None else TN.broadcast_to(x, shape=(size,) + tuple(x.shape))
+    new_key, arrays, n_pre, nb = batched_index_key(key, idx, bidx, size, x.ndim - 1)
+    out = bind(getitem_p, (x,) + arrays, {"key": new_key})
+    if n_pre and nb:
+        out = TN.transpose(out, axes=batched_index_perm(out.ndim, n_pre, nb))
+    return out, 0
 
 
 def _scatter_batch(vals, bdims, key, shape):
     g, *idx = vals
     bg, *bidx = bdims
-    if any(b is not None for b in bidx):
-        return _loop_batch(index_scatter_p, vals, bdims, {"key": key, "shape": shape})
-    pos = _batched_out_dim(key, idx)
-    g = move_bdim(g, bg, pos)
-    params = {"key": (slice(None),) + key, "shape": (g.shape[pos],) + tuple(shape)}
-    return bind(index_scatter_p, (g,) + tuple(idx), params), 0
+    check_unbatched_masks("index_scatter", idx, bidx)
+    if all(b is None for b in bidx):
+        pos = _batched_out_dim(key, idx)
+        g = move_bdim(g, bg, pos)
+        params = {"key": (slice(None),) + key, "shape": (g.shape[pos],) + tuple(shape)}
+        return bind(index_scatter_p, (g,) + tuple(idx), params), 0
+    size = _batch_size(vals, bdims)
+    g = move_bdim(g, bg, 0) if bg is not None else TN.broadcast_to(g, shape=(size,) + tuple(g.shape))
+    new_key, arrays, n_pre, nb = batched_index_key(key, idx, bidx, size, len(shape))
+    if n_pre and nb:
+        g = TN.transpose(g, axes=batched_index_perm(g.ndim, n_pre, nb, inverse=True))
+    return bind(index_scatter_p, (g,) + arrays, {"key": new_key, "shape": (size,) + tuple(shape)}), 0
 
 
 getitem_p.batch = _getitem_batch
@@ -179,4 +285,403 @@ def getitem(input, key):
         raise IndexError(f"getitem: {e} (tensor shape {tuple(input.shape)})".replace("getitem: getitem: ", "getitem: ")) from None
 
 
-__all__ = ['getitem']
+# ------------------------------------------------------- gather / scatter family
+# NOTE [Along-axis indexing]
+# gather/scatter/scatter_add index ``x`` at ``index`` along ``axis`` and at the position
+# itself along every other dim, where ``index`` may be *smaller* than ``x`` in those
+# dims (PyTorch's rule). ``along_axis_key`` builds that NumPy advanced index: ``index`` at
+# ``axis`` and broadcastable aranges elsewhere. The three primitives are linear in their
+# data arguments and adjoint to one another: gather^T = scatter_add into zeros.
+
+
+def along_axis_key(index, axis):
+    nd = index.ndim
+    return tuple(index if d == axis else
+                 xp.arange(index.shape[d]).reshape((1,) * d + (-1,) + (1,) * (nd - d - 1))
+                 for d in range(nd))
+
+
+def _scatter_impl_(x, index, src, axis):
+    out = x.copy()
+    out[along_axis_key(index, axis)] = src
+    return out
+
+
+def _scatter_add_impl(x, index, src, axis):
+    out = x.copy()
+    xp.add.at(out, along_axis_key(index, axis), src)
+    return out
+
+
+def _tangent_or_zeros(ns, t, like):
+    if t is not None:
+        return t
+    return ns.zeros_like(like) if hasattr(like, "shape") else 0.0
+
+
+def _batch_all_front(vals, bdims):
+    """Every tensor argument with a leading batch dim (unbatched ones broadcast as views)."""
+    size = _batch_size(vals, bdims)
+    out = []
+    for v, b in zip(vals, bdims):
+        if b is not None:
+            v = move_bdim(v, b, 0)
+        elif isinstance(v, Tensor):
+            v = TN.broadcast_to(v, shape=(size,) + tuple(v.shape))
+        out.append(v)
+    return tuple(out)
+
+
+def _along_axis_batch(prim):
+    def rule(vals, bdims, axis):
+        return bind(prim, _batch_all_front(vals, bdims), {"axis": axis + 1}), 0
+
+    return rule
+
+
+gather_p = defprim(
+    "gather", lambda x, index, axis: x[along_axis_key(index, axis)],
+    vjp=(lambda ns, g, out, x, index, axis: ns.scatter_add(ns.zeros_like(x), index, g, axis=axis), None),
+    save_inputs=1,
+)
+gather_p.jvp = lambda ns, primals, tangents, out, axis: bind(gather_p, (tangents[0], primals[1]), {"axis": axis})
+
+scatter_add_p = defprim(
+    "scatter_add", _scatter_add_impl,
+    vjp=(lambda ns, g, out, x, index, src, axis: g, None,
+         lambda ns, g, out, x, index, src, axis: ns.gather(g, index, axis=axis)),
+    jvp=lambda ns, primals, tangents, out, axis: bind(scatter_add_p, (
+        _tangent_or_zeros(ns, tangents[0], primals[0]), primals[1],
+        _tangent_or_zeros(ns, tangents[2], primals[2])), {"axis": axis}),
+    save_inputs=1,
+)
+
+# ``src`` may be a Python scalar (scatter's ``value=``): it then gets no gradient.
+scatter_p = defprim(
+    "scatter", _scatter_impl_,
+    vjp=(lambda ns, g, out, x, index, src, axis: ns.scatter(g, index, 0.0, axis=axis), None,
+         lambda ns, g, out, x, index, src, axis: ns.gather(g, index, axis=axis)),
+    jvp=lambda ns, primals, tangents, out, axis: bind(scatter_p, (
+        _tangent_or_zeros(ns, tangents[0], primals[0]), primals[1],
+        _tangent_or_zeros(ns, tangents[2], primals[2])), {"axis": axis}),
+    save_inputs=1,
+)
+for _p in (gather_p, scatter_add_p, scatter_p):
+    _p.batch = _along_axis_batch(_p)
+
+
+def _check_index(op, index, size, dim, allow_negative=False):
+    """PyTorch-style bounds check of an integer index tensor (skipped where values are unknown)."""
+    if not isinstance(index, Tensor) or index.dtype.kind not in "iu":
+        raise RuntimeError(f"{op}: expected an integer index tensor, got "
+                           f"{getattr(index, 'dtype', type(index).__name__)}")
+    arr = concrete(index)
+    if arr is None or arr.size == 0:
+        return
+    lo = -size if allow_negative else 0
+    bad = arr[(arr < lo) | (arr >= size)]
+    if bad.size:
+        raise IndexError(f"{op}: index {int(bad.flat[0])} is out of bounds for dimension {dim} with size {size}")
+
+
+def _along_axis_args(op, input, dim, index, src=None):
+    input, index = _as_tensor(input), _as_tensor(index)
+    nd = input.ndim
+    if index.ndim != nd and not (index.ndim <= 1 and nd <= 1):
+        raise RuntimeError(f"{op}: index tensor must have the same number of dimensions as input tensor "
+                           f"(got index shape {tuple(index.shape)} and input shape {tuple(input.shape)})")
+    axis = normalize_axis(dim, nd, op)
+    if nd == 0:
+        index = index.reshape(())
+    for d in range(nd):
+        if d != axis and index.shape[d] > input.shape[d]:
+            raise RuntimeError(f"{op}: size of index {tuple(index.shape)} does not match input "
+                               f"{tuple(input.shape)} at dimension {d} (it must not be larger)")
+    _check_index(op, index, input.shape[axis] if nd else 1, axis)
+    return input, axis, index
+
+
+def _fit_src(op, src, index, dtype):
+    """``src`` cut to ``index``'s shape (PyTorch reads only that corner of it)."""
+    if not isinstance(src, Tensor):
+        return src
+    if src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
+        raise RuntimeError(f"{op}: index {tuple(index.shape)} must not be larger than src "
+                           f"{tuple(src.shape)} in any dimension")
+    if tuple(src.shape) != tuple(index.shape):
+        src = getitem(src, tuple(slice(0, n) for n in index.shape))
+    return src if src.dtype == dtype else src.to(dtype)
+
+
+@tensor_method("gather")
+def gather(input, dim, index, *, sparse_grad=False):
+    """Values of ``input`` picked along ``dim`` by ``index``: ``out[i][j] = input[index[i][j]][j]`` (dim 0).
+
+    ``index`` has the same number of dims as ``input`` and may be smaller in the others.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> lucid.gather(x, 1, lucid.tensor([[1], [0]])).tolist()
+    [[2.0], [3.0]]
+    """
+    input, axis, index = _along_axis_args("gather", input, dim, index)
+    if input.ndim == 0:
+        return input
+    return bind(gather_p, (input, index), {"axis": axis})
+
+
+@tensor_method("scatter")
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    """Copy of ``input`` with ``src`` (a tensor, or a number ``value``) written at ``index`` along ``dim``.
+
+    For dim 0: ``out[index[i][j]][j] = src[i][j]``. With repeated indices the value written
+    is unspecified (as in PyTorch); ``reduce`` is not supported.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.scatter(lucid.zeros(3), 0, lucid.tensor([2, 0]), lucid.tensor([5.0, 6.0])).tolist()
+    [6.0, 0.0, 5.0]
+    """
+    if reduce is not None:
+        raise NotImplementedError("scatter: reduce= is not supported; use scatter_add or index_add")
+    if src is None:
+        src = value
+    if src is None:
+        raise TypeError("scatter: expected a src tensor or a value")
+    input, axis, index = _along_axis_args("scatter", input, dim, index)
+    src = _fit_src("scatter", src, index, input.dtype)
+    if isinstance(src, Tensor) and src.ndim == 0 and input.ndim == 0:
+        return src.to(input.dtype) if index.numel() else input
+    if not isinstance(src, Tensor):
+        src = float(src) if input.dtype.kind in "fc" else src
+    return bind(scatter_p, (input, index, src), {"axis": axis})
+
+
+@tensor_method("scatter_add")
+def scatter_add(input, dim, index, src):
+    """Copy of ``input`` with ``src`` added at ``index`` along ``dim`` (repeats accumulate).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.scatter_add(lucid.zeros(3), 0, lucid.tensor([0, 0, 2]), lucid.ones(3)).tolist()
+    [2.0, 0.0, 1.0]
+    """
+    input, axis, index = _along_axis_args("scatter_add", input, dim, index)
+    src = _fit_src("scatter_add", _as_tensor(src), index, input.dtype)
+    return bind(scatter_add_p, (input, index, src), {"axis": axis})
+
+
+@tensor_method("take_along_dim")
+def take_along_dim(input, indices, dim=None):
+    """Values of ``input`` at ``indices`` along ``dim`` (other dims broadcast); flattened when ``dim`` is None.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([[10.0, 30.0, 20.0]])
+    >>> lucid.take_along_dim(x, x.argsort(dim=1), dim=1).tolist()
+    [[10.0, 20.0, 30.0]]
+    """
+    input, indices = _as_tensor(input), _as_tensor(indices)
+    if dim is None:
+        return gather(input.reshape(-1), 0, indices.reshape(-1))
+    if input.ndim != indices.ndim:
+        raise RuntimeError(f"take_along_dim: input and indices should have the same number of dimensions, "
+                           f"got {input.ndim} and {indices.ndim}")
+    axis = normalize_axis(dim, input.ndim, "take_along_dim")
+    cut = lambda s: tuple(1 if d == axis else n for d, n in enumerate(s))  # noqa: E731
+    try:
+        common = np.broadcast_shapes(cut(input.shape), cut(indices.shape))
+    except ValueError:
+        raise RuntimeError(f"take_along_dim: shapes {tuple(input.shape)} and {tuple(indices.shape)} "
+                           f"can't be broadcast outside dimension {axis}") from None
+    with_dim = lambda n: tuple(n if d == axis else s for d, s in enumerate(common))  # noqa: E731
+    input = input.broadcast_to(with_dim(input.shape[axis]))
+    indices = indices.broadcast_to(with_dim(indices.shape[axis]))
+    return gather(input, axis, indices)
+
+
+# ------------------------------------------------------ index_select / index_add
+
+
+def _dim_index(op, input, dim, index):
+    input, index = _as_tensor(input), _as_tensor(index)
+    if index.ndim > 1:
+        raise IndexError(f"{op}: index must be a 0-D or 1-D tensor, got shape {tuple(index.shape)}")
+    nd = input.ndim
+    axis = normalize_axis(dim, nd, op)
+    _check_index(op, index, input.shape[axis] if nd else 1, axis)
+    return input, axis, index.reshape(-1)
+
+
+@tensor_method("index_select")
+def index_select(input, dim, index):
+    """The slices of ``input`` along ``dim`` at the positions in the 1-D ``index``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.index_select(lucid.tensor([[1, 2], [3, 4]]), 1, lucid.tensor([1, 1])).tolist()
+    [[2, 2], [4, 4]]
+    """
+    input, axis, index = _dim_index("index_select", input, dim, index)
+    if input.ndim == 0:
+        return getitem(input.reshape(1), index).reshape(())
+    return getitem(input, (slice(None),) * axis + (index,))
+
+
+@tensor_method("index_add")
+def index_add(input, dim, index, source, *, alpha=1):
+    """Copy of ``input`` with ``alpha * source`` added to the slices along ``dim`` at ``index`` (repeats accumulate).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.index_add(lucid.zeros(3), 0, lucid.tensor([0, 0]), lucid.tensor([1.0, 2.0])).tolist()
+    [3.0, 0.0, 0.0]
+    """
+    input, axis, index = _dim_index("index_add", input, dim, index)
+    source = _as_tensor(source)
+    want = tuple(index.shape[0] if d == axis else s for d, s in enumerate(input.shape))
+    if tuple(source.shape) != want and not (input.ndim == 0 and source.numel() == index.numel()):
+        raise RuntimeError(f"index_add: source {tuple(source.shape)} must have shape {want} for "
+                           f"input {tuple(input.shape)}, dim {axis} and {index.shape[0]} indices")
+    if alpha != 1:
+        source = source * alpha
+    source = source if source.dtype == input.dtype else source.to(input.dtype)
+    if input.ndim == 0:
+        return input + source.sum().to(input.dtype)
+    key = (slice(None),) * axis + (IDX,)
+    return input + bind(index_scatter_p, (source, index), {"key": key, "shape": tuple(input.shape)})
+
+
+# ---------------------------------------------------------------- masks
+
+
+def _is_batched(t):
+    """True for a value batched by some vmap (possibly under other transforms)."""
+    from ..func._traces import BatchTracer, _Tracer
+
+    while isinstance(t, _Tracer):
+        if isinstance(t, BatchTracer):
+            return True
+        t = t._inner_value()
+    return False
+
+
+def _check_mask(op, mask):
+    if not isinstance(mask, Tensor) or mask.dtype != np.bool_:
+        raise RuntimeError(f"{op}: expected a boolean mask, got {getattr(mask, 'dtype', type(mask).__name__)}")
+
+
+@tensor_method("masked_fill")
+def masked_fill(input, mask, value):
+    """Copy of ``input`` with ``value`` where ``mask`` is true (``mask`` broadcasts).
+
+    ``value`` is a number or a 0-d tensor (which receives gradient).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.masked_fill(lucid.zeros(3), lucid.tensor([True, False, True]), 1.0).tolist()
+    [1.0, 0.0, 1.0]
+    """
+    from .elementwise import where
+
+    input = _as_tensor(input)
+    _check_mask("masked_fill", mask)
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise RuntimeError(f"masked_fill: only supports a 0-dimensional value tensor, but got "
+                               f"one with shape {tuple(value.shape)}")
+        value = value if value.dtype == input.dtype else value.to(input.dtype)
+    else:
+        value = _wrap(np.asarray(value).astype(input.dtype))
+    return where(mask, value, input)
+
+
+@tensor_method("masked_select")
+def masked_select(input, mask):
+    """1-D tensor of the elements of ``input`` where ``mask`` is true (the two broadcast).
+
+    Under vmap the mask must not be batched (each example would get a different length).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.masked_select(lucid.tensor([1.0, 2.0, 3.0]), lucid.tensor([True, False, True])).tolist()
+    [1.0, 3.0]
+    """
+    input = _as_tensor(input)
+    _check_mask("masked_select", mask)
+    if _is_batched(mask):
+        raise RuntimeError("masked_select: the mask is batched under vmap, so each example's output "
+                           "has a data-dependent length, which vmap does not support; use "
+                           "lucid.where(mask, x, 0) instead")
+    shape = tuple(np.broadcast_shapes(tuple(input.shape), tuple(mask.shape)))
+    return getitem(input.broadcast_to(shape), mask.broadcast_to(shape)).reshape(-1)
+
+
+@tensor_method("take")
+def take(input, index):
+    """Elements of ``input`` viewed as 1-D at ``index``; the result has ``index``'s shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.take(lucid.tensor([[1, 2], [3, 4]]), lucid.tensor([0, 3])).tolist()
+    [1, 4]
+    """
+    input, index = _as_tensor(input), _as_tensor(index)
+    n = input.numel()
+    _check_index("take", index, n, 0, allow_negative=True)
+    return getitem(input.reshape(-1), index)
+
+
+# ------------------------------------------------------------------ nonzero
+
+
+def _nonzero_batch(vals, bdims):
+    raise RuntimeError("nonzero: the input is batched under vmap, so each example's result has a "
+                       "data-dependent shape, which vmap does not support (also argwhere, "
+                       "where(cond) and boolean-mask indexing)")
+
+
+nonzero_p = defprim("nonzero", lambda x: xp.argwhere(x).astype(np.int64), vjp=None,
+                    jvp=lambda ns, primals, tangents, out: None, differentiable=False, save_inputs=False)
+nonzero_p.batch = _nonzero_batch
+
+
+@tensor_method("nonzero")
+def nonzero(input, *, as_tuple=False):
+    """Indices of the non-zero elements: an ``(n, ndim)`` tensor, or a tuple of ``ndim`` 1-D tensors.
+
+    Not supported under vmap with a batched input (data-dependent shape).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.nonzero(lucid.tensor([0, 3, 0, 4])).tolist()
+    [[1], [3]]
+    """
+    input = _as_tensor(input)
+    out = bind(nonzero_p, (input,), {})
+    if not as_tuple:
+        return out
+    if input.ndim == 0:
+        return (_wrap(np.zeros(out.shape[0], np.int64)),)
+    return tuple(getitem(out, (slice(None), d)) for d in range(input.ndim))
+
+
+@tensor_method("argwhere")
+def argwhere(input):
+    """Indices of the non-zero elements as an ``(n, ndim)`` tensor (``nonzero(input)``)."""
+    return nonzero(input)
+
+
+__all__ = ['argwhere', 'gather', 'getitem', 'index_add', 'index_select', 'masked_fill', 'masked_select',
+           'nonzero', 'scatter', 'scatter_add', 'take', 'take_along_dim']

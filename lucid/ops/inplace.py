@@ -1,4 +1,596 @@
-"""placeholder: filled by its family's author"""
+"""In-place operations: ``add_``, ``mul_`` ..., ``zero_``, ``fill_``, ``copy_``,
+``masked_fill_`` and ``x[idx] = v``, plus the ``setitem`` primitive behind the last one.
+
+NOTE [In-place semantics]
+An in-place op changes ``x._data`` in place (so views see it) and bumps the version
+counter ``x._version`` (shared by a base and its views), so a tensor changed after it
+was saved for backward is detected at backward time (``Node._check_versions``). The
+name of the last in-place op is kept as ``x._version[1]`` for that error message.
+
+1. No graph (grad mode off, or nothing involved requires grad): the op writes straight
+   into ``x._data`` with a ufunc ``out=`` — the optimizer / ``nn.init`` path.
+2. Graph: the out-of-place result is computed by the normal primitives from a
+   *snapshot* of x (a copy carrying x's history, so every saved value stays valid),
+   copied into ``x._data``, and x is rebased onto the result's node (as PyTorch does).
+   A leaf that requires grad, or a view of one, can't be changed in place while grad
+   mode is on. If x is a view, its base is rebased too: the base's new value is
+   ``setitem(base_old, positions of x inside the base, x_new)``, the positions found
+   from the memory addresses of the view's elements.
+3. Transforms (x is a tracer of ``lucid.func.grad``/``jvp``/``vmap``): functional — the
+   tracer is rebound to the out-of-place result. A tensor that belongs to no transform
+   can't be changed in place with a tracer (as in ``torch.func``).
+
+Limitations: after an in-place change of a tensor in a graph, *other* views of it made
+before the change keep their old history (PyTorch regenerates it); under a transform
+the caller's tensor is not modified (the change is functional).
+"""
 from __future__ import annotations
+
+import numpy as np
+
+from .._core import primitive
+from .._core.backend import xp
+from .._core.grad_mode import STATE, no_grad
+from .._core.primitive import bind, defprim
+from .._core.tensor import Tensor, _wrap, tensor_method
+from ._family import _as_tensor, move_bdim, sum_to_shape
+from .indexing import IDX, _batched_out_dim, _loop_batch, fill_key, split_key
+
+# ------------------------------------------------------------ setitem primitive
+
+
+def _setitem_impl(x, v, *idx, key):
+    out = x.copy()
+    out[fill_key(key, idx)] = v
+    return out
+
+
+def _setitem_vjp(i, ns, g, out, x, v, *idx, key):
+    if i == 0:  # the overwritten positions get no gradient
+        return ns.setitem(g, 0.0, *idx, key=key)
+    if i == 1:
+        return sum_to_shape(ns, ns.getitem(g, *idx, key=key), tuple(getattr(v, "shape", ())))
+    return None
+
+
+def _setitem_jvp(ns, primals, tangents, out, key):
+    tx, tv = tangents[0], tangents[1]
+    tx = ns.zeros_like(out) if tx is None else tx
+    return ns.setitem(tx, 0.0 if tv is None else tv, *primals[2:], key=key)
+
+
+def _indexed_shape(shape, key, idx):
+    """Shape of ``x[key]`` for an ``x`` of ``shape`` (no data touched)."""
+    dummy = np.broadcast_to(np.zeros((), np.bool_), tuple(shape))
+    return dummy[fill_key(key, [i._data if isinstance(i, Tensor) else i for i in idx])].shape
+
+
+def _setitem_batch(vals, bdims, key):
+    x, v, *idx = vals
+    bx, bv, *bidx = bdims
+    if any(b is not None for b in bidx):
+        return _loop_batch(setitem_p, vals, bdims, {"key": key})
+    size = x.shape[bx] if bx is not None else v.shape[bv]
+    if bx is None:
+        x = primitive.TN.broadcast_to(x, shape=(size,) + tuple(x.shape))
+    else:
+        x = move_bdim(x, bx, 0)
+    sub = _indexed_shape(x.shape[1:], key, idx)
+    pos = _batched_out_dim(key, idx)
+    if isinstance(v, Tensor):
+        if bv is None:
+            v = primitive.TN.broadcast_to(v, shape=sub) if tuple(v.shape) != sub else v
+            v = primitive.TN.reshape(v, shape=sub[:pos] + (1,) + sub[pos:])
+        else:
+            v = move_bdim(v, bv, 0)
+            full = (size,) + sub
+            if tuple(v.shape) != full:
+                if v.ndim - 1 < len(sub):  # align the example dims on the right
+                    v = primitive.TN.reshape(v, shape=(size,) + (1,) * (len(sub) - v.ndim + 1) + tuple(v.shape[1:]))
+                v = primitive.TN.broadcast_to(v, shape=full)
+            v = move_bdim(v, 0, pos)
+    return bind(setitem_p, (x, v) + tuple(idx), {"key": (slice(None),) + key}), 0
+
+
+# ``x`` with ``x[key] = v``, out of place. The values of ``x`` and ``v`` are not needed
+# by the backward (only the index tensors are saved).
+setitem_p = defprim("setitem", _setitem_impl, vjp=_setitem_vjp, jvp=_setitem_jvp,
+                    batch=_setitem_batch, save_inputs=2)
+
+
+def index_put_value(input, key, value):
+    """``input`` with ``input[key] = value``, out of place and differentiable in both.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ops.inplace import index_put_value
+    >>> index_put_value(lucid.zeros(3), 1, 5.0).tolist()
+    [0.0, 5.0, 0.0]
+    """
+    template, idx = split_key(key)
+    value = _value_for(input, value)
+    return bind(setitem_p, (input, value) + idx, {"key": template})
+
+
+def _value_for(x, value):
+    """The right-hand side of ``x[key] = value`` in x's dtype (scalars stay scalars)."""
+    if isinstance(value, Tensor):
+        return value if value.dtype == x.dtype else value.to(x.dtype)
+    if isinstance(value, (bool, int, float)):
+        return value
+    return _wrap(np.asarray(value, dtype=x.dtype))
+
+
+# --------------------------------------------------------------- the machinery
+
+
+def _bump(x, name):
+    """Record one in-place change: version + 1, remember the op (See NOTE [In-place semantics])."""
+    v = x._version
+    v[0] += 1
+    if len(v) == 1:
+        v.append(name)
+    else:
+        v[1] = name
+
+
+def _needs_graph(x, args):
+    if not STATE.grad_enabled:
+        return False
+    if x._rg:
+        return True
+    return any(isinstance(a, Tensor) and a._rg for a in args)
+
+
+def _inplace(name, x, args, fn, direct=None, needs_old=True):
+    """Run the in-place op ``name`` on ``x``; See NOTE [In-place semantics].
+
+    ``fn(x, *args)`` computes the new value out of place with lucid ops; ``direct(arr,
+    *arrays)`` writes it into ``arr`` (None: use ``fn`` under no_grad). ``needs_old``:
+    whether ``fn``'s backward needs x's old values (else no snapshot copy is made).
+    """
+    if primitive.ACTIVE_TRACES[0] and STATE.traces:
+        trace = primitive._owning_trace((x,) + tuple(args))
+        if trace is not None:
+            return _inplace_traced(name, x, args, fn, trace)
+    if _needs_graph(x, args):
+        return _inplace_graph(name, x, args, fn, needs_old)
+    _check_writeable(name, x)
+    if direct is not None:
+        arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+        try:
+            direct(x._data, *arrays)
+        except (TypeError, ValueError) as e:  # numpy's casting errors are TypeErrors
+            raise _direct_error(name, x, args, e) from None
+    else:
+        with no_grad():
+            res = fn(x, *args)
+        _check_result(name, x, res)
+        x._data[...] = res._data
+    _bump(x, name)
+    return x
+
+
+def _check_writeable(name, x):
+    if not x._data.flags.writeable:
+        raise RuntimeError(
+            f"{name}: unsupported operation: the tensor (shape {tuple(x.shape)}) is a read-only "
+            "view (e.g. from expand/broadcast_to) whose elements share memory; clone() it first"
+        )
+
+
+def _direct_error(name, x, args, err):
+    if isinstance(err, TypeError) and "cast" in str(err):
+        return RuntimeError(f"{name}: result type can't be cast to the desired output type "
+                            f"{x.dtype} ({err})")
+    shapes = [tuple(a.shape) if hasattr(a, "shape") else a for a in args]
+    return RuntimeError(f"{name}: {err} (tensor shape {tuple(x.shape)}, arguments {shapes})")
+
+
+def _check_result(name, x, res):
+    if tuple(res.shape) != tuple(x.shape):
+        raise RuntimeError(
+            f"{name}: output with shape {tuple(x.shape)} doesn't match the broadcast shape "
+            f"{tuple(res.shape)}"
+        )
+    if res.dtype != x.dtype and not np.can_cast(res.dtype, x.dtype, "same_kind"):
+        raise RuntimeError(f"{name}: result type {res.dtype} can't be cast to the desired "
+                           f"output type {x.dtype}")
+
+
+def _snapshot(x, copy):
+    """x's value and history as a separate tensor (copied if the backward may read it)."""
+    old = _wrap(x._data.copy() if copy else x._data)
+    if x._rg:
+        old.grad_fn, old._out_idx, old._rg = x.grad_fn, x._out_idx, True
+    return old
+
+
+def _keep_in_graph(old, res):
+    """``res`` as a function of ``old`` with zero derivative (x keeps requiring grad)."""
+    from .elementwise import where
+
+    return where(_wrap(np.zeros(tuple(old.shape), np.bool_)), old, res)
+
+
+def _fit(name, x, old, res, args, owned=None):
+    """The op's result as x's new value: same shape and dtype, on a node of its own."""
+    from .elementwise import cast, clone
+
+    res = _as_tensor(res)
+    _check_result(name, x, res)
+    if res.dtype != x.dtype:
+        res = cast(res, x.dtype)
+    if any(res is a for a in args) or res is old:  # an operand as is (copy_): a node of its own
+        res = clone(res)
+    if owned is not None:  # under a transform: the result must be a tracer of that trace
+        return res if owned(res) else _keep_in_graph(old, res)
+    if old._rg and not res._rg:
+        res = _keep_in_graph(old, res)
+    if res.grad_fn is None:
+        res = clone(res)
+    return res
+
+
+def _check_leaf(name, x):
+    if x.grad_fn is None and x._rg:
+        raise RuntimeError(
+            f"{name}: a leaf Variable that requires grad is being used in an in-place operation "
+            f"(shape {tuple(x.shape)}). Use an out-of-place op, or change it under lucid.no_grad()."
+        )
+    base = x._base
+    if base is not None and base.grad_fn is None and base._rg:
+        raise RuntimeError(
+            f"{name}: a view of a leaf Variable that requires grad is being used in an in-place "
+            f"operation (view shape {tuple(x.shape)}, leaf shape {tuple(base.shape)})."
+        )
+
+
+def _inplace_graph(name, x, args, fn, needs_old):
+    _check_leaf(name, x)
+    _check_writeable(name, x)
+    old = _snapshot(x, copy=needs_old)
+    res = _fit(name, x, old, fn(old, *args), args)
+    base = x._base
+    if base is not None:
+        _rebase_base(base, x, res)
+    x._data[...] = res._data
+    _rebase(x, res)
+    _bump(x, name)
+    return x
+
+
+def _rebase(x, res):
+    """Give ``x`` the history of ``res`` (its value was already written into ``x._data``)."""
+    x.grad_fn, x._out_idx, x._rg = res.grad_fn, res._out_idx, True
+    if x._retains and res.grad_fn is not None:
+        res.grad_fn.add_retain(res._out_idx, x)
+
+
+def _addresses(a):
+    """Byte address of every element of ``a``."""
+    addr = np.full(a.shape, a.__array_interface__["data"][0], dtype=np.int64)
+    for d, (n, s) in enumerate(zip(a.shape, a.strides)):
+        shp = [1] * a.ndim
+        shp[d] = n
+        addr = addr + np.arange(n, dtype=np.int64).reshape(shp) * s
+    return addr
+
+
+def _view_positions(base, view):
+    """Flat (C-order) index into ``base`` of every element of ``view`` (which aliases it)."""
+    b = _addresses(base).reshape(-1)
+    v = _addresses(view).reshape(-1)
+    order = np.argsort(b, kind="stable")
+    sb = b[order]
+    i = np.clip(np.searchsorted(sb, v), 0, max(len(sb) - 1, 0))
+    if base.dtype != view.dtype or (v.size and (sb.size == 0 or not np.array_equal(sb[i], v))):
+        raise RuntimeError("in-place operation on a view: can't locate the view's elements in its base")
+    return order[i]
+
+
+def _rebase_base(base, x, res):
+    """The base of a changed view gets the history ``setitem(base_old, where x is, x_new)``."""
+    from .shape import reshape
+
+    pos = _wrap(_view_positions(base._data, x._data))
+    flat = reshape(_snapshot(base, copy=False), -1)
+    new = bind(setitem_p, (flat, reshape(res, -1), pos), {"key": (IDX,)})
+    _rebase(base, reshape(new, tuple(base.shape)))
+
+
+def _inplace_traced(name, x, args, fn, trace):
+    if not trace.owns(x):
+        raise RuntimeError(
+            f"{name}: can't change a tensor in place with a value of an active {trace.kind} "
+            f"transform (the tensor of shape {tuple(x.shape)} is not a {trace.kind} tracer); "
+            "use the out-of-place op instead, e.g. x = x + y"
+        )
+    res = _fit(name, x, x, fn(x, *args), args, owned=trace.owns)
+    for slot in ("_primal", "_tangent", "_val", "_bdim", "grad_fn", "_out_idx", "_rg"):
+        if hasattr(res, slot):
+            setattr(x, slot, getattr(res, slot))
+    _bump(x, name)
+    return x
+
+
+# ------------------------------------------------------------------- the ops
+
+
+def _binary_direct(ufunc):
+    def direct(a, o):
+        ufunc(a, o, out=a)
+
+    return direct
+
+
+@tensor_method("add_", "__iadd__")
+def add_(self, other, *, alpha=1):
+    """In-place ``self += alpha * other``; returns ``self``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([1.0, 2.0])
+    >>> x.add_(1.0, alpha=2).tolist()
+    [3.0, 4.0]
+    """
+    from .elementwise import add
+
+    def direct(a, o):
+        xp.add(a, o if alpha == 1 else xp.multiply(o, alpha), out=a)
+
+    if alpha != 1 and not isinstance(other, Tensor):  # a Python product stays exact
+        other, alpha = other * alpha, 1
+    return _inplace("add_", self, (other,), lambda x, o: add(x, o, alpha=alpha), direct, needs_old=False)
+
+
+@tensor_method("sub_", "subtract_", "__isub__")
+def sub_(self, other, *, alpha=1):
+    """In-place ``self -= alpha * other``; returns ``self``."""
+    from .elementwise import sub
+
+    def direct(a, o):
+        xp.subtract(a, o if alpha == 1 else xp.multiply(o, alpha), out=a)
+
+    if alpha != 1 and not isinstance(other, Tensor):
+        other, alpha = other * alpha, 1
+    return _inplace("sub_", self, (other,), lambda x, o: sub(x, o, alpha=alpha), direct, needs_old=False)
+
+
+@tensor_method("mul_", "multiply_", "__imul__")
+def mul_(self, other):
+    """In-place ``self *= other``; returns ``self``."""
+    from .elementwise import mul
+
+    return _inplace("mul_", self, (other,), mul, _binary_direct(xp.multiply))
+
+
+@tensor_method("div_", "divide_", "true_divide_", "__itruediv__")
+def div_(self, other, *, rounding_mode=None):
+    """In-place ``self /= other`` (``rounding_mode`` "floor" / "trunc" as in ``div``)."""
+    from .elementwise import div
+
+    direct = _binary_direct(xp.true_divide) if rounding_mode is None else None
+    return _inplace("div_", self, (other,), lambda x, o: div(x, o, rounding_mode=rounding_mode), direct)
+
+
+@tensor_method("pow_", "__ipow__")
+def pow_(self, exponent):
+    """In-place ``self **= exponent``."""
+    from .elementwise import pow
+
+    return _inplace("pow_", self, (exponent,), pow, _binary_direct(xp.power))
+
+
+def _unary_inplace(name, ufunc, needs_old=True):
+    def method(self):
+        import lucid
+
+        fn = getattr(lucid, name[:-1])
+        direct = (lambda a: ufunc(a, out=a)) if ufunc is not None else None
+        return _inplace(name, self, (), fn, direct, needs_old)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = (f"In-place ``{name[:-1]}``; returns ``self``.\n\nExamples\n--------\n"
+                      f">>> import lucid\n>>> lucid.tensor([0.25]).{name}().shape\n(1,)\n")
+    setattr(Tensor, name, method)
+    return method
+
+
+neg_ = _unary_inplace("neg_", xp.negative, needs_old=False)
+Tensor.negative_ = neg_
+exp_ = _unary_inplace("exp_", xp.exp)
+log_ = _unary_inplace("log_", xp.log)
+sqrt_ = _unary_inplace("sqrt_", xp.sqrt)
+sin_ = _unary_inplace("sin_", xp.sin)
+cos_ = _unary_inplace("cos_", xp.cos)
+tanh_ = _unary_inplace("tanh_", xp.tanh)
+abs_ = _unary_inplace("abs_", xp.abs)
+sigmoid_ = _unary_inplace("sigmoid_", None)
+
+
+@tensor_method("relu_")
+def relu_(self):
+    """In-place ReLU; returns ``self``."""
+    from .elementwise import relu
+
+    return _inplace("relu_", self, (), relu, lambda a: xp.maximum(a, 0, out=a))
+
+
+@tensor_method("clamp_", "clip_")
+def clamp_(self, min=None, max=None):
+    """In-place ``clamp``; bounds may be numbers or tensors."""
+    from .elementwise import clamp
+
+    if min is None and max is None:
+        raise RuntimeError("clamp_: at least one of 'min' or 'max' must not be None")
+    direct = None
+    if not isinstance(min, Tensor) and not isinstance(max, Tensor):
+        def direct(a):
+            xp.clip(a, min, max, out=a)
+    return _inplace("clamp_", self, (), lambda x: clamp(x, min, max), direct)
+
+
+@tensor_method("zero_")
+def zero_(self):
+    """Fill with zeros in place; returns ``self``."""
+    from .creation import zeros
+
+    return _inplace("zero_", self, (), lambda x: zeros(tuple(x.shape), dtype=x.dtype),
+                    lambda a: a.fill(0), needs_old=False)
+
+
+def _filled(x, value):
+    from .shape import broadcast_to
+
+    if isinstance(value, Tensor):
+        v = value if value.dtype == x.dtype else value.to(x.dtype)
+        v = broadcast_to(v, tuple(x.shape))
+        return _keep_in_graph(x, v) if x._rg else v  # x's old history gets zeros, as in PyTorch
+    return _wrap(np.full(tuple(x.shape), value, dtype=x.dtype))
+
+
+@tensor_method("fill_")
+def fill_(self, value):
+    """Fill with ``value`` (a number or a 0-d tensor) in place; returns ``self``."""
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise RuntimeError(f"fill_: only supports 0-dimension value tensor but got a tensor of "
+                           f"shape {tuple(value.shape)}")
+
+    def direct(a, v):
+        a[...] = v
+
+    return _inplace("fill_", self, (value,), _filled, direct, needs_old=False)
+
+
+@tensor_method("copy_")
+def copy_(self, src, non_blocking=False):
+    """Copy ``src`` (broadcast, cast to this dtype) into this tensor; returns ``self``.
+
+    Gradients flow to ``src``; the old value of ``self`` gets none.
+    """
+    from .shape import broadcast_to
+
+    src = _as_tensor(src)
+
+    def fn(x, s):
+        s = broadcast_to(s if s.dtype == x.dtype else s.to(x.dtype), tuple(x.shape))
+        return _keep_in_graph(x, s) if x._rg else s
+
+    def direct(a, s):
+        np.copyto(a, s, casting="unsafe")
+
+    try:
+        np.broadcast_shapes(tuple(src.shape), tuple(self.shape))
+        ok = np.broadcast_shapes(tuple(src.shape), tuple(self.shape)) == tuple(self.shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise RuntimeError(f"copy_: the source of shape {tuple(src.shape)} can't be broadcast to "
+                           f"the destination's shape {tuple(self.shape)}")
+    return _inplace("copy_", self, (src,), fn, direct, needs_old=False)
+
+
+@tensor_method("masked_fill_")
+def masked_fill_(self, mask, value):
+    """Set the elements where ``mask`` is True to ``value`` (number or 0-d tensor), in place."""
+    from .elementwise import where
+
+    mask = _as_tensor(mask)
+    if mask.dtype != np.bool_:
+        raise RuntimeError(f"masked_fill_: expected a bool mask, got {mask.dtype}")
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise RuntimeError(f"masked_fill_: only supports a 0-dimension value tensor, but got "
+                           f"one of shape {tuple(value.shape)}")
+
+    def fn(x, m, v):
+        v = v.to(x.dtype) if isinstance(v, Tensor) and v.dtype != x.dtype else v
+        return where(m, v, x)
+
+    def direct(a, m, v):
+        np.copyto(a, v, casting="unsafe", where=m)
+
+    return _inplace("masked_fill_", self, (mask, value), fn, direct, needs_old=False)
+
+
+def _bitwise(name, ufunc, fn_name):
+    def method(self, other):
+        import lucid
+
+        return _inplace(name, self, (other,), getattr(lucid, fn_name), _binary_direct(ufunc))
+
+    method.__name__ = name
+    return method
+
+
+Tensor.__iand__ = Tensor.bitwise_and_ = _bitwise("bitwise_and_", xp.bitwise_and, "bitwise_and")
+Tensor.__ior__ = Tensor.bitwise_or_ = _bitwise("bitwise_or_", xp.bitwise_or, "bitwise_or")
+Tensor.__ixor__ = Tensor.bitwise_xor_ = _bitwise("bitwise_xor_", xp.bitwise_xor, "bitwise_xor")
+
+
+# ------------------------------------------------------------------- setitem
+
+
+def _strip_leading_ones(value, target):
+    """Drop leading size-1 dims the indexing result doesn't have (PyTorch allows ``x[0] = t[None]``)."""
+    shape = tuple(value.shape)
+    k = 0
+    while len(shape) - k > len(target) and shape[k] == 1:
+        k += 1
+    return value.reshape(shape[k:]) if k else value
+
+
+@tensor_method("__setitem__")
+def setitem(self, key, value):
+    """``self[key] = value``: in place, with gradients for both sides in a graph.
+
+    The overwritten positions of the old ``self`` get zero gradient; ``value`` gets the
+    gradient at the positions it was written to (summed over broadcasting).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> w = lucid.tensor([2.0], requires_grad=True)
+    >>> x = lucid.zeros(3)
+    >>> x[1] = w * 3
+    >>> x.sum().backward()
+    >>> w.grad
+    tensor([3.])
+    """
+    template, idx = split_key(key)
+    value = _value_for(self, value)
+    if isinstance(value, Tensor) and value.ndim and value.shape[0] == 1:
+        value = _strip_leading_ones(value, _indexed_shape(self.shape, template, idx))
+    if primitive.ACTIVE_TRACES[0] and STATE.traces:
+        trace = primitive._owning_trace((self, value) + idx)
+        if trace is not None:
+            return _inplace_traced(
+                "setitem", self, (value,) + idx,
+                lambda x, v, *i: bind(setitem_p, (x, v) + i, {"key": template}), trace)
+    _check_writeable("setitem", self)
+    graph = _needs_graph(self, (value,))
+    if graph:
+        _check_leaf("setitem", self)
+    k = fill_key(template, [i._data for i in idx])
+    try:
+        self._data[k] = value._data if isinstance(value, Tensor) else value
+    except ValueError as e:
+        raise RuntimeError(
+            f"setitem: shape mismatch: a value of shape {tuple(getattr(value, 'shape', ()))} can't "
+            f"be assigned to the indexing result of shape "
+            f"{_indexed_shape(self.shape, template, idx)} ({e})"
+        ) from None
+    if graph:
+        # The write is done in place (O(size of value)); the node records the functional
+        # setitem so gradients flow to the old self and to value.
+        res = primitive._record(setitem_p, (_snapshot(self, copy=False), value) + idx,
+                                {"key": template}, self._data)
+        if self._base is not None:
+            _rebase_base(self._base, self, res)
+        _rebase(self, res)
+    _bump(self, "setitem")
+
 
 __all__ = []

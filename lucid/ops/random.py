@@ -1,4 +1,493 @@
-"""placeholder: filled by its family's author"""
+"""Random numbers: ``Generator``, ``manual_seed`` and the sampling functions.
+
+Every draw goes through :func:`_draw`, which applies the vmap randomness rules (NOTE
+[vmap randomness]); ops that take tensors (``bernoulli``, ``normal`` with tensor
+mean/std, ``multinomial``) draw their base noise that way and combine it with the
+tensors through ordinary (batchable) lucid ops, so a batched ``p`` batches the result
+even under ``randomness="same"``. Random outputs carry no gradient.
+
+NumPy's PCG64 is the bit generator; a :class:`Generator` is a thin, seedable wrapper
+around ``numpy.random.Generator`` (``gen._np``).
+"""
 from __future__ import annotations
 
-__all__ = []
+import numpy as np
+
+from .._core import dtypes
+from .._core.backend import check_device, xp
+from .._core.grad_mode import STATE
+from .._core.tensor import Tensor, _wrap, tensor_method
+from ._family import _as_tensor, nondiff
+from .linalg import batch_leading
+
+_DEFAULT_SEED = 67280421310721  # PyTorch's default seed
+_STATE_BYTES = 37  # PCG64 state (16) + increment (16) + has_uint32 (1) + uinteger (4)
+
+
+class Generator:
+    """A random number generator (PCG64); pass it as ``generator=`` to any sampling function.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> g = lucid.Generator().manual_seed(0)
+    >>> a = lucid.rand(2, generator=g)
+    >>> _ = g.manual_seed(0)
+    >>> bool((lucid.rand(2, generator=g) == a).all())
+    True
+    """
+
+    def __init__(self, device="cpu"):
+        check_device(device)
+        self.device = "cpu"
+        self.manual_seed(_DEFAULT_SEED)
+
+    def manual_seed(self, seed):
+        """Reseed (any Python int; negatives wrap like PyTorch's uint64) and return ``self``."""
+        seed = int(seed)
+        self._seed = seed % 2 ** 64
+        self._np = np.random.Generator(np.random.PCG64(self._seed))
+        return self
+
+    def seed(self):
+        """Reseed from OS entropy and return the new seed."""
+        s = int(np.random.SeedSequence().entropy % 2 ** 63)
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self):
+        """The seed last set by ``manual_seed`` / ``seed``."""
+        return self._seed
+
+    def get_state(self):
+        """The generator state as a uint8 tensor (restore it with :meth:`set_state`)."""
+        st = self._np.bit_generator.state
+        raw = (st["state"]["state"].to_bytes(16, "little") + st["state"]["inc"].to_bytes(16, "little")
+               + bytes([st["has_uint32"]]) + int(st["uinteger"]).to_bytes(4, "little"))
+        return _wrap(np.frombuffer(raw, dtype=np.uint8).copy())
+
+    def set_state(self, new_state):
+        """Restore a state returned by :meth:`get_state`; returns ``self``."""
+        arr = new_state._data if isinstance(new_state, Tensor) else np.asarray(new_state)
+        if arr.dtype != np.uint8 or arr.shape != (_STATE_BYTES,):
+            raise RuntimeError(f"Generator.set_state: expected a uint8 tensor of shape ({_STATE_BYTES},) "
+                               f"from get_state(), got dtype {arr.dtype} and shape {tuple(arr.shape)}")
+        raw = arr.tobytes()
+        self._np.bit_generator.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": int.from_bytes(raw[:16], "little"), "inc": int.from_bytes(raw[16:32], "little")},
+            "has_uint32": raw[32], "uinteger": int.from_bytes(raw[33:37], "little"),
+        }
+        return self
+
+    def __repr__(self):
+        return f"<lucid.Generator seed={self._seed}>"
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed):
+    """Seed the default generator; returns it.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> _ = lucid.manual_seed(0)
+    >>> a = lucid.randn(3)
+    >>> _ = lucid.manual_seed(0)
+    >>> bool((lucid.randn(3) == a).all())
+    True
+    """
+    return default_generator.manual_seed(seed)
+
+
+def seed():
+    """Seed the default generator from OS entropy; returns the seed."""
+    return default_generator.seed()
+
+
+def initial_seed():
+    return default_generator.initial_seed()
+
+
+def get_rng_state():
+    """State of the default generator (a uint8 tensor)."""
+    return default_generator.get_state()
+
+
+def set_rng_state(new_state):
+    default_generator.set_state(new_state)
+
+
+# --------------------------------------------------------------------- drawing
+
+# NOTE [vmap randomness]
+# Inside vmap (torch.func semantics), a random op looks at every active BatchTrace:
+#   "error"     -> RuntimeError naming the op (the default: silent sharing is a bug magnet);
+#   "different" -> each example gets independent values: the draw gets one extra leading
+#                  dim per such vmap (outermost first) and is wrapped in a BatchTracer
+#                  with bdim 0 for each, innermost last;
+#   "same"      -> one draw shared by every example of that vmap (no batch dim).
+def _vmap_levels(op):
+    from ..func._traces import BatchTrace
+
+    levels = []
+    for t in STATE.traces:  # outermost first
+        if not isinstance(t, BatchTrace):
+            continue
+        if t.randomness == "error":
+            raise RuntimeError(
+                f"{op}: random operations are not allowed inside vmap(..., randomness='error') (the "
+                "default). Pass randomness='different' for independent values per example or "
+                "randomness='same' for one value shared by all examples, or draw outside vmap.")
+        if t.randomness == "different":
+            levels.append(t)
+    return levels
+
+
+def _gen(generator, op):
+    if generator is None:
+        return default_generator._np
+    if not isinstance(generator, Generator):
+        raise TypeError(f"{op}: generator must be a lucid.Generator, got {type(generator).__name__}")
+    return generator._np
+
+
+def _draw(op, shape, sample, generator=None):
+    """``sample(rng, full_shape) -> ndarray`` as a Tensor, under NOTE [vmap randomness]."""
+    rng = _gen(generator, op)
+    levels = _vmap_levels(op) if STATE.traces else ()
+    lead = tuple(t.size for t in levels)
+    out = _wrap(np.asarray(sample(rng, lead + tuple(shape))))
+    if levels:
+        from ..func._traces import BatchTracer
+
+        for t in levels:
+            out = BatchTracer(out, 0, t)
+    return out
+
+
+def _size(size, op):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    size = tuple(int(s) for s in size)
+    if any(s < 0 for s in size):
+        raise RuntimeError(f"{op}: negative dimension in size {size}")
+    return size
+
+
+def _float_dtype(dtype, op):
+    dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    if dt.kind != "f":
+        raise RuntimeError(f"{op}: expected a floating point dtype, got {dt}")
+    return dt
+
+
+def _uniform01(dt):
+    """Sampler for U[0, 1) in dtype ``dt`` (float16 drawn in float32, kept below 1)."""
+
+    def sample(rng, shape):
+        if dt == np.float16:
+            return np.minimum(rng.random(shape, dtype=np.float32).astype(dt), np.float16(0.9995))
+        return rng.random(shape, dtype=dt)
+
+    return sample
+
+
+def _normal01(dt):
+    def sample(rng, shape):
+        wide = np.float32 if dt == np.float16 else dt
+        return rng.standard_normal(shape, dtype=wide).astype(dt, copy=False)
+
+    return sample
+
+
+def _finish(t, requires_grad):
+    if requires_grad and type(t) is Tensor:
+        t.requires_grad_()
+    return t
+
+
+# ------------------------------------------------------------------- samplers
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Uniform samples on ``[0, 1)``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.rand(2, 3)
+    >>> x.shape, bool(((x >= 0) & (x < 1)).all())
+    ((2, 3), True)
+    """
+    check_device(device)
+    dt = _float_dtype(dtype, "rand")
+    return _finish(_draw("rand", _size(size, "rand"), _uniform01(dt), generator), requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.randn(4, dtype=lucid.float64).dtype == lucid.float64
+    True
+    """
+    check_device(device)
+    dt = _float_dtype(dtype, "randn")
+    return _finish(_draw("randn", _size(size, "randn"), _normal01(dt), generator), requires_grad)
+
+
+def uniform(low=0.0, high=1.0, size=(), *, generator=None, dtype=None, requires_grad=False):
+    """Uniform samples on ``[low, high)`` (scalar bounds).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> bool((lucid.uniform(2.0, 3.0, (5,)) >= 2.0).all())
+    True
+    """
+    dt = _float_dtype(dtype, "uniform")
+    if not low <= high:
+        raise RuntimeError(f"uniform: expected low <= high, got low={low} and high={high}")
+    u = _draw("uniform", _size((size,) if isinstance(size, int) else (tuple(size),), "uniform"),
+              lambda rng, shape: (low + (high - low) * rng.random(shape)).astype(dt), generator)
+    return _finish(u, requires_grad)
+
+
+def _randint_args(args, size, op):
+    if size is not None:
+        args = args + (size,)
+    if len(args) == 2:
+        low, (high, size) = 0, args
+    elif len(args) == 3:
+        low, high, size = args
+    else:
+        raise TypeError(f"{op}: expected (high, size) or (low, high, size), got {len(args)} positional argument(s)")
+    low, high = int(low), int(high)
+    if low >= high:
+        raise RuntimeError(f"{op}: expected low < high, got low={low} and high={high}")
+    return low, high, size
+
+
+def randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+    """Integers uniform on ``[low, high)``: ``randint(high, size)`` or ``randint(low, high, size)``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.randint(3, 7, (10,))
+    >>> x.dtype == lucid.int64, bool(((x >= 3) & (x < 7)).all())
+    (True, True)
+    """
+    check_device(device)
+    low, high, size = _randint_args(args, size, "randint")
+    dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.int64
+    shape = _size((size,) if isinstance(size, int) else (tuple(size),), "randint")
+    return _draw("randint", shape, lambda rng, s: rng.integers(low, high, s, dtype=np.int64).astype(dt), generator)
+
+
+def rand_like(input, *, generator=None, dtype=None, requires_grad=False):
+    """:func:`rand` with the shape (and floating dtype) of ``input``."""
+    input = _as_tensor(input)
+    return rand(tuple(input.shape), generator=generator, dtype=dtype or _like_float(input),
+                requires_grad=requires_grad)
+
+
+def randn_like(input, *, generator=None, dtype=None, requires_grad=False):
+    """:func:`randn` with the shape (and floating dtype) of ``input``."""
+    input = _as_tensor(input)
+    return randn(tuple(input.shape), generator=generator, dtype=dtype or _like_float(input),
+                 requires_grad=requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, generator=None, dtype=None):
+    """:func:`randint` with the shape and dtype of ``input``: ``(input, high)`` or ``(input, low, high)``."""
+    input = _as_tensor(input)
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(input.shape), generator=generator, dtype=dtype or input.dtype)
+
+
+def _like_float(t):
+    return t.dtype if t.dtype.kind == "f" else None
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of ``0 .. n-1``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> sorted(lucid.randperm(5).tolist())
+    [0, 1, 2, 3, 4]
+    """
+    check_device(device)
+    n = int(n)
+    if n < 0:
+        raise RuntimeError(f"randperm: n must be non-negative, got {n}")
+    dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.int64
+
+    def sample(rng, shape):
+        if len(shape) == 1:
+            return rng.permutation(n).astype(dt)
+        return np.argsort(rng.random(shape), axis=-1, kind="stable").astype(dt)
+
+    return _draw("randperm", (n,), sample, generator)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False):
+    """Normal samples; ``mean`` and ``std`` may be tensors (broadcast) or floats (then ``size``).
+
+    The result carries no gradient to ``mean``/``std`` (use ``mean + std * randn_like(mean)``
+    for a reparameterised sample).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.normal(2.0, 0.5, (3,)).shape
+    (3,)
+    >>> lucid.normal(lucid.zeros(2, 2), 1.0).shape
+    (2, 2)
+    """
+    from .elementwise import add, mul
+
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if not tensors:
+        if size is None:
+            raise TypeError("normal: with float mean and std, size is required")
+        if std < 0:
+            raise RuntimeError(f"normal: expected std >= 0, got {std}")
+        dt = _float_dtype(dtype, "normal")
+        shape = _size((size,) if isinstance(size, int) else (tuple(size),), "normal")
+        return _finish(add(mul(_draw("normal", shape, _normal01(dt), generator), std), mean), requires_grad)
+    if type(std) is Tensor and std.numel() and bool((std._data < 0).any()):
+        raise RuntimeError("normal: expected all elements of std >= 0")
+    dt = dtypes.to_dtype(dtype) if dtype is not None else (
+        np.result_type(*[t.dtype for t in tensors]) if all(t.dtype.kind == "f" for t in tensors)
+        else dtypes.get_default_dtype())
+    shape = np.broadcast_shapes(*[tuple(t.shape) for t in tensors])
+    if size is not None and tuple(_size((size,) if isinstance(size, int) else (tuple(size),), "normal")) != shape:
+        raise RuntimeError(f"normal: size {tuple(size)} does not match the broadcast shape {shape} of mean and std")
+    eps = _draw("normal", shape, _normal01(dt), generator)
+    m = mean.detach().to(dt) if isinstance(mean, Tensor) else mean
+    s = std.detach().to(dt) if isinstance(std, Tensor) else std
+    return add(mul(eps, s), m)
+
+
+def _check_probs(p, op):
+    """Range check on concrete values (skipped for tracers, whose values are not concrete)."""
+    if type(p) is Tensor and p.numel():
+        arr = p._data
+        if not ((arr >= 0) & (arr <= 1)).all():
+            raise RuntimeError(f"{op}: expected all probabilities in [0, 1] (input shape {tuple(p.shape)})")
+
+
+@tensor_method("bernoulli")
+def bernoulli(input, p=None, *, generator=None):
+    """0/1 samples, 1 with probability ``input`` (or with the scalar ``p``); dtype of ``input``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.bernoulli(lucid.tensor([0.0, 1.0])).tolist()
+    [0.0, 1.0]
+    """
+    input = _as_tensor(input)
+    if input.dtype.kind != "f":
+        raise RuntimeError(f"bernoulli: expected a floating point input, got {input.dtype}")
+    probs = input.detach() if p is None else float(p)
+    if p is None:
+        _check_probs(probs, "bernoulli")
+    elif not 0 <= probs <= 1:
+        raise RuntimeError(f"bernoulli: expected 0 <= p <= 1, got {p}")
+    u = _draw("bernoulli", tuple(input.shape), _uniform01(np.dtype(np.float64)), generator)
+    return (u < probs).to(input.dtype)
+
+
+def bernoulli_mask(shape, p, dtype=None, *, generator=None):
+    """A 0/1 mask of ``shape``, 1 with probability ``p`` (a float) — for dropout-like layers.
+
+    Follows the vmap randomness rules like every sampler (NOTE [vmap randomness]).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ops.random import bernoulli_mask
+    >>> bernoulli_mask((2, 3), 1.0).tolist()
+    [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+    """
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_mask: expected 0 <= p <= 1, got {p}")
+    dt = _float_dtype(dtype, "bernoulli_mask")
+    shape = tuple(shape)
+    return _draw("bernoulli_mask", shape, lambda rng, s: (rng.random(s) < p).astype(dt), generator)
+
+
+def dropout_mask(shape, p, dtype=None, *, generator=None):
+    """Inverted-dropout mask: 0 with probability ``p``, else ``1 / (1 - p)`` (all zeros if ``p == 1``)."""
+    if p == 1:
+        return bernoulli_mask(shape, 0.0, dtype, generator=generator)
+    return bernoulli_mask(shape, 1.0 - p, dtype, generator=generator) * (1.0 / (1.0 - p))
+
+
+# multinomial: a non-differentiable primitive over (weights, noise), so that batched
+# weights and batched noise combine through the elementwise batching rule.
+def _multinomial_impl(p, u, replacement, num_samples):
+    lead = np.broadcast_shapes(p.shape[:-1], u.shape[:-1])
+    p = xp.broadcast_to(p, lead + p.shape[-1:]).astype(np.float64)
+    u = xp.broadcast_to(u, lead + u.shape[-1:])
+    if replacement:  # inverse CDF
+        cdf = xp.cumsum(p, axis=-1)
+        cdf = cdf / cdf[..., -1:]
+        idx = (u[..., :, None] >= cdf[..., None, :]).sum(-1)
+        return xp.minimum(idx, p.shape[-1] - 1).astype(np.int64)
+    with np.errstate(divide="ignore"):  # Gumbel top-k: log(p) - log(-log(u))
+        keys = xp.log(p) - xp.log(-xp.log(u))
+    return xp.argsort(-keys, axis=-1, kind="stable")[..., :num_samples].astype(np.int64)
+
+
+multinomial_p = nondiff("multinomial", _multinomial_impl)
+multinomial_p.batch = batch_leading(multinomial_p)
+
+
+@tensor_method("multinomial")
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """Indices sampled from the categorical distribution(s) with weights ``input`` (1-D or 2-D).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.multinomial(lucid.tensor([0.0, 1.0, 0.0]), 2, replacement=True).tolist()
+    [1, 1]
+    """
+    input = _as_tensor(input)
+    if input.ndim not in (1, 2) or input.dtype.kind != "f":
+        raise RuntimeError(f"multinomial: expected a 1-D or 2-D float tensor of weights, got shape "
+                           f"{tuple(input.shape)} and dtype {input.dtype}")
+    n, k = input.shape[-1], int(num_samples)
+    if k <= 0 or (not replacement and k > n):
+        raise RuntimeError(f"multinomial: cannot sample num_samples={k} from {n} categories "
+                           f"{'with' if replacement else 'without'} replacement (input shape {tuple(input.shape)})")
+    if type(input) is Tensor:
+        w = input._data
+        if (w < 0).any() or not np.isfinite(w).all() or (w.sum(-1) <= 0).any():
+            raise RuntimeError(f"multinomial: weights must be finite, non-negative and sum to a positive "
+                               f"value (input shape {tuple(input.shape)})")
+        if not replacement and ((w > 0).sum(-1) < k).any():
+            raise RuntimeError(f"multinomial: fewer than num_samples={k} categories have non-zero "
+                               "weight; cannot sample without replacement")
+    # With replacement: one uniform per sample (inverse CDF); without: one per category (Gumbel keys).
+    u = _draw("multinomial", tuple(input.shape[:-1]) + (k if replacement else n,),
+              lambda rng, s: rng.random(s), generator)
+    from .._core.primitive import bind
+
+    probs = input.detach().to(dtypes.float64)
+    return bind(multinomial_p, (probs, u), {"replacement": bool(replacement), "num_samples": k})
+
+
+__all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",
+           "set_rng_state", "rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
+           "randperm", "normal", "uniform", "bernoulli", "multinomial"]

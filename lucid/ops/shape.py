@@ -1,4 +1,5 @@
-"""Shape primitives: reshape, transpose, broadcast, concatenate, indexing, detach.
+"""Shape primitives (reshape, transpose, broadcast, concatenate, detach, flip, roll, pad)
+and the shape ops composed from them and from indexing (split, repeat, tril, diagonal ...).
 
 Views (reshape, transpose, broadcast_to, basic indexing) alias their input's memory
 and share its version counter, as in PyTorch.
@@ -14,7 +15,7 @@ from .._core import dtypes
 from .._core.backend import xp
 from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
-from ._family import (_as_tensor, linear_jvp, move_bdim, normalize_axis, shape_of,
+from ._family import (_as_tensor, batch_unary_axis, linear_jvp, move_bdim, normalize_axis, shape_of,
                       sum_to_shape)
 
 # --------------------------------------------------------------------- detach
@@ -221,6 +222,11 @@ def expand(input, *sizes):
     """Broadcast to ``sizes``; ``-1`` keeps a dimension."""
     sizes = _shape_args(sizes)
     lead = len(sizes) - input.ndim
+    if lead < 0:
+        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal "
+                           f"to the number of dimensions in the tensor ({input.ndim})")
+    if any(s == -1 for s in sizes[:lead]):
+        raise RuntimeError(f"expand: -1 is not allowed in a leading, non-existing dimension (sizes {tuple(sizes)})")
     shape = tuple(input.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
     return broadcast_to(input, shape)
 
@@ -371,4 +377,506 @@ def stack(tensors, dim=0):
     return cat([unsqueeze(t, dim) for t in tensors], dim) if len(tensors) > 1 else unsqueeze(tensors[0], dim)
 
 
-__all__ = ['broadcast_to', 'cat', 'concat', 'concatenate', 'contiguous', 'expand', 'expand_as', 'flatten', 'moveaxis', 'movedim', 'permute', 'reshape', 'squeeze', 'stack', 'swapaxes', 'swapdims', 't', 'transpose', 'unflatten', 'unsqueeze', 'view']
+# ------------------------------------------------------ views built on indexing
+
+
+def _clone(x):
+    from .elementwise import clone
+
+    return clone(x)
+
+
+def _getitem(input, key):
+    from .indexing import getitem
+
+    return getitem(input, key)
+
+
+@tensor_method("narrow")
+def narrow(input, dim, start, length):
+    """View of ``input`` restricted to ``start:start+length`` along ``dim``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.arange(5).narrow(0, 1, 2).tolist()
+    [1, 2]
+    """
+    input = _as_tensor(input)
+    if input.ndim == 0:
+        raise RuntimeError("narrow: cannot be applied to a 0-dim tensor")
+    d = normalize_axis(dim, input.ndim, "narrow")
+    n = input.shape[d]
+    start = int(start)
+    if not -n <= start <= n:
+        raise IndexError(f"narrow: start {start} is out of range for dimension {d} of size {n}")
+    start = start % n if start < 0 else start
+    if length < 0 or start + length > n:
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({n})")
+    return _getitem(input, (slice(None),) * d + (slice(start, start + length),))
+
+
+@tensor_method("select")
+def select(input, dim, index):
+    """View of ``input`` at position ``index`` of ``dim`` (that dim removed)."""
+    input = _as_tensor(input)
+    if input.ndim == 0:
+        raise IndexError("select: cannot be applied to a 0-dim tensor")
+    d = normalize_axis(dim, input.ndim, "select")
+    n = input.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select: index {index} out of range for tensor of size {list(input.shape)} at dimension {d}")
+    return _getitem(input, (slice(None),) * d + (int(index),))
+
+
+@tensor_method("split")
+def split(tensor, split_size_or_sections, dim=0):
+    """Split into chunks of ``split_size`` (the last may be smaller) or of the given sizes.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> [t.tolist() for t in lucid.arange(5).split(2)]
+    [[0, 1], [2, 3], [4]]
+    >>> [t.tolist() for t in lucid.arange(5).split([1, 4])]
+    [[0], [1, 2, 3, 4]]
+    """
+    tensor = _as_tensor(tensor)
+    if tensor.ndim == 0:
+        raise RuntimeError("split: expected a tensor with at least 1 dimension")
+    d = normalize_axis(dim, tensor.ndim, "split")
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size < 0 or (size == 0 and n):
+            raise RuntimeError(f"split: split_size can only be 0 if dimension size is 0, but got {size} for size {n}")
+        sizes = [size] * (n // size) + ([n % size] if n % size else []) if size else [0]
+        sizes = sizes or [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != n or any(s < 0 for s in sizes):
+            raise RuntimeError(f"split_with_sizes: expects split_sizes to sum exactly to {n} (input tensor's "
+                               f"size at dimension {d}), but got split_sizes={sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(_getitem(tensor, (slice(None),) * d + (slice(start, start + s),)))
+        start += s
+    return tuple(out)
+
+
+@tensor_method("chunk")
+def chunk(input, chunks, dim=0):
+    """Split into at most ``chunks`` pieces of equal size (the last may be smaller)."""
+    if chunks <= 0:
+        raise RuntimeError(f"chunk: number of chunks must be greater than 0, got {chunks}")
+    input = _as_tensor(input)
+    if input.ndim == 0:
+        raise RuntimeError("chunk: expected a tensor with at least 1 dimension")
+    n = input.shape[normalize_axis(dim, input.ndim, "chunk")]
+    size = -(-n // chunks)
+    return split(input, [0] * chunks if n == 0 else size, dim)
+
+
+@tensor_method("unbind")
+def unbind(input, dim=0):
+    """Tuple of all slices along ``dim`` (that dim removed)."""
+    input = _as_tensor(input)
+    if input.ndim == 0:
+        raise RuntimeError("unbind: dimension specified as 0 but tensor has no dimensions")
+    d = normalize_axis(dim, input.ndim, "unbind")
+    return tuple(_getitem(input, (slice(None),) * d + (i,)) for i in range(input.shape[d]))
+
+
+@tensor_method("view_as")
+def view_as(input, other):
+    """``input.view(other.shape)``."""
+    return reshape(input, tuple(other.shape))
+
+
+@tensor_method("reshape_as")
+def reshape_as(input, other):
+    """``input.reshape(other.shape)``."""
+    return reshape(input, tuple(other.shape))
+
+
+# --------------------------------------------------------------- flip / roll
+
+
+def _dims_tuple(dims, nd, op):
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    axes = tuple(normalize_axis(d, nd, op) for d in dims)
+    if len(set(axes)) != len(axes):
+        raise RuntimeError(f"{op}: dims {dims} has a dim that appears multiple times")
+    return axes
+
+
+flip_p = defprim(
+    "flip", lambda x, axis: xp.flip(x, axis).copy(),  # a copy, as in PyTorch
+    vjp=(lambda ns, g, out, x, axis: ns.flip(g, axis=axis),),
+    save_inputs=False,
+)
+flip_p.jvp = linear_jvp(flip_p)
+flip_p.batch = batch_unary_axis(flip_p)
+
+
+@tensor_method("flip")
+def flip(input, dims):
+    """Reverse the order of elements along ``dims`` (a copy).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([[1, 2], [3, 4]]).flip(1).tolist()
+    [[2, 1], [4, 3]]
+    """
+    input = _as_tensor(input)
+    axes = _dims_tuple(dims, input.ndim, "flip")
+    if input.ndim == 0 or not axes:
+        return bind(flip_p, (input,), {"axis": ()})
+    return bind(flip_p, (input,), {"axis": axes})
+
+
+roll_p = defprim(
+    "roll", lambda x, shift, axis: xp.roll(x, shift, axis),
+    vjp=(lambda ns, g, out, x, shift, axis: ns.roll(g, shift=tuple(-s for s in shift), axis=axis),),
+    save_inputs=False,
+)
+roll_p.jvp = linear_jvp(roll_p)
+roll_p.batch = batch_unary_axis(roll_p)
+
+
+@tensor_method("roll")
+def roll(input, shifts, dims=None):
+    """Shift elements cyclically by ``shifts`` along ``dims`` (flattened when ``dims`` is None).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.arange(4).roll(1).tolist()
+    [3, 0, 1, 2]
+    """
+    input = _as_tensor(input)
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(int(s) for s in shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise RuntimeError(f"roll: with dims=None, shifts must have one element, got {shifts}")
+        return reshape(roll(flatten(input), shifts, 0), tuple(input.shape))
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(dims) != len(shifts):
+        raise RuntimeError(f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims: {len(dims)}")
+    axes = tuple(normalize_axis(d, input.ndim, "roll") for d in dims)
+    return bind(roll_p, (input,), {"shift": shifts, "axis": axes})
+
+
+# -------------------------------------------------------- repeat / tile / interleave
+
+
+@tensor_method("repeat")
+def repeat(input, *sizes):
+    """Tile ``input`` ``sizes[i]`` times along each dim (``len(sizes) >= ndim``; a copy).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([1, 2]).repeat(2, 2).tolist()
+    [[1, 2, 1, 2], [1, 2, 1, 2]]
+    """
+    input = _as_tensor(input)
+    sizes = tuple(int(s) for s in _shape_args(sizes))
+    if len(sizes) < input.ndim:
+        raise RuntimeError(f"repeat: number of dimensions of repeat dims ({len(sizes)}) can not be smaller "
+                           f"than number of dimensions of tensor ({input.ndim})")
+    if any(s < 0 for s in sizes):
+        raise RuntimeError(f"repeat: repeats must be non-negative, got {sizes}")
+    shape = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
+    inter = tuple(v for s in shape for v in (1, s))
+    big = tuple(v for r, s in zip(sizes, shape) for v in (r, s))
+    out = broadcast_to(reshape(input, inter), big)
+    out = reshape(out, tuple(r * s for r, s in zip(sizes, shape)))
+    return _clone(out) if all(r == 1 for r in sizes) else out
+
+
+@tensor_method("tile")
+def tile(input, dims):
+    """Like :func:`repeat`, with ``dims`` padded with leading 1s to ``input.ndim``."""
+    input = _as_tensor(input)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
+
+
+def _interleave_int(input, r, d):
+    shape = tuple(input.shape)
+    out = reshape(input, shape[:d + 1] + (1,) + shape[d + 1:])
+    out = broadcast_to(out, shape[:d + 1] + (r,) + shape[d + 1:])
+    return reshape(out, shape[:d] + (shape[d] * r,) + shape[d + 1:])
+
+
+@tensor_method("repeat_interleave")
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """Repeat each element (or slice along ``dim``) ``repeats`` times; flattened when ``dim`` is None.
+
+    ``repeats`` is an int or a 1-D integer tensor (one count per element). With only a
+    tensor argument, returns ``arange(len(input))`` repeated by ``input``.
+    Tensor ``repeats`` are not supported under vmap (the output size depends on them).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([1, 2]).repeat_interleave(2).tolist()
+    [1, 1, 2, 2]
+    """
+    from .indexing import concrete, index_select
+
+    input = _as_tensor(input)
+    if repeats is None:
+        return repeat_interleave(_wrap(np.arange(input.shape[0] if input.ndim else 1)), input, 0)
+    if dim is None:
+        input, d = flatten(input), 0
+    else:
+        d = normalize_axis(dim, input.ndim, "repeat_interleave")
+    if input.ndim == 0:
+        input = reshape(input, 1)
+    if isinstance(repeats, Tensor):
+        reps = concrete(repeats)
+        if reps is None:
+            raise RuntimeError("repeat_interleave: tensor repeats are batched under vmap; the output size "
+                               "would depend on the data, which vmap does not support")
+        if reps.dtype.kind not in "iu":
+            raise RuntimeError(f"repeat_interleave: repeats must be an integer tensor, got {reps.dtype}")
+        if reps.size == 1 and reps.ndim <= 1:
+            repeats = int(reps.reshape(()))
+        else:
+            if reps.ndim != 1 or reps.shape[0] != input.shape[d]:
+                raise RuntimeError(f"repeat_interleave: repeats must have the same size as input along dim, "
+                                   f"got repeats shape {tuple(reps.shape)} and input size {input.shape[d]}")
+            if (reps < 0).any():
+                raise RuntimeError("repeat_interleave: repeats can not be negative")
+            idx = _wrap(np.repeat(np.arange(input.shape[d]), reps))
+            return index_select(input, d, idx)
+    if repeats < 0:
+        raise RuntimeError(f"repeat_interleave: repeats can not be negative, got {repeats}")
+    return _interleave_int(input, int(repeats), d)
+
+
+# ---------------------------------------------------------------------- pad
+
+
+def _pad_vjp(ns, g, out, x, pad_width, value):
+    return ns.getitem(g, key=tuple(slice(l, l + n) for (l, _), n in zip(pad_width, x.shape)))
+
+
+def _pad_batch(vals, bdims, pad_width, value):
+    v = move_bdim(vals[0], bdims[0], 0)
+    return bind(pad_p, (v,), {"pad_width": ((0, 0),) + pad_width, "value": value}), 0
+
+
+pad_p = defprim(
+    "pad", lambda x, pad_width, value: xp.pad(x, pad_width, constant_values=value),
+    vjp=(_pad_vjp,),
+    jvp=lambda ns, primals, tangents, out, pad_width, value:
+        bind(pad_p, (tangents[0],), {"pad_width": pad_width, "value": 0}),
+    save_inputs=False,
+)
+pad_p.batch = _pad_batch
+
+
+def _edge_index(n, lo, hi, mode):
+    """Source positions for padding a dim of size ``n`` by ``lo``/``hi`` in a non-constant mode."""
+    if mode == "reflect":
+        if lo >= n or hi >= n:
+            raise RuntimeError(f"pad: padding size should be less than the corresponding input dimension, "
+                               f"but got padding ({lo}, {hi}) for a dimension of size {n} (reflect)")
+        return np.concatenate([np.arange(lo, 0, -1), np.arange(n), np.arange(n - 2, n - 2 - hi, -1)])
+    if mode == "replicate":
+        if n == 0:
+            raise RuntimeError("pad: replicate padding needs non-empty dimensions")
+        return np.concatenate([np.zeros(lo, np.int64), np.arange(n), np.full(hi, n - 1)])
+    if lo > n or hi > n:
+        raise RuntimeError(f"pad: padding value causes wrapping around more than once, padding ({lo}, {hi}) "
+                           f"for a dimension of size {n} (circular)")
+    return np.arange(-lo, n + hi) % n
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pad the last ``len(pad) // 2`` dims: ``pad = (left_last, right_last, left_prev, right_prev, ...)``.
+
+    Modes as :func:`torch.nn.functional.pad`: ``"constant"`` (with ``value``, default 0;
+    negative pads crop), ``"reflect"``, ``"replicate"``, ``"circular"``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.pad(lucid.tensor([1.0, 2.0]), (1, 2)).tolist()
+    [0.0, 1.0, 2.0, 0.0, 0.0]
+    >>> lucid.pad(lucid.tensor([1.0, 2.0, 3.0]), (2, 1), mode="reflect").tolist()
+    [3.0, 2.0, 1.0, 2.0, 3.0, 2.0]
+    """
+    from .indexing import IDX, getitem_p
+
+    input = _as_tensor(input)
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"pad: padding length must be divisible by 2 and at most 2 * ndim, "
+                           f"got {len(pad)} for a tensor of shape {tuple(input.shape)}")
+    k = len(pad) // 2
+    widths = [(0, 0)] * (input.ndim - k) + [(pad[2 * i], pad[2 * i + 1]) for i in reversed(range(k))]
+    if mode == "constant":
+        crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, input.shape))
+        if any(lo < 0 or hi < 0 for lo, hi in widths):
+            if any(c.start > c.stop for c in crop):
+                raise RuntimeError(f"pad: negative padding {pad} crops more than the size of {tuple(input.shape)}")
+            input = _getitem(input, crop)
+        widths = tuple((max(lo, 0), max(hi, 0)) for lo, hi in widths)
+        v = 0 if value is None else value
+        if all(w == (0, 0) for w in widths):
+            return _clone(input)
+        return bind(pad_p, (input,), {"pad_width": widths, "value": v})
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad: unknown padding mode '{mode}'")
+    if value not in (None, 0):
+        raise RuntimeError(f"pad: padding mode '{mode}' doesn't take in value argument")
+    if any(lo < 0 or hi < 0 for lo, hi in widths):
+        raise RuntimeError(f"pad: negative padding {pad} is only supported in constant mode")
+    out = input
+    for d, (lo, hi) in enumerate(widths):
+        if lo or hi:
+            idx = _wrap(_edge_index(input.shape[d], lo, hi, mode))
+            out = bind(getitem_p, (out, idx), {"key": (slice(None),) * d + (IDX,)})
+    return out
+
+
+# ------------------------------------------------------- triangles and diagonals
+
+
+def _tri(op, input, diagonal, lower):
+    from .elementwise import where
+
+    input = _as_tensor(input)
+    if input.ndim < 2:
+        raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions, got shape {tuple(input.shape)}")
+    n, m = input.shape[-2:]
+    mask = np.tri(n, m, k=diagonal, dtype=bool) if lower else ~np.tri(n, m, k=diagonal - 1, dtype=bool)
+    return where(_wrap(mask), input, _wrap(np.zeros((), input.dtype)))
+
+
+@tensor_method("tril")
+def tril(input, diagonal=0):
+    """Lower triangle of the last two dims (elements with ``j - i <= diagonal``); the rest zero.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.ones(2, 2).tril().tolist()
+    [[1.0, 0.0], [1.0, 1.0]]
+    """
+    return _tri("tril", input, diagonal, True)
+
+
+@tensor_method("triu")
+def triu(input, diagonal=0):
+    """Upper triangle of the last two dims (elements with ``j - i >= diagonal``); the rest zero."""
+    return _tri("triu", input, diagonal, False)
+
+
+def _diag_positions(n1, n2, offset):
+    length = max(min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2), 0)
+    rows = np.arange(length) + max(-offset, 0)
+    return rows, rows + offset
+
+
+@tensor_method("diagonal")
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The diagonal of the ``(dim1, dim2)`` planes, appended as the last dim.
+
+    Limitations: returns a copy, not a view.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([[1, 2], [3, 4]]).diagonal().tolist()
+    [1, 4]
+    """
+    from .indexing import IDX, getitem_p
+
+    input = _as_tensor(input)
+    if input.ndim < 2:
+        raise RuntimeError(f"diagonal: expected a tensor with at least 2 dimensions, got shape {tuple(input.shape)}")
+    d1, d2 = normalize_axis(dim1, input.ndim, "diagonal"), normalize_axis(dim2, input.ndim, "diagonal")
+    if d1 == d2:
+        raise RuntimeError(f"diagonal: dimensions cannot be identical {dim1}, {dim2}")
+    x = moveaxis(input, (d1, d2), (-2, -1))
+    rows, cols = _diag_positions(x.shape[-2], x.shape[-1], int(offset))
+    return bind(getitem_p, (x, _wrap(rows), _wrap(cols)), {"key": (Ellipsis, IDX, IDX)})
+
+
+@tensor_method("diag_embed")
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """Tensor whose ``(dim1, dim2)`` planes have the last dim of ``input`` on their ``offset`` diagonal.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.diag_embed(lucid.tensor([1.0, 2.0])).tolist()
+    [[1.0, 0.0], [0.0, 2.0]]
+    """
+    from .indexing import IDX, index_scatter_p
+
+    input = _as_tensor(input)
+    if input.ndim < 1:
+        raise RuntimeError("diag_embed: expected a tensor with at least 1 dimension")
+    nd = input.ndim + 1
+    d1, d2 = normalize_axis(dim1, nd, "diag_embed"), normalize_axis(dim2, nd, "diag_embed")
+    if d1 == d2:
+        raise RuntimeError(f"diag_embed: diagonal dimensions cannot be identical {dim1}, {dim2}")
+    n = input.shape[-1] + abs(int(offset))
+    rows, cols = _diag_positions(n, n, int(offset))
+    out = bind(index_scatter_p, (input, _wrap(rows), _wrap(cols)),
+               {"key": (Ellipsis, IDX, IDX), "shape": tuple(input.shape[:-1]) + (n, n)})
+    return moveaxis(out, (nd - 2, nd - 1), (d1, d2))
+
+
+@tensor_method("diag")
+def diag(input, diagonal=0):
+    """1-D input: a 2-D matrix with it on the ``diagonal``; 2-D input: that diagonal as 1-D."""
+    input = _as_tensor(input)
+    if input.ndim == 1:
+        return diag_embed(input, diagonal)
+    if input.ndim == 2:
+        return globals()["diagonal"](input, diagonal)
+    raise RuntimeError(f"diag: supports 1D or 2D tensors, got {input.ndim}D (shape {tuple(input.shape)})")
+
+
+def meshgrid(*tensors, indexing="ij"):
+    """Coordinate grids from 1-D tensors; ``indexing="xy"`` swaps the first two output dims.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> a, b = lucid.meshgrid(lucid.tensor([1, 2]), lucid.tensor([3, 4, 5]), indexing="ij")
+    >>> a.shape, b.shape
+    ((2, 3), (2, 3))
+    """
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    tensors = [_as_tensor(t) for t in tensors]
+    for t in tensors:
+        if t.ndim > 1:
+            raise RuntimeError(f"meshgrid: expects 0-D or 1-D tensors, got shape {tuple(t.shape)}")
+    sizes = [t.numel() for t in tensors]
+    pos = list(range(len(tensors)))
+    if indexing == "xy" and len(tensors) >= 2:
+        pos[0], pos[1] = 1, 0
+    shape = [0] * len(tensors)
+    for p, n in zip(pos, sizes):
+        shape[p] = n
+    out = []
+    for t, p in zip(tensors, pos):
+        view_shape = tuple(-1 if i == p else 1 for i in range(len(tensors)))
+        out.append(broadcast_to(reshape(t, view_shape), tuple(shape)))
+    return tuple(out)
+
+
+__all__ = ['chunk', 'diag', 'diag_embed', 'diagonal', 'flip', 'meshgrid', 'narrow', 'pad', 'repeat', 'repeat_interleave', 'reshape_as', 'roll', 'select', 'split', 'tile', 'tril', 'triu', 'unbind', 'view_as',
+           'broadcast_to', 'cat', 'concat', 'concatenate', 'contiguous', 'expand', 'expand_as', 'flatten', 'moveaxis', 'movedim', 'permute', 'reshape', 'squeeze', 'stack', 'swapaxes', 'swapdims', 't', 'transpose', 'unflatten', 'unsqueeze', 'view']

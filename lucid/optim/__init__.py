@@ -1,1 +1,10 @@
-"""lucid.optim: optimizers."""
+"""lucid.optim: optimizers (updates in place, no graph) and learning-rate schedulers."""
+from . import lr_scheduler
+from .adam import Adam, Adamax, AdamW, NAdam, RAdam
+from .adaptive import Adadelta, Adagrad, RMSprop
+from .lbfgs import LBFGS
+from .optimizer import Optimizer
+from .sgd import SGD
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad",
+           "Adadelta", "LBFGS", "lr_scheduler"]

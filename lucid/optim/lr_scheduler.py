@@ -1,1 +1,356 @@
-"""Learning-rate schedulers."""
+"""Learning-rate schedulers (PyTorch's ``torch.optim.lr_scheduler`` semantics).
+
+Each scheduler knows the learning rate of epoch ``last_epoch`` as a closed form of its
+base rate (``_lr_at``), and ``step()`` advances one epoch and writes the rates into the
+optimizer's parameter groups.
+
+NOTE [Chainable schedulers]
+In PyTorch, StepLR, MultiStepLR, ExponentialLR, LinearLR and CosineAnnealingLR update the
+*current* rate recursively, so several of them can be chained on one optimizer (their
+effects compose) and a rate changed by hand is respected. Here every closed form is affine
+in the base rate, ``lr(e) = A(e) + B(e) * base``, so ``step()`` recovers the effective base
+from the current rate, ``(lr - A(e-1)) / B(e-1)``, and applies epoch ``e`` to it — the same
+recursion as PyTorch's. Where ``B(e-1) = 0`` it adds ``lr(e) - lr(e-1)`` instead (PyTorch's
+special case for the cosine). ``step(epoch)`` with an explicit epoch uses the closed form.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+
+from .optimizer import Optimizer
+
+
+class LRScheduler:
+    """Base class. Subclasses implement ``_lr_at(epoch, base_lr, group_index)``."""
+
+    def __init__(self, optimizer, last_epoch=-1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(self).__name__}: {type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for g in optimizer.param_groups:
+                g.setdefault("initial_lr", g["lr"])
+        else:
+            for i, g in enumerate(optimizer.param_groups):
+                if "initial_lr" not in g:
+                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when resuming an optimizer")
+        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self.step()
+
+    def get_last_lr(self):
+        """The learning rates set by the last ``step``."""
+        return list(self._last_lr)
+
+    def get_lr(self):
+        return [self._lr_at(self.last_epoch, b, i) for i, b in enumerate(self.base_lrs)]
+
+    _chainable = False  # See NOTE [Chainable schedulers]
+
+    def _chained_lr(self, e, cur, base, i):
+        a1 = self._lr_at(e, 0.0, i)
+        b1 = self._lr_at(e, 1.0, i) - a1
+        if e == 0:
+            return a1 + b1 * cur
+        a0 = self._lr_at(e - 1, 0.0, i)
+        b0 = self._lr_at(e - 1, 1.0, i) - a0
+        if b0 != 0:
+            return a1 + b1 / b0 * (cur - a0)
+        return cur + self._lr_at(e, base, i) - self._lr_at(e - 1, base, i)
+
+    def step(self, epoch=None):
+        """Advance one epoch (or jump to ``epoch``) and update the optimizer's rates."""
+        if epoch is None and self._chainable:
+            self.last_epoch += 1
+            lrs = [self._chained_lr(self.last_epoch, g["lr"], b, i)
+                   for i, (g, b) in enumerate(zip(self.optimizer.param_groups, self.base_lrs))]
+        else:
+            self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+            lrs = self.get_lr()
+        for g, lr in zip(self.optimizer.param_groups, lrs):
+            g["lr"] = lr
+        self._last_lr = lrs
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer" and not callable(v)}
+
+    def load_state_dict(self, state_dict):
+        self.__dict__.update(state_dict)
+
+
+_LRScheduler = LRScheduler
+
+
+class LambdaLR(LRScheduler):
+    """``lr = base_lr * lr_lambda(epoch)`` (one lambda, or one per group)."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        n = len(optimizer.param_groups)
+        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        if len(self.lr_lambdas) != n:
+            raise ValueError(f"LambdaLR: expected {n} lr_lambdas, got {len(self.lr_lambdas)}")
+        super().__init__(optimizer, last_epoch)
+
+    def _lr_at(self, epoch, base, i):
+        return base * self.lr_lambdas[i](epoch)
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+
+
+class StepLR(LRScheduler):
+    """``lr = base_lr * gamma ** (epoch // step_size)``."""
+
+    _chainable = True
+
+    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+        self.step_size, self.gamma = step_size, gamma
+        super().__init__(optimizer, last_epoch)
+
+    def _lr_at(self, epoch, base, i):
+        return base * self.gamma ** (epoch // self.step_size)
+
+
+class MultiStepLR(LRScheduler):
+    """``lr = base_lr * gamma ** (number of milestones <= epoch)``."""
+
+    _chainable = True
+
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+        self.milestones, self.gamma = sorted(milestones), gamma
+        super().__init__(optimizer, last_epoch)
+
+    def _lr_at(self, epoch, base, i):
+        return base * self.gamma ** bisect.bisect_right(self.milestones, epoch)
+
+
+class ExponentialLR(LRScheduler):
+    """``lr = base_lr * gamma ** epoch``."""
+
+    _chainable = True
+
+    def __init__(self, optimizer, gamma, last_epoch=-1):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def _lr_at(self, epoch, base, i):
+        return base * self.gamma ** epoch
+
+
+class LinearLR(LRScheduler):
+    """Factor moves linearly from ``start_factor`` to ``end_factor`` over ``total_iters`` epochs."""
+
+    _chainable = True
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
+        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
+            raise ValueError("LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1]")
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def _lr_at(self, epoch, base, i):
+        frac = min(epoch, self.total_iters) / self.total_iters
+        return base * (self.start_factor + (self.end_factor - self.start_factor) * frac)
+
+
+class CosineAnnealingLR(LRScheduler):
+    """``lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2``."""
+
+    _chainable = True
+
+    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
+        self.T_max, self.eta_min = T_max, eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def _lr_at(self, epoch, base, i):
+        return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * epoch / self.T_max)) / 2
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing restarted every ``T_i`` epochs, ``T_i`` growing by ``T_mult``."""
+
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected positive integer T_0, got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected integer T_mult >= 1, got {T_mult}")
+        self.T_0, self.T_mult, self.eta_min = T_0, T_mult, eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def _cycle(self, epoch):
+        """(T_cur, T_i) for a possibly fractional epoch."""
+        if epoch < 0:
+            return epoch, self.T_0
+        if self.T_mult == 1:
+            return epoch % self.T_0, self.T_0
+        n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+        return epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1), self.T_0 * self.T_mult ** n
+
+    def _lr_at(self, epoch, base, i):
+        t_cur, t_i = self._cycle(epoch)
+        self.T_cur, self.T_i = t_cur, t_i
+        return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * t_cur / t_i)) / 2
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy: warm up to ``max_lr`` then anneal (cos or linear), per batch step."""
+
+    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
+                 pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
+                 max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False, last_epoch=-1):
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("OneCycleLR: you must define either total_steps OR (epochs AND steps_per_epoch)")
+            total_steps = epochs * steps_per_epoch
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
+        self.total_steps = total_steps
+        self.anneal_strategy = anneal_strategy
+        n = len(optimizer.param_groups)
+        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
+        self.cycle_momentum = cycle_momentum
+        for g, m in zip(optimizer.param_groups, max_lrs):
+            if last_epoch == -1:
+                g["initial_lr"] = m / div_factor
+                g["max_lr"] = m
+                g["min_lr"] = g["initial_lr"] / final_div_factor
+        if three_phase:
+            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (float(2 * pct_start * total_steps) - 2, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
+                            (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
+        else:
+            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+        if cycle_momentum:
+            for g in optimizer.param_groups:
+                key = "betas" if "betas" in g else "momentum"
+                if key not in g:
+                    raise ValueError("OneCycleLR: optimizer must support momentum or betas with cycle_momentum enabled")
+                g["max_momentum"], g["base_momentum"] = max_momentum, base_momentum
+        super().__init__(optimizer, last_epoch)
+
+    def _anneal(self, start, end, pct):
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self):
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(
+                f"OneCycleLR: tried to step {step} times; the specified number of total steps is {self.total_steps}"
+            )
+        lrs = []
+        for g in self.optimizer.param_groups:
+            start = 0.0
+            for i, (end, lr_a, lr_b, m_a, m_b) in enumerate(self._phases):
+                if step <= end or i == len(self._phases) - 1:
+                    pct = (step - start) / (end - start) if end != start else 0.0
+                    lr = self._anneal(g[lr_a], g[lr_b], pct)
+                    if self.cycle_momentum:
+                        mom = self._anneal(g[m_a], g[m_b], pct)
+                        if "betas" in g:
+                            g["betas"] = (mom,) + tuple(g["betas"][1:])
+                        else:
+                            g["momentum"] = mom
+                    break
+                start = end
+            lrs.append(lr)
+        return lrs
+
+
+class SequentialLR(LRScheduler):
+    """Run ``schedulers`` one after another, switching at ``milestones``."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(
+                f"SequentialLR: expects len(milestones) == len(schedulers) - 1, got {len(milestones)} and {len(schedulers)}"
+            )
+        self.optimizer = optimizer
+        self._schedulers, self._milestones = list(schedulers), list(milestones)
+        self.last_epoch = last_epoch + 1
+        for g in optimizer.param_groups:
+            g["lr"] = g["initial_lr"]
+        # Undo the steps the sub-schedulers took at construction, then start the first.
+        for s in self._schedulers:
+            s.last_epoch -= 1
+        self._schedulers[0].step()
+        self._last_lr = self._schedulers[0].get_last_lr()
+
+    def step(self):
+        self.last_epoch += 1
+        idx = bisect.bisect_right(self._milestones, self.last_epoch)
+        sched = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            sched.step(0)
+        else:
+            sched.step()
+        self._last_lr = sched.get_last_lr()
+
+    def state_dict(self):
+        return {"last_epoch": self.last_epoch, "_schedulers": [s.state_dict() for s in self._schedulers],
+                "_milestones": self._milestones, "_last_lr": self._last_lr}
+
+    def load_state_dict(self, state_dict):
+        for s, sd in zip(self._schedulers, state_dict["_schedulers"]):
+            s.load_state_dict(sd)
+        self.last_epoch, self._milestones, self._last_lr = (
+            state_dict["last_epoch"], state_dict["_milestones"], state_dict["_last_lr"])
+
+
+class ReduceLROnPlateau:
+    """Reduce the learning rate by ``factor`` when a metric stops improving for ``patience`` epochs."""
+
+    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
+                 threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):
+        if factor >= 1.0:
+            raise ValueError("ReduceLROnPlateau: factor should be < 1.0")
+        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"ReduceLROnPlateau: bad mode {mode!r} or threshold_mode {threshold_mode!r}")
+        self.optimizer = optimizer
+        n = len(optimizer.param_groups)
+        self.min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
+        self.mode, self.factor, self.patience = mode, factor, patience
+        self.threshold, self.threshold_mode = threshold, threshold_mode
+        self.cooldown, self.eps = cooldown, eps
+        self.cooldown_counter = 0
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = 0
+        self.last_epoch = 0
+        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+
+    def _better(self, a, best):
+        if self.mode == "min":
+            return a < (best * (1 - self.threshold) if self.threshold_mode == "rel" else best - self.threshold)
+        return a > (best * (1 + self.threshold) if self.threshold_mode == "rel" else best + self.threshold)
+
+    def step(self, metrics):
+        current = float(metrics)
+        self.last_epoch += 1
+        if self._better(current, self.best):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for g, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
+                new = max(g["lr"] * self.factor, min_lr)
+                if g["lr"] - new > self.eps:
+                    g["lr"] = new
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def get_last_lr(self):
+        return list(self._last_lr)
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict):
+        self.__dict__.update(state_dict)

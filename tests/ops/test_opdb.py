@@ -237,7 +237,8 @@ def test_vmap_out_dims_and_nested(info, sample):
         outs = _outputs(info.op(*args, **sample.kwargs), info)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    outer = [np.stack([_batched_arg(sample.args[p], 0) * (1 + 0.01 * k) for k in range(2)]) for p in pos]
+    outer = [np.stack([_batched_arg(sample.args[p], 0) * (1 + 0.01 * k) if sample.args[p].dtype.kind == "f"
+                       else _batched_arg(sample.args[p], 0) for k in range(2)]) for p in pos]
     got = F.vmap(F.vmap(f))(*[lucid.tensor(o) for o in outer])
     got = got if isinstance(got, tuple) else (got,)
     for k in range(2):

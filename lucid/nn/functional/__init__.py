@@ -1,1 +1,30 @@
-"""lucid.nn.functional: stateless versions of the layers, activations and losses."""
+"""lucid.nn.functional: stateless versions of the layers, activations and losses.
+
+Examples
+--------
+>>> import lucid
+>>> import lucid.nn.functional as F
+>>> F.relu(lucid.tensor([-1.0, 2.0]))
+tensor([0., 2.])
+"""
+from .activation import *  # noqa: F401,F403
+from .loss import *  # noqa: F401,F403
+from .normalization import *  # noqa: F401,F403
+from .linear import *  # noqa: F401,F403
+from .dropout import *  # noqa: F401,F403
+from .sparse import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
+from .pooling import *  # noqa: F401,F403
+from .rnn import *  # noqa: F401,F403
+from .attention import *  # noqa: F401,F403
+from .vision import *  # noqa: F401,F403
+
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pad ``input`` (re-export of :func:`lucid.pad`; see it for the parameters)."""
+    import lucid
+
+    if not hasattr(lucid, "pad"):
+        raise NotImplementedError("pad: lucid.pad is not available in this build")
+    return lucid.pad(input, pad, mode=mode, value=value)

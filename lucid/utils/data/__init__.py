@@ -1,1 +1,9 @@
-"""lucid.utils.data: datasets, samplers and DataLoader."""
+"""lucid.utils.data: datasets, samplers and DataLoader (with real worker processes)."""
+from .dataloader import DataLoader, WorkerInfo, default_collate, default_convert, get_worker_info
+from .dataset import ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
+from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
+                      WeightedRandomSampler)
+
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split",
+           "DataLoader", "default_collate", "default_convert", "get_worker_info", "WorkerInfo", "Sampler", "SequentialSampler",
+           "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler"]

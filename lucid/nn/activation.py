@@ -1,0 +1,199 @@
+"""Activation modules: thin wrappers over ``lucid.nn.functional``."""
+from __future__ import annotations
+
+from . import functional as F
+from .module import Module
+
+__all__ = [
+    "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid",
+    "Softplus", "Softmax", "LogSoftmax", "Softmin", "Hardtanh", "Hardsigmoid", "Hardswish",
+    "Softsign", "LogSigmoid", "Tanhshrink", "Threshold", "GLU",
+]
+
+
+class ReLU(Module):
+    """``max(x, 0)``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.ReLU()(lucid.tensor([-1.0, 1.0]))
+    tensor([0., 1.])
+    """
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.relu(input)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class ReLU6(ReLU):
+    def forward(self, input):
+        return F.relu6(input)
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class ELU(Module):
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, input):
+        return F.elu(input, self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class CELU(ELU):
+    def forward(self, input):
+        return F.celu(input, self.alpha)
+
+
+class SELU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.selu(input)
+
+
+class GELU(Module):
+    """GELU, exact (``approximate='none'``) or with the tanh approximation."""
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, input):
+        return F.gelu(input, approximate=self.approximate)
+
+    def extra_repr(self):
+        return f"approximate='{self.approximate}'"
+
+
+def _simple(name, fn, doc):
+    def forward(self, input):
+        return fn(input)
+
+    def __init__(self, inplace=False):
+        Module.__init__(self)
+        if inplace:
+            self.inplace = inplace
+
+    return type(name, (Module,), {"forward": forward, "__init__": __init__, "__doc__": doc,
+                                  "__module__": __name__})
+
+
+SiLU = _simple("SiLU", F.silu, "``x * sigmoid(x)``.")
+Mish = _simple("Mish", F.mish, "``x * tanh(softplus(x))``.")
+Tanh = _simple("Tanh", F.tanh, "Hyperbolic tangent.")
+Sigmoid = _simple("Sigmoid", F.sigmoid, "Logistic sigmoid ``1 / (1 + exp(-x))``.")
+Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "``clamp(x / 6 + 1/2, 0, 1)``.")
+Hardswish = _simple("Hardswish", F.hardswish, "``x * hardsigmoid(x)``.")
+Softsign = _simple("Softsign", F.softsign, "``x / (1 + |x|)``.")
+LogSigmoid = _simple("LogSigmoid", F.logsigmoid, "``log(sigmoid(x))``, stable.")
+Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "``x - tanh(x)``.")
+
+
+class Softplus(Module):
+    """``log(1 + exp(beta x)) / beta``; linear above ``threshold``."""
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class _DimModule(Module):
+    _fn = None
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return type(self)._fn(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class Softmax(_DimModule):
+    """Softmax along ``dim``."""
+
+    _fn = staticmethod(F.softmax)
+
+
+class LogSoftmax(_DimModule):
+    """Log-softmax along ``dim``."""
+
+    _fn = staticmethod(F.log_softmax)
+
+
+class Softmin(_DimModule):
+    _fn = staticmethod(F.softmin)
+
+
+class Hardtanh(Module):
+    """Clamp to ``[min_val, max_val]``."""
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        if min_val > max_val:
+            raise ValueError(f"Hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val)
+
+    def extra_repr(self):
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
+
+
+class Threshold(Module):
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input):
+        return F.threshold(input, self.threshold, self.value)
+
+    def extra_repr(self):
+        return f"threshold={self.threshold}, value={self.value}"
+
+
+class GLU(Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"

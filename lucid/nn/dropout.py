@@ -1,0 +1,48 @@
+"""Dropout modules (active in training mode only). See ``lucid.nn.functional.dropout``."""
+from __future__ import annotations
+
+from . import functional as F
+from .module import Module
+
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "AlphaDropout"]
+
+
+class _DropoutNd(Module):
+    _fn = staticmethod(F.dropout)
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"{type(self).__name__}: dropout probability has to be between 0 and 1, but got {p}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, input):
+        return type(self)._fn(input, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
+    """Zero elements with probability ``p`` in training, scaling the rest by ``1/(1-p)``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Dropout(0.5).eval()(lucid.ones(2))
+    tensor([1., 1.])
+    """
+
+    _fn = staticmethod(F.dropout)
+
+
+class Dropout1d(_DropoutNd):
+    _fn = staticmethod(F.dropout1d)
+
+
+class Dropout2d(_DropoutNd):
+    _fn = staticmethod(F.dropout2d)
+
+
+class AlphaDropout(_DropoutNd):
+    _fn = staticmethod(F.alpha_dropout)

@@ -1,0 +1,48 @@
+"""``Flatten`` and ``Unflatten``."""
+from __future__ import annotations
+
+from .module import Module
+
+__all__ = ["Flatten", "Unflatten"]
+
+
+class Flatten(Module):
+    """Flatten dims ``start_dim..end_dim`` into one (defaults keep the batch dim).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Flatten()(lucid.zeros(2, 3, 4)).shape
+    (2, 12)
+    """
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, input):
+        return input.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Expand dim ``dim`` into ``unflattened_size``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Unflatten(1, (3, 4))(lucid.zeros(2, 12)).shape
+    (2, 3, 4)
+    """
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, input):
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

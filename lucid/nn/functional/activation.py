@@ -1,0 +1,275 @@
+"""Activation functions (functional form).
+
+A few activations are primitives of their own — for numerical stability (``sigmoid``,
+``softplus``) or because no cheaper composite exists (``erf`` for the exact GELU); each is
+defined with the :func:`~lucid.ops._family.unary` family helper (vjp, jvp and batching from
+one derivative). If the core op families already provide ``sigmoid``/``erf``/``softmax``
+/``log_softmax``, those are used. Everything else is a composite of primitives.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._core.primitive import REGISTRY, bind
+from ..._core.tensor import Tensor
+from ...ops._family import _promote_float, unary
+
+__all__ = [
+    "relu", "relu_", "leaky_relu", "elu", "gelu", "silu", "mish", "tanh", "sigmoid", "softplus",
+    "softmax", "log_softmax", "hardtanh", "relu6", "softsign", "logsigmoid", "selu", "celu",
+    "hardsigmoid", "hardswish", "tanhshrink", "threshold", "glu", "softmin", "erf",
+]
+
+_SQRT2 = math.sqrt(2.0)
+_SQRT2PI = math.sqrt(2.0 / math.pi)
+_TWO_OVER_SQRTPI = 2.0 / math.sqrt(math.pi)
+
+
+def _erf_impl(x):
+    try:
+        from scipy.special import erf as _sp_erf
+    except ImportError:  # pragma: no cover - scipy is optional
+        return np.vectorize(math.erf, otypes=[x.dtype])(x)
+    return _sp_erf(x).astype(x.dtype, copy=False)
+
+
+def _sigmoid_impl(x):
+    # exp of a non-positive number only: no overflow for any input.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+
+
+def _softplus_impl(x):
+    return (np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))).astype(x.dtype, copy=False)
+
+
+def _get_or_define(name, impl, deriv, **kw):
+    """The registered primitive ``name`` if the core families have it, else define it here."""
+    if name in REGISTRY:
+        prim = REGISTRY[name]
+
+        def fn(input):
+            return bind(prim, (_promote_float(input),), {})
+
+        return prim, fn
+    return unary(name, impl, deriv, **kw)
+
+
+# sigmoid'(x) = s(1 - s), from the saved output.
+_sigmoid_prim, _sigmoid = _get_or_define(
+    "sigmoid", _sigmoid_impl, lambda ns, x, out: out * (1 - out), save_out=True, save_inputs=False)
+# erf'(x) = 2/sqrt(pi) exp(-x^2)
+_erf_prim, _erf = _get_or_define(
+    "erf", _erf_impl, lambda ns, x, out: _TWO_OVER_SQRTPI * ns.exp(-(x * x)))
+# softplus'(x) = sigmoid(x); a primitive so that large |x| neither overflows nor loses precision.
+_softplus_prim, _softplus = _get_or_define(
+    "softplus", _softplus_impl, lambda ns, x, out: ns.sigmoid(x))
+
+
+def _t(x):
+    return x if isinstance(x, Tensor) else _promote_float(x)
+
+
+def _lucid():
+    import lucid
+
+    return lucid
+
+
+def erf(input):
+    """The error function, elementwise (``lucid.erf`` when the core provides it)."""
+    return _erf(_t(input))
+
+
+def relu(input, inplace=False):
+    """``max(x, 0)``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.relu(lucid.tensor([-1.0, 2.0]))
+    tensor([0., 2.])
+    """
+    return _lucid().relu(input)
+
+
+def relu_(input):
+    return relu(input)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``x`` for ``x > 0`` else ``negative_slope * x``."""
+    return _lucid().where(input > 0, input, input * negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """``x`` for ``x > 0`` else ``alpha * (exp(x) - 1)``."""
+    lucid = _lucid()
+    neg = lucid.exp(lucid.minimum(input, 0.0)) - 1.0  # exp of non-positive values only
+    return lucid.where(input > 0, input, alpha * neg)
+
+
+def selu(input, inplace=False):
+    alpha, scale = 1.6732632423543772, 1.0507009873554805
+    return scale * elu(input, alpha)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    lucid = _lucid()
+    return lucid.where(input > 0, input, alpha * (lucid.exp(lucid.minimum(input, 0.0) / alpha) - 1.0))
+
+
+def gelu(input, approximate="none"):
+    """Gaussian Error Linear Unit: ``x * Φ(x)`` exactly (via ``erf``) or with the tanh formula.
+
+    Parameters
+    ----------
+    approximate : {'none', 'tanh'}
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> round(F.gelu(lucid.tensor([1.0])).item(), 4)
+    0.8413
+    """
+    x = _t(input)
+    if approximate == "none":
+        return 0.5 * x * (1.0 + erf(x * (1.0 / _SQRT2)))
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + _lucid().tanh(_SQRT2PI * (x + 0.044715 * x * x * x)))
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def sigmoid(input):
+    """``1 / (1 + exp(-x))``, computed without overflow."""
+    return _sigmoid(_t(input))
+
+
+def silu(input, inplace=False):
+    """``x * sigmoid(x)`` (a.k.a. swish)."""
+    x = _t(input)
+    return x * sigmoid(x)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta x)) / beta``, and ``x`` where ``beta * x > threshold``."""
+    x = _t(input)
+    sp = _softplus(x * beta) / beta if beta != 1 else _softplus(x)
+    return _lucid().where(x * beta > threshold, x, sp)
+
+
+def mish(input, inplace=False):
+    """``x * tanh(softplus(x))``."""
+    x = _t(input)
+    return x * _lucid().tanh(_softplus(x))
+
+
+def tanh(input):
+    return _lucid().tanh(input)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """Clamp to ``[min_val, max_val]``."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    return _lucid().clamp(input, min_val, max_val)
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0)
+
+
+def hardsigmoid(input, inplace=False):
+    return _lucid().clamp(input / 6.0 + 0.5, 0.0, 1.0)
+
+
+def hardswish(input, inplace=False):
+    return input * hardsigmoid(input)
+
+
+def softsign(input):
+    return input / (1.0 + _lucid().abs(input))
+
+
+def logsigmoid(input):
+    """``log(sigmoid(x)) = -softplus(-x)``, stable."""
+    return -_softplus(-_t(input))
+
+
+def tanhshrink(input):
+    return input - _lucid().tanh(input)
+
+
+def threshold(input, threshold, value, inplace=False):
+    return _lucid().where(input > threshold, input, value)
+
+
+def glu(input, dim=-1):
+    n = input.shape[dim]
+    if n % 2:
+        raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} is size {n}")
+    lucid = _lucid()
+    idx = [slice(None)] * input.ndim
+    idx[dim] = slice(0, n // 2)
+    a = input[tuple(idx)]
+    idx[dim] = slice(n // 2, n)
+    return a * sigmoid(input[tuple(idx)])
+
+
+def _softmax_dim(dim, ndim, name):
+    if dim is None:
+        import warnings
+
+        warnings.warn(f"Implicit dimension choice for {name} has been deprecated. "
+                      "Change the call to include dim=X as an argument.", stacklevel=3)
+        dim = 0 if ndim in (0, 1, 3) else 1
+    return dim
+
+
+def _max_const(x, dim):
+    """The max along ``dim`` as a constant: any constant shift gives the same (log-)softmax,
+    and the max keeps ``exp`` from overflowing."""
+    if x._level == 0:
+        from ..._core.tensor import _wrap
+
+        return _wrap(x._data.max(dim, keepdims=True)) if x._data.size else 0.0
+    return _lucid().amax(x, dim, keepdim=True).detach()
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """``x - logsumexp(x, dim)`` (``lucid.log_softmax`` when the core provides it).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.log_softmax(lucid.tensor([0.0, 0.0]), dim=0).exp()
+    tensor([0.5, 0.5])
+    """
+    lucid = _lucid()
+    x = _t(input)
+    if dtype is not None:
+        x = x.to(dtype)
+    dim = _softmax_dim(dim, x.ndim, "log_softmax")
+    if hasattr(lucid, "log_softmax") and lucid.log_softmax is not log_softmax:
+        return lucid.log_softmax(x, dim)
+    shifted = x - _max_const(x, dim)
+    return shifted - lucid.log(lucid.sum(lucid.exp(shifted), dim, keepdim=True))
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """``exp(x) / sum(exp(x), dim)`` (``lucid.softmax`` when the core provides it)."""
+    lucid = _lucid()
+    x = _t(input)
+    if dtype is not None:
+        x = x.to(dtype)
+    dim = _softmax_dim(dim, x.ndim, "softmax")
+    if hasattr(lucid, "softmax") and lucid.softmax is not softmax:
+        return lucid.softmax(x, dim)
+    e = lucid.exp(x - _max_const(x, dim))
+    return e / lucid.sum(e, dim, keepdim=True)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    return softmax(-_t(input), dim, dtype=dtype)

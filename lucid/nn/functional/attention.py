@@ -1,0 +1,151 @@
+"""Attention: ``scaled_dot_product_attention`` and the multi-head attention forward.
+
+Both are composites of ``matmul``, ``softmax`` and masking, so gradients, jvp and vmap come
+from those primitives. Mask conventions follow PyTorch, which differ between the two:
+in ``scaled_dot_product_attention`` a boolean ``attn_mask`` is True where attention is
+*allowed*; in ``multi_head_attention_forward`` (``nn.MultiheadAttention``) boolean
+``attn_mask``/``key_padding_mask`` are True where attention is *forbidden*. Float masks
+are added to the scores in both.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .activation import softmax
+from .dropout import dropout
+from .linear import linear
+
+__all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
+
+
+def _lucid():
+    import lucid
+
+    return lucid
+
+
+def _neg_inf_where(mask, dtype):
+    """Additive mask: ``-inf`` where the boolean ``mask`` is True, else 0."""
+    lucid = _lucid()
+    return lucid.where(mask, lucid.tensor(-np.inf, dtype=dtype), lucid.tensor(0.0, dtype=dtype))
+
+
+def _causal(L, S, dtype):
+    """Additive causal mask (-inf above the diagonal)."""
+    return _lucid().tensor(np.where(np.tri(L, S, dtype=bool), 0.0, -np.inf).astype(dtype))
+
+
+def _additive(mask, dtype, forbid_when_true, op):
+    if mask is None:
+        return None
+    if mask.dtype == np.bool_:
+        return _neg_inf_where(mask if forbid_when_true else _lucid().logical_not(mask), dtype)
+    if mask.dtype.kind != "f":
+        raise RuntimeError(f"{op}: only bool and floating types of masks are supported, got {mask.dtype}")
+    return mask.to(dtype)
+
+
+def _repeat_heads(t, r):
+    """(..., Hk, S, E) -> (..., Hk*r, S, E), each head repeated r times (grouped-query attention)."""
+    if r == 1:
+        return t
+    s = tuple(t.shape)
+    t = t.unsqueeze(-3).expand(*s[:-2], r, *s[-2:])
+    return t.reshape(*s[:-3], s[-3] * r, *s[-2:])
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """``softmax(q k^T * scale + mask) v`` over the last two dims, as PyTorch's function.
+
+    ``attn_mask`` is boolean (True = may attend) or float (added to the scores);
+    ``is_causal`` masks out the upper triangle; ``scale`` defaults to ``1/sqrt(E)``.
+    Rows whose every score is masked produce NaN, as in PyTorch's math path.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> q = k = v = lucid.ones(2, 3, 4)
+    >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
+    (2, 3, 4)
+    """
+    lucid = _lucid()
+    q, k, v = (lucid.as_tensor(t) for t in (query, key, value))
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2 or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: incompatible shapes query {tuple(q.shape)}, key "
+                           f"{tuple(k.shape)}, value {tuple(v.shape)} (expected (..., L, E), (..., S, E), (..., S, Ev))")
+    if enable_gqa and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+        if q.shape[-3] % k.shape[-3]:
+            raise RuntimeError(f"scaled_dot_product_attention: {q.shape[-3]} query heads are not a multiple of "
+                               f"{k.shape[-3]} key/value heads")
+        r = q.shape[-3] // k.shape[-3]
+        k, v = _repeat_heads(k, r), _repeat_heads(v, r)
+    L, S = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (q @ k.transpose(-2, -1)) * scale
+    if is_causal:
+        if attn_mask is not None:
+            raise RuntimeError("scaled_dot_product_attention: explicit attn_mask should not be set when is_causal=True")
+        scores = scores + _causal(L, S, scores.dtype)
+    mask = _additive(attn_mask, scores.dtype, False, "scaled_dot_product_attention")
+    if mask is not None:
+        scores = scores + mask
+    attn = softmax(scores, dim=-1)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, True)
+    return attn @ v
+
+
+def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=None, in_proj_bias=None,
+                                 out_proj_weight=None, out_proj_bias=None, key_padding_mask=None,
+                                 need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False,
+                                 dropout_p=0.0, training=True, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None):
+    """Multi-head attention on (L, N, E) query and (S, N, E) key/value (sequence first).
+
+    Returns ``(output (L, N, E), weights)`` with weights (N, L, S) averaged over heads,
+    (N, heads, L, S) if ``average_attn_weights=False``, or None if ``need_weights=False``.
+    """
+    lucid = _lucid()
+    L, N, E = query.shape
+    S = key.shape[0]
+    if E % num_heads:
+        raise RuntimeError(f"multi_head_attention_forward: embed_dim {E} is not divisible by num_heads {num_heads}")
+    hd = E // num_heads
+    if in_proj_weight is not None:
+        wq, wk, wv = in_proj_weight.chunk(3, 0)
+    else:
+        wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
+    bq, bk, bv = in_proj_bias.chunk(3, 0) if in_proj_bias is not None else (None, None, None)
+    q, k, v = linear(query, wq, bq), linear(key, wk, bk), linear(value, wv, bv)
+    heads = lambda t, n: t.reshape(n, N, num_heads, hd).permute(1, 2, 0, 3)  # noqa: E731  (N, h, n, hd)
+    q, k, v = heads(q, L), heads(k, S), heads(v, S)
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+    if attn_mask is None and is_causal:
+        scores = scores + _causal(L, S, scores.dtype)
+    mask = _additive(attn_mask, scores.dtype, True, "multi_head_attention_forward")
+    if mask is not None:
+        if mask.ndim == 3:
+            if tuple(mask.shape) != (N * num_heads, L, S):
+                raise RuntimeError(f"multi_head_attention_forward: the shape of the 3D attn_mask is "
+                                   f"{tuple(mask.shape)}, but should be {(N * num_heads, L, S)}")
+            mask = mask.reshape(N, num_heads, L, S)
+        elif tuple(mask.shape) != (L, S):
+            raise RuntimeError(f"multi_head_attention_forward: the shape of the 2D attn_mask is {tuple(mask.shape)}, "
+                               f"but should be {(L, S)}")
+        scores = scores + mask
+    kpm = _additive(key_padding_mask, scores.dtype, True, "multi_head_attention_forward")
+    if kpm is not None:
+        if tuple(kpm.shape) != (N, S):
+            raise RuntimeError(f"multi_head_attention_forward: expected key_padding_mask of shape {(N, S)}, "
+                               f"got {tuple(kpm.shape)}")
+        scores = scores + kpm.reshape(N, 1, 1, S)
+    attn = softmax(scores, dim=-1)
+    dropped = dropout(attn, dropout_p, True) if dropout_p > 0.0 and training else attn
+    out = (dropped @ v).permute(2, 0, 1, 3).reshape(L, N, E)
+    out = linear(out, out_proj_weight, out_proj_bias)
+    if not need_weights:
+        return out, None
+    return out, (attn.mean(dim=1) if average_attn_weights else attn)

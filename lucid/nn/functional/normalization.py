@@ -1,0 +1,186 @@
+"""Normalisation layers (functional): ``layer_norm``, ``group_norm``, ``batch_norm``,
+``instance_norm``, ``normalize``. All are composites of primitives.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..._core.grad_mode import no_grad
+
+__all__ = ["layer_norm", "group_norm", "batch_norm", "instance_norm", "normalize", "rms_norm"]
+
+
+def _lucid():
+    import lucid
+
+    return lucid
+
+
+def _standardize(x, axes, eps):
+    """``(x - mean) / sqrt(var + eps)`` over ``axes`` with the biased variance."""
+    lucid = _lucid()
+    mean = lucid.mean(x, axes, keepdim=True)
+    xc = x - mean
+    var = lucid.mean(xc * xc, axes, keepdim=True)
+    return xc / lucid.sqrt(var + eps)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the last ``len(normalized_shape)`` dims, then scale and shift.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.layer_norm(lucid.tensor([[1.0, 3.0]]), (2,))
+    tensor([[-1.,  1.]])
+    """
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if tuple(input.shape[input.ndim - k:]) != normalized_shape or input.ndim < k:
+        raise RuntimeError(
+            f"layer_norm: input of shape {tuple(input.shape)} does not end with normalized_shape "
+            f"{normalized_shape}"
+        )
+    out = _standardize(input, tuple(range(input.ndim - k, input.ndim)), eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """``x / sqrt(mean(x^2) + eps)`` over the last dims, times ``weight``."""
+    lucid = _lucid()
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    k = len(normalized_shape)
+    eps = float(np.finfo(input.dtype).eps) if eps is None else eps
+    axes = tuple(range(input.ndim - k, input.ndim))
+    out = input / lucid.sqrt(lucid.mean(input * input, axes, keepdim=True) + eps)
+    return out if weight is None else out * weight
+
+
+def _channel_shape(input):
+    return (1, input.shape[1]) + (1,) * (input.ndim - 2)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalise (N, C, *) inputs over groups of ``C // num_groups`` channels and space.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.group_norm(lucid.tensor([[1.0, 3.0]]), 1)
+    tensor([[-1.,  1.]])
+    """
+    if input.ndim < 2:
+        raise RuntimeError(f"group_norm: expected an input of shape (N, C, *), got {tuple(input.shape)}")
+    n, c = input.shape[:2]
+    if c % num_groups:
+        raise RuntimeError(f"group_norm: number of channels {c} must be divisible by num_groups {num_groups}")
+    x = input.reshape(n, num_groups, -1)
+    out = _standardize(x, (2,), eps).reshape(tuple(input.shape))
+    if weight is not None:
+        out = out * weight.reshape(_channel_shape(input))
+    if bias is not None:
+        out = out + bias.reshape(_channel_shape(input))
+    return out
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Batch normalisation over all dims but the channel dim (dim 1).
+
+    In training the batch statistics are used (biased variance) and, when given,
+    ``running_mean``/``running_var`` are updated in place with
+    ``(1 - momentum) * running + momentum * batch`` (unbiased variance), outside the graph.
+    In evaluation the running statistics are used.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.batch_norm(lucid.tensor([[1.0], [3.0]]), None, None, training=True)
+    tensor([[-1.],
+           [ 1.]])
+    """
+    lucid = _lucid()
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got {tuple(input.shape)}")
+    cshape = _channel_shape(input)
+    axes = (0,) + tuple(range(2, input.ndim))
+    if training:
+        count = input.numel() // input.shape[1]
+        if count <= 1:
+            raise ValueError(
+                f"batch_norm: expected more than 1 value per channel when training, got input size "
+                f"{tuple(input.shape)}"
+            )
+        mean = lucid.mean(input, axes, keepdim=True)
+        xc = input - mean
+        var = lucid.mean(xc * xc, axes, keepdim=True)
+        if running_mean is not None or running_var is not None:
+            _update_running(running_mean, running_var, mean, var, count, momentum)
+        out = xc / lucid.sqrt(var + eps)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+        rm = running_mean.reshape(cshape)
+        rv = running_var.reshape(cshape)
+        out = (input - rm) / lucid.sqrt(rv + eps)
+    if weight is not None:
+        out = out * weight.reshape(cshape)
+    if bias is not None:
+        out = out + bias.reshape(cshape)
+    return out
+
+
+def _update_running(running_mean, running_var, mean, var, count, momentum):
+    with no_grad():
+        m = mean.detach()._data.reshape(-1)
+        v = var.detach()._data.reshape(-1) * (count / (count - 1))
+        if running_mean is not None:
+            rm = running_mean._data
+            rm[...] = ((1 - momentum) * rm + momentum * m).astype(rm.dtype, copy=False)
+            running_mean._version[0] += 1
+        if running_var is not None:
+            rv = running_var._data
+            rv[...] = ((1 - momentum) * rv + momentum * v).astype(rv.dtype, copy=False)
+            running_var._version[0] += 1
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalise each (example, channel) over its spatial dims."""
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    out = _standardize(input, tuple(range(2, input.ndim)), eps)
+    cshape = _channel_shape(input)
+    if weight is not None:
+        out = out * weight.reshape(cshape)
+    if bias is not None:
+        out = out + bias.reshape(cshape)
+    return out
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """``x / max(||x||_p, eps)`` along ``dim``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.normalize(lucid.tensor([[3.0, 4.0]]))
+    tensor([[0.6, 0.8]])
+    """
+    lucid = _lucid()
+    if p == 2:
+        norm = lucid.sqrt(lucid.sum(input * input, dim, keepdim=True))
+    elif p == 1:
+        norm = lucid.sum(lucid.abs(input), dim, keepdim=True)
+    elif p == float("inf"):
+        norm = lucid.amax(lucid.abs(input), dim, keepdim=True)
+    else:
+        norm = lucid.sum(lucid.abs(input) ** p, dim, keepdim=True) ** (1.0 / p)
+    return input / lucid.clamp(norm, min=eps)

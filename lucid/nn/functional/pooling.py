@@ -1,0 +1,257 @@
+"""Functional pooling: max, average and adaptive pools over 1-d, 2-d (and 3-d) inputs.
+
+* max pooling: ``pool_argmax`` (not differentiable) picks each window's winner, whose
+  value is gathered with ``take_last`` (adjoint: ``scatter_last``). See
+  ``lucid/ops/conv.py``.
+* average pooling: a single-channel convolution with a ones kernel over (N*C, 1, ...)
+  divided by a constant count map, so it is a composite of the conv primitives.
+* adaptive average pooling: a block mean when the sizes divide, otherwise a product with
+  per-dimension averaging matrices; adaptive max: a max over gathered windows.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ..._core.primitive import bind
+from ..._core.tensor import _wrap
+from ...ops._family import _as_tensor
+from ...ops.conv import _tuple, conv_p, pool_argmax_p, take_last_p
+
+__all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+           "max_pool1d_with_indices", "max_pool2d_with_indices"]
+
+
+def _batched(input, nsp, op):
+    input = _as_tensor(input)
+    if input.ndim not in (nsp + 1, nsp + 2):
+        raise RuntimeError(f"{op}: expected a {nsp + 1}-D (unbatched) or {nsp + 2}-D (batched) input, "
+                           f"got shape {tuple(input.shape)}")
+    if input.ndim == nsp + 1:
+        return input.unsqueeze(0), True
+    return input, False
+
+
+def _pool_geometry(sp, kernel_size, stride, padding, dilation, ceil_mode, op):
+    """(kernel, stride, dilation, (lo, hi) pads, output size) with PyTorch's ceil_mode rule."""
+    nsp = len(sp)
+    k = _tuple(kernel_size, nsp, "kernel_size", op)
+    s = k if stride is None or (not isinstance(stride, int) and len(stride) == 0) else \
+        _tuple(stride, nsp, "stride", op)
+    p = _tuple(padding, nsp, "padding", op)
+    d = _tuple(dilation, nsp, "dilation", op)
+    if any(pp * 2 > kk for pp, kk in zip(p, k)):
+        raise RuntimeError(f"{op}: pad should be at most half of effective kernel size, got padding={p} "
+                           f"and kernel_size={k}")
+    out = []
+    for n, kk, ss, pp, dd in zip(sp, k, s, p, d):
+        num = n + 2 * pp - dd * (kk - 1) - 1 + (ss - 1 if ceil_mode else 0)
+        o = num // ss + 1
+        if ceil_mode and (o - 1) * ss >= n + pp:
+            o -= 1
+        if o <= 0:
+            raise RuntimeError(f"{op}: output size is too small for input spatial size {tuple(sp)} and "
+                               f"kernel_size={k} (padding={p}, dilation={d})")
+        out.append(o)
+    pads = tuple((pp, (o - 1) * ss + dd * (kk - 1) + 1 - n - pp) for n, kk, ss, pp, dd, o in zip(sp, k, s, p, d, out))
+    return k, s, d, pads, tuple(out)
+
+
+def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nsp, op):
+    x, unbatched = _batched(input, nsp, op)
+    n, c = x.shape[:2]
+    sp = tuple(x.shape[2:])
+    k, s, d, pads, out_sp = _pool_geometry(sp, kernel_size, stride, padding, dilation, ceil_mode, op)
+    idx = bind(pool_argmax_p, (x,), dict(ksize=k, stride=s, padding=pads, dilation=d))
+    vals = bind(take_last_p, (x.reshape(n, c, -1), idx.reshape(n, c, -1)), {})
+    vals = vals.reshape((n, c) + out_sp)
+    if unbatched:
+        vals, idx = vals.squeeze(0), idx.squeeze(0)
+    return (vals, idx) if return_indices else vals
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """1-D max pooling over (N, C, L); see :func:`max_pool2d`."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1, "max_pool1d")
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """2-D max pooling over (N, C, H, W).
+
+    ``stride`` defaults to ``kernel_size``; padding is ``-inf``. With ``return_indices``
+    also returns the flat index (into H*W) of each maximum, as PyTorch does. Ties go to
+    the first element of the window; its gradient goes to that element only.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> import lucid.nn.functional as F
+    >>> F.max_pool2d(lucid.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
+    [[[[5.0, 7.0], [13.0, 15.0]]]]
+    """
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2, "max_pool2d")
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """3-D max pooling over (N, C, D, H, W)."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3, "max_pool3d")
+
+
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def _avg_divisor(sp, k, s, pads, out_sp, count_include_pad):
+    """Per-window element counts (PyTorch's rule), as an outer product over the dims."""
+    per_dim = []
+    for n, kk, ss, (lo, _), o in zip(sp, k, s, pads, out_sp):
+        start = np.arange(o) * ss - lo
+        end = np.minimum(start + kk, n + lo)
+        if count_include_pad:
+            cnt = end - start
+        else:
+            cnt = np.minimum(end, n) - np.maximum(start, 0)
+        per_dim.append(cnt.astype(np.float64))
+    return functools.reduce(np.multiply.outer, per_dim)
+
+
+def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nsp, op):
+    x, unbatched = _batched(input, nsp, op)
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"{op}: expected a floating point input, got {x.dtype}")
+    n, c = x.shape[:2]
+    sp = tuple(x.shape[2:])
+    k, s, d, pads, out_sp = _pool_geometry(sp, kernel_size, stride, padding, 1, ceil_mode, op)
+    ones = _wrap(np.ones((1, 1) + k, dtype=x.dtype))
+    summed = bind(conv_p, (x.reshape((n * c, 1) + sp), ones), dict(stride=s, padding=pads, dilation=d, groups=1))
+    summed = summed.reshape((n, c) + out_sp)
+    if divisor_override:
+        out = summed / float(divisor_override)
+    else:
+        div = _avg_divisor(sp, k, s, pads, out_sp, count_include_pad)
+        out = summed * _wrap((1.0 / div).astype(x.dtype))
+    return out.squeeze(0) if unbatched else out
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """1-D average pooling over (N, C, L); see :func:`avg_pool2d`."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1, "avg_pool1d")
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """2-D average pooling over (N, C, H, W) (zero padding; ``count_include_pad`` as in PyTorch).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> import lucid.nn.functional as F
+    >>> F.avg_pool2d(lucid.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
+    [[[[2.5, 4.5], [10.5, 12.5]]]]
+    """
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2,
+                     "avg_pool2d")
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """3-D average pooling over (N, C, D, H, W)."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3,
+                     "avg_pool3d")
+
+
+# ----------------------------------------------------------------- adaptive
+
+
+def _adaptive_bounds(n, o):
+    i = np.arange(o)
+    return (i * n) // o, -((-(i + 1) * n) // o)  # floor(i*n/o), ceil((i+1)*n/o)
+
+
+def _adaptive_sizes(x, output_size, nsp, op):
+    osz = (output_size,) * nsp if isinstance(output_size, int) or output_size is None else tuple(output_size)
+    if len(osz) != nsp:
+        raise ValueError(f"{op}: output_size must have {nsp} elements, got {output_size}")
+    return tuple(n if o is None else int(o) for n, o in zip(x.shape[2:], osz))
+
+
+def _adaptive_avg(input, output_size, nsp, op):
+    x, unbatched = _batched(input, nsp, op)
+    n, c = x.shape[:2]
+    sp = tuple(x.shape[2:])
+    osz = _adaptive_sizes(x, output_size, nsp, op)
+    if all(m % o == 0 for m, o in zip(sp, osz)):
+        blocks = sum(((o, m // o) for m, o in zip(sp, osz)), ())
+        out = x.reshape((n, c) + blocks).mean(dim=tuple(3 + 2 * i for i in range(nsp)))
+    else:
+        out = x
+        for i, (m, o) in enumerate(zip(sp, osz)):  # one averaging matrix per spatial dim
+            lo, hi = _adaptive_bounds(m, o)
+            cols = np.arange(m)
+            a = ((cols >= lo[:, None]) & (cols < hi[:, None])) / (hi - lo)[:, None]
+            out = out.movedim(2 + i, -1) @ _wrap(a.T.astype(x.dtype))
+            out = out.movedim(-1, 2 + i)
+    return out.squeeze(0) if unbatched else out
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """Average pooling to a fixed output length (windows ``[floor(i*L/o), ceil((i+1)*L/o))``)."""
+    return _adaptive_avg(input, output_size, 1, "adaptive_avg_pool1d")
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average pooling to a fixed output size, as PyTorch's ``adaptive_avg_pool2d``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> import lucid.nn.functional as F
+    >>> F.adaptive_avg_pool2d(lucid.ones(2, 3, 5, 7), 1).shape
+    (2, 3, 1, 1)
+    """
+    return _adaptive_avg(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+def _adaptive_max(input, output_size, return_indices, nsp, op):
+    x, unbatched = _batched(input, nsp, op)
+    n, c = x.shape[:2]
+    sp = tuple(x.shape[2:])
+    osz = _adaptive_sizes(x, output_size, nsp, op)
+    per_dim = []
+    for m, o in zip(sp, osz):
+        lo, hi = _adaptive_bounds(m, o)
+        kmax = int((hi - lo).max())
+        per_dim.append(np.minimum(lo[:, None] + np.arange(kmax), hi[:, None] - 1))  # (o, kmax), last repeated
+    # flat input index of every (output position, window element) pair
+    grids = np.meshgrid(*[np.arange(o) for o in osz], *[np.arange(p.shape[1]) for p in per_dim], indexing="ij")
+    coords = [per_dim[i][grids[i], grids[nsp + i]] for i in range(nsp)]
+    flat = np.ravel_multi_index(coords, sp).reshape(math.prod(osz), -1)
+    kk = flat.shape[1]
+    win = bind(take_last_p, (x.reshape(n, c, -1), _wrap(flat.reshape(1, 1, -1))), {})
+    win = win.reshape(n, c, math.prod(osz), kk)
+    out = win.amax(dim=-1).reshape((n, c) + osz)  # repeated elements share, then re-sum, their gradient
+    if unbatched:
+        out = out.squeeze(0)
+    if not return_indices:
+        return out
+    arg = np.argmax(win.detach().numpy(), axis=-1)
+    idx = _wrap(np.take_along_axis(np.broadcast_to(flat, arg.shape + (kk,)), arg[..., None], -1)[..., 0]
+                .reshape((n, c) + osz))
+    return out, (idx.squeeze(0) if unbatched else idx)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """Max pooling to a fixed output length."""
+    return _adaptive_max(input, output_size, return_indices, 1, "adaptive_max_pool1d")
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """Max pooling to a fixed output size (windows as in :func:`adaptive_avg_pool2d`)."""
+    return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")

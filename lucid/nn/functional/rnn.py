@@ -1,0 +1,80 @@
+"""Recurrent cells (one time step) in PyTorch's gate order, and the multi-step driver used by
+``nn.RNN``/``nn.LSTM``/``nn.GRU``.
+
+Gate orders (so PyTorch weights can be copied): LSTM rows ``[i, f, g, o]``; GRU rows
+``[r, z, n]`` with ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``.
+The input projection of a whole sequence is one matmul; only the hidden-to-hidden
+product runs inside the time loop (the loop over time steps is inherent to recurrence).
+"""
+from __future__ import annotations
+
+from .activation import sigmoid, relu
+from .linear import linear
+
+__all__ = ["rnn_tanh_cell", "rnn_relu_cell", "lstm_cell", "gru_cell"]
+
+
+def _lucid():
+    import lucid
+
+    return lucid
+
+
+def _rnn_step(gi, h, w_hh, b_hh, nonlinearity):
+    pre = gi + linear(h, w_hh, b_hh)
+    return _lucid().tanh(pre) if nonlinearity == "tanh" else relu(pre)
+
+
+def _lstm_step(gi, state, w_hh, b_hh):
+    h, c = state
+    i, f, g, o = (gi + linear(h, w_hh, b_hh)).chunk(4, -1)
+    tanh = _lucid().tanh
+    c = sigmoid(f) * c + sigmoid(i) * tanh(g)
+    return sigmoid(o) * tanh(c), c
+
+
+def _gru_step(gi, h, w_hh, b_hh):
+    gh = linear(h, w_hh, b_hh)
+    ir, iz, in_ = gi.chunk(3, -1)
+    hr, hz, hn = gh.chunk(3, -1)
+    r, z = sigmoid(ir + hr), sigmoid(iz + hz)
+    n = _lucid().tanh(in_ + r * hn)
+    return (1 - z) * n + z * h
+
+
+def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One Elman RNN step ``tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)``."""
+    return _rnn_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh, "tanh")
+
+
+def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One Elman RNN step with ReLU."""
+    return _rnn_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh, "relu")
+
+
+def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One LSTM step; ``hx = (h, c)``; returns ``(h', c')``."""
+    return _lstm_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh)
+
+
+def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One GRU step."""
+    return _gru_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh)
+
+
+def run_direction(mode, x, state, w_ih, w_hh, b_ih, b_hh, reverse=False, nonlinearity="tanh"):
+    """Run one layer in one direction over ``x`` (L, N, I); returns (outputs (L, N, H), final state)."""
+    lucid = _lucid()
+    gi_all = linear(x, w_ih, b_ih)  # one matmul for every time step
+    steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
+    outs = [None] * x.shape[0]
+    for t in steps:
+        gi = gi_all[t]
+        if mode == "LSTM":
+            state = _lstm_step(gi, state, w_hh, b_hh)
+            outs[t] = state[0]
+        elif mode == "GRU":
+            state = outs[t] = _gru_step(gi, state, w_hh, b_hh)
+        else:
+            state = outs[t] = _rnn_step(gi, state, w_hh, b_hh, nonlinearity)
+    return lucid.stack(outs, 0), state

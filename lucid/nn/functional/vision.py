@@ -1,0 +1,115 @@
+"""Resampling: ``interpolate`` (nearest, linear, bilinear, trilinear) and the ``upsample`` aliases.
+
+Nearest resampling is a gather with constant indices (``getitem``); (bi/tri)linear
+resampling is separable and linear, so it is one matmul per spatial dim with a constant
+interpolation matrix. Both are composites: every rule comes from ``getitem``/``matmul``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._core.tensor import _wrap
+from ...ops._family import _as_tensor
+
+__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear"]
+
+_LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
+
+
+def _out_sizes(sp, size, scale_factor, op):
+    nsp = len(sp)
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{op}: exactly one of size or scale_factor must be given")
+    if size is not None:
+        size = (size,) * nsp if isinstance(size, int) else tuple(int(s) for s in size)
+        if len(size) != nsp:
+            raise ValueError(f"{op}: size {size} must have {nsp} elements for an input with {nsp} spatial dims")
+        return size, [n / o for n, o in zip(sp, size)]
+    sf = (scale_factor,) * nsp if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+    if len(sf) != nsp:
+        raise ValueError(f"{op}: scale_factor {sf} must have {nsp} elements")
+    return tuple(int(math.floor(n * f)) for n, f in zip(sp, sf)), [1.0 / f for f in sf]
+
+
+def _nearest_index(n, o, scale, exact):
+    i = np.arange(o, dtype=np.float64)
+    src = np.floor((i + 0.5) * scale) if exact else np.floor(i * scale)
+    return np.minimum(src.astype(np.int64), n - 1)
+
+
+def _linear_matrix(n, o, scale, align_corners):
+    """(o, n) interpolation matrix for one dim (PyTorch's source-index rule)."""
+    i = np.arange(o, dtype=np.float64)
+    if align_corners:
+        src = i * ((n - 1) / (o - 1)) if o > 1 else np.zeros(o)
+    else:
+        src = np.maximum((i + 0.5) * scale - 0.5, 0.0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    i1 = np.minimum(i0 + 1, n - 1)
+    lam = src - i0
+    a = np.zeros((o, n))
+    np.add.at(a, (np.arange(o), i0), 1.0 - lam)
+    np.add.at(a, (np.arange(o), i1), lam)
+    return a
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resize the spatial dims of an (N, C, *S) tensor.
+
+    Modes: ``'nearest'``, ``'nearest-exact'``, ``'linear'`` (3-D input), ``'bilinear'``
+    (4-D), ``'trilinear'`` (5-D). ``align_corners`` as in PyTorch (linear modes only).
+    Limitations: no ``'bicubic'``/``'area'``, no antialias.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> import lucid.nn.functional as F
+    >>> F.interpolate(lucid.tensor([[[1.0, 2.0]]]), scale_factor=2).tolist()
+    [[[1.0, 1.0, 2.0, 2.0]]]
+    """
+    x = _as_tensor(input)
+    nsp = x.ndim - 2
+    if nsp < 1:
+        raise ValueError(f"interpolate: expected an input with at least 3 dims (N, C, ...), got shape {tuple(x.shape)}")
+    sp = tuple(x.shape[2:])
+    if recompute_scale_factor and scale_factor is not None:
+        size, scale_factor = _out_sizes(sp, None, scale_factor, "interpolate")[0], None
+    osz, scales = _out_sizes(sp, size, scale_factor, "interpolate")
+    if mode in ("nearest", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("interpolate: align_corners option can only be set with the interpolating modes: "
+                             "linear | bilinear | bicubic | trilinear")
+        out = x
+        for i, (n, o, s) in enumerate(zip(sp, osz, scales)):
+            idx = _nearest_index(n, o, s, mode == "nearest-exact")
+            out = out[(slice(None),) * (2 + i) + (idx,)]
+        return out
+    if mode in _LINEAR:
+        if _LINEAR[mode] != nsp:
+            raise ValueError(f"interpolate: mode {mode!r} expects a {_LINEAR[mode] + 2}-D input, "
+                             f"got shape {tuple(x.shape)}")
+        if x.dtype.kind != "f":
+            raise RuntimeError(f"interpolate: mode {mode!r} needs a floating point input, got {x.dtype}")
+        out = x
+        for i, (n, o, s) in enumerate(zip(sp, osz, scales)):
+            a = _linear_matrix(n, o, s, bool(align_corners))
+            out = (out.movedim(2 + i, -1) @ _wrap(a.T.astype(x.dtype))).movedim(-1, 2 + i)
+        return out
+    raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
+                              "bilinear, trilinear)")
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Deprecated alias of :func:`interpolate`."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

@@ -1,0 +1,264 @@
+"""Weight initialisation, in place and outside the graph (PyTorch's ``torch.nn.init``).
+
+Every function writes into ``tensor._data`` and bumps the version counter, so it never
+records autograd history, and returns the tensor. Random numbers come from lucid's
+generator (``lucid.rand`` / ``lucid.randn``, seeded by ``lucid.manual_seed``) when it is
+available, else from NumPy's global generator.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+__all__ = [
+    "calculate_gain", "uniform_", "normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_",
+    "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
+    "trunc_normal_", "orthogonal_", "sparse_",
+]
+
+
+# ------------------------------------------------------------------ random source
+def _uniform01(shape):
+    import lucid
+
+    if hasattr(lucid, "rand"):
+        return np.asarray(lucid.rand(*shape, dtype=lucid.float64)._data) if shape else \
+            np.asarray(lucid.rand(1, dtype=lucid.float64)._data).reshape(())
+    return np.random.random_sample(shape)
+
+
+def _standard_normal(shape):
+    import lucid
+
+    if hasattr(lucid, "randn"):
+        return np.asarray(lucid.randn(*shape, dtype=lucid.float64)._data) if shape else \
+            np.asarray(lucid.randn(1, dtype=lucid.float64)._data).reshape(())
+    return np.random.standard_normal(shape)
+
+
+def _write(tensor, values):
+    """Write ``values`` into ``tensor`` in place (no graph), bumping its version."""
+    arr = tensor._data
+    if arr.ndim == 0 or not arr.flags.writeable:
+        tensor._data = np.asarray(values, dtype=arr.dtype).reshape(arr.shape).copy()
+    else:
+        arr[...] = np.asarray(values).astype(arr.dtype, copy=False)
+    tensor._version[0] += 1
+    return tensor
+
+
+# ------------------------------------------------------------------------ gains
+def calculate_gain(nonlinearity, param=None):
+    """The recommended gain for ``nonlinearity`` (PyTorch's table).
+
+    Examples
+    --------
+    >>> from lucid.nn.init import calculate_gain
+    >>> round(calculate_gain("relu"), 4)
+    1.4142
+    """
+    linear = ["linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+              "conv_transpose3d", "sigmoid"]
+    if nonlinearity in linear:
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        if param is None:
+            slope = 0.01
+        elif isinstance(param, (int, float)) and not isinstance(param, bool):
+            slope = param
+        else:
+            raise ValueError(f"calculate_gain: negative_slope {param} is not a valid number")
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity}")
+
+
+def _calculate_fan_in_and_fan_out(tensor):
+    if tensor.ndim < 2:
+        raise ValueError(
+            "Fan in and fan out can not be computed for tensor with fewer than 2 dimensions "
+            f"(got shape {tuple(tensor.shape)})"
+        )
+    receptive = int(np.prod(tensor.shape[2:])) if tensor.ndim > 2 else 1
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def _fan(tensor, mode):
+    mode = mode.lower()
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+# ------------------------------------------------------------------- basic fills
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    """Fill with values drawn from U(a, b)."""
+    return _write(tensor, a + (b - a) * _uniform01(tensor.shape))
+
+
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    """Fill with values drawn from N(mean, std²)."""
+    return _write(tensor, mean + std * _standard_normal(tensor.shape))
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Fill with N(mean, std²) truncated to [a, b] (inverse-CDF method, like PyTorch)."""
+    from math import erf, sqrt
+
+    def cdf(x):
+        return (1.0 + erf(x / sqrt(2.0))) / 2.0
+
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+                      "The distribution of values may be incorrect.", stacklevel=2)
+    lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
+    u = 2 * (lo + (hi - lo) * _uniform01(tensor.shape)) - 1
+    u = np.clip(u, -1 + 1e-12, 1 - 1e-12)
+    from .._core.primitive import REGISTRY
+
+    if "erfinv" in REGISTRY:
+        vals = REGISTRY["erfinv"].impl(u)
+    else:
+        vals = _erfinv(u)
+    vals = np.clip(mean + std * math.sqrt(2.0) * vals, a, b)
+    return _write(tensor, vals)
+
+
+def _erfinv(y):
+    """Inverse error function by Newton iterations from Giles' approximation (float64)."""
+    from math import erf
+
+    verf = np.vectorize(erf)
+    w = -np.log((1.0 - y) * (1.0 + y))
+    x = np.where(w < 5.0, _giles_small(w - 2.5), _giles_large(np.sqrt(np.maximum(w, 5.0)) - 3.0)) * y
+    for _ in range(3):
+        x = x - (verf(x) - y) / (2.0 / math.sqrt(math.pi) * np.exp(-x * x))
+    return x
+
+
+def _giles_small(w):
+    p = 2.81022636e-08
+    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+              -0.00417768164, 0.246640727, 1.50140941):
+        p = c + p * w
+    return p
+
+
+def _giles_large(w):
+    p = -0.000200214257
+    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+              0.00943887047, 1.00167406, 2.83297682):
+        p = c + p * w
+    return p
+
+
+def constant_(tensor, val):
+    """Fill with the constant ``val``."""
+    return _write(tensor, np.full(tensor.shape, val))
+
+
+def ones_(tensor):
+    return constant_(tensor, 1.0)
+
+
+def zeros_(tensor):
+    return constant_(tensor, 0.0)
+
+
+def eye_(tensor):
+    """Fill a 2-D tensor with the identity matrix."""
+    if tensor.ndim != 2:
+        raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got shape {tuple(tensor.shape)}")
+    return _write(tensor, np.eye(*tensor.shape))
+
+
+def dirac_(tensor, groups=1):
+    """Fill a {3,4,5}-D conv weight with the Dirac delta (identity convolution)."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError("dirac_: only tensors with 3, 4, or 5 dimensions are supported")
+    out_per = tensor.shape[0] // groups
+    min_dim = min(out_per, tensor.shape[1])
+    vals = np.zeros(tensor.shape)
+    centre = tuple(s // 2 for s in tensor.shape[2:])
+    for g in range(groups):
+        for d in range(min_dim):
+            vals[(g * out_per + d, d) + centre] = 1
+    return _write(tensor, vals)
+
+
+# ------------------------------------------------------------ scaled schemes
+def xavier_uniform_(tensor, gain=1.0, generator=None):
+    """Glorot uniform: U(-a, a) with ``a = gain * sqrt(6 / (fan_in + fan_out))``."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    a = gain * math.sqrt(6.0 / float(fan_in + fan_out))
+    return uniform_(tensor, -a, a)
+
+
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    """Glorot normal: N(0, std²) with ``std = gain * sqrt(2 / (fan_in + fan_out))``."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)))
+
+
+def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """He uniform: U(-b, b) with ``b = gain * sqrt(3 / fan)``."""
+    if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
+        return tensor
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound)
+
+
+def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """He normal: N(0, std²) with ``std = gain / sqrt(fan)``."""
+    if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
+        return tensor
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
+    return normal_(tensor, 0.0, std)
+
+
+def orthogonal_(tensor, gain=1.0, generator=None):
+    """Fill with a (semi-)orthogonal matrix from the QR of a Gaussian matrix (sign-fixed)."""
+    if tensor.ndim < 2:
+        raise ValueError("orthogonal_: only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = _standard_normal((rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _write(tensor, gain * q.reshape(tensor.shape))
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """Fill a 2-D tensor as a sparse matrix: in each column a ``sparsity`` fraction is zero."""
+    if tensor.ndim != 2:
+        raise ValueError("sparse_: only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    n_zero = int(math.ceil(sparsity * rows))
+    vals = std * _standard_normal((rows, cols))
+    for c in range(cols):
+        idx = np.argsort(_uniform01((rows,)))[:n_zero]
+        vals[idx, c] = 0
+    return _write(tensor, vals)
+
+
+# PyTorch's deprecated, non-underscore aliases
+uniform, normal, constant = uniform_, normal_, constant_
+xavier_uniform, xavier_normal = xavier_uniform_, xavier_normal_
+kaiming_uniform, kaiming_normal, orthogonal = kaiming_uniform_, kaiming_normal_, orthogonal_

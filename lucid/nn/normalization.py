@@ -1,0 +1,222 @@
+"""Normalisation modules: BatchNorm1d/2d/3d, LayerNorm, GroupNorm, InstanceNorm1d/2d, RMSNorm."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import functional as F
+from . import init
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm",
+           "InstanceNorm1d", "InstanceNorm2d", "RMSNorm"]
+
+
+def _lucid():
+    import lucid
+
+    return lucid
+
+
+class _NormBase(Module):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 device=None, dtype=None):
+        super().__init__()
+        lucid = _lucid()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(lucid.ones(num_features, dtype=dtype))
+            self.bias = Parameter(lucid.zeros(num_features, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", lucid.zeros(num_features, dtype=dtype))
+            self.register_buffer("running_var", lucid.ones(num_features, dtype=dtype))
+            self.register_buffer("num_batches_tracked", lucid.tensor(0, dtype=lucid.int64))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            init.zeros_(self.running_mean)
+            init.ones_(self.running_var)
+            self.num_batches_tracked._data = np.zeros((), np.int64)
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(_NormBase):
+    _dims = ()
+
+    def _check_input_dim(self, input):
+        if input.ndim not in self._dims:
+            raise ValueError(
+                f"{type(self).__name__}: expected {' or '.join(f'{d}D' for d in self._dims)} input "
+                f"(got {input.ndim}D input of shape {tuple(input.shape)})"
+            )
+        if input.shape[1] != self.num_features:
+            raise ValueError(
+                f"{type(self).__name__}: expected {self.num_features} channels at dim 1, got input of "
+                f"shape {tuple(input.shape)}"
+            )
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked._data = self.num_batches_tracked._data + 1
+            self.num_batches_tracked._version[0] += 1
+            if self.momentum is None:  # cumulative moving average
+                factor = 1.0 / float(self.num_batches_tracked._data)
+        use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
+        track = not self.training or self.track_running_stats
+        return F.batch_norm(
+            input,
+            self.running_mean if track else None,
+            self.running_var if track else None,
+            self.weight, self.bias, use_batch_stats, factor, self.eps,
+        )
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation over (N, C) or (N, C, L) inputs.
+
+    Training uses batch statistics and updates ``running_mean``/``running_var`` with
+    ``momentum`` (``None``: cumulative average); evaluation uses the running statistics.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> bn = nn.BatchNorm1d(2)
+    >>> bn(lucid.tensor([[1.0, 2.0], [3.0, 6.0]]))
+    tensor([[-1., -1.],
+           [ 1.,  1.]], grad_fn=<addBackward>)
+    """
+
+    _dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation over (N, C, H, W) inputs (see :class:`BatchNorm1d`)."""
+
+    _dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    _dims = (5,)
+
+
+class _InstanceNorm(_NormBase):
+    _dims = ()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False,
+                 device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def forward(self, input):
+        if input.ndim == self._dims[0]:  # unbatched
+            return self.forward(input.unsqueeze(0)).squeeze(0)
+        return F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                               self.training or not self.track_running_stats, self.momentum or 0.0, self.eps)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    _dims = (2, 3)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    _dims = (3, 4)
+
+
+class LayerNorm(Module):
+    """Normalise over the trailing ``normalized_shape`` dims; ``weight`` = 1, ``bias`` = 0.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.LayerNorm(2)
+    LayerNorm((2,), eps=1e-05, elementwise_affine=True)
+    """
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None,
+                 dtype=None):
+        super().__init__()
+        lucid = _lucid()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(lucid.ones(*self.normalized_shape, dtype=dtype))
+            if bias:
+                self.bias = Parameter(lucid.zeros(*self.normalized_shape, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class RMSNorm(Module):
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape, self.eps, self.elementwise_affine = tuple(normalized_shape), eps, elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(_lucid().ones(*self.normalized_shape, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+
+    def forward(self, input):
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class GroupNorm(Module):
+    """Group normalisation of (N, C, *) inputs; per-channel affine ``weight`` = 1, ``bias`` = 0."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
+        lucid = _lucid()
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        if affine:
+            self.weight = Parameter(lucid.ones(num_channels, dtype=dtype))
+            self.bias = Parameter(lucid.zeros(num_channels, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"

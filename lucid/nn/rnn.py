@@ -1,0 +1,247 @@
+"""Recurrent layers: ``RNN`` (tanh/relu), ``LSTM``, ``GRU`` and their single-step cells.
+
+Parameter names (``weight_ih_l0``, ``weight_hh_l0_reverse``, ``bias_ih_l1`` ...), shapes,
+gate orders and the ``U(-1/sqrt(H), 1/sqrt(H))`` initialisation follow PyTorch, so a
+PyTorch ``state_dict`` loads as is. Inputs are (L, N, I), or (N, L, I) with
+``batch_first=True``, or unbatched (L, I).
+"""
+from __future__ import annotations
+
+import math
+
+from . import functional as F
+from . import init
+from .functional.rnn import run_direction
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
+
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _lucid():
+    import lucid
+
+    return lucid
+
+
+class RNNBase(Module):
+    """Shared machinery of the multi-layer recurrent layers."""
+
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__()
+        name = type(self).__name__
+        if proj_size:
+            raise NotImplementedError(f"{name}: proj_size is not supported")
+        if not 0 <= dropout <= 1:
+            raise ValueError(f"{name}: dropout should be a number in range [0, 1], got {dropout}")
+        if hidden_size <= 0 or num_layers <= 0:
+            raise ValueError(f"{name}: hidden_size and num_layers must be positive, got {hidden_size}, {num_layers}")
+        self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
+        self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
+        self.dropout, self.bidirectional, self.proj_size = float(dropout), bidirectional, proj_size
+        lucid = _lucid()
+        g = _GATES[mode] * hidden_size
+        dirs = 2 if bidirectional else 1
+        for layer in range(num_layers):
+            in_size = input_size if layer == 0 else hidden_size * dirs
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                setattr(self, "weight_ih" + sfx, Parameter(lucid.empty(g, in_size, dtype=dtype)))
+                setattr(self, "weight_hh" + sfx, Parameter(lucid.empty(g, hidden_size, dtype=dtype)))
+                if bias:
+                    setattr(self, "bias_ih" + sfx, Parameter(lucid.empty(g, dtype=dtype)))
+                    setattr(self, "bias_hh" + sfx, Parameter(lucid.empty(g, dtype=dtype)))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def _layer_params(self, layer, d):
+        sfx = f"_l{layer}" + ("_reverse" if d else "")
+        get = lambda n: getattr(self, n + sfx) if self.bias or n.startswith("weight") else None  # noqa: E731
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
+
+    def _initial(self, hx, x, dirs):
+        lucid = _lucid()
+        shape = (self.num_layers * dirs, x.shape[1], self.hidden_size)
+        if hx is None:
+            return lucid.zeros(*shape, dtype=x.dtype)
+        if tuple(hx.shape) != shape:
+            raise RuntimeError(f"{type(self).__name__}: expected hidden size {shape}, got {tuple(hx.shape)}")
+        return hx
+
+    def forward(self, input, hx=None):
+        lucid = _lucid()
+        name = type(self).__name__
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{name}: expected a 2-D (unbatched) or 3-D input, got shape {tuple(input.shape)}")
+        unbatched = input.ndim == 2
+        x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
+        if x.shape[-1] != self.input_size:
+            raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                               f"got {x.shape[-1]} (input shape {tuple(input.shape)})")
+        dirs = 2 if self.bidirectional else 1
+        lstm = self.mode == "LSTM"
+        if unbatched and hx is not None:
+            hx = tuple(h.unsqueeze(1) for h in hx) if lstm else hx.unsqueeze(1)
+        if lstm:
+            h0 = self._initial(None if hx is None else hx[0], x, dirs)
+            c0 = self._initial(None if hx is None else hx[1], x, dirs)
+        else:
+            h0 = self._initial(hx, x, dirs)
+        mode = "LSTM" if lstm else ("GRU" if self.mode == "GRU" else "RNN")
+        nonlin = "relu" if self.mode == "RNN_RELU" else "tanh"
+        hs, cs = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                k = layer * dirs + d
+                state = (h0[k], c0[k]) if lstm else h0[k]
+                out, state = run_direction(mode, x, state, *self._layer_params(layer, d), reverse=bool(d),
+                                           nonlinearity=nonlin)
+                outs.append(out)
+                hs.append(state[0] if lstm else state)
+                if lstm:
+                    cs.append(state[1])
+            x = outs[0] if dirs == 1 else lucid.cat(outs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        h_n = lucid.stack(hs, 0)
+        out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
+        if unbatched:
+            h_n = h_n.squeeze(1)
+        if lstm:
+            c_n = lucid.stack(cs, 0)
+            return out, (h_n, c_n.squeeze(1) if unbatched else c_n)
+        return out, h_n
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+
+class RNN(RNNBase):
+    """Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`` (or ReLU).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> rnn = nn.RNN(4, 8, num_layers=2, batch_first=True)
+    >>> out, h = rnn(lucid.zeros(3, 5, 4))
+    >>> out.shape, h.shape
+    ((3, 5, 8), (2, 3, 8))
+    """
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r}, expected 'tanh' or 'relu'")
+        self.nonlinearity = nonlinearity
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size,
+                         num_layers, bias, batch_first, dropout, bidirectional, 0, device, dtype)
+
+
+class LSTM(RNNBase):
+    """Long short-term memory; ``forward(x, (h0, c0))`` returns ``(output, (h_n, c_n))``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> lstm = nn.LSTM(4, 8, bidirectional=True)
+    >>> out, (h, c) = lstm(lucid.zeros(5, 3, 4))
+    >>> out.shape, h.shape, c.shape
+    ((5, 3, 16), (2, 3, 8), (2, 3, 8))
+    """
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         proj_size, device, dtype)
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit (PyTorch's gate order ``[r, z, n]``)."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         0, device, dtype)
+
+
+class _CellBase(Module):
+    _gates = 1
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__()
+        lucid = _lucid()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        g = self._gates * hidden_size
+        self.weight_ih = Parameter(lucid.empty(g, input_size, dtype=dtype))
+        self.weight_hh = Parameter(lucid.empty(g, hidden_size, dtype=dtype))
+        if bias:
+            self.bias_ih = Parameter(lucid.empty(g, dtype=dtype))
+            self.bias_hh = Parameter(lucid.empty(g, dtype=dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        bound = 1.0 / math.sqrt(hidden_size)
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def _zeros(self, input):
+        shape = (input.shape[0], self.hidden_size) if input.ndim == 2 else (self.hidden_size,)
+        return _lucid().zeros(*shape, dtype=input.dtype)
+
+    def _args(self):
+        return self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh
+
+    def extra_repr(self):
+        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+
+
+class RNNCell(_CellBase):
+    """One Elman RNN step."""
+
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        hx = self._zeros(input) if hx is None else hx
+        fn = F.rnn_tanh_cell if self.nonlinearity == "tanh" else F.rnn_relu_cell
+        return fn(input, hx, *self._args())
+
+
+class LSTMCell(_CellBase):
+    """One LSTM step; returns ``(h', c')``."""
+
+    _gates = 4
+
+    def forward(self, input, hx=None):
+        hx = (self._zeros(input), self._zeros(input)) if hx is None else hx
+        return F.lstm_cell(input, hx, *self._args())
+
+
+class GRUCell(_CellBase):
+    """One GRU step."""
+
+    _gates = 3
+
+    def forward(self, input, hx=None):
+        hx = self._zeros(input) if hx is None else hx
+        return F.gru_cell(input, hx, *self._args())

@@ -1,0 +1,183 @@
+"""``MultiheadAttention``, ``TransformerEncoderLayer`` and ``TransformerEncoder``.
+
+Parameter names follow PyTorch (``in_proj_weight``, ``in_proj_bias``, ``out_proj.weight``,
+``self_attn.*``, ``linear1``, ``linear2``, ``norm1``, ``norm2``), so a PyTorch state dict
+loads as is.
+"""
+from __future__ import annotations
+
+import copy
+
+from . import functional as F
+from . import init
+from .containers import ModuleList
+from .dropout import Dropout
+from .linear import Linear
+from .module import Module
+from .normalization import LayerNorm
+from .parameter import Parameter
+
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
+
+
+def _lucid():
+    import lucid
+
+    return lucid
+
+
+class MultiheadAttention(Module):
+    """Multi-head attention ``softmax(QK^T/sqrt(d)) V`` over ``num_heads`` heads.
+
+    ``forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+    average_attn_weights=True, is_causal=False)`` returns ``(output, weights)``. Inputs are
+    (L, N, E), or (N, L, E) with ``batch_first=True``, or unbatched (L, E). Boolean masks are
+    True where attention is *not* allowed; float masks are added to the scores.
+    Limitations: no ``bias_k``/``bias_v``/``add_zero_attn``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    >>> x = lucid.zeros(3, 5, 8)
+    >>> out, w = mha(x, x, x)
+    >>> out.shape, w.shape
+    ((3, 5, 8), (3, 5, 5))
+    """
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
+            raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
+                             f"({num_heads}) and both positive")
+        if add_bias_kv or add_zero_attn:
+            raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
+        lucid = _lucid()
+        self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self.head_dim = embed_dim // num_heads
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(lucid.empty(3 * embed_dim, embed_dim, dtype=dtype))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        else:
+            self.register_parameter("in_proj_weight", None)
+            self.q_proj_weight = Parameter(lucid.empty(embed_dim, embed_dim, dtype=dtype))
+            self.k_proj_weight = Parameter(lucid.empty(embed_dim, self.kdim, dtype=dtype))
+            self.v_proj_weight = Parameter(lucid.empty(embed_dim, self.vdim, dtype=dtype))
+        if bias:
+            self.in_proj_bias = Parameter(lucid.empty(3 * embed_dim, dtype=dtype))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            for w in (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+                init.xavier_uniform_(w)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        unbatched = query.ndim == 2
+        if unbatched:
+            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        elif self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        if query.ndim != 3 or query.shape[-1] != self.embed_dim:
+            raise RuntimeError(f"MultiheadAttention: expected query of shape (L, N, {self.embed_dim}), got "
+                               f"{tuple(query.shape)}")
+        out, weights = F.multi_head_attention_forward(
+            query, key, value, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.out_proj.weight,
+            self.out_proj.bias, key_padding_mask=key_padding_mask, need_weights=need_weights,
+            attn_mask=attn_mask, average_attn_weights=average_attn_weights, is_causal=is_causal,
+            dropout_p=self.dropout, training=self.training, q_proj_weight=self.q_proj_weight,
+            k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight)
+        if unbatched:
+            return out.squeeze(1), (weights.squeeze(0) if weights is not None else None)
+        if self.batch_first:
+            out = out.transpose(0, 1)
+        return out, weights
+
+    def extra_repr(self):
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
+
+
+def _activation(act):
+    if callable(act):
+        return act
+    if act == "relu":
+        return F.relu
+    if act == "gelu":
+        return F.gelu
+    raise RuntimeError(f"TransformerEncoderLayer: activation should be relu/gelu, not {act!r}")
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention + feed-forward block (post-norm by default, pre-norm with ``norm_first``).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True)
+    >>> layer(lucid.zeros(3, 5, 8)).shape
+    (3, 5, 8)
+    """
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                            dtype=dtype)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.activation = _activation(activation)
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._ff_block(self.norm2(x))
+        x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._ff_block(x))
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
+                           is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x):
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoder(Module):
+    """A stack of ``num_layers`` deep copies of ``encoder_layer``, then an optional ``norm``."""
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
+        super().__init__()
+        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        return self.norm(x) if self.norm is not None else x

@@ -1,0 +1,78 @@
+"""Gradient clipping, in place on ``.grad`` (outside the graph)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._core.tensor import Tensor, _wrap
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "get_total_norm"]
+
+
+def _grads(parameters):
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    return [p._grad for p in parameters if p._grad is not None]
+
+
+def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """The ``norm_type``-norm of all ``tensors`` viewed as one vector."""
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    norm_type = float(norm_type)
+    arrays = [t._data for t in tensors]
+    if not arrays:
+        return _wrap(np.array(0.0, np.float32))
+    dtype = np.result_type(*[a.dtype for a in arrays])
+    if norm_type == math.inf:
+        total = max(float(np.max(np.abs(a))) if a.size else 0.0 for a in arrays)
+    elif norm_type == 2.0:
+        total = math.sqrt(sum(float(np.vdot(a.ravel(), a.ravel()).real) for a in arrays))
+    else:
+        total = sum(float(np.sum(np.abs(a) ** norm_type)) for a in arrays) ** (1.0 / norm_type)
+    if error_if_nonfinite and not math.isfinite(total):
+        raise RuntimeError(
+            f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it "
+            "cannot be clipped. To disable this error and scale the gradients by the non-finite norm "
+            "anyway, set `error_if_nonfinite=False`"
+        )
+    return _wrap(np.array(total, dtype=dtype))
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """Scale all gradients so their joint ``norm_type``-norm is at most ``max_norm``.
+
+    Returns
+    -------
+    Tensor
+        The total norm of the gradients before clipping.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.nn.utils import clip_grad_norm_
+    >>> p = lucid.tensor([3.0, 4.0], requires_grad=True)
+    >>> (p * lucid.tensor([3.0, 4.0])).sum().backward()
+    >>> clip_grad_norm_([p], 1.0).item(), [round(v, 2) for v in p.grad.tolist()]
+    (5.0, [0.6, 0.8])
+    """
+    grads = _grads(parameters)
+    total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    coef = float(max_norm) / (float(total.item()) + 1e-6)
+    if coef < 1.0 or math.isnan(coef):
+        for g in grads:
+            g._data = (g._data * coef).astype(g.dtype, copy=False)
+            g._version[0] += 1
+    return total
+
+
+clip_grad_norm = clip_grad_norm_
+
+
+def clip_grad_value_(parameters, clip_value, foreach=None):
+    """Clamp every gradient entry to ``[-clip_value, clip_value]`` in place."""
+    clip_value = float(clip_value)
+    for g in _grads(parameters):
+        g._data = np.clip(g._data, -clip_value, clip_value)
+        g._version[0] += 1

@@ -1,0 +1,137 @@
+"""The Adam family: Adam (amsgrad), AdamW, Adamax, NAdam, RAdam — PyTorch's update formulas."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .optimizer import Optimizer
+
+
+def _check(name, lr, betas, eps, weight_decay):
+    if lr < 0 or eps < 0 or weight_decay < 0:
+        raise ValueError(f"{name}: invalid lr {lr}, eps {eps} or weight_decay {weight_decay}")
+    if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+        raise ValueError(f"{name}: invalid betas {betas}")
+
+
+def _moments(state, p, g, b1, b2):
+    """Update and return (step, exp_avg, exp_avg_sq)."""
+    if "step" not in state:
+        state["step"] = 0
+        state["exp_avg"] = np.zeros_like(p)
+        state["exp_avg_sq"] = np.zeros_like(p)
+    state["step"] += 1
+    m, v = state["exp_avg"], state["exp_avg_sq"]
+    m *= b1
+    m += (1 - b1) * g
+    v *= b2
+    v += (1 - b2) * g * g
+    return state["step"], m, v
+
+
+class Adam(Optimizer):
+    """Adam: ``p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)`` (``v`` -> running max with amsgrad)."""
+
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
+        _check(type(self).__name__, lr, betas, eps, weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize))
+
+    def _update(self, p, g, state, group):
+        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if wd:
+            if self._decoupled:
+                p *= 1 - lr * wd
+            else:
+                g = g + wd * p
+        t, m, v = _moments(state, p, g, b1, b2)
+        if group["amsgrad"]:
+            vmax = state.setdefault("max_exp_avg_sq", np.zeros_like(p))
+            np.maximum(vmax, v, out=vmax)
+            v = vmax
+        denom = np.sqrt(v) / math.sqrt(1 - b2 ** t) + eps
+        p -= (lr / (1 - b1 ** t)) * m / denom
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: ``p *= 1 - lr * wd`` before the Adam step."""
+
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, **kw):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, **kw)
+
+
+class Adamax(Optimizer):
+    """Adamax: infinity-norm Adam. ``u = max(b2 * u, |g| + eps)``; ``p -= lr/(1-b1^t) * m / u``."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False, **kw):
+        _check("Adamax", lr, betas, eps, weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize))
+
+    def _update(self, p, g, state, group):
+        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if wd:
+            g = g + wd * p
+        if "step" not in state:
+            state.update(step=0, exp_avg=np.zeros_like(p), exp_inf=np.zeros_like(p))
+        state["step"] += 1
+        m, u = state["exp_avg"], state["exp_inf"]
+        m *= b1
+        m += (1 - b1) * g
+        np.maximum(u * b2, np.abs(g) + eps, out=u)
+        p -= lr / (1 - b1 ** state["step"]) * m / u
+
+
+class NAdam(Optimizer):
+    """NAdam (Nesterov Adam) with PyTorch's momentum-decay schedule ``mu_t = b1 (1 - 0.5 * 0.96^(t * psi))``."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 momentum_decay=4e-3, *, maximize=False, **kw):
+        _check("NAdam", lr, betas, eps, weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      momentum_decay=momentum_decay, maximize=maximize))
+
+    def _update(self, p, g, state, group):
+        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        psi = group["momentum_decay"]
+        if wd:
+            g = g + wd * p
+        state.setdefault("mu_product", 1.0)
+        t, m, v = _moments(state, p, g, b1, b2)
+        mu = b1 * (1 - 0.5 * 0.96 ** (t * psi))
+        mu_next = b1 * (1 - 0.5 * 0.96 ** ((t + 1) * psi))
+        state["mu_product"] *= mu
+        prod = state["mu_product"]
+        denom = np.sqrt(v / (1 - b2 ** t)) + eps
+        p -= lr * (1 - mu) / (1 - prod) * g / denom
+        p -= lr * mu_next / (1 - prod * mu_next) * m / denom
+
+
+class RAdam(Optimizer):
+    """Rectified Adam: plain momentum steps until the variance estimate is tractable (rho_t > 5)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False, **kw):
+        _check("RAdam", lr, betas, eps, weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize))
+
+    def _update(self, p, g, state, group):
+        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if wd:
+            g = g + wd * p
+        t, m, v = _moments(state, p, g, b1, b2)
+        bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+        m_hat = m / bc1
+        rho_inf = 2 / (1 - b2) - 1
+        rho_t = rho_inf - 2 * t * b2 ** t / bc2
+        if rho_t > 5:
+            rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+            p -= lr * m_hat * rect * (math.sqrt(bc2) / (np.sqrt(v) + eps))
+        else:
+            p -= lr * m_hat

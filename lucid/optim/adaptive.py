@@ -1,0 +1,92 @@
+"""Per-coordinate adaptive methods: RMSprop, Adagrad, Adadelta (PyTorch's formulas)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .optimizer import Optimizer
+
+
+class RMSprop(Optimizer):
+    """RMSprop: ``s = a s + (1-a) g^2``; ``p -= lr g / (sqrt(s) + eps)`` (centered, momentum optional)."""
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
+                 centered=False, *, maximize=False, **kw):
+        if lr < 0 or eps < 0 or momentum < 0 or weight_decay < 0 or alpha < 0:
+            raise ValueError("RMSprop: invalid hyperparameter")
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                                      momentum=momentum, centered=centered, maximize=maximize))
+
+    def _update(self, p, g, state, group):
+        a, eps, wd, mu = group["alpha"], group["eps"], group["weight_decay"], group["momentum"]
+        if wd:
+            g = g + wd * p
+        if "step" not in state:
+            state.update(step=0, square_avg=np.zeros_like(p))
+            if mu > 0:
+                state["momentum_buffer"] = np.zeros_like(p)
+            if group["centered"]:
+                state["grad_avg"] = np.zeros_like(p)
+        state["step"] += 1
+        s = state["square_avg"]
+        s *= a
+        s += (1 - a) * g * g
+        if group["centered"]:
+            ga = state["grad_avg"]
+            ga *= a
+            ga += (1 - a) * g
+            avg = np.sqrt(s - ga * ga) + eps
+        else:
+            avg = np.sqrt(s) + eps
+        if mu > 0:
+            buf = state["momentum_buffer"]
+            buf *= mu
+            buf += g / avg
+            p -= group["lr"] * buf
+        else:
+            p -= group["lr"] * g / avg
+
+
+class Adagrad(Optimizer):
+    """Adagrad: ``S += g^2``; ``p -= lr / (1 + (t-1) lr_decay) * g / (sqrt(S) + eps)``."""
+
+    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
+                 eps=1e-10, *, maximize=False, **kw):
+        if lr < 0 or lr_decay < 0 or weight_decay < 0 or eps < 0 or initial_accumulator_value < 0:
+            raise ValueError("Adagrad: invalid hyperparameter")
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value, eps=eps,
+                                      maximize=maximize))
+
+    def _update(self, p, g, state, group):
+        if "step" not in state:
+            state.update(step=0, sum=np.full_like(p, group["initial_accumulator_value"]))
+        state["step"] += 1
+        if group["weight_decay"]:
+            g = g + group["weight_decay"] * p
+        clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+        state["sum"] += g * g
+        p -= clr * g / (np.sqrt(state["sum"]) + group["eps"])
+
+
+class Adadelta(Optimizer):
+    """Adadelta: ``d = sqrt(acc_delta + eps) / sqrt(s + eps) * g``; ``p -= lr * d``."""
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, maximize=False, **kw):
+        if lr < 0 or not 0 <= rho <= 1 or eps < 0 or weight_decay < 0:
+            raise ValueError("Adadelta: invalid hyperparameter")
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
+
+    def _update(self, p, g, state, group):
+        rho, eps = group["rho"], group["eps"]
+        if group["weight_decay"]:
+            g = g + group["weight_decay"] * p
+        if "step" not in state:
+            state.update(step=0, square_avg=np.zeros_like(p), acc_delta=np.zeros_like(p))
+        state["step"] += 1
+        s, acc = state["square_avg"], state["acc_delta"]
+        s *= rho
+        s += (1 - rho) * g * g
+        delta = np.sqrt(acc + eps) / np.sqrt(s + eps) * g
+        acc *= rho
+        acc += (1 - rho) * delta * delta
+        p -= group["lr"] * delta

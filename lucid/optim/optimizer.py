@@ -1,0 +1,198 @@
+"""The Optimizer base: parameter groups, per-parameter state, state_dict round trips.
+
+NOTE [Optimizer updates]
+Updates run on the parameters' ndarrays in place (``p._data``) — never through the
+autograd graph — and bump each parameter's version counter, as PyTorch does. State
+(momentum buffers, moments) is kept as ndarrays; ``state_dict`` hands out Tensor copies,
+so a saved checkpoint resumes training exactly.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from .._core.tensor import Tensor, _wrap
+
+
+class _Required:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _Required()
+
+
+class Optimizer:
+    """Base class of all optimizers.
+
+    Parameters
+    ----------
+    params : iterable of Tensor or of dict
+        Parameters, or parameter groups (dicts with ``"params"`` and per-group options).
+    defaults : dict
+        Default options for groups that do not set them.
+    """
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = {}
+        self.param_groups = []
+        if isinstance(params, Tensor):
+            raise TypeError(
+                f"{type(self).__name__}: params argument given to the optimizer should be an "
+                "iterable of Tensors or dicts, but got a Tensor"
+            )
+        groups = list(params)
+        if not groups:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(g):
+                if k != "params":
+                    lines.append(f"    {k}: {g[k]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+    def add_param_group(self, param_group):
+        """Add a group of parameters with its own options."""
+        group = dict(param_group)
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{type(self).__name__}: can only optimize Tensors, got {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError(f"{type(self).__name__}: can't optimize a non-leaf Tensor")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError(f"{type(self).__name__}: some parameters appear in more than one parameter group")
+        group["params"] = params
+        for k, v in self.defaults.items():
+            if v is required and k not in group:
+                raise ValueError(f"{type(self).__name__}: parameter group didn't specify a value of required option {k}")
+            group.setdefault(k, v)
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True):
+        """Reset the gradients of all optimized parameters (to None by default)."""
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p._grad is None:
+                    continue
+                if set_to_none:
+                    p._grad = None
+                else:
+                    p._grad._data[...] = 0
+                    p._grad._version[0] += 1
+
+    def step(self, closure=None):
+        """One update. ``closure`` re-evaluates the loss (required by LBFGS)."""
+        loss = None
+        if closure is not None:
+            from .._core.grad_mode import enable_grad
+
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p._grad
+                if g is None:
+                    continue
+                grad = g._data
+                if group.get("maximize", False):
+                    grad = -grad
+                state = self.state.setdefault(p, {})
+                self._update(p._data, grad, state, group)
+                p._version[0] += 1
+        return loss
+
+    def _update(self, param, grad, state, group):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ----------------------------------------------------------- checkpoints
+    def state_dict(self):
+        """``{"state": {index: {...}}, "param_groups": [...]}`` with parameters as indices."""
+        index = {}
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            packed["params"] = []
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+                packed["params"].append(index[id(p)])
+            groups.append(packed)
+        state = {}
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p in self.state:
+                    state[index[id(p)]] = {k: _export(v) for k, v in self.state[p].items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Restore options and state; validates everything before changing anything."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: loaded state dict has {len(groups)} parameter "
+                f"groups but the optimizer has {len(self.param_groups)}"
+            )
+        for saved, mine in zip(groups, self.param_groups):
+            if len(saved["params"]) != len(mine["params"]):
+                raise ValueError(
+                    f"{type(self).__name__}.load_state_dict: a loaded parameter group has "
+                    f"{len(saved['params'])} parameters but the optimizer's group has {len(mine['params'])}"
+                )
+        id_map = {}
+        for saved, mine in zip(groups, self.param_groups):
+            id_map.update(zip(saved["params"], mine["params"]))
+        new_state = {}
+        for k, st in state_dict["state"].items():
+            k = int(k)
+            if k not in id_map:
+                raise ValueError(f"{type(self).__name__}.load_state_dict: state for unknown parameter index {k}")
+            p = id_map[k]
+            entry = {}
+            for name, v in st.items():
+                if isinstance(v, Tensor):
+                    arr = np.array(v._data)
+                    if name not in ("step",) and arr.shape == p.shape:
+                        arr = arr.astype(p.dtype)
+                    entry[name] = arr
+                else:
+                    entry[name] = _import(v)
+            new_state[p] = entry
+        for saved, mine in zip(groups, self.param_groups):
+            for k, v in saved.items():
+                if k != "params":
+                    mine[k] = copy.deepcopy(v)
+        self.state = new_state
+
+
+def _export(v):
+    """State value -> checkpoint value: ndarrays (also inside lists, e.g. LBFGS history) become Tensor copies."""
+    if isinstance(v, np.ndarray):
+        return _wrap(np.array(v))
+    if isinstance(v, (list, tuple)):
+        return type(v)(_export(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _export(x) for k, x in v.items()}
+    return copy.deepcopy(v)
+
+
+def _import(v):
+    """Inverse of :func:`_export`: Tensors become private ndarray copies."""
+    if isinstance(v, Tensor):
+        return np.array(v._data)
+    if isinstance(v, (list, tuple)):
+        return type(v)(_import(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _import(x) for k, x in v.items()}
+    return copy.deepcopy(v)

@@ -1,0 +1,46 @@
+"""Stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
+from __future__ import annotations
+
+from .optimizer import Optimizer, required
+
+
+class SGD(Optimizer):
+    """SGD, PyTorch's formulation.
+
+    ``g = grad + wd * p``; with momentum ``b = mu * b + (1 - dampening) * g`` (``b = g`` on
+    the first step) and ``g = g + mu * b`` (Nesterov) or ``g = b``; then ``p -= lr * g``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> w = lucid.tensor([1.0], requires_grad=True)
+    >>> opt = lucid.optim.SGD([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step()
+    >>> w.tolist()
+    [0.8]
+    """
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False, *, maximize=False, foreach=None, differentiable=False, fused=None):
+        if lr is not required and lr < 0.0:
+            raise ValueError(f"SGD: invalid learning rate {lr}")
+        if momentum < 0.0 or weight_decay < 0.0:
+            raise ValueError(f"SGD: invalid momentum {momentum} or weight_decay {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
+
+    def _update(self, p, g, state, group):
+        wd, mu, lr = group["weight_decay"], group["momentum"], group["lr"]
+        if wd:
+            g = g + wd * p
+        if mu:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = g.copy()
+            else:
+                buf *= mu
+                buf += (1 - group["dampening"]) * g
+            g = g + mu * buf if group["nesterov"] else buf
+        p -= lr * g

@@ -1,0 +1,140 @@
+"""Datasets: map-style, iterable, tensor-backed, subsets, concatenations and splits."""
+from __future__ import annotations
+
+import bisect
+import math
+
+import numpy as np
+
+from ..._core.tensor import Tensor
+
+
+class Dataset:
+    """A map-style dataset: implement ``__getitem__`` (and usually ``__len__``)."""
+
+    def __getitem__(self, index):
+        raise NotImplementedError(f"{type(self).__name__}: subclasses of Dataset should implement __getitem__")
+
+    def __add__(self, other):
+        return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset):
+    """A dataset that is iterated (a stream); implement ``__iter__``."""
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__}: subclasses of IterableDataset should implement __iter__")
+
+
+class TensorDataset(Dataset):
+    """Samples are the ``index``-th rows of each tensor.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.utils.data import TensorDataset
+    >>> ds = TensorDataset(lucid.arange(4), lucid.arange(4) * 10)
+    >>> ds[2]
+    (tensor(2), tensor(20))
+    """
+
+    def __init__(self, *tensors):
+        if not tensors:
+            raise ValueError("TensorDataset: needs at least one tensor")
+        n = tensors[0].shape[0]
+        for t in tensors:
+            if t.shape[0] != n:
+                raise ValueError(
+                    f"TensorDataset: size mismatch between tensors: {[tuple(x.shape) for x in tensors]}"
+                )
+        self.tensors = tensors
+
+    def __getitem__(self, index):
+        return tuple(t[index] for t in self.tensors)
+
+    def __len__(self):
+        return self.tensors[0].shape[0]
+
+
+class Subset(Dataset):
+    """The dataset restricted to ``indices``."""
+
+    def __init__(self, dataset, indices):
+        self.dataset, self.indices = dataset, list(indices)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, list):
+            return self.dataset[[self.indices[i] for i in idx]]
+        return self.dataset[self.indices[idx]]
+
+    def __len__(self):
+        return len(self.indices)
+
+
+class ConcatDataset(Dataset):
+    """Several map-style datasets one after another."""
+
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("ConcatDataset: datasets should not be an empty iterable")
+        for d in self.datasets:
+            if isinstance(d, IterableDataset):
+                raise TypeError("ConcatDataset: does not support IterableDataset")
+        self.cumulative_sizes = list(np.cumsum([len(d) for d in self.datasets]))
+
+    def __len__(self):
+        return int(self.cumulative_sizes[-1])
+
+    def __getitem__(self, idx):
+        if idx < 0:
+            if -idx > len(self):
+                raise IndexError("ConcatDataset: absolute value of index should not exceed dataset length")
+            idx += len(self)
+        d = bisect.bisect_right(self.cumulative_sizes, idx)
+        start = 0 if d == 0 else int(self.cumulative_sizes[d - 1])
+        return self.datasets[d][idx - start]
+
+
+def random_split(dataset, lengths, generator=None):
+    """Split into non-overlapping random subsets of the given lengths (or fractions).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.utils.data import TensorDataset, random_split
+    >>> a, b = random_split(TensorDataset(lucid.arange(10)), [0.7, 0.3], generator=lucid.Generator().manual_seed(0))
+    >>> len(a), len(b)
+    (7, 3)
+    """
+    n = len(dataset)
+    lengths = list(lengths)
+    if math.isclose(sum(lengths), 1) and sum(lengths) <= 1 and any(isinstance(x, float) for x in lengths):
+        counts = [int(math.floor(n * f)) for f in lengths]
+        for i in range(n - sum(counts)):
+            counts[i % len(counts)] += 1
+        lengths = counts
+    if sum(lengths) != n:
+        raise ValueError("random_split: sum of input lengths does not equal the length of the input dataset")
+    perm = _permutation(n, generator)
+    out, start = [], 0
+    for length in lengths:
+        out.append(Subset(dataset, perm[start:start + length].tolist()))
+        start += length
+    return out
+
+
+def _rng(generator, op="lucid.utils.data"):
+    """The NumPy generator behind a lucid ``Generator`` (``None``: the default one, which
+    ``lucid.manual_seed`` seeds)."""
+    from ...ops.random import _gen
+
+    return _gen(generator, op)
+
+
+def _permutation(n, generator):
+    return _rng(generator, "random_split").permutation(n)
+
+
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split"]
+_ = Tensor

@@ -1,0 +1,117 @@
+"""Samplers: which indices a DataLoader visits, and in which order."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..._core.tensor import Tensor
+from .dataset import _rng
+
+
+class Sampler:
+    """Base class: iterate over dataset indices."""
+
+    def __init__(self, data_source=None):
+        pass
+
+    def __iter__(self):
+        raise NotImplementedError
+
+
+class SequentialSampler(Sampler):
+    """Indices ``0 .. len(data_source) - 1`` in order."""
+
+    def __init__(self, data_source):
+        self.data_source = data_source
+
+    def __iter__(self):
+        return iter(range(len(self.data_source)))
+
+    def __len__(self):
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A random permutation (or ``num_samples`` draws with replacement)."""
+
+    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+        self.data_source, self.replacement, self.generator = data_source, replacement, generator
+        self._num_samples = num_samples
+        if num_samples is not None and (not isinstance(num_samples, int) or num_samples <= 0):
+            raise ValueError(f"RandomSampler: num_samples should be a positive integer, got {num_samples}")
+
+    @property
+    def num_samples(self):
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self):
+        n = len(self.data_source)
+        rng = _rng(self.generator)
+        if self.replacement:
+            return iter(rng.integers(0, n, self.num_samples).tolist())
+        reps = -(-self.num_samples // n) if n else 0
+        perm = np.concatenate([rng.permutation(n) for _ in range(reps)]) if reps else np.array([], int)
+        return iter(perm[: self.num_samples].tolist())
+
+    def __len__(self):
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given indices in a random order."""
+
+    def __init__(self, indices, generator=None):
+        self.indices, self.generator = list(indices), generator
+
+    def __iter__(self):
+        perm = _rng(self.generator).permutation(len(self.indices))
+        return (self.indices[i] for i in perm)
+
+    def __len__(self):
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices drawn with probability proportional to ``weights``."""
+
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        w = np.asarray(weights._data if isinstance(weights, Tensor) else weights, dtype=np.float64)
+        if w.ndim != 1 or (w < 0).any() or w.sum() <= 0:
+            raise ValueError("WeightedRandomSampler: weights must be a 1-D sequence of non-negative numbers with a positive sum")
+        if not replacement and num_samples > (w > 0).sum():
+            raise ValueError("WeightedRandomSampler: num_samples exceeds the number of non-zero weights without replacement")
+        self.weights, self.num_samples, self.replacement, self.generator = w, num_samples, replacement, generator
+
+    def __iter__(self):
+        p = self.weights / self.weights.sum()
+        idx = _rng(self.generator).choice(len(p), size=self.num_samples, replace=self.replacement, p=p)
+        return iter(idx.tolist())
+
+    def __len__(self):
+        return self.num_samples
+
+
+class BatchSampler(Sampler):
+    """Group the indices of ``sampler`` into lists of ``batch_size``."""
+
+    def __init__(self, sampler, batch_size, drop_last):
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
+            raise ValueError(f"BatchSampler: batch_size should be a positive integer, got {batch_size}")
+        self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
+
+    def __iter__(self):
+        batch = []
+        for idx in self.sampler:
+            batch.append(idx)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self):
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
+           "WeightedRandomSampler", "BatchSampler"]

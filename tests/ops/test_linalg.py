@@ -1,0 +1,93 @@
+"""Linear algebra beyond the op database: closed-form gradients, errors, einsum parsing."""
+import numpy as np
+import pytest
+
+import lucid
+import lucid.func as F
+
+L = lucid.linalg
+
+
+def _t(a, rg=False):
+    return lucid.tensor(np.asarray(a, dtype=np.float64), requires_grad=rg)
+
+
+def test_closed_form_gradients():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 3)) + 3 * np.eye(3)
+    x = _t(a, True)
+    L.det(x).backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.linalg.det(a) * np.linalg.inv(a).T, rtol=1e-10)
+    s = a + a.T
+    lam, v = np.linalg.eigh(s)
+    g = F.grad(lambda m: L.eigh(m).eigenvalues[2])(_t(s))
+    np.testing.assert_allclose(g.numpy(), np.outer(v[:, 2], v[:, 2]), atol=1e-10)
+    g = F.grad(lambda m: L.matrix_norm(m, "nuc"))(_t(a))
+    u, _, vh = np.linalg.svd(a)
+    np.testing.assert_allclose(g.numpy(), u @ vh, atol=1e-10)
+
+
+def test_higher_order_and_transforms_compose():
+    a = _t(np.array([[2.0, 0.5], [0.3, 1.5]]))
+    h = F.hessian(lambda m: L.slogdet(m).logabsdet)(a)
+    inv = np.linalg.inv(a.numpy())
+    # d2 log|det A| / dA_ij dA_kl = -inv[l, i] inv[j, k]
+    np.testing.assert_allclose(h.numpy(), -np.einsum("li,jk->ijkl", inv, inv), atol=1e-10)
+    jf = F.jacfwd(L.inv)(a).numpy()
+    jr = F.jacrev(L.inv)(a).numpy()
+    np.testing.assert_allclose(jf, jr, atol=1e-12)
+
+
+def test_vmap_of_grad_batches_linalg():
+    rng = np.random.default_rng(1)
+    batch = rng.standard_normal((4, 3, 3)) + 3 * np.eye(3)
+    got = F.vmap(F.grad(lambda m: L.det(m)))(_t(batch)).numpy()
+    want = np.stack([np.linalg.det(b) * np.linalg.inv(b).T for b in batch])
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+def test_errors_name_op_and_shape():
+    with pytest.raises(RuntimeError, match=r"linalg.inv: .*square.*\(2, 3\)"):
+        L.inv(lucid.ones(2, 3))
+    with pytest.raises(RuntimeError, match="linalg_inv: the input is singular.*shape=\\(2, 2\\)"):
+        L.inv(lucid.ones(2, 2))
+    with pytest.raises(RuntimeError, match="linalg_cholesky: the input is not positive-definite"):
+        L.cholesky(-lucid.eye(2))
+    with pytest.raises(RuntimeError, match=r"linalg.solve: incompatible shapes"):
+        L.solve(lucid.eye(2), lucid.ones(3))
+    with pytest.raises(RuntimeError, match=r"linalg.det: .*shape \(3,\)"):
+        L.det(lucid.ones(3))
+    with pytest.raises(RuntimeError, match="einsum: subscript 'j' has size 2"):
+        lucid.einsum("ij,jk", lucid.ones(2, 3), lucid.ones(2, 2))
+    with pytest.raises(ValueError, match="einsum: subscript 'ij'"):
+        lucid.einsum("ij", lucid.ones(2))
+    with pytest.raises(RuntimeError, match=r"mm: expected self to be 2-D, got shape \(2,\)"):
+        lucid.mm(lucid.ones(2), lucid.ones(2, 2))
+    with pytest.raises(RuntimeError, match="bmm: batch sizes differ"):
+        lucid.bmm(lucid.ones(2, 2, 2), lucid.ones(3, 2, 2))
+    with pytest.raises(RuntimeError, match="linalg.qr: the derivative is only implemented"):
+        L.qr(_t(np.ones((2, 3)), True)).Q.sum().backward()
+
+
+def test_einsum_forms():
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((2, 3)), rng.standard_normal((3, 4))
+    np.testing.assert_allclose(lucid.einsum("ij,jk", [_t(a), _t(b)]).numpy(), a @ b)
+    np.testing.assert_allclose(lucid.einsum("iJ,Jk->ki", _t(a), _t(b)).numpy(), (a @ b).T)
+    np.testing.assert_allclose(lucid.einsum("i j , j k -> i k", _t(a), _t(b)).numpy(), a @ b)
+    assert lucid.einsum("i,i->", lucid.tensor([1, 2]), lucid.tensor([3, 4])).item() == 11
+    c = rng.standard_normal((2, 1, 3))
+    np.testing.assert_allclose(lucid.einsum("...j,...j->...", _t(c), _t(rng.standard_normal((4, 3)))).shape, (2, 4))
+
+
+def test_tensor_methods_and_named_results():
+    x = lucid.tensor([[2.0, 1.0], [1.0, 3.0]], dtype=lucid.float64)
+    assert x.det().item() == pytest.approx(5.0)
+    np.testing.assert_allclose(x.inverse().numpy(), np.linalg.inv(x.numpy()))
+    sign, logabs = L.slogdet(x)
+    assert sign.item() == 1.0 and L.slogdet(x).logabsdet.item() == pytest.approx(np.log(5))
+    assert L.eigh(x).eigenvalues.shape == (2,) and L.svd(x).Vh.shape == (2, 2) and L.qr(x).R.shape == (2, 2)
+    np.testing.assert_allclose(L.cholesky(x, upper=True).numpy(), np.linalg.cholesky(x.numpy()).T)
+    np.testing.assert_allclose(L.solve(x, x, left=False).numpy(), np.eye(2), atol=1e-12)
+    assert x.trace().item() == 5.0 and x.matrix_power(-1).shape == (2, 2)
+    assert L.norm(x, ord=float("inf")).item() == 4.0 and L.vector_norm(x, 0).item() == 4.0
