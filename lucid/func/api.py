@@ -408,19 +408,33 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         in_leaves, _ = tree_flatten(diff)
         per_out = []
         for k, o in enumerate(o_leaves):
-            n = o.numel()
-            basis = _wrap(np.eye(n, dtype=o.dtype).reshape((n,) + tuple(o.shape)))
-
             def one(ct, k=k):
                 cts = [ct if j == k else TN.zeros_like(oo) for j, oo in enumerate(o_leaves)]
                 return tree_flatten(vjp_fn(tree_unflatten(cts, o_def)))[0]
 
-            rows = vmap(one, chunk_size=chunk_size)(basis)
+            rows = _vmap_over_basis(one, o.numel(), tuple(o.shape), o.dtype, chunk_size)
             per_out.append([TN.reshape(r, shape=tuple(o.shape) + tuple(x.shape)) for r, x in zip(rows, in_leaves)])
         jac = _assemble(per_out, o_def, diff, argnums)
         return (jac, aux) if has_aux else jac
 
     return wrapper
+
+
+def _vmap_over_basis(fn, n, shape, dtype, chunk_size):
+    """``vmap(fn)`` over the rows of the identity (as ``(n, *shape)``), ``chunk_size`` rows at a
+    time; only one chunk of the basis and of the intermediates exists at once."""
+    from ..ops.shape import cat
+
+    step = n if chunk_size is None or chunk_size >= n else chunk_size
+    pieces = []
+    for start in range(0, max(n, 1), step or 1):
+        m = min(step, n - start)
+        eye = np.zeros((m, n), dtype=dtype)
+        eye[np.arange(m), np.arange(start, start + m)] = 1
+        pieces.append(vmap(fn)(_wrap(eye.reshape((m,) + shape))))
+    if len(pieces) == 1:
+        return pieces[0]
+    return [cat([p[i] for p in pieces], dim=0) for i in range(len(pieces[0]))]
 
 
 def _assemble(per_out, o_def, diff, argnums):

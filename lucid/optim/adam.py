@@ -31,7 +31,17 @@ def _moments(state, p, g, b1, b2):
 
 
 class Adam(Optimizer):
-    """Adam: ``p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)`` (``v`` -> running max with amsgrad)."""
+    """Adam: ``p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)`` (``v`` -> running max with amsgrad).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> w = lucid.tensor([1.0, -1.0], dtype=lucid.float64, requires_grad=True)
+    >>> opt = lucid.optim.Adam([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step()  # the first step moves each weight by lr
+    >>> [round(v, 6) for v in w.tolist()]
+    [0.9, -0.9]
+    """
 
     _decoupled = False
 

@@ -100,7 +100,18 @@ class LambdaLR(LRScheduler):
 
 
 class StepLR(LRScheduler):
-    """``lr = base_lr * gamma ** (epoch // step_size)``."""
+    """``lr = base_lr * gamma ** (epoch // step_size)``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> opt = lucid.optim.SGD([lucid.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = lucid.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    >>> lrs = []
+    >>> for epoch in range(5):
+    ...     lrs.append(sched.get_last_lr()[0]); opt.step(); sched.step()
+    >>> lrs
+    [1.0, 1.0, 0.5, 0.5, 0.25]"""
 
     _chainable = True
 

@@ -13,7 +13,7 @@ class SGD(Optimizer):
     Examples
     --------
     >>> import lucid
-    >>> w = lucid.tensor([1.0], requires_grad=True)
+    >>> w = lucid.tensor([1.0], dtype=lucid.float64, requires_grad=True)
     >>> opt = lucid.optim.SGD([w], lr=0.1)
     >>> (w * w).sum().backward(); opt.step()
     >>> w.tolist()

@@ -191,4 +191,4 @@ def test_jacrev_chunk_size_same_result_less_memory():
     close(full, np.diag(2 * np.cos(x.numpy()) * np.exp(2 * np.sin(x.numpy()))))
     p_full = _peak(lambda: F.jacrev(f)(x))
     p_chunk = _peak(lambda: F.jacrev(f, chunk_size=20)(x))
-    assert p_chunk < p_full, (p_chunk, p_full)
+    assert p_chunk < 0.85 * p_full, (p_chunk, p_full)

@@ -232,5 +232,35 @@ def test_scheduler_errors_and_last_epoch_resume():
         S.StepLR(o, step_size=1, last_epoch=3)
     o = _opt()
     S.StepLR(o, step_size=2, gamma=0.5)  # sets initial_lr
-    s = S.StepLR(o, step_size=2, gamma=0.5, last_epoch=3)  # resumes at epoch 4
-    assert s.last_epoch == 4 and o.param_groups[0]["lr"] == 0.25
+    s = S.StepLR(o, step_size=2, gamma=0.5, last_epoch=3)  # resumes at epoch 4, a decay epoch
+    assert s.last_epoch == 4 and o.param_groups[0]["lr"] == 0.5  # PyTorch: current lr * gamma
+
+
+def test_chained_schedulers_compose():
+    o = _opt()
+    a = S.ExponentialLR(o, gamma=0.9)
+    b = S.MultiStepLR(o, milestones=[2, 4], gamma=0.1)
+    got = []
+    for _ in range(6):
+        got.append([g["lr"] for g in o.param_groups])
+        o.step()
+        a.step()
+        b.step()
+    want = [[base * 0.9 ** e * 0.1 ** sum(e >= m for m in (2, 4)) for base in (1.0, 0.5)] for e in range(6)]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_chainable_scheduler_respects_a_rate_set_by_hand():
+    o = _opt()
+    s = S.CosineAnnealingLR(o, T_max=4, eta_min=0.1)
+    s.step()
+    o.param_groups[0]["lr"] = 0.5  # e.g. a user's manual warm restart at epoch 1
+    s.step()
+    c = lambda e: (1 + math.cos(math.pi * e / 4)) / 2  # noqa: E731
+    assert o.param_groups[0]["lr"] == pytest.approx(0.1 + (0.5 - 0.1) * c(2) / c(1))
+    assert o.param_groups[1]["lr"] == pytest.approx(0.1 + (0.5 - 0.1) * c(2))
+    for _ in range(3):  # through T_max, where the ratio form is 0/0: the additive step
+        s.step()
+    assert o.param_groups[1]["lr"] == pytest.approx(0.1 + (0.5 - 0.1) * c(5))
+    s.step(2)  # an explicit epoch uses the closed form
+    assert o.param_groups[0]["lr"] == pytest.approx(0.1 + 0.9 * c(2))

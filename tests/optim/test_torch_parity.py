@@ -114,3 +114,22 @@ def test_sequential_and_plateau_match_torch():
             seq.append(o.param_groups[0]["lr"])
         res.append(seq)
     np.testing.assert_allclose(res[1], res[0], rtol=1e-12)
+
+
+def test_chained_schedulers_and_manual_lr_match_torch():
+    res = []
+    for lib, mod in ((torch, torch.optim.lr_scheduler), (lucid, optim.lr_scheduler)):
+        o = _opt(lib, "SGD")
+        scheds = [mod.ExponentialLR(o, gamma=0.9), mod.MultiStepLR(o, milestones=[2, 4], gamma=0.1),
+                  mod.CosineAnnealingLR(o, T_max=3, eta_min=0.01), mod.LinearLR(o, start_factor=0.5, total_iters=3),
+                  mod.StepLR(o, step_size=3, gamma=0.7)]
+        seq = []
+        for i in range(10):
+            o.step()
+            for s in scheds:
+                s.step()
+            if i == 5:
+                o.param_groups[0]["lr"] = 0.3
+            seq.append([g["lr"] for g in o.param_groups])
+        res.append(seq)
+    np.testing.assert_allclose(res[1], res[0], rtol=1e-12)

@@ -62,7 +62,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     --------
     >>> import lucid
     >>> import lucid.nn.functional as F
-    >>> F.fold(lucid.ones(1, 4, 9), (4, 4), kernel_size=2)[0, 0, 1].tolist()
+    >>> F.fold(lucid.ones(1, 4, 9), (4, 4), kernel_size=2)[0, 0, 0].tolist()
     [1.0, 2.0, 2.0, 1.0]
     """
     input = _as_tensor(input)

@@ -1,24 +1,13 @@
 """Dropout (functional).
 
-The mask is drawn from lucid's random generator (``lucid.rand``, seeded by
-``lucid.manual_seed``) when it exists, else from NumPy's global generator. It is a
-constant: the output is ``input * mask / (1 - p)``, so gradients flow through the kept
-entries only. Inside ``vmap`` the mask is shared by all examples (like
-``randomness='same'``).
+The mask comes from lucid's random generator (``lucid.ops.random.dropout_mask``,
+seeded by ``lucid.manual_seed``). It is a constant: the output is
+``input * mask / (1 - p)``, so gradients flow through the kept entries only. Inside
+``vmap`` the mask follows the transform's ``randomness`` setting like every random op.
 """
 from __future__ import annotations
 
-import numpy as np
-
 __all__ = ["dropout", "dropout1d", "dropout2d", "alpha_dropout", "feature_alpha_dropout"]
-
-
-def _uniform(shape, dtype):
-    import lucid
-
-    if hasattr(lucid, "rand"):
-        return lucid.rand(*shape)._data if shape else lucid.rand(1)._data.reshape(())
-    return np.random.random_sample(shape)
 
 
 def _check(p, name):
@@ -27,12 +16,11 @@ def _check(p, name):
 
 
 def _apply_mask(input, mask_shape, p):
-    import lucid
+    from ...ops.random import dropout_mask
 
-    if p == 1.0:
-        return input * 0.0
-    keep = (_uniform(mask_shape, input.dtype) >= p).astype(input.dtype)
-    return input * lucid.tensor(keep * (1.0 / (1.0 - p)), dtype=input.dtype)
+    # The mask is a random op, so vmap's `randomness` rule applies to it (error / same /
+    # different), exactly as for lucid.rand.
+    return input * dropout_mask(mask_shape, p, input.dtype)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
@@ -75,13 +63,12 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False):
     _check(p, "alpha_dropout")
     if not training or p == 0.0:
         return input
-    import lucid
+    from ...ops.random import bernoulli_mask
 
     alpha = -1.7580993408473766
-    keep = _uniform(tuple(input.shape), input.dtype) >= p
     a = ((1 - p) * (1 + p * alpha ** 2)) ** -0.5
     b = -a * alpha * p
-    kt = lucid.tensor(keep.astype(input.dtype), dtype=input.dtype)
+    kt = bernoulli_mask(tuple(input.shape), 1.0 - p, input.dtype)
     return (input * kt + alpha * (1 - kt)) * a + b
 
 

@@ -5,5 +5,5 @@ from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, S
                       WeightedRandomSampler)
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split",
-           "DataLoader", "default_collate", "default_convert", "get_worker_info", "WorkerInfo", "Sampler", "SequentialSampler",
-           "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler"]
+           "DataLoader", "default_collate", "default_convert", "get_worker_info", "WorkerInfo", "Sampler",
+           "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler"]
