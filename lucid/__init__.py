@@ -25,7 +25,25 @@ from .ops.random import *  # noqa: F401,F403
 from .ops.inplace import *  # noqa: F401,F403
 from .ops.conv import *  # noqa: F401,F403
 from .ops import misc as _misc  # noqa: F401
-from .serialization import *  # noqa: F401,F403
-from . import autograd, func, linalg, nn, optim, utils  # noqa: E402,F401
+from . import autograd, func, linalg  # noqa: E402,F401
 
 __version__ = "0.1.0"
+
+# The training stack (nn, optim, utils, save/load) loads on first use, so `import lucid`
+# stays fast for users of the core alone; `import lucid.nn` works as usual.
+_LAZY_MODULES = {"nn", "optim", "utils", "serialization"}
+_LAZY_ATTRS = {"save": "serialization", "load": "serialization"}
+
+
+def __getattr__(name):
+    import importlib
+
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_ATTRS:
+        return getattr(importlib.import_module(f".{_LAZY_ATTRS[name]}", __name__), name)
+    raise AttributeError(f"module 'lucid' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _LAZY_MODULES | set(_LAZY_ATTRS))

@@ -111,7 +111,8 @@ class StepLR(LRScheduler):
     >>> for epoch in range(5):
     ...     lrs.append(sched.get_last_lr()[0]); opt.step(); sched.step()
     >>> lrs
-    [1.0, 1.0, 0.5, 0.5, 0.25]"""
+    [1.0, 1.0, 0.5, 0.5, 0.25]
+    """
 
     _chainable = True
 
