@@ -117,62 +117,55 @@ def w5_torch():
     return run
 
 
-# The hand-written NumPy keeps activations channels-last (N, H, W, C): im2col is then k*k
-# slice copies of contiguous C-runs and col2im k*k slice adds, with one GEMM per conv.
+# The hand-written NumPy keeps activations channel-major (C, N, H, W): im2col is k*k slice
+# copies of rows, col2im k*k slice adds, and each conv is one GEMM whose (O, N*H*W) result is
+# already the next layer's layout.
 def _im2col(xp_, k):
-    """(N, Hp, Wp, C) padded -> (N*H*W, k*k*C) columns ordered (ki, kj, c)."""
-    n, hp, wp, c = xp_.shape
+    """(C, N, Hp, Wp) padded -> (C*k*k, N*H*W) columns."""
+    c, n, hp, wp = xp_.shape
     h, w = hp - k + 1, wp - k + 1
-    cols = np.empty((n, h, w, k * k * c), xp_.dtype)
+    cols = np.empty((c, k, k, n, h, w), xp_.dtype)
     for i in range(k):
         for j in range(k):
-            cols[..., (i * k + j) * c:(i * k + j + 1) * c] = xp_[:, i:i + h, j:j + w, :]
-    return cols.reshape(n * h * w, k * k * c)
+            cols[:, i, j] = xp_[:, :, i:i + h, j:j + w]
+    return cols.reshape(c * k * k, n * h * w)
 
 
 def _col2im(cols, shape, k):
-    """Adjoint of :func:`_im2col`: (N*H*W, k*k*C) -> (N, Hp, Wp, C), overlapping windows summed."""
-    n, hp, wp, c = shape
+    """Adjoint of :func:`_im2col`: (C*k*k, N*H*W) -> (C, N, Hp, Wp), overlapping windows summed."""
+    c, n, hp, wp = shape
     h, w = hp - k + 1, wp - k + 1
-    cols = cols.reshape(n, h, w, k, k, c)
+    cols = cols.reshape(c, k, k, n, h, w)
     out = np.zeros(shape, cols.dtype)
     for i in range(k):
         for j in range(k):
-            out[:, i:i + h, j:j + w, :] += cols[:, :, :, i, j, :]
+            out[:, :, i:i + h, j:j + w] += cols[:, i, j]
     return out
 
 
-def _wmat(w):
-    """(O, C, k, k) -> (O, k*k*C), matching the column order of :func:`_im2col`."""
-    return w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1)
-
-
 def _conv_np(x, w, b):
-    xp_ = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    xp_ = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
     cols = _im2col(xp_, K)
-    return cols @ _wmat(w).T + b, cols, xp_.shape  # (N*H*W, O)
+    return w.reshape(w.shape[0], -1) @ cols + b[:, None], cols, xp_.shape  # (O, N*H*W)
 
 
 def w5_numpy_grads(xs, ys, w1, b1, w2, b2, w3, b3):
     """Forward + hand-written backward of the W5 CNN; returns the six gradients."""
-    o1, cols1, _ = _conv_np(xs.reshape(N, H, W, 1), w1, b1)
-    o2, cols2, s2 = _conv_np(np.maximum(o1, 0).reshape(N, H, W, C1), w2, b2)
-    pooled = np.maximum(o2, 0).reshape(N, H * W, C2).mean(axis=1)
+    o1, cols1, _ = _conv_np(xs.reshape(1, N, H, W), w1, b1)
+    o2, cols2, s2 = _conv_np(np.maximum(o1, 0).reshape(C1, N, H, W), w2, b2)
+    pooled = np.maximum(o2, 0).reshape(C2, N, H * W).mean(axis=2).T  # (N, C2)
     logits = pooled @ w3.T + b3
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     g = e / e.sum(axis=1, keepdims=True)
     g[np.arange(N), ys] -= 1
     g /= N
     gw3, gb3 = g.T @ pooled, g.sum(0)
-    gp = (g @ w3) * np.float32(1.0 / (H * W))
-    go2 = (o2.reshape(N, H * W, C2) > 0) * gp[:, None, :]
-    go2 = go2.reshape(N * H * W, C2)
-    gw2 = (cols2.T @ go2).T.reshape(C2, K, K, C1).transpose(0, 3, 1, 2)
-    gb2 = go2.sum(0)
-    ga1 = _col2im(go2 @ _wmat(w2), s2, K)[:, 1:-1, 1:-1, :]  # (N, H, W, C1)
-    go1 = ga1.reshape(N * H * W, C1) * (o1 > 0)
-    gw1 = (cols1.T @ go1).T.reshape(C1, K, K, 1).transpose(0, 3, 1, 2)
-    gb1 = go1.sum(0)
+    gp = (g @ w3).T * np.float32(1.0 / (H * W))  # (C2, N)
+    go2 = ((o2.reshape(C2, N, H * W) > 0) * gp[:, :, None]).reshape(C2, N * H * W)
+    gw2, gb2 = (cols2 @ go2.T).T.reshape(w2.shape), go2.sum(1)
+    ga1 = _col2im(w2.reshape(C2, -1).T @ go2, s2, K)[:, :, 1:-1, 1:-1]  # (C1, N, H, W)
+    go1 = ga1.reshape(C1, N * H * W) * (o1 > 0)
+    gw1, gb1 = (cols1 @ go1.T).T.reshape(w1.shape), go1.sum(1)
     return gw1, gb1, gw2, gb2, gw3, gb3
 
 
