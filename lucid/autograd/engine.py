@@ -127,13 +127,19 @@ class Node:
     def _check_versions(self):
         # See NOTE [In-place semantics] in lucid/ops/inplace.py: _version[1] names the last
         # in-place op.
-        for i, (a, v) in enumerate(zip(self.saved, self.versions or ())):
-            if isinstance(a, Tensor) and a._version[0] != v:
-                self._version_error(f"argument {i}", tuple(a.shape), a._version, v)
-        for i, (lst, v) in enumerate(self.out_versions or ()):
-            if lst[0] != v:
-                shape = self.out_meta[i][0] if self.out_meta else np.shape(self.out)
-                self._version_error("output" if self.nout == 1 else f"output {i}", tuple(shape), lst, v)
+        versions = self.versions
+        if versions is not None:
+            for a, v in zip(self.saved, versions):
+                if isinstance(a, Tensor) and a._version[0] != v:
+                    i = [x is a for x in self.saved].index(True)
+                    self._version_error(f"argument {i}", tuple(a.shape), a._version, v)
+        out_versions = self.out_versions
+        if out_versions is not None:
+            for lst, v in out_versions:
+                if lst[0] != v:
+                    i = [x[0] is lst for x in out_versions].index(True)
+                    shape = self.out_meta[i][0] if self.out_meta else np.shape(self.out)
+                    self._version_error("output" if self.nout == 1 else f"output {i}", tuple(shape), lst, v)
 
     def _version_error(self, what, shape, lst, v):
         by = f" It was last changed in place by '{lst[1]}'." if len(lst) > 1 else ""
@@ -195,6 +201,8 @@ def record(prim, args, params, out):
         parents.append(None)
     if save is True:
         saved = args
+    elif save is False:  # only shapes are needed (inlined _saved_inputs: hot path)
+        saved = [Meta(a._data.shape, a._data.dtype) if isinstance(a, Tensor) else a for a in args]
     else:
         saved, versions = _saved_inputs(prim, args, True)
     if prim.nout == 1:
@@ -303,10 +311,12 @@ def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None, 
     for edge, g in zip(roots, root_grads):
         _send(edge, g, buffers, heap, captured, wanted, pending, tensor_mode)
     anomaly = STATE.anomaly
+    capturing = wanted is not None
+    pop, push, get_buf = heappop, heappush, buffers.get
     while heap:
-        node = heappop(heap)[1]
+        node = pop(heap)[1]
         grads = buffers.pop(node)
-        if node.nout > 1 or node.hooks or node.retains or wanted is not None:
+        if capturing or node.nout > 1 or node.hooks or node.retains:
             grads = _prepare_output_grads(node, grads, captured, wanted, tensor_mode)
         if needed is None or node in needed:
             in_grads = node.apply(grads, tensor_mode)
@@ -317,10 +327,10 @@ def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None, 
                     continue
                 if parent.__class__ is tuple:
                     pn, idx = parent
-                    buf = buffers.get(pn)
+                    buf = get_buf(pn)
                     if buf is None:
                         buf = buffers[pn] = [None] * pn.nout
-                        heappush(heap, (-pn.seq, pn))
+                        push(heap, (-pn.seq, pn))
                         buf[idx] = g
                     else:
                         cur = buf[idx]

@@ -171,6 +171,15 @@ def _as_tensor(x):
     return _wrap(_to_array(x, None))
 
 
+def _unary_vjp(deriv):
+    def vjp(ns, g, out, x):
+        r = g * deriv(ns, x, out)
+        # A derivative built from masks or Python floats may widen the dtype: cast back.
+        return r if r.dtype == g.dtype else ns.cast(r, dtype=g.dtype)
+
+    return vjp
+
+
 def unary(name, impl, deriv, *, save_out=False, save_inputs=True, float_only=True, doc=None):
     """Define an elementwise primitive ``name`` from its derivative.
 
@@ -181,7 +190,7 @@ def unary(name, impl, deriv, *, save_out=False, save_inputs=True, float_only=Tru
     prim = defprim(
         name,
         impl,
-        vjp=(lambda ns, g, out, x: same_dtype(ns, g * deriv(ns, x, out), g),),
+        vjp=(_unary_vjp(deriv),),
         jvp=lambda ns, primals, tangents, out: same_dtype(ns, tangents[0] * deriv(ns, primals[0], out), tangents[0]),
         save_out=save_out,
         save_inputs=save_inputs,
