@@ -313,9 +313,50 @@ def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None, 
     anomaly = STATE.anomaly
     capturing = wanted is not None
     pop, push, get_buf = heappop, heappush, buffers.get
+    # The plain eager backward (arrays, no capture, no anomaly) takes an inlined copy of
+    # Node.apply for single-output primitive nodes: it is the hot path of training loops.
+    fast = not (capturing or tensor_mode or anomaly)
     while heap:
         node = pop(heap)[1]
         grads = buffers.pop(node)
+        if fast and node.__class__ is Node and node.nout == 1 and node.eager and not (
+                node.hooks or node.retains or node.freed):
+            if node.versions is not None or node.out_versions is not None:
+                node._check_versions()
+            prim = node.prim
+            rules, params, out, g = prim.vjp, node.params, node.out, grads[0]
+            args = [a._data if isinstance(a, Tensor) else a for a in node.saved]
+            i = -1
+            for parent in node.parents:
+                i += 1
+                if parent is None:
+                    continue
+                if rules.__class__ is tuple:
+                    rule = rules[i]
+                    if rule is None:
+                        raise RuntimeError(
+                            f"backward: op '{prim.name}' is not differentiable with respect to argument {i}")
+                    gi = rule(AN, g, out, *args, **params)
+                else:
+                    gi = rules(i, AN, g, out, *args, **params)
+                if gi is None:
+                    continue
+                if parent.__class__ is tuple:
+                    pn, idx = parent
+                    buf = get_buf(pn)
+                    if buf is None:
+                        buf = buffers[pn] = [None] * pn.nout
+                        push(heap, (-pn.seq, pn))
+                        buf[idx] = gi
+                    else:
+                        cur = buf[idx]
+                        buf[idx] = gi if cur is None else cur + gi
+                else:
+                    _send(parent, gi, buffers, heap, captured, wanted, pending, tensor_mode)
+            if not retain_graph:
+                node.saved = node.out = None
+                node.freed = True
+            continue
         if capturing or node.nout > 1 or node.hooks or node.retains:
             grads = _prepare_output_grads(node, grads, captured, wanted, tensor_mode)
         if needed is None or node in needed:
