@@ -209,7 +209,9 @@ def record(prim, args, params, out):
         node = Node(prim, params, saved, versions, out if prim.save_out else None, None, parents, True)
         if STATE.anomaly:
             node.stack = traceback.extract_stack(limit=12)[:-3]
-        t = _wrap(out)
+        t = object.__new__(Tensor)  # _wrap, inlined
+        t._data = out if out.__class__ is np.ndarray else np.asarray(out)
+        t._version = [0]
         t.grad_fn = node
         t._rg = True
         if prim.is_view:
