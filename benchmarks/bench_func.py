@@ -19,7 +19,13 @@ import os
 import sys
 import time
 
-import numpy as np
+# ``--threads N`` pins BLAS / torch threads (default: every core). On a loaded machine
+# multithreaded BLAS stalls, so compare ``--threads 1`` runs too.
+THREADS = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else (os.cpu_count() or 1)
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, str(THREADS))
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import lucid  # noqa: E402
@@ -29,20 +35,29 @@ try:
     import torch
     import torch.func as TF
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(THREADS)
 except ImportError:  # optional reference
     torch = TF = None
 
 
-def best_of(fn, repeat=7, number=20):
-    """Best mean seconds per call over ``repeat`` rounds of ``number`` calls (after a warm-up)."""
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / number)
+# ``--cpu`` times with time.process_time (CPU seconds of this process: steadier on a shared
+# machine, but it also counts every BLAS/torch worker thread, so use it with --threads 1).
+CLOCK = time.process_time if "--cpu" in sys.argv else time.perf_counter
+
+
+def best_of(fns, rounds=15, number=20):
+    """Best mean seconds per call of each function in ``fns`` (a dict), over ``rounds`` rounds
+    of ``number`` calls each. The functions take turns round by round, so a burst of load on a
+    shared machine hits all of them alike."""
+    for fn in fns.values():
+        fn()  # warm-up
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t0 = CLOCK()
+            for _ in range(number):
+                fn()
+            best[k] = min(best[k], (CLOCK() - t0) / number)
     return best
 
 
@@ -197,19 +212,18 @@ def _profile(which):
 
 
 def main():
-    if len(sys.argv) > 2 and sys.argv[1] == "--profile":
-        return _profile(sys.argv[2])
+    if "--profile" in sys.argv:
+        return _profile(sys.argv[sys.argv.index("--profile") + 1])
+    print(f"threads={THREADS} clock={CLOCK.__name__}  load average: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
     check_w3()
     check_w4()
     rows = []
-    t_l = best_of(w3_lucid())
-    t_n = best_of(w3_numpy())
-    t_t = best_of(w3_torch()) if torch else None
-    rows.append(("W3 per-sample grads (ms)", t_l * 1e3, t_n * 1e3, t_t * 1e3 if t_t else None))
-    t_l = best_of(w4_lucid())
-    t_n = best_of(w4_numpy())
-    t_t = best_of(w4_torch()) if torch else None
-    rows.append(("W4 hessian n=128 (ms)", t_l * 1e3, t_n * 1e3, t_t * 1e3 if t_t else None))
+    for name, side in (("W3 per-sample grads (ms)", "w3"), ("W4 hessian n=128 (ms)", "w4")):
+        fns = {"lucid": globals()[side + "_lucid"](), "numpy": globals()[side + "_numpy"]()}
+        if torch:
+            fns["torch"] = globals()[side + "_torch"]()
+        t = best_of(fns)
+        rows.append((name, t["lucid"] * 1e3, t["numpy"] * 1e3, t["torch"] * 1e3 if torch else None))
     print(f"{'workload':28s} {'lucid':>10s} {'numpy':>10s} {'torch':>10s} {'vs numpy':>9s} {'vs torch':>9s}")
     for name, l, n, t in rows:
         fmt = lambda v: f"{v:10.3f}" if v is not None else f"{'-':>10s}"  # noqa: E731
@@ -219,8 +233,8 @@ def main():
     print(f"{'wrapper overhead':28s} {'wrapped':>10s} {'eager':>10s} {'ratio':>9s}  (target <= 2)")
     for name, make in (("grad(f) vs fwd+backward (us)", overhead_grad), ("vmap(f) vs f on batch (us)", overhead_vmap)):
         eager, wrapped = make()
-        t_e, t_w = best_of(eager, number=200), best_of(wrapped, number=200)
-        print(f"{name:28s} {t_w * 1e6:10.1f} {t_e * 1e6:10.1f} {t_w / t_e:9.2f}")
+        t = best_of({"eager": eager, "wrapped": wrapped}, rounds=25, number=100)
+        print(f"{name:28s} {t['wrapped'] * 1e6:10.1f} {t['eager'] * 1e6:10.1f} {t['wrapped'] / t['eager']:9.2f}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ W2-nn  the W2 MLP step (784-512-512-10 ReLU, batch 128, softmax cross-entropy, S
 
 Everything is timed in this one process: best mean over several rounds (after a warm-up), so a
 loaded machine inflates the numbers less. ``--cpu`` times with ``time.process_time`` instead (CPU
-seconds of this process, all threads summed) and ``--profile`` prints a cProfile of the lucid steps.
+seconds of this process, all threads summed), ``--profile`` prints a cProfile of the lucid steps and
+``--layers`` the per-layer / per-backward-rule times of the lucid CNN step (its hot spots).
 Targets (issue 4): W5 within 2x of PyTorch, W2-nn within 1.1x of NumPy.
 """
 from __future__ import annotations
@@ -31,7 +32,8 @@ from bench_core import _mlp_data, w2_numpy  # noqa: E402
 try:
     import torch
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    # the cores this process may run on (``taskset`` is honoured), as many as PyTorch gets threads
+    torch.set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 except ImportError:  # optional reference
     torch = None
 
@@ -261,10 +263,58 @@ def _profile(fn, n=20):
     pstats.Stats(pr).sort_stats("tottime").print_stats(25)
 
 
+def _layers(rounds=10):
+    """Per-layer forward and per-rule backward times of the W5 step (min over ``rounds``).
+
+    Wraps every primitive's vjp rules with a timer (in this process only), so the conv
+    family's hot spots show up by name: ``conv[0]`` is the input gradient, ``conv[1]`` the
+    weight gradient."""
+    import collections
+
+    from lucid._core.primitive import REGISTRY
+
+    times = collections.defaultdict(list)
+
+    def timed(rule, key):
+        def run(*a, **k):
+            t0 = time.perf_counter()
+            r = rule(*a, **k)
+            times[key].append(time.perf_counter() - t0)
+            return r
+
+        return run
+
+    for name, prim in REGISTRY.items():
+        if isinstance(prim.vjp, tuple):
+            prim.vjp = tuple(r and timed(r, f"bwd {name}[{i}]") for i, r in enumerate(prim.vjp))
+    xs, ys, params = _cnn_data()
+    net = _cnn_modules(nn, params)
+    opt, crit = lucid.optim.SGD(net.parameters(), lr=LR), nn.CrossEntropyLoss()
+    x, y = lucid.tensor(xs), lucid.tensor(ys)
+    def cross_entropy(h):
+        return crit(h, y)
+
+    for _ in range(rounds):
+        h = x
+        for i, m in enumerate(list(net) + [cross_entropy]):
+            t0 = time.perf_counter()
+            h = m(h)
+            times[f"fwd {i} {getattr(m, '__name__', type(m).__name__)}"].append(time.perf_counter() - t0)
+        for key, fn in (("backward (all)", h.backward), ("SGD step", opt.step), ("zero_grad", opt.zero_grad)):
+            t0 = time.perf_counter()
+            fn()
+            times[key].append(time.perf_counter() - t0)
+    for key, v in times.items():
+        per = np.array(v).reshape(rounds, -1).min(0) * 1e3
+        print(f"{key:26s} {per.sum():8.2f} ms" + (f"  ({' + '.join(f'{t:.2f}' for t in per)})" if len(per) > 1 else ""))
+
+
 def main(argv=sys.argv[1:]):
     global CLOCK
     if "--cpu" in argv:
         CLOCK = time.process_time
+    if "--layers" in argv:
+        return _layers()
     if "--profile" in argv:
         for mk in (w2nn_lucid, w5_lucid):
             print(f"== {mk.__name__}")

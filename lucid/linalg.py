@@ -17,7 +17,7 @@ import numpy as np
 from ._core.primitive import bind
 from ._core.tensor import tensor_method
 from .ops import linalg as _ops
-from .ops._family import _as_tensor
+from .ops._family import _as_tensor, normalize_axis
 from .ops.linalg import matmul  # noqa: F401  (lucid.linalg.matmul, like torch)
 
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
@@ -47,6 +47,11 @@ def _matrix(A, op, square=False):
 def inv(A):
     """Inverse of a square matrix (or a batch of them).
 
+    Parameters
+    ----------
+    A : Tensor
+        A matrix or a batch of them, (..., n, n).
+
     Examples
     --------
     >>> import lucid
@@ -59,6 +64,11 @@ def inv(A):
 @tensor_method("det")
 def det(A):
     """Determinant of a square matrix (batched). The gradient needs a non-singular input.
+
+    Parameters
+    ----------
+    A : Tensor
+        A matrix or a batch of them, (..., n, n).
 
     Examples
     --------
@@ -73,6 +83,11 @@ def det(A):
 def slogdet(A):
     """``(sign, logabsdet)`` with ``det(A) = sign * exp(logabsdet)``; only ``logabsdet`` has a gradient.
 
+    Parameters
+    ----------
+    A : Tensor
+        A matrix or a batch of them, (..., n, n).
+
     Examples
     --------
     >>> import lucid
@@ -85,6 +100,15 @@ def slogdet(A):
 
 def solve(A, B, *, left=True):
     """Solve ``A X = B`` (``B`` of shape (..., n, k) or (n,)); batch dims broadcast.
+
+    Parameters
+    ----------
+    A : Tensor
+        A matrix or a batch of them, (..., n, n).
+    B : Tensor
+        (..., n, k) or (..., n).
+    left : bool
+        Solve ``A X = B`` (else ``X A = B``).
 
     Examples
     --------
@@ -113,6 +137,13 @@ def cholesky(A, *, upper=False):
 
     Only the lower triangle of ``A`` is read; the gradient is symmetric.
 
+    Parameters
+    ----------
+    A : Tensor
+        A matrix or a batch of them, (..., n, n). Symmetric positive-definite.
+    upper : bool
+        Return the upper factor ``L^T``.
+
     Examples
     --------
     >>> import lucid
@@ -125,6 +156,13 @@ def cholesky(A, *, upper=False):
 
 def qr(A, mode="reduced"):
     """Reduced QR decomposition ``A = Q R`` (gradients for rows >= columns).
+
+    Parameters
+    ----------
+    A : Tensor
+        (..., m, n).
+    mode : str
+        Only 'reduced'.
 
     Examples
     --------
@@ -141,6 +179,13 @@ def qr(A, mode="reduced"):
 def eigh(A, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors of a symmetric matrix (lower triangle read).
 
+    Parameters
+    ----------
+    A : Tensor
+        A matrix or a batch of them, (..., n, n). Symmetric.
+    UPLO : {'L', 'U'}
+        Which triangle is read.
+
     Examples
     --------
     >>> import lucid
@@ -156,12 +201,33 @@ def eigh(A, UPLO="L"):
 
 
 def eigvalsh(A, UPLO="L"):
-    """Eigenvalues (ascending) of a symmetric matrix."""
+    """Eigenvalues (ascending) of a symmetric matrix.
+
+    Parameters
+    ----------
+    A : Tensor
+        A matrix or a batch of them, (..., n, n). Symmetric.
+    UPLO : {'L', 'U'}
+        Which triangle is read.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.linalg.eigvalsh(lucid.tensor([[2.0, 0.0], [0.0, 1.0]])).tolist()
+    [1.0, 2.0]
+    """
     return eigh(A, UPLO).eigenvalues
 
 
 def svd(A, full_matrices=False):
     """Reduced SVD ``A = U diag(S) Vh`` (``full_matrices=False`` only).
+
+    Parameters
+    ----------
+    A : Tensor
+        (..., m, n).
+    full_matrices : bool
+        Only False.
 
     Examples
     --------
@@ -175,7 +241,19 @@ def svd(A, full_matrices=False):
 
 
 def svdvals(A):
-    """Singular values (descending); the gradient is ``U diag(g) Vh``."""
+    """Singular values (descending); the gradient is ``U diag(g) Vh``.
+
+    Parameters
+    ----------
+    A : Tensor
+        (..., m, n).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.linalg.svdvals(lucid.tensor([[3.0, 0.0], [0.0, -2.0]])).tolist()
+    [3.0, 2.0]
+    """
     return bind(_ops.svdvals_p, (_matrix(A, "svdvals"),), {})
 
 
@@ -185,13 +263,26 @@ def _dims(dim, nd, op):
     if dim is None:
         return tuple(range(nd))
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    return tuple(d % max(nd, 1) for d in dims)
+    return tuple(normalize_axis(d, nd, f"linalg.{op}") for d in dims)
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """Vector ``ord``-norm over ``dim`` (all dims by default): inf, -inf, 0, or any real p.
 
     The gradient of the 2-norm at the zero vector is NaN (no subgradient is chosen).
+
+    Parameters
+    ----------
+    x : Tensor
+        Floating point.
+    ord : number
+        inf, -inf, 0 or any real p.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+    dtype : dtype, optional
+        Compute in to this dtype first.
 
     Examples
     --------
@@ -205,6 +296,9 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     from .ops import reduce as R
 
     x = _float(x, "vector_norm") if dtype is None else _as_tensor(x).to(dtype)
+    if isinstance(ord, bool) or not isinstance(ord, (int, float)):
+        raise RuntimeError(f"linalg.vector_norm: ord must be a number (inf, -inf, 0 or any real p), got "
+                           f"{ord!r} for an input of shape {tuple(x.shape)}")
     axes = _dims(dim, x.ndim, "vector_norm")
     if ord == math.inf:
         return R.amax(E.abs(x), axes, keepdim)
@@ -221,6 +315,19 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     """Matrix norm over the two dims ``dim``: 'fro', 'nuc', 2, -2, 1, -1, inf, -inf.
+
+    Parameters
+    ----------
+    A : Tensor
+        At least 2-D.
+    ord : str or number
+        'fro', 'nuc', 2, -2, 1, -1, inf or -inf.
+    dim : pair of int
+        The two matrix dims.
+    keepdim : bool
+        Keep them with size 1.
+    dtype : dtype, optional
+        Compute in to this dtype first.
 
     Examples
     --------
@@ -259,6 +366,19 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     ``ord=None``: 2-norm of the flattened input (or over ``dim``). A 2-tuple ``dim`` (or a
     2-D input with ``ord`` given) means a matrix norm.
 
+    Parameters
+    ----------
+    A : Tensor
+        The input.
+    ord : str or number, optional
+        The norm (see :func:`vector_norm`, :func:`matrix_norm`).
+    dim : int or tuple of int, optional
+        One dim (vector norm) or two (matrix norm).
+    keepdim : bool
+        Keep reduced dims with size 1.
+    dtype : dtype, optional
+        Compute in to this dtype first.
+
     Examples
     --------
     >>> import lucid
@@ -284,6 +404,15 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
 
     The cut-off is ``max(atol, rtol * S.max())`` with ``rtol = eps * max(m, n)`` by default.
 
+    Parameters
+    ----------
+    A : Tensor
+        (..., m, n).
+    atol, rtol : float, optional
+        Singular values below ``max(atol, rtol * S.max())`` are dropped.
+    hermitian : bool
+        Ignored.
+
     Examples
     --------
     >>> import lucid
@@ -306,6 +435,13 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
 @tensor_method("matrix_power")
 def matrix_power(A, n):
     """``A`` to the integer power ``n`` (negative powers through the inverse).
+
+    Parameters
+    ----------
+    A : Tensor
+        A matrix or a batch of them, (..., n, n).
+    n : int
+        The power (negative: of the inverse).
 
     Examples
     --------

@@ -148,6 +148,53 @@ def test_vmap_batched_index_matches_loop_without_fallback(fn):
     np.testing.assert_allclose(got.detach().numpy(), want)
 
 
+def _put(key_of):
+    def f(x, i, v):
+        y = x * 1.0
+        y[key_of(i)] = v
+        return y
+
+    return f
+
+
+@pytest.mark.parametrize("key_of,vshape", [
+    (lambda i: i, (2, 3, 3)),
+    (lambda i: i, (3,)),                     # value broadcast over the indexed rows
+    (lambda i: (slice(None), i), (3, 2, 3)),
+    (lambda i: (i, slice(None), 1), (2, 3)),
+    (lambda i: (1, slice(None), i), (2, 3)),  # int and index split: advanced dims go first
+    (lambda i: (slice(None), i, i), (3, 2)),
+])
+def test_vmap_setitem_batched_index_matches_loop_without_fallback(key_of, vshape):
+    """vmap of ``y[idx] = v`` with a per-example idx equals a loop (no per-example fallback)."""
+    rng = np.random.default_rng(1)
+    xs, vs = rng.standard_normal((4, 3, 3, 3)), rng.standard_normal((4,) + vshape)
+    idx = np.array([[0, 2], [1, 0], [2, 1], [0, 1]])
+    f = _put(key_of)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = F.vmap(f)(_t(xs), lucid.tensor(idx), _t(vs))
+        got_v0 = F.vmap(f, in_dims=(0, 0, None))(_t(xs), lucid.tensor(idx), _t(vs[0]))
+    want = np.stack([f(_t(x), lucid.tensor(i), _t(v)).detach().numpy() for x, i, v in zip(xs, idx, vs)])
+    want_v0 = np.stack([f(_t(x), lucid.tensor(i), _t(vs[0])).detach().numpy() for x, i in zip(xs, idx)])
+    np.testing.assert_allclose(got.detach().numpy(), want)
+    np.testing.assert_allclose(got_v0.detach().numpy(), want_v0)
+
+
+def test_vmap_setitem_batched_index_grad():
+    """Per-example gradients through ``y[idx] = v`` with batched idx: overwritten entries get none."""
+    idx = lucid.tensor([[0, 2], [1, 1]])
+
+    def loss(x, v, i):
+        y = x * 1.0
+        y[i] = v
+        return (y * lucid.tensor([1.0, 2.0, 3.0])).sum()
+
+    gx, gv = F.vmap(F.grad(loss, argnums=(0, 1)), in_dims=(None, None, 0))(lucid.ones(3), lucid.zeros(2), idx)
+    np.testing.assert_allclose(gx.detach().numpy(), [[0, 2, 0], [1, 0, 3]])
+    np.testing.assert_allclose(gv.detach().numpy(), [[1, 3], [2, 2]])
+
+
 def test_vmap_batched_index_unbatched_data_and_grad():
     x = _t([1.0, 2.0, 3.0, 4.0])
     idx = lucid.tensor([[0, 1], [3, 3], [2, 0]])

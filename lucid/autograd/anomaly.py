@@ -10,6 +10,11 @@ class detect_anomaly:
     While enabled, each tape node remembers where it was created, and the backward
     checks every gradient it computes for NaN or inf.
 
+    Parameters
+    ----------
+    check_nan : bool
+        Also raise on NaN/inf gradients (not only record where nodes were made).
+
     Examples
     --------
     >>> import lucid
@@ -47,7 +52,24 @@ class detect_anomaly:
 
 
 class set_detect_anomaly:
-    """Turn anomaly detection on or off (function call or context manager)."""
+    """Turn anomaly detection on or off (function call or context manager).
+
+    Parameters
+    ----------
+    mode : bool
+        Turn detection on or off.
+    check_nan : bool
+        Also raise on NaN/inf gradients.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> with lucid.autograd.set_detect_anomaly(True):
+    ...     print(lucid.autograd.is_anomaly_enabled())
+    True
+    >>> lucid.autograd.is_anomaly_enabled()
+    False
+    """
 
     def __init__(self, mode: bool, check_nan: bool = True):
         self._prev = (STATE.anomaly, STATE.anomaly_check_nan)
@@ -62,4 +84,16 @@ class set_detect_anomaly:
 
 
 def is_anomaly_enabled() -> bool:
+    """Whether anomaly detection is on.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.autograd.is_anomaly_enabled()
+    False
+    """
     return STATE.anomaly

@@ -14,6 +14,12 @@ from .engine import _SEQ, Node, _as_tensor
 class FunctionCtx:
     """Per-call context shared between ``Function.forward`` and ``Function.backward``.
 
+    Parameters
+    ----------
+    (none)
+        Made by ``Function.apply``; ``save_for_backward``, ``saved_tensors``, ``mark_dirty``,
+        ``mark_non_differentiable``, ``set_materialize_grads`` and ``needs_input_grad`` work as in PyTorch.
+
     Examples
     --------
     >>> import lucid
@@ -245,6 +251,12 @@ class Function(metaclass=FunctionMeta):
     ``setup_context(ctx, inputs, output)`` (separate style; needed for ``jvp`` and
     ``vmap`` static methods used by ``lucid.func`` transforms).
 
+    Parameters
+    ----------
+    (none)
+        Subclass it; ``apply(*args)`` runs the op. Optional static methods: ``jvp`` (forward mode),
+        ``vmap`` (batching), or ``generate_vmap_rule = True``.
+
     Examples
     --------
     >>> import lucid
@@ -303,7 +315,31 @@ class Function(metaclass=FunctionMeta):
 
 
 def once_differentiable(backward):
-    """Decorator for ``backward``: a second differentiation raises instead of silently being wrong."""
+    """Decorator for ``backward``: a second differentiation raises instead of silently being wrong.
+
+    Parameters
+    ----------
+    backward : callable
+        The ``backward`` static method to wrap.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.autograd import Function
+    >>> from lucid.autograd.function import once_differentiable
+    >>> class Double(Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         return x * 2
+    ...     @staticmethod
+    ...     @once_differentiable
+    ...     def backward(ctx, g):
+    ...         return g * 2
+    >>> x = lucid.tensor([1.0], requires_grad=True)
+    >>> Double.apply(x).sum().backward()
+    >>> x.grad.tolist()
+    [2.0]
+    """
 
     @functools.wraps(backward)
     def wrapper(ctx, *grads):

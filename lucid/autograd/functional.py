@@ -157,6 +157,15 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     return _finish((_pack(outs, holder["tuple"]), _pack(tans, holder["tuple"])), create_graph)
 
 
+def _second_order_args(func, inputs, v, create_graph, api):
+    """Shared by hvp/vhp: (inputs were a tuple, inputs, v, the function ``x -> (grad, value)``)."""
+    in_tuple, ins = _as_tuple(inputs, "inputs", api)
+    ins = _prep(ins, create_graph)
+    vs = _check_v(v, ins, api, "inputs")
+    gv = _fapi.grad_and_value(_scalar_fn(func, api), argnums=tuple(range(len(ins))))
+    return in_tuple, ins, vs, gv
+
+
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), H v)`` by forward-over-reverse; ``func`` returns one element.
 
@@ -168,10 +177,7 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
     tensor([ 6., 12.])
     """
     api = "hvp"
-    in_tuple, ins = _as_tuple(inputs, "inputs", api)
-    ins = _prep(ins, create_graph)
-    vs = _check_v(v, ins, api, "inputs")
-    gv = _fapi.grad_and_value(_scalar_fn(func, api), argnums=tuple(range(len(ins))))
+    in_tuple, ins, vs, gv = _second_order_args(func, inputs, v, create_graph, api)
     _, tans, value = _fapi._jvp_impl(gv, ins, vs, True, api, keep_none=True)
     tans = _fill_none(tans, ins, strict, api, "the hessian of the user-provided function is independent of input {i}")
     return _finish((value, _pack(tans, in_tuple)), create_graph)
@@ -188,10 +194,7 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
     tensor([ 6., 12.])
     """
     api = "vhp"
-    in_tuple, ins = _as_tuple(inputs, "inputs", api)
-    ins = _prep(ins, create_graph)
-    vs = _check_v(v, ins, api, "inputs")
-    gv = _fapi.grad_and_value(_scalar_fn(func, api), argnums=tuple(range(len(ins))))
+    in_tuple, ins, vs, gv = _second_order_args(func, inputs, v, create_graph, api)
     _, vjp_fn, value = _fapi._vjp_impl(gv, ins, True, api)
     grads = vjp_fn(vs, _keep_none=True)
     grads = _fill_none(grads, ins, strict, api, "the hessian of the user-provided function is independent of input {i}")

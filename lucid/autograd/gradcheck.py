@@ -8,7 +8,20 @@ from .grad import grad as _grad
 
 
 class GradcheckError(RuntimeError):
-    """Raised by gradcheck when analytical and numerical gradients disagree."""
+    """Raised by gradcheck when analytical and numerical gradients disagree.
+
+    Parameters
+    ----------
+    message : str
+        Names the input, output and element that disagree.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.autograd.gradcheck import GradcheckError
+    >>> issubclass(GradcheckError, RuntimeError)
+    True
+    """
 
 
 def _outputs(fn, inputs):
@@ -43,6 +56,24 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
 
     Every input that requires grad should be float64. The error names the input,
     output and element that disagree.
+
+    Parameters
+    ----------
+    func : callable
+        Maps the inputs to a Tensor or a tuple of Tensors.
+    inputs : Tensor or tuple
+        Inputs; those requiring grad are checked (use float64).
+    eps : float
+        Finite-difference step.
+    atol, rtol : float
+        Tolerances.
+    raise_exception : bool
+        Raise :class:`GradcheckError` on a mismatch (else return False).
+
+    Returns
+    -------
+    bool
+        True when every checked gradient matches.
 
     Examples
     --------
@@ -91,6 +122,26 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
                   raise_exception=True, gen_non_contig_grad_outputs=False):
     """Check second derivatives: ``gradcheck`` of the function ``(inputs, v) -> vjp(v)``.
+
+    Parameters
+    ----------
+    func : callable
+        Maps the inputs to a Tensor or a tuple of Tensors.
+    inputs : Tensor or tuple
+        Inputs; those requiring grad are checked (use float64).
+    grad_outputs : tuple of Tensor, optional
+        The vectors ``v`` of the vjp (random by default).
+    eps : float
+        Finite-difference step.
+    atol, rtol : float
+        Tolerances.
+    raise_exception : bool
+        Raise on a mismatch (else return False).
+
+    Returns
+    -------
+    bool
+        True when every checked second derivative matches.
 
     Examples
     --------

@@ -6,11 +6,14 @@ tracers of that level; ``bind`` routes every primitive that touches one of them 
 """
 from __future__ import annotations
 
+import traceback
+
 import numpy as np
 
 from .._core.grad_mode import STATE
-from .._core.primitive import bind
+from .._core.primitive import TN, Meta, bind
 from .._core.tensor import Tensor, _wrap
+from ..autograd.engine import Node
 
 
 class Trace:
@@ -93,6 +96,28 @@ class GradTracer(_Tracer):
     def _inner_value(self):
         return self._primal
 
+    @property
+    def shape(self):
+        return self._primal.shape
+
+    @property
+    def dtype(self):
+        return self._primal.dtype
+
+
+def _make_node(prim, vals, params, out, parents):
+    """``engine.make_node`` for a GradTrace node (not eager: no version checks), inlined
+    for the hot path. Unsaved tensor inputs become Meta, as in ``engine._saved_inputs``."""
+    save = prim.save_inputs
+    if save is not True:
+        vals = tuple(Meta(a.shape, a.dtype) if isinstance(a, Tensor) and (save is False or i < save) else a
+                     for i, a in enumerate(vals))
+    meta = None if prim.nout == 1 else tuple((o.shape, o.dtype) for o in out)
+    node = Node(prim, params, vals, None, out if prim.save_out else None, meta, parents, False)
+    if STATE.anomaly:
+        node.stack = traceback.extract_stack(limit=12)[:-3]
+    return node
+
 
 class GradTrace(Trace):
     """Reverse mode at one level: records nodes whose values are lower-level Tensors."""
@@ -100,13 +125,16 @@ class GradTrace(Trace):
     kind = "grad"
 
     def process(self, prim, args, params):
-        from ..autograd.engine import make_node
-
+        # Hot path (every op under grad): ownership is ``_level`` then ``_trace`` (plain
+        # Tensors have the class attribute ``_level = 0``, so no getattr default is needed
+        # for them), and the tape node is built inline. See GradTrace.make_node.
         vals, parents, hit = [], [], False
+        level = self.level
         for a in args:
-            if getattr(a, "_trace", None) is self:  # ownership, as in BatchTrace.process
+            if getattr(a, "_level", 0) == level and a._trace is self:
                 vals.append(a._primal)
-                parents.append(a if a.grad_fn is None else (a.grad_fn, a._out_idx))
+                fn = a.grad_fn
+                parents.append(a if fn is None else (fn, a._out_idx))
                 hit = True
             else:
                 vals.append(a)
@@ -115,8 +143,15 @@ class GradTrace(Trace):
         out = bind(prim, vals, params)
         if not (hit and STATE.grad_enabled and prim.differentiable):
             return out
-        node = make_node(prim, vals, params, out, parents, False)
-        return self._wrap_outputs(out, node, prim.nout == 1)
+        node = _make_node(prim, vals, params, out, parents)
+        if prim.nout == 1:
+            if out.dtype.kind not in "fc":
+                return out
+            t = object.__new__(GradTracer)  # GradTracer(out, self) without the call chain
+            t._trace, t._level, t._primal, t._rg = self, level, out, True
+            t.grad_fn, t._version = node, [0]
+            return t
+        return self._wrap_outputs(out, node, False)
 
     def _wrap_outputs(self, out, node, single):
         outs = (out,) if single else out
@@ -166,6 +201,14 @@ class JVPTracer(_Tracer):
     def _inner_value(self):
         return self._primal
 
+    @property
+    def shape(self):
+        return self._primal.shape
+
+    @property
+    def dtype(self):
+        return self._primal.dtype
+
 
 class JVPTrace(Trace):
     """Forward mode at one level: every primitive's jvp rule pushes tangents forward."""
@@ -173,19 +216,21 @@ class JVPTrace(Trace):
     kind = "jvp"
 
     def process(self, prim, args, params):
-        from .._core.primitive import TN
-
-        primals, tangents = [], []
+        primals, tangents, hit = [], [], False
+        level = self.level
         for a in args:
-            if self.owns(a):
+            if getattr(a, "_level", 0) == level and a._trace is self:  # self.owns(a), inlined
                 primals.append(a._primal)
-                tangents.append(a._tangent)
+                t = a._tangent
+                tangents.append(t)
+                if t is not None:
+                    hit = True
             else:
                 primals.append(a)
                 tangents.append(None)
         primals = tuple(primals)
         out = bind(prim, primals, params)
-        if all(t is None for t in tangents) or not prim.differentiable:
+        if not hit or not prim.differentiable:
             return out
         if prim.jvp is None:
             raise RuntimeError(f"jvp: op '{prim.name}' has no forward-mode rule")
@@ -283,8 +328,9 @@ class BatchTrace(Trace):
             vals, bdims = (a._val,), (a._bdim,)
         else:
             vals, bdims = [], []
+            level = self.level
             for a in args:
-                if getattr(a, "_trace", None) is self:
+                if getattr(a, "_level", 0) == level and a._trace is self:
                     vals.append(a._val)
                     bdims.append(a._bdim)
                 else:
@@ -299,7 +345,11 @@ class BatchTrace(Trace):
         else:
             out, out_bdim = rule(vals, bdims, **params)
         if prim.nout == 1:
-            return out if out_bdim is None else _new_batch_tracer(out, out_bdim, self)
+            if out_bdim is None:
+                return out
+            t = object.__new__(BatchTracer)  # _new_batch_tracer, inlined
+            t._trace, t._level, t._val, t._bdim, t._version = self, self.level, out, out_bdim, [0]
+            return t
         if not isinstance(out_bdim, (tuple, list)):
             out_bdim = (out_bdim,) * len(out)
         return tuple(o if b is None else BatchTracer(o, b, self) for o, b in zip(out, out_bdim))

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .._core.grad_mode import enable_grad
+from .._core.grad_mode import STATE, enable_grad
 from .._core.primitive import TN
 from .._core.tensor import Tensor, _wrap
 from ..autograd.engine import run_backward
@@ -107,31 +107,87 @@ def vjp(func, *primals, has_aux=False):
 # -------------------------------------------------------------------- grad
 
 
+def _grad_impl(func, args, kwargs, argnums, has_aux, api="grad(f)(*args)"):
+    """``(gradient, value, aux)``: forward under a GradTrace, then one backward from a ones seed.
+
+    The same steps as ``_vjp_impl`` + ``vjp_fn(ones)`` without building the closure (this is
+    the path every ``vmap(grad(f))`` example takes); pytrees and errors are handled alike.
+    """
+    nargs = len(args)
+    if argnums.__class__ is int and -nargs <= argnums < nargs:
+        nums = (argnums % nargs,)
+    else:
+        nums = _argnums_tuple(argnums, nargs, api)
+    diff = tuple(args[n] for n in nums)
+    treedef = None
+    for x in diff:
+        if not isinstance(x, Tensor):
+            leaves, treedef = tree_flatten(diff)
+            _check_tensors(leaves, api)
+            break
+    else:
+        leaves = diff
+    trace = GradTrace()
+    trace.__enter__()
+    prev = STATE.grad_enabled
+    STATE.grad_enabled = True
+    try:
+        level = trace.level
+        tracers = []
+        for x in leaves:  # GradTracer(x, trace) without the call chain
+            t = object.__new__(GradTracer)
+            t._trace, t._level, t._primal, t._rg, t._version = trace, level, x, True, [0]
+            tracers.append(t)
+        full = list(args)
+        for n, v in zip(nums, tracers if treedef is None else tree_unflatten(tracers, treedef)):
+            full[n] = v
+        out = func(*full, **kwargs)
+        aux = None
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise RuntimeError(f"{api}: has_aux=True requires f to return a tuple (output, aux)")
+            out, aux = out
+            aux = _unwrap(aux, trace)
+    finally:
+        STATE.grad_enabled = prev
+        trace.__exit__(None, None, None)
+    if not isinstance(out, Tensor):
+        _check_tensors(tree_flatten(out)[0], api + " (outputs)")
+        raise RuntimeError(f"{api}: expected f to return a Tensor, got {type(out).__name__}")
+    owned = trace.owns(out)
+    value = out._primal if owned else out
+    if value.numel() != 1:
+        raise RuntimeError(
+            f"{api}: expected f to return a scalar (one-element) Tensor, got shape {tuple(value.shape)}"
+        )
+    if owned:
+        fn = out.grad_fn
+        STATE.grad_enabled = True
+        try:
+            grads = run_backward([out if fn is None else (fn, out._out_idx)], [TN.ones_like(value)],
+                                 retain_graph=True, tensor_mode=True, capture=tracers)
+        finally:
+            STATE.grad_enabled = prev
+    else:
+        grads = [None] * len(tracers)
+    res = []
+    for g, x in zip(grads, leaves):
+        if g is None:
+            g = TN.zeros_like(x)
+        elif g.dtype != x.dtype:
+            g = g.to(x.dtype)
+        res.append(g)
+    res = tuple(res) if treedef is None else tuple(tree_unflatten(res, treedef))
+    return (res[0] if isinstance(argnums, int) else res), value, aux
+
+
 def grad_and_value(func, argnums=0, has_aux=False):
     """Like :func:`grad` but returns ``(gradient, value)`` (``(gradient, (value, aux))`` with aux)."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        api = "grad(f)(*args)"
-        nums = _argnums_tuple(argnums, len(args), api)
-        diff = tuple(args[n] for n in nums)
-
-        def partial_f(*d):
-            full = list(args)
-            for n, v in zip(nums, d):
-                full[n] = v
-            return func(*full, **kwargs)
-
-        out, vjp_fn, aux = _vjp_impl(partial_f, diff, has_aux, api)
-        if not isinstance(out, Tensor):
-            raise RuntimeError(f"{api}: expected f to return a Tensor, got {type(out).__name__}")
-        if out.numel() != 1:
-            raise RuntimeError(
-                f"{api}: expected f to return a scalar (one-element) Tensor, got shape {tuple(out.shape)}"
-            )
-        g = vjp_fn(TN.ones_like(out))
-        g = g[0] if isinstance(argnums, int) else g
-        return (g, (out, aux)) if has_aux else (g, out)
+        g, value, aux = _grad_impl(func, args, kwargs, argnums, has_aux)
+        return (g, (value, aux)) if has_aux else (g, value)
 
     return wrapper
 
@@ -145,12 +201,11 @@ def grad(func, argnums=0, has_aux=False):
     >>> F.grad(lambda x: (x ** 3).sum())(lucid.tensor([1.0, 2.0]))
     tensor([ 3., 12.])
     """
-    gv = grad_and_value(func, argnums, has_aux)
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        g, value = gv(*args, **kwargs)
-        return (g, value[1]) if has_aux else g
+        g, value, aux = _grad_impl(func, args, kwargs, argnums, has_aux)
+        return (g, aux) if has_aux else g
 
     return wrapper
 
@@ -412,12 +467,19 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
                 cts = [ct if j == k else TN.zeros_like(oo) for j, oo in enumerate(o_leaves)]
                 return tree_flatten(vjp_fn(tree_unflatten(cts, o_def)))[0]
 
-            rows = _vmap_over_basis(one, o.numel(), tuple(o.shape), o.dtype, chunk_size)
-            per_out.append([TN.reshape(r, shape=tuple(o.shape) + tuple(x.shape)) for r, x in zip(rows, in_leaves)])
+            if o.numel() == 1:  # a one-row basis: one vjp, no vmap level (and no batched backward)
+                rows = one(TN.ones_like(o))
+            else:
+                rows = _vmap_over_basis(one, o.numel(), tuple(o.shape), o.dtype, chunk_size)
+            per_out.append([_reshape_to(r, tuple(o.shape) + tuple(x.shape)) for r, x in zip(rows, in_leaves)])
         jac = _assemble(per_out, o_def, diff, argnums)
         return (jac, aux) if has_aux else jac
 
     return wrapper
+
+
+def _reshape_to(t, shape):
+    return t if tuple(t.shape) == shape else TN.reshape(t, shape=shape)
 
 
 def _vmap_over_basis(fn, n, shape, dtype, chunk_size):
@@ -488,12 +550,13 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         per_out = []
         for p in o_leaves:
             # p: (total, *out_shape) -> out_shape + (total,), then split per input
-            moved = TN.transpose(p, axes=tuple(range(1, p.ndim)) + (0,))
+            moved = p if p.ndim == 1 else TN.transpose(p, axes=tuple(range(1, p.ndim)) + (0,))
             oshape = tuple(moved.shape[:-1])
             rows, start = [], 0
             for x, n in zip(in_leaves, sizes):
-                piece = moved[(Ellipsis, slice(start, start + n))]
-                rows.append(TN.reshape(piece, shape=oshape + tuple(x.shape)))
+                piece = moved if n == total else moved[(Ellipsis, slice(start, start + n))]
+                xs = tuple(x.shape)
+                rows.append(piece if oshape + xs == tuple(piece.shape) else TN.reshape(piece, shape=oshape + xs))
                 start += n
             per_out.append(rows)
         jac = _assemble(per_out, o_def, diff, argnums)

@@ -14,6 +14,11 @@ __all__ = [
 class ReLU(Module):
     """``max(x, 0)``.
 
+    Parameters
+    ----------
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
     Examples
     --------
     >>> import lucid, lucid.nn as nn
@@ -33,11 +38,39 @@ class ReLU(Module):
 
 
 class ReLU6(ReLU):
+    """``min(max(0, x), 6)``.
+
+    Parameters
+    ----------
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.ReLU6()(lucid.tensor([-1.0, 9.0])).tolist()
+    [0.0, 6.0]
+    """
     def forward(self, input):
         return F.relu6(input)
 
 
 class LeakyReLU(Module):
+    """``x`` for ``x > 0`` else ``negative_slope * x``.
+
+    Parameters
+    ----------
+    negative_slope : float
+        Slope for negative inputs (default 0.01).
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.LeakyReLU(0.5)(lucid.tensor([-2.0, 3.0])).tolist()
+    [-1.0, 3.0]
+    """
     def __init__(self, negative_slope=0.01, inplace=False):
         super().__init__()
         self.negative_slope, self.inplace = negative_slope, inplace
@@ -50,6 +83,21 @@ class LeakyReLU(Module):
 
 
 class ELU(Module):
+    """``x`` for ``x > 0`` else ``alpha * (exp(x) - 1)``.
+
+    Parameters
+    ----------
+    alpha : float
+        Scale of the negative branch.
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.ELU()(lucid.tensor([0.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
     def __init__(self, alpha=1.0, inplace=False):
         super().__init__()
         self.alpha, self.inplace = alpha, inplace
@@ -62,11 +110,39 @@ class ELU(Module):
 
 
 class CELU(ELU):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``.
+
+    Parameters
+    ----------
+    alpha : float
+        Scale of the negative branch.
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.CELU()(lucid.tensor([0.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
     def forward(self, input):
         return F.celu(input, self.alpha)
 
 
 class SELU(Module):
+    """Scaled ELU with the self-normalising constants.
+
+    Parameters
+    ----------
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.SELU()(lucid.tensor([0.0])).tolist()
+    [0.0]
+    """
     def __init__(self, inplace=False):
         super().__init__()
         self.inplace = inplace
@@ -76,7 +152,19 @@ class SELU(Module):
 
 
 class GELU(Module):
-    """GELU, exact (``approximate='none'``) or with the tanh approximation."""
+    """GELU, exact (``approximate='none'``) or with the tanh approximation.
+
+    Parameters
+    ----------
+    approximate : {'none', 'tanh'}
+        Exact (erf) or tanh approximation.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.GELU()(lucid.tensor([0.0])).tolist()
+    [0.0]
+    """
 
     def __init__(self, approximate="none"):
         super().__init__()
@@ -100,6 +188,9 @@ def _simple(name, fn, doc):
         if inplace:
             self.inplace = inplace
 
+    doc += ("\n\nParameters\n----------\ninplace : bool\n    Accepted for PyTorch compatibility "
+            "(the result is a new tensor).\n\nExamples\n--------\n>>> import lucid, lucid.nn as nn\n"
+            f">>> nn.{name}()(lucid.zeros(2, 3)).shape\n(2, 3)\n")
     return type(name, (Module,), {"forward": forward, "__init__": __init__, "__doc__": doc,
                                   "__module__": __name__})
 
@@ -116,7 +207,21 @@ Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "``x - tanh(x)``.")
 
 
 class Softplus(Module):
-    """``log(1 + exp(beta x)) / beta``; linear above ``threshold``."""
+    """``log(1 + exp(beta x)) / beta``; linear above ``threshold``.
+
+    Parameters
+    ----------
+    beta : float
+        Sharpness.
+    threshold : float
+        Above ``beta * x > threshold`` the result is ``x``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Softplus()(lucid.tensor([30.0])).tolist()
+    [30.0]
+    """
 
     def __init__(self, beta=1.0, threshold=20.0):
         super().__init__()
@@ -144,23 +249,74 @@ class _DimModule(Module):
 
 
 class Softmax(_DimModule):
-    """Softmax along ``dim``."""
+    """Softmax along ``dim``.
+
+    Parameters
+    ----------
+    dim : int
+        The dimension that sums to one.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Softmax(dim=0)(lucid.zeros(2)).tolist()
+    [0.5, 0.5]
+    """
 
     _fn = staticmethod(F.softmax)
 
 
 class LogSoftmax(_DimModule):
-    """Log-softmax along ``dim``."""
+    """Log-softmax along ``dim``.
+
+    Parameters
+    ----------
+    dim : int
+        The dimension that sums to one in probability space.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> [round(v, 4) for v in nn.LogSoftmax(dim=0)(lucid.zeros(2)).tolist()]
+    [-0.6931, -0.6931]
+    """
 
     _fn = staticmethod(F.log_softmax)
 
 
 class Softmin(_DimModule):
+    """Softmax of ``-input`` along ``dim``.
+
+    Parameters
+    ----------
+    dim : int
+        The dimension that sums to one.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Softmin(dim=0)(lucid.zeros(2)).tolist()
+    [0.5, 0.5]
+    """
     _fn = staticmethod(F.softmin)
 
 
 class Hardtanh(Module):
-    """Clamp to ``[min_val, max_val]``."""
+    """Clamp to ``[min_val, max_val]``.
+
+    Parameters
+    ----------
+    min_val, max_val : float
+        The clamp range.
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Hardtanh()(lucid.tensor([-3.0, 0.5, 3.0])).tolist()
+    [-1.0, 0.5, 1.0]
+    """
 
     def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
         super().__init__()
@@ -176,6 +332,23 @@ class Hardtanh(Module):
 
 
 class Threshold(Module):
+    """``x`` where ``x > threshold``, else ``value``.
+
+    Parameters
+    ----------
+    threshold : float
+        The cut-off.
+    value : float
+        The replacement at or below the cut-off.
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Threshold(1.0, -1.0)(lucid.tensor([0.5, 2.0])).tolist()
+    [-1.0, 2.0]
+    """
     def __init__(self, threshold, value, inplace=False):
         super().__init__()
         self.threshold, self.value, self.inplace = threshold, value, inplace
@@ -188,6 +361,19 @@ class Threshold(Module):
 
 
 class GLU(Module):
+    """Gated linear unit: ``a * sigmoid(b)`` for the two halves ``a, b`` of the input along ``dim``.
+
+    Parameters
+    ----------
+    dim : int
+        The dimension to split (its size must be even).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.GLU()(lucid.tensor([2.0, 0.0])).tolist()
+    [1.0]
+    """
     def __init__(self, dim=-1):
         super().__init__()
         self.dim = dim

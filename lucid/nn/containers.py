@@ -21,6 +21,11 @@ def _index(idx, n, what):
 class Sequential(Module):
     """Modules applied one after the other; ``Sequential(OrderedDict(...))`` names them.
 
+    Parameters
+    ----------
+    *args : Module
+        The modules in order (or one ``OrderedDict`` of named modules).
+
     Examples
     --------
     >>> import lucid.nn as nn
@@ -103,6 +108,11 @@ class Sequential(Module):
 class ModuleList(Module):
     """A list of submodules, registered so their parameters are found.
 
+    Parameters
+    ----------
+    modules : iterable of Module, optional
+        The initial modules.
+
     Examples
     --------
     >>> import lucid.nn as nn
@@ -173,6 +183,11 @@ class ModuleList(Module):
 class ModuleDict(Module):
     """An ordered dict of submodules.
 
+    Parameters
+    ----------
+    modules : mapping or iterable of (str, Module), optional
+        The initial modules.
+
     Examples
     --------
     >>> import lucid.nn as nn
@@ -241,6 +256,11 @@ def _as_param(value):
 class ParameterList(Module):
     """A list of Parameters (plain Tensors are wrapped as Parameters).
 
+    Parameters
+    ----------
+    values : iterable of Tensor, optional
+        The initial parameters.
+
     Examples
     --------
     >>> import lucid, lucid.nn as nn
@@ -293,7 +313,20 @@ class ParameterList(Module):
 
 
 class ParameterDict(Module):
-    """An ordered dict of Parameters (plain Tensors are wrapped as Parameters)."""
+    """An ordered dict of Parameters (plain Tensors are wrapped as Parameters).
+
+    Parameters
+    ----------
+    parameters : mapping or iterable of (str, Tensor), optional
+        The initial parameters.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> pd = nn.ParameterDict({'a': lucid.zeros(2)})
+    >>> type(pd['a']).__name__, [n for n, _ in pd.named_parameters()]
+    ('Parameter', ['a'])
+    """
 
     def __init__(self, parameters=None):
         super().__init__()

@@ -26,6 +26,13 @@ class _DropoutNd(Module):
 class Dropout(_DropoutNd):
     """Zero elements with probability ``p`` in training, scaling the rest by ``1/(1-p)``.
 
+    Parameters
+    ----------
+    p : float
+        Probability of dropping, in [0, 1].
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
     Examples
     --------
     >>> import lucid, lucid.nn as nn
@@ -37,12 +44,57 @@ class Dropout(_DropoutNd):
 
 
 class Dropout1d(_DropoutNd):
+    """Drop whole channels of (N, C, L) inputs with probability ``p`` in training.
+
+    Parameters
+    ----------
+    p : float
+        Probability of dropping, in [0, 1].
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Dropout1d(0.5).eval()(lucid.ones(1, 2, 3)).shape
+    (1, 2, 3)
+    """
     _fn = staticmethod(F.dropout1d)
 
 
 class Dropout2d(_DropoutNd):
+    """Drop whole channels of (N, C, H, W) inputs with probability ``p`` in training.
+
+    Parameters
+    ----------
+    p : float
+        Probability of dropping, in [0, 1].
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Dropout2d(0.5).eval()(lucid.ones(1, 2, 2, 2)).shape
+    (1, 2, 2, 2)
+    """
     _fn = staticmethod(F.dropout2d)
 
 
 class AlphaDropout(_DropoutNd):
+    """Dropout that keeps the mean and variance of SELU activations (training only).
+
+    Parameters
+    ----------
+    p : float
+        Probability of dropping, in [0, 1].
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.AlphaDropout(0.5).eval()(lucid.ones(2)).tolist()
+    [1.0, 1.0]
+    """
     _fn = staticmethod(F.alpha_dropout)

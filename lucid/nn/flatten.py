@@ -9,6 +9,13 @@ __all__ = ["Flatten", "Unflatten"]
 class Flatten(Module):
     """Flatten dims ``start_dim..end_dim`` into one (defaults keep the batch dim).
 
+    Parameters
+    ----------
+    start_dim : int
+        First dim to flatten (default 1).
+    end_dim : int
+        Last dim to flatten (default -1).
+
     Examples
     --------
     >>> import lucid, lucid.nn as nn
@@ -29,6 +36,13 @@ class Flatten(Module):
 
 class Unflatten(Module):
     """Expand dim ``dim`` into ``unflattened_size``.
+
+    Parameters
+    ----------
+    dim : int
+        The dim to expand.
+    unflattened_size : tuple of int
+        Its new shape (product equal to its size).
 
     Examples
     --------

@@ -18,7 +18,19 @@ def _empty(*shape, dtype=None):
 
 
 class Identity(Module):
-    """Returns its input unchanged (accepts and ignores any constructor arguments)."""
+    """Returns its input unchanged (accepts and ignores any constructor arguments).
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Ignored.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Identity(54, unused=True)(lucid.tensor([1.0])).tolist()
+    [1.0]
+    """
 
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -32,6 +44,17 @@ class Linear(Module):
 
     Weight and bias are initialised from U(-1/sqrt(in_features), 1/sqrt(in_features)),
     PyTorch's default (``kaiming_uniform_(a=sqrt(5))`` for the weight).
+
+    Parameters
+    ----------
+    in_features : int
+        Size of each input's last dim.
+    out_features : int
+        Size of each output's last dim.
+    bias : bool
+        Learn an additive bias.
+    dtype : dtype, optional
+        Parameter dtype.
 
     Examples
     --------
@@ -69,7 +92,23 @@ class Linear(Module):
 
 
 class Bilinear(Module):
-    """``y = x1^T A x2 + b`` with ``A`` of shape (out, in1, in2); init U(-1/sqrt(in1), 1/sqrt(in1))."""
+    """``y = x1^T A x2 + b`` with ``A`` of shape (out, in1, in2); init U(-1/sqrt(in1), 1/sqrt(in1)).
+
+    Parameters
+    ----------
+    in1_features, in2_features : int
+        Sizes of the two inputs' last dims.
+    out_features : int
+        Size of the output's last dim.
+    bias : bool
+        Learn an additive bias.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Bilinear(2, 3, 4)(lucid.ones(5, 2), lucid.ones(5, 3)).shape
+    (5, 4)
+    """
 
     def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()

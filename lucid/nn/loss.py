@@ -27,6 +27,13 @@ class _WeightedLoss(_Loss):
 class MSELoss(_Loss):
     """Mean squared error.
 
+    Parameters
+    ----------
+    reduction : {'mean', 'sum', 'none'}
+        How the per-element losses are combined.
+    size_average, reduce : optional
+        Deprecated PyTorch arguments that override ``reduction``.
+
     Examples
     --------
     >>> import lucid, lucid.nn as nn
@@ -39,13 +46,44 @@ class MSELoss(_Loss):
 
 
 class L1Loss(_Loss):
-    """Mean absolute error."""
+    """Mean absolute error.
+
+    Parameters
+    ----------
+    reduction : {'mean', 'sum', 'none'}
+        How the per-element losses are combined.
+    size_average, reduce : optional
+        Deprecated PyTorch arguments that override ``reduction``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.L1Loss()(lucid.tensor([1.0, 3.0]), lucid.tensor([2.0, 1.0])).item()
+    1.5
+    """
 
     def forward(self, input, target):
         return F.l1_loss(input, target, reduction=self.reduction)
 
 
 class SmoothL1Loss(_Loss):
+    """Squared error below ``beta`` (halved and scaled by ``1 / beta``), absolute error above.
+
+    Parameters
+    ----------
+    reduction : {'mean', 'sum', 'none'}
+        How the per-element losses are combined.
+    size_average, reduce : optional
+        Deprecated PyTorch arguments that override ``reduction``.
+    beta : float
+        Where the loss switches from quadratic to linear.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.SmoothL1Loss()(lucid.tensor([0.0, 3.0]), lucid.tensor([0.5, 0.0])).tolist()
+    1.3125
+    """
     def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
         super().__init__(size_average, reduce, reduction)
         self.beta = beta
@@ -55,6 +93,21 @@ class SmoothL1Loss(_Loss):
 
 
 class HuberLoss(_Loss):
+    """Huber loss: ``0.5 d^2`` for ``|d| <= delta``, else ``delta * (|d| - 0.5 delta)``.
+
+    Parameters
+    ----------
+    reduction : {'mean', 'sum', 'none'}
+        How the per-element losses are combined.
+    delta : float
+        Where the loss switches from quadratic to linear.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.HuberLoss(reduction='sum')(lucid.tensor([0.0, 3.0]), lucid.tensor([0.5, 0.0])).item()
+    2.625
+    """
     def __init__(self, reduction="mean", delta=1.0):
         super().__init__(reduction=reduction)
         self.delta = delta
@@ -65,6 +118,19 @@ class HuberLoss(_Loss):
 
 class CrossEntropyLoss(_WeightedLoss):
     """Cross entropy from logits; see :func:`lucid.nn.functional.cross_entropy`.
+
+    Parameters
+    ----------
+    weight : Tensor, optional
+        A weight per class (or per element).
+    ignore_index : int
+        Targets with this value contribute nothing.
+    reduction : {'mean', 'sum', 'none'}
+        How the per-element losses are combined.
+    size_average, reduce : optional
+        Deprecated PyTorch arguments that override ``reduction``.
+    label_smoothing : float
+        Mix the one-hot target with the uniform distribution by this amount.
 
     Examples
     --------
@@ -85,6 +151,25 @@ class CrossEntropyLoss(_WeightedLoss):
 
 
 class NLLLoss(_WeightedLoss):
+    """Negative log-likelihood of class indices from log-probabilities.
+
+    Parameters
+    ----------
+    weight : Tensor, optional
+        A weight per class (or per element).
+    ignore_index : int
+        Targets with this value contribute nothing.
+    reduction : {'mean', 'sum', 'none'}
+        How the per-element losses are combined.
+    size_average, reduce : optional
+        Deprecated PyTorch arguments that override ``reduction``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.NLLLoss()(lucid.tensor([[-1.0, -2.0]]), lucid.tensor([1])).item()
+    2.0
+    """
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
         super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
@@ -95,11 +180,47 @@ class NLLLoss(_WeightedLoss):
 
 
 class BCELoss(_WeightedLoss):
+    """Binary cross entropy of probabilities: ``-(y log p + (1 - y) log(1 - p))``.
+
+    Parameters
+    ----------
+    weight : Tensor, optional
+        A weight per class (or per element).
+    reduction : {'mean', 'sum', 'none'}
+        How the per-element losses are combined.
+    size_average, reduce : optional
+        Deprecated PyTorch arguments that override ``reduction``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> round(nn.BCELoss()(lucid.tensor([0.5]), lucid.tensor([1.0])).item(), 4)
+    0.6931
+    """
     def forward(self, input, target):
         return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
 
 
 class BCEWithLogitsLoss(_Loss):
+    """Binary cross entropy from logits (sigmoid folded in, numerically stable).
+
+    Parameters
+    ----------
+    weight : Tensor, optional
+        A weight per class (or per element).
+    reduction : {'mean', 'sum', 'none'}
+        How the per-element losses are combined.
+    size_average, reduce : optional
+        Deprecated PyTorch arguments that override ``reduction``.
+    pos_weight : Tensor, optional
+        Weight of the positive term, per class.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> round(nn.BCEWithLogitsLoss()(lucid.tensor([0.0]), lucid.tensor([1.0])).item(), 4)
+    0.6931
+    """
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
         super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
@@ -111,6 +232,23 @@ class BCEWithLogitsLoss(_Loss):
 
 
 class KLDivLoss(_Loss):
+    """Kullback-Leibler divergence ``target * (log(target) - input)`` with ``input`` given as log-probabilities.
+
+    Parameters
+    ----------
+    reduction : {'mean', 'sum', 'none'}
+        How the per-element losses are combined.
+    size_average, reduce : optional
+        Deprecated PyTorch arguments that override ``reduction``.
+    log_target : bool
+        Whether ``target`` is given as log-probabilities too.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.KLDivLoss(reduction='sum')(lucid.tensor([0.5, 0.5]).log(), lucid.tensor([0.5, 0.5])).item()
+    0.0
+    """
     def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
         super().__init__(size_average, reduce, reduction)
         self.log_target = log_target
@@ -120,11 +258,47 @@ class KLDivLoss(_Loss):
 
 
 class SoftMarginLoss(_Loss):
+    """Two-class logistic loss ``log(1 + exp(-y x))`` for targets ``y`` in {-1, 1}.
+
+    Parameters
+    ----------
+    reduction : {'mean', 'sum', 'none'}
+        How the per-element losses are combined.
+    size_average, reduce : optional
+        Deprecated PyTorch arguments that override ``reduction``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> round(nn.SoftMarginLoss()(lucid.tensor([0.0]), lucid.tensor([1.0])).item(), 4)
+    0.6931
+    """
     def forward(self, input, target):
         return F.soft_margin_loss(input, target, reduction=self.reduction)
 
 
 class PoissonNLLLoss(_Loss):
+    """Poisson negative log-likelihood: ``exp(x) - y x`` (``log_input=True``) or ``x - y log(x + eps)``.
+
+    Parameters
+    ----------
+    log_input : bool
+        Whether the input is the log of the rate.
+    full : bool
+        Add the Stirling approximation term.
+    eps : float
+        Keeps the log finite when ``log_input=False``.
+    reduction : {'mean', 'sum', 'none'}
+        How the per-element losses are combined.
+    size_average, reduce : optional
+        Deprecated PyTorch arguments that override ``reduction``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.PoissonNLLLoss()(lucid.tensor([0.0]), lucid.tensor([1.0])).item()
+    1.0
+    """
     def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                  reduction="mean"):
         super().__init__(size_average, reduce, reduction)
@@ -136,6 +310,23 @@ class PoissonNLLLoss(_Loss):
 
 
 class MarginRankingLoss(_Loss):
+    """``max(0, -y * (x1 - x2) + margin)`` for targets ``y`` in {-1, 1}.
+
+    Parameters
+    ----------
+    margin : float
+        The required gap.
+    reduction : {'mean', 'sum', 'none'}
+        How the per-element losses are combined.
+    size_average, reduce : optional
+        Deprecated PyTorch arguments that override ``reduction``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.MarginRankingLoss()(lucid.tensor([1.0]), lucid.tensor([3.0]), lucid.tensor([1.0])).item()
+    2.0
+    """
     def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
@@ -145,6 +336,23 @@ class MarginRankingLoss(_Loss):
 
 
 class HingeEmbeddingLoss(_Loss):
+    """``x`` where ``y = 1`` and ``max(0, margin - x)`` where ``y = -1``.
+
+    Parameters
+    ----------
+    margin : float
+        The margin for the negative pairs.
+    reduction : {'mean', 'sum', 'none'}
+        How the per-element losses are combined.
+    size_average, reduce : optional
+        Deprecated PyTorch arguments that override ``reduction``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.HingeEmbeddingLoss(reduction="sum")(lucid.tensor([0.5, 2.0]), lucid.tensor([-1.0, 1.0])).item()
+    2.5
+    """
     def __init__(self, margin=1.0, size_average=None, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin

@@ -16,8 +16,9 @@ import numpy as np
 
 from .._core import dtypes
 from .._core.grad_mode import no_grad
-from .._core.tensor import Tensor
-from .parameter import Parameter
+from .._core.tensor import Tensor, _wrap
+from .parameter import Buffer, Parameter
+from ..ops.creation import device_arg
 
 __all__ = ["Module", "RemovableHandle"]
 
@@ -56,6 +57,12 @@ class Module:
     Subclasses call ``super().__init__()`` first, assign parameters, buffers and
     submodules as attributes, and define ``forward``. Calling the module runs the
     forward pre-hooks, ``forward``, the forward hooks and sets up backward hooks.
+
+    Parameters
+    ----------
+    (none)
+        Subclass it, call ``super().__init__()``, assign Parameters, buffers and submodules
+        as attributes and define ``forward``.
 
     Examples
     --------
@@ -108,6 +115,11 @@ class Module:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
             self._remove_from(name, d, self._buffers, self._modules)
             self.register_parameter(name, value)
+        elif isinstance(value, Buffer):  # ``m.x = nn.Buffer(t)`` registers a buffer (as PyTorch)
+            if params is None:
+                raise AttributeError("cannot assign buffers before Module.__init__() call")
+            self._remove_from(name, d, params, self._modules, self._buffers)
+            self.register_buffer(name, _wrap(value._data), persistent=value.persistent)
         elif params is not None and name in params:
             if value is not None:
                 raise TypeError(
@@ -362,13 +374,10 @@ class Module:
             if isinstance(a, Tensor):
                 dtype = a.dtype
             elif isinstance(a, str) or a is None or type(a).__name__ == "device":
-                from .._core import backend
-                backend.check_device(a)
+                device_arg(a, "Module.to")
             else:
                 dtype = a
-        if device is not None:
-            from .._core import backend
-            backend.check_device(device)
+        device_arg(device, "Module.to")
         if dtype is None:
             return self
         dt = dtypes.to_dtype(dtype)

@@ -96,10 +96,23 @@ class BatchNorm1d(_BatchNorm):
     Training uses batch statistics and updates ``running_mean``/``running_var`` with
     ``momentum`` (``None``: cumulative average); evaluation uses the running statistics.
 
+    Parameters
+    ----------
+    num_features : int
+        The number of channels C.
+    eps : float
+        Added to the variance for stability.
+    momentum : float or None
+        Weight of the newest batch in the running statistics (None: cumulative average).
+    affine : bool
+        Learn a per-channel ``weight`` and ``bias``.
+    track_running_stats : bool
+        Keep running statistics for evaluation mode.
+
     Examples
     --------
     >>> import lucid, lucid.nn as nn
-    >>> bn = nn.BatchNorm1d(2)
+    >>> bn = nn.BatchNorm1d(2, eps=0.0)
     >>> bn(lucid.tensor([[1.0, 2.0], [3.0, 6.0]]))
     tensor([[-1., -1.],
            [ 1.,  1.]], grad_fn=<addBackward>)
@@ -109,12 +122,53 @@ class BatchNorm1d(_BatchNorm):
 
 
 class BatchNorm2d(_BatchNorm):
-    """Batch normalisation over (N, C, H, W) inputs (see :class:`BatchNorm1d`)."""
+    """Batch normalisation over (N, C, H, W) inputs (see :class:`BatchNorm1d`).
+
+    Parameters
+    ----------
+    num_features : int
+        The number of channels C.
+    eps : float
+        Added to the variance for stability.
+    momentum : float or None
+        Weight of the newest batch in the running statistics (None: cumulative average).
+    affine : bool
+        Learn a per-channel ``weight`` and ``bias``.
+    track_running_stats : bool
+        Keep running statistics for evaluation mode.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.BatchNorm2d(3)(lucid.ones(2, 3, 4, 4)).shape
+    (2, 3, 4, 4)
+    """
 
     _dims = (4,)
 
 
 class BatchNorm3d(_BatchNorm):
+    """Batch normalisation over (N, C, D, H, W) inputs (see :class:`BatchNorm1d`).
+
+    Parameters
+    ----------
+    num_features : int
+        The number of channels C.
+    eps : float
+        Added to the variance for stability.
+    momentum : float or None
+        Weight of the newest batch in the running statistics (None: cumulative average).
+    affine : bool
+        Learn a per-channel ``weight`` and ``bias``.
+    track_running_stats : bool
+        Keep running statistics for evaluation mode.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.BatchNorm3d(3)(lucid.ones(2, 3, 2, 2, 2)).shape
+    (2, 3, 2, 2, 2)
+    """
     _dims = (5,)
 
 
@@ -133,15 +187,68 @@ class _InstanceNorm(_NormBase):
 
 
 class InstanceNorm1d(_InstanceNorm):
+    """Normalise each channel of each sample of (N, C, L) inputs over L.
+
+    Parameters
+    ----------
+    num_features : int
+        The number of channels C.
+    eps : float
+        Added to the variance for stability.
+    momentum : float or None
+        Weight of the newest batch in the running statistics (None: cumulative average).
+    affine : bool
+        (default False) Learn a per-channel ``weight`` and ``bias``.
+    track_running_stats : bool
+        (default False) Keep running statistics for evaluation mode.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.InstanceNorm1d(2, eps=0.0)(lucid.tensor([[[1.0, 3.0], [2.0, 4.0]]])).tolist()
+    [[[-1.0, 1.0], [-1.0, 1.0]]]
+    """
     _dims = (2, 3)
 
 
 class InstanceNorm2d(_InstanceNorm):
+    """Normalise each channel of each sample of (N, C, H, W) inputs over H and W.
+
+    Parameters
+    ----------
+    num_features : int
+        The number of channels C.
+    eps : float
+        Added to the variance for stability.
+    momentum : float or None
+        Weight of the newest batch in the running statistics (None: cumulative average).
+    affine : bool
+        (default False) Learn a per-channel ``weight`` and ``bias``.
+    track_running_stats : bool
+        (default False) Keep running statistics for evaluation mode.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.InstanceNorm2d(3)(lucid.ones(2, 3, 4, 4)).shape
+    (2, 3, 4, 4)
+    """
     _dims = (3, 4)
 
 
 class LayerNorm(Module):
     """Normalise over the trailing ``normalized_shape`` dims; ``weight`` = 1, ``bias`` = 0.
+
+    Parameters
+    ----------
+    normalized_shape : int or tuple of int
+        The trailing dims to normalise over.
+    eps : float
+        Added to the variance for stability.
+    elementwise_affine : bool
+        Learn ``weight`` (and ``bias``) of shape ``normalized_shape``.
+    bias : bool
+        Whether to learn a bias when ``elementwise_affine``.
 
     Examples
     --------
@@ -182,6 +289,23 @@ class LayerNorm(Module):
 
 
 class RMSNorm(Module):
+    """Root-mean-square normalisation ``x / sqrt(mean(x^2) + eps) * weight`` over the trailing dims.
+
+    Parameters
+    ----------
+    normalized_shape : int or tuple of int
+        The trailing dims to normalise over.
+    eps : float, optional
+        Added under the root (default: the dtype's machine epsilon).
+    elementwise_affine : bool
+        Learn a ``weight`` of shape ``normalized_shape``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.RMSNorm(2)(lucid.tensor([[3.0, 3.0]])).tolist()
+    [[1.0, 1.0]]
+    """
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
         super().__init__()
         if isinstance(normalized_shape, int):
@@ -200,7 +324,25 @@ class RMSNorm(Module):
 
 
 class GroupNorm(Module):
-    """Group normalisation of (N, C, *) inputs; per-channel affine ``weight`` = 1, ``bias`` = 0."""
+    """Group normalisation of (N, C, *) inputs; per-channel affine ``weight`` = 1, ``bias`` = 0.
+
+    Parameters
+    ----------
+    num_groups : int
+        Number of channel groups (must divide ``num_channels``).
+    num_channels : int
+        The number of channels C.
+    eps : float
+        Added to the variance for stability.
+    affine : bool
+        Learn a per-channel ``weight`` and ``bias``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.GroupNorm(1, 2)(lucid.ones(1, 2, 3)).shape
+    (1, 2, 3)
+    """
 
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
         super().__init__()

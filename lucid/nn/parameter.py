@@ -62,7 +62,23 @@ def _rebuild_parameter(data, requires_grad):
 
 
 class Buffer(Tensor):
-    """Marker for a module buffer (``nn.Buffer`` in recent PyTorch); ``persistent`` flag."""
+    """Marker for a module buffer (``nn.Buffer`` in recent PyTorch); ``persistent`` flag.
+
+    Parameters
+    ----------
+    data : Tensor
+        The buffer's value.
+    persistent : bool
+        Whether it is saved in ``state_dict``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> m = nn.Module()
+    >>> m.scale = nn.Buffer(lucid.ones(2))
+    >>> list(m.state_dict())
+    ['scale']
+    """
 
     def __init__(self, data=None, *, persistent=True):
         Tensor.__init__(self, None)

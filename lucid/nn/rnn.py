@@ -27,7 +27,33 @@ def _lucid():
 
 
 class RNNBase(Module):
-    """Shared machinery of the multi-layer recurrent layers."""
+    """Shared machinery of the multi-layer recurrent layers.
+
+    Parameters
+    ----------
+    mode : str
+        'RNN_TANH', 'RNN_RELU', 'LSTM' or 'GRU'.
+    input_size : int
+        Features of each input step.
+    hidden_size : int
+        Features of the hidden state.
+    num_layers : int
+        Stacked layers.
+    bias : bool
+        Learn the biases.
+    batch_first : bool
+        Inputs are (N, L, H_in) instead of (L, N, H_in).
+    dropout : float
+        Dropout between layers (training only).
+    bidirectional : bool
+        Run a second, reversed direction and concatenate.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.GRU(3, 4)(lucid.zeros(5, 2, 3))[0].shape
+    (5, 2, 4)
+    """
 
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
@@ -138,6 +164,25 @@ class RNNBase(Module):
 class RNN(RNNBase):
     """Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`` (or ReLU).
 
+    Parameters
+    ----------
+    input_size : int
+        Features of each input step.
+    hidden_size : int
+        Features of the hidden state.
+    num_layers : int
+        Stacked layers.
+    bias : bool
+        Learn the biases.
+    batch_first : bool
+        Inputs are (N, L, H_in) instead of (L, N, H_in).
+    dropout : float
+        Dropout between layers (training only).
+    bidirectional : bool
+        Run a second, reversed direction and concatenate.
+    nonlinearity : {'tanh', 'relu'}
+        The activation.
+
     Examples
     --------
     >>> import lucid, lucid.nn as nn
@@ -159,6 +204,23 @@ class RNN(RNNBase):
 class LSTM(RNNBase):
     """Long short-term memory; ``forward(x, (h0, c0))`` returns ``(output, (h_n, c_n))``.
 
+    Parameters
+    ----------
+    input_size : int
+        Features of each input step.
+    hidden_size : int
+        Features of the hidden state.
+    num_layers : int
+        Stacked layers.
+    bias : bool
+        Learn the biases.
+    batch_first : bool
+        Inputs are (N, L, H_in) instead of (L, N, H_in).
+    dropout : float
+        Dropout between layers (training only).
+    bidirectional : bool
+        Run a second, reversed direction and concatenate.
+
     Examples
     --------
     >>> import lucid, lucid.nn as nn
@@ -175,7 +237,32 @@ class LSTM(RNNBase):
 
 
 class GRU(RNNBase):
-    """Gated recurrent unit (PyTorch's gate order ``[r, z, n]``)."""
+    """Gated recurrent unit (PyTorch's gate order ``[r, z, n]``).
+
+    Parameters
+    ----------
+    input_size : int
+        Features of each input step.
+    hidden_size : int
+        Features of the hidden state.
+    num_layers : int
+        Stacked layers.
+    bias : bool
+        Learn the biases.
+    batch_first : bool
+        Inputs are (N, L, H_in) instead of (L, N, H_in).
+    dropout : float
+        Dropout between layers (training only).
+    bidirectional : bool
+        Run a second, reversed direction and concatenate.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> out, h = nn.GRU(3, 4, batch_first=True)(lucid.zeros(2, 5, 3))
+    >>> out.shape, h.shape
+    ((2, 5, 4), (1, 2, 4))
+    """
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, device=None, dtype=None):
@@ -215,7 +302,25 @@ class _CellBase(Module):
 
 
 class RNNCell(_CellBase):
-    """One Elman RNN step."""
+    """One Elman RNN step.
+
+    Parameters
+    ----------
+    input_size : int
+        Features of the input.
+    hidden_size : int
+        Features of the hidden state.
+    bias : bool
+        Learn the biases.
+    nonlinearity : {'tanh', 'relu'}
+        The activation.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.RNNCell(3, 4)(lucid.zeros(2, 3)).shape
+    (2, 4)
+    """
 
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, device, dtype)
@@ -228,7 +333,24 @@ class RNNCell(_CellBase):
 
 
 class LSTMCell(_CellBase):
-    """One LSTM step; returns ``(h', c')``."""
+    """One LSTM step; returns ``(h', c')``.
+
+    Parameters
+    ----------
+    input_size : int
+        Features of the input.
+    hidden_size : int
+        Features of the hidden state.
+    bias : bool
+        Learn the biases.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> h, c = nn.LSTMCell(3, 4)(lucid.zeros(2, 3))
+    >>> h.shape, c.shape
+    ((2, 4), (2, 4))
+    """
 
     _gates = 4
 
@@ -238,7 +360,23 @@ class LSTMCell(_CellBase):
 
 
 class GRUCell(_CellBase):
-    """One GRU step."""
+    """One GRU step.
+
+    Parameters
+    ----------
+    input_size : int
+        Features of the input.
+    hidden_size : int
+        Features of the hidden state.
+    bias : bool
+        Learn the biases.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.GRUCell(3, 4)(lucid.zeros(2, 3)).shape
+    (2, 4)
+    """
 
     _gates = 3
 

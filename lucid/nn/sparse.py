@@ -15,6 +15,19 @@ class Embedding(Module):
     The weight is initialised from N(0, 1); the ``padding_idx`` row is zeroed and gets no
     gradient.
 
+    Parameters
+    ----------
+    num_embeddings : int
+        Size of the vocabulary.
+    embedding_dim : int
+        Size of each vector.
+    padding_idx : int, optional
+        This row gets no gradient (and starts at zero).
+    max_norm : float, optional
+        Renormalise looked-up rows to at most this norm.
+    _weight : Tensor, optional
+        Use this as the weight.
+
     Examples
     --------
     >>> import lucid, lucid.nn as nn

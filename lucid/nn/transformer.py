@@ -35,6 +35,21 @@ class MultiheadAttention(Module):
     True where attention is *not* allowed; float masks are added to the scores.
     Limitations: no ``bias_k``/``bias_v``/``add_zero_attn``.
 
+    Parameters
+    ----------
+    embed_dim : int
+        Model width E (split across the heads).
+    num_heads : int
+        Number of heads (must divide ``embed_dim``).
+    dropout : float
+        Dropout on the attention weights (training only).
+    bias : bool
+        Learn projection biases.
+    kdim, vdim : int, optional
+        Widths of key and value when they differ from ``embed_dim``.
+    batch_first : bool
+        Inputs are (N, L, E).
+
     Examples
     --------
     >>> import lucid, lucid.nn as nn
@@ -127,6 +142,25 @@ def _activation(act):
 class TransformerEncoderLayer(Module):
     """Self-attention + feed-forward block (post-norm by default, pre-norm with ``norm_first``).
 
+    Parameters
+    ----------
+    d_model : int
+        Model width.
+    nhead : int
+        Attention heads.
+    dim_feedforward : int
+        Hidden width of the feed-forward block.
+    dropout : float
+        Dropout rate (training only).
+    activation : str or callable
+        'relu', 'gelu' or a function.
+    layer_norm_eps : float
+        LayerNorm epsilon.
+    batch_first : bool
+        Inputs are (N, L, E).
+    norm_first : bool
+        Pre-norm instead of post-norm.
+
     Examples
     --------
     >>> import lucid, lucid.nn as nn
@@ -168,7 +202,24 @@ class TransformerEncoderLayer(Module):
 
 
 class TransformerEncoder(Module):
-    """A stack of ``num_layers`` deep copies of ``encoder_layer``, then an optional ``norm``."""
+    """A stack of ``num_layers`` deep copies of ``encoder_layer``, then an optional ``norm``.
+
+    Parameters
+    ----------
+    encoder_layer : TransformerEncoderLayer
+        The layer to copy.
+    num_layers : int
+        How many copies to stack.
+    norm : Module, optional
+        Applied to the output.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True)
+    >>> nn.TransformerEncoder(layer, 2)(lucid.zeros(3, 5, 8)).shape
+    (3, 5, 8)
+    """
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
         super().__init__()

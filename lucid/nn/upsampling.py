@@ -10,6 +10,17 @@ __all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"]
 class Upsample(Module):
     """Resize with :func:`lucid.nn.functional.interpolate` (``size`` or ``scale_factor``).
 
+    Parameters
+    ----------
+    size : int or tuple of int, optional
+        The output spatial size.
+    scale_factor : float or tuple of float, optional
+        Multiplier of the spatial size.
+    mode : str
+        'nearest', 'nearest-exact', 'linear', 'bilinear' or 'trilinear'.
+    align_corners : bool, optional
+        For the linear modes: align the corner pixels' centres.
+
     Examples
     --------
     >>> import lucid, lucid.nn as nn
@@ -33,14 +44,42 @@ class Upsample(Module):
 
 
 class UpsamplingNearest2d(Upsample):
-    """Nearest-neighbour 2-D upsampling."""
+    """Nearest-neighbour 2-D upsampling.
+
+    Parameters
+    ----------
+    size : int or tuple of int, optional
+        The output spatial size.
+    scale_factor : float or tuple of float, optional
+        Multiplier of the spatial size.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.UpsamplingNearest2d(scale_factor=2)(lucid.zeros(1, 1, 2, 3)).shape
+    (1, 1, 4, 6)
+    """
 
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="nearest")
 
 
 class UpsamplingBilinear2d(Upsample):
-    """Bilinear 2-D upsampling with ``align_corners=True`` (as PyTorch's class)."""
+    """Bilinear 2-D upsampling with ``align_corners=True`` (as PyTorch's class).
+
+    Parameters
+    ----------
+    size : int or tuple of int, optional
+        The output spatial size.
+    scale_factor : float or tuple of float, optional
+        Multiplier of the spatial size.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.UpsamplingBilinear2d(size=(1, 4))(lucid.tensor([[[[0.0, 3.0]]]])).tolist()
+    [[[[0.0, 1.0, 2.0, 3.0]]]]
+    """
 
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)

@@ -88,9 +88,23 @@ def batch_elementwise(prim):
     """
 
     def rule(vals, bdims, **params):
-        b = _common_bdim(vals, bdims)
-        if b is not None:  # fast path: nothing to move or pad
-            return bind(prim, vals, params), b
+        # Fast path (inlined, every elementwise op under vmap): the batched operands share
+        # one bdim d and one rank R + 1, and each unbatched operand has rank <= R - d, so
+        # NumPy's right-aligned broadcasting already lines the examples up: nothing to move.
+        common = rank = None
+        low = 0  # the largest unbatched rank
+        for v, d in zip(vals, bdims):
+            if d is None:
+                r = len(getattr(v, "shape", ()))
+                if r > low:
+                    low = r
+            elif common is None:
+                common, rank = d, len(v.shape)
+            elif d != common or len(v.shape) != rank:
+                break
+        else:
+            if common is not None and low <= rank - 1 - common:
+                return bind(prim, vals, params), common
         rank = max(ndim_of(v) - (b is not None) for v, b in zip(vals, bdims))
         new = []
         for v, b in zip(vals, bdims):
@@ -107,29 +121,14 @@ def batch_elementwise(prim):
     return rule
 
 
-def _common_bdim(vals, bdims):
-    """The batch dim shared by every batched operand when they all have the same rank and
-    every unbatched operand is a 0-d scalar (broadcasting then lines up as it is); else None."""
-    common = rank = None
-    for v, d in zip(vals, bdims):
-        if d is None:
-            if getattr(v, "shape", ()) != ():
-                return None
-        elif common is None:
-            common, rank = d, len(v.shape)
-        elif d != common or len(v.shape) != rank:
-            return None
-    return common
-
-
 def batch_unary_axis(prim, axis_params=("axis",)):
     """Batching rule for one-input ops with axis parameters: shift the axes past the batch dim."""
 
-    def rule(vals, bdims, **params):
+    def rule(vals, bdims, **params):  # ``params`` is this call's own dict: safe to update
         (v,), (b,) = vals, bdims
-        v = move_bdim(v, b, 0)
-        nd = v.ndim - 1
-        params = dict(params)
+        if b != 0:
+            v = move_bdim(v, b, 0)
+        nd = len(v.shape) - 1
         for name in axis_params:
             params[name] = shift_axis(params.get(name), nd)
         return bind(prim, (v,), params), 0
@@ -139,6 +138,16 @@ def batch_unary_axis(prim, axis_params=("axis",)):
 
 def shift_axis(axis, nd):
     """Axis (int, tuple or None) of a per-example array, as an axis of the batched array."""
+    if axis.__class__ is tuple:  # fast path: the already-normalised axes most ops pass
+        out = []
+        for a in axis:
+            if a.__class__ is not int or not 0 <= a < nd:
+                break
+            out.append(a + 1)
+        else:
+            return tuple(out)
+    elif axis.__class__ is int and 0 <= axis < nd:
+        return axis + 1
     if axis is None:
         return tuple(range(1, nd + 1))
     if isinstance(axis, (tuple, list)):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+import weakref
 
 import numpy as np
 
@@ -78,10 +79,10 @@ def _padded_channel_major(x, padding):
     return out
 
 
-def _im2col(xc, ksize, stride, dilation, out_sp):
+def _im2col(xc, ksize, stride, dilation, out_sp, role="cols"):
     """Columns (C, *k, N, *out) of a padded channel-major input: one copy per kernel offset."""
     c, n = xc.shape[:2]
-    cols = _scratch("cols", (c,) + tuple(ksize) + (n,) + tuple(out_sp), xc.dtype)
+    cols = _scratch(role, (c,) + tuple(ksize) + (n,) + tuple(out_sp), xc.dtype)
     lead = (slice(None), slice(None))
     for off in _offsets(ksize):
         cols[(slice(None),) + off] = xc[lead + _window(off, stride, dilation, out_sp)]
@@ -135,16 +136,90 @@ def _grid(buf, out_sp, st):
                                            buf.strides[:2] + tuple(t * item for t in st))
 
 
-def _flat_cols(xc, ksize, dilation, out_sp):
+def _flat_cols(xc, ksize, dilation, out_sp, role="cols"):
     """Stride-1 columns (C, K, N, L) of a padded channel-major input. See NOTE [Flat shifts]."""
     c, n = xc.shape[:2]
     st, shifts = _flat_shifts(xc.shape[2:], ksize, dilation)
     L = _flat_len(out_sp, st)
     xf = xc.reshape(c, n, -1)
-    cols = _scratch("cols", (c, len(shifts), n, L), xc.dtype)
+    cols = _scratch(role, (c, len(shifts), n, L), xc.dtype)
     for j, sh in enumerate(shifts):
         cols[:, j] = xf[:, :, sh:sh + L]
     return cols, st, L
+
+
+def _columns(x, ksize, stride, padding, dilation, groups, out_sp, role="cols"):
+    """im2col columns (G, Cg*K, N*P) of ``x`` (N, C, *S) and the flat-grid geometry
+    ``(st, L)`` of their positions (``None`` for strided convs, whose positions are compact)."""
+    n = x.shape[0]
+    xc = _padded_channel_major(x, padding)
+    if all(s == 1 for s in stride):  # See NOTE [Flat shifts]
+        cols, st, L = _flat_cols(xc, ksize, dilation, out_sp, role)
+        return cols.reshape(groups, -1, n * L), (st, L)
+    cols = _im2col(xc, ksize, stride, dilation, out_sp, role)
+    return cols.reshape(groups, -1, n * math.prod(out_sp)), None
+
+
+# NOTE [Column cache]
+# A training step runs conv(x, w) forward and, in its backward, conv_weight(x, g) on the
+# same array x with the same geometry: both need the same im2col columns, the largest
+# temporary of the step. So the forward builds its columns in one of a few reusable slots
+# tagged with a weak reference to x and the geometry, and conv_weight reuses a matching slot
+# instead of rebuilding it. Identity of x is enough: an input saved for backward that is
+# changed in place fails the engine's version check before any rule runs, and the forward
+# never reads a slot. Slots are reused round-robin (a backward visits the latest forwards
+# first); columns larger than _CACHE_MAX bytes are not kept. Likewise the output gradient
+# g placed on the flat grid is shared by the two backward rules of one conv (conv_transpose
+# for x, conv_weight for w, called with the same g).
+_SLOTS = 3
+_CACHE_MAX = 96 << 20
+
+
+def _forward_columns(x, geom):
+    """The forward's columns (see :func:`_columns`; ``geom`` = its arguments after ``x``),
+    built into the next cache slot, or into plain scratch when too large to keep."""
+    ksize, padding = geom[0], geom[2]
+    size = x.dtype.itemsize * x.shape[1] * math.prod(ksize) * x.shape[0] * \
+        math.prod(n + lo + hi for n, (lo, hi) in zip(x.shape[2:], padding))
+    if size > _CACHE_MAX:
+        return _columns(x, *geom)
+    state = _SCRATCH.__dict__
+    slots = state.setdefault("slots", [None] * _SLOTS)
+    i = state["next_slot"] = (state.get("next_slot", -1) + 1) % _SLOTS
+    slots[i] = None
+    res = _columns(x, *geom, role=f"slot{i}")
+    slots[i] = (weakref.ref(x), geom, res)
+    return res
+
+
+def _backward_columns(x, geom):
+    """The columns of the forward conv of ``x`` with ``geom`` when still cached, else rebuilt."""
+    for slot in _SCRATCH.__dict__.get("slots", ()):
+        if slot is not None and slot[0]() is x and slot[1] == geom:
+            return slot[2]
+    return _columns(x, *geom)
+
+
+def _place_grad(g, st, L, keep):
+    """Channel-major ``g`` (N, O, *out) on the zero flat grid (O, N, L) of stride ``st``
+    (see NOTE [Flat shifts]); with ``keep`` the grid is handed to the next
+    :func:`_placed_grad` call for the same ``g`` (see NOTE [Column cache])."""
+    state = _SCRATCH.__dict__
+    state["placed"] = None
+    gb = _scratch("placed" if keep else "grid", (g.shape[1], g.shape[0], L), g.dtype, zero=True)
+    _grid(gb, g.shape[2:], st)[...] = _channel_major(g)
+    if keep:
+        state["placed"] = (weakref.ref(g), st, L, gb)
+    return gb
+
+
+def _placed_grad(g, st, L):
+    """The grid :func:`_place_grad` left for this ``g`` (used once), else a new one."""
+    state = _SCRATCH.__dict__
+    hit, state["placed"] = state.get("placed"), None
+    if hit is not None and hit[0]() is g and hit[1] == st and hit[2] == L:
+        return hit[3]
+    return _place_grad(g, st, L, keep=False)
 
 
 def conv_out_size(in_sp, ksize, stride, padding, dilation):
@@ -167,14 +242,12 @@ def _conv_impl(x, w, stride, padding, dilation, groups):
     if c != w.shape[1] * groups:
         raise ValueError(f"expected input with {w.shape[1] * groups} channels (weight {tuple(w.shape)}, "
                          f"groups={groups}), got {c} channels")
-    xc = _padded_channel_major(x, padding)
     wg = w.reshape(groups, o // groups, -1)
-    if all(s == 1 for s in stride):
-        cols, st, L = _flat_cols(xc, ksize, dilation, out_sp)
-        out = xp.matmul(wg, cols.reshape(groups, -1, n * L))
-        return _channel_major(_grid(out.reshape(o, n, L), out_sp, st))
-    cols = _im2col(xc, ksize, stride, dilation, out_sp).reshape(groups, -1, n * math.prod(out_sp))
+    cols, flat = _forward_columns(x, (tuple(ksize), stride, padding, dilation, groups, out_sp))
     out = xp.matmul(wg, cols)
+    if flat is not None:
+        st, L = flat
+        return _channel_major(_grid(out.reshape(o, n, L), out_sp, st))
     return _channel_major(out.reshape((o, n) + tuple(out_sp)))
 
 
@@ -193,15 +266,10 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     if all(s == 1 for s in stride):  # See NOTE [Flat shifts]
         st, shifts = _flat_shifts(alloc, ksize, dilation)
         L = _flat_len(in_sp, st)
-        gb = _scratch("grid", (cin, n, L), x.dtype, zero=True)
-        _grid(gb, in_sp, st)[...] = _channel_major(x)
+        gb = _place_grad(x, st, L, keep=True)
         cg = _scratch("cols", (groups, coutg * len(shifts), n * L), x.dtype)
         xp.matmul(w2, gb.reshape(groups, cin // groups, n * L), out=cg)
-        cg = cg.reshape(cout, len(shifts), n, L)
-        y = xp.zeros((cout, n, math.prod(alloc)), dtype=cg.dtype)
-        for j, sh in enumerate(shifts):
-            y[:, :, sh:sh + L] += cg[:, j]
-        return _channel_major(y.reshape((cout, n) + alloc)[crop])
+        return _channel_major(_col2im_flat(cg.reshape(cout, len(shifts), n, L), shifts, alloc)[crop])
     x2 = _channel_major(x).reshape(groups, cin // groups, -1)
     cg = xp.matmul(w2, x2).reshape((cout,) + tuple(ksize) + (n,) + tuple(in_sp))
     y = xp.zeros((cout, n) + alloc, dtype=cg.dtype)
@@ -211,18 +279,28 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     return _channel_major(y[crop])
 
 
+def _col2im_flat(cg, shifts, alloc):
+    """(C, N, *alloc) sums of the shifted column blocks ``cg`` (C, K, N, L). A few channels
+    at a time, so the output block being summed into stays in cache across the K adds."""
+    c, _, n, L = cg.shape
+    size = math.prod(alloc)
+    y = xp.zeros((c, n, size), dtype=cg.dtype)
+    step = max(1, (256 << 10) // (n * size * cg.dtype.itemsize))
+    for a in range(0, c, step):
+        ya, ca = y[a:a + step], cg[a:a + step]
+        for j, sh in enumerate(shifts):
+            ya[:, :, sh:sh + L] += ca[:, j]
+    return y.reshape((c, n) + tuple(alloc))
+
+
 def _conv_weight_impl(x, g, stride, padding, dilation, groups, ksize):
     n, c = x.shape[:2]
     o = g.shape[1]
     out_sp = g.shape[2:]
-    xc = _padded_channel_major(x, padding)
-    if all(s == 1 for s in stride):  # See NOTE [Flat shifts]
-        cols, st, L = _flat_cols(xc, ksize, dilation, out_sp)
-        gb = _scratch("grid", (o, n, L), g.dtype, zero=True)
-        _grid(gb, out_sp, st)[...] = _channel_major(g)
-        cols, g2 = cols.reshape(groups, -1, n * L), gb.reshape(groups, o // groups, n * L)
+    cols, flat = _backward_columns(x, (tuple(ksize), stride, padding, dilation, groups, tuple(out_sp)))
+    if flat is not None:  # See NOTE [Flat shifts]
+        g2 = _placed_grad(g, *flat).reshape(groups, o // groups, -1)
     else:
-        cols = _im2col(xc, ksize, stride, dilation, out_sp).reshape(groups, -1, n * math.prod(out_sp))
         g2 = _channel_major(g).reshape(groups, o // groups, -1)
     dw = xp.matmul(cols, g2.transpose(0, 2, 1)).transpose(0, 2, 1)  # (G, Og, Cg*K); the faster BLAS order
     return dw.reshape((o, c // groups) + tuple(ksize))

@@ -9,29 +9,60 @@ from .._core.tensor import Tensor, _to_array, _wrap, tensor_method
 from .elementwise import cast
 
 
-def _finish(arr, requires_grad, device=None):
-    backend.check_device(device)
+def device_arg(device, op):
+    """``backend.check_device`` with errors that name ``op`` (only "cpu" exists in this build)."""
+    try:
+        return backend.check_device(device)
+    except RuntimeError as e:
+        raise RuntimeError(f"{op}: {e}") from None
+
+
+def _finish(arr, requires_grad, device, op):
+    device_arg(device, op)
     t = _wrap(arr)
     if requires_grad:
         t.requires_grad = True
     return t
 
 
-def _size(size):
+def size_arg(size, op):
+    """``(2, 3)``, ``((2, 3),)`` or ``([2, 3],)`` -> ``(2, 3)``, checked (shared by the random ops)."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    size = tuple(int(s) for s in size)
+    try:
+        size = tuple(int(s) for s in size)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: size must be a sequence of ints, got {size!r}") from None
     if any(s < 0 for s in size):
-        raise RuntimeError(f"creation: negative dimension in size {size}")
+        raise RuntimeError(f"{op}: negative dimension in size {size}")
     return size
 
 
-def _float_dtype(dtype):
-    return dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+def dtype_arg(dtype, op):
+    """``dtypes.to_dtype`` with errors that name ``op``."""
+    try:
+        return dtypes.to_dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"{op}: {e}") from None
+
+
+def _float_dtype(dtype, op="creation"):
+    return dtype_arg(dtype, op) if dtype is not None else dtypes.get_default_dtype()
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """Make a tensor that copies ``data`` (Python floats become float32).
+
+    Parameters
+    ----------
+    data : array_like
+        Nested lists, numbers, NumPy arrays or Tensors.
+    dtype : dtype, optional
+        Default: inferred (Python floats become the default dtype, ints int64).
+    device : str, optional
+        Only 'cpu' exists.
+    requires_grad : bool
+        Make the result a leaf that requires grad.
 
     Examples
     --------
@@ -41,13 +72,35 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     """
     if isinstance(data, Tensor):
         data = data._data
-    return _finish(_to_array(data, dtype), requires_grad, device)
+    try:
+        arr = _to_array(data, dtype_arg(dtype, "tensor"))
+    except ValueError as e:  # ragged nesting, strings ...
+        raise ValueError(f"tensor: can't make a tensor from this data ({e})") from None
+    return _finish(arr, requires_grad, device, "tensor")
 
 
 def as_tensor(data, dtype=None, device=None):
-    """Like :func:`tensor` but shares memory with a NumPy array or Tensor when it can."""
-    backend.check_device(device)
-    dtype = dtypes.to_dtype(dtype)
+    """Like :func:`tensor` but shares memory with a NumPy array or Tensor when it can.
+
+    Parameters
+    ----------
+    data : array_like
+        The data.
+    dtype : dtype, optional
+        Convert to this dtype.
+    device : str, optional
+        Only 'cpu' exists.
+
+    Examples
+    --------
+    >>> import lucid, numpy as np
+    >>> a = np.zeros(2)
+    >>> t = lucid.as_tensor(a); a[0] = 5.0
+    >>> t.tolist()
+    [5.0, 0.0]
+    """
+    device_arg(device, "as_tensor")
+    dtype = dtype_arg(dtype, "as_tensor")
     if isinstance(data, Tensor):
         return data if dtype is None or data.dtype == dtype else cast(data, dtype)
     if isinstance(data, np.ndarray):
@@ -56,34 +109,124 @@ def as_tensor(data, dtype=None, device=None):
 
 
 def from_numpy(array):
-    """A tensor sharing memory with ``array``."""
+    """A tensor sharing memory with ``array``.
+
+    Parameters
+    ----------
+    array : numpy.ndarray
+        Shared, not copied.
+
+    Examples
+    --------
+    >>> import lucid, numpy as np
+    >>> lucid.from_numpy(np.array([1, 2])).tolist()
+    [1, 2]
+    """
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray, got {type(array).__name__}")
     return _wrap(array)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
-    """A tensor of zeros."""
-    return _finish(xp.zeros(_size(size), _float_dtype(dtype)), requires_grad, device)
+    """A tensor of zeros.
+
+    Parameters
+    ----------
+    *size : int or tuple of int
+        The shape.
+    dtype : dtype, optional
+        The dtype (default: the default dtype).
+    device : str, optional
+        Only 'cpu' exists.
+    requires_grad : bool
+        Make the result a leaf that requires grad.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(2, 3).shape
+    (2, 3)
+    """
+    return _finish(xp.zeros(size_arg(size, "zeros"), _float_dtype(dtype, "zeros")), requires_grad, device, "zeros")
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
-    """A tensor of ones."""
-    return _finish(xp.ones(_size(size), _float_dtype(dtype)), requires_grad, device)
+    """A tensor of ones.
+
+    Parameters
+    ----------
+    *size : int or tuple of int
+        The shape.
+    dtype : dtype, optional
+        The dtype (default: the default dtype).
+    device : str, optional
+        Only 'cpu' exists.
+    requires_grad : bool
+        Make the result a leaf that requires grad.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.ones((2,), dtype=lucid.int64).tolist()
+    [1, 1]
+    """
+    return _finish(xp.ones(size_arg(size, "ones"), _float_dtype(dtype, "ones")), requires_grad, device, "ones")
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
-    """An uninitialised tensor (zeros in practice)."""
-    return _finish(xp.zeros(_size(size), _float_dtype(dtype)), requires_grad, device)
+    """An uninitialised tensor (zeros in practice).
+
+    Parameters
+    ----------
+    *size : int or tuple of int
+        The shape.
+    dtype : dtype, optional
+        The dtype (default: the default dtype).
+    device : str, optional
+        Only 'cpu' exists.
+    requires_grad : bool
+        Make the result a leaf that requires grad.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.empty(2, 3).shape
+    (2, 3)
+    """
+    return _finish(xp.zeros(size_arg(size, "empty"), _float_dtype(dtype, "empty")), requires_grad, device, "empty")
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
-    """A tensor filled with ``fill_value`` (dtype inferred from it like PyTorch)."""
+    """A tensor filled with ``fill_value`` (dtype inferred from it like PyTorch).
+
+    Parameters
+    ----------
+    size : int or tuple of int
+        The shape.
+    fill_value : number
+        The value.
+    dtype : dtype, optional
+        Default: bool, int64 or the default float, from ``fill_value``.
+    device : str, optional
+        Only 'cpu' exists.
+    requires_grad : bool
+        Make the result a leaf that requires grad.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.full((2,), 7).tolist()
+    [7, 7]
+    """
     if dtype is None:
         dtype = (dtypes.bool_ if isinstance(fill_value, bool) else dtypes.int64
                  if isinstance(fill_value, int) else dtypes.get_default_dtype())
-    return _finish(xp.full(_size((size,) if isinstance(size, int) else (tuple(size),)), fill_value,
-                           dtypes.to_dtype(dtype)), requires_grad, device)
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    if not isinstance(fill_value, (bool, int, float, complex, np.number, np.bool_)):
+        raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
+    size = size_arg((size,) if isinstance(size, int) else (tuple(size),), "full")
+    return _finish(xp.full(size, fill_value, dtype_arg(dtype, "full")), requires_grad, device, "full")
 
 
 def _like(fn):
@@ -91,7 +234,13 @@ def _like(fn):
         return fn(*input.shape, dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
 
     like.__name__ = fn.__name__ + "_like"
-    like.__doc__ = f"``{fn.__name__}`` with the shape (and by default dtype) of ``input``."
+    like.__doc__ = (f"``{fn.__name__}`` with the shape (and by default dtype) of ``input``.\n\n"
+                    "    Parameters\n    ----------\n    input : Tensor\n        Gives the shape.\n"
+                    "    dtype : dtype, optional\n        Default: ``input.dtype``.\n"
+                    "    device : str, optional\n        Only 'cpu' exists.\n"
+                    "    requires_grad : bool\n        Make the result a leaf that requires grad.\n\n"
+                    "    Examples\n    --------\n    >>> import lucid\n"
+                    f"    >>> lucid.{fn.__name__}_like(lucid.zeros(2, 3)).shape\n    (2, 3)\n    ")
     return like
 
 
@@ -99,31 +248,149 @@ zeros_like, ones_like, empty_like = _like(zeros), _like(ones), _like(empty)
 
 
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
+    """A tensor of ``fill_value`` with the shape (and by default dtype) of ``input``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Gives the shape.
+    fill_value : number
+        The value.
+    dtype : dtype, optional
+        Default: ``input.dtype``.
+    device : str, optional
+        Only 'cpu' exists.
+    requires_grad : bool
+        Make the result a leaf that requires grad.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.full_like(lucid.zeros(2), 3.0).tolist()
+    [3.0, 3.0]
+    """
     return full(input.shape, fill_value, dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
-    """Values from ``start`` to ``end`` (exclusive) by ``step``; ints stay int64."""
+    """Values from ``start`` to ``end`` (exclusive) by ``step``; ints stay int64.
+
+    Parameters
+    ----------
+    start : number
+        First value (or, alone, the end with start 0).
+    end : number, optional
+        End (exclusive).
+    step : number
+        Spacing (nonzero).
+    dtype : dtype, optional
+        Default int64 for int arguments, else the default float.
+    device : str, optional
+        Only 'cpu' exists.
+    requires_grad : bool
+        Make the result a leaf that requires grad.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.arange(1, 7, 2).tolist()
+    [1, 3, 5]
+    """
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if vals[2] == 0:
+        raise RuntimeError(f"arange: step must be nonzero (start {vals[0]}, end {vals[1]})")
     if dtype is None:
         dtype = dtypes.int64 if all(isinstance(v, int) for v in vals) else dtypes.get_default_dtype()
-    return _finish(xp.arange(*vals, dtype=dtypes.to_dtype(dtype)), requires_grad, device)
+    return _finish(xp.arange(*vals, dtype=dtype_arg(dtype, "arange")), requires_grad, device, "arange")
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
-    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
-    return _finish(xp.linspace(start, end, int(steps), dtype=_float_dtype(dtype)), requires_grad, device)
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive.
+
+    Parameters
+    ----------
+    start, end : float
+        The end points (both included).
+    steps : int
+        Number of values.
+    dtype : dtype, optional
+        A floating dtype (default: the default dtype).
+    device : str, optional
+        Only 'cpu' exists.
+    requires_grad : bool
+        Make the result a leaf that requires grad.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.linspace(0, 1, 3).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    return _finish(xp.linspace(start, end, _steps(steps, "linspace"), dtype=_float_dtype(dtype, "linspace")),
+                   requires_grad, device, "linspace")
 
 
 def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False):
-    return _finish(xp.logspace(start, end, int(steps), base=base, dtype=_float_dtype(dtype)), requires_grad, device)
+    """``steps`` values ``base ** x`` for ``x`` evenly spaced from ``start`` to ``end``.
+
+    Parameters
+    ----------
+    start, end : float
+        The exponents of the end points.
+    steps : int
+        Number of values.
+    base : float
+        The base.
+    dtype : dtype, optional
+        A floating dtype (default: the default dtype).
+    device : str, optional
+        Only 'cpu' exists.
+    requires_grad : bool
+        Make the result a leaf that requires grad.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.logspace(0, 2, 3).tolist()
+    [1.0, 10.0, 100.0]
+    """
+    return _finish(xp.logspace(start, end, _steps(steps, "logspace"), base=base,
+                               dtype=_float_dtype(dtype, "logspace")), requires_grad, device, "logspace")
+
+
+def _steps(steps, op):
+    if int(steps) < 0:
+        raise RuntimeError(f"{op}: number of steps must be non-negative, got {steps}")
+    return int(steps)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
-    """Identity matrix of shape ``(n, m)``."""
-    return _finish(xp.eye(n, m, dtype=_float_dtype(dtype)), requires_grad, device)
+    """Identity matrix of shape ``(n, m)``.
+
+    Parameters
+    ----------
+    n : int
+        Rows.
+    m : int, optional
+        Columns (default ``n``).
+    dtype : dtype, optional
+        A floating dtype (default: the default dtype).
+    device : str, optional
+        Only 'cpu' exists.
+    requires_grad : bool
+        Make the result a leaf that requires grad.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.eye(2).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    if n < 0 or (m is not None and m < 0):
+        raise RuntimeError(f"eye: n and m must be non-negative, got n={n}, m={m}")
+    return _finish(xp.eye(n, m, dtype=_float_dtype(dtype, "eye")), requires_grad, device, "eye")
 
 
 # ------------------------------------------------------------------ conversions
@@ -136,15 +403,15 @@ def to(input, *args, dtype=None, device=None, copy=False, **kw):
         if isinstance(a, Tensor):
             dtype = a.dtype
         elif isinstance(a, str) and (a.split(":")[0] in ("cpu", "cuda", "mps", "meta") or not a):
-            backend.check_device(a)
+            device_arg(a, "to")
         elif isinstance(a, backend.device):
-            backend.check_device(a)
+            device_arg(a, "to")
         else:
             dtype = a
-    backend.check_device(device)
+    device_arg(device, "to")
     if dtype is None:
         return input.clone() if copy else input
-    out = cast(input, dtypes.to_dtype(dtype))
+    out = cast(input, dtype_arg(dtype, "to"))
     return out.clone() if copy and out is input else out
 
 

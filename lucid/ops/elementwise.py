@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 
 import numpy as np
 
@@ -140,6 +141,13 @@ neg_p.jvp = lambda ns, primals, tangents, out: -tangents[0]
 def add(input, other, *, alpha=1):
     """``input + alpha * other`` with broadcasting and PyTorch type promotion.
 
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+    alpha : number
+        Multiplier of ``other``.
+
     Examples
     --------
     >>> import lucid
@@ -153,7 +161,21 @@ def add(input, other, *, alpha=1):
 
 @tensor_method("sub", "subtract", "__sub__")
 def sub(input, other, *, alpha=1):
-    """``input - alpha * other``."""
+    """``input - alpha * other``.
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+    alpha : number
+        Multiplier of ``other``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.sub(lucid.tensor([5, 7]), 2, alpha=2).tolist()
+    [1, 3]
+    """
     if alpha != 1:
         other = mul(other, alpha)
     return bind(sub_p, promote(input, other), {})
@@ -161,13 +183,41 @@ def sub(input, other, *, alpha=1):
 
 @tensor_method("mul", "multiply", "__mul__")
 def mul(input, other):
-    """Elementwise product with broadcasting."""
+    """Elementwise product with broadcasting.
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> (lucid.tensor([1.0, 2.0]) * lucid.tensor([[3.0], [4.0]])).tolist()
+    [[3.0, 6.0], [4.0, 8.0]]
+    """
     return bind(mul_p, promote(input, other), {})
 
 
 @tensor_method("div", "divide", "true_divide", "__truediv__")
 def div(input, other, *, rounding_mode=None):
-    """True division (integers give floats); ``rounding_mode`` "floor" or "trunc"."""
+    """True division (integers give floats); ``rounding_mode`` "floor" or "trunc".
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+    rounding_mode : {None, 'floor', 'trunc'}
+        Round the quotient.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.div(lucid.tensor([7, -7]), 2).tolist()
+    [3.5, -3.5]
+    >>> lucid.div(lucid.tensor([7, -7]), 2, rounding_mode='trunc').tolist()
+    [3, -3]
+    """
     if rounding_mode == "floor":
         return floor_divide(input, other)
     if rounding_mode == "trunc":
@@ -179,13 +229,40 @@ def div(input, other, *, rounding_mode=None):
 
 @tensor_method("pow", "__pow__")
 def pow(input, exponent):
-    """``input ** exponent`` elementwise."""
+    """``input ** exponent`` elementwise.
+
+    Parameters
+    ----------
+    input : Tensor or number
+        The base.
+    exponent : Tensor or number
+        The exponent (broadcasts with ``input``).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.pow(lucid.tensor([2.0, 3.0]), 2).tolist()
+    [4.0, 9.0]
+    """
     a, b = promote(input, exponent)
     return bind(pow_p, (a, b), {})
 
 
 @tensor_method("neg", "negative", "__neg__")
 def neg(input):
+    """``-input`` elementwise.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.neg(lucid.tensor([1.0, -2.0])).tolist()
+    [-1.0, 2.0]
+    """
     return bind(neg_p, (_as_tensor(input),), {})
 
 
@@ -213,7 +290,19 @@ sign_p = nondiff("sign", xp.sign)
 
 @tensor_method("sign")
 def sign(input):
-    """-1, 0 or 1 by the sign of each element (gradient zero)."""
+    """-1, 0 or 1 by the sign of each element (gradient zero).
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.sign(lucid.tensor([-3.0, 0.0, 2.0])).tolist()
+    [-1.0, 0.0, 1.0]
+    """
     return bind(sign_p, (_as_tensor(input),), {})
 
 
@@ -258,6 +347,20 @@ def where(condition, input=None, other=None):
     """Elements of ``input`` where ``condition`` holds, else of ``other``.
 
     With only ``condition``, returns the indices of true elements (like ``nonzero(as_tuple=True)``).
+
+    Parameters
+    ----------
+    condition : Tensor
+        Bool (other dtypes are cast).
+    input, other : Tensor or number
+        Values where the condition holds / does not; all three broadcast.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([1.0, -2.0])
+    >>> lucid.where(x > 0, x, 0.0).tolist()
+    [1.0, 0.0]
     """
     if input is None and other is None:
         from .indexing import nonzero
@@ -283,15 +386,44 @@ minimum_p = binary("minimum", xp.minimum, lambda ns, x, y, o: _tie_split(ns, y, 
 
 @tensor_method("maximum")
 def maximum(input, other):
+    """Elementwise maximum (the gradient is split evenly on ties, as PyTorch).
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.maximum(lucid.tensor([1.0, 5.0]), lucid.tensor([3.0, 2.0])).tolist()
+    [3.0, 5.0]
+    """
     return bind(maximum_p, promote(input, other), {})
 
 
 @tensor_method("minimum")
 def minimum(input, other):
+    """Elementwise minimum (the gradient is split evenly on ties, as PyTorch).
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.minimum(lucid.tensor([1.0, 5.0]), lucid.tensor([3.0, 2.0])).tolist()
+    [1.0, 2.0]
+    """
     return bind(minimum_p, promote(input, other), {})
 
 
 # -------------------------------------------------------------- comparisons
+
+_BINARY_PARAMS = ("    Parameters\n    ----------\n    input, other : Tensor or number\n"
+                  "        Operands; they broadcast and are promoted to a common dtype.\n")
 
 def _compare(name, impl, dunder):
     prim = nondiff(name, impl)
@@ -300,7 +432,10 @@ def _compare(name, impl, dunder):
         return bind(prim, promote(input, other), {})
 
     fn.__name__ = name
-    fn.__doc__ = f"Elementwise ``{dunder}`` comparison (bool result, no gradient)."
+    fn.__doc__ = (f"Elementwise ``{dunder}`` comparison (bool result, no gradient).\n\n"
+                  + _BINARY_PARAMS + "\n    Examples\n    --------\n    >>> import lucid\n"
+                  f"    >>> lucid.{name}(lucid.tensor([1, 2, 3]), 2).tolist()\n"
+                  f"    {[bool(getattr(operator, dunder)(v, 2)) for v in (1, 2, 3)]}\n    ")
     setattr(Tensor, f"__{dunder}__", fn)
     setattr(Tensor, name, fn)
     return fn
@@ -325,7 +460,23 @@ clone_p.jvp = lambda ns, primals, tangents, out: tangents[0]
 
 @tensor_method("clone")
 def clone(input, *, memory_format=None):
-    """A copy of ``input`` that stays in the graph (gradient passes through unchanged)."""
+    """A copy of ``input`` that stays in the graph (gradient passes through unchanged).
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    memory_format : optional
+        Ignored (PyTorch compatibility).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([1.0])
+    >>> y = x.clone(); y[0] = 5.0
+    >>> x.tolist()
+    [1.0]
+    """
     return bind(clone_p, (_as_tensor(input),), {})
 
 
@@ -357,6 +508,13 @@ clamp_p.batch = lambda vals, bdims, lo, hi: (bind(clamp_p, vals, {"lo": lo, "hi"
 @tensor_method("clamp", "clip")
 def clamp(input, min=None, max=None):
     """Limit values to ``[min, max]``; bounds may be numbers or tensors.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    min, max : number or Tensor, optional
+        The bounds (at least one).
 
     Examples
     --------
@@ -391,7 +549,11 @@ def _logical(name, impl, dunder):
         a, b = promote(input, other)
         return bind(prim, (a, b), {})
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"Elementwise ``{name}`` of integer or bool tensors.\n\n" + _BINARY_PARAMS
+                  + "\n    Examples\n    --------\n    >>> import lucid\n"
+                  f"    >>> lucid.{name}(lucid.tensor([12]), lucid.tensor([10])).tolist()\n"
+                  f"    [{ {'and': 12 & 10, 'or': 12 | 10, 'xor': 12 ^ 10}[name.split('_')[1]] }]\n    ")
     for d in dunder:
         setattr(Tensor, d, fn)
     return prim, fn
@@ -409,11 +571,37 @@ logical_not_p = nondiff("logical_not", xp.logical_not)
 
 @tensor_method("__invert__", "bitwise_not")
 def bitwise_not(input):
+    """Elementwise bitwise NOT (``~``); logical NOT for bool tensors.
+
+    Parameters
+    ----------
+    input : Tensor
+        Integer or bool.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> (~lucid.tensor([True, False])).tolist()
+    [False, True]
+    """
     return bind(bitwise_not_p, (_as_tensor(input),), {})
 
 
 @tensor_method("logical_not")
 def logical_not(input):
+    """Elementwise logical NOT (nonzero is True); bool result.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.logical_not(lucid.tensor([0.0, 2.0])).tolist()
+    [True, False]
+    """
     return bind(logical_not_p, (_as_tensor(input),), {})
 
 
@@ -449,6 +637,11 @@ def floor_divide(input, other):
 
     The gradient is zero (the result is piecewise constant).
 
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+
     Examples
     --------
     >>> import lucid
@@ -464,6 +657,11 @@ def remainder(input, other):
 
     The result has the sign of ``other``.
 
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+
     Examples
     --------
     >>> import lucid
@@ -476,6 +674,11 @@ def remainder(input, other):
 @tensor_method("fmod")
 def fmod(input, other):
     """C-style modulus ``input - trunc(input / other) * other`` (sign of ``input``).
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
 
     Examples
     --------
@@ -650,6 +853,13 @@ def logit(input, eps=None):
 
     Outside the clamp range the gradient is zero (as in PyTorch).
 
+    Parameters
+    ----------
+    input : Tensor
+        Probabilities.
+    eps : float, optional
+        Clamp the input to ``[eps, 1 - eps]`` first.
+
     Examples
     --------
     >>> import lucid
@@ -694,6 +904,13 @@ round_p.batch = batch_elementwise(round_p)
 def round(input, *, decimals=0):
     """Round half to even, to ``decimals`` decimal places (gradient zero).
 
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    decimals : int
+        Number of decimal places.
+
     Examples
     --------
     >>> import lucid
@@ -713,7 +930,9 @@ def _floating_binary(name, prim, doc):
         return bind(prim, _floatify(input, other), {})
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = doc
+    head, _, examples = doc.partition("Examples")
+    fn.__doc__ = head.rstrip() + "\n\n" + _BINARY_PARAMS.replace(
+        "common dtype.", "common floating dtype.") + "\n    Examples" + examples
     return fn
 
 
@@ -770,6 +989,13 @@ def lerp(input, end, weight):
     Uses ``end - (end - input) * (1 - weight)`` for ``weight >= 0.5`` (as PyTorch), so
     ``lerp(a, b, 1) == b`` exactly.
 
+    Parameters
+    ----------
+    input, end : Tensor
+        The two end points (they broadcast).
+    weight : float or Tensor
+        Interpolation weight.
+
     Examples
     --------
     >>> import lucid
@@ -805,6 +1031,15 @@ nan_to_num_p.batch = batch_elementwise(nan_to_num_p)
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     """Replace NaN by ``nan`` and infinities by ``posinf``/``neginf`` (default: the dtype's extremes).
 
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    nan : float
+        Replacement of NaN.
+    posinf, neginf : float, optional
+        Replacements of +inf and -inf.
+
     Examples
     --------
     >>> import lucid
@@ -828,7 +1063,9 @@ def _value_test(name, prim):
         return bind(prim, (_as_tensor(input),), {})
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = (f"Elementwise ``{name}`` (bool result, no gradient).\n\n    Examples\n    --------\n"
+    fn.__doc__ = (f"Elementwise ``{name}`` (bool result, no gradient).\n\n"
+                  "    Parameters\n    ----------\n    input : Tensor\n        Any shape and dtype.\n\n"
+                  "    Examples\n    --------\n"
                   f"    >>> import lucid\n    >>> lucid.{name}(lucid.tensor([1.0, float('nan'), float('inf')])).shape\n"
                   "    (3,)\n    ")
     setattr(Tensor, name, fn)
@@ -849,6 +1086,15 @@ isclose_p = nondiff("isclose", lambda a, b, rtol, atol, equal_nan: xp.isclose(
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """``|input - other| <= atol + rtol * |other|`` elementwise (bool, no gradient).
 
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+    rtol, atol : float
+        Relative and absolute tolerance.
+    equal_nan : bool
+        Count NaN == NaN as close.
+
     Examples
     --------
     >>> import lucid
@@ -863,6 +1109,15 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True if :func:`isclose` holds everywhere (a Python bool).
 
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+    rtol, atol : float
+        Relative and absolute tolerance.
+    equal_nan : bool
+        Count NaN == NaN as close.
+
     Examples
     --------
     >>> import lucid
@@ -875,6 +1130,11 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 @tensor_method("equal")
 def equal(input, other):
     """True if both tensors have the same shape and elements (a Python bool).
+
+    Parameters
+    ----------
+    input, other : Tensor
+        The tensors to compare.
 
     Examples
     --------
@@ -899,7 +1159,7 @@ def _logical_binary(name, impl):
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"Elementwise ``{name}`` of the truth values (nonzero is True); bool result.\n\n"
-                  f"    Examples\n    --------\n    >>> import lucid\n"
+                  + _BINARY_PARAMS + f"\n    Examples\n    --------\n    >>> import lucid\n"
                   f"    >>> lucid.{name}(lucid.tensor([True, False]), lucid.tensor([True, True])).shape\n"
                   "    (2,)\n    ")
     setattr(Tensor, name, fn)
@@ -925,6 +1185,20 @@ for _name, _fn in [("exp2", exp2), ("expm1", expm1), ("log2", log2), ("log10", l
                    ("not_equal", ne)]:
     setattr(Tensor, _name, _fn)
 arcsin, arccos, arctan, arcsinh, arccosh, arctanh, arctan2 = asin, acos, atan, asinh, acosh, atanh, atan2
+
+
+def _document_input(fn):
+    """Give a family-made unary function (``unary`` in _family.py) its Parameters section."""
+    head, sep, tail = fn.__doc__.partition("Examples\n--------")
+    if "Parameters" not in head:
+        fn.__doc__ = (head.rstrip() + "\n\nParameters\n----------\ninput : Tensor\n    Any shape; integer "
+                      "and bool inputs are promoted to the default float dtype first.\n\n" + sep + tail)
+
+
+for _fn in (exp, log, sin, cos, tanh, sqrt, abs, relu, exp2, expm1, log2, log10, log1p, rsqrt, square,
+            reciprocal, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, sigmoid, erf, erfc,
+            floor, ceil, trunc, frac):
+    _document_input(_fn)
 
 
 __all__ = [

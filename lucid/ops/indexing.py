@@ -273,7 +273,22 @@ def _loop_batch(prim, vals, bdims, params):
 
 @tensor_method("__getitem__")
 def getitem(input, key):
-    """``input[key]`` with ints, slices, None, Ellipsis, bool masks and integer tensors."""
+    """``input[key]`` with ints, slices, None, Ellipsis, bool masks and integer tensors.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    key : index
+        Ints, slices, None, Ellipsis, bool masks, integer tensors or lists.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.arange(6).reshape(2, 3)
+    >>> x[:, lucid.tensor([2, 0])].tolist()
+    [[2, 0], [5, 3]]
+    """
     template, idx = split_key(key)
     if not idx and template == (slice(None),) * len(template):
         return input
@@ -419,6 +434,17 @@ def gather(input, dim, index, *, sparse_grad=False):
 
     ``index`` has the same number of dims as ``input`` and may be smaller in the others.
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim indexed by ``index``.
+    index : Tensor
+        Integer (long) indices. Same number of dims as ``input``.
+    sparse_grad : bool
+        Ignored.
+
     Examples
     --------
     >>> import lucid
@@ -438,6 +464,21 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
 
     For dim 0: ``out[index[i][j]][j] = src[i][j]``. With repeated indices the value written
     is unspecified (as in PyTorch); ``reduce`` is not supported.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim indexed by ``index``.
+    index : Tensor
+        Integer (long) indices.
+    src : Tensor, optional
+        The values written.
+    value : number, optional
+        One value written everywhere (instead of ``src``).
+    reduce : str, optional
+        Not supported (use :func:`scatter_add`).
 
     Examples
     --------
@@ -464,6 +505,17 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
 def scatter_add(input, dim, index, src):
     """Copy of ``input`` with ``src`` added at ``index`` along ``dim`` (repeats accumulate).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim indexed by ``index``.
+    index : Tensor
+        Integer (long) indices.
+    src : Tensor
+        The values added (repeated indices accumulate).
+
     Examples
     --------
     >>> import lucid
@@ -478,6 +530,15 @@ def scatter_add(input, dim, index, src):
 @tensor_method("take_along_dim")
 def take_along_dim(input, indices, dim=None):
     """Values of ``input`` at ``indices`` along ``dim`` (other dims broadcast); flattened when ``dim`` is None.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    indices : Tensor
+        Integer indices that broadcast with ``input``.
+    dim : int, optional
+        The dim (default: the flattened input).
 
     Examples
     --------
@@ -522,6 +583,15 @@ def _dim_index(op, input, dim, index):
 def index_select(input, dim, index):
     """The slices of ``input`` along ``dim`` at the positions in the 1-D ``index``.
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to index.
+    index : Tensor
+        Integer (long) indices (1-D).
+
     Examples
     --------
     >>> import lucid
@@ -537,6 +607,19 @@ def index_select(input, dim, index):
 @tensor_method("index_add")
 def index_add(input, dim, index, source, *, alpha=1):
     """Copy of ``input`` with ``alpha * source`` added to the slices along ``dim`` at ``index`` (repeats accumulate).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to index.
+    index : Tensor
+        Integer (long) indices. (1-D)
+    source : Tensor
+        Values added at those positions.
+    alpha : number
+        Multiplier of ``source``.
 
     Examples
     --------
@@ -584,6 +667,15 @@ def masked_fill(input, mask, value):
 
     ``value`` is a number or a 0-d tensor (which receives gradient).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    mask : Tensor
+        Bool; broadcasts with ``input``.
+    value : number or 0-d Tensor
+        The fill value.
+
     Examples
     --------
     >>> import lucid
@@ -601,7 +693,10 @@ def masked_fill(input, mask, value):
         value = value if value.dtype == input.dtype else value.to(input.dtype)
     else:
         value = _wrap(np.asarray(value).astype(input.dtype))
-    return where(mask, value, input)
+    from .shape import errors_as
+
+    with errors_as("masked_fill"):
+        return where(mask, value, input)
 
 
 @tensor_method("masked_select")
@@ -609,6 +704,13 @@ def masked_select(input, mask):
     """1-D tensor of the elements of ``input`` where ``mask`` is true (the two broadcast).
 
     Under vmap the mask must not be batched (each example would get a different length).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    mask : Tensor
+        Bool; broadcasts with ``input``.
 
     Examples
     --------
@@ -629,6 +731,13 @@ def masked_select(input, mask):
 @tensor_method("take")
 def take(input, index):
     """Elements of ``input`` viewed as 1-D at ``index``; the result has ``index``'s shape.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    index : Tensor
+        Integer (long) indices. Into the flattened input.
 
     Examples
     --------
@@ -662,6 +771,13 @@ def nonzero(input, *, as_tuple=False):
 
     Not supported under vmap with a batched input (data-dependent shape).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    as_tuple : bool
+        Return one index tensor per dim instead of an (n, ndim) tensor.
+
     Examples
     --------
     >>> import lucid
@@ -679,7 +795,19 @@ def nonzero(input, *, as_tuple=False):
 
 @tensor_method("argwhere")
 def argwhere(input):
-    """Indices of the non-zero elements as an ``(n, ndim)`` tensor (``nonzero(input)``)."""
+    """Indices of the non-zero elements as an ``(n, ndim)`` tensor (``nonzero(input)``).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.argwhere(lucid.tensor([[0, 1], [1, 0]])).tolist()
+    [[0, 1], [1, 0]]
+    """
     return nonzero(input)
 
 

@@ -34,7 +34,8 @@ from .._core.grad_mode import STATE, no_grad
 from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, move_bdim, sum_to_shape
-from .indexing import IDX, _batched_out_dim, _loop_batch, fill_key, split_key
+from .indexing import (IDX, _batch_size, _batched_out_dim, batched_index_key, batched_index_perm,
+                       check_unbatched_masks, concrete, fill_key, split_key)
 
 # ------------------------------------------------------------ setitem primitive
 
@@ -60,36 +61,54 @@ def _setitem_jvp(ns, primals, tangents, out, key):
 
 
 def _indexed_shape(shape, key, idx):
-    """Shape of ``x[key]`` for an ``x`` of ``shape`` (no data touched)."""
+    """Shape of ``x[key]`` for an ``x`` of ``shape``: only index *shapes* are read (and the
+    values of boolean masks, which decide the shape)."""
     dummy = np.broadcast_to(np.zeros((), np.bool_), tuple(shape))
-    return dummy[fill_key(key, [i._data if isinstance(i, Tensor) else i for i in idx])].shape
+    arrays = []
+    for i in idx:
+        if getattr(i, "dtype", None) == np.bool_:
+            arrays.append(concrete(i) if isinstance(i, Tensor) else i)
+        else:
+            arrays.append(np.zeros(tuple(getattr(i, "shape", ())), np.intp))
+    return dummy[fill_key(key, arrays)].shape
+
+
+def _value_batched(v, bv, size, sub):
+    """The batched right-hand side as a ``(size, *sub)`` tensor (example dims aligned on the right)."""
+    if bv is None:
+        return primitive.TN.broadcast_to(v, shape=(size,) + sub)
+    v = move_bdim(v, bv, 0)
+    if v.ndim - 1 < len(sub):
+        v = primitive.TN.reshape(v, shape=(size,) + (1,) * (len(sub) - v.ndim + 1) + tuple(v.shape[1:]))
+    return v if tuple(v.shape) == (size,) + sub else primitive.TN.broadcast_to(v, shape=(size,) + sub)
 
 
 def _setitem_batch(vals, bdims, key):
     x, v, *idx = vals
     bx, bv, *bidx = bdims
-    if any(b is not None for b in bidx):
-        return _loop_batch(setitem_p, vals, bdims, {"key": key})
-    size = x.shape[bx] if bx is not None else v.shape[bv]
-    if bx is None:
-        x = primitive.TN.broadcast_to(x, shape=(size,) + tuple(x.shape))
-    else:
-        x = move_bdim(x, bx, 0)
-    sub = _indexed_shape(x.shape[1:], key, idx)
-    pos = _batched_out_dim(key, idx)
+    check_unbatched_masks("setitem", idx, bidx)
+    size = _batch_size(vals, bdims)
+    x = move_bdim(x, bx, 0) if bx is not None else primitive.TN.broadcast_to(x, shape=(size,) + tuple(x.shape))
+    if all(b is None for b in bidx):
+        sub = _indexed_shape(x.shape[1:], key, idx)
+        pos = _batched_out_dim(key, idx)
+        if isinstance(v, Tensor):
+            if bv is None:  # one value for every example: a singleton batch dim broadcasts
+                v = primitive.TN.broadcast_to(v, shape=sub) if tuple(v.shape) != sub else v
+                v = primitive.TN.reshape(v, shape=sub[:pos] + (1,) + sub[pos:])
+            else:
+                v = move_bdim(_value_batched(v, bv, size, sub), 0, pos)
+        return bind(setitem_p, (x, v) + tuple(idx), {"key": (slice(None),) + key}), 0
+    # Batched index tensors: See NOTE [Batched index tensors]. The value is laid out like
+    # the batched ``x[new_key]``, i.e. ``(B, *bshape, *pre, *post)``.
+    new_key, arrays, n_pre, nb = batched_index_key(key, idx, bidx, size, x.ndim - 1)
     if isinstance(v, Tensor):
-        if bv is None:
-            v = primitive.TN.broadcast_to(v, shape=sub) if tuple(v.shape) != sub else v
-            v = primitive.TN.reshape(v, shape=sub[:pos] + (1,) + sub[pos:])
-        else:
-            v = move_bdim(v, bv, 0)
-            full = (size,) + sub
-            if tuple(v.shape) != full:
-                if v.ndim - 1 < len(sub):  # align the example dims on the right
-                    v = primitive.TN.reshape(v, shape=(size,) + (1,) * (len(sub) - v.ndim + 1) + tuple(v.shape[1:]))
-                v = primitive.TN.broadcast_to(v, shape=full)
-            v = move_bdim(v, 0, pos)
-    return bind(setitem_p, (x, v) + tuple(idx), {"key": (slice(None),) + key}), 0
+        target = _indexed_shape(x.shape, new_key, arrays)
+        perm = batched_index_perm(len(target), n_pre, nb) if n_pre and nb else range(len(target))
+        v = _value_batched(v, bv, size, tuple(target[p] for p in perm)[1:])
+        if n_pre and nb:
+            v = primitive.TN.transpose(v, axes=batched_index_perm(v.ndim, n_pre, nb, inverse=True))
+    return bind(setitem_p, (x, v) + arrays, {"key": new_key}), 0
 
 
 # ``x`` with ``x[key] = v``, out of place. The values of ``x`` and ``v`` are not needed
@@ -165,7 +184,7 @@ def _inplace(name, x, args, fn, direct=None, needs_old=True):
             raise _direct_error(name, x, args, e) from None
     else:
         with no_grad():
-            res = fn(x, *args)
+            res = _out_of_place(name, fn, x, args)
         _check_result(name, x, res)
         x._data[...] = res._data
     _bump(x, name)
@@ -178,6 +197,15 @@ def _check_writeable(name, x):
             f"{name}: unsupported operation: the tensor (shape {tuple(x.shape)}) is a read-only "
             "view (e.g. from expand/broadcast_to) whose elements share memory; clone() it first"
         )
+
+
+def _out_of_place(name, fn, x, args):
+    """``fn(x, *args)`` (the op's out-of-place value), its errors reported under ``name``."""
+    try:
+        return fn(x, *args)
+    except (ValueError, TypeError) as e:
+        head, sep, rest = str(e).partition(": ")
+        raise RuntimeError(f"{name}: {rest if sep and head.isidentifier() else e}") from None
 
 
 def _direct_error(name, x, args, err):
@@ -251,7 +279,7 @@ def _inplace_graph(name, x, args, fn, needs_old):
     _check_leaf(name, x)
     _check_writeable(name, x)
     old = _snapshot(x, copy=needs_old)
-    res = _fit(name, x, old, fn(old, *args), args)
+    res = _fit(name, x, old, _out_of_place(name, fn, old, args), args)
     base = x._base
     if base is not None:
         _rebase_base(base, x, res)
@@ -307,7 +335,7 @@ def _inplace_traced(name, x, args, fn, trace):
             f"transform (the tensor of shape {tuple(x.shape)} is not a {trace.kind} tracer); "
             "use the out-of-place op instead, e.g. x = x + y"
         )
-    res = _fit(name, x, x, fn(x, *args), args, owned=trace.owns)
+    res = _fit(name, x, x, _out_of_place(name, fn, x, args), args, owned=trace.owns)
     for slot in ("_primal", "_tangent", "_val", "_bdim", "grad_fn", "_out_idx", "_rg"):
         if hasattr(res, slot):
             setattr(x, slot, getattr(res, slot))

@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._core.backend import xp
@@ -65,9 +67,31 @@ def _matmul_jvp(ns, primals, tangents, out):
 # operands into row/column matrices and squeezes the result, so one rule covers
 # every case of ``@``. Leading dims broadcast, so the batching rule moves the batch
 # dim to the front and pads ranks (``batch_leading``).
+def _matmul_impl(a, b):
+    """``xp.matmul`` that avoids NumPy's loop of tiny GEMMs over stacked operands.
+
+    NOTE [matmul folding]: NumPy evaluates ``(B, m, k) @ (k, n)`` as B small GEMMs. Under
+    vmap (and for many eager shapes) the stack dims can be folded into one GEMM: the rows
+    of ``a`` when ``b`` is a plain matrix, the columns of ``b`` when ``a`` is; a contraction
+    of size 1 (per-example outer products, e.g. the weight gradient) is a plain product.
+    """
+    if a.ndim > 2:
+        if b.ndim == 2 and a.shape[-1] == b.shape[0]:
+            rows = math.prod(a.shape[:-1])
+            return xp.matmul(a.reshape(rows, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[-1],))
+        if a.shape[-1] == 1 and b.ndim > 2 and b.shape[-2] == 1:
+            return xp.einsum("...ij,...jk->...ik", a, b)
+    elif a.ndim == 2 and b.ndim > 2 and a.shape[1] == b.shape[-2] and b.size >= 4 * b.shape[-2] * b.shape[-1] > 0:
+        k = b.shape[-2]
+        bt = xp.moveaxis(b, -2, 0)
+        out = xp.matmul(a, bt.reshape(k, -1)).reshape((a.shape[0],) + bt.shape[1:])
+        return xp.moveaxis(out, 0, -2)
+    return xp.matmul(a, b)
+
+
 matmul_p = defprim(
     "matmul",
-    xp.matmul,
+    _matmul_impl,
     vjp=(lambda ns, g, out, x, y: sum_to_shape(ns, ns.matmul(g, _mT(ns, y)), tuple(x.shape)),
          lambda ns, g, out, x, y: sum_to_shape(ns, ns.matmul(_mT(ns, x), g), tuple(y.shape))),
     jvp=_matmul_jvp,
@@ -78,6 +102,11 @@ matmul_p.batch = batch_leading(matmul_p)
 @tensor_method("matmul", "__matmul__")
 def matmul(input, other):
     """Matrix product with NumPy/PyTorch broadcasting semantics (1-D operands included).
+
+    Parameters
+    ----------
+    input, other : Tensor
+        1-D vectors or (batched) matrices; batch dims broadcast.
 
     Examples
     --------
@@ -314,6 +343,13 @@ def _need(t, ndims, op, what="input"):
 def mm(input, mat2):
     """Product of two 2-D matrices.
 
+    Parameters
+    ----------
+    input : Tensor
+        (n, m).
+    mat2 : Tensor
+        (m, p).
+
     Examples
     --------
     >>> import lucid
@@ -323,12 +359,22 @@ def mm(input, mat2):
     a, b = _as_tensor(input), _as_tensor(mat2)
     _need(a, (2,), "mm", "self")
     _need(b, (2,), "mm", "mat2")
-    return matmul(a, b)
+    from .shape import errors_as
+
+    with errors_as("mm"):
+        return matmul(a, b)
 
 
 @tensor_method("bmm")
 def bmm(input, mat2):
     """Batched product of (b, n, m) and (b, m, p) tensors (no broadcasting).
+
+    Parameters
+    ----------
+    input : Tensor
+        (b, n, m).
+    mat2 : Tensor
+        (b, m, p).
 
     Examples
     --------
@@ -348,6 +394,13 @@ def bmm(input, mat2):
 def mv(input, vec):
     """Matrix-vector product.
 
+    Parameters
+    ----------
+    input : Tensor
+        (n, m).
+    vec : Tensor
+        (m,).
+
     Examples
     --------
     >>> import lucid
@@ -363,6 +416,11 @@ def mv(input, vec):
 @tensor_method("dot", "inner_1d")
 def dot(input, other):
     """Inner product of two 1-D tensors.
+
+    Parameters
+    ----------
+    input, other : Tensor
+        1-D, the same length.
 
     Examples
     --------
@@ -383,6 +441,11 @@ def dot(input, other):
 def outer(input, vec2):
     """Outer product of two 1-D tensors.
 
+    Parameters
+    ----------
+    input, vec2 : Tensor
+        1-D.
+
     Examples
     --------
     >>> import lucid
@@ -400,6 +463,13 @@ ger = outer
 
 def tensordot(a, b, dims=2):
     """Contract ``dims`` (an int: last of ``a`` with first of ``b``; or two lists of dims).
+
+    Parameters
+    ----------
+    a, b : Tensor
+        The operands.
+    dims : int or pair of sequences
+        Contract the last ``dims`` dims of ``a`` with the first of ``b``, or these dims.
 
     Examples
     --------
@@ -438,6 +508,11 @@ def tensordot(a, b, dims=2):
 def kron(input, other):
     """Kronecker product (leading dims of the lower-rank operand are padded with 1).
 
+    Parameters
+    ----------
+    input, other : Tensor
+        The operands.
+
     Examples
     --------
     >>> import lucid
@@ -457,6 +532,11 @@ def kron(input, other):
 @tensor_method("trace")
 def trace(input):
     """Sum of the main diagonal of a 2-D tensor (rectangular allowed).
+
+    Parameters
+    ----------
+    input : Tensor
+        2-D.
 
     Examples
     --------

@@ -14,10 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import dtypes
-from .._core.backend import check_device, xp
+from .._core.backend import xp
 from .._core.grad_mode import STATE
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, nondiff
+from .creation import device_arg, dtype_arg, size_arg
 from .linalg import batch_leading
 
 _DEFAULT_SEED = 67280421310721  # PyTorch's default seed
@@ -26,6 +27,11 @@ _STATE_BYTES = 37  # PCG64 state (16) + increment (16) + has_uint32 (1) + uinteg
 
 class Generator:
     """A random number generator (PCG64); pass it as ``generator=`` to any sampling function.
+
+    Parameters
+    ----------
+    device : str
+        Only 'cpu' exists.
 
     Examples
     --------
@@ -38,7 +44,7 @@ class Generator:
     """
 
     def __init__(self, device="cpu"):
-        check_device(device)
+        device_arg(device, "Generator")
         self.device = "cpu"
         self.manual_seed(_DEFAULT_SEED)
 
@@ -90,6 +96,16 @@ default_generator = Generator()
 def manual_seed(seed):
     """Seed the default generator; returns it.
 
+    Parameters
+    ----------
+    seed : int
+        The seed of the global generator.
+
+    Returns
+    -------
+    Generator
+        The global generator.
+
     Examples
     --------
     >>> import lucid
@@ -103,20 +119,66 @@ def manual_seed(seed):
 
 
 def seed():
-    """Seed the default generator from OS entropy; returns the seed."""
+    """Seed the default generator from OS entropy; returns the seed.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> isinstance(lucid.seed(), int)
+    True
+    """
     return default_generator.seed()
 
 
 def initial_seed():
+    """The seed the global generator was last seeded with.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> import lucid
+    >>> _ = lucid.manual_seed(7)
+    >>> lucid.initial_seed()
+    7
+    """
     return default_generator.initial_seed()
 
 
 def get_rng_state():
-    """State of the default generator (a uint8 tensor)."""
+    """State of the default generator (a uint8 tensor).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> state = lucid.get_rng_state()
+    >>> a = lucid.rand(2)
+    >>> lucid.set_rng_state(state)
+    >>> lucid.equal(a, lucid.rand(2))
+    True
+    """
     return default_generator.get_state()
 
 
 def set_rng_state(new_state):
+    """Restore the global generator's state from :func:`get_rng_state`.
+
+    Parameters
+    ----------
+    new_state : Tensor
+        A state returned by :func:`get_rng_state`.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> state = lucid.get_rng_state()
+    >>> a = lucid.randn(2)
+    >>> lucid.set_rng_state(state)
+    >>> lucid.equal(a, lucid.randn(2))
+    True
+    """
     default_generator.set_state(new_state)
 
 
@@ -168,17 +230,8 @@ def _draw(op, shape, sample, generator=None):
     return out
 
 
-def _size(size, op):
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
-    size = tuple(int(s) for s in size)
-    if any(s < 0 for s in size):
-        raise RuntimeError(f"{op}: negative dimension in size {size}")
-    return size
-
-
 def _float_dtype(dtype, op):
-    dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    dt = dtype_arg(dtype, op) if dtype is not None else dtypes.get_default_dtype()
     if dt.kind != "f":
         raise RuntimeError(f"{op}: expected a floating point dtype, got {dt}")
     return dt
@@ -214,6 +267,19 @@ def _finish(t, requires_grad):
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform samples on ``[0, 1)``.
 
+    Parameters
+    ----------
+    *size : int or tuple of int
+        The shape.
+    generator : Generator, optional
+        The random source (default: the global one).
+    dtype : dtype, optional
+        A floating dtype (default: the default dtype).
+    device : str, optional
+        Only 'cpu' exists.
+    requires_grad : bool
+        Make the result a leaf that requires grad.
+
     Examples
     --------
     >>> import lucid
@@ -221,13 +287,26 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     >>> x.shape, bool(((x >= 0) & (x < 1)).all())
     ((2, 3), True)
     """
-    check_device(device)
+    device_arg(device, "rand")
     dt = _float_dtype(dtype, "rand")
-    return _finish(_draw("rand", _size(size, "rand"), _uniform01(dt), generator), requires_grad)
+    return _finish(_draw("rand", size_arg(size, "rand"), _uniform01(dt), generator), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples.
+
+    Parameters
+    ----------
+    *size : int or tuple of int
+        The shape.
+    generator : Generator, optional
+        The random source (default: the global one).
+    dtype : dtype, optional
+        A floating dtype (default: the default dtype).
+    device : str, optional
+        Only 'cpu' exists.
+    requires_grad : bool
+        Make the result a leaf that requires grad.
 
     Examples
     --------
@@ -235,13 +314,26 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     >>> lucid.randn(4, dtype=lucid.float64).dtype == lucid.float64
     True
     """
-    check_device(device)
+    device_arg(device, "randn")
     dt = _float_dtype(dtype, "randn")
-    return _finish(_draw("randn", _size(size, "randn"), _normal01(dt), generator), requires_grad)
+    return _finish(_draw("randn", size_arg(size, "randn"), _normal01(dt), generator), requires_grad)
 
 
 def uniform(low=0.0, high=1.0, size=(), *, generator=None, dtype=None, requires_grad=False):
     """Uniform samples on ``[low, high)`` (scalar bounds).
+
+    Parameters
+    ----------
+    low, high : float
+        The interval ``[low, high)``.
+    size : tuple of int
+        The shape.
+    generator : Generator, optional
+        The random source (default: the global one).
+    dtype : dtype, optional
+        A floating dtype (default: the default dtype).
+    requires_grad : bool
+        Make the result a leaf that requires grad.
 
     Examples
     --------
@@ -252,7 +344,7 @@ def uniform(low=0.0, high=1.0, size=(), *, generator=None, dtype=None, requires_
     dt = _float_dtype(dtype, "uniform")
     if not low <= high:
         raise RuntimeError(f"uniform: expected low <= high, got low={low} and high={high}")
-    u = _draw("uniform", _size((size,) if isinstance(size, int) else (tuple(size),), "uniform"),
+    u = _draw("uniform", size_arg((size,) if isinstance(size, int) else (tuple(size),), "uniform"),
               lambda rng, shape: (low + (high - low) * rng.random(shape)).astype(dt), generator)
     return _finish(u, requires_grad)
 
@@ -275,6 +367,21 @@ def _randint_args(args, size, op):
 def randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False):
     """Integers uniform on ``[low, high)``: ``randint(high, size)`` or ``randint(low, high, size)``.
 
+    Parameters
+    ----------
+    low : int, optional
+        Lowest value (default 0).
+    high : int
+        One above the highest value.
+    size : tuple of int
+        The shape.
+    generator : Generator, optional
+        The random source (default: the global one).
+    dtype : dtype, optional
+        Default int64.
+    device : str, optional
+        Only 'cpu' exists.
+
     Examples
     --------
     >>> import lucid
@@ -282,29 +389,83 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     >>> x.dtype == lucid.int64, bool(((x >= 3) & (x < 7)).all())
     (True, True)
     """
-    check_device(device)
+    device_arg(device, "randint")
     low, high, size = _randint_args(args, size, "randint")
     dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.int64
-    shape = _size((size,) if isinstance(size, int) else (tuple(size),), "randint")
+    shape = size_arg((size,) if isinstance(size, int) else (tuple(size),), "randint")
     return _draw("randint", shape, lambda rng, s: rng.integers(low, high, s, dtype=np.int64).astype(dt), generator)
 
 
 def rand_like(input, *, generator=None, dtype=None, requires_grad=False):
-    """:func:`rand` with the shape (and floating dtype) of ``input``."""
+    """:func:`rand` with the shape (and floating dtype) of ``input``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Gives the shape (and by default the dtype).
+    generator : Generator, optional
+        The random source (default: the global one).
+    dtype : dtype, optional
+        A floating dtype (default: the default dtype).
+    requires_grad : bool
+        Make the result a leaf that requires grad.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.rand_like(lucid.zeros(2, 3)).shape
+    (2, 3)
+    """
     input = _as_tensor(input)
     return rand(tuple(input.shape), generator=generator, dtype=dtype or _like_float(input),
                 requires_grad=requires_grad)
 
 
 def randn_like(input, *, generator=None, dtype=None, requires_grad=False):
-    """:func:`randn` with the shape (and floating dtype) of ``input``."""
+    """:func:`randn` with the shape (and floating dtype) of ``input``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Gives the shape (and by default the dtype).
+    generator : Generator, optional
+        The random source (default: the global one).
+    dtype : dtype, optional
+        A floating dtype (default: the default dtype).
+    requires_grad : bool
+        Make the result a leaf that requires grad.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.randn_like(lucid.zeros(2, 3)).shape
+    (2, 3)
+    """
     input = _as_tensor(input)
     return randn(tuple(input.shape), generator=generator, dtype=dtype or _like_float(input),
                  requires_grad=requires_grad)
 
 
 def randint_like(input, low=0, high=None, *, generator=None, dtype=None):
-    """:func:`randint` with the shape and dtype of ``input``: ``(input, high)`` or ``(input, low, high)``."""
+    """:func:`randint` with the shape and dtype of ``input``: ``(input, high)`` or ``(input, low, high)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Gives the shape.
+    low, high : int
+        The range ``[low, high)`` (``randint_like(x, high)`` also works).
+    generator : Generator, optional
+        The random source (default: the global one).
+    dtype : dtype, optional
+        Default: the input's dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.randint_like(lucid.zeros(4), 1).tolist()
+    [0.0, 0.0, 0.0, 0.0]
+    """
     input = _as_tensor(input)
     if high is None:
         low, high = 0, low
@@ -318,13 +479,24 @@ def _like_float(t):
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of ``0 .. n-1``.
 
+    Parameters
+    ----------
+    n : int
+        Permute ``0 .. n-1``.
+    generator : Generator, optional
+        The random source (default: the global one).
+    dtype : dtype, optional
+        Default int64.
+    device : str, optional
+        Only 'cpu' exists.
+
     Examples
     --------
     >>> import lucid
     >>> sorted(lucid.randperm(5).tolist())
     [0, 1, 2, 3, 4]
     """
-    check_device(device)
+    device_arg(device, "randperm")
     n = int(n)
     if n < 0:
         raise RuntimeError(f"randperm: n must be non-negative, got {n}")
@@ -344,6 +516,19 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires
     The result carries no gradient to ``mean``/``std`` (use ``mean + std * randn_like(mean)``
     for a reparameterised sample).
 
+    Parameters
+    ----------
+    mean, std : float or Tensor
+        Mean and standard deviation (tensors broadcast).
+    size : tuple of int, optional
+        The shape when both are numbers.
+    generator : Generator, optional
+        The random source (default: the global one).
+    dtype : dtype, optional
+        A floating dtype (default: the default dtype).
+    requires_grad : bool
+        Make the result a leaf that requires grad.
+
     Examples
     --------
     >>> import lucid
@@ -361,7 +546,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires
         if std < 0:
             raise RuntimeError(f"normal: expected std >= 0, got {std}")
         dt = _float_dtype(dtype, "normal")
-        shape = _size((size,) if isinstance(size, int) else (tuple(size),), "normal")
+        shape = size_arg((size,) if isinstance(size, int) else (tuple(size),), "normal")
         return _finish(add(mul(_draw("normal", shape, _normal01(dt), generator), std), mean), requires_grad)
     if type(std) is Tensor and std.numel() and bool((std._data < 0).any()):
         raise RuntimeError("normal: expected all elements of std >= 0")
@@ -369,7 +554,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires
         np.result_type(*[t.dtype for t in tensors]) if all(t.dtype.kind == "f" for t in tensors)
         else dtypes.get_default_dtype())
     shape = np.broadcast_shapes(*[tuple(t.shape) for t in tensors])
-    if size is not None and tuple(_size((size,) if isinstance(size, int) else (tuple(size),), "normal")) != shape:
+    if size is not None and tuple(size_arg((size,) if isinstance(size, int) else (tuple(size),), "normal")) != shape:
         raise RuntimeError(f"normal: size {tuple(size)} does not match the broadcast shape {shape} of mean and std")
     eps = _draw("normal", shape, _normal01(dt), generator)
     m = mean.detach().to(dt) if isinstance(mean, Tensor) else mean
@@ -388,6 +573,15 @@ def _check_probs(p, op):
 @tensor_method("bernoulli")
 def bernoulli(input, p=None, *, generator=None):
     """0/1 samples, 1 with probability ``input`` (or with the scalar ``p``); dtype of ``input``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Probabilities in [0, 1] (or the shape, with ``p``).
+    p : float, optional
+        One probability for every element.
+    generator : Generator, optional
+        The random source (default: the global one).
 
     Examples
     --------
@@ -456,6 +650,17 @@ multinomial_p.batch = batch_leading(multinomial_p)
 @tensor_method("multinomial")
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     """Indices sampled from the categorical distribution(s) with weights ``input`` (1-D or 2-D).
+
+    Parameters
+    ----------
+    input : Tensor
+        Non-negative weights, (K,) or (N, K).
+    num_samples : int
+        Draws per row.
+    replacement : bool
+        Draw with replacement.
+    generator : Generator, optional
+        The random source (default: the global one).
 
     Examples
     --------

@@ -53,6 +53,9 @@ def expand_reduced(ns, g, shape, axis, keepdims):
 
 
 def _sum_impl(x, axis, keepdims):
+    if x.__class__ is np.ndarray:  # the method skips np.sum's Python dispatch (a few us per call)
+        out = x.sum(axis=axis, keepdims=keepdims)
+        return out if out.__class__ is np.ndarray else xp.asarray(out)
     return xp.asarray(xp.sum(x, axis=axis, keepdims=keepdims))
 
 
@@ -70,6 +73,17 @@ sum_p.batch = batch_unary_axis(sum_p)
 @tensor_method("sum")
 def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None):
     """Sum over ``dim`` (all dims by default).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
 
     Examples
     --------
@@ -89,7 +103,25 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None):
 
 @tensor_method("mean")
 def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None):
-    """Arithmetic mean over ``dim``."""
+    """Arithmetic mean over ``dim``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor. Floating point (or give ``dtype``).
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+    dtype : dtype, optional
+        Cast first.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([[1.0, 2.0], [3.0, 4.0]]).mean(dim=0).tolist()
+    [2.0, 3.0]
+    """
     input = _as_tensor(input)
     dim = axis if dim is None else dim
     if dtype is not None:
@@ -136,7 +168,23 @@ amin_p = _extreme("amin", xp.min)
 
 @tensor_method("amax")
 def amax(input, dim=None, keepdim=False):
-    """Maximum over ``dim``; ties share the gradient equally."""
+    """Maximum over ``dim``; ties share the gradient equally.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([[1, 5], [3, 2]]).amax(dim=1).tolist()
+    [5, 3]
+    """
     input = _as_tensor(input)
     axes = norm_axes(dim if dim != () else None, input.ndim, "amax")
     if input.numel() == 0 and _py_any(input.shape[a] == 0 for a in axes):
@@ -146,7 +194,23 @@ def amax(input, dim=None, keepdim=False):
 
 @tensor_method("amin")
 def amin(input, dim=None, keepdim=False):
-    """Minimum over ``dim``; ties share the gradient equally."""
+    """Minimum over ``dim``; ties share the gradient equally.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([[1, 5], [3, 2]]).amin(dim=1).tolist()
+    [1, 2]
+    """
     input = _as_tensor(input)
     axes = norm_axes(dim if dim != () else None, input.ndim, "amin")
     if input.numel() == 0 and _py_any(input.shape[a] == 0 for a in axes):
@@ -159,7 +223,19 @@ def amin(input, dim=None, keepdim=False):
 
 
 class return_types:
-    """Named ``(values, indices)`` results, like ``torch.return_types``."""
+    """Named ``(values, indices)`` results, like ``torch.return_types``.
+
+    Parameters
+    ----------
+    (none)
+        A namespace of named tuples: ``max``, ``min``, ``sort``, ``topk``, ``cummax`` ...
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.max(lucid.tensor([1.0, 3.0]), dim=0)._fields
+    ('values', 'indices')
+    """
 
     max = collections.namedtuple("max", ["values", "indices"])
     min = collections.namedtuple("min", ["values", "indices"])
@@ -280,6 +356,17 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
 
     The gradient is exact with zeros in the input (no division by the input).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
+
     Examples
     --------
     >>> import lucid
@@ -350,6 +437,15 @@ def _cumulative(prim, input, dim, dtype, op):
 def cumsum(input, dim, *, dtype=None):
     """Running sum along ``dim`` (integers accumulate in int64).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to scan.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
+
     Examples
     --------
     >>> import lucid
@@ -365,6 +461,15 @@ def cumprod(input, dim, *, dtype=None):
 
     The gradient is computed by a linear scan, never by dividing by the input, so it is
     exact (to any order) for inputs containing zeros.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to scan.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
 
     Examples
     --------
@@ -466,6 +571,15 @@ def _arg_reduce(prim, input, dim, keepdim, op):
 def argmax(input, dim=None, keepdim=False):
     """Index of the (first) maximum over ``dim``, or into the flattened input (int64, no gradient).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int, optional
+        The dim to reduce (default: all / the flattened input).
+    keepdim : bool
+        Keep the reduced dim with size 1.
+
     Examples
     --------
     >>> import lucid
@@ -477,7 +591,23 @@ def argmax(input, dim=None, keepdim=False):
 
 @tensor_method("argmin")
 def argmin(input, dim=None, keepdim=False):
-    """Index of the (first) minimum over ``dim``, or into the flattened input (int64, no gradient)."""
+    """Index of the (first) minimum over ``dim``, or into the flattened input (int64, no gradient).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int, optional
+        The dim to reduce (default: the flattened input).
+    keepdim : bool
+        Keep the reduced dim with size 1.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([3.0, 1.0, 2.0]).argmin().item()
+    1
+    """
     return _arg_reduce(argmin_p, input, dim, keepdim, "argmin")
 
 
@@ -517,6 +647,17 @@ def max(input, dim=None, keepdim=False, *, other=None):
     With ``dim`` the gradient flows to the selected (first maximal) element only; without
     it, ties share the gradient equally (as in PyTorch).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int, optional
+        The dim to reduce (default: all / the flattened input).
+    keepdim : bool
+        Keep the reduced dim with size 1.
+    other : Tensor, optional
+        ``max(input, other)`` is the elementwise :func:`maximum`.
+
     Examples
     --------
     >>> import lucid
@@ -533,6 +674,17 @@ def max(input, dim=None, keepdim=False, *, other=None):
 @tensor_method("min")
 def min(input, dim=None, keepdim=False, *, other=None):
     """Minimum: of all elements; ``(values, indices)`` over ``dim``; or ``minimum(input, other)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int, optional
+        The dim to reduce (default: all / the flattened input).
+    keepdim : bool
+        Keep the reduced dim with size 1.
+    other : Tensor, optional
+        ``min(input, other)`` is the elementwise :func:`minimum`.
 
     Examples
     --------
@@ -565,6 +717,13 @@ def cummax(input, dim):
 
     The gradient of ``values`` accumulates at ``indices`` (as PyTorch).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to scan.
+
     Examples
     --------
     >>> import lucid
@@ -578,7 +737,21 @@ def cummax(input, dim):
 
 @tensor_method("cummin")
 def cummin(input, dim):
-    """Running minimum along ``dim`` and its index: ``(values, indices)``."""
+    """Running minimum along ``dim`` and its index: ``(values, indices)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to scan.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.cummin(lucid.tensor([3.0, 1.0, 2.0]), 0).values.tolist()
+    [3.0, 1.0, 1.0]
+    """
     return _select_along(input, lambda x, a: bind(cumarg_p, (x,), {"axis": a, "largest": False}), dim, True,
                          return_types.cummin, "cummin")
 
@@ -606,6 +779,17 @@ argsort_p = _nondiff("argsort", _argsort_impl)
 def argsort(input, dim=-1, descending=False, stable=False):
     """Indices that sort ``input`` along ``dim`` (the sort is always stable).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to sort along.
+    descending : bool
+        Largest first.
+    stable : bool
+        Keep the order of equal elements.
+
     Examples
     --------
     >>> import lucid
@@ -623,6 +807,17 @@ def sort(input, dim=-1, descending=False, stable=False):
 
     Stable (equal elements keep their order, also when ``descending``); the gradient of
     ``values`` goes back to the original positions.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to sort along.
+    descending : bool
+        Largest first.
+    stable : bool
+        Keep the order of equal elements.
 
     Examples
     --------
@@ -643,6 +838,19 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     """The ``k`` largest (or smallest) elements along ``dim``: ``(values, indices)``.
 
     Results are always sorted; the gradient flows to the selected positions.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    k : int
+        How many.
+    dim : int
+        The dim to search.
+    largest : bool
+        The largest (else the smallest) ``k``.
+    sorted : bool
+        Return them in order.
 
     Examples
     --------
@@ -707,6 +915,19 @@ def _var(input, dim, unbiased, keepdim, correction, op):
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance over ``dim`` with Bessel's ``correction`` (1 by default; ``unbiased=False`` means 0).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    unbiased : bool, optional
+        Old spelling of ``correction`` (True = 1).
+    correction : int, optional
+        Subtracted from the count (default 1).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
     Examples
     --------
     >>> import lucid
@@ -720,6 +941,19 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Standard deviation over ``dim`` (see :func:`var`); the gradient at zero spread is 0.
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    unbiased : bool, optional
+        Old spelling of ``correction`` (True = 1).
+    correction : int, optional
+        Subtracted from the count (default 1).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
     Examples
     --------
     >>> import lucid
@@ -730,14 +964,52 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    """``(var, mean)`` over ``dim``."""
+    """``(var, mean)`` over ``dim``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce.
+    correction : int
+        Subtracted from the count (1: unbiased).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> v, m = lucid.var_mean(lucid.tensor([1.0, 3.0]))
+    >>> v.item(), m.item()
+    (2.0, 2.0)
+    """
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    """``(std, mean)`` over ``dim``."""
+    """``(std, mean)`` over ``dim``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce.
+    correction : int
+        Subtracted from the count (1: unbiased).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> s, m = lucid.std_mean(lucid.tensor([1.0, 3.0]), correction=0)
+    >>> s.item(), m.item()
+    (1.0, 2.0)
+    """
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
@@ -775,6 +1047,15 @@ logsumexp_p.batch = batch_unary_axis(logsumexp_p)
 def logsumexp(input, dim=None, keepdim=False):
     """``log(sum(exp(input)))`` over ``dim``, computed stably (shifted by the maximum).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
     Examples
     --------
     >>> import lucid
@@ -794,6 +1075,19 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """Vector norm over ``dim`` (all elements by default): ``p`` = 2 / "fro", 1, inf, -inf, 0 or any float.
 
     The gradient at the zero vector is 0 (as PyTorch). ``p="nuc"`` is not supported here.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    p : {'fro', 'nuc', number}
+        The norm.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
 
     Examples
     --------
@@ -879,6 +1173,15 @@ def _softmax_like(prim, input, dim, dtype, op):
 def softmax(input, dim=None, dtype=None):
     """``exp(x) / sum(exp(x))`` along ``dim``, computed stably.
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim that sums to one.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
+
     Examples
     --------
     >>> import lucid
@@ -891,6 +1194,15 @@ def softmax(input, dim=None, dtype=None):
 @tensor_method("log_softmax")
 def log_softmax(input, dim=None, dtype=None):
     """``x - logsumexp(x)`` along ``dim``, computed stably.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim that sums to one in probability space.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
 
     Examples
     --------
@@ -911,6 +1223,15 @@ all_p = _nondiff("all", lambda x, axis, keepdims: xp.asarray(xp.all(x, axis=axis
 def any(input, dim=None, keepdim=False):
     """Whether any element over ``dim`` is nonzero (bool result, no gradient).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
     Examples
     --------
     >>> import lucid
@@ -924,6 +1245,15 @@ def any(input, dim=None, keepdim=False):
 @tensor_method("all")
 def all(input, dim=None, keepdim=False):
     """Whether every element over ``dim`` is nonzero (bool result, no gradient).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
 
     Examples
     --------

@@ -6,6 +6,7 @@ and share its version counter, as in PyTorch.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 
@@ -17,6 +18,22 @@ from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import (_as_tensor, batch_unary_axis, linear_jvp, move_bdim, normalize_axis, shape_of,
                       sum_to_shape)
+
+# ----------------------------------------------------------------- error names
+
+
+@contextlib.contextmanager
+def errors_as(op):
+    """Report errors of the op a public function is built on under that function's name
+    (``view`` on ``reshape``, ``expand`` on ``broadcast_to`` ...): ``"reshape: ..."`` -> ``"view: ..."``."""
+    try:
+        yield
+    except (RuntimeError, ValueError, IndexError) as e:
+        head, sep, rest = str(e).partition(": ")
+        if not sep or not head.isidentifier() or head == op:
+            raise
+        raise type(e)(f"{op}: {rest}") from None
+
 
 # --------------------------------------------------------------------- detach
 
@@ -74,6 +91,13 @@ def _shape_args(shape):
 def reshape(input, *shape):
     """A tensor with the same data and a new shape (a view when possible).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    *shape : int or tuple of int
+        The new shape; one entry may be -1.
+
     Examples
     --------
     >>> import lucid
@@ -89,10 +113,25 @@ def reshape(input, *shape):
 
 @tensor_method("view")
 def view(input, *shape):
-    """Like :func:`reshape` (lucid arrays are always viewable or copied transparently)."""
+    """Like :func:`reshape` (lucid arrays are always viewable or copied transparently).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    *shape : int or tuple of int
+        The new shape (one entry may be -1); or a dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.arange(6).view(2, -1).shape
+    (2, 3)
+    """
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
         return input.to(shape[0])
-    return reshape(input, *shape)
+    with errors_as("view"):
+        return reshape(input, *shape)
 
 
 # ------------------------------------------------------------------ transpose
@@ -123,7 +162,21 @@ transpose_p.batch = _transpose_batch
 
 @tensor_method("permute")
 def permute(input, *dims):
-    """Reorder dimensions: ``out.shape[i] == input.shape[dims[i]]``."""
+    """Reorder dimensions: ``out.shape[i] == input.shape[dims[i]]``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    *dims : int
+        The new order of the dims.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(2, 3, 4).permute(2, 0, 1).shape
+    (4, 2, 3)
+    """
     input = _as_tensor(input)
     nd = input.ndim
     dims = tuple(normalize_axis(d, nd, "permute") for d in _shape_args(dims))
@@ -136,7 +189,21 @@ def permute(input, *dims):
 
 @tensor_method("transpose", "swapaxes", "swapdims")
 def transpose(input, dim0, dim1):
-    """Swap two dimensions."""
+    """Swap two dimensions.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim0, dim1 : int
+        The dims to swap.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(2, 3, 4).transpose(0, 2).shape
+    (4, 3, 2)
+    """
     input = _as_tensor(input)
     nd = input.ndim
     if nd == 0:
@@ -152,7 +219,19 @@ swapaxes = swapdims = transpose
 
 @tensor_method("t")
 def t(input):
-    """Transpose of a tensor with at most 2 dims."""
+    """Transpose of a tensor with at most 2 dims.
+
+    Parameters
+    ----------
+    input : Tensor
+        At most 2-D.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(2, 3).t().shape
+    (3, 2)
+    """
     if input.ndim > 2:
         raise RuntimeError(f"t: expects a tensor with <= 2 dimensions, but got {input.ndim}")
     return input if input.ndim < 2 else transpose(input, 0, 1)
@@ -164,7 +243,21 @@ Tensor.mT = property(lambda self: transpose(self, -2, -1))
 
 @tensor_method("moveaxis", "movedim")
 def moveaxis(input, source, destination):
-    """Move dimension(s) ``source`` to position(s) ``destination``."""
+    """Move dimension(s) ``source`` to position(s) ``destination``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    source, destination : int or tuple of int
+        Where the dims are and where they go.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.moveaxis(lucid.zeros(2, 3, 4), 0, -1).shape
+    (3, 4, 2)
+    """
     input = _as_tensor(input)
     nd = input.ndim
     src = [source] if isinstance(source, int) else list(source)
@@ -203,23 +296,51 @@ broadcast_to_p.batch = _broadcast_batch
 
 @tensor_method("broadcast_to")
 def broadcast_to(input, shape):
-    """View of ``input`` broadcast to ``shape``."""
+    """View of ``input`` broadcast to ``shape``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    shape : tuple of int
+        The target shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.broadcast_to(lucid.tensor([1, 2]), (2, 2)).tolist()
+    [[1, 2], [1, 2]]
+    """
     input = _as_tensor(input)
     shape = tuple(shape)
     if shape == tuple(input.shape):
         return input
     try:
-        np.broadcast_shapes(tuple(input.shape), shape)
+        ok = np.broadcast_shapes(tuple(input.shape), shape) == shape
     except ValueError:
-        raise RuntimeError(
-            f"broadcast_to: the shape {tuple(input.shape)} can't be broadcast to {shape}"
-        ) from None
+        ok = False
+    if not ok:
+        raise RuntimeError(f"broadcast_to: the shape {tuple(input.shape)} can't be broadcast to {shape}")
     return bind(broadcast_to_p, (input,), {"shape": shape})
 
 
 @tensor_method("expand")
 def expand(input, *sizes):
-    """Broadcast to ``sizes``; ``-1`` keeps a dimension."""
+    """Broadcast to ``sizes``; ``-1`` keeps a dimension.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    *sizes : int
+        The target shape; -1 keeps a dim.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([[1], [2]]).expand(-1, 3).tolist()
+    [[1, 1, 1], [2, 2, 2]]
+    """
     sizes = _shape_args(sizes)
     lead = len(sizes) - input.ndim
     if lead < 0:
@@ -228,12 +349,29 @@ def expand(input, *sizes):
     if any(s == -1 for s in sizes[:lead]):
         raise RuntimeError(f"expand: -1 is not allowed in a leading, non-existing dimension (sizes {tuple(sizes)})")
     shape = tuple(input.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
-    return broadcast_to(input, shape)
+    with errors_as("expand"):
+        return broadcast_to(input, shape)
 
 
 @tensor_method("expand_as")
 def expand_as(input, other):
-    return broadcast_to(input, other.shape)
+    """``input`` expanded to the shape of ``other`` (a view).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor to expand.
+    other : Tensor
+        Only its shape is used.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([1.0, 2.0]).expand_as(lucid.zeros(2, 2)).tolist()
+    [[1.0, 2.0], [1.0, 2.0]]
+    """
+    with errors_as("expand_as"):
+        return broadcast_to(input, other.shape)
 
 
 # ----------------------------------------------------------- squeeze/unsqueeze
@@ -241,7 +379,21 @@ def expand_as(input, other):
 
 @tensor_method("unsqueeze")
 def unsqueeze(input, dim):
-    """Insert a size-1 dimension at ``dim``."""
+    """Insert a size-1 dimension at ``dim``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        Where the new size-1 dim goes.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(3).unsqueeze(0).shape
+    (1, 3)
+    """
     input = _as_tensor(input)
     nd = input.ndim + 1
     dim = normalize_axis(dim, nd, "unsqueeze")
@@ -252,7 +404,21 @@ def unsqueeze(input, dim):
 
 @tensor_method("squeeze")
 def squeeze(input, dim=None):
-    """Remove size-1 dimensions (all, or those in ``dim``)."""
+    """Remove size-1 dimensions (all, or those in ``dim``).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        Only these size-1 dims (default: all).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(1, 3, 1).squeeze().shape
+    (3,)
+    """
     input = _as_tensor(input)
     shape = input.shape
     if dim is None:
@@ -268,7 +434,21 @@ def squeeze(input, dim=None):
 
 @tensor_method("flatten")
 def flatten(input, start_dim=0, end_dim=-1):
-    """Merge dimensions ``start_dim..end_dim`` into one."""
+    """Merge dimensions ``start_dim..end_dim`` into one.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    start_dim, end_dim : int
+        The range of dims merged into one.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(2, 3, 4).flatten(1).shape
+    (2, 12)
+    """
     input = _as_tensor(input)
     nd = input.ndim
     if nd == 0:
@@ -280,7 +460,23 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 @tensor_method("unflatten")
 def unflatten(input, dim, sizes):
-    """Split dimension ``dim`` into ``sizes``."""
+    """Split dimension ``dim`` into ``sizes``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to split.
+    sizes : tuple of int
+        Its new shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(2, 6).unflatten(1, (2, 3)).shape
+    (2, 2, 3)
+    """
     nd = input.ndim
     d = normalize_axis(dim, nd, "unflatten")
     shape = input.shape
@@ -292,7 +488,22 @@ def unflatten(input, dim, sizes):
 
 @tensor_method("contiguous")
 def contiguous(input, memory_format=None):
-    """This tensor (lucid does not expose strides)."""
+    """This tensor (lucid does not expose strides).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    memory_format : optional
+        Ignored.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.zeros(2, 3).t()
+    >>> x.contiguous().shape
+    (3, 2)
+    """
     return input
 
 
@@ -331,6 +542,13 @@ concat_p.batch = _concat_batch
 def cat(tensors, dim=0):
     """Concatenate tensors along an existing dimension.
 
+    Parameters
+    ----------
+    tensors : sequence of Tensor
+        Same shape except in ``dim``.
+    dim : int
+        The dim to join along.
+
     Examples
     --------
     >>> import lucid
@@ -365,7 +583,21 @@ concatenate = concat = cat
 
 
 def stack(tensors, dim=0):
-    """Stack tensors of equal shape along a new dimension."""
+    """Stack tensors of equal shape along a new dimension.
+
+    Parameters
+    ----------
+    tensors : sequence of Tensor
+        Of the same shape.
+    dim : int
+        Where the new dim goes.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.stack([lucid.zeros(3), lucid.ones(3)], dim=1).shape
+    (3, 2)
+    """
     tensors = [_as_tensor(t) for t in tensors]
     if not tensors:
         raise RuntimeError("stack: expected a non-empty list of Tensors")
@@ -396,6 +628,17 @@ def _getitem(input, key):
 def narrow(input, dim, start, length):
     """View of ``input`` restricted to ``start:start+length`` along ``dim``.
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to slice.
+    start : int
+        First position.
+    length : int
+        Number of positions.
+
     Examples
     --------
     >>> import lucid
@@ -418,7 +661,23 @@ def narrow(input, dim, start, length):
 
 @tensor_method("select")
 def select(input, dim, index):
-    """View of ``input`` at position ``index`` of ``dim`` (that dim removed)."""
+    """View of ``input`` at position ``index`` of ``dim`` (that dim removed).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to index.
+    index : int
+        The position.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.arange(6).reshape(2, 3).select(1, 2).tolist()
+    [2, 5]
+    """
     input = _as_tensor(input)
     if input.ndim == 0:
         raise IndexError("select: cannot be applied to a 0-dim tensor")
@@ -432,6 +691,15 @@ def select(input, dim, index):
 @tensor_method("split")
 def split(tensor, split_size_or_sections, dim=0):
     """Split into chunks of ``split_size`` (the last may be smaller) or of the given sizes.
+
+    Parameters
+    ----------
+    tensor : Tensor
+        The tensor.
+    split_size_or_sections : int or list of int
+        Size of each piece, or the list of sizes.
+    dim : int
+        The dim to split.
 
     Examples
     --------
@@ -466,7 +734,23 @@ def split(tensor, split_size_or_sections, dim=0):
 
 @tensor_method("chunk")
 def chunk(input, chunks, dim=0):
-    """Split into at most ``chunks`` pieces of equal size (the last may be smaller)."""
+    """Split into at most ``chunks`` pieces of equal size (the last may be smaller).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    chunks : int
+        Number of pieces (the last may be smaller).
+    dim : int
+        The dim to split.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> [c.tolist() for c in lucid.arange(5).chunk(2)]
+    [[0, 1, 2], [3, 4]]
+    """
     if chunks <= 0:
         raise RuntimeError(f"chunk: number of chunks must be greater than 0, got {chunks}")
     input = _as_tensor(input)
@@ -479,7 +763,21 @@ def chunk(input, chunks, dim=0):
 
 @tensor_method("unbind")
 def unbind(input, dim=0):
-    """Tuple of all slices along ``dim`` (that dim removed)."""
+    """Tuple of all slices along ``dim`` (that dim removed).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to remove.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> [t.tolist() for t in lucid.tensor([[1, 2], [3, 4]]).unbind(1)]
+    [[1, 3], [2, 4]]
+    """
     input = _as_tensor(input)
     if input.ndim == 0:
         raise RuntimeError("unbind: dimension specified as 0 but tensor has no dimensions")
@@ -489,13 +787,41 @@ def unbind(input, dim=0):
 
 @tensor_method("view_as")
 def view_as(input, other):
-    """``input.view(other.shape)``."""
+    """``input.view(other.shape)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    other : Tensor
+        Gives the shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.arange(6).view_as(lucid.zeros(3, 2)).shape
+    (3, 2)
+    """
     return reshape(input, tuple(other.shape))
 
 
 @tensor_method("reshape_as")
 def reshape_as(input, other):
-    """``input.reshape(other.shape)``."""
+    """``input.reshape(other.shape)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    other : Tensor
+        Gives the shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.arange(6).reshape_as(lucid.zeros(2, 3)).shape
+    (2, 3)
+    """
     return reshape(input, tuple(other.shape))
 
 
@@ -523,6 +849,13 @@ flip_p.batch = batch_unary_axis(flip_p)
 def flip(input, dims):
     """Reverse the order of elements along ``dims`` (a copy).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dims : int or tuple of int
+        The dims to reverse.
+
     Examples
     --------
     >>> import lucid
@@ -548,6 +881,15 @@ roll_p.batch = batch_unary_axis(roll_p)
 @tensor_method("roll")
 def roll(input, shifts, dims=None):
     """Shift elements cyclically by ``shifts`` along ``dims`` (flattened when ``dims`` is None).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    shifts : int or tuple of int
+        Shift per dim.
+    dims : int or tuple of int, optional
+        The dims (default: the flattened input).
 
     Examples
     --------
@@ -575,6 +917,13 @@ def roll(input, shifts, dims=None):
 def repeat(input, *sizes):
     """Tile ``input`` ``sizes[i]`` times along each dim (``len(sizes) >= ndim``; a copy).
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    *sizes : int
+        Repetitions per dim (at least ``input.ndim`` of them).
+
     Examples
     --------
     >>> import lucid
@@ -598,7 +947,21 @@ def repeat(input, *sizes):
 
 @tensor_method("tile")
 def tile(input, dims):
-    """Like :func:`repeat`, with ``dims`` padded with leading 1s to ``input.ndim``."""
+    """Like :func:`repeat`, with ``dims`` padded with leading 1s to ``input.ndim``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dims : tuple of int
+        Repetitions per dim.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([1, 2]).tile((2,)).tolist()
+    [1, 2, 1, 2]
+    """
     input = _as_tensor(input)
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
@@ -618,6 +981,17 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     ``repeats`` is an int or a 1-D integer tensor (one count per element). With only a
     tensor argument, returns ``arange(len(input))`` repeated by ``input``.
     Tensor ``repeats`` are not supported under vmap (the output size depends on them).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    repeats : int or Tensor
+        Repetitions of each element (or per element along ``dim``).
+    dim : int, optional
+        The dim (default: the flattened input).
+    output_size : int, optional
+        The total size along ``dim``, if known.
 
     Examples
     --------
@@ -703,6 +1077,17 @@ def pad(input, pad, mode="constant", value=None):
     Modes as :func:`torch.nn.functional.pad`: ``"constant"`` (with ``value``, default 0;
     negative pads crop), ``"reflect"``, ``"replicate"``, ``"circular"``.
 
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    pad : tuple of int
+        ``(left, right)`` pairs, starting from the last dim.
+    mode : str
+        'constant', 'reflect', 'replicate' or 'circular'.
+    value : float, optional
+        The fill value for 'constant'.
+
     Examples
     --------
     >>> import lucid
@@ -763,6 +1148,13 @@ def _tri(op, input, diagonal, lower):
 def tril(input, diagonal=0):
     """Lower triangle of the last two dims (elements with ``j - i <= diagonal``); the rest zero.
 
+    Parameters
+    ----------
+    input : Tensor
+        At least 2-D.
+    diagonal : int
+        Which diagonal to keep up to (0: the main one).
+
     Examples
     --------
     >>> import lucid
@@ -774,7 +1166,21 @@ def tril(input, diagonal=0):
 
 @tensor_method("triu")
 def triu(input, diagonal=0):
-    """Upper triangle of the last two dims (elements with ``j - i >= diagonal``); the rest zero."""
+    """Upper triangle of the last two dims (elements with ``j - i >= diagonal``); the rest zero.
+
+    Parameters
+    ----------
+    input : Tensor
+        At least 2-D.
+    diagonal : int
+        Which diagonal to keep from (0: the main one).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.ones(2, 2).triu().tolist()
+    [[1.0, 1.0], [0.0, 1.0]]
+    """
     return _tri("triu", input, diagonal, False)
 
 
@@ -789,6 +1195,15 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     """The diagonal of the ``(dim1, dim2)`` planes, appended as the last dim.
 
     Limitations: returns a copy, not a view.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    offset : int
+        Offset of the diagonal.
+    dim1, dim2 : int
+        The two dims of the matrices.
 
     Examples
     --------
@@ -812,6 +1227,15 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
 @tensor_method("diag_embed")
 def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     """Tensor whose ``(dim1, dim2)`` planes have the last dim of ``input`` on their ``offset`` diagonal.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    offset : int
+        Offset of the diagonal.
+    dim1, dim2 : int
+        Where the two new dims go.
 
     Examples
     --------
@@ -837,7 +1261,23 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
 
 @tensor_method("diag")
 def diag(input, diagonal=0):
-    """1-D input: a 2-D matrix with it on the ``diagonal``; 2-D input: that diagonal as 1-D."""
+    """1-D input: a 2-D matrix with it on the ``diagonal``; 2-D input: that diagonal as 1-D.
+
+    Parameters
+    ----------
+    input : Tensor
+        1-D (makes a matrix) or 2-D (takes a diagonal).
+    diagonal : int
+        Offset of the diagonal.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.diag(lucid.tensor([1, 2])).tolist()
+    [[1, 0], [0, 2]]
+    >>> lucid.diag(lucid.tensor([[1, 2], [3, 4]])).tolist()
+    [1, 4]
+    """
     input = _as_tensor(input)
     if input.ndim == 1:
         return diag_embed(input, diagonal)
@@ -848,6 +1288,13 @@ def diag(input, diagonal=0):
 
 def meshgrid(*tensors, indexing="ij"):
     """Coordinate grids from 1-D tensors; ``indexing="xy"`` swaps the first two output dims.
+
+    Parameters
+    ----------
+    *tensors : Tensor
+        1-D coordinate vectors.
+    indexing : {'ij', 'xy'}
+        Matrix or Cartesian indexing.
 
     Examples
     --------

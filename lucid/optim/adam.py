@@ -5,14 +5,11 @@ import math
 
 import numpy as np
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_options
 
 
 def _check(name, lr, betas, eps, weight_decay):
-    if lr < 0 or eps < 0 or weight_decay < 0:
-        raise ValueError(f"{name}: invalid lr {lr}, eps {eps} or weight_decay {weight_decay}")
-    if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-        raise ValueError(f"{name}: invalid betas {betas}")
+    check_options(name, lr=lr, eps=eps, weight_decay=weight_decay, betas=betas)
 
 
 def _moments(state, p, g, b1, b2):
@@ -32,6 +29,23 @@ def _moments(state, p, g, b1, b2):
 
 class Adam(Optimizer):
     """Adam: ``p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)`` (``v`` -> running max with amsgrad).
+
+    Parameters
+    ----------
+    params : iterable of Tensor or dict
+        Parameters or parameter groups.
+    lr : float
+        Learning rate.
+    betas : tuple of float
+        Decay rates of the first and second moment averages.
+    eps : float
+        Added to the denominator for stability.
+    weight_decay : float
+        L2 penalty (decoupled in AdamW).
+    maximize : bool
+        Maximise the objective instead.
+    amsgrad : bool
+        Use the running maximum of the second moment.
 
     Examples
     --------
@@ -69,7 +83,34 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay: ``p *= 1 - lr * wd`` before the Adam step."""
+    """Adam with decoupled weight decay: ``p *= 1 - lr * wd`` before the Adam step.
+
+    Parameters
+    ----------
+    params : iterable of Tensor or dict
+        Parameters or parameter groups.
+    lr : float
+        Learning rate.
+    betas : tuple of float
+        Decay rates of the first and second moment averages.
+    eps : float
+        Added to the denominator for stability.
+    weight_decay : float
+        L2 penalty (decoupled in AdamW).
+    maximize : bool
+        Maximise the objective instead.
+    amsgrad : bool
+        Use the running maximum of the second moment.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> w = lucid.tensor([1.0, -1.0], dtype=lucid.float64, requires_grad=True)
+    >>> opt = lucid.optim.AdamW([w], lr=0.1, weight_decay=0.0)
+    >>> (w * w).sum().backward(); opt.step()
+    >>> [round(v, 4) for v in w.tolist()]
+    [0.9, -0.9]
+    """
 
     _decoupled = True
 
@@ -79,7 +120,32 @@ class AdamW(Adam):
 
 
 class Adamax(Optimizer):
-    """Adamax: infinity-norm Adam. ``u = max(b2 * u, |g| + eps)``; ``p -= lr/(1-b1^t) * m / u``."""
+    """Adamax: infinity-norm Adam. ``u = max(b2 * u, |g| + eps)``; ``p -= lr/(1-b1^t) * m / u``.
+
+    Parameters
+    ----------
+    params : iterable of Tensor or dict
+        Parameters or parameter groups.
+    lr : float
+        Learning rate.
+    betas : tuple of float
+        Decay rates of the first and second moment averages.
+    eps : float
+        Added to the denominator for stability.
+    weight_decay : float
+        L2 penalty (decoupled in AdamW).
+    maximize : bool
+        Maximise the objective instead.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> w = lucid.tensor([1.0, -1.0], dtype=lucid.float64, requires_grad=True)
+    >>> opt = lucid.optim.Adamax([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step()
+    >>> [round(v, 4) for v in w.tolist()]
+    [0.9, -0.9]
+    """
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False, **kw):
         _check("Adamax", lr, betas, eps, weight_decay)
@@ -100,7 +166,34 @@ class Adamax(Optimizer):
 
 
 class NAdam(Optimizer):
-    """NAdam (Nesterov Adam) with PyTorch's momentum-decay schedule ``mu_t = b1 (1 - 0.5 * 0.96^(t * psi))``."""
+    """NAdam (Nesterov Adam) with PyTorch's momentum-decay schedule ``mu_t = b1 (1 - 0.5 * 0.96^(t * psi))``.
+
+    Parameters
+    ----------
+    params : iterable of Tensor or dict
+        Parameters or parameter groups.
+    lr : float
+        Learning rate.
+    betas : tuple of float
+        Decay rates of the first and second moment averages.
+    eps : float
+        Added to the denominator for stability.
+    weight_decay : float
+        L2 penalty (decoupled in AdamW).
+    maximize : bool
+        Maximise the objective instead.
+    momentum_decay : float
+        The ``psi`` of the momentum schedule.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> w = lucid.tensor([1.0, -1.0], dtype=lucid.float64, requires_grad=True)
+    >>> opt = lucid.optim.NAdam([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step()
+    >>> w.tolist()[0] < 1.0
+    True
+    """
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  momentum_decay=4e-3, *, maximize=False, **kw):
@@ -125,7 +218,32 @@ class NAdam(Optimizer):
 
 
 class RAdam(Optimizer):
-    """Rectified Adam: plain momentum steps until the variance estimate is tractable (rho_t > 5)."""
+    """Rectified Adam: plain momentum steps until the variance estimate is tractable (rho_t > 5).
+
+    Parameters
+    ----------
+    params : iterable of Tensor or dict
+        Parameters or parameter groups.
+    lr : float
+        Learning rate.
+    betas : tuple of float
+        Decay rates of the first and second moment averages.
+    eps : float
+        Added to the denominator for stability.
+    weight_decay : float
+        L2 penalty (decoupled in AdamW).
+    maximize : bool
+        Maximise the objective instead.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> w = lucid.tensor([1.0, -1.0], dtype=lucid.float64, requires_grad=True)
+    >>> opt = lucid.optim.RAdam([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step()
+    >>> [round(v, 4) for v in w.tolist()]
+    [0.8, -0.8]
+    """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False, **kw):
         _check("RAdam", lr, betas, eps, weight_decay)

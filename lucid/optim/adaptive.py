@@ -3,16 +3,42 @@ from __future__ import annotations
 
 import numpy as np
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_options
 
 
 class RMSprop(Optimizer):
-    """RMSprop: ``s = a s + (1-a) g^2``; ``p -= lr g / (sqrt(s) + eps)`` (centered, momentum optional)."""
+    """RMSprop: ``s = a s + (1-a) g^2``; ``p -= lr g / (sqrt(s) + eps)`` (centered, momentum optional).
+
+    Parameters
+    ----------
+    params : iterable of Tensor or dict
+        Parameters or parameter groups.
+    lr : float
+        Learning rate.
+    alpha : float
+        Decay of the squared-gradient average.
+    eps : float
+        Added to the denominator.
+    weight_decay : float
+        L2 penalty.
+    momentum : float
+        Momentum factor.
+    centered : bool
+        Normalise by the gradient's estimated variance instead.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> w = lucid.tensor([1.0, -1.0], dtype=lucid.float64, requires_grad=True)
+    >>> opt = lucid.optim.RMSprop([w], lr=0.01)
+    >>> (w * w).sum().backward(); opt.step()
+    >>> [round(v, 2) for v in w.tolist()]
+    [0.9, -0.9]
+    """
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
                  centered=False, *, maximize=False, **kw):
-        if lr < 0 or eps < 0 or momentum < 0 or weight_decay < 0 or alpha < 0:
-            raise ValueError("RMSprop: invalid hyperparameter")
+        check_options("RMSprop", lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
                                       momentum=momentum, centered=centered, maximize=maximize))
 
@@ -47,12 +73,37 @@ class RMSprop(Optimizer):
 
 
 class Adagrad(Optimizer):
-    """Adagrad: ``S += g^2``; ``p -= lr / (1 + (t-1) lr_decay) * g / (sqrt(S) + eps)``."""
+    """Adagrad: ``S += g^2``; ``p -= lr / (1 + (t-1) lr_decay) * g / (sqrt(S) + eps)``.
+
+    Parameters
+    ----------
+    params : iterable of Tensor or dict
+        Parameters or parameter groups.
+    lr : float
+        Learning rate.
+    lr_decay : float
+        Learning-rate decay per step.
+    weight_decay : float
+        L2 penalty.
+    initial_accumulator_value : float
+        Start of the squared-gradient sum.
+    eps : float
+        Added to the denominator.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> w = lucid.tensor([1.0, -1.0], dtype=lucid.float64, requires_grad=True)
+    >>> opt = lucid.optim.Adagrad([w], lr=0.1)
+    >>> (w * w).sum().backward(); opt.step()
+    >>> [round(v, 4) for v in w.tolist()]
+    [0.9, -0.9]
+    """
 
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
                  eps=1e-10, *, maximize=False, **kw):
-        if lr < 0 or lr_decay < 0 or weight_decay < 0 or eps < 0 or initial_accumulator_value < 0:
-            raise ValueError("Adagrad: invalid hyperparameter")
+        check_options("Adagrad", lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                      initial_accumulator_value=initial_accumulator_value, eps=eps)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, eps=eps,
                                       maximize=maximize))
@@ -69,11 +120,35 @@ class Adagrad(Optimizer):
 
 
 class Adadelta(Optimizer):
-    """Adadelta: ``d = sqrt(acc_delta + eps) / sqrt(s + eps) * g``; ``p -= lr * d``."""
+    """Adadelta: ``d = sqrt(acc_delta + eps) / sqrt(s + eps) * g``; ``p -= lr * d``.
+
+    Parameters
+    ----------
+    params : iterable of Tensor or dict
+        Parameters or parameter groups.
+    lr : float
+        Learning rate.
+    rho : float
+        Decay of the running averages.
+    eps : float
+        Added inside the roots.
+    weight_decay : float
+        L2 penalty.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> w = lucid.tensor([1.0, -1.0], dtype=lucid.float64, requires_grad=True)
+    >>> opt = lucid.optim.Adadelta([w])
+    >>> (w * w).sum().backward(); opt.step()
+    >>> w.tolist()[0] < 1.0
+    True
+    """
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, maximize=False, **kw):
-        if lr < 0 or not 0 <= rho <= 1 or eps < 0 or weight_decay < 0:
-            raise ValueError("Adadelta: invalid hyperparameter")
+        check_options("Adadelta", lr=lr, eps=eps, weight_decay=weight_decay)
+        if not 0 <= rho <= 1:
+            raise ValueError(f"Adadelta: invalid rho {rho!r} (expected a number in [0, 1])")
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
 
     def _update(self, p, g, state, group):

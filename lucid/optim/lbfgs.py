@@ -85,6 +85,23 @@ def _strong_wolfe(obj, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-
 class LBFGS(Optimizer):
     """Limited-memory BFGS. ``step(closure)`` needs a closure that recomputes the loss and grads.
 
+    Parameters
+    ----------
+    params : iterable of Tensor
+        The parameters (one group only).
+    lr : float
+        Step length factor.
+    max_iter : int
+        Iterations per ``step``.
+    max_eval : int, optional
+        Function evaluations per ``step`` (default ``max_iter * 5 / 4``).
+    tolerance_grad, tolerance_change : float
+        Stopping tolerances.
+    history_size : int
+        Number of curvature pairs kept.
+    line_search_fn : {None, 'strong_wolfe'}
+        The line search.
+
     Examples
     --------
     >>> import lucid
@@ -99,6 +116,8 @@ class LBFGS(Optimizer):
     >>> [round(v, 4) for v in x.tolist()]
     [1.0, 1.0]
     """
+
+    _state_like_params = False  # its state holds flat vectors over all parameters
 
     def __init__(self, params, lr=1.0, max_iter=20, max_eval=None, tolerance_grad=1e-7,
                  tolerance_change=1e-9, history_size=100, line_search_fn=None):

@@ -22,7 +22,26 @@ from .optimizer import Optimizer
 
 
 class LRScheduler:
-    """Base class. Subclasses implement ``_lr_at(epoch, base_lr, group_index)``."""
+    """Base class. Subclasses implement ``_lr_at(epoch, base_lr, group_index)``.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        Whose learning rates are scheduled.
+    last_epoch : int
+        The index of the last epoch (-1: start fresh).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> opt = lucid.optim.SGD([lucid.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = lucid.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    >>> lrs = []
+    >>> for _ in range(2):
+    ...     opt.step(); sched.step(); lrs.append(round(sched.get_last_lr()[0], 4))
+    >>> lrs
+    [0.5, 0.25]
+    """
 
     def __init__(self, optimizer, last_epoch=-1):
         if not isinstance(optimizer, Optimizer):
@@ -83,7 +102,28 @@ _LRScheduler = LRScheduler
 
 
 class LambdaLR(LRScheduler):
-    """``lr = base_lr * lr_lambda(epoch)`` (one lambda, or one per group)."""
+    """``lr = base_lr * lr_lambda(epoch)`` (one lambda, or one per group).
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        Whose learning rates are scheduled.
+    lr_lambda : callable or list of callables
+        ``epoch -> factor`` of the initial lr (one per group).
+    last_epoch : int
+        The index of the last epoch (-1: start fresh).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> opt = lucid.optim.SGD([lucid.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = lucid.optim.lr_scheduler.LambdaLR(opt, lambda e: 1 / (e + 1))
+    >>> lrs = []
+    >>> for _ in range(2):
+    ...     opt.step(); sched.step(); lrs.append(round(sched.get_last_lr()[0], 4))
+    >>> lrs
+    [0.5, 0.3333]
+    """
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         n = len(optimizer.param_groups)
@@ -101,6 +141,17 @@ class LambdaLR(LRScheduler):
 
 class StepLR(LRScheduler):
     """``lr = base_lr * gamma ** (epoch // step_size)``.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        Whose learning rates are scheduled.
+    step_size : int
+        Epochs between decays.
+    gamma : float
+        Decay factor.
+    last_epoch : int
+        The index of the last epoch (-1: start fresh).
 
     Examples
     --------
@@ -125,7 +176,30 @@ class StepLR(LRScheduler):
 
 
 class MultiStepLR(LRScheduler):
-    """``lr = base_lr * gamma ** (number of milestones <= epoch)``."""
+    """``lr = base_lr * gamma ** (number of milestones <= epoch)``.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        Whose learning rates are scheduled.
+    milestones : list of int
+        Epochs at which to decay.
+    gamma : float
+        Decay factor.
+    last_epoch : int
+        The index of the last epoch (-1: start fresh).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> opt = lucid.optim.SGD([lucid.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = lucid.optim.lr_scheduler.MultiStepLR(opt, milestones=[2], gamma=0.1)
+    >>> lrs = []
+    >>> for _ in range(3):
+    ...     opt.step(); sched.step(); lrs.append(round(sched.get_last_lr()[0], 4))
+    >>> lrs
+    [1.0, 0.1, 0.1]
+    """
 
     _chainable = True
 
@@ -138,7 +212,28 @@ class MultiStepLR(LRScheduler):
 
 
 class ExponentialLR(LRScheduler):
-    """``lr = base_lr * gamma ** epoch``."""
+    """``lr = base_lr * gamma ** epoch``.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        Whose learning rates are scheduled.
+    gamma : float
+        Decay factor per epoch.
+    last_epoch : int
+        The index of the last epoch (-1: start fresh).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> opt = lucid.optim.SGD([lucid.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = lucid.optim.lr_scheduler.ExponentialLR(opt, gamma=0.5)
+    >>> lrs = []
+    >>> for _ in range(2):
+    ...     opt.step(); sched.step(); lrs.append(round(sched.get_last_lr()[0], 4))
+    >>> lrs
+    [0.5, 0.25]
+    """
 
     _chainable = True
 
@@ -151,7 +246,30 @@ class ExponentialLR(LRScheduler):
 
 
 class LinearLR(LRScheduler):
-    """Factor moves linearly from ``start_factor`` to ``end_factor`` over ``total_iters`` epochs."""
+    """Factor moves linearly from ``start_factor`` to ``end_factor`` over ``total_iters`` epochs.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        Whose learning rates are scheduled.
+    start_factor, end_factor : float
+        Multipliers of the initial lr at the start and the end.
+    total_iters : int
+        Steps to go from one to the other.
+    last_epoch : int
+        The index of the last epoch (-1: start fresh).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> opt = lucid.optim.SGD([lucid.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = lucid.optim.lr_scheduler.LinearLR(opt, start_factor=0.5, total_iters=2)
+    >>> lrs = []
+    >>> for _ in range(3):
+    ...     opt.step(); sched.step(); lrs.append(round(sched.get_last_lr()[0], 4))
+    >>> lrs
+    [0.75, 1.0, 1.0]
+    """
 
     _chainable = True
 
@@ -167,7 +285,30 @@ class LinearLR(LRScheduler):
 
 
 class CosineAnnealingLR(LRScheduler):
-    """``lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2``."""
+    """``lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2``.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        Whose learning rates are scheduled.
+    T_max : int
+        Half period, in epochs.
+    eta_min : float
+        Minimum lr.
+    last_epoch : int
+        The index of the last epoch (-1: start fresh).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> opt = lucid.optim.SGD([lucid.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = lucid.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=2)
+    >>> lrs = []
+    >>> for _ in range(2):
+    ...     opt.step(); sched.step(); lrs.append(round(sched.get_last_lr()[0], 4))
+    >>> lrs
+    [0.5, 0.0]
+    """
 
     _chainable = True
 
@@ -180,7 +321,32 @@ class CosineAnnealingLR(LRScheduler):
 
 
 class CosineAnnealingWarmRestarts(LRScheduler):
-    """Cosine annealing restarted every ``T_i`` epochs, ``T_i`` growing by ``T_mult``."""
+    """Cosine annealing restarted every ``T_i`` epochs, ``T_i`` growing by ``T_mult``.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        Whose learning rates are scheduled.
+    T_0 : int
+        Epochs to the first restart.
+    T_mult : int
+        Period growth factor after each restart.
+    eta_min : float
+        Minimum lr.
+    last_epoch : int
+        The index of the last epoch (-1: start fresh).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> opt = lucid.optim.SGD([lucid.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = lucid.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2)
+    >>> lrs = []
+    >>> for _ in range(3):
+    ...     opt.step(); sched.step(); lrs.append(round(sched.get_last_lr()[0], 4))
+    >>> lrs
+    [0.5, 1.0, 0.5]
+    """
 
     def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
         if T_0 <= 0 or not isinstance(T_0, int):
@@ -207,7 +373,31 @@ class CosineAnnealingWarmRestarts(LRScheduler):
 
 
 class OneCycleLR(LRScheduler):
-    """The 1cycle policy: warm up to ``max_lr`` then anneal (cos or linear), per batch step."""
+    """The 1cycle policy: warm up to ``max_lr`` then anneal (cos or linear), per batch step.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        Whose learning rates are scheduled.
+    max_lr : float or list of float
+        Peak lr.
+    total_steps : int, optional
+        Length of the cycle (or give ``epochs`` and ``steps_per_epoch``).
+    pct_start : float
+        Fraction of the cycle spent increasing the lr.
+    anneal_strategy : {'cos', 'linear'}
+        Shape of the curve.
+    div_factor, final_div_factor : float
+        Initial lr = ``max_lr / div_factor``; final = initial / ``final_div_factor``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> opt = lucid.optim.SGD([lucid.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = lucid.optim.lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=4)
+    >>> round(opt.param_groups[0]['lr'], 4)
+    0.04
+    """
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
                  pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
@@ -274,7 +464,29 @@ class OneCycleLR(LRScheduler):
 
 
 class SequentialLR(LRScheduler):
-    """Run ``schedulers`` one after another, switching at ``milestones``."""
+    """Run ``schedulers`` one after another, switching at ``milestones``.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        Whose learning rates are scheduled.
+    schedulers : list of LRScheduler
+        Run one after the other.
+    milestones : list of int
+        Epochs at which to switch to the next scheduler.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> opt = lucid.optim.SGD([lucid.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sl = lucid.optim.lr_scheduler
+    >>> sched = sl.SequentialLR(opt, [sl.LinearLR(opt, start_factor=0.5, total_iters=1), sl.ExponentialLR(opt, gamma=0.5)], milestones=[1])
+    >>> lrs = []
+    >>> for _ in range(2):
+    ...     opt.step(); sched.step(); lrs.append(sched.get_last_lr()[0])
+    >>> lrs
+    [1.0, 0.5]
+    """
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
         if len(milestones) != len(schedulers) - 1:
@@ -314,7 +526,34 @@ class SequentialLR(LRScheduler):
 
 
 class ReduceLROnPlateau:
-    """Reduce the learning rate by ``factor`` when a metric stops improving for ``patience`` epochs."""
+    """Reduce the learning rate by ``factor`` when a metric stops improving for ``patience`` epochs.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        Whose learning rates are scheduled.
+    mode : {'min', 'max'}
+        Whether the metric should go down or up.
+    factor : float
+        Multiplier of the lr on a plateau.
+    patience : int
+        Epochs without improvement before reducing.
+    threshold : float
+        What counts as an improvement.
+    cooldown : int
+        Epochs to wait after a reduction.
+    min_lr : float or list of float
+        Lower bound.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> opt = lucid.optim.SGD([lucid.zeros(1, requires_grad=True)], lr=1.0)
+    >>> sched = lucid.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0)
+    >>> sched.step(1.0); sched.step(1.0)
+    >>> opt.param_groups[0]['lr']
+    0.1
+    """
 
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
                  threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):

@@ -9,6 +9,7 @@ so a saved checkpoint resumes training exactly.
 from __future__ import annotations
 
 import copy
+import numbers
 
 import numpy as np
 
@@ -23,6 +24,19 @@ class _Required:
 required = _Required()
 
 
+def check_options(name, *, betas=None, **values):
+    """Validate hyperparameters: each of ``values`` a real number >= 0 (``required`` is
+    skipped), ``betas`` a pair in ``[0, 1)``. Errors start with the optimizer's name."""
+    for k, v in values.items():
+        if v is required:
+            continue
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not v >= 0:
+            raise ValueError(f"{name}: invalid {k} {v!r} (expected a number >= 0)")
+    if betas is not None:
+        if len(betas) != 2 or not all(isinstance(b, numbers.Real) and 0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"{name}: invalid betas {betas!r} (expected two numbers in [0, 1))")
+
+
 class Optimizer:
     """Base class of all optimizers.
 
@@ -32,6 +46,14 @@ class Optimizer:
         Parameters, or parameter groups (dicts with ``"params"`` and per-group options).
     defaults : dict
         Default options for groups that do not set them.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> w = lucid.zeros(2, requires_grad=True)
+    >>> opt = lucid.optim.SGD([{'params': [w], 'lr': 0.5}], lr=0.1)
+    >>> opt.param_groups[0]['lr'], len(opt.state_dict()['param_groups'])
+    (0.5, 1)
     """
 
     def __init__(self, params, defaults):
@@ -94,25 +116,41 @@ class Optimizer:
                     p._grad._version[0] += 1
 
     def step(self, closure=None):
-        """One update. ``closure`` re-evaluates the loss (required by LBFGS)."""
+        """One update. ``closure`` re-evaluates the loss (required by LBFGS).
+
+        Every gradient is checked before any parameter or state changes, so a failing
+        step leaves the optimizer and its parameters as they were.
+        """
         loss = None
         if closure is not None:
             from .._core.grad_mode import enable_grad
 
             with enable_grad():
                 loss = closure()
+        for p, grad, group in self._gradients():
+            if group.get("maximize", False):
+                grad = -grad
+            state = self.state.setdefault(p, {})
+            self._update(p._data, grad, state, group)
+            p._version[0] += 1
+        return loss
+
+    def _gradients(self):
+        """``(param, grad array, group)`` for every parameter that has a gradient, validated."""
+        work = []
         for group in self.param_groups:
             for p in group["params"]:
                 g = p._grad
                 if g is None:
                     continue
-                grad = g._data
-                if group.get("maximize", False):
-                    grad = -grad
-                state = self.state.setdefault(p, {})
-                self._update(p._data, grad, state, group)
-                p._version[0] += 1
-        return loss
+                if tuple(g.shape) != tuple(p.shape):
+                    raise RuntimeError(f"{type(self).__name__}.step: a gradient of shape {tuple(g.shape)} "
+                                       f"doesn't match its parameter of shape {tuple(p.shape)}")
+                if g.dtype.kind not in "fc":
+                    raise RuntimeError(f"{type(self).__name__}.step: gradients must be floating point, got "
+                                       f"dtype {g.dtype} for a parameter of shape {tuple(p.shape)}")
+                work.append((p, g._data, group))
+        return work
 
     def _update(self, param, grad, state, group):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -136,6 +174,25 @@ class Optimizer:
                     state[index[id(p)]] = {k: _export(v) for k, v in self.state[p].items()}
         return {"state": state, "param_groups": groups}
 
+    # Whether every non-scalar Tensor in a parameter's state has the parameter's shape
+    # (momentum buffers, moments); LBFGS keeps flat vectors instead.
+    _state_like_params = True
+
+    def _import_state(self, p, st):
+        entry = {}
+        for name, v in st.items():
+            if not isinstance(v, Tensor):
+                entry[name] = _import(v)
+                continue
+            arr = np.array(v._data)
+            if name != "step" and arr.ndim and self._state_like_params and arr.shape != tuple(p.shape):
+                raise ValueError(f"{type(self).__name__}.load_state_dict: state {name!r} has shape "
+                                 f"{arr.shape} but its parameter has shape {tuple(p.shape)}")
+            if name != "step" and arr.shape == p.shape:
+                arr = arr.astype(p.dtype)
+            entry[name] = arr
+        return entry
+
     def load_state_dict(self, state_dict):
         """Restore options and state; validates everything before changing anything."""
         groups = state_dict["param_groups"]
@@ -158,17 +215,7 @@ class Optimizer:
             k = int(k)
             if k not in id_map:
                 raise ValueError(f"{type(self).__name__}.load_state_dict: state for unknown parameter index {k}")
-            p = id_map[k]
-            entry = {}
-            for name, v in st.items():
-                if isinstance(v, Tensor):
-                    arr = np.array(v._data)
-                    if name not in ("step",) and arr.shape == p.shape:
-                        arr = arr.astype(p.dtype)
-                    entry[name] = arr
-                else:
-                    entry[name] = _import(v)
-            new_state[p] = entry
+            new_state[id_map[k]] = self._import_state(id_map[k], st)
         for saved, mine in zip(groups, self.param_groups):
             for k, v in saved.items():
                 if k != "params":

@@ -1,7 +1,7 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, required
+from .optimizer import Optimizer, check_options, required
 
 
 class SGD(Optimizer):
@@ -9,6 +9,23 @@ class SGD(Optimizer):
 
     ``g = grad + wd * p``; with momentum ``b = mu * b + (1 - dampening) * g`` (``b = g`` on
     the first step) and ``g = g + mu * b`` (Nesterov) or ``g = b``; then ``p -= lr * g``.
+
+    Parameters
+    ----------
+    params : iterable of Tensor or dict
+        Parameters or parameter groups.
+    lr : float
+        Learning rate.
+    momentum : float
+        Momentum factor.
+    dampening : float
+        Dampening of the momentum.
+    weight_decay : float
+        L2 penalty.
+    nesterov : bool
+        Nesterov momentum.
+    maximize : bool
+        Maximise the objective instead.
 
     Examples
     --------
@@ -22,10 +39,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False, fused=None):
-        if lr is not required and lr < 0.0:
-            raise ValueError(f"SGD: invalid learning rate {lr}")
-        if momentum < 0.0 or weight_decay < 0.0:
-            raise ValueError(f"SGD: invalid momentum {momentum} or weight_decay {weight_decay}")
+        check_options("SGD", lr=lr, momentum=momentum, weight_decay=weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,

@@ -145,8 +145,8 @@ OPS = [
     # trigonometric and hyperbolic
     _unary("tan", lucid.tan, np.tan, scaled(1.2)),
     _unary("asin", lucid.asin, np.arcsin, scaled(0.9)),
-    # (methods: no 0-d sample, since the vmap loop reference passes 0-d examples as NumPy scalars)
-    OpInfo("arcsin_method", lambda x: x.arcsin(), np.arcsin, lambda rng: [Sample((scaled(0.9)(rng, 2, 3),))]),
+    OpInfo("arcsin_method", lambda x: x.arcsin(), np.arcsin,
+           lambda rng: [Sample((scaled(0.9)(rng, 2, 3),)), Sample((np.asarray(scaled(0.9)(rng)),))]),
     _unary("acos", lucid.acos, np.arccos, scaled(0.9)),
     _unary("atan", lucid.atan, np.arctan, scaled(3.0)),
     _unary("sinh", lucid.sinh, np.sinh, scaled(2.0)),

@@ -14,8 +14,6 @@ from opinfo import OpInfo, Sample, floats, positive
 
 
 def _fresh(x, *others):
-    if not isinstance(x, lucid.Tensor):  # the vmap loop reference passes 0-d samples as scalars
-        x = lucid.tensor(np.asarray(x))
     out = x * 1.0
     for o in others:
         if isinstance(o, lucid.Tensor):
@@ -57,6 +55,30 @@ def _inplace_setitem(x, v):
     return out
 
 
+def _setitem_index(x, i, v):
+    out = _fresh(x, v)
+    out[:, i] = v
+    return out
+
+
+def _np_put_index(key_of):
+    return lambda x, i, v: _np_put(x, key_of(i), v)
+
+
+# An integer index *tensor* argument, batched by the vmap checks like any other tensor
+# (so the setitem batching rule's batched-index path runs; see NOTE [Batched index tensors]).
+BATCHED_INDEX_OPS = [
+    OpInfo("setitem_index_tensor", lambda x, i, v: index_put_value(x, i, v), _np_put_index(lambda i: i),
+           lambda rng: [Sample((floats(rng, 4, 3), np.array([2, 0]), floats(rng, 2, 3))),
+                        Sample((floats(rng, 4, 3), np.array([3, 1]), floats(rng, 3)), name="broadcast")]),
+    OpInfo("setitem_index_tensor_after_slice", lambda x, i, v: index_put_value(x, (slice(None), i, 1), v),
+           _np_put_index(lambda i: (slice(None), i, 1)),
+           lambda rng: [Sample((floats(rng, 2, 3, 2), np.array([[2], [0]]), floats(rng, 2, 2, 1)))]),
+    OpInfo("__setitem___index_tensor", _setitem_index, _np_put_index(lambda i: (slice(None), i)),
+           lambda rng: [Sample((floats(rng, 2, 4), np.array([3, 0, 1]), floats(rng, 2, 3)))]),
+]
+
+
 def _binary_inplace(method, **kw):
     return lambda x, y: getattr(_fresh(x, y), method)(y, **kw)
 
@@ -79,7 +101,7 @@ def _unary_inplace(method, *args):
     return lambda x: getattr(_fresh(x), method)(*args)
 
 
-OPS = [_setitem_info(*c) for c in SETITEM_CASES] + [
+OPS = [_setitem_info(*c) for c in SETITEM_CASES] + BATCHED_INDEX_OPS + [
     OpInfo("add_", _binary_inplace("add_", alpha=2.0), lambda x, y: x + 2.0 * y, _binary_samples()),
     OpInfo("sub_", _binary_inplace("sub_"), np.subtract, _binary_samples()),
     OpInfo("mul_", _binary_inplace("mul_"), np.multiply, _binary_samples()),

@@ -69,7 +69,7 @@ OPS = [
            lambda rng: [Sample((floats(rng, 2, 3), (2, 1, 2))), Sample((floats(rng, 3), (2,))),
                         Sample((floats(rng, 2), (0, 1)))]),
     OpInfo("repeat_0d", lambda x: x.repeat(2, 3), lambda x: np.tile(x, (2, 3)),
-           lambda rng: _one(np.asarray(floats(rng))), vmap=False),
+           lambda rng: _one(np.asarray(floats(rng)))),
     OpInfo("tile", lambda x, s: x.tile(s), lambda x, s: np.tile(x, s),
            lambda rng: [Sample((floats(rng, 2, 3), (2,))), Sample((floats(rng, 2), (2, 2)))]),
     OpInfo("repeat_interleave_int", lambda x, r, d: x.repeat_interleave(r, dim=d),

@@ -160,7 +160,7 @@ B = 3
 
 def _examples(arr, b):
     """The b-th example of a batch: the sample scaled slightly (keeps domains and orderings)."""
-    return arr * (1.0 + 0.05 * b) if arr.dtype.kind == "f" else arr
+    return np.asarray(arr * (1.0 + 0.05 * b)) if arr.dtype.kind == "f" else arr
 
 
 def _batched_arg(arr, d):

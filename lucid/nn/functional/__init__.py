@@ -22,7 +22,25 @@ from .vision import *  # noqa: F401,F403
 
 
 def pad(input, pad, mode="constant", value=None):
-    """Pad ``input`` (re-export of :func:`lucid.pad`; see it for the parameters)."""
+    """Pad ``input`` (re-export of :func:`lucid.pad`; see it for the parameters).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor to pad.
+    pad : tuple of int
+        ``(left, right)`` pairs, starting from the last dim.
+    mode : str
+        'constant', 'reflect', 'replicate' or 'circular'.
+    value : float, optional
+        The fill value for 'constant' (default 0).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.pad(lucid.tensor([1.0, 2.0]), (1, 2)).tolist()
+    [0.0, 1.0, 2.0, 0.0, 0.0]
+    """
     import lucid
 
     if not hasattr(lucid, "pad"):

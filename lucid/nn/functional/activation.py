@@ -79,12 +79,31 @@ def _lucid():
 
 
 def erf(input):
-    """The error function, elementwise (``lucid.erf`` when the core provides it)."""
+    """The error function, elementwise (``lucid.erf`` when the core provides it).
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.erf(lucid.tensor([0.0])).tolist()
+    [0.0]
+    """
     return _erf(_t(input))
 
 
 def relu(input, inplace=False):
     """``max(x, 0)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    inplace : bool
+        Accepted for PyTorch compatibility; the result is always a new tensor.
 
     Examples
     --------
@@ -96,27 +115,104 @@ def relu(input, inplace=False):
 
 
 def relu_(input):
+    """``relu`` (kept for PyTorch compatibility; returns a new tensor).
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.relu_(lucid.tensor([-1.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
     return relu(input)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    """``x`` for ``x > 0`` else ``negative_slope * x``."""
+    """``x`` for ``x > 0`` else ``negative_slope * x``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    negative_slope : float
+        Slope for negative inputs (default 0.01).
+    inplace : bool
+        Accepted for PyTorch compatibility; the result is always a new tensor.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.leaky_relu(lucid.tensor([-2.0, 3.0]), 0.5).tolist()
+    [-1.0, 3.0]
+    """
     return _lucid().where(input > 0, input, input * negative_slope)
 
 
 def elu(input, alpha=1.0, inplace=False):
-    """``x`` for ``x > 0`` else ``alpha * (exp(x) - 1)``."""
+    """``x`` for ``x > 0`` else ``alpha * (exp(x) - 1)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    alpha : float
+        Scale of the negative branch.
+    inplace : bool
+        Accepted for PyTorch compatibility; the result is always a new tensor.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.elu(lucid.tensor([0.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
     lucid = _lucid()
     neg = lucid.exp(lucid.minimum(input, 0.0)) - 1.0  # exp of non-positive values only
     return lucid.where(input > 0, input, alpha * neg)
 
 
 def selu(input, inplace=False):
+    """Scaled ELU: ``scale * elu(x, alpha)`` with the self-normalising constants.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    inplace : bool
+        Accepted for PyTorch compatibility; the result is always a new tensor.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.selu(lucid.tensor([0.0])).tolist()
+    [0.0]
+    """
     alpha, scale = 1.6732632423543772, 1.0507009873554805
     return scale * elu(input, alpha)
 
 
 def celu(input, alpha=1.0, inplace=False):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    alpha : float
+        Scale of the negative branch.
+    inplace : bool
+        Accepted for PyTorch compatibility; the result is always a new tensor.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.celu(lucid.tensor([0.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
     lucid = _lucid()
     return lucid.where(input > 0, input, alpha * (lucid.exp(lucid.minimum(input, 0.0) / alpha) - 1.0))
 
@@ -143,70 +239,272 @@ def gelu(input, approximate="none"):
 
 
 def sigmoid(input):
-    """``1 / (1 + exp(-x))``, computed without overflow."""
+    """``1 / (1 + exp(-x))``, computed without overflow.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.sigmoid(lucid.tensor([0.0])).tolist()
+    [0.5]
+    """
     return _sigmoid(_t(input))
 
 
 def silu(input, inplace=False):
-    """``x * sigmoid(x)`` (a.k.a. swish)."""
+    """``x * sigmoid(x)`` (a.k.a. swish).
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    inplace : bool
+        Accepted for PyTorch compatibility; the result is always a new tensor.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.silu(lucid.tensor([0.0])).tolist()
+    [0.0]
+    """
     x = _t(input)
     return x * sigmoid(x)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
-    """``log(1 + exp(beta x)) / beta``, and ``x`` where ``beta * x > threshold``."""
+    """``log(1 + exp(beta x)) / beta``, and ``x`` where ``beta * x > threshold``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    beta : float
+        Sharpness.
+    threshold : float
+        Above ``beta * x > threshold`` the result is ``x``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.softplus(lucid.tensor([30.0])).tolist()
+    [30.0]
+    """
     x = _t(input)
     sp = _softplus(x * beta) / beta if beta != 1 else _softplus(x)
     return _lucid().where(x * beta > threshold, x, sp)
 
 
 def mish(input, inplace=False):
-    """``x * tanh(softplus(x))``."""
+    """``x * tanh(softplus(x))``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    inplace : bool
+        Accepted for PyTorch compatibility; the result is always a new tensor.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.mish(lucid.tensor([0.0])).tolist()
+    [0.0]
+    """
     x = _t(input)
     return x * _lucid().tanh(_softplus(x))
 
 
 def tanh(input):
+    """Hyperbolic tangent.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.tanh(lucid.tensor([0.0])).tolist()
+    [0.0]
+    """
     return _lucid().tanh(input)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    """Clamp to ``[min_val, max_val]``."""
+    """Clamp to ``[min_val, max_val]``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    min_val, max_val : float
+        The clamp range.
+    inplace : bool
+        Accepted for PyTorch compatibility; the result is always a new tensor.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.hardtanh(lucid.tensor([-3.0, 0.5, 3.0])).tolist()
+    [-1.0, 0.5, 1.0]
+    """
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
     return _lucid().clamp(input, min_val, max_val)
 
 
 def relu6(input, inplace=False):
+    """``min(max(0, x), 6)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    inplace : bool
+        Accepted for PyTorch compatibility; the result is always a new tensor.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.relu6(lucid.tensor([-1.0, 3.0, 9.0])).tolist()
+    [0.0, 3.0, 6.0]
+    """
     return hardtanh(input, 0.0, 6.0)
 
 
 def hardsigmoid(input, inplace=False):
+    """Piecewise-linear sigmoid ``clamp(x / 6 + 1/2, 0, 1)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    inplace : bool
+        Accepted for PyTorch compatibility; the result is always a new tensor.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.hardsigmoid(lucid.tensor([-4.0, 0.0, 4.0])).tolist()
+    [0.0, 0.5, 1.0]
+    """
     return _lucid().clamp(input / 6.0 + 0.5, 0.0, 1.0)
 
 
 def hardswish(input, inplace=False):
+    """``x * hardsigmoid(x)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    inplace : bool
+        Accepted for PyTorch compatibility; the result is always a new tensor.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.hardswish(lucid.tensor([-4.0, 0.0, 4.0])).tolist()
+    [-0.0, 0.0, 4.0]
+    """
     return input * hardsigmoid(input)
 
 
 def softsign(input):
+    """``x / (1 + |x|)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.softsign(lucid.tensor([1.0, -3.0])).tolist()
+    [0.5, -0.75]
+    """
     return input / (1.0 + _lucid().abs(input))
 
 
 def logsigmoid(input):
-    """``log(sigmoid(x)) = -softplus(-x)``, stable."""
+    """``log(sigmoid(x)) = -softplus(-x)``, stable.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> round(F.logsigmoid(lucid.tensor([0.0])).item(), 4)
+    -0.6931
+    """
     return -_softplus(-_t(input))
 
 
 def tanhshrink(input):
+    """``x - tanh(x)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.tanhshrink(lucid.tensor([0.0])).tolist()
+    [0.0]
+    """
     return input - _lucid().tanh(input)
 
 
 def threshold(input, threshold, value, inplace=False):
+    """``x`` where ``x > threshold``, else ``value``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    threshold : float
+        The cut-off.
+    value : float
+        The replacement below or at the cut-off.
+    inplace : bool
+        Accepted for PyTorch compatibility; the result is always a new tensor.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.threshold(lucid.tensor([0.5, 2.0]), 1.0, -1.0).tolist()
+    [-1.0, 2.0]
+    """
     return _lucid().where(input > threshold, input, value)
 
 
 def glu(input, dim=-1):
+    """Gated linear unit: ``a * sigmoid(b)`` where ``a, b`` are the halves of ``input`` along ``dim``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape. The size along ``dim`` must be even.
+    dim : int
+        The dimension to split (default -1).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.glu(lucid.tensor([2.0, 0.0])).tolist()
+    [1.0]
+    """
     n = input.shape[dim]
     if n % 2:
         raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} is size {n}")
@@ -241,6 +539,15 @@ def _max_const(x, dim):
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """``x - logsumexp(x, dim)`` (``lucid.log_softmax`` when the core provides it).
 
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    dim : int
+        The dimension that sums to one (in probability space).
+    dtype : dtype, optional
+        Cast the input to this dtype first.
+
     Examples
     --------
     >>> import lucid, lucid.nn.functional as F
@@ -259,7 +566,23 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
-    """``exp(x) / sum(exp(x), dim)`` (``lucid.softmax`` when the core provides it)."""
+    """``exp(x) / sum(exp(x), dim)`` (``lucid.softmax`` when the core provides it).
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    dim : int
+        The dimension that sums to one.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.softmax(lucid.tensor([0.0, 0.0]), dim=0).tolist()
+    [0.5, 0.5]
+    """
     lucid = _lucid()
     x = _t(input)
     if dtype is not None:
@@ -272,4 +595,21 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """``softmax(-input, dim)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    dim : int
+        The dimension that sums to one.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.softmin(lucid.tensor([1.0, 1.0]), dim=0).tolist()
+    [0.5, 0.5]
+    """
     return softmax(-_t(input), dim, dtype=dtype)

@@ -64,6 +64,21 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     ``is_causal`` masks out the upper triangle; ``scale`` defaults to ``1/sqrt(E)``.
     Rows whose every score is masked produce NaN, as in PyTorch's math path.
 
+    Parameters
+    ----------
+    query : Tensor
+        (..., L, E).
+    key, value : Tensor
+        (..., S, E) and (..., S, Ev).
+    attn_mask : Tensor, optional
+        Bool (True = may attend) or float (added to the scores).
+    dropout_p : float
+        Dropout on the weights.
+    is_causal : bool
+        Apply a causal mask.
+    scale : float, optional
+        Default ``1 / sqrt(E)``.
+
     Examples
     --------
     >>> import lucid, lucid.nn.functional as F
@@ -107,6 +122,33 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
 
     Returns ``(output (L, N, E), weights)`` with weights (N, L, S) averaged over heads,
     (N, heads, L, S) if ``average_attn_weights=False``, or None if ``need_weights=False``.
+
+    Parameters
+    ----------
+    query : Tensor
+        (L, N, E).
+    key, value : Tensor
+        (S, N, E).
+    num_heads : int
+        Number of heads.
+    in_proj_weight, in_proj_bias : Tensor
+        Packed q/k/v projections (3E, E) and (3E,).
+    out_proj_weight, out_proj_bias : Tensor
+        Output projection.
+    key_padding_mask, attn_mask : Tensor, optional
+        Masks (True = not allowed).
+    need_weights, average_attn_weights : bool
+        What weights to return.
+    dropout_p : float
+        Dropout on the weights (when ``training``).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> x = lucid.zeros(3, 1, 4)
+    >>> out, w = F.multi_head_attention_forward(x, x, x, 2, lucid.zeros(12, 4), lucid.zeros(12), lucid.zeros(4, 4), lucid.zeros(4))
+    >>> out.shape, w.shape
+    ((3, 1, 4), (1, 3, 3))
     """
     lucid = _lucid()
     L, N, E = query.shape

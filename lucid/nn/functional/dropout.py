@@ -26,6 +26,17 @@ def _apply_mask(input, mask_shape, p):
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
 
+    Parameters
+    ----------
+    input : Tensor
+        The activations.
+    p : float
+        Probability of dropping, in [0, 1].
+    training : bool
+        Apply dropout only when True.
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
     Examples
     --------
     >>> import lucid, lucid.nn.functional as F
@@ -49,17 +60,71 @@ def _feature_dropout(input, p, training, name, nspatial):
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):
-    """Zero whole channels of (N, C, L) / (C, L) inputs."""
+    """Zero whole channels of (N, C, L) / (C, L) inputs.
+
+    Parameters
+    ----------
+    input : Tensor
+        The activations.
+    p : float
+        Probability of dropping, in [0, 1].
+    training : bool
+        Apply dropout only when True.
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.dropout1d(lucid.ones(1, 2, 3), training=False).shape
+    (1, 2, 3)
+    """
     return _feature_dropout(input, p, training, "dropout1d", 1)
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
-    """Zero whole channels of (N, C, H, W) / (C, H, W) inputs."""
+    """Zero whole channels of (N, C, H, W) / (C, H, W) inputs.
+
+    Parameters
+    ----------
+    input : Tensor
+        The activations.
+    p : float
+        Probability of dropping, in [0, 1].
+    training : bool
+        Apply dropout only when True.
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.dropout2d(lucid.ones(1, 2, 2, 2), training=False).shape
+    (1, 2, 2, 2)
+    """
     return _feature_dropout(input, p, training, "dropout2d", 2)
 
 
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
-    """Dropout that keeps the self-normalising property (for SELU networks)."""
+    """Dropout that keeps the self-normalising property (for SELU networks).
+
+    Parameters
+    ----------
+    input : Tensor
+        The activations.
+    p : float
+        Probability of dropping, in [0, 1].
+    training : bool
+        Apply dropout only when True (default False).
+    inplace : bool
+        Accepted for PyTorch compatibility (the result is a new tensor).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.alpha_dropout(lucid.ones(2)).tolist()
+    [1.0, 1.0]
+    """
     _check(p, "alpha_dropout")
     if not training or p == 0.0:
         return input

@@ -11,8 +11,10 @@ import warnings
 
 import numpy as np
 
+from ..._core.backend import xp
+from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import Tensor, _wrap
-from ...ops._family import _as_tensor
+from ...ops._family import _as_tensor, move_bdim
 from .activation import _softplus, log_softmax
 from .sparse import one_hot
 
@@ -188,6 +190,121 @@ def _pick(logp, mask, reduction, name):
     return _reduce(-(logp * mask).sum(class_dim), reduction, name)
 
 
+# NOTE [Fused cross-entropy]
+# For the common case — class-index targets, classes on the last dim of an (N, C) or (C,)
+# input, no class weights, no label smoothing — cross-entropy is one primitive (for speed:
+# one pass forward, no one-hot mask built per call, one node in the tape):
+#   loss_n = logsumexp(x_n) - x_n[t_n]   (0 where t_n == ignore_index), then reduced;
+#   vjp    = (softmax(x) * valid - onehot(t)) * g   (g / number of valid rows for 'mean').
+# ``ce_target_mask`` (no gradient) gives ``onehot(t) * valid`` in the input's dtype, so the
+# rules stay written in ``ns`` ops and differentiate again. Every other case is the
+# composite below (NOTE [Class picks]).
+def _ce_mask_impl(t, *, num_classes, ignore_index, dtype):
+    valid = t != ignore_index
+    safe = xp.where(valid, t, 0)
+    _check_classes(safe, num_classes)
+    return ((safe[..., None] == xp.arange(num_classes)) & valid[..., None]).astype(dtype)
+
+
+def _check_classes(safe, num_classes):
+    # one reduction: negative values wrap to huge unsigned ones
+    if safe.size and xp.max(safe.astype(np.uint64, copy=False)) >= num_classes:
+        raise ValueError(f"target class values must be in [0, {num_classes}) (or be ignore_index) to one_hot "
+                         "encode them, "
+                         f"got range [{safe.min()}, {safe.max()}] for target of shape {safe.shape}")
+
+
+def _ce_mask_batch(vals, bdims, **params):
+    return bind(ce_target_mask_p, (move_bdim(vals[0], bdims[0], 0),), params), 0
+
+
+ce_target_mask_p = defprim("ce_target_mask", _ce_mask_impl, vjp=None, batch=_ce_mask_batch,
+                           jvp=lambda ns, primals, tangents, out, **p: None,
+                           differentiable=False, save_inputs=False)
+
+
+def _ce_impl(x, t, *, ignore_index, reduction):
+    # Plain NumPy on purpose: this forward is on the hot path of every classifier step.
+    c = x.shape[-1]
+    s = x - (xp.max(x, axis=-1, keepdims=True) if c else 0)
+    lse = xp.log(xp.add.reduce(xp.exp(s), axis=-1))
+    valid = t != ignore_index
+    every = bool(valid.all())
+    safe = t if every else xp.where(valid, t, 0)
+    _check_classes(safe, c)
+    if s.ndim == 2:
+        picked = s[xp.arange(len(safe)), safe]
+    else:  # (C,) or, under vmap, (B, N, C)
+        picked = xp.take_along_axis(s, safe[..., None], axis=-1)[..., 0]
+    loss = lse - picked
+    if not every:
+        loss = xp.where(valid, loss, xp.zeros((), x.dtype))
+    if reduction == "none":
+        return loss
+    total = xp.add.reduce(loss, axis=None)
+    if reduction == "mean":
+        with np.errstate(divide="ignore", invalid="ignore"):  # all ignored: nan, like PyTorch
+            total = total / (valid.size if every else xp.count_nonzero(valid))
+    return xp.asarray(total, dtype=x.dtype)
+
+
+def _ce_dlogits(ns, x, t, ignore_index):
+    """``(softmax(x) * valid - onehot(t), onehot(t) * valid)``: the per-row derivative and the mask."""
+    mask = ns.ce_target_mask(t, num_classes=x.shape[-1], ignore_index=ignore_index, dtype=x.dtype)
+    axis = len(tuple(x.shape)) - 1
+    return ns.softmax(x, axis=axis) * ns.sum(mask, axis=(axis,), keepdims=True) - mask, mask
+
+
+def _ce_scale(ns, g, mask, reduction):
+    """The cotangent ``g`` laid out to multiply the per-class derivative."""
+    if reduction == "none":
+        return ns.reshape(g, shape=tuple(g.shape) + (1,))
+    return g if reduction == "sum" else g / ns.sum(mask, axis=None, keepdims=False)
+
+
+def _ce_vjp(ns, g, out, x, t, ignore_index, reduction):
+    d, mask = _ce_dlogits(ns, x, t, ignore_index)
+    return d * _ce_scale(ns, g, mask, reduction)
+
+
+def _ce_jvp(ns, primals, tangents, out, ignore_index, reduction):
+    x, t = primals
+    d, mask = _ce_dlogits(ns, x, t, ignore_index)
+    per_row = ns.sum(d * tangents[0], axis=(len(tuple(x.shape)) - 1,), keepdims=False)
+    if reduction == "none":
+        return per_row
+    total = ns.sum(per_row, axis=None, keepdims=False)
+    return total if reduction == "sum" else total / ns.sum(mask, axis=None, keepdims=False)
+
+
+def _ce_batch(vals, bdims, ignore_index, reduction):
+    """Per-row losses of the whole batch (batch dim first), then reduced per example."""
+    size = next(v.shape[b] for v, b in zip(vals, bdims) if b is not None)
+    x, t = (TN.broadcast_to(v, shape=(size,) + tuple(v.shape)) if b is None else move_bdim(v, b, 0)
+            for v, b in zip(vals, bdims))
+    rows = bind(cross_entropy_p, (x, t), {"ignore_index": ignore_index, "reduction": "none"})
+    if reduction == "none" or rows.ndim == 1:  # one row per example: nothing left to reduce
+        if reduction == "mean" and rows.ndim == 1:
+            mask = TN.ce_target_mask(t, num_classes=x.shape[-1], ignore_index=ignore_index, dtype=x.dtype)
+            rows = rows / TN.sum(mask, axis=(1,), keepdims=False)  # an ignored example: nan
+        return rows, 0
+    total = TN.sum(rows, axis=(1,), keepdims=False)
+    if reduction == "sum":
+        return total, 0
+    mask = TN.ce_target_mask(t, num_classes=x.shape[-1], ignore_index=ignore_index, dtype=x.dtype)
+    return total / TN.sum(mask, axis=(1, 2), keepdims=False), 0
+
+
+cross_entropy_p = defprim("cross_entropy", _ce_impl, vjp=(_ce_vjp, None), jvp=_ce_jvp, batch=_ce_batch)
+
+
+def _fused_ce(input, target, weight, reduction, label_smoothing):
+    """True when the fused primitive covers the call. See NOTE [Fused cross-entropy]."""
+    return (weight is None and label_smoothing == 0.0 and reduction in ("none", "sum", "mean")
+            and isinstance(input, Tensor) and input.ndim in (1, 2) and input.dtype.kind == "f"
+            and target.dtype.kind in "iu" and tuple(target.shape) == tuple(input.shape[:-1]))
+
+
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """Negative log likelihood: ``-w[t] * input[n, t]``; 'mean' divides by ``sum(w[t])``.
@@ -235,6 +352,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
     target = _as_tensor(target)
+    if _fused_ce(input, target, weight, reduction, label_smoothing):  # See NOTE [Fused cross-entropy]
+        return bind(cross_entropy_p, (input, target), {"ignore_index": ignore_index, "reduction": reduction})
     class_dim = 1 if input.ndim > 1 else 0
     logp = log_softmax(input, class_dim)
     if target.dtype.kind == "f":

@@ -28,10 +28,21 @@ def _standardize(x, axes, eps):
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the last ``len(normalized_shape)`` dims, then scale and shift.
 
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (*, *normalized_shape).
+    normalized_shape : tuple of int
+        The trailing dims to normalise over.
+    weight, bias : Tensor, optional
+        Affine parameters of shape ``normalized_shape``.
+    eps : float
+        Added to the variance for stability.
+
     Examples
     --------
     >>> import lucid, lucid.nn.functional as F
-    >>> F.layer_norm(lucid.tensor([[1.0, 3.0]]), (2,))
+    >>> F.layer_norm(lucid.tensor([[1.0, 3.0]]), (2,), eps=0.0)
     tensor([[-1.,  1.]])
     """
     if isinstance(normalized_shape, int):
@@ -52,7 +63,25 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
-    """``x / sqrt(mean(x^2) + eps)`` over the last dims, times ``weight``."""
+    """``x / sqrt(mean(x^2) + eps)`` over the last dims, times ``weight``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (*, *normalized_shape).
+    normalized_shape : tuple of int
+        The trailing dims.
+    weight : Tensor, optional
+        Scale of shape ``normalized_shape``.
+    eps : float, optional
+        Added under the root (default: the dtype's machine epsilon).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.rms_norm(lucid.tensor([[3.0, 3.0]]), (2,)).tolist()
+    [[1.0, 1.0]]
+    """
     lucid = _lucid()
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
@@ -70,10 +99,21 @@ def _channel_shape(input):
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalise (N, C, *) inputs over groups of ``C // num_groups`` channels and space.
 
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (N, C, *).
+    num_groups : int
+        Number of channel groups (must divide C).
+    weight, bias : Tensor, optional
+        Per-channel affine parameters.
+    eps : float
+        Added to the variance for stability.
+
     Examples
     --------
     >>> import lucid, lucid.nn.functional as F
-    >>> F.group_norm(lucid.tensor([[1.0, 3.0]]), 1)
+    >>> F.group_norm(lucid.tensor([[1.0, 3.0]]), 1, eps=0.0)
     tensor([[-1.,  1.]])
     """
     if input.ndim < 2:
@@ -99,10 +139,25 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     ``(1 - momentum) * running + momentum * batch`` (unbiased variance), outside the graph.
     In evaluation the running statistics are used.
 
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (N, C, *).
+    running_mean, running_var : Tensor or None
+        Running statistics (updated in place when ``training``; used when not).
+    weight, bias : Tensor, optional
+        Per-channel affine parameters.
+    training : bool
+        Use batch statistics (and update the running ones).
+    momentum : float
+        Weight of the newest batch in the running statistics.
+    eps : float
+        Added to the variance for stability.
+
     Examples
     --------
     >>> import lucid, lucid.nn.functional as F
-    >>> F.batch_norm(lucid.tensor([[1.0], [3.0]]), None, None, training=True)
+    >>> F.batch_norm(lucid.tensor([[1.0], [3.0]]), None, None, training=True, eps=0.0)
     tensor([[-1.],
            [ 1.]])
     """
@@ -153,7 +208,29 @@ def _update_running(running_mean, running_var, mean, var, count, momentum):
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-5):
-    """Normalise each (example, channel) over its spatial dims."""
+    """Normalise each (example, channel) over its spatial dims.
+
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (N, C, *).
+    running_mean, running_var : Tensor, optional
+        Running statistics, used when ``use_input_stats`` is False.
+    weight, bias : Tensor, optional
+        Per-channel affine parameters.
+    use_input_stats : bool
+        Normalise with each instance's own statistics.
+    momentum : float
+        For the running statistics.
+    eps : float
+        Added to the variance for stability.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.instance_norm(lucid.tensor([[[1.0, 3.0]]]), eps=0.0).tolist()
+    [[[-1.0, 1.0]]]
+    """
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     out = _standardize(input, tuple(range(2, input.ndim)), eps)
@@ -167,6 +244,17 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """``x / max(||x||_p, eps)`` along ``dim``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    p : float
+        The norm's order.
+    dim : int
+        The dimension to normalise along.
+    eps : float
+        Lower bound of the norm (avoids division by zero).
 
     Examples
     --------

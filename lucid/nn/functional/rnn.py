@@ -43,22 +43,98 @@ def _gru_step(gi, h, w_hh, b_hh):
 
 
 def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
-    """One Elman RNN step ``tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)``."""
+    """One Elman RNN step ``tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (N, input_size) or (input_size,).
+    hx : Tensor
+        The hidden state, (N, hidden_size).
+    w_ih, w_hh : Tensor
+        Input-hidden and hidden-hidden weights.
+    b_ih, b_hh : Tensor, optional
+        Their biases.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> h = F.rnn_tanh_cell(lucid.ones(1, 3), lucid.zeros(1, 2), lucid.zeros(1 * 2, 3), lucid.zeros(1 * 2, 2))
+    >>> h.shape
+    (1, 2)
+    """
     return _rnn_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh, "tanh")
 
 
 def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
-    """One Elman RNN step with ReLU."""
+    """One Elman RNN step with ReLU.
+
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (N, input_size) or (input_size,).
+    hx : Tensor
+        The hidden state, (N, hidden_size).
+    w_ih, w_hh : Tensor
+        Input-hidden and hidden-hidden weights.
+    b_ih, b_hh : Tensor, optional
+        Their biases.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> h = F.rnn_relu_cell(lucid.ones(1, 3), lucid.zeros(1, 2), lucid.zeros(1 * 2, 3), lucid.zeros(1 * 2, 2))
+    >>> h.shape
+    (1, 2)
+    """
     return _rnn_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh, "relu")
 
 
 def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
-    """One LSTM step; ``hx = (h, c)``; returns ``(h', c')``."""
+    """One LSTM step; ``hx = (h, c)``; returns ``(h', c')``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (N, input_size) or (input_size,).
+    hx : Tensor
+        The pair ``(h, c)``, each (N, hidden_size).
+    w_ih, w_hh : Tensor
+        Input-hidden and hidden-hidden weights.
+    b_ih, b_hh : Tensor, optional
+        Their biases.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> h = F.lstm_cell(lucid.ones(1, 3), (lucid.zeros(1, 2), lucid.zeros(1, 2)), lucid.zeros(4 * 2, 3), lucid.zeros(4 * 2, 2))
+    >>> h[0].shape
+    (1, 2)
+    """
     return _lstm_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh)
 
 
 def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
-    """One GRU step."""
+    """One GRU step.
+
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (N, input_size) or (input_size,).
+    hx : Tensor
+        The hidden state, (N, hidden_size).
+    w_ih, w_hh : Tensor
+        Input-hidden and hidden-hidden weights.
+    b_ih, b_hh : Tensor, optional
+        Their biases.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> h = F.gru_cell(lucid.ones(1, 3), lucid.zeros(1, 2), lucid.zeros(3 * 2, 3), lucid.zeros(3 * 2, 2))
+    >>> h.shape
+    (1, 2)
+    """
     return _gru_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh)
 
 

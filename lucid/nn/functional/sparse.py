@@ -35,6 +35,13 @@ def one_hot(tensor, num_classes=-1):
 
     ``num_classes=-1`` infers ``max + 1`` (needs concrete values: not inside ``vmap``).
 
+    Parameters
+    ----------
+    tensor : Tensor
+        Integer class indices.
+    num_classes : int
+        Number of classes (-1: the largest index + 1).
+
     Examples
     --------
     >>> import lucid, lucid.nn.functional as F
@@ -57,6 +64,19 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
     The row at ``padding_idx`` is returned as is but receives no gradient. With
     ``max_norm``, the referenced rows are renormalised in place first (as PyTorch does).
+
+    Parameters
+    ----------
+    input : Tensor
+        Integer indices.
+    weight : Tensor
+        The table, (num_embeddings, embedding_dim).
+    padding_idx : int, optional
+        This row gets no gradient.
+    max_norm : float, optional
+        Renormalise looked-up rows (in place) to at most this norm.
+    norm_type : float
+        The p of that norm.
 
     Examples
     --------

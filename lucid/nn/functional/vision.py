@@ -63,6 +63,19 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     (4-D), ``'trilinear'`` (5-D). ``align_corners`` as in PyTorch (linear modes only).
     Limitations: no ``'bicubic'``/``'area'``, no antialias.
 
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (N, C, *spatial).
+    size : int or tuple of int, optional
+        The output spatial size.
+    scale_factor : float or tuple of float, optional
+        Multiplier of the spatial size (give ``size`` or this).
+    mode : str
+        'nearest', 'nearest-exact', 'linear', 'bilinear' or 'trilinear'.
+    align_corners : bool, optional
+        For the linear modes: align the corner pixels' centres.
+
     Examples
     --------
     >>> import lucid
@@ -103,13 +116,67 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
-    """Deprecated alias of :func:`interpolate`."""
+    """Deprecated alias of :func:`interpolate`.
+
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (N, C, *spatial).
+    size : int or tuple of int, optional
+        The output spatial size.
+    scale_factor : float or tuple of float, optional
+        Multiplier of the spatial size (give ``size`` or this).
+    mode : str
+        As for :func:`interpolate`.
+    align_corners : bool, optional
+        As for :func:`interpolate`.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.upsample(lucid.ones(1, 1, 2), scale_factor=2).shape
+    (1, 1, 4)
+    """
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
 def upsample_nearest(input, size=None, scale_factor=None):
+    """Nearest-neighbour upsampling (deprecated alias of ``interpolate(mode='nearest')``).
+
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (N, C, *spatial).
+    size : int or tuple of int, optional
+        The output spatial size.
+    scale_factor : float or tuple of float, optional
+        Multiplier of the spatial size (give ``size`` or this).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.upsample_nearest(lucid.tensor([[[1.0, 2.0]]]), scale_factor=2).tolist()
+    [[[1.0, 1.0, 2.0, 2.0]]]
+    """
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
 def upsample_bilinear(input, size=None, scale_factor=None):
+    """Bilinear upsampling with ``align_corners=True`` (deprecated alias of :func:`interpolate`).
+
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (N, C, *spatial).
+    size : int or tuple of int, optional
+        The output spatial size.
+    scale_factor : float or tuple of float, optional
+        Multiplier of the spatial size (give ``size`` or this).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.upsample_bilinear(lucid.tensor([[[[0.0, 3.0]]]]), size=(1, 4)).tolist()
+    [[[[0.0, 1.0, 2.0, 3.0]]]]
+    """
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

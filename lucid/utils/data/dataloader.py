@@ -24,7 +24,23 @@ from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 
 def default_collate(batch):
-    """Stack a list of samples into a batch (tensors, arrays, numbers, tuples, dicts)."""
+    """Stack a list of samples into a batch (tensors, arrays, numbers, tuples, dicts).
+
+    Parameters
+    ----------
+    batch : list
+        Samples of the same structure.
+
+    Returns
+    -------
+    The batch, with tensors/arrays/numbers stacked along a new dim 0.
+
+    Examples
+    --------
+    >>> from lucid.utils.data import default_collate
+    >>> default_collate([(1, 2.0), (3, 4.0)])
+    [tensor([1, 3]), tensor([2., 4.], dtype=lucid.float64)]
+    """
     from ...ops.shape import stack
 
     first = batch[0]
@@ -53,7 +69,20 @@ def default_collate(batch):
 
 def default_convert(data):
     """Without automatic batching: NumPy arrays and scalars become Tensors, containers are
-    converted element by element, everything else is returned as is."""
+    converted element by element, everything else is returned as is.
+
+    Parameters
+    ----------
+    data : object
+        A sample.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lucid.utils.data import default_convert
+    >>> default_convert(np.array([1.0, 2.0]))
+    tensor([1., 2.], dtype=lucid.float64)
+    """
     if isinstance(data, (np.ndarray, np.generic)) and not isinstance(data, (np.str_, np.bytes_)):
         return _wrap(np.asarray(data))
     if isinstance(data, dict):
@@ -67,7 +96,25 @@ def default_convert(data):
 
 @dataclass
 class WorkerInfo:
-    """What ``get_worker_info()`` returns inside a worker process."""
+    """What ``get_worker_info()`` returns inside a worker process.
+
+    Parameters
+    ----------
+    id : int
+        This worker's index.
+    num_workers : int
+        How many workers there are.
+    seed : int
+        This worker's random seed.
+    dataset : Dataset
+        This worker's copy of the dataset.
+
+    Examples
+    --------
+    >>> from lucid.utils.data import get_worker_info
+    >>> print(get_worker_info())
+    None
+    """
 
     id: int
     num_workers: int
@@ -79,7 +126,18 @@ _worker_info = None
 
 
 def get_worker_info():
-    """Inside a DataLoader worker: its ``WorkerInfo``; in the main process: ``None``."""
+    """Inside a DataLoader worker: its ``WorkerInfo``; in the main process: ``None``.
+
+    Returns
+    -------
+    WorkerInfo or None
+
+    Examples
+    --------
+    >>> from lucid.utils.data import get_worker_info
+    >>> get_worker_info() is None
+    True
+    """
     return _worker_info
 
 

@@ -10,7 +10,24 @@ from ..._core.tensor import Tensor
 
 
 class Dataset:
-    """A map-style dataset: implement ``__getitem__`` (and usually ``__len__``)."""
+    """A map-style dataset: implement ``__getitem__`` (and usually ``__len__``).
+
+    Parameters
+    ----------
+    (none)
+        Subclass it; ``dataset + other`` concatenates.
+
+    Examples
+    --------
+    >>> from lucid.utils.data import Dataset
+    >>> class Squares(Dataset):
+    ...     def __len__(self):
+    ...         return 3
+    ...     def __getitem__(self, i):
+    ...         return i * i
+    >>> [Squares()[i] for i in range(len(Squares()))]
+    [0, 1, 4]
+    """
 
     def __getitem__(self, index):
         raise NotImplementedError(f"{type(self).__name__}: subclasses of Dataset should implement __getitem__")
@@ -20,7 +37,22 @@ class Dataset:
 
 
 class IterableDataset(Dataset):
-    """A dataset that is iterated (a stream); implement ``__iter__``."""
+    """A dataset that is iterated (a stream); implement ``__iter__``.
+
+    Parameters
+    ----------
+    (none)
+        Subclass it and implement ``__iter__``.
+
+    Examples
+    --------
+    >>> from lucid.utils.data import IterableDataset
+    >>> class Count(IterableDataset):
+    ...     def __iter__(self):
+    ...         return iter(range(3))
+    >>> list(Count())
+    [0, 1, 2]
+    """
 
     def __iter__(self):
         raise NotImplementedError(f"{type(self).__name__}: subclasses of IterableDataset should implement __iter__")
@@ -28,6 +60,11 @@ class IterableDataset(Dataset):
 
 class TensorDataset(Dataset):
     """Samples are the ``index``-th rows of each tensor.
+
+    Parameters
+    ----------
+    *tensors : Tensor
+        Tensors with the same size in dim 0.
 
     Examples
     --------
@@ -57,7 +94,22 @@ class TensorDataset(Dataset):
 
 
 class Subset(Dataset):
-    """The dataset restricted to ``indices``."""
+    """The dataset restricted to ``indices``.
+
+    Parameters
+    ----------
+    dataset : Dataset
+        The full dataset.
+    indices : sequence of int
+        The indices to keep, in order.
+
+    Examples
+    --------
+    >>> from lucid.utils.data import Subset
+    >>> s = Subset([10, 20, 30], [2, 0])
+    >>> len(s), s[0], s[1]
+    (2, 30, 10)
+    """
 
     def __init__(self, dataset, indices):
         self.dataset, self.indices = dataset, list(indices)
@@ -72,7 +124,20 @@ class Subset(Dataset):
 
 
 class ConcatDataset(Dataset):
-    """Several map-style datasets one after another."""
+    """Several map-style datasets one after another.
+
+    Parameters
+    ----------
+    datasets : iterable of Dataset
+        Concatenated in order.
+
+    Examples
+    --------
+    >>> from lucid.utils.data import ConcatDataset
+    >>> c = ConcatDataset([[1, 2], [3]])
+    >>> len(c), c[2]
+    (3, 3)
+    """
 
     def __init__(self, datasets):
         self.datasets = list(datasets)
@@ -98,6 +163,19 @@ class ConcatDataset(Dataset):
 
 def random_split(dataset, lengths, generator=None):
     """Split into non-overlapping random subsets of the given lengths (or fractions).
+
+    Parameters
+    ----------
+    dataset : Dataset
+        The dataset to split.
+    lengths : sequence of int or float
+        Sizes of the parts (or fractions summing to 1).
+    generator : Generator, optional
+        The random source.
+
+    Returns
+    -------
+    list of Subset
 
     Examples
     --------

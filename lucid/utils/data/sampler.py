@@ -8,7 +8,24 @@ from .dataset import _rng
 
 
 class Sampler:
-    """Base class: iterate over dataset indices."""
+    """Base class: iterate over dataset indices.
+
+    Parameters
+    ----------
+    data_source : Dataset, optional
+        Ignored (PyTorch compatibility).
+
+    Examples
+    --------
+    >>> from lucid.utils.data import Sampler
+    >>> class Reverse(Sampler):
+    ...     def __init__(self, n):
+    ...         self.n = n
+    ...     def __iter__(self):
+    ...         return iter(range(self.n - 1, -1, -1))
+    >>> list(Reverse(3))
+    [2, 1, 0]
+    """
 
     def __init__(self, data_source=None):
         pass
@@ -18,7 +35,19 @@ class Sampler:
 
 
 class SequentialSampler(Sampler):
-    """Indices ``0 .. len(data_source) - 1`` in order."""
+    """Indices ``0 .. len(data_source) - 1`` in order.
+
+    Parameters
+    ----------
+    data_source : Dataset
+        Indices ``0 .. len(data_source) - 1`` in order.
+
+    Examples
+    --------
+    >>> from lucid.utils.data import SequentialSampler
+    >>> list(SequentialSampler([7, 8, 9]))
+    [0, 1, 2]
+    """
 
     def __init__(self, data_source):
         self.data_source = data_source
@@ -31,7 +60,26 @@ class SequentialSampler(Sampler):
 
 
 class RandomSampler(Sampler):
-    """A random permutation (or ``num_samples`` draws with replacement)."""
+    """A random permutation (or ``num_samples`` draws with replacement).
+
+    Parameters
+    ----------
+    data_source : Dataset
+        The dataset.
+    replacement : bool
+        Draw with replacement.
+    num_samples : int, optional
+        How many indices (default: the dataset's length).
+    generator : Generator, optional
+        The random source.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.utils.data import RandomSampler
+    >>> sorted(RandomSampler(range(4), generator=lucid.Generator().manual_seed(0)))
+    [0, 1, 2, 3]
+    """
 
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
         self.data_source, self.replacement, self.generator = data_source, replacement, generator
@@ -57,7 +105,21 @@ class RandomSampler(Sampler):
 
 
 class SubsetRandomSampler(Sampler):
-    """The given indices in a random order."""
+    """The given indices in a random order.
+
+    Parameters
+    ----------
+    indices : sequence of int
+        The indices to permute.
+    generator : Generator, optional
+        The random source.
+
+    Examples
+    --------
+    >>> from lucid.utils.data import SubsetRandomSampler
+    >>> sorted(SubsetRandomSampler([5, 7]))
+    [5, 7]
+    """
 
     def __init__(self, indices, generator=None):
         self.indices, self.generator = list(indices), generator
@@ -71,7 +133,25 @@ class SubsetRandomSampler(Sampler):
 
 
 class WeightedRandomSampler(Sampler):
-    """``num_samples`` indices drawn with probability proportional to ``weights``."""
+    """``num_samples`` indices drawn with probability proportional to ``weights``.
+
+    Parameters
+    ----------
+    weights : sequence of float
+        Non-negative weight per index.
+    num_samples : int
+        How many indices to draw.
+    replacement : bool
+        Draw with replacement.
+    generator : Generator, optional
+        The random source.
+
+    Examples
+    --------
+    >>> from lucid.utils.data import WeightedRandomSampler
+    >>> list(WeightedRandomSampler([0.0, 1.0], 3))
+    [1, 1, 1]
+    """
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
         w = np.asarray(weights._data if isinstance(weights, Tensor) else weights, dtype=np.float64)
@@ -91,7 +171,23 @@ class WeightedRandomSampler(Sampler):
 
 
 class BatchSampler(Sampler):
-    """Group the indices of ``sampler`` into lists of ``batch_size``."""
+    """Group the indices of ``sampler`` into lists of ``batch_size``.
+
+    Parameters
+    ----------
+    sampler : Sampler or iterable
+        Yields indices.
+    batch_size : int
+        Indices per batch.
+    drop_last : bool
+        Drop a last, smaller batch.
+
+    Examples
+    --------
+    >>> from lucid.utils.data import BatchSampler
+    >>> list(BatchSampler(range(5), batch_size=2, drop_last=False))
+    [[0, 1], [2, 3], [4]]
+    """
 
     def __init__(self, sampler, batch_size, drop_last):
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
