@@ -22,3 +22,11 @@ def attach_delayed_error(value, grads, name):
     msg = (f"{name}: trying to differentiate twice a function that was marked with "
            "@once_differentiable")
     return bind(delayed_error_p, (value.detach(),) + tuple(grads), {"msg": msg})
+
+
+def _delayed_error_batch(vals, bdims, msg):
+    # The value passes through unchanged; the cotangent arguments only carry the error.
+    return bind(delayed_error_p, tuple(vals), {"msg": msg}), bdims[0]
+
+
+delayed_error_p.batch = _delayed_error_batch
