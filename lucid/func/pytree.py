@@ -50,9 +50,23 @@ def tree_flatten(tree):
     return leaves, _flatten(tree, leaves)
 
 
+_LEAF = TreeDef("leaf", None, ())  # shared: a TreeDef is never changed after it is built
+
+
 def _flatten(tree, leaves):
+    cls = tree.__class__
+    if cls is tuple:  # exact-type fast paths first; subclasses (namedtuples ...) below
+        return TreeDef("tuple", None, tuple([_flatten(c, leaves) for c in tree]))
+    if cls is dict:
+        keys = tuple(tree.keys())
+        return TreeDef("dict", keys, tuple([_flatten(tree[k], leaves) for k in keys]))
+    if cls is list:
+        return TreeDef("list", None, tuple([_flatten(c, leaves) for c in tree]))
     if tree is None:
         return TreeDef("none", None, ())
+    if not isinstance(tree, (tuple, list, dict)):
+        leaves.append(tree)
+        return _LEAF
     if isinstance(tree, tuple) and hasattr(tree, "_fields"):
         return TreeDef("namedtuple", type(tree), tuple(_flatten(c, leaves) for c in tree))
     if isinstance(tree, tuple):

@@ -172,3 +172,72 @@ def test_torch_parity_conv_layers():
         np.testing.assert_allclose(xl.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(mine.weight.grad.numpy(), ref.weight.grad.numpy(), rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(mine.bias.grad.numpy(), ref.bias.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# NOTE [Column cache] (lucid/ops/conv.py): the backward reuses the forward's im2col columns and
+# shares the placed output gradient between the two backward rules. These tests pin down that a
+# reuse never serves stale or foreign data.
+def _ref_grads(x, w, g, padding=0, stride=1):
+    """(dx, dw) of <conv2d(x, w), g> (groups=1, dilation=1) from the sliding windows of x."""
+    kh, kw = w.shape[2:]
+    oh, ow = g.shape[2:]
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))
+    win = win[:, :, :(oh - 1) * stride + 1:stride, :(ow - 1) * stride + 1:stride]
+    dw = np.einsum("nchwab,nohw->ocab", win, g)
+    dxp = np.zeros_like(xp)
+    for a, b in itertools.product(range(kh), range(kw)):
+        dxp[:, :, a:a + (oh - 1) * stride + 1:stride, b:b + (ow - 1) * stride + 1:stride] += \
+            np.einsum("nohw,oc->nchw", g, w[:, :, a, b])
+    return dxp[:, :, padding:xp.shape[2] - padding, padding:xp.shape[3] - padding], dw
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_backward_after_many_forwards_uses_its_own_input(stride):
+    rng = np.random.default_rng(7)
+    w = lucid.tensor(rng.standard_normal((3, 2, 3, 3)), requires_grad=True)
+    xs = [lucid.tensor(rng.standard_normal((2, 2, 6, 5)), requires_grad=True) for _ in range(5)]
+    outs = [F.conv2d(x, w, padding=1, stride=stride) for x in xs]  # more forwards than cache slots
+    gs = [rng.standard_normal(o.shape) for o in outs]
+    for k in (4, 0, 2):  # most recent (cached), evicted, and in between
+        w.grad = xs[k].grad = None
+        (outs[k] * lucid.tensor(gs[k])).sum().backward()
+        dx, dw = _ref_grads(xs[k].detach().numpy(), w.detach().numpy(), gs[k], padding=1, stride=stride)
+        np.testing.assert_allclose(w.grad.numpy(), dw, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(xs[k].grad.numpy(), dx, rtol=1e-10, atol=1e-10)
+
+
+def test_backward_sees_input_changed_after_an_identical_forward():
+    rng = np.random.default_rng(8)
+    w = lucid.tensor(rng.standard_normal((2, 1, 3, 3)), requires_grad=True)
+    x = lucid.tensor(rng.standard_normal((1, 1, 5, 5)))
+    out1 = F.conv2d(x.clone(), w, padding=1)
+    x2 = lucid.tensor(x.numpy() * 3.0)  # same shape, new data
+    out2 = F.conv2d(x2, w, padding=1)
+    g = rng.standard_normal(out1.shape)
+    (out1 * lucid.tensor(g)).sum().backward()
+    _, dw = _ref_grads(x.numpy(), w.detach().numpy(), g, padding=1)
+    np.testing.assert_allclose(w.grad.numpy(), dw, rtol=1e-10, atol=1e-10)
+    with pytest.raises(RuntimeError, match="modified by an inplace"):  # refused, never served stale
+        x3 = lucid.tensor(rng.standard_normal((1, 1, 5, 5)))
+        w.grad = None
+        out3 = F.conv2d(x3, w, padding=1)
+        with lucid.no_grad():
+            x3.mul_(2.0)
+        out3.sum().backward()
+    del out2
+
+
+def test_weight_only_and_input_only_backward_match_both():
+    rng = np.random.default_rng(9)
+    x0, w0 = rng.standard_normal((2, 3, 5, 6)), rng.standard_normal((4, 3, 3, 3))
+    g = rng.standard_normal((2, 4, 5, 6))
+    want_dx, want_dw = _ref_grads(x0, w0, g, padding=1)
+    for x_rg, w_rg in ((True, False), (False, True), (True, True)):
+        x = lucid.tensor(x0, requires_grad=x_rg)
+        w = lucid.tensor(w0, requires_grad=w_rg)
+        (F.conv2d(x, w, padding=1) * lucid.tensor(g)).sum().backward()
+        if x_rg:
+            np.testing.assert_allclose(x.grad.numpy(), want_dx, rtol=1e-10, atol=1e-10)
+        if w_rg:
+            np.testing.assert_allclose(w.grad.numpy(), want_dw, rtol=1e-10, atol=1e-10)
