@@ -95,9 +95,12 @@ def defprim(name, impl, *, vjp=None, jvp=None, batch=None, save_inputs=True,
         One rule per positional argument (``None`` entries: no gradient for it).
     jvp, batch : callables
         Forward-mode and vmap rules (see module docstring).
-    save_inputs, save_out : bool
-        Whether the backward needs the input values / the output value. Unsaved
-        inputs reach rules as :class:`Meta` (shape and dtype only), saving memory.
+    save_inputs : bool, int or None
+        What the backward needs of the inputs: True all values; False only shapes and
+        dtypes (rules get :class:`Meta`); an int k the values from position k on (Meta
+        before); None nothing at all (rules get None).
+    save_out : bool
+        Whether the backward needs the output value.
     nout : int
         Number of outputs.
     is_view : bool

@@ -24,6 +24,7 @@ from .._core.tensor import Tensor, _wrap
 
 
 _SEQ = itertools.count()
+_NOTHING = [(None,) * n for n in range(16)]  # saved inputs of prims whose rules need none
 
 
 class Node:
@@ -160,6 +161,8 @@ def _saved_inputs(prim, args, eager):
     save = prim.save_inputs
     if save is True:
         saved = args
+    elif save is None:
+        return _NOTHING[len(args)], None
     elif save is False:
         return [Meta(a.shape, a.dtype) if isinstance(a, Tensor) else a for a in args], None
     else:  # an int k: only the arguments from position k on are needed
@@ -201,6 +204,8 @@ def record(prim, args, params, out):
         parents.append(None)
     if save is True:
         saved = args
+    elif save is None:  # the rules need nothing of the inputs (e.g. exp: g * out)
+        saved = _NOTHING[len(args)]
     elif save is False:  # only shapes are needed (inlined _saved_inputs: hot path)
         saved = [Meta(a._data.shape, a._data.dtype) if isinstance(a, Tensor) else a for a in args]
     else:
