@@ -9,9 +9,12 @@ W4  full Hessian of ``sum(tanh(W @ x) ** 2)`` w.r.t. ``x`` (size 128, float64) v
     the plain eager call of the same function (forward + backward for ``grad``; a
     batch of 4 for ``vmap``); target <= 2x.
 
-Each workload is timed in this one process (best of several rounds; the machine may be
-shared, so rerun when the numbers look noisy). Prints a table of ratios (lucid /
-reference; < 1 is faster). ``--profile W3|W4`` prints a cProfile of the lucid side.
+Each workload is timed in this one process: best of several rounds, the sides taking turns
+round by round (the machine may be shared; rerun when the numbers look noisy). Prints a
+table of ratios (lucid / reference; < 1 is faster). Flags: ``--threads N`` pins BLAS and
+torch threads (default: every core; on a loaded machine multithreaded BLAS stalls, so also
+compare ``--threads 1``), ``--cpu`` times with ``time.process_time``, ``--profile W3|W4``
+prints a cProfile of the lucid side.
 """
 from __future__ import annotations
 

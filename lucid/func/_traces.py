@@ -6,14 +6,12 @@ tracers of that level; ``bind`` routes every primitive that touches one of them 
 """
 from __future__ import annotations
 
-import traceback
-
 import numpy as np
 
 from .._core.grad_mode import STATE
-from .._core.primitive import TN, Meta, bind
+from .._core.primitive import TN, bind
 from .._core.tensor import Tensor, _wrap
-from ..autograd.engine import Node
+from ..autograd.engine import make_node
 
 
 class Trace:
@@ -105,20 +103,6 @@ class GradTracer(_Tracer):
         return self._primal.dtype
 
 
-def _make_node(prim, vals, params, out, parents):
-    """``engine.make_node`` for a GradTrace node (not eager: no version checks), inlined
-    for the hot path. Unsaved tensor inputs become Meta, as in ``engine._saved_inputs``."""
-    save = prim.save_inputs
-    if save is not True:
-        vals = tuple(Meta(a.shape, a.dtype) if isinstance(a, Tensor) and (save is False or i < save) else a
-                     for i, a in enumerate(vals))
-    meta = None if prim.nout == 1 else tuple((o.shape, o.dtype) for o in out)
-    node = Node(prim, params, vals, None, out if prim.save_out else None, meta, parents, False)
-    if STATE.anomaly:
-        node.stack = traceback.extract_stack(limit=12)[:-3]
-    return node
-
-
 class GradTrace(Trace):
     """Reverse mode at one level: records nodes whose values are lower-level Tensors."""
 
@@ -127,7 +111,7 @@ class GradTrace(Trace):
     def process(self, prim, args, params):
         # Hot path (every op under grad): ownership is ``_level`` then ``_trace`` (plain
         # Tensors have the class attribute ``_level = 0``, so no getattr default is needed
-        # for them), and the tape node is built inline. See GradTrace.make_node.
+        # for them); the outputs are wrapped without the GradTracer call chain.
         vals, parents, hit = [], [], False
         level = self.level
         for a in args:
@@ -143,7 +127,7 @@ class GradTrace(Trace):
         out = bind(prim, vals, params)
         if not (hit and STATE.grad_enabled and prim.differentiable):
             return out
-        node = _make_node(prim, vals, params, out, parents)
+        node = make_node(prim, vals, params, out, parents, False)
         if prim.nout == 1:
             if out.dtype.kind not in "fc":
                 return out
@@ -316,7 +300,8 @@ class BatchTrace(Trace):
     kind = "vmap"
 
     def __init__(self, size, randomness="error"):
-        super().__init__()
+        self.level = len(STATE.traces) + 1  # Trace.__init__, inlined (once per vmap call)
+        self.active = False
         self.size = size
         self.randomness = randomness
 

@@ -325,7 +325,13 @@ def _vmap_in_dims(in_dims, args, api):
 
 def _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, chunk_size):
     api = _VMAP_API
-    if in_dims.__class__ is int and all(a.__class__ is Tensor for a in args):  # fast path
+    fast = in_dims.__class__ is int  # fast path: an int in_dims and plain Tensors (no pytree)
+    if fast:
+        for a in args:
+            if a.__class__ is not Tensor:
+                fast = False
+                break
+    if fast:
         leaves, treedef, dims = args, None, (in_dims,) * len(args)
     else:
         leaves, treedef = tree_flatten(args)

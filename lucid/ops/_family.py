@@ -88,6 +88,8 @@ def batch_elementwise(prim):
     """
 
     def rule(vals, bdims, **params):
+        if len(vals) == 1:  # one operand: the op maps over every dim alike
+            return bind(prim, vals, params), bdims[0]
         # Fast path (inlined, every elementwise op under vmap): the batched operands share
         # one bdim d and one rank R + 1, and each unbatched operand has rank <= R - d, so
         # NumPy's right-aligned broadcasting already lines the examples up: nothing to move.
@@ -196,13 +198,15 @@ def unary(name, impl, deriv, *, save_out=False, save_inputs=True, float_only=Tru
     ``save_out=True``) instead of ``x`` (then ``save_inputs=False`` saves memory).
     Returns ``(primitive, public_function)``.
     """
+    # save_inputs=False here means "the derivative uses only `out`": nothing of the input
+    # is kept (None), not even its shape.
     prim = defprim(
         name,
         impl,
         vjp=(_unary_vjp(deriv),),
         jvp=lambda ns, primals, tangents, out: same_dtype(ns, tangents[0] * deriv(ns, primals[0], out), tangents[0]),
         save_out=save_out,
-        save_inputs=save_inputs,
+        save_inputs=None if save_inputs is False else save_inputs,
     )
     prim.batch = batch_elementwise(prim)
 
