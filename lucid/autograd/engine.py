@@ -289,13 +289,16 @@ def _check_reachable(roots, order, capture):
             raise UnusedInputError(i)
 
 
-def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None, require_all=False):
+def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None, require_all=False,
+                 prune=True):
     """Propagate ``root_grads`` from ``roots`` (edges) back through the graph.
 
     Without ``capture`` gradients are accumulated into the ``.grad`` of leaves; with it
     (a list of edges) they are returned, aligned with ``capture``, and nothing else is
     touched (``autograd.grad`` / ``func.grad``); ``require_all`` raises
-    :class:`UnusedInputError` first if a captured edge is unreachable.
+    :class:`UnusedInputError` first if a captured edge is unreachable. ``prune`` skips
+    nodes that lead to no captured edge (one graph walk; ``func.grad`` turns it off: at
+    its level every node depends on a differentiated input).
 
     NOTE [Failed backward changes nothing]: leaf gradients are summed while the graph
     runs and written to ``.grad`` (leaf hooks run once, on the total) only at the end,
@@ -306,12 +309,15 @@ def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None, 
     """
     wanted = needed = None
     captured = {}
+    node_capture = False
     if capture is not None:
         wanted = {_edge_key(e) for e in capture}
-        _, order = _topo([e[0] for e in roots if isinstance(e, tuple)])
-        needed = _needed_nodes(order, wanted)
-        if require_all:
-            _check_reachable(roots, order, capture)
+        node_capture = any(isinstance(e, tuple) for e in capture)
+        if prune or require_all:
+            _, order = _topo([e[0] for e in roots if isinstance(e, tuple)])
+            needed = _needed_nodes(order, wanted) if prune else None
+            if require_all:
+                _check_reachable(roots, order, capture)
     buffers = {}
     heap = []
     pending = {}  # id(leaf) -> [leaf, summed gradient]. See NOTE [Failed backward changes nothing]
@@ -364,8 +370,8 @@ def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None, 
                 node.saved = node.out = None
                 node.freed = True
             continue
-        if capturing or node.nout > 1 or node.hooks or node.retains:
-            grads = _prepare_output_grads(node, grads, captured, wanted, tensor_mode)
+        if node_capture or node.nout > 1 or node.hooks or node.retains:
+            grads = _prepare_output_grads(node, grads, captured, wanted if node_capture else None, tensor_mode)
         if needed is None or node in needed:
             in_grads = node.apply(grads, tensor_mode)
             if anomaly:

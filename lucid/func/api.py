@@ -78,7 +78,8 @@ def _vjp_impl(f, primals, has_aux, api):
                 roots.append(o if o.grad_fn is None else (o.grad_fn, o._out_idx))
                 seeds.append(c)
         with enable_grad():
-            grads = run_backward(roots, seeds, retain_graph=True, tensor_mode=True, capture=tracers) \
+            grads = run_backward(roots, seeds, retain_graph=True, tensor_mode=True, capture=tracers,
+                                 prune=False) \
                 if roots else [None] * len(tracers)
         if _keep_none:  # None marks an input no output depends on (strict mode of autograd.functional)
             return tuple(tree_unflatten(grads, treedef))
@@ -165,7 +166,8 @@ def _grad_impl(func, args, kwargs, argnums, has_aux, api="grad(f)(*args)"):
         STATE.grad_enabled = True
         try:
             grads = run_backward([out if fn is None else (fn, out._out_idx)], [TN.ones_like(value)],
-                                 retain_graph=True, tensor_mode=True, capture=tracers)
+                                 retain_graph=True, tensor_mode=True, capture=tracers,
+                                 prune=False)
         finally:
             STATE.grad_enabled = prev
     else:
