@@ -136,16 +136,10 @@ def _grid(buf, out_sp, st):
                                            buf.strides[:2] + tuple(t * item for t in st))
 
 
-def _flat_cols(xc, ksize, dilation, out_sp, role="cols"):
-    """Stride-1 columns (C, K, N, L) of a padded channel-major input. See NOTE [Flat shifts]."""
-    c, n = xc.shape[:2]
-    st, shifts = _flat_shifts(xc.shape[2:], ksize, dilation)
-    L = _flat_len(out_sp, st)
-    xf = xc.reshape(c, n, -1)
-    cols = _scratch(role, (c, len(shifts), n, L), xc.dtype)
-    for j, sh in enumerate(shifts):
-        cols[:, j] = xf[:, :, sh:sh + L]
-    return cols, st, L
+# Batch chunk of the stride-1 transposed conv: each chunk's col2im runs right after its
+# GEMM, while the columns are still in cache (W5's input gradient: about 15% faster on a
+# quiet 2-core machine, never slower in our runs).
+_CHUNK_BYTES = 8 << 20
 
 
 def _columns(x, ksize, stride, padding, dilation, groups, out_sp, role="cols"):
@@ -153,11 +147,16 @@ def _columns(x, ksize, stride, padding, dilation, groups, out_sp, role="cols"):
     ``(st, L)`` of their positions (``None`` for strided convs, whose positions are compact)."""
     n = x.shape[0]
     xc = _padded_channel_major(x, padding)
-    if all(s == 1 for s in stride):  # See NOTE [Flat shifts]
-        cols, st, L = _flat_cols(xc, ksize, dilation, out_sp, role)
-        return cols.reshape(groups, -1, n * L), (st, L)
-    cols = _im2col(xc, ksize, stride, dilation, out_sp, role)
-    return cols.reshape(groups, -1, n * math.prod(out_sp)), None
+    if any(s != 1 for s in stride):
+        return _im2col(xc, ksize, stride, dilation, out_sp, role).reshape(groups, -1, n * math.prod(out_sp)), None
+    c = xc.shape[0]  # See NOTE [Flat shifts]
+    st, shifts = _flat_shifts(xc.shape[2:], ksize, dilation)
+    L = _flat_len(out_sp, st)
+    xf = xc.reshape(c, n, -1)
+    cols = _scratch(role, (c, len(shifts), n, L), xc.dtype)
+    for j, sh in enumerate(shifts):
+        cols[:, j] = xf[:, :, sh:sh + L]
+    return cols.reshape(groups, -1, n * L), (st, L)
 
 
 # NOTE [Column cache]
@@ -167,17 +166,31 @@ def _columns(x, ksize, stride, padding, dilation, groups, out_sp, role="cols"):
 # tagged with a weak reference to x and the geometry, and conv_weight reuses a matching slot
 # instead of rebuilding it. Identity of x is enough: an input saved for backward that is
 # changed in place fails the engine's version check before any rule runs, and the forward
-# never reads a slot. Slots are reused round-robin (a backward visits the latest forwards
-# first); columns larger than _CACHE_MAX bytes are not kept. Likewise the output gradient
-# g placed on the flat grid is shared by the two backward rules of one conv (conv_transpose
-# for x, conv_weight for w, called with the same g).
+# never reads a slot. A forward takes a free slot (preferably the one of the same layer in
+# the previous step, whose buffer is warm), else the slots are reused round-robin (a
+# backward visits the latest forwards first); columns over _CACHE_MAX bytes are not kept.
+# Likewise the output gradient g placed on the flat grid is shared by the two backward
+# rules of one conv (conv_transpose for x, conv_weight for w, called with the same g).
 _SLOTS = 3
 _CACHE_MAX = 96 << 20
 
 
+def _free_slot(slots, x, geom):
+    """A slot no longer needed: one of the same layer in an earlier step (same geometry,
+    its input gone or this very ``x``), whose buffer is warm and of the right size; else
+    an empty one."""
+    free = None
+    for i, sl in enumerate(slots):
+        if sl is None or sl[0]() is None or sl[0]() is x:
+            if sl is not None and sl[1] == geom and sl[3] == x.shape:
+                return i
+            free = i if free is None else free
+    return free
+
+
 def _forward_columns(x, geom):
-    """The forward's columns (see :func:`_columns`; ``geom`` = its arguments after ``x``),
-    built into the next cache slot, or into plain scratch when too large to keep."""
+    """``_columns(x, *geom)`` built into a cache slot, or into plain scratch when too large
+    to keep. See NOTE [Column cache]."""
     ksize, padding = geom[0], geom[2]
     size = x.dtype.itemsize * x.shape[1] * math.prod(ksize) * x.shape[0] * \
         math.prod(n + lo + hi for n, (lo, hi) in zip(x.shape[2:], padding))
@@ -185,10 +198,12 @@ def _forward_columns(x, geom):
         return _columns(x, *geom)
     state = _SCRATCH.__dict__
     slots = state.setdefault("slots", [None] * _SLOTS)
-    i = state["next_slot"] = (state.get("next_slot", -1) + 1) % _SLOTS
+    i = _free_slot(slots, x, geom)
+    if i is None:
+        i = state["next_slot"] = (state.get("next_slot", -1) + 1) % _SLOTS
     slots[i] = None
     res = _columns(x, *geom, role=f"slot{i}")
-    slots[i] = (weakref.ref(x), geom, res)
+    slots[i] = (weakref.ref(x), geom, res, x.shape)
     return res
 
 
@@ -276,12 +291,6 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     for off in _offsets(ksize):
         y[lead + _window(off, stride, dilation, in_sp)] += cg[(slice(None),) + off]
     return _channel_major(y[crop])
-
-
-# Rows of columns per GEMM chunk in the transposed conv: the chunk is summed into its
-# output right after the GEMM writes it, while it is still in cache (~15% faster than
-# one GEMM over the whole batch followed by the adds).
-_CHUNK_BYTES = 4 << 20
 
 
 def _flat_transpose(gb, w2, shifts, alloc):
