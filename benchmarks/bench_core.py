@@ -222,11 +222,19 @@ def peak_rss_growth_kib(side):
 
 
 def import_time():
+    """Best of 3 fresh interpreters, after one warm-up run that writes the bytecode cache
+    (some shells set PYTHONDONTWRITEBYTECODE, which would time compilation instead)."""
     code = "import time; t=time.perf_counter(); import lucid; print(time.perf_counter()-t)"
-    best = min(float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                    check=True, cwd=os.path.join(os.path.dirname(__file__), "..")).stdout)
-               for _ in range(3))
-    return best
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    cwd = os.path.join(os.path.dirname(__file__), "..")
+
+    def once():
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, cwd=cwd, env=env)
+        return float(out.stdout)
+
+    once()
+    return min(once() for _ in range(3))
 
 
 def main():
