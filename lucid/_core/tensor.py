@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import backend, dtypes, primitive
-from .grad_mode import STATE
 
 
 class Tensor:

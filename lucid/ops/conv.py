@@ -30,7 +30,6 @@ import numpy as np
 
 from .._core.backend import xp
 from .._core.primitive import TN, bind, defprim
-from .._core.tensor import Tensor
 from ._family import _as_tensor, move_bdim
 
 # ----------------------------------------------------------------- array helpers

@@ -13,7 +13,7 @@ import numpy as np
 
 from .._core import dtypes
 from .._core.backend import xp
-from .._core.primitive import TN, bind, defprim
+from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _to_array, _wrap, tensor_method
 from ._family import _as_tensor, _promote_float, batch_elementwise, binary, broadcast_tangent, nondiff, sum_to_shape, unary
 

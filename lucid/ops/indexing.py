@@ -17,10 +17,9 @@ import warnings
 
 import numpy as np
 
-from .._core import dtypes
 from .._core.backend import xp
 from .._core.primitive import TN, bind, defprim
-from .._core.tensor import Tensor, _to_array, _wrap, tensor_method
+from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, move_bdim, normalize_axis
 
 

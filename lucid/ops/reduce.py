@@ -19,7 +19,7 @@ from .._core.backend import xp
 from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, tensor_method
 from ._family import (_as_tensor, _promote_float, batch_unary_axis, linear_jvp, move_bdim, normalize_axis,
-                      same_dtype, unary)
+                      unary)
 
 _py_any, _py_all, _py_max, _py_min = builtins.any, builtins.all, builtins.max, builtins.min
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import warnings
 
 import numpy as np
 
@@ -16,7 +15,7 @@ from .._core import dtypes
 from .._core.backend import xp
 from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
-from ._family import (_as_tensor, batch_unary_axis, linear_jvp, move_bdim, normalize_axis, shape_of,
+from ._family import (_as_tensor, batch_unary_axis, linear_jvp, move_bdim, normalize_axis,
                       sum_to_shape)
 
 # ----------------------------------------------------------------- error names
@@ -555,8 +554,6 @@ def cat(tensors, dim=0):
     >>> lucid.cat([lucid.zeros(2), lucid.ones(1)]).tolist()
     [0.0, 0.0, 1.0]
     """
-    from .elementwise import promote  # noqa: F401
-
     tensors = [_as_tensor(t) for t in tensors]
     if not tensors:
         raise RuntimeError("cat: expected a non-empty list of Tensors")

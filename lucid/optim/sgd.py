@@ -1,7 +1,7 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, check_options, required
+from .optimizer import Optimizer, check_options
 
 
 class SGD(Optimizer):

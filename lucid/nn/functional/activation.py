@@ -508,7 +508,6 @@ def glu(input, dim=-1):
     n = input.shape[dim]
     if n % 2:
         raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} is size {n}")
-    lucid = _lucid()
     idx = [slice(None)] * input.ndim
     idx[dim] = slice(0, n // 2)
     a = input[tuple(idx)]

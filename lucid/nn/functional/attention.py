@@ -150,7 +150,6 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
     >>> out.shape, w.shape
     ((3, 1, 4), (1, 3, 3))
     """
-    lucid = _lucid()
     L, N, E = query.shape
     S = key.shape[0]
     if E % num_heads:

@@ -6,7 +6,6 @@ import numpy as np
 from ..._core.backend import xp
 from ..._core.grad_mode import no_grad
 from ..._core.primitive import bind, defprim
-from ..._core.tensor import Tensor
 from ...ops._family import _as_tensor, move_bdim
 
 __all__ = ["one_hot", "embedding"]
