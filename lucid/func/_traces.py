@@ -264,12 +264,18 @@ class BatchTracer(_Tracer):
 
     @property
     def shape(self):
-        s = tuple(self._val.shape)
-        return s[: self._bdim] + s[self._bdim + 1:]
+        s = self._val.shape
+        b = self._bdim
+        return s[1:] if b == 0 else s[:b] + s[b + 1:]
+
+    @property
+    def ndim(self):
+        return len(self._val.shape) - 1
 
     @property
     def dtype(self):
-        return self._val.dtype
+        v = self._val
+        return v._data.dtype if v.__class__ is Tensor else v.dtype
 
     @property
     def requires_grad(self):
@@ -311,6 +317,17 @@ class BatchTrace(Trace):
         if len(args) == 1:  # the one argument is ours (it is why bind chose this trace)
             a = args[0]
             vals, bdims = (a._val,), (a._bdim,)
+        elif len(args) == 2:  # binary ops; ``_trace is self`` alone is ownership (see above)
+            a, c = args
+            if getattr(a, "_trace", None) is self:
+                if getattr(c, "_trace", None) is self:
+                    vals, bdims = (a._val, c._val), (a._bdim, c._bdim)
+                else:
+                    vals, bdims = (a._val, c), (a._bdim, None)
+            elif getattr(c, "_trace", None) is self:
+                vals, bdims = (a, c._val), (None, c._bdim)
+            else:
+                vals, bdims = args, (None, None)
         else:
             vals, bdims = [], []
             level = self.level
@@ -333,7 +350,11 @@ class BatchTrace(Trace):
             if out_bdim is None:
                 return out
             t = object.__new__(BatchTracer)  # _new_batch_tracer, inlined
-            t._trace, t._level, t._val, t._bdim, t._version = self, self.level, out, out_bdim, [0]
+            t._trace = self
+            t._level = self.level
+            t._val = out
+            t._bdim = out_bdim
+            t._version = [0]
             return t
         if not isinstance(out_bdim, (tuple, list)):
             out_bdim = (out_bdim,) * len(out)

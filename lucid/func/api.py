@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .._core.grad_mode import STATE, enable_grad
+from .._core.grad_mode import ACTIVE_TRACES, STATE, enable_grad
 from .._core.primitive import TN
 from .._core.tensor import Tensor, _wrap
 from ..autograd.engine import run_backward
@@ -302,11 +302,51 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"vmap: chunk_size must be a positive int or None, got {chunk_size!r}")
 
+    simple = in_dims.__class__ is int and in_dims >= 0 and out_dims.__class__ is int and chunk_size is None
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        if simple and len(args) == 1 and not kwargs:  # fast path: one plain Tensor, int dims
+            x = args[0]
+            if x.__class__ is Tensor:
+                shape = x._data.shape
+                if in_dims < len(shape):
+                    return _vmap_one(func, x, in_dims, shape[in_dims], out_dims, randomness)
         return _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, chunk_size)
 
     return wrapper
+
+
+def _vmap_one(func, x, d, size, out_dims, randomness):
+    """``_vmap_impl`` for one plain Tensor batched at a valid dim ``d`` (the per-call fixed
+    cost of vmap on a small function; the argument checks passed in ``wrapper``)."""
+    traces = STATE.traces
+    trace = object.__new__(BatchTrace)  # BatchTrace(size, randomness).__enter__(), inlined
+    trace.size, trace.randomness = size, randomness
+    level = trace.level = len(traces) + 1
+    list.append(traces, trace)  # _TraceStack.append, inlined: keep ACTIVE_TRACES in step
+    ACTIVE_TRACES[0] += 1
+    trace.active = True
+    try:
+        t = object.__new__(BatchTracer)  # _new_batch_tracer, inlined
+        t._trace, t._level, t._val, t._bdim, t._version = trace, level, x, d, [0]
+        out = func(t)
+    finally:
+        if traces[-1] is trace:
+            list.pop(traces)  # _TraceStack.pop, inlined
+            ACTIVE_TRACES[0] -= 1
+        else:
+            traces.remove(trace)
+        trace.active = False
+    if out.__class__ is BatchTracer and out._trace is trace:
+        v = out._val
+        b = out._bdim
+        if b == out_dims:
+            return v
+        nd = len(v.shape)
+        if -nd <= out_dims < nd:
+            return move_bdim(v, b, out_dims % nd)
+    return _unbatch_outputs(out, trace, size, out_dims, _VMAP_API)
 
 
 _VMAP_API = "vmap(f, in_dims, out_dims)(*args)"
@@ -367,16 +407,33 @@ def _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, chunk_size):
         raise ValueError(f"{api}: at least one input must be batched (in_dims all None)")
     if chunk_size is not None and chunk_size < size:
         return _vmap_chunked(func, leaves, treedef, norm, kwargs, out_dims, randomness, chunk_size, size)
-    trace = BatchTrace(size, randomness)
-    trace.__enter__()
+    # BatchTrace(size, randomness).__enter__() / __exit__, inlined (the fixed cost of every call).
+    traces = STATE.traces
+    trace = object.__new__(BatchTrace)
+    trace.size, trace.randomness = size, randomness
+    trace.level = len(traces) + 1
+    list.append(traces, trace)  # _TraceStack.append, inlined: keep ACTIVE_TRACES in step
+    ACTIVE_TRACES[0] += 1
+    trace.active = True
     try:
-        tracers = [x if d is None else _new_batch_tracer(x, d, trace) for x, d in zip(leaves, norm)]
+        if len(leaves) == 1 and treedef is None:
+            tracers = (leaves[0] if norm[0] is None else _new_batch_tracer(leaves[0], norm[0], trace),)
+        else:
+            tracers = [x if d is None else _new_batch_tracer(x, d, trace) for x, d in zip(leaves, norm)]
         out = func(*(tracers if treedef is None else tree_unflatten(tracers, treedef)), **kwargs)
     finally:
-        trace.__exit__(None, None, None)
+        if traces[-1] is trace:
+            list.pop(traces)  # _TraceStack.pop, inlined
+            ACTIVE_TRACES[0] -= 1
+        else:
+            traces.remove(trace)
+        trace.active = False
     if out.__class__ is BatchTracer and out._trace is trace and out_dims.__class__ is int:  # fast path
         v = out._val
-        return move_bdim(v, out._bdim, out_dims % v.ndim)
+        b = out._bdim
+        if b == out_dims:
+            return v
+        return move_bdim(v, b, out_dims % v.ndim)
     return _unbatch_outputs(out, trace, size, out_dims, api)
 
 

@@ -79,6 +79,9 @@ def move_bdim(v, bdim, to=0):
     return TN.transpose(v, axes=tuple(perm))
 
 
+_SCALARS = (int, float, bool)
+
+
 def batch_elementwise(prim):
     """Batching rule for elementwise (broadcasting) primitives.
 
@@ -88,8 +91,20 @@ def batch_elementwise(prim):
     """
 
     def rule(vals, bdims, **params):
-        if len(vals) == 1:  # one operand: the op maps over every dim alike
+        n = len(vals)
+        if n == 1:  # one operand: the op maps over every dim alike
             return bind(prim, vals, params), bdims[0]
+        if n == 2:  # the common binary cases of the fast path below, without its loop
+            d0, d1 = bdims
+            if d0 == d1 and d0 is not None:  # both batched at one dim
+                v0, v1 = vals
+                if v0 is v1 or len(v0.shape) == len(v1.shape):
+                    return bind(prim, vals, params), d0
+            elif d1 is None:
+                if vals[1].__class__ in _SCALARS:
+                    return bind(prim, vals, params), d0
+            elif d0 is None and vals[0].__class__ in _SCALARS:
+                return bind(prim, vals, params), d1
         # Fast path (inlined, every elementwise op under vmap): the batched operands share
         # one bdim d and one rank R + 1, and each unbatched operand has rank <= R - d, so
         # NumPy's right-aligned broadcasting already lines the examples up: nothing to move.
@@ -126,14 +141,24 @@ def batch_elementwise(prim):
 def batch_unary_axis(prim, axis_params=("axis",)):
     """Batching rule for one-input ops with axis parameters: shift the axes past the batch dim."""
 
+    single = axis_params[0] if len(axis_params) == 1 else None
+
     def rule(vals, bdims, **params):  # ``params`` is this call's own dict: safe to update
         (v,), (b,) = vals, bdims
         if b != 0:
             v = move_bdim(v, b, 0)
+            vals = (v,)
         nd = len(v.shape) - 1
-        for name in axis_params:
-            params[name] = shift_axis(params.get(name), nd)
-        return bind(prim, (v,), params), 0
+        if single is not None:
+            axis = params.get(single)
+            if axis.__class__ is tuple and len(axis) == 1 and axis[0].__class__ is int and 0 <= axis[0] < nd:
+                params[single] = (axis[0] + 1,)  # shift_axis's most common case, inlined
+            else:
+                params[single] = shift_axis(axis, nd)
+        else:
+            for name in axis_params:
+                params[name] = shift_axis(params.get(name), nd)
+        return bind(prim, vals, params), 0
 
     return rule
 
@@ -212,7 +237,10 @@ def unary(name, impl, deriv, *, save_out=False, save_inputs=True, float_only=Tru
 
     if float_only:
         def fn(input):
-            if input.__class__ is Tensor and input._data.dtype.kind in "fc":
+            if input.__class__ is Tensor:
+                if input._data.dtype.kind in "fc":
+                    return bind(prim, (input,), {})
+            elif isinstance(input, Tensor) and input.dtype.kind in "fc":  # a tracer (transforms)
                 return bind(prim, (input,), {})
             return bind(prim, (_promote_float(input),), {})
     else:
