@@ -6,7 +6,6 @@ errors start with the call, e.g. ``vjp(f, *primals): ...``.
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
@@ -610,7 +609,6 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         if has_aux:
             pushed, aux = pushed
             aux = tree_map(lambda a: a[0] if isinstance(a, Tensor) and a.ndim else a, aux)
-        out = partial_f(*diff) if False else None  # noqa: F841  (shapes come from pushed)
         o_leaves, o_def = tree_flatten(pushed)
         per_out = []
         for p in o_leaves:
