@@ -28,9 +28,11 @@ except ImportError:  # optional reference
     torch = None
 
 
-def best_of(fn, repeat=5, number=10):
-    """Best mean seconds per call over ``repeat`` rounds of ``number`` calls (after a warm-up)."""
-    fn()
+def best_of(fn, repeat=5, number=10, warmup=5):
+    """Best mean seconds per call over ``repeat`` rounds of ``number`` calls (after a warm-up;
+    the first calls of a fresh process are markedly slower for every library)."""
+    for _ in range(warmup):
+        fn()
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -239,9 +241,9 @@ def import_time():
 
 def main():
     rows = []
-    t_l = best_of(w1_lucid(), repeat=5, number=20) / (CHAIN + 1)
-    t_n = best_of(w1_numpy(), repeat=5, number=20) / (CHAIN + 1)
-    t_t = best_of(w1_torch(), repeat=5, number=20) / (CHAIN + 1) if torch else None
+    t_l = best_of(w1_lucid(), repeat=9, number=20) / (CHAIN + 1)
+    t_n = best_of(w1_numpy(), repeat=9, number=20) / (CHAIN + 1)
+    t_t = best_of(w1_torch(), repeat=9, number=20) / (CHAIN + 1) if torch else None
     rows.append(("W1 per-op fwd+bwd (us)", t_l * 1e6, t_n * 1e6, t_t * 1e6 if t_t else None))
     t_l = best_of(w2_lucid(), repeat=5, number=5)
     t_n = best_of(w2_numpy(), repeat=5, number=5)
