@@ -31,6 +31,24 @@ class _TraceStack(list):
         ACTIVE_TRACES[0] -= 1
 
 
+def push_trace(trace):
+    """Put ``trace`` on this thread's transform stack; returns its level (1 = outermost)."""
+    traces = STATE.traces
+    list.append(traces, trace)
+    ACTIVE_TRACES[0] += 1
+    return len(traces)
+
+
+def pop_trace(trace):
+    """Take ``trace`` off this thread's transform stack (normally the top)."""
+    traces = STATE.traces
+    if traces[-1] is trace:
+        list.pop(traces)
+        ACTIVE_TRACES[0] -= 1
+    else:
+        traces.remove(trace)
+
+
 class _State(threading.local):
     def __init__(self):
         self.grad_enabled = True

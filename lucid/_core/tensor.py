@@ -94,10 +94,6 @@ class Tensor:
     def is_leaf(self):
         return self.grad_fn is None
 
-    @property
-    def is_floating_point_(self):
-        return self.dtype.kind == "f"
-
     def is_floating_point(self):
         return self.dtype.kind == "f"
 
@@ -305,11 +301,9 @@ class Tensor:
 
         backward(self, gradient, retain_graph, create_graph, inputs)
 
-    def _version_value(self):
-        return self._version[0]
-
     @property
     def _version_counter(self):
+        """How many in-place changes this tensor's storage has seen (PyTorch's ``_version``)."""
         return self._version[0]
 
 

@@ -247,8 +247,7 @@ def _edge_key(edge):
 
 
 def _topo(root_nodes):
-    """Nodes reachable from the roots: (dependency counts, order with parents first)."""
-    deps = {}
+    """Nodes reachable from the roots, in an order with parents first."""
     order = []
     seen = set()
     stack = [(n, False) for n in root_nodes]
@@ -260,15 +259,13 @@ def _topo(root_nodes):
         if id(node) in seen:
             continue
         seen.add(id(node))
-        deps.setdefault(node, 0)
         stack.append((node, True))
         for p in node.parents:
             if isinstance(p, tuple):
                 pn = p[0]
-                deps[pn] = deps.get(pn, 0) + 1
                 if id(pn) not in seen:
                     stack.append((pn, False))
-    return deps, order
+    return order
 
 
 class UnusedInputError(RuntimeError):
@@ -314,7 +311,7 @@ def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None, 
         wanted = {_edge_key(e) for e in capture}
         node_capture = any(isinstance(e, tuple) for e in capture)
         if prune or require_all:
-            _, order = _topo([e[0] for e in roots if isinstance(e, tuple)])
+            order = _topo([e[0] for e in roots if isinstance(e, tuple)])
             needed = _needed_nodes(order, wanted) if prune else None
             if require_all:
                 _check_reachable(roots, order, capture)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.grad_mode import STATE
+from .._core.grad_mode import STATE, pop_trace, push_trace
 from .._core.primitive import TN, bind
 from .._core.tensor import Tensor, _wrap
 from ..autograd.engine import make_node
@@ -24,18 +24,12 @@ class Trace:
         self.active = False
 
     def __enter__(self):
-        traces = STATE.traces
-        self.level = len(traces) + 1
-        traces.append(self)
+        self.level = push_trace(self)
         self.active = True
         return self
 
     def __exit__(self, *exc):
-        traces = STATE.traces
-        if traces[-1] is self:
-            traces.pop()
-        else:
-            traces.remove(self)
+        pop_trace(self)
         self.active = False
         return False
 

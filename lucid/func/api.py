@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from .._core.grad_mode import ACTIVE_TRACES, STATE, enable_grad
+from .._core.grad_mode import STATE, enable_grad, pop_trace, push_trace
 from .._core.primitive import TN
 from .._core.tensor import Tensor, _wrap
 from ..autograd.engine import run_backward
@@ -319,23 +319,16 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
 def _vmap_one(func, x, d, size, out_dims, randomness):
     """``_vmap_impl`` for one plain Tensor batched at a valid dim ``d`` (the per-call fixed
     cost of vmap on a small function; the argument checks passed in ``wrapper``)."""
-    traces = STATE.traces
     trace = object.__new__(BatchTrace)  # BatchTrace(size, randomness).__enter__(), inlined
     trace.size, trace.randomness = size, randomness
-    level = trace.level = len(traces) + 1
-    list.append(traces, trace)  # _TraceStack.append, inlined: keep ACTIVE_TRACES in step
-    ACTIVE_TRACES[0] += 1
+    level = trace.level = push_trace(trace)
     trace.active = True
     try:
         t = object.__new__(BatchTracer)  # _new_batch_tracer, inlined
         t._trace, t._level, t._val, t._bdim, t._version = trace, level, x, d, [0]
         out = func(t)
     finally:
-        if traces[-1] is trace:
-            list.pop(traces)  # _TraceStack.pop, inlined
-            ACTIVE_TRACES[0] -= 1
-        else:
-            traces.remove(trace)
+        pop_trace(trace)
         trace.active = False
     if out.__class__ is BatchTracer and out._trace is trace:
         v = out._val
@@ -407,12 +400,9 @@ def _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, chunk_size):
     if chunk_size is not None and chunk_size < size:
         return _vmap_chunked(func, leaves, treedef, norm, kwargs, out_dims, randomness, chunk_size, size)
     # BatchTrace(size, randomness).__enter__() / __exit__, inlined (the fixed cost of every call).
-    traces = STATE.traces
     trace = object.__new__(BatchTrace)
     trace.size, trace.randomness = size, randomness
-    trace.level = len(traces) + 1
-    list.append(traces, trace)  # _TraceStack.append, inlined: keep ACTIVE_TRACES in step
-    ACTIVE_TRACES[0] += 1
+    trace.level = push_trace(trace)
     trace.active = True
     try:
         if len(leaves) == 1 and treedef is None:
@@ -421,11 +411,7 @@ def _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, chunk_size):
             tracers = [x if d is None else _new_batch_tracer(x, d, trace) for x, d in zip(leaves, norm)]
         out = func(*(tracers if treedef is None else tree_unflatten(tracers, treedef)), **kwargs)
     finally:
-        if traces[-1] is trace:
-            list.pop(traces)  # _TraceStack.pop, inlined
-            ACTIVE_TRACES[0] -= 1
-        else:
-            traces.remove(trace)
+        pop_trace(trace)
         trace.active = False
     if out.__class__ is BatchTracer and out._trace is trace and out_dims.__class__ is int:  # fast path
         v = out._val
