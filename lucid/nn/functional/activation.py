@@ -1,10 +1,8 @@
 """Activation functions (functional form).
 
-A few activations are primitives of their own — for numerical stability (``sigmoid``,
-``softplus``) or because no cheaper composite exists (``erf`` for the exact GELU); each is
-defined with the :func:`~lucid.ops._family.unary` family helper (vjp, jvp and batching from
-one derivative). If the core op families already provide ``sigmoid``/``erf``/``softmax``
-/``log_softmax``, those are used. Everything else is a composite of primitives.
+``softplus`` is a primitive of its own for numerical stability, defined with the
+:func:`~lucid.ops._family.unary` family helper; ``sigmoid``, ``erf`` (for the exact GELU),
+``softmax`` and ``log_softmax`` are the core primitives. Everything else is a composite.
 """
 from __future__ import annotations
 
@@ -12,8 +10,8 @@ import math
 
 import numpy as np
 
-from ..._core.primitive import REGISTRY, bind
 from ..._core.tensor import Tensor
+from ...ops import elementwise as _elementwise
 from ...ops._family import _promote_float, unary
 
 __all__ = [
@@ -24,48 +22,16 @@ __all__ = [
 
 _SQRT2 = math.sqrt(2.0)
 _SQRT2PI = math.sqrt(2.0 / math.pi)
-_TWO_OVER_SQRTPI = 2.0 / math.sqrt(math.pi)
-
-
-def _erf_impl(x):
-    try:
-        from scipy.special import erf as _sp_erf
-    except ImportError:  # pragma: no cover - scipy is optional
-        return np.vectorize(math.erf, otypes=[x.dtype])(x)
-    return _sp_erf(x).astype(x.dtype, copy=False)
-
-
-def _sigmoid_impl(x):
-    # exp of a non-positive number only: no overflow for any input.
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
 
 
 def _softplus_impl(x):
     return (np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))).astype(x.dtype, copy=False)
 
 
-def _get_or_define(name, impl, deriv, **kw):
-    """The registered primitive ``name`` if the core families have it, else define it here."""
-    if name in REGISTRY:
-        prim = REGISTRY[name]
-
-        def fn(input):
-            return bind(prim, (_promote_float(input),), {})
-
-        return prim, fn
-    return unary(name, impl, deriv, **kw)
-
-
-# sigmoid'(x) = s(1 - s), from the saved output.
-_sigmoid_prim, _sigmoid = _get_or_define(
-    "sigmoid", _sigmoid_impl, lambda ns, x, out: out * (1 - out), save_out=True, save_inputs=False)
-# erf'(x) = 2/sqrt(pi) exp(-x^2)
-_erf_prim, _erf = _get_or_define(
-    "erf", _erf_impl, lambda ns, x, out: _TWO_OVER_SQRTPI * ns.exp(-(x * x)))
+# sigmoid and erf are core elementwise primitives (lucid/ops/elementwise.py).
+_sigmoid, _erf = _elementwise.sigmoid, _elementwise.erf
 # softplus'(x) = sigmoid(x); a primitive so that large |x| neither overflows nor loses precision.
-_softplus_prim, _softplus = _get_or_define(
-    "softplus", _softplus_impl, lambda ns, x, out: ns.sigmoid(x))
+_softplus_prim, _softplus = unary("softplus", _softplus_impl, lambda ns, x, out: ns.sigmoid(x))
 
 
 def _t(x):
