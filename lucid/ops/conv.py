@@ -11,9 +11,10 @@ themselves convolutions of the same family:
 
 Each of the three is the vjp of the other two, so every rule below is one call of a
 sibling primitive and derivatives of any order stay inside the family (and at BLAS
-speed). All three run as one ``im2col`` (a copy per kernel offset, never per pixel) plus
-one batched matmul over the groups. See NOTE [Conv layout] for why outputs come back as
-channel-major views.
+speed). All three run, a batch chunk at a time, as an ``im2col`` (a copy per kernel
+offset, never per pixel) and a batched matmul over the groups, or for the transposed conv
+a matmul and a ``col2im`` (NOTE [Chunked columns], [Flat shifts]). See NOTE [Conv layout]
+for why outputs come back as channel-major views.
 
 Pooling: ``pool_argmax`` (not differentiable) finds each window's arg-max as a flat
 index into the input's spatial dims (PyTorch's ``return_indices``); the values are then
@@ -29,6 +30,7 @@ import weakref
 import numpy as np
 
 from .._core.backend import xp
+from .._core.grad_mode import STATE
 from .._core.primitive import TN, bind, defprim
 from ._family import _as_tensor, move_bdim
 
@@ -65,23 +67,26 @@ def _channel_major(a):
     return a.transpose((1, 0) + tuple(range(2, a.ndim)))
 
 
-def _padded_channel_major(x, padding):
-    """(N, C, *S) -> padded (C, N, *S') in one copy (a view when there is nothing to pad and
-    ``x`` is already stored channel-major)."""
-    if all(lo <= 0 and hi <= 0 for lo, hi in padding):
-        return xp.ascontiguousarray(_channel_major(_pad_crop(x, padding)))
+def _padded_channel_major(x, padding, margin=0):
+    """(N, C, *S) -> padded channel-major copy, returned as (C, N, *S') and as its flat
+    (C, N*prod(S') + margin) storage (the ``margin`` zeros let flat shifts read past the
+    last image, see NOTE [Flat shifts]). Scratch: valid until the next call."""
     x = _pad_crop(x, tuple((min(lo, 0), min(hi, 0)) for lo, hi in padding))  # crops only (a view)
     pos = [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
-    out = xp.zeros((x.shape[1], x.shape[0]) + tuple(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], pos)), x.dtype)
-    out[(slice(None), slice(None)) + tuple(slice(lo, lo + m) for m, (lo, _) in zip(x.shape[2:], pos))] = \
+    sp = tuple(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], pos))
+    c, n = x.shape[1], x.shape[0]
+    size = n * math.prod(sp)
+    flat = _zeroed_scratch("input", (c, size + margin), x.dtype, (n, sp, tuple(pos)))
+    xc = flat[:, :size].reshape((c, n) + sp)
+    xc[(slice(None), slice(None)) + tuple(slice(lo, lo + m) for m, (lo, _) in zip(x.shape[2:], pos))] = \
         _channel_major(x)
-    return out
+    return xc, flat
 
 
-def _im2col(xc, ksize, stride, dilation, out_sp, role="cols"):
-    """Columns (C, *k, N, *out) of a padded channel-major input: one copy per kernel offset."""
-    c, n = xc.shape[:2]
-    cols = _scratch(role, (c,) + tuple(ksize) + (n,) + tuple(out_sp), xc.dtype)
+def _im2col(xc, ksize, stride, dilation, out_sp, cols):
+    """Columns (C, *k, N, *out) of a padded channel-major input, written into ``cols``:
+    one copy per kernel offset."""
+    cols = cols.reshape(xc.shape[:1] + tuple(ksize) + xc.shape[1:2] + tuple(out_sp))
     lead = (slice(None), slice(None))
     for off in _offsets(ksize):
         cols[(slice(None),) + off] = xc[lead + _window(off, stride, dilation, out_sp)]
@@ -90,15 +95,18 @@ def _im2col(xc, ksize, stride, dilation, out_sp, role="cols"):
 
 # NOTE [Flat shifts]
 # With stride 1, the input element a kernel offset reads is a fixed *flat* shift away from
-# the output position, when output positions are numbered on the input's grid
-# (p = sum(o_i * st_i), st = the input's row-major strides). Then im2col and col2im are one
-# contiguous slice per kernel offset (long runs instead of rows of W elements); the few
-# positions off the valid grid are computed and dropped (forward) or fed zeros (backward).
+# the output position, when output positions are numbered on the padded input's grid:
+# image n's position (o_1, o_2, ...) is p = n*S + sum(o_i * st_i), S and st being the size
+# and row-major strides of one padded image. Then im2col is one 2-D slice copy per kernel
+# offset and col2im one *1-D contiguous* add per offset over all channels at once (NumPy
+# adds strided arrays 4-5x slower than contiguous ones). The positions off the valid grid
+# are computed and dropped (forward) or hold zeros (backward); a shift never leaves an
+# image's block for a valid position, so images and channels don't mix.
 # NOTE [Scratch buffers]
-# im2col columns and other temporaries are large (often 10x the activation) and live only
-# inside one impl call. Fresh allocations of that size are page-faulted in by the OS on
-# every call, which costs as much as the copy itself, so each temporary role reuses one
-# growing buffer. Nothing returned to the caller ever points into a scratch buffer.
+# im2col columns and other temporaries are large and live only inside one impl call.
+# Fresh allocations of that size are page-faulted in by the OS on every call, which costs
+# as much as the copy itself, so each temporary role reuses one growing buffer. Nothing
+# returned to the caller ever points into a scratch buffer.
 _SCRATCH = threading.local()
 
 
@@ -109,67 +117,117 @@ def _scratch(role, shape, dtype, zero=False):
     buf = pool.get(role)
     if buf is None or buf.size < n:
         buf = pool[role] = xp.empty(max(n, 1), dtype=np.uint8)
+        pool.pop(role + " layout", None)  # see _zeroed_scratch
     out = buf[:n].view(dtype).reshape(shape)
     if zero:
         out.fill(0)
     return out
 
 
-def _flat_strides(sp):
-    return tuple(math.prod(sp[i + 1:]) for i in range(len(sp)))
+def _zeroed_scratch(role, shape, dtype, layout):
+    """``_scratch`` whose elements outside the ones the caller writes are zero. A caller
+    that writes the same positions whenever it passes the same ``layout`` (which must
+    determine them completely, with ``shape``) leaves the others zero, so the buffer is
+    refilled only when the layout or the memory changed (saves a full pass)."""
+    buf = _scratch(role, shape, dtype)
+    tag = (buf.shape, buf.dtype, layout)
+    state = _SCRATCH.__dict__
+    if state.get(role + " layout") != tag:
+        buf.fill(0)
+        state[role + " layout"] = tag
+    return buf
 
 
-def _flat_shifts(sp, ksize, dilation):
-    st = _flat_strides(sp)
-    return st, [sum(o * d * t for o, d, t in zip(off, dilation, st)) for off in _offsets(ksize)]
-
-
-def _flat_len(out_sp, st):
-    return sum((o - 1) * t for o, t in zip(out_sp, st)) + 1
+def _flat_geometry(padded_sp, ksize, stride, dilation):
+    """``(st, shifts, S)`` of the flat-shift layout (NOTE [Flat shifts]) of images of
+    spatial size ``padded_sp``, or ``None`` for strided convs (compact im2col instead)."""
+    if any(s != 1 for s in stride):
+        return None
+    st = tuple(math.prod(padded_sp[i + 1:]) for i in range(len(padded_sp)))
+    shifts = [sum(o * d * t for o, d, t in zip(off, dilation, st)) for off in _offsets(ksize)]
+    return st, shifts, math.prod(padded_sp)
 
 
 def _grid(buf, out_sp, st):
-    """(A, B, L) flat buffer -> (A, B, *out_sp) view of the valid grid positions."""
+    """(A, B, S) flat buffer -> (A, B, *out_sp) view of the valid grid positions."""
     item = buf.strides[-1]
     return xp.lib.stride_tricks.as_strided(buf, buf.shape[:2] + tuple(out_sp),
                                            buf.strides[:2] + tuple(t * item for t in st))
 
 
-# Batch chunk of the stride-1 transposed conv: each chunk's col2im runs right after its
-# GEMM, while the columns are still in cache (W5's input gradient: about 15% faster on a
-# quiet 2-core machine, never slower in our runs).
+# NOTE [Chunked columns]
+# im2col columns are K times the activation (9x for a 3x3 kernel: 31 MB for W5's second
+# conv). Building all of them and then running one GEMM streams them through memory twice,
+# and memory traffic, not arithmetic, dominated. So all three convs work a batch chunk at
+# a time: about _CHUNK_BYTES of columns are built into one reused scratch buffer and
+# consumed by the chunk's GEMM (or, in the transposed conv, produced by it and summed by
+# col2im) while still in cache. The weight gradient rebuilds its columns rather than keep
+# the forward's alive: that costs about what re-reading 31 MB from memory would, and no
+# step holds K times its activations.
 _CHUNK_BYTES = 8 << 20
 
 
-def _columns(x, ksize, stride, padding, dilation, groups, out_sp, role="cols"):
-    """im2col columns (G, Cg*K, N*P) of ``x`` (N, C, *S) and the flat-grid geometry
-    ``(st, L)`` of their positions (``None`` for strided convs, whose positions are compact)."""
-    n = x.shape[0]
-    xc = _padded_channel_major(x, padding)
-    if any(s != 1 for s in stride):
-        return _im2col(xc, ksize, stride, dilation, out_sp, role).reshape(groups, -1, n * math.prod(out_sp)), None
-    c = xc.shape[0]  # See NOTE [Flat shifts]
-    st, shifts = _flat_shifts(xc.shape[2:], ksize, dilation)
-    L = _flat_len(out_sp, st)
-    xf = xc.reshape(c, n, -1)
-    cols = _scratch(role, (c, len(shifts), n, L), xc.dtype)
-    for j, sh in enumerate(shifts):
-        cols[:, j] = xf[:, :, sh:sh + L]
-    return cols.reshape(groups, -1, n * L), (st, L)
+def _gemm(a, b, out=None):
+    """``matmul`` of (G, M, K) by (G, K, N); with one group as a 2-D product, which NumPy
+    hands to BLAS without its batched loop (about 15% faster for W5's GEMMs)."""
+    if a.shape[0] != 1:
+        return xp.matmul(a, b, out=out)
+    res = xp.matmul(a[0], b[0], out=None if out is None else out[0])
+    return res[None]
+
+
+def _batch_chunks(n, per_image_bytes):
+    """``(start, stop)`` ranges over the batch holding about ``_CHUNK_BYTES`` each."""
+    m = max(1, _CHUNK_BYTES // max(per_image_bytes, 1))
+    return [(a, min(a + m, n)) for a in range(0, n, m)]
+
+
+def _column_chunks(x, ksize, stride, padding, dilation, groups, out_sp, role="cols"):
+    """Yield ``(start, stop, cols)``: the im2col columns (G, Cg*K, m*P) of images
+    ``start:stop`` of ``x`` (N, C, *S), one chunk at a time (NOTE [Chunked columns]).
+    ``P`` is the flat image size ``S`` of :func:`_flat_geometry` (stride 1) or
+    ``prod(out_sp)``. With the default role the chunks share one scratch buffer (use each
+    before taking the next); with a cache slot's role they lie side by side in it."""
+    n, c = x.shape[:2]
+    k = math.prod(ksize)
+    sp = tuple(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], padding))
+    flat = _flat_geometry(sp, ksize, stride, dilation)
+    if flat is None:
+        xc, _ = _padded_channel_major(x, padding)
+        per_image = math.prod(out_sp)
+    else:
+        _, shifts, per_image = flat
+        _, xf = _padded_channel_major(x, padding, margin=shifts[-1])
+    chunks = _batch_chunks(n, c * k * per_image * x.dtype.itemsize)
+    rows = c * k
+    if role == "cols":
+        buf = _scratch(role, (rows * (chunks[0][1] - chunks[0][0]) * per_image,), x.dtype)
+    else:
+        buf = _scratch(role, (rows * n * per_image,), x.dtype)
+    for a, b in chunks:
+        size = rows * (b - a) * per_image
+        cols = buf[:size] if role == "cols" else buf[rows * a * per_image:rows * a * per_image + size]
+        if flat is None:
+            _im2col(xc[:, a:b], ksize, stride, dilation, out_sp, cols)
+        else:
+            cols = cols.reshape(c, k, (b - a) * per_image)
+            for j, sh in enumerate(shifts):
+                cols[:, j] = xf[:, a * per_image + sh:b * per_image + sh]
+        yield a, b, cols.reshape(groups, -1, (b - a) * per_image)
 
 
 # NOTE [Column cache]
 # A training step runs conv(x, w) forward and, in its backward, conv_weight(x, g) on the
-# same array x with the same geometry: both need the same im2col columns, the largest
-# temporary of the step. So the forward builds its columns in one of a few reusable slots
-# tagged with a weak reference to x and the geometry, and conv_weight reuses a matching slot
-# instead of rebuilding it. Identity of x is enough: an input saved for backward that is
-# changed in place fails the engine's version check before any rule runs, and the forward
-# never reads a slot. A forward takes a free slot (preferably the one of the same layer in
-# the previous step, whose buffer is warm), else the slots are reused round-robin (a
-# backward visits the latest forwards first); columns over _CACHE_MAX bytes are not kept.
-# Likewise the output gradient g placed on the flat grid is shared by the two backward
-# rules of one conv (conv_transpose for x, conv_weight for w, called with the same g).
+# same array x with the same geometry: both need the same im2col columns. Rebuilding them
+# costs as much again as building them (W5: ~4 ms of copies plus the padding), so a
+# forward run with grad mode on writes its chunks side by side into one of a few cache
+# slots tagged with a weak reference to x and the geometry, and conv_weight reuses a
+# matching slot. Each chunk is still consumed by its GEMM right after it is built (NOTE
+# [Chunked columns]). Identity of x is enough: an input saved for backward that is changed
+# in place fails the engine's version check before any rule runs, and the forward never
+# reads a slot. A forward takes a free slot (preferably the one of the same layer in the
+# previous step, whose buffer is warm), else the slots are reused round-robin (a backward
+# visits the latest forwards first); columns over _CACHE_MAX bytes are not kept.
 _SLOTS = 3
 _CACHE_MAX = 96 << 20
 
@@ -187,54 +245,53 @@ def _free_slot(slots, x, geom):
     return free
 
 
-def _forward_columns(x, geom):
-    """``_columns(x, *geom)`` built into a cache slot, or into plain scratch when too large
-    to keep. See NOTE [Column cache]."""
-    ksize, padding = geom[0], geom[2]
-    size = x.dtype.itemsize * x.shape[1] * math.prod(ksize) * x.shape[0] * \
-        math.prod(n + lo + hi for n, (lo, hi) in zip(x.shape[2:], padding))
-    if size > _CACHE_MAX:
-        return _columns(x, *geom)
+def _claim_slot(x, geom):
+    """Index of the cache slot the forward of ``x`` should fill, or ``None`` (not kept)."""
+    ksize, stride, padding = geom[0], geom[1], geom[2]
+    per_image = math.prod(geom[5]) if any(s != 1 for s in stride) else \
+        math.prod(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], padding))
+    if not STATE.grad_enabled or x.dtype.itemsize * x.shape[1] * math.prod(ksize) * x.shape[0] * per_image > _CACHE_MAX:
+        return None
     state = _SCRATCH.__dict__
     slots = state.setdefault("slots", [None] * _SLOTS)
     i = _free_slot(slots, x, geom)
     if i is None:
         i = state["next_slot"] = (state.get("next_slot", -1) + 1) % _SLOTS
     slots[i] = None
-    res = _columns(x, *geom, role=f"slot{i}")
-    slots[i] = (weakref.ref(x), geom, res, x.shape)
-    return res
+    return i
 
 
-def _backward_columns(x, geom):
-    """The columns of the forward conv of ``x`` with ``geom`` when still cached, else rebuilt."""
+def _cached_chunks(x, geom):
+    """The forward's column chunks of ``x`` with ``geom`` when still cached, else ``None``."""
     for slot in _SCRATCH.__dict__.get("slots", ()):
         if slot is not None and slot[0]() is x and slot[1] == geom:
             return slot[2]
-    return _columns(x, *geom)
+    return None
 
 
-def _place_grad(g, st, L, keep):
-    """Channel-major ``g`` (N, O, *out) on the zero flat grid (O, N, L) of stride ``st``
-    (see NOTE [Flat shifts]); with ``keep`` the grid is handed to the next
-    :func:`_placed_grad` call for the same ``g`` (see NOTE [Column cache])."""
+def _place_grad(g, st, size, keep):
+    """Channel-major ``g`` (N, O, *out) on the zero flat grid (O, N*size) of strides ``st``
+    (NOTE [Flat shifts]). With ``keep`` the grid is handed to the next :func:`_placed_grad`
+    call for the same ``g``: the two backward rules of one conv, ``conv_transpose`` for x
+    and ``conv_weight`` for w, are called with the same ``g``."""
     state = _SCRATCH.__dict__
-    state["placed"] = None
-    out_sp = g.shape[2:]
-    gb = _scratch("placed" if keep else "grid", (g.shape[1], g.shape[0], L), g.dtype, zero=True)
-    _grid(gb, out_sp, st)[...] = _channel_major(g)
+    state["placed grad"] = None
+    role = "placed" if keep else "grid"
+    gb = _zeroed_scratch(role, (g.shape[1], g.shape[0] * size), g.dtype,
+                         (g.shape[0], size, tuple(g.shape[2:]), st))
+    _grid(gb.reshape(g.shape[1], g.shape[0], size), g.shape[2:], st)[...] = _channel_major(g)
     if keep:
-        state["placed"] = (weakref.ref(g), st, L, gb)
+        state["placed grad"] = (weakref.ref(g), st, size, gb)
     return gb
 
 
-def _placed_grad(g, st, L):
+def _placed_grad(g, st, size):
     """The grid :func:`_place_grad` left for this ``g`` (used once), else a new one."""
     state = _SCRATCH.__dict__
-    hit, state["placed"] = state.get("placed"), None
-    if hit is not None and hit[0]() is g and hit[1] == st and hit[2] == L:
+    hit, state["placed grad"] = state.get("placed grad"), None
+    if hit is not None and hit[0]() is g and hit[1] == st and hit[2] == size:
         return hit[3]
-    return _place_grad(g, st, L, keep=False)
+    return _place_grad(g, st, size, keep=False)
 
 
 def conv_out_size(in_sp, ksize, stride, padding, dilation):
@@ -244,9 +301,10 @@ def conv_out_size(in_sp, ksize, stride, padding, dilation):
 
 
 # NOTE [Conv layout]
-# The matmul produces (O, N*P) — channel-major. Returning the (N, O, *out) *view* of it
-# (no copy) means the next conv's im2col, which reads its input channel-major, copies
-# contiguous runs; elementwise ops in between keep that memory order.
+# The GEMMs produce (O, N*P) — channel-major. Returning the (N, O, *out) *view* of a
+# compact channel-major array (no copy) means the next conv's im2col, which reads its
+# input channel-major, copies contiguous runs, and elementwise ops in between (bias, ReLU)
+# run on contiguous memory and keep that order.
 def _conv_impl(x, w, stride, padding, dilation, groups):
     ksize = w.shape[2:]
     out_sp = conv_out_size(x.shape[2:], ksize, stride, padding, dilation)
@@ -258,12 +316,24 @@ def _conv_impl(x, w, stride, padding, dilation, groups):
         raise ValueError(f"expected input with {w.shape[1] * groups} channels (weight {tuple(w.shape)}, "
                          f"groups={groups}), got {c} channels")
     wg = w.reshape(groups, o // groups, -1)
-    cols, flat = _forward_columns(x, (tuple(ksize), stride, padding, dilation, groups, out_sp))
-    out = xp.matmul(wg, cols)
-    if flat is not None:
-        st, L = flat
-        return _channel_major(_grid(out.reshape(o, n, L), out_sp, st))
-    return _channel_major(out.reshape((o, n) + tuple(out_sp)))
+    out = xp.empty((o, n) + tuple(out_sp), dtype=xp.result_type(x.dtype, w.dtype))
+    sp = tuple(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], padding))
+    flat = _flat_geometry(sp, ksize, stride, dilation)
+    geom = (tuple(ksize), stride, padding, dilation, groups, tuple(out_sp))
+    slot = _claim_slot(x, geom)
+    kept = []
+    for a, b, cols in _column_chunks(x, ksize, stride, padding, dilation, groups, out_sp,
+                                     role="cols" if slot is None else f"slot{slot}"):
+        kept.append((a, b, cols))
+        if flat is None:  # positions are compact: the GEMM writes straight into the output
+            _gemm(wg, cols, out=out[:, a:b].reshape(groups, o // groups, -1))
+            continue
+        res = _scratch("res", (groups, o // groups, cols.shape[2]), out.dtype)
+        _gemm(wg, cols, out=res)
+        out[:, a:b] = _grid(res.reshape(o, b - a, -1), out_sp, flat[0])
+    if slot is not None:
+        _SCRATCH.slots[slot] = (weakref.ref(x), geom, kept, x.shape)
+    return _channel_major(out)
 
 
 def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
@@ -274,15 +344,13 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     cout = groups * coutg
     if cin != w.shape[0]:
         raise ValueError(f"expected input with {w.shape[0]} channels (weight {tuple(w.shape)}), got {cin}")
-    w2 = w.reshape(groups, cin // groups, -1).transpose(0, 2, 1)
     full = [(m - 1) * s + d * (k - 1) + 1 for m, s, d, k in zip(in_sp, stride, dilation, ksize)]
     alloc = tuple(max(f, lo + o) for f, lo, o in zip(full, padding, out_size))
     crop = (slice(None), slice(None)) + tuple(slice(lo, lo + o) for lo, o in zip(padding, out_size))
-    if all(s == 1 for s in stride):  # See NOTE [Flat shifts]
-        st, shifts = _flat_shifts(alloc, ksize, dilation)
-        L = _flat_len(in_sp, st)
-        gb = _place_grad(x, st, L, keep=True).reshape(groups, cin // groups, n, L)
-        return _channel_major(_flat_transpose(gb, w2, shifts, alloc)[crop])
+    flat = _flat_geometry(alloc, ksize, stride, dilation)
+    if flat is not None:
+        return _channel_major(_flat_transpose(x, w, groups, flat, alloc, crop, out_size))
+    w2 = w.reshape(groups, cin // groups, -1).transpose(0, 2, 1)
     x2 = _channel_major(x).reshape(groups, cin // groups, -1)
     cg = xp.matmul(w2, x2).reshape((cout,) + tuple(ksize) + (n,) + tuple(in_sp))
     y = xp.zeros((cout, n) + alloc, dtype=cg.dtype)
@@ -292,36 +360,58 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     return _channel_major(y[crop])
 
 
-def _flat_transpose(gb, w2, shifts, alloc):
-    """Stride-1 transposed conv of a flat-grid input ``gb`` (G, Cg, N, L) with ``w2``
-    (G, Og*K, Cg): per batch chunk one GEMM to columns, then one shifted add per kernel
-    offset (col2im). Returns (G*Og, N, *alloc). See NOTE [Flat shifts]."""
-    groups, cing, n, L = gb.shape
-    rows, k = w2.shape[1], len(shifts)
-    size = math.prod(alloc)
-    y = xp.zeros((groups * rows // k, n, size), dtype=gb.dtype)
-    nb = max(1, _CHUNK_BYTES // (groups * rows * L * gb.dtype.itemsize))
-    for a in range(0, n, nb):
-        m = min(nb, n - a)
-        cg = _scratch("cols", (groups, rows, m * L), gb.dtype)
-        xp.matmul(w2, gb[:, :, a:a + m].reshape(groups, cing, m * L), out=cg)
-        cg, ya = cg.reshape(-1, k, m, L), y[:, a:a + m]
-        for j, sh in enumerate(shifts):
-            ya[:, :, sh:sh + L] += cg[:, j]
-    return y.reshape(y.shape[:2] + tuple(alloc))
+def _flat_transpose(x, w, groups, flat, alloc, crop, out_size):
+    """Stride-1 transposed conv (NOTE [Flat shifts]): per batch chunk one GEMM to columns
+    ordered (offset, channel, position), then col2im as one contiguous 1-D add per kernel
+    offset; the chunk's crop is copied into the (Cout, N, *out) result."""
+    st, shifts, size = flat
+    n, cin = x.shape[:2]
+    cing, coutg, k = cin // groups, w.shape[1], len(shifts)
+    cout = groups * coutg
+    # rows ordered (offset, out channel) so that each offset's columns are contiguous
+    w2 = w.reshape((groups, cing, coutg, k)).transpose(0, 3, 2, 1).reshape(groups, k * coutg, cing)
+    gb = _place_grad(x, st, size, keep=True).reshape(groups, cing, n * size)
+    y = xp.empty((cout, n) + tuple(out_size), dtype=xp.result_type(x.dtype, w.dtype))
+    for a, b in _batch_chunks(n, k * cout * size * y.dtype.itemsize):
+        m = (b - a) * size
+        cg = _scratch("cols", (groups, k * coutg, m), y.dtype)
+        _gemm(w2, gb[:, :, a * size:b * size], out=cg)
+        if groups > 1:  # (G, K, Cg, m) -> (K, G*Cg, m): offset-major over all channels
+            cg = xp.ascontiguousarray(cg.reshape(groups, k, coutg, m).transpose(1, 0, 2, 3))
+        cg = cg.reshape(k, cout * m)
+        acc = _scratch("col2im", (cout * m,), y.dtype)
+        acc[:] = cg[0]  # shifts[0] == 0
+        for j in range(1, k):
+            sh = shifts[j]
+            tail = acc[sh:]
+            xp.add(tail, cg[j, :cout * m - sh], out=tail)
+        y[:, a:b] = acc.reshape((cout, b - a) + tuple(alloc))[crop]
+    return y
 
 
 def _conv_weight_impl(x, g, stride, padding, dilation, groups, ksize):
     n, c = x.shape[:2]
     o = g.shape[1]
-    out_sp = g.shape[2:]
-    cols, flat = _backward_columns(x, (tuple(ksize), stride, padding, dilation, groups, tuple(out_sp)))
+    out_sp = tuple(g.shape[2:])
+    sp = tuple(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], padding))
+    flat = _flat_geometry(sp, ksize, stride, dilation)
     if flat is not None:  # See NOTE [Flat shifts]
-        g2 = _placed_grad(g, *flat).reshape(groups, o // groups, -1)
+        g2 = _placed_grad(g, flat[0], flat[2])
     else:
-        g2 = _channel_major(g).reshape(groups, o // groups, -1)
-    dw = xp.matmul(cols, g2.transpose(0, 2, 1)).transpose(0, 2, 1)  # (G, Og, Cg*K); the faster BLAS order
-    return dw.reshape((o, c // groups) + tuple(ksize))
+        g2 = xp.ascontiguousarray(_channel_major(g)).reshape(o, -1)
+    per_image = g2.shape[1] // n
+    g2 = g2.reshape(groups, o // groups, -1)
+    dw = None
+    chunks = _cached_chunks(x, (tuple(ksize), stride, padding, dilation, groups, out_sp))
+    if chunks is None:
+        chunks = _column_chunks(x, ksize, stride, padding, dilation, groups, out_sp)
+    for a, b, cols in chunks:
+        part = _gemm(cols, g2[:, :, a * per_image:b * per_image].transpose(0, 2, 1))  # the faster BLAS order
+        if dw is None:
+            dw = part
+        else:
+            dw += part
+    return dw.transpose(0, 2, 1).reshape((o, c // groups) + tuple(ksize))
 
 
 # ----------------------------------------------------------------- the rules

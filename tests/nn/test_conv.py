@@ -207,6 +207,39 @@ def test_backward_after_many_forwards_uses_its_own_input(stride):
         np.testing.assert_allclose(xs[k].grad.numpy(), dx, rtol=1e-10, atol=1e-10)
 
 
+def test_interleaved_geometries_never_see_stale_scratch():
+    # The conv kernels reuse scratch buffers and skip re-zeroing their padding when the
+    # layout repeats (NOTE [Scratch buffers]); alternate geometries whose buffers have
+    # equal or growing sizes and check every result, in both dtypes and several chunkings.
+    from lucid.ops import conv as C
+
+    rng = np.random.default_rng(11)
+    # (input shape, out channels, kernel, padding, stride); the first two place their
+    # output gradients on equally shaped grids (4, 112) laid out differently
+    cases = [((2, 3, 5, 6), 4, (3, 3), 1, 1), ((1, 3, 12, 6), 4, (10, 3), 1, 1),
+             ((3, 2, 7, 7), 4, (3, 3), 0, 1), ((2, 3, 5, 6), 4, (3, 3), 2, 1),
+             ((2, 2, 9, 8), 3, (3, 3), 1, 2), ((5, 3, 5, 6), 4, (3, 3), 1, 1)]
+    old = C._CHUNK_BYTES
+    try:
+        for chunk in (old, 3000):  # one chunk per batch, and one image per chunk
+            C._CHUNK_BYTES = chunk
+            for dtype in (np.float64, np.float32):
+                for (xs, o, k, pad, stride) in cases + cases[::-1]:
+                    x0 = rng.standard_normal(xs)
+                    w0 = rng.standard_normal((o, xs[1]) + k)
+                    x = lucid.tensor(x0.astype(dtype), requires_grad=True)
+                    w = lucid.tensor(w0.astype(dtype), requires_grad=True)
+                    out = F.conv2d(x, w, padding=pad, stride=stride)
+                    g = rng.standard_normal(out.shape)
+                    (out * lucid.tensor(g.astype(dtype))).sum().backward()
+                    dx, dw = _ref_grads(x0, w0, g, padding=pad, stride=stride)
+                    tol = 1e-10 if dtype == np.float64 else 2e-4
+                    np.testing.assert_allclose(x.grad.numpy(), dx, rtol=tol, atol=tol)
+                    np.testing.assert_allclose(w.grad.numpy(), dw, rtol=tol, atol=tol)
+    finally:
+        C._CHUNK_BYTES = old
+
+
 def test_backward_sees_input_changed_after_an_identical_forward():
     rng = np.random.default_rng(8)
     w = lucid.tensor(rng.standard_normal((2, 1, 3, 3)), requires_grad=True)
