@@ -106,11 +106,15 @@ def _im2col(xc, ksize, stride, dilation, out_sp, cols):
 # im2col columns and other temporaries are large and live only inside one impl call.
 # Fresh allocations of that size are page-faulted in by the OS on every call, which costs
 # as much as the copy itself, so each temporary role reuses one growing buffer. Nothing
-# returned to the caller ever points into a scratch buffer.
+# returned to the caller ever points into a scratch buffer. Buffers whose padding must be
+# zero are refilled only when their layout changes (_zeroed_scratch). The pool is a
+# thread-local dict keyed by role; the few other per-thread entries (the cache slots, the
+# placed gradient) use keys that are not role names.
 _SCRATCH = threading.local()
 
 
-def _scratch(role, shape, dtype, zero=False):
+def _scratch(role, shape, dtype):
+    """A (shape, dtype) view of the reused buffer of ``role`` (contents undefined)."""
     dtype = np.dtype(dtype)
     n = math.prod(shape) * dtype.itemsize
     pool = _SCRATCH.__dict__
@@ -118,10 +122,7 @@ def _scratch(role, shape, dtype, zero=False):
     if buf is None or buf.size < n:
         buf = pool[role] = xp.empty(max(n, 1), dtype=np.uint8)
         pool.pop(role + " layout", None)  # see _zeroed_scratch
-    out = buf[:n].view(dtype).reshape(shape)
-    if zero:
-        out.fill(0)
-    return out
+    return buf[:n].view(dtype).reshape(shape)
 
 
 def _zeroed_scratch(role, shape, dtype, layout):
@@ -161,9 +162,9 @@ def _grid(buf, out_sp, st):
 # and memory traffic, not arithmetic, dominated. So all three convs work a batch chunk at
 # a time: about _CHUNK_BYTES of columns are built into one reused scratch buffer and
 # consumed by the chunk's GEMM (or, in the transposed conv, produced by it and summed by
-# col2im) while still in cache. The weight gradient rebuilds its columns rather than keep
-# the forward's alive: that costs about what re-reading 31 MB from memory would, and no
-# step holds K times its activations.
+# col2im) while still in cache. A forward under grad mode writes its chunks side by side
+# into a cache slot instead, for the weight gradient (NOTE [Column cache]); each chunk is
+# still consumed right after it is built.
 _CHUNK_BYTES = 8 << 20
 
 
@@ -250,7 +251,8 @@ def _claim_slot(x, geom):
     ksize, stride, padding = geom[0], geom[1], geom[2]
     per_image = math.prod(geom[5]) if any(s != 1 for s in stride) else \
         math.prod(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], padding))
-    if not STATE.grad_enabled or x.dtype.itemsize * x.shape[1] * math.prod(ksize) * x.shape[0] * per_image > _CACHE_MAX:
+    size = x.dtype.itemsize * x.shape[1] * math.prod(ksize) * x.shape[0] * per_image
+    if not STATE.grad_enabled or size > _CACHE_MAX:  # no backward will want them, or too big
         return None
     state = _SCRATCH.__dict__
     slots = state.setdefault("slots", [None] * _SLOTS)
