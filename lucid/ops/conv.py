@@ -307,7 +307,7 @@ def conv_out_size(in_sp, ksize, stride, padding, dilation):
 # compact channel-major array (no copy) means the next conv's im2col, which reads its
 # input channel-major, copies contiguous runs, and elementwise ops in between (bias, ReLU)
 # run on contiguous memory and keep that order.
-def _conv_impl(x, w, stride, padding, dilation, groups):
+def _conv_impl(x, w, *b, stride, padding, dilation, groups):
     ksize = w.shape[2:]
     out_sp = conv_out_size(x.shape[2:], ksize, stride, padding, dilation)
     if min(out_sp) <= 0:
@@ -319,6 +319,7 @@ def _conv_impl(x, w, stride, padding, dilation, groups):
                          f"groups={groups}), got {c} channels")
     wg = w.reshape(groups, o // groups, -1)
     out = xp.empty((o, n) + tuple(out_sp), dtype=xp.result_type(x.dtype, w.dtype))
+    bias = b[0].reshape((o,) + (1,) * (len(out_sp) + 1)) if b else None  # (O, 1, *1): channel-major
     sp = tuple(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], padding))
     flat = _flat_geometry(sp, ksize, stride, dilation)
     geom = (tuple(ksize), stride, padding, dilation, groups, tuple(out_sp))
@@ -332,7 +333,13 @@ def _conv_impl(x, w, stride, padding, dilation, groups):
             continue
         res = _scratch("res", (groups, o // groups, cols.shape[2]), out.dtype)
         _gemm(wg, cols, out=res)
-        out[:, a:b] = _grid(res.reshape(o, b - a, -1), out_sp, flat[0])
+        valid = _grid(res.reshape(o, b - a, -1), out_sp, flat[0])
+        if bias is None:
+            out[:, a:b] = valid
+        else:  # the bias rides along the copy that drops the off-grid positions
+            xp.add(valid, bias, out=out[:, a:b])
+    if bias is not None and flat is None:
+        out += bias
     if slot is not None:
         _SCRATCH.slots[slot] = (weakref.ref(x), geom, kept, x.shape)
     return _channel_major(out)
@@ -433,14 +440,27 @@ def _lo(padding):
     return tuple(lo for lo, _ in padding)
 
 
-def _conv_vjp_x(ns, g, out, x, w, stride, padding, dilation, groups):
+def _conv_vjp_x(ns, g, out, x, w, *b, stride, padding, dilation, groups):
     return ns.conv_transpose(g, w, stride=stride, padding=_lo(padding), dilation=dilation, groups=groups,
                              out_size=tuple(x.shape[2:]))
 
 
-def _conv_vjp_w(ns, g, out, x, w, stride, padding, dilation, groups):
+def _conv_vjp_w(ns, g, out, x, w, *b, stride, padding, dilation, groups):
     return ns.conv_weight(x, g, stride=stride, padding=padding, dilation=dilation, groups=groups,
                           ksize=tuple(w.shape[2:]))
+
+
+def _conv_vjp_b(ns, g, out, x, w, b, stride, padding, dilation, groups):
+    return ns.sum(g, axis=(0,) + tuple(range(2, len(tuple(g.shape)))), keepdims=False)
+
+
+def _conv_jvp(ns, primals, tangents, out, **params):
+    """Bilinear in (x, w) (NOTE [Conv as three bilinear primitives]) plus the bias, linear."""
+    res = _bilinear_jvp("conv")(ns, primals[:2], tangents[:2], out, **params)
+    if len(tangents) == 3 and tangents[2] is not None:
+        tb = ns.reshape(tangents[2], shape=(1, -1) + (1,) * (len(tuple(out.shape)) - 2))
+        res = ns.broadcast_to(tb, shape=tuple(out.shape)) if res is None else res + tb
+    return res
 
 
 def _convt_pairs(out_shape, x, w, stride, padding, dilation):
@@ -512,6 +532,22 @@ def _batch_size(vals, bdims):
 
 
 def _conv_batch(vals, bdims, stride, padding, dilation, groups):
+    if len(vals) == 3:  # batch the conv without its bias, then add the (batched) bias
+        params = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        if bdims[0] is None and bdims[1] is None:  # only the bias is batched
+            y = bind(conv_p, vals[:2], params)
+            y, by = TN.reshape(y, shape=(1,) + tuple(y.shape)), 0
+        else:
+            y, by = _conv_batch(vals[:2], bdims[:2], **params)
+        # y is (B, N, O, *sp) (by == 0) or (N, B, O, *sp) (by == 1)
+        ones = (1,) * (y.ndim - 3)
+        if bdims[2] is None:
+            bias = TN.reshape(vals[2], shape=(-1,) + ones)
+        else:
+            bias = move_bdim(vals[2], bdims[2], 0)  # (B, O)
+            lead = (bias.shape[0], 1) if by == 0 else (bias.shape[0],)
+            bias = TN.reshape(bias, shape=lead + (-1,) + ones)
+        return TN.add(y, bias), by
     (x, w), (bx, bw) = vals, bdims
     params = dict(stride=stride, padding=padding, dilation=dilation)
     if bw is None:
@@ -564,7 +600,7 @@ def _convw_batch(vals, bdims, stride, padding, dilation, groups, ksize):
     return _split(dw, 0, b), 0
 
 
-conv_p = defprim("conv", _conv_impl, vjp=(_conv_vjp_x, _conv_vjp_w), jvp=_bilinear_jvp("conv"),
+conv_p = defprim("conv", _conv_impl, vjp=(_conv_vjp_x, _conv_vjp_w, _conv_vjp_b), jvp=_conv_jvp,
                  batch=_conv_batch)
 conv_transpose_p = defprim("conv_transpose", _conv_transpose_impl, vjp=(_convt_vjp_x, _convt_vjp_w),
                            jvp=_bilinear_jvp("conv_transpose"), batch=_convt_batch)
@@ -727,7 +763,14 @@ def convolution(input, weight, bias=None, stride=1, padding=0, dilation=1, group
     if any(a < d * (k - 1) + 1 for a, d, k in zip(avail, dilation, ksize)):
         raise RuntimeError(f"{op}: kernel size {ksize} (dilation {dilation}) can't be greater than the padded "
                            f"input size {tuple(avail)} (input shape {tuple(input.shape)})")
-    out = bind(conv_p, (input, weight), dict(stride=stride, padding=pads, dilation=dilation, groups=int(groups)))
+    operands = (input, weight)
+    if bias is not None:
+        bias = _as_tensor(bias)
+        if bias.shape != (weight.shape[0],):
+            raise RuntimeError(f"{op}: expected bias of shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+        if bias.dtype == input.dtype:  # fused into the conv (one pass less); else promoted by `+`
+            operands, bias = operands + (bias,), None
+    out = bind(conv_p, operands, dict(stride=stride, padding=pads, dilation=dilation, groups=int(groups)))
     out = _add_bias(out, bias, op)
     return out.squeeze(0) if unbatched else out
 

@@ -274,3 +274,19 @@ def test_weight_only_and_input_only_backward_match_both():
             np.testing.assert_allclose(x.grad.numpy(), want_dx, rtol=1e-10, atol=1e-10)
         if w_rg:
             np.testing.assert_allclose(w.grad.numpy(), want_dw, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dims", [(None, 0, 0), (0, None, 0), (None, None, 0), (0, 0, None), (None, 0, None)])
+def test_vmap_of_conv_with_fused_bias_matches_loop(dims):
+    # conv2d passes its bias into the conv primitive; its batch rule adds a batched bias
+    rng = np.random.default_rng(12)
+    full = [rng.standard_normal((3, 2, 2, 4, 4)), rng.standard_normal((3, 3, 2, 3, 3)), rng.standard_normal((3, 3))]
+
+    def f(x, w, b):
+        return F.conv2d(x, w, b, padding=1)
+
+    args = [lucid.tensor(a if d is not None else a[0]) for a, d in zip(full, dims)]
+    got = LF.vmap(f, in_dims=dims)(*args).numpy()
+    want = np.stack([f(*[lucid.tensor(a[i] if d is not None else a[0]) for a, d in zip(full, dims)]).numpy()
+                     for i in range(3)])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

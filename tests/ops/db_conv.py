@@ -174,6 +174,8 @@ def _conv2d_samples(rng):
         Sample((floats(rng, 2, 2, 4, 4), floats(rng, 3, 2, 2, 2)), name="plain"),
         Sample((floats(rng, 1, 2, 5, 4), floats(rng, 2, 2, 3, 2), floats(rng, 2)),
                {"stride": (2, 1), "padding": 1}, name="stride pad bias"),
+        Sample((floats(rng, 2, 2, 4, 3), floats(rng, 3, 2, 3, 3), floats(rng, 3)),
+               {"padding": 1}, name="pad bias"),  # stride 1: the bias fused into the flat-grid copy
         Sample((floats(rng, 1, 4, 5, 5), floats(rng, 2, 2, 2, 2)),
                {"dilation": 2, "groups": 2, "padding": (1, 0)}, name="dilated groups"),
         Sample((floats(rng, 1, 1, 4, 3), floats(rng, 2, 1, 2, 2)), {"padding": "same"}, name="same even kernel"),
