@@ -307,7 +307,7 @@ def conv_out_size(in_sp, ksize, stride, padding, dilation):
 # compact channel-major array (no copy) means the next conv's im2col, which reads its
 # input channel-major, copies contiguous runs, and elementwise ops in between (bias, ReLU)
 # run on contiguous memory and keep that order.
-def _conv_impl(x, w, *b, stride, padding, dilation, groups):
+def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
     ksize = w.shape[2:]
     out_sp = conv_out_size(x.shape[2:], ksize, stride, padding, dilation)
     if min(out_sp) <= 0:
@@ -319,25 +319,25 @@ def _conv_impl(x, w, *b, stride, padding, dilation, groups):
                          f"groups={groups}), got {c} channels")
     wg = w.reshape(groups, o // groups, -1)
     out = xp.empty((o, n) + tuple(out_sp), dtype=xp.result_type(x.dtype, w.dtype))
-    bias = b[0].reshape((o,) + (1,) * (len(out_sp) + 1)) if b else None  # (O, 1, *1): channel-major
+    bias = bias[0].reshape((o,) + (1,) * (len(out_sp) + 1)) if bias else None  # (O, 1, *1): channel-major
     sp = tuple(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], padding))
     flat = _flat_geometry(sp, ksize, stride, dilation)
     geom = (tuple(ksize), stride, padding, dilation, groups, tuple(out_sp))
     slot = _claim_slot(x, geom)
     kept = []
-    for a, b, cols in _column_chunks(x, ksize, stride, padding, dilation, groups, out_sp,
-                                     role="cols" if slot is None else f"slot{slot}"):
-        kept.append((a, b, cols))
+    role = "cols" if slot is None else f"slot{slot}"
+    for start, stop, cols in _column_chunks(x, ksize, stride, padding, dilation, groups, out_sp, role):
+        kept.append((start, stop, cols))
         if flat is None:  # positions are compact: the GEMM writes straight into the output
-            _gemm(wg, cols, out=out[:, a:b].reshape(groups, o // groups, -1))
+            _gemm(wg, cols, out=out[:, start:stop].reshape(groups, o // groups, -1))
             continue
         res = _scratch("res", (groups, o // groups, cols.shape[2]), out.dtype)
         _gemm(wg, cols, out=res)
-        valid = _grid(res.reshape(o, b - a, -1), out_sp, flat[0])
+        valid = _grid(res.reshape(o, stop - start, -1), out_sp, flat[0])
         if bias is None:
-            out[:, a:b] = valid
+            out[:, start:stop] = valid
         else:  # the bias rides along the copy that drops the off-grid positions
-            xp.add(valid, bias, out=out[:, a:b])
+            xp.add(valid, bias, out=out[:, start:stop])
     if bias is not None and flat is None:
         out += bias
     if slot is not None:
