@@ -315,8 +315,10 @@ def _relu_impl(x):
     return xp.maximum(x, 0).astype(x.dtype, copy=False)
 
 
-relu_p, relu = unary("relu", _relu_impl, lambda ns, x, o: o > 0, save_out=True, save_inputs=False,
-                     float_only=False)
+# The derivative mask is cast to the output's dtype before the multiply: NumPy multiplies
+# float by bool through a buffered cast, 1.4x slower than a cast pass plus a float multiply.
+relu_p, relu = unary("relu", _relu_impl, lambda ns, x, o: ns.cast(o > 0, dtype=o.dtype), save_out=True,
+                     save_inputs=False, float_only=False)
 Tensor.relu = relu
 
 

@@ -184,3 +184,31 @@ def test_legacy_reduction_args():
 def test_mse_shape_warning():
     with pytest.warns(UserWarning, match="target size"):
         F.mse_loss(lucid.zeros(3, 1), lucid.zeros(3))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape,target", [((4, 5), [0, 4, 2, 2]), ((5,), 3), ((3, 4), [1, -100, 3])])
+def test_cross_entropy_eager_backward_matches_the_differentiable_rule(reduction, shape, target):
+    # The eager backward of the fused cross-entropy has a NumPy fast path (every target a
+    # class); the create_graph backward runs the generic rule. Both must agree, and match
+    # finite differences.
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal(shape)
+    t = lucid.tensor(np.array(target))
+    w = rng.standard_normal(np.shape(target)) if reduction == "none" else 1.0
+
+    def loss(x):
+        out = F.cross_entropy(x, t, reduction=reduction)
+        return (out * lucid.tensor(w)).sum() if reduction == "none" else out
+
+    x = lucid.tensor(x0, requires_grad=True)
+    loss(x).backward()
+    x2 = lucid.tensor(x0, requires_grad=True)
+    (g_graph,) = lucid.autograd.grad(loss(x2), [x2], create_graph=True)
+    np.testing.assert_allclose(x.grad.numpy(), g_graph.detach().numpy(), rtol=1e-12, atol=1e-12)
+    eps, fd = 1e-6, np.zeros_like(x0)
+    for i in np.ndindex(*shape):
+        d = np.zeros_like(x0)
+        d[i] = eps
+        fd[i] = (loss(lucid.tensor(x0 + d)).item() - loss(lucid.tensor(x0 - d)).item()) / (2 * eps)
+    np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-6, atol=1e-8)

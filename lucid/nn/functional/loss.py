@@ -198,7 +198,9 @@ def _pick(logp, mask, reduction, name):
 #   vjp    = (softmax(x) * valid - onehot(t)) * g   (g / number of valid rows for 'mean').
 # ``ce_target_mask`` (no gradient) gives ``onehot(t) * valid`` in the input's dtype, so the
 # rules stay written in ``ns`` ops and differentiate again. Every other case is the
-# composite below (NOTE [Class picks]).
+# composite below (NOTE [Class picks]). The plain eager backward (``ns`` is the array
+# namespace, nothing differentiates it again) of the common case — every target a class —
+# takes the same formula in a handful of in-place NumPy calls (``_ce_vjp_arrays``).
 def _ce_mask_impl(t, *, num_classes, ignore_index, dtype):
     valid = t != ignore_index
     safe = xp.where(valid, t, 0)
@@ -225,13 +227,11 @@ ce_target_mask_p = defprim("ce_target_mask", _ce_mask_impl, vjp=None, batch=_ce_
 
 def _ce_impl(x, t, *, ignore_index, reduction):
     # Plain NumPy on purpose, in as few calls as possible: this forward is on the hot path
-    # of every classifier step. One reduction proves the common case (every target a class
-    # in [0, C), so none is ignore_index, which is negative or >= C when it matters).
+    # of every classifier step.
     c = x.shape[-1]
     s = x - (xp.maximum.reduce(x, axis=-1, keepdims=True) if c else 0)
     lse = xp.log(xp.add.reduce(xp.exp(s), axis=-1))
-    every = t.size > 0 and not 0 <= ignore_index < c and \
-        int(xp.maximum.reduce(t.astype(np.uint64, copy=False), axis=None)) < c  # negatives wrap
+    every = _targets_are_classes(t, c, ignore_index)
     if every:
         valid = safe = t
     else:
@@ -272,7 +272,30 @@ def _ce_scale(ns, g, mask, reduction):
     return g if reduction == "sum" else g / ns.sum(mask, axis=None, keepdims=False)
 
 
+def _targets_are_classes(t, c, ignore_index):
+    """One reduction proving every target is a class in [0, C) (hence none is ignored)."""
+    return t.size > 0 and not 0 <= ignore_index < c and \
+        int(xp.maximum.reduce(t.astype(np.uint64, copy=False), axis=None)) < c  # negatives wrap
+
+
+def _ce_vjp_arrays(g, x, t, reduction):
+    """``_ce_vjp`` on arrays when every target is a class: softmax(x) - onehot(t), scaled."""
+    e = xp.exp(x - xp.maximum.reduce(x, axis=-1, keepdims=True))
+    e /= xp.add.reduce(e, axis=-1, keepdims=True)
+    if e.ndim == 2:
+        e[xp.arange(len(t)), t] -= 1
+    else:
+        e[..., t] -= 1
+    if reduction == "none":
+        e *= g[..., None]
+    else:
+        e *= g / t.size if reduction == "mean" else g
+    return e
+
+
 def _ce_vjp(ns, g, out, x, t, ignore_index, reduction):
+    if not ns.is_tensor_ns and x.ndim <= 2 and _targets_are_classes(t, x.shape[-1], ignore_index):
+        return _ce_vjp_arrays(g, x, t, reduction)
     d, mask = _ce_dlogits(ns, x, t, ignore_index)
     return d * _ce_scale(ns, g, mask, reduction)
 
