@@ -253,10 +253,10 @@ def interleaved(makers, rounds=3, **kw):
 
 def main():
     rows = []
-    t_l, t_n, t_t = interleaved((w1_lucid, w1_numpy, torch and w1_torch), repeat=5, number=20)
+    t_l, t_n, t_t = interleaved((w1_lucid, w1_numpy, torch and w1_torch), rounds=5, repeat=5, number=20)
     per_op = 1e6 / (CHAIN + 1)
     rows.append(("W1 per-op fwd+bwd (us)", t_l * per_op, t_n * per_op, t_t * per_op if t_t else None))
-    t_l, t_n, t_t = interleaved((w2_lucid, w2_numpy, torch and w2_torch), repeat=5, number=5)
+    t_l, t_n, t_t = interleaved((w2_lucid, w2_numpy, torch and w2_torch), rounds=8, repeat=5, number=5)
     rows.append(("W2 MLP step (ms)", t_l * 1e3, t_n * 1e3, t_t * 1e3 if t_t else None))
     r_l, r_n = peak_rss_growth_kib("lucid"), peak_rss_growth_kib("numpy")
     r_t = peak_rss_growth_kib("torch") if torch else None
