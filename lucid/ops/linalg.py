@@ -19,6 +19,8 @@ from .._core.backend import xp
 from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, tensor_method
 from ._family import _as_tensor, move_bdim, shape_of, sum_to_shape
+from .elementwise import cast, promote
+from .shape import broadcast_to, errors_as, squeeze, unsqueeze
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -114,9 +116,10 @@ def matmul(input, other):
     >>> (lucid.ones(2, 3) @ lucid.ones(3)).tolist()
     [3.0, 3.0]
     """
-    from .elementwise import promote
-    from .shape import squeeze, unsqueeze
-
+    if input.__class__ is Tensor and other.__class__ is Tensor:  # the hot path: two plain matrices
+        a, b = input._data, other._data
+        if a.ndim == 2 and b.ndim == 2 and a.dtype is b.dtype and a.shape[1] == b.shape[0]:
+            return bind(matmul_p, (input, other), {})
     a, b = promote(_as_tensor(input), _as_tensor(other))
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError(
@@ -242,7 +245,6 @@ def _ein(ns, subscripts, *ops):
 
 def _common(tensors, op):
     """Tensors of one dtype (PyTorch promotion across all operands)."""
-    from .elementwise import cast
 
     tensors = [_as_tensor(t) for t in tensors]
     dt = np.result_type(*[t.dtype for t in tensors]) if tensors else None
@@ -318,8 +320,6 @@ def einsum(equation, *operands):
     >>> lucid.einsum("...ij,jk", a, a).tolist()
     [[7.0, 10.0], [15.0, 22.0]]
     """
-    from .shape import broadcast_to
-
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     ops = _common(operands, "einsum")
@@ -359,7 +359,6 @@ def mm(input, mat2):
     a, b = _as_tensor(input), _as_tensor(mat2)
     _need(a, (2,), "mm", "self")
     _need(b, (2,), "mm", "mat2")
-    from .shape import errors_as
 
     with errors_as("mm"):
         return matmul(a, b)
