@@ -158,8 +158,11 @@ def w2_numpy(batch=128, lr=0.01):
                 h = np.maximum(h, 0)
             acts.append(h)
         m = h.max(axis=1, keepdims=True)
-        e = np.exp(h - m)
-        p = e / e.sum(axis=1, keepdims=True)
+        z = h - m
+        e = np.exp(z)
+        s = e.sum(axis=1, keepdims=True)
+        loss = (np.log(s[:, 0]) - z[np.arange(batch), ys]).mean()  # the forward's value, as in every step
+        p = e / s
         g = p
         g[np.arange(batch), ys] -= 1
         g /= batch
@@ -170,6 +173,7 @@ def w2_numpy(batch=128, lr=0.01):
                 g = (g @ ws[i].T) * (acts[i] > 0)
             ws[i] -= lr * gw
             bs[i] -= lr * gb
+        return loss
 
     return run
 
