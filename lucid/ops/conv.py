@@ -200,6 +200,8 @@ def _column_chunks(x, ksize, stride, padding, dilation, groups, out_sp, role="co
         _, shifts, per_image = flat
         _, xf = _padded_channel_major(x, padding, margin=shifts[-1])
     chunks = _batch_chunks(n, c * k * per_image * x.dtype.itemsize)
+    if not chunks:  # an empty batch
+        return
     rows = c * k
     if role == "cols":
         buf = _scratch(role, (rows * (chunks[0][1] - chunks[0][0]) * per_image,), x.dtype)
@@ -401,6 +403,8 @@ def _flat_transpose(x, w, groups, flat, alloc, crop, out_size):
 def _conv_weight_impl(x, g, stride, padding, dilation, groups, ksize):
     n, c = x.shape[:2]
     o = g.shape[1]
+    if n == 0:  # an empty batch contributes nothing
+        return xp.zeros((o, c // groups) + tuple(ksize), dtype=xp.result_type(x.dtype, g.dtype))
     out_sp = tuple(g.shape[2:])
     sp = tuple(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], padding))
     flat = _flat_geometry(sp, ksize, stride, dilation)

@@ -290,3 +290,20 @@ def test_vmap_of_conv_with_fused_bias_matches_loop(dims):
     want = np.stack([f(*[lucid.tensor(a[i] if d is not None else a[0]) for a, d in zip(full, dims)]).numpy()
                      for i in range(3)])
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_empty_batch(stride):
+    # like PyTorch: an empty batch gives an empty output and zero parameter gradients
+    rng = np.random.default_rng(13)
+    x = lucid.zeros(0, 3, 5, 5, dtype=lucid.float64, requires_grad=True)
+    w = lucid.tensor(rng.standard_normal((4, 3, 3, 3)), requires_grad=True)
+    b = lucid.tensor(rng.standard_normal(4), requires_grad=True)
+    y = F.conv2d(x, w, b, padding=1, stride=stride)
+    assert y.shape == (0, 4, 5 if stride == 1 else 3, 5 if stride == 1 else 3)
+    y.sum().backward()
+    assert x.grad.shape == (0, 3, 5, 5)
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros((4, 3, 3, 3)))
+    np.testing.assert_array_equal(b.grad.numpy(), np.zeros(4))
+    assert F.conv_transpose2d(lucid.zeros(0, 4, 5, 5, dtype=lucid.float64), w, padding=1, stride=stride).shape == \
+        (0, 3, 5 if stride == 1 else 9, 5 if stride == 1 else 9)
