@@ -323,12 +323,12 @@ def main(argv=sys.argv[1:]):
     check_w5_numpy()
     _losses_agree()
     rows = []
-    for name, ml, mn, mt in (("W5 CNN step (ms)", w5_lucid, w5_numpy, w5_torch),
-                             ("W2-nn MLP step (ms)", w2nn_lucid, w2_numpy, w2nn_torch)):
+    for name, ml, mn, mt, rounds in (("W5 CNN step (ms)", w5_lucid, w5_numpy, w5_torch, 4),
+                                     ("W2-nn MLP step (ms)", w2nn_lucid, w2_numpy, w2nn_torch, 8)):
         # interleave the three sides so a burst of load hits them alike
         fl, fn_, ft = ml(), mn(), (mt() if torch else None)
         tl = tn = tt = float("inf")
-        for _ in range(3):
+        for _ in range(rounds):
             tl = min(tl, best_of(fl))
             tn = min(tn, best_of(fn_))
             tt = min(tt, best_of(ft)) if ft else None
