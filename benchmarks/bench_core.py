@@ -138,7 +138,7 @@ def w2_lucid(batch=128, lr=0.01):
         loss = _lucid_cross_entropy(h, y)
         loss.backward()
         with lucid.no_grad():
-            for p in params:
+            for p in reversed(params):  # last layer first, the order of the NumPy step's updates
                 p._data -= lr * p.grad._data
                 p.grad = None
 
