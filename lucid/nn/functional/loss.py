@@ -7,7 +7,9 @@ unchanged inside ``vmap`` (``one_hot`` is a batchable primitive).
 """
 from __future__ import annotations
 
+import threading
 import warnings
+import weakref
 
 import numpy as np
 
@@ -230,9 +232,13 @@ def _ce_impl(x, t, *, ignore_index, reduction):
     # of every classifier step.
     c = x.shape[-1]
     s = x - (xp.maximum.reduce(x, axis=-1, keepdims=True) if c else 0)
-    lse = xp.log(xp.add.reduce(xp.exp(s), axis=-1))
+    e = xp.exp(s)
+    sums = xp.add.reduce(e, axis=-1, keepdims=True)
+    lse = xp.log(sums)[..., 0]
     every = _targets_are_classes(t, c, ignore_index)
     if every:
+        if x.ndim <= 2:  # See NOTE [Cross-entropy residual]
+            _CE_LAST.value = (weakref.ref(x), weakref.ref(t), e, sums)
         valid = safe = t
     else:
         valid = t != ignore_index
@@ -278,10 +284,27 @@ def _targets_are_classes(t, c, ignore_index):
         int(xp.maximum.reduce(t.astype(np.uint64, copy=False), axis=None)) < c  # negatives wrap
 
 
-def _ce_vjp_arrays(g, x, t, reduction):
-    """``_ce_vjp`` on arrays when every target is a class: softmax(x) - onehot(t), scaled."""
-    e = xp.exp(x - xp.maximum.reduce(x, axis=-1, keepdims=True))
-    e /= xp.add.reduce(e, axis=-1, keepdims=True)
+# NOTE [Cross-entropy residual]
+# The eager backward needs softmax(x) = exp(s) / sum(exp(s)), which the forward has just
+# computed. When every target is a class, the forward leaves (x, t, exp(s), row sums) of
+# its last call on this thread here; the array backward of the same x and t objects takes
+# them (once: it divides in place) instead of recomputing. A saved x or t changed in place
+# fails the engine's version check before any rule runs, so identity is enough.
+_CE_LAST = threading.local()
+
+
+def _ce_vjp_arrays(g, x, t, ignore_index, reduction):
+    """``_ce_vjp`` on arrays when every target is a class (else ``None``): softmax(x) -
+    onehot(t), scaled."""
+    last, _CE_LAST.value = getattr(_CE_LAST, "value", None), None
+    if last is not None and last[0]() is x and last[1]() is t:
+        e = last[2]
+        e /= last[3]
+    elif _targets_are_classes(t, x.shape[-1], ignore_index):
+        e = xp.exp(x - xp.maximum.reduce(x, axis=-1, keepdims=True))
+        e /= xp.add.reduce(e, axis=-1, keepdims=True)
+    else:
+        return None
     if e.ndim == 2:
         e[xp.arange(len(t)), t] -= 1
     else:
@@ -294,8 +317,10 @@ def _ce_vjp_arrays(g, x, t, reduction):
 
 
 def _ce_vjp(ns, g, out, x, t, ignore_index, reduction):
-    if not ns.is_tensor_ns and x.ndim <= 2 and _targets_are_classes(t, x.shape[-1], ignore_index):
-        return _ce_vjp_arrays(g, x, t, reduction)
+    if not ns.is_tensor_ns and x.ndim <= 2:
+        d = _ce_vjp_arrays(g, x, t, ignore_index, reduction)
+        if d is not None:
+            return d
     d, mask = _ce_dlogits(ns, x, t, ignore_index)
     return d * _ce_scale(ns, g, mask, reduction)
 
