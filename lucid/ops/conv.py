@@ -149,6 +149,14 @@ def _flat_geometry(padded_sp, ksize, stride, dilation):
     return st, shifts, math.prod(padded_sp)
 
 
+def _column_geometry(x, ksize, stride, padding, dilation, out_sp):
+    """``(flat, P)`` of the im2col of ``x``: the flat-shift layout of its padded images
+    (``None`` for strided convs) and the number of column positions per image."""
+    sp = tuple(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], padding))
+    flat = _flat_geometry(sp, ksize, stride, dilation)
+    return flat, (math.prod(out_sp) if flat is None else flat[2])
+
+
 def _grid(buf, out_sp, st):
     """(A, B, S) flat buffer -> (A, B, *out_sp) view of the valid grid positions."""
     item = buf.strides[-1]
@@ -183,21 +191,19 @@ def _batch_chunks(n, per_image_bytes):
     return [(a, min(a + m, n)) for a in range(0, n, m)]
 
 
-def _column_chunks(x, ksize, stride, padding, dilation, groups, out_sp, role="cols"):
+def _column_chunks(x, ksize, stride, padding, dilation, groups, out_sp, columns, role="cols"):
     """Yield ``(start, stop, cols)``: the im2col columns (G, Cg*K, m*P) of images
     ``start:stop`` of ``x`` (N, C, *S), one chunk at a time (NOTE [Chunked columns]).
-    ``P`` is the flat image size ``S`` of :func:`_flat_geometry` (stride 1) or
-    ``prod(out_sp)``. With the default role the chunks share one scratch buffer (use each
-    before taking the next); with a cache slot's role they lie side by side in it."""
+    ``columns`` is ``(flat, P)`` from :func:`_column_geometry`. With the default role the
+    chunks share one scratch buffer (use each before taking the next); with a cache slot's
+    role they lie side by side in it."""
     n, c = x.shape[:2]
     k = math.prod(ksize)
-    sp = tuple(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], padding))
-    flat = _flat_geometry(sp, ksize, stride, dilation)
+    flat, per_image = columns
     if flat is None:
         xc, _ = _padded_channel_major(x, padding)
-        per_image = math.prod(out_sp)
     else:
-        _, shifts, per_image = flat
+        shifts = flat[1]
         _, xf = _padded_channel_major(x, padding, margin=shifts[-1])
     chunks = _batch_chunks(n, c * k * per_image * x.dtype.itemsize)
     if not chunks:  # an empty batch
@@ -248,12 +254,9 @@ def _free_slot(slots, x, geom):
     return free
 
 
-def _claim_slot(x, geom):
+def _claim_slot(x, geom, per_image):
     """Index of the cache slot the forward of ``x`` should fill, or ``None`` (not kept)."""
-    ksize, stride, padding = geom[0], geom[1], geom[2]
-    per_image = math.prod(geom[5]) if any(s != 1 for s in stride) else \
-        math.prod(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], padding))
-    size = x.dtype.itemsize * x.shape[1] * math.prod(ksize) * x.shape[0] * per_image
+    size = x.dtype.itemsize * x.shape[1] * math.prod(geom[0]) * x.shape[0] * per_image
     if not STATE.grad_enabled or size > _CACHE_MAX:  # no backward will want them, or too big
         return None
     state = _SCRATCH.__dict__
@@ -322,14 +325,15 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
     wg = w.reshape(groups, o // groups, -1)
     out = xp.empty((o, n) + tuple(out_sp), dtype=xp.result_type(x.dtype, w.dtype))
     bias = bias[0].reshape((o,) + (1,) * (len(out_sp) + 1)) if bias else None  # (O, 1, *1): channel-major
-    sp = tuple(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], padding))
-    flat = _flat_geometry(sp, ksize, stride, dilation)
+    columns = _column_geometry(x, ksize, stride, padding, dilation, out_sp)
+    flat = columns[0]
     geom = (tuple(ksize), stride, padding, dilation, groups, tuple(out_sp))
-    slot = _claim_slot(x, geom)
+    slot = _claim_slot(x, geom, columns[1])
     kept = []
     role = "cols" if slot is None else f"slot{slot}"
-    for start, stop, cols in _column_chunks(x, ksize, stride, padding, dilation, groups, out_sp, role):
-        kept.append((start, stop, cols))
+    for start, stop, cols in _column_chunks(x, ksize, stride, padding, dilation, groups, out_sp, columns, role):
+        if slot is not None:
+            kept.append((start, stop, cols))
         if flat is None:  # positions are compact: the GEMM writes straight into the output
             _gemm(wg, cols, out=out[:, start:stop].reshape(groups, o // groups, -1))
             continue
@@ -406,18 +410,17 @@ def _conv_weight_impl(x, g, stride, padding, dilation, groups, ksize):
     if n == 0:  # an empty batch contributes nothing
         return xp.zeros((o, c // groups) + tuple(ksize), dtype=xp.result_type(x.dtype, g.dtype))
     out_sp = tuple(g.shape[2:])
-    sp = tuple(m + lo + hi for m, (lo, hi) in zip(x.shape[2:], padding))
-    flat = _flat_geometry(sp, ksize, stride, dilation)
+    columns = _column_geometry(x, ksize, stride, padding, dilation, out_sp)
+    flat, per_image = columns
     if flat is not None:  # See NOTE [Flat shifts]
         g2 = _placed_grad(g, flat[0], flat[2])
     else:
-        g2 = xp.ascontiguousarray(_channel_major(g)).reshape(o, -1)
-    per_image = g2.shape[1] // n
+        g2 = xp.ascontiguousarray(_channel_major(g))
     g2 = g2.reshape(groups, o // groups, -1)
     dw = None
     chunks = _cached_chunks(x, (tuple(ksize), stride, padding, dilation, groups, out_sp))
     if chunks is None:
-        chunks = _column_chunks(x, ksize, stride, padding, dilation, groups, out_sp)
+        chunks = _column_chunks(x, ksize, stride, padding, dilation, groups, out_sp, columns)
     for a, b, cols in chunks:
         part = _gemm(cols, g2[:, :, a * per_image:b * per_image].transpose(0, 2, 1))  # the faster BLAS order
         if dw is None:
@@ -458,15 +461,6 @@ def _conv_vjp_b(ns, g, out, x, w, b, stride, padding, dilation, groups):
     return ns.sum(g, axis=(0,) + tuple(range(2, len(tuple(g.shape)))), keepdims=False)
 
 
-def _conv_jvp(ns, primals, tangents, out, **params):
-    """Bilinear in (x, w) (NOTE [Conv as three bilinear primitives]) plus the bias, linear."""
-    res = _bilinear_jvp("conv")(ns, primals[:2], tangents[:2], out, **params)
-    if len(tangents) == 3 and tangents[2] is not None:
-        tb = ns.reshape(tangents[2], shape=(1, -1) + (1,) * (len(tuple(out.shape)) - 2))
-        res = ns.broadcast_to(tb, shape=tuple(out.shape)) if res is None else res + tb
-    return res
-
-
 def _convt_pairs(out_shape, x, w, stride, padding, dilation):
     return _pairs_for(tuple(out_shape[2:]), tuple(x.shape[2:]), tuple(w.shape[2:]), stride, dilation, padding)
 
@@ -503,6 +497,18 @@ def _bilinear_jvp(name):
         return res
 
     return jvp
+
+
+_conv_xw_jvp = _bilinear_jvp("conv")
+
+
+def _conv_jvp(ns, primals, tangents, out, **params):
+    """Bilinear in (x, w) (NOTE [Conv as three bilinear primitives]) plus the bias, linear."""
+    res = _conv_xw_jvp(ns, primals[:2], tangents[:2], out, **params)
+    if len(tangents) == 3 and tangents[2] is not None:
+        tb = ns.reshape(tangents[2], shape=(1, -1) + (1,) * (len(tuple(out.shape)) - 2))
+        res = ns.broadcast_to(tb, shape=tuple(out.shape)) if res is None else res + tb
+    return res
 
 
 # ---------------------------------------------------------------- batching

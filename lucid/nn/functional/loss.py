@@ -227,13 +227,18 @@ ce_target_mask_p = defprim("ce_target_mask", _ce_mask_impl, vjp=None, batch=_ce_
                            differentiable=False, save_inputs=False)
 
 
+def _shifted_exp(x):
+    """``(s, exp(s), sum of exp(s) over the last dim, kept)`` with ``s = x - max(x)`` (rows)."""
+    s = x - (xp.maximum.reduce(x, axis=-1, keepdims=True) if x.shape[-1] else 0)
+    e = xp.exp(s)
+    return s, e, xp.add.reduce(e, axis=-1, keepdims=True)
+
+
 def _ce_impl(x, t, *, ignore_index, reduction):
     # Plain NumPy on purpose, in as few calls as possible: this forward is on the hot path
     # of every classifier step.
     c = x.shape[-1]
-    s = x - (xp.maximum.reduce(x, axis=-1, keepdims=True) if c else 0)
-    e = xp.exp(s)
-    sums = xp.add.reduce(e, axis=-1, keepdims=True)
+    s, e, sums = _shifted_exp(x)
     lse = xp.log(sums)[..., 0]
     every = _targets_are_classes(t, c, ignore_index)
     if every:
@@ -298,13 +303,12 @@ def _ce_vjp_arrays(g, x, t, ignore_index, reduction):
     onehot(t), scaled."""
     last, _CE_LAST.value = getattr(_CE_LAST, "value", None), None
     if last is not None and last[0]() is x and last[1]() is t:
-        e = last[2]
-        e /= last[3]
+        e, sums = last[2], last[3]
     elif _targets_are_classes(t, x.shape[-1], ignore_index):
-        e = xp.exp(x - xp.maximum.reduce(x, axis=-1, keepdims=True))
-        e /= xp.add.reduce(e, axis=-1, keepdims=True)
+        _, e, sums = _shifted_exp(x)
     else:
         return None
+    e /= sums
     if e.ndim == 2:
         e[xp.arange(len(t)), t] -= 1
     else:
