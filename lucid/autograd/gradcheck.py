@@ -7,8 +7,11 @@ from .._core.tensor import Tensor, _wrap
 from .grad import grad as _grad
 
 
-class GradcheckError(RuntimeError):
+class GradcheckError(RuntimeError, AssertionError):
     """Raised by gradcheck when analytical and numerical gradients disagree.
+
+    A subclass of both ``RuntimeError`` (PyTorch's ``GradcheckError``) and
+    ``AssertionError`` (Lucid 3's), so callers written for either catch it.
 
     Parameters
     ----------
@@ -19,9 +22,37 @@ class GradcheckError(RuntimeError):
     --------
     >>> import lucid
     >>> from lucid.autograd.gradcheck import GradcheckError
-    >>> issubclass(GradcheckError, RuntimeError)
+    >>> issubclass(GradcheckError, RuntimeError) and issubclass(GradcheckError, AssertionError)
     True
     """
+
+
+# NOTE [Gradcheck in float64]
+# The numerical side always runs in float64: every floating input is upcast before it is
+# perturbed and the function re-evaluated, so a float32 input (seed 002's default-dtype
+# tensor) is not drowned in its own rounding error (eps=1e-6 is below float32's resolution
+# of values near 1).  The analytical side runs on the inputs as given, in their own dtype,
+# and is compared after a cast to float64 with tolerances no tighter than that dtype
+# supports (``_TOLERANCE_FLOOR``).  This is Lucid 3's choice; PyTorch instead warns and
+# checks in the input's precision.
+_TOLERANCE_FLOOR = {np.dtype(np.float16): (1e-2, 1e-2), np.dtype(np.float32): (1e-4, 1e-3)}
+
+
+def _upcast(value):
+    """A float64 copy of a floating tensor (keeping requires_grad); anything else unchanged."""
+    if isinstance(value, Tensor) and value.dtype.kind == "f" and value.dtype != np.float64:
+        up = _wrap(value.detach()._data.astype(np.float64))
+        up._rg = value._rg
+        return up
+    return value
+
+
+def _tolerances(inputs, diff_idx, atol, rtol):
+    """Widen (atol, rtol) to what the least precise checked input can deliver."""
+    for i in diff_idx:
+        floor_atol, floor_rtol = _TOLERANCE_FLOOR.get(np.dtype(inputs[i].dtype), (0.0, 0.0))
+        atol, rtol = max(atol, floor_atol), max(rtol, floor_rtol)
+    return atol, rtol
 
 
 def _outputs(fn, inputs):
@@ -54,19 +85,21 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
               check_undefined_grad=True, nondet_tol=0.0, fast_mode=False):
     """Compare analytical vector-Jacobian products with central finite differences.
 
-    Every input that requires grad should be float64. The error names the input,
-    output and element that disagree.
+    The finite differences are always taken in float64 (floating inputs are upcast), and
+    the analytical gradient, computed in the inputs' own dtype, is compared after a cast
+    to float64 with tolerances no tighter than that dtype allows; so float32 inputs can be
+    checked too. The error names the input, output and element that disagree.
 
     Parameters
     ----------
     func : callable
         Maps the inputs to a Tensor or a tuple of Tensors.
     inputs : Tensor or tuple
-        Inputs; those requiring grad are checked (use float64).
+        Inputs; those requiring grad are checked.
     eps : float
-        Finite-difference step.
+        Finite-difference step (applied in float64).
     atol, rtol : float
-        Tolerances.
+        Tolerances (raised to at least 1e-4/1e-3 for float32 inputs, 1e-2/1e-2 for float16).
     raise_exception : bool
         Raise :class:`GradcheckError` on a mismatch (else return False).
 
@@ -86,18 +119,14 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     diff_idx = [i for i, a in enumerate(inputs) if isinstance(a, Tensor) and a.requires_grad]
     if not diff_idx:
         raise ValueError("gradcheck: expected at least one input tensor to require gradient")
-    for i in diff_idx:
-        if inputs[i].dtype != np.float64:
-            import warnings
-
-            warnings.warn(f"gradcheck: input {i} is {inputs[i].dtype}, not float64; the check may fail "
-                          "from rounding alone", UserWarning, stacklevel=2)
+    atol, rtol = _tolerances(inputs, diff_idx, atol, rtol)
+    inputs64 = tuple(_upcast(a) for a in inputs)  # See NOTE [Gradcheck in float64]
     outs = _outputs(func, inputs)
     for j, out in enumerate(outs):
         if not out.requires_grad:
             continue
         for i in diff_idx:
-            num = _numerical_jacobian(func, inputs, i, eps)
+            num = _numerical_jacobian(func, inputs64, i, eps)
             n_out = out.numel()
             for r in range(n_out):
                 seed = np.zeros(n_out, out.dtype)

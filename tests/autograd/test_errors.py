@@ -148,3 +148,41 @@ def test_anomaly_in_custom_function_backward():
         y = NanBack.apply(x)
         with pytest.raises(RuntimeError, match="NanBack"):
             y.sum().backward()
+
+
+# --- float32 inputs: finite differences in float64 (NOTE [Gradcheck in float64]) ------------
+
+
+def f32(*vals, rg=True):
+    return lucid.tensor(np.array(vals, dtype=np.float32), requires_grad=rg)
+
+
+def test_gradcheck_float32_inputs_pass_without_warning(recwarn):
+    x = f32(-0.7, -0.2, 0.3, 0.8)
+    assert gradcheck(lambda t: t.clamp(-0.5, 0.5) * t.sin(), (x,), eps=1e-5)
+    a = lucid.tensor(np.array([[2.0, 0.3], [0.1, 1.5]], dtype=np.float32), requires_grad=True)
+    assert gradcheck(lucid.linalg.inv, (a,))
+    assert gradgradcheck(lambda t: (t ** 3).sum(), (x,))
+    assert not [w for w in recwarn.list if "gradcheck" in str(w.message)]
+
+
+def test_gradcheck_float32_still_catches_a_wrong_backward():
+    x = f32(0.1, 0.2, 0.3)
+    with pytest.raises(GradcheckError) as e:
+        gradcheck(WrongSin.apply, (x,))
+    assert "input element 1" in str(e.value)
+
+
+def test_gradcheck_float32_numerical_side_runs_in_float64():
+    seen = []
+
+    def f(t):
+        seen.append(t.dtype)
+        return t * t
+
+    gradcheck(f, (f32(0.5, 1.5),), eps=1e-6)
+    assert seen[0] == np.float32 and set(seen[1:]) == {np.dtype(np.float64)}
+
+
+def test_gradcheck_error_is_both_runtime_and_assertion_error():
+    assert issubclass(GradcheckError, RuntimeError) and issubclass(GradcheckError, AssertionError)
