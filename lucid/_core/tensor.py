@@ -41,6 +41,7 @@ class Tensor:
     _out_idx = 0
     _base = None
     _hooks = None
+    _post_hooks = None  # register_post_accumulate_grad_hook (leaves only)
     _retains = False
 
     def __init__(self, data=None, requires_grad=False, dtype=None, device=None):
@@ -283,6 +284,40 @@ class Tensor:
         self._hooks.append(hook)
         return _HookHandle(self._hooks, hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(tensor)`` right after a backward has accumulated into this leaf's ``.grad``.
+
+        The hook runs as soon as this leaf's gradient of the running backward is complete
+        (possibly before the backward ends: see NOTE [Backward callbacks and post-accumulate
+        hooks] in ``lucid/autograd/engine.py``), reads ``tensor.grad``, and returns None.
+        Only leaves that require grad can have one (PyTorch's rule). Returns a handle with
+        ``remove()``.
+
+        Examples
+        --------
+        >>> import lucid
+        >>> w = lucid.tensor([1.0, 2.0], requires_grad=True)
+        >>> seen = []
+        >>> h = w.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.tolist()))
+        >>> (w * w).sum().backward()
+        >>> seen
+        [[2.0, 4.0]]
+        >>> h.remove()
+        """
+        if not self._rg:
+            raise RuntimeError("register_post_accumulate_grad_hook: cannot register a hook on a "
+                               "tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError("register_post_accumulate_grad_hook: post accumulate grad hooks "
+                               "cannot be registered on non-leaf tensors")
+        if not callable(hook):
+            raise TypeError(f"register_post_accumulate_grad_hook: expected a callable, got {type(hook).__name__}")
+        if self._post_hooks is None:
+            self._post_hooks = []
+        self._post_hooks.append(hook)
+        _POST_HOOKS[0] += 1
+        return _PostHookHandle(self._post_hooks, hook)
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate the gradient of this tensor into the ``.grad`` of graph leaves.
 
@@ -314,6 +349,18 @@ class _HookHandle:
     def remove(self):
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
+
+
+# How many post-accumulate-grad hooks are registered: the engine looks for leaves that
+# have one (a graph walk) only while this is non-zero.
+_POST_HOOKS = [0]
+
+
+class _PostHookHandle(_HookHandle):
+    def remove(self):
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+            _POST_HOOKS[0] -= 1
 
 
 def _rebuild(data, requires_grad):

@@ -2,7 +2,7 @@
 from .._core.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                                set_grad_enabled)
 from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
-from .engine import backward
+from .engine import backward, queue_callback
 from .function import Function, FunctionCtx, once_differentiable
 from .grad import grad
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
@@ -13,5 +13,5 @@ __all__ = [
     "Function", "FunctionCtx", "once_differentiable", "grad", "backward", "gradcheck",
     "gradgradcheck", "GradcheckError", "no_grad", "enable_grad", "set_grad_enabled",
     "inference_mode", "is_grad_enabled", "detect_anomaly", "set_detect_anomaly",
-    "is_anomaly_enabled", "forward_ad", "functional", "checkpoint",
+    "is_anomaly_enabled", "forward_ad", "functional", "checkpoint", "queue_callback",
 ]

@@ -20,7 +20,7 @@ import numpy as np
 from .._core import primitive
 from .._core.grad_mode import STATE, enable_grad, no_grad
 from .._core.primitive import AN, TN, Meta
-from .._core.tensor import Tensor, _wrap
+from .._core.tensor import _POST_HOOKS, Tensor, _wrap
 
 
 _SEQ = itertools.count()
@@ -286,8 +286,111 @@ def _check_reachable(roots, order, capture):
             raise UnusedInputError(i)
 
 
-def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None, require_all=False,
-                 prune=True):
+# NOTE [Backward callbacks and post-accumulate hooks]
+# ``queue_callback(fn)`` (PyTorch's ``Variable._execution_engine.queue_callback``) adds ``fn``
+# to the innermost running backward's list; ``run_backward`` runs the list once the graph is
+# done and every ``.grad`` is written, in queue order (a callback may queue another). A
+# backward that raises runs none. ``Tensor.register_post_accumulate_grad_hook`` hooks run
+# right after their leaf's ``.grad`` is written. Only while such hooks exist
+# (``_POST_HOOKS[0] > 0``) does a backward walk its graph first to count the edges into
+# each hooked leaf; such a leaf is written as soon as the last of them has run, so its hook
+# fires in the middle of the backward (DistributedDataParallel starts its all-reduce there).
+# Those leaves are the exception to NOTE [Failed backward changes nothing]. Without hooks
+# the cost is one check per backward and one per node.
+_CALLBACKS = []  # one list per running backward, innermost last
+
+
+def queue_callback(callback):
+    """Run ``callback()`` once, when the backward that is running now has finished.
+
+    Call it during a backward (from a tensor hook, a post-accumulate-grad hook or a custom
+    ``Function.backward``); the callback runs after every gradient of that backward has
+    been accumulated into ``.grad``, before ``backward()`` returns. PyTorch spells it
+    ``Variable._execution_engine.queue_callback``. A backward that raises runs none of
+    its callbacks.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> w = lucid.tensor([3.0], requires_grad=True)
+    >>> log = []
+    >>> def hook(g):
+    ...     lucid.autograd.queue_callback(lambda: log.append(w.grad.item()))
+    >>> _ = w.register_hook(hook)
+    >>> (w * w).sum().backward()
+    >>> log
+    [6.0]
+    """
+    if not _CALLBACKS:
+        raise RuntimeError("queue_callback: final callbacks can only be installed during a backward "
+                           "pass (call it from a hook or a Function's backward)")
+    if not callable(callback):
+        raise TypeError(f"queue_callback: expected a callable, got {type(callback).__name__}")
+    _CALLBACKS[-1].append(callback)
+
+
+def run_backward(roots, root_grads, *, accumulate_into=None, **kw):
+    """:func:`_run_graph`, then (still inside this backward) accumulate the captured
+    gradients into ``accumulate_into`` (``backward(inputs=...)``) and run the queued
+    callbacks. See NOTE [Backward callbacks and post-accumulate hooks]."""
+    callbacks = []
+    _CALLBACKS.append(callbacks)
+    try:
+        got = _run_graph(roots, root_grads, **kw)
+        if accumulate_into is not None:
+            own_ids = set()
+            for leaf, g in zip(accumulate_into, got):
+                if g is not None:
+                    _accumulate(leaf, g, own_ids, kw["tensor_mode"])
+                    if leaf._post_hooks:
+                        _run_post_hooks(leaf)
+        i = 0
+        while i < len(callbacks):  # a callback may queue another
+            callbacks[i]()
+            i += 1
+    finally:
+        _CALLBACKS.pop()
+    return got
+
+
+def _early_counts(roots):
+    """id(leaf) -> number of graph edges into it, for leaves with post-accumulate hooks."""
+    counts = {}
+    for node in _topo([e[0] for e in roots if isinstance(e, tuple)]):
+        for p in node.parents:
+            if p is not None and p.__class__ is not tuple and p._post_hooks:
+                counts[id(p)] = counts.get(id(p), 0) + 1
+    for e in roots:  # a root leaf has its seed before anything runs: written at the end
+        if not isinstance(e, tuple):
+            counts.pop(id(e), None)
+    return counts
+
+
+def _flush_early(node, counts, pending, own_ids, tensor_mode):
+    """``node`` has sent its gradients: write hooked leaves that expect no more."""
+    for p in node.parents:
+        if p is not None and p.__class__ is not tuple:
+            k = id(p)
+            n = counts.get(k)
+            if n is None:
+                continue
+            if n > 1:
+                counts[k] = n - 1
+                continue
+            del counts[k]
+            entry = pending.pop(k, None)
+            if entry is not None:
+                _accumulate(p, entry[1], own_ids, tensor_mode)
+                _run_post_hooks(p)
+
+
+def _run_post_hooks(leaf):
+    for h in list(leaf._post_hooks):
+        h(leaf)
+
+
+def _run_graph(roots, root_grads, *, retain_graph, tensor_mode, capture=None, require_all=False,
+               prune=True):
     """Propagate ``root_grads`` from ``roots`` (edges) back through the graph.
 
     Without ``capture`` gradients are accumulated into the ``.grad`` of leaves; with it
@@ -318,6 +421,9 @@ def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None, 
     buffers = {}
     heap = []
     pending = {}  # id(leaf) -> [leaf, summed gradient]. See NOTE [Failed backward changes nothing]
+    own_ids = set()
+    # See NOTE [Backward callbacks and post-accumulate hooks]
+    early = _early_counts(roots) if _POST_HOOKS[0] and capture is None else None
     for edge, g in zip(roots, root_grads):
         _send(edge, g, buffers, heap, captured, wanted, pending, tensor_mode)
     anomaly = STATE.anomaly
@@ -366,6 +472,8 @@ def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None, 
             if not retain_graph:
                 node.saved = node.out = None
                 node.freed = True
+            if early:
+                _flush_early(node, early, pending, own_ids, tensor_mode)
             continue
         if node_capture or node.nout > 1 or node.hooks or node.retains:
             grads = _prepare_output_grads(node, grads, captured, wanted if node_capture else None, tensor_mode)
@@ -390,9 +498,12 @@ def run_backward(roots, root_grads, *, retain_graph, tensor_mode, capture=None, 
                     _send(parent, g, buffers, heap, captured, wanted, pending, tensor_mode)
         if not retain_graph:
             node.release()
-    own_ids = set()
+        if early:
+            _flush_early(node, early, pending, own_ids, tensor_mode)
     for leaf, g in pending.values():
         _accumulate(leaf, g, own_ids, tensor_mode)
+        if leaf._post_hooks:
+            _run_post_hooks(leaf)
     if capture is not None:
         return [captured.get(_edge_key(e)) for e in capture]
     return None
@@ -566,10 +677,8 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False, input
         edges = [_edge_of(i) for i in inputs]
         ctx = enable_grad() if create_graph else no_grad()
         with ctx:
-            got = run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph, capture=edges)
-        for leaf, g in zip(inputs, got):
-            if g is not None:
-                _accumulate(leaf, g, set(), create_graph)
+            run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph, capture=edges,
+                         accumulate_into=inputs)
         return
     ctx = enable_grad() if create_graph else no_grad()
     with ctx:
