@@ -24,6 +24,7 @@ from .ops.creation import *  # noqa: F401,F403
 from .ops.random import *  # noqa: F401,F403
 from .ops.inplace import *  # noqa: F401,F403
 from .ops.conv import *  # noqa: F401,F403
+from .ops.complex import *  # noqa: F401,F403
 from .ops import misc as _misc  # noqa: F401
 from . import autograd, func, linalg  # noqa: E402,F401
 

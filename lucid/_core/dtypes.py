@@ -83,9 +83,37 @@ def scalar_category(value) -> int:
 # tensors with dims, zero-dim tensors, Python scalars. The result category (bool <
 # int < float < complex) is the highest over all operands; within the winning
 # category, the dtype comes from the highest-priority group that reaches it, and a
-# Python scalar that alone reaches it yields the default dtype (float32, int64).
+# Python scalar that alone reaches it yields the default dtype (float32, int64;
+# complex64, or complex128 when the default float is float64).
+# Complex keeps the *width* of a higher-priority float (c10's combine_categories):
+# float64 tensor + complex64 0-dim tensor or 1j -> complex128; float32 tensor +
+# complex128 0-dim -> complex64; within one group float64 + complex64 -> complex128
+# and int + complex64 -> complex64 (NumPy would widen to complex128).
 # NumPy differs (int64 + float16 -> float64; int / int -> float64), so binary ops
 # call ``result_type`` instead of trusting NumPy.
+def _complex_of(dt):
+    """The complex dtype as wide as the floating dtype ``dt`` (float16 -> complex64)."""
+    return complex128 if dt == float64 else complex64
+
+
+def default_complex():
+    """The dtype Python complex scalars become: complex64, complex128 if the default float is float64."""
+    return complex128 if _default_float == float64 else complex64
+
+
+def _same_group(cur, cat, dt):
+    """Combine two operands of one priority group (PyTorch's promoteTypes)."""
+    if cat > cur[0]:
+        if cat == 3 and cur[0] == 2 and cur[1] is not None and dt is not None:
+            return (3, np.promote_types(cur[1], dt))
+        return (cat, dt)
+    if cat == cur[0] and dt is not None and cur[1] is not None:
+        return (cat, np.promote_types(cur[1], dt))
+    if cat == 2 and cur[0] == 3 and dt is not None and cur[1] is not None:
+        return (3, np.promote_types(cur[1], dt))
+    return cur
+
+
 def result_type(*operands) -> np.dtype:
     """PyTorch-style promoted dtype of tensors (objects with ``dtype``/``ndim``) and scalars."""
     best = [None, None, None]  # per group: (category, dtype)
@@ -100,12 +128,18 @@ def result_type(*operands) -> np.dtype:
             cat = category(dt)
             group = 0 if op.ndim else 1
         cur = best[group]
-        if cur is None or cat > cur[0]:
-            best[group] = (cat, dt)
-        elif cat == cur[0] and dt is not None and cur[1] is not None:
-            best[group] = (cat, np.promote_types(cur[1], dt))
+        best[group] = (cat, dt) if cur is None else _same_group(cur, cat, dt)
     top = max(b[0] for b in best if b is not None)
     for b in best:
         if b is not None and b[0] == top and b[1] is not None:
-            return b[1]
-    return (bool_, int64, _default_float, complex64)[top]
+            res = b[1]
+            break
+    else:
+        res = (bool_, int64, _default_float, default_complex())[top]
+    if top == 3:  # a float of a higher-priority group keeps its width. See NOTE [Type promotion]
+        for b in best:
+            if b is not None and b[0] == 3 and b[1] is not None:
+                break
+            if b is not None and b[0] == 2 and b[1] is not None:
+                return _complex_of(b[1])
+    return res

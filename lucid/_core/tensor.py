@@ -394,8 +394,8 @@ def _to_array(data, dtype):
             arr = arr.astype(dtypes.get_default_dtype(), copy=False)
         elif arr.dtype.kind in "iu" and not isinstance(data, np.ndarray) and not _is_np_scalar(data):
             arr = arr.astype(dtypes.int64, copy=False)
-        elif arr.dtype.kind == "c" and not isinstance(data, np.ndarray):
-            arr = arr.astype(dtypes.complex64, copy=False)
+        elif arr.dtype.kind == "c" and not isinstance(data, np.ndarray) and not _is_np_scalar(data):
+            arr = arr.astype(dtypes.default_complex(), copy=False)
         elif arr.dtype.kind not in "fiucb":
             raise TypeError(f"tensor: can't convert data of dtype {arr.dtype} to a tensor")
         if arr.dtype not in dtypes._SUPPORTED:

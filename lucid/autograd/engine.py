@@ -644,6 +644,12 @@ def _seed(out, g, api):
                 f"{api}: grad can be implicitly created only for scalar outputs, but the output "
                 f"has shape {tuple(out.shape)}; pass a gradient of that shape"
             )
+        if out.dtype.kind == "c":
+            raise RuntimeError(
+                f"{api}: grad can be implicitly created only for real scalar outputs, but the "
+                f"output has dtype {out.dtype}; take a real loss (e.g. .abs()) or pass a gradient. "
+                "See NOTE [Complex gradients]"
+            )
         return np.ones(out.shape, out.dtype)
     arr = g._data if isinstance(g, Tensor) else np.asarray(g, dtype=out.dtype)
     if arr.shape != out.shape:

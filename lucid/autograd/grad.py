@@ -80,6 +80,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if create_graph and isinstance(g, Tensor) and tuple(g.shape) == tuple(o.shape):
             seeds.append(g)  # keep the seed's own graph: the result is differentiable in it
             continue
+        if g is None and o.dtype.kind == "c":
+            _seed(o, None, "grad")  # raises: a complex output needs a gradient. See NOTE [Complex gradients]
         seed = np.ones(o.shape, o.dtype) if g is None else _seed(o, g, "grad")
         seeds.append(_wrap(seed) if create_graph else seed)
     for i, t in enumerate(ins):

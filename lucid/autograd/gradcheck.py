@@ -29,19 +29,21 @@ class GradcheckError(RuntimeError, AssertionError):
 
 # NOTE [Gradcheck in float64]
 # The numerical side always runs in float64: every floating input is upcast before it is
-# perturbed and the function re-evaluated, so a float32 input (seed 002's default-dtype
-# tensor) is not drowned in its own rounding error (eps=1e-6 is below float32's resolution
-# of values near 1).  The analytical side runs on the inputs as given, in their own dtype,
-# and is compared after a cast to float64 with tolerances no tighter than that dtype
-# supports (``_TOLERANCE_FLOOR``).  This is Lucid 3's choice; PyTorch instead warns and
-# checks in the input's precision.
-_TOLERANCE_FLOOR = {np.dtype(np.float16): (1e-2, 1e-2), np.dtype(np.float32): (1e-4, 1e-3)}
+# perturbed and the function re-evaluated (complex64 to complex128), so a float32 input
+# (seed 002's default-dtype tensor) is not drowned in its own rounding error (eps=1e-6 is
+# below float32's resolution of values near 1).  The analytical side runs on the inputs as
+# given, in their own dtype, and is compared after a cast to float64 with tolerances no
+# tighter than that dtype supports (``_TOLERANCE_FLOOR``).  This is Lucid 3's choice;
+# PyTorch instead warns and checks in the input's precision.
+_TOLERANCE_FLOOR = {np.dtype(np.float16): (1e-2, 1e-2), np.dtype(np.float32): (1e-4, 1e-3),
+                    np.dtype(np.complex64): (1e-4, 1e-3)}
+_WIDE = {"f": np.float64, "c": np.complex128}
 
 
 def _upcast(value):
-    """A float64 copy of a floating tensor (keeping requires_grad); anything else unchanged."""
-    if isinstance(value, Tensor) and value.dtype.kind == "f" and value.dtype != np.float64:
-        up = _wrap(value.detach()._data.astype(np.float64))
+    """A float64 / complex128 copy of a floating tensor (keeping requires_grad); anything else unchanged."""
+    if isinstance(value, Tensor) and value.dtype.kind in "fc" and value.dtype != _WIDE[value.dtype.kind]:
+        up = _wrap(value.detach()._data.astype(_WIDE[value.dtype.kind]))
         up._rg = value._rg
         return up
     return value
@@ -61,24 +63,64 @@ def _outputs(fn, inputs):
     return [o for o in outs if isinstance(o, Tensor) and o.dtype.kind in "fc"]
 
 
+# NOTE [Complex gradcheck]
+# Complex tensors are checked as pairs of real numbers, as PyTorch's gradcheck does: each
+# complex element is two real coordinates (re, im), interleaved. A numerical column is the
+# change of every output coordinate when one input coordinate moves (re by eps, then im by
+# eps). An analytical row comes from one backward per output coordinate: the cotangent 1
+# at an element selects the loss re(out_e), 1j selects im(out_e); by the convention of NOTE
+# [Complex gradients] the gradient is then dL/d(re x) + i dL/d(im x), i.e. the row itself.
+# A real input must receive a real gradient.
+def _as_real_coords(arr):
+    """Flat float64 coordinates of an array: complex elements as interleaved (re, im)."""
+    arr = np.asarray(arr)
+    if arr.dtype.kind == "c":
+        return np.ascontiguousarray(arr, dtype=np.complex128).reshape(-1).view(np.float64)
+    return arr.astype(np.float64).reshape(-1)
+
+
 def _numerical_jacobian(fn, inputs, idx, eps):
-    """d(outputs)/d(inputs[idx]) by central differences, one column per input element."""
+    """d(output coordinates)/d(input coordinates) by central differences: one list per
+    output of (n_out_coords, n_in_coords) arrays. See NOTE [Complex gradcheck]."""
     x = inputs[idx]
     base = x.detach()._data
-    flat = base.reshape(-1)
+    steps = (eps, 1j * eps) if base.dtype.kind == "c" else (eps,)
     cols = []
-    for k in range(flat.size):
-        orig = flat[k]
-        vals = []
-        for step in (eps, -eps):
-            pert = base.copy().reshape(-1)
-            pert[k] = orig + step
-            args = list(inputs)
-            args[idx] = _wrap(pert.reshape(base.shape))
-            args[idx]._rg = x._rg
-            vals.append([o.detach()._data.astype(np.float64).reshape(-1) for o in _outputs(fn, args)])
-        cols.append([(a - b) / (2 * eps) for a, b in zip(*vals)])
-    return cols  # cols[k][j] : d out_j / d x_k (flattened)
+    for k in range(base.size):
+        for step in steps:
+            vals = []
+            for sgn in (1, -1):
+                pert = base.copy().reshape(-1)
+                pert[k] = pert[k] + sgn * step
+                args = list(inputs)
+                args[idx] = _wrap(pert.reshape(base.shape))
+                args[idx]._rg = x._rg
+                vals.append([_as_real_coords(o.detach()._data) for o in _outputs(fn, args)])
+            cols.append([(a - b) / (2 * eps) for a, b in zip(*vals)])
+    n_out = len(cols[0]) if cols else len(_outputs(fn, inputs))
+    return [np.stack([c[j] for c in cols], axis=1) if cols else None for j in range(n_out)]
+
+
+def _coord(t, c):
+    """Name of real coordinate ``c`` of ``t``: the element index, plus re/im when complex."""
+    return f"{c // 2} ({'re' if c % 2 == 0 else 'im'})" if t.dtype.kind == "c" else str(c)
+
+
+def _analytical_row(out, x, r, api):
+    """Gradient coordinates of output coordinate ``r`` with respect to ``x``."""
+    n_out = out.numel()
+    seed = np.zeros(n_out, out.dtype)
+    if out.dtype.kind == "c":
+        seed[r // 2] = 1 if r % 2 == 0 else 1j
+    else:
+        seed[r] = 1
+    g = _grad(out, x, grad_outputs=_wrap(seed.reshape(out.shape)), retain_graph=True, allow_unused=True)
+    if g is None:
+        return np.zeros(x.numel() * (2 if x.dtype.kind == "c" else 1))
+    if g.dtype.kind == "c" and x.dtype.kind != "c":
+        raise GradcheckError(f"{api}: the gradient of a real input (dtype {x.dtype}) is complex "
+                             f"({g.dtype}); a real input must receive a real gradient")
+    return _as_real_coords(g.detach()._data)
 
 
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
@@ -122,30 +164,33 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     atol, rtol = _tolerances(inputs, diff_idx, atol, rtol)
     inputs64 = tuple(_upcast(a) for a in inputs)  # See NOTE [Gradcheck in float64]
     outs = _outputs(func, inputs)
-    for j, out in enumerate(outs):
-        if not out.requires_grad:
-            continue
-        for i in diff_idx:
-            num = _numerical_jacobian(func, inputs64, i, eps)
-            n_out = out.numel()
-            for r in range(n_out):
-                seed = np.zeros(n_out, out.dtype)
-                seed[r] = 1
-                g = _grad(out, inputs[i], grad_outputs=_wrap(seed.reshape(out.shape)),
-                          retain_graph=True, allow_unused=True)
-                ana = np.zeros(inputs[i].numel()) if g is None else g.detach()._data.astype(np.float64).reshape(-1)
-                numr = np.array([num[k][j][r] for k in range(inputs[i].numel())])
+    for i in diff_idx:
+        num = _numerical_jacobian(func, inputs64, i, eps)
+        for j, out in enumerate(outs):
+            if not out.requires_grad:
+                continue
+            for r in range(num[j].shape[0] if num[j] is not None else 0):
+                ana = _analytical_row(out, inputs[i], r, "gradcheck")
+                numr = num[j][r]
                 bad = ~np.isclose(ana, numr, rtol=rtol, atol=atol)
                 if bad.any():
                     k = int(np.argmax(bad))
                     msg = (f"gradcheck: Jacobian mismatch for output {j} with respect to input {i}, "
-                           f"at output element {r} and input element {k}: numerical "
+                           f"at output element {_coord(out, r)} and input element "
+                           f"{_coord(inputs[i], k)}: numerical "
                            f"{numr[k]:.8g} vs analytical {ana[k]:.8g}\n"
                            f"numerical row: {numr}\nanalytical row: {ana}")
                     if raise_exception:
                         raise GradcheckError(msg)
                     return False
     return True
+
+
+def _random(rng, o):
+    v = rng.standard_normal(o.shape)
+    if o.dtype.kind == "c":
+        v = v + 1j * rng.standard_normal(o.shape)
+    return v.astype(o.dtype)
 
 
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
@@ -184,7 +229,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     outs = _outputs(func, inputs)
     rng = np.random.default_rng(0)
     if grad_outputs is None:
-        grad_outputs = [_wrap(rng.standard_normal(o.shape).astype(o.dtype)) for o in outs]
+        grad_outputs = [_wrap(_random(rng, o)) for o in outs]
         for g in grad_outputs:
             g.requires_grad = True
     grad_outputs = list(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else [grad_outputs]

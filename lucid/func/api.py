@@ -160,6 +160,9 @@ def _grad_impl(func, args, kwargs, argnums, has_aux, api="grad(f)(*args)"):
         raise RuntimeError(
             f"{api}: expected f to return a scalar (one-element) Tensor, got shape {tuple(value.shape)}"
         )
+    if value.dtype.kind == "c":
+        raise RuntimeError(f"{api}: expected f to return a real-valued scalar Tensor, got dtype {value.dtype} "
+                           "(a complex loss has no gradient; See NOTE [Complex gradients])")
     if owned:
         fn = out.grad_fn
         STATE.grad_enabled = True

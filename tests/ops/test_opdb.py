@@ -39,7 +39,7 @@ def _tensorize(args, requires_grad=False):
     for a in args:
         if isinstance(a, np.ndarray):
             t = lucid.tensor(a)
-            if requires_grad and a.dtype.kind == "f":
+            if requires_grad and a.dtype.kind in "fc":
                 t.requires_grad_()
             out.append(t)
         else:
@@ -55,7 +55,7 @@ def _outputs(res, info):
 
 
 def _float_positions(sample):
-    return [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+    return [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray) and a.dtype.kind in "fc"]
 
 
 def _fn_of_floats(info, sample):
@@ -83,8 +83,7 @@ def test_forward_matches_numpy(info, sample):
     got = got if isinstance(got, (tuple, list)) else (got,)
     want = want if isinstance(want, (tuple, list)) else (want,)
     for g, w in zip(got, want):
-        np.testing.assert_allclose(np.asarray(g.detach().numpy(), dtype=np.float64),
-                                   np.asarray(w, dtype=np.float64), rtol=info.rtol, atol=info.atol)
+        np.testing.assert_allclose(_wide(g.detach().numpy()), _wide(w), rtol=info.rtol, atol=info.atol)
         assert tuple(g.shape) == np.shape(w)
 
 
@@ -112,8 +111,21 @@ def test_gradgradcheck(info, sample):
 # ------------------------------------------------------------ forward mode
 
 
+def _wide(a):
+    """float64, or complex128 for complex values (complex samples are compared as complex)."""
+    a = np.asarray(a)
+    return a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+
+
 def _random_like(rng, xs):
-    return [lucid.tensor(rng.standard_normal(x.shape)) for x in xs]
+    """Random tangents/cotangents: complex for complex tensors (re and im both random)."""
+    out = []
+    for x in xs:
+        v = rng.standard_normal(x.shape)
+        if x.dtype.kind == "c":
+            v = v + 1j * rng.standard_normal(x.shape)
+        out.append(lucid.tensor(v))
+    return out
 
 
 @pytest.mark.parametrize("info,sample", _cases(lambda i: i.grad))
@@ -131,7 +143,7 @@ def test_jvp_matches_finite_differences(info, sample):
     pluses = plus if isinstance(plus, tuple) else (plus,)
     minuses = minus if isinstance(minus, tuple) else (minus,)
     for t, p, m in zip(touts, pluses, minuses):
-        num = (p.numpy().astype(np.float64) - m.numpy().astype(np.float64)) / (2 * eps)
+        num = (_wide(p.numpy()) - _wide(m.numpy())) / (2 * eps)
         np.testing.assert_allclose(t.numpy(), num, rtol=info.grad_rtol, atol=info.grad_atol)
 
 
@@ -144,12 +156,13 @@ def test_jvp_vjp_consistency(info, sample):
     vs = _random_like(rng, xs)
     out, tout = F.jvp(fn, tuple(xs), tuple(vs))
     outs = out if isinstance(out, tuple) else (out,)
-    us = [lucid.tensor(rng.standard_normal(o.shape)) for o in outs]
+    us = _random_like(rng, outs)
     _, vjp_fn = F.vjp(fn, *xs)
     cts = vjp_fn(us[0] if len(us) == 1 else tuple(us))
-    lhs = sum(float((c * v).sum()) for c, v in zip(cts, vs))
+    # The real inner product Re <a, b>: the vjp is the jvp's adjoint under it (NOTE [Complex gradients]).
+    lhs = sum(np.vdot(c.numpy(), v.numpy()).real for c, v in zip(cts, vs))
     touts = tout if isinstance(tout, tuple) else (tout,)
-    rhs = sum(float((u * t).sum()) for u, t in zip(us, touts))
+    rhs = sum(np.vdot(u.numpy(), t.numpy()).real for u, t in zip(us, touts))
     np.testing.assert_allclose(lhs, rhs, rtol=1e-7, atol=1e-9)
 
 
@@ -160,7 +173,7 @@ B = 3
 
 def _examples(arr, b):
     """The b-th example of a batch: the sample scaled slightly (keeps domains and orderings)."""
-    return np.asarray(arr * (1.0 + 0.05 * b)) if arr.dtype.kind == "f" else arr
+    return np.asarray(arr * (1.0 + 0.05 * b)) if arr.dtype.kind in "fc" else arr
 
 
 def _batched_arg(arr, d):
@@ -237,7 +250,7 @@ def test_vmap_out_dims_and_nested(info, sample):
         outs = _outputs(info.op(*args, **sample.kwargs), info)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    outer = [np.stack([_batched_arg(sample.args[p], 0) * (1 + 0.01 * k) if sample.args[p].dtype.kind == "f"
+    outer = [np.stack([_batched_arg(sample.args[p], 0) * (1 + 0.01 * k) if sample.args[p].dtype.kind in "fc"
                        else _batched_arg(sample.args[p], 0) for k in range(2)]) for p in pos]
     got = F.vmap(F.vmap(f))(*[lucid.tensor(o) for o in outer])
     got = got if isinstance(got, tuple) else (got,)

@@ -1,0 +1,414 @@
+"""Complex-specific ops: ``complex``, ``polar``, ``real``, ``imag``, ``conj``, ``angle``,
+``view_as_real``, ``view_as_complex``, ``is_complex``, ``isreal``, ``is_conj`` ...
+
+NOTE [Complex gradients]
+Lucid follows PyTorch's convention exactly. For a real loss ``L`` of a complex tensor
+``z``, ``z.grad = dL/d(re z) + i dL/d(im z)`` (twice the conjugate Wirtinger derivative
+``dL/d conj(z)``); a cotangent ``g`` flowing into an op is that quantity for the op's
+output. Consequences every rule obeys:
+
+* the vjp of a holomorphic ``f`` is ``g * conj(f'(x))`` (``mul``: ``g * conj(y)``,
+  ``matmul``: ``g @ y^H``), while its jvp stays ``t * f'(x)``. The family helpers apply
+  the ``conj`` centrally (NOTE [Holomorphic vjp] in ``_family.py``), so an op defined by
+  its derivative gets it right for free;
+* non-holomorphic ops (``abs``, ``angle``, ``real``, ``imag``, ``conj``) have rules of
+  their own, written from the real partial derivatives;
+* a real tensor that flows into a complex op receives a real gradient: the vjp of every
+  real -> complex step (a cast, ``complex(re, im)``, ``rfft``) takes the real part;
+* ``backward()`` with no gradient needs a *real* scalar (a complex loss has no gradient).
+
+``real``/``imag``/``view_as_real``/``view_as_complex`` return views sharing memory (and the
+version counter) with their input, as in PyTorch; ``conj`` returns a new tensor (PyTorch's
+lazy conjugate bit is not copied, so ``is_conj`` is always False).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._core import dtypes
+from .._core.backend import xp
+from .._core.primitive import bind, defprim
+from .._core.tensor import Tensor, tensor_method
+from ._family import _as_tensor, batch_elementwise, move_bdim
+
+_REAL_OF = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
+_COMPLEX_OF = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128),
+               np.dtype(np.float16): np.dtype(np.complex64)}
+
+
+def _need_complex(name, x):
+    if x.dtype.kind != "c":
+        raise RuntimeError(f"{name}: expected a complex tensor, got dtype {x.dtype} (shape {tuple(x.shape)})")
+
+
+# ------------------------------------------------------------------- complex(re, im)
+
+
+def _complex_impl(re, im):
+    out = xp.empty(np.broadcast_shapes(np.shape(re), np.shape(im)), _COMPLEX_OF[np.result_type(re, im)])
+    out.real = re
+    out.imag = im
+    return out
+
+
+def _complex_jvp(ns, primals, tangents, out):
+    tr, ti = tangents
+    tr = ns.zeros_like(ns.real(out)) if tr is None else tr
+    ti = ns.zeros_like(ns.real(out)) if ti is None else ti
+    return ns.complex(tr, ti)
+
+
+def _sum_back(ns, g, like):
+    from ._family import sum_to_shape
+
+    return sum_to_shape(ns, g, tuple(like.shape))
+
+
+complex_p = defprim(
+    "complex", _complex_impl,
+    # A real leaf gets a real gradient: the real and imaginary parts of g. See NOTE [Complex gradients]
+    vjp=(lambda ns, g, out, re, im: _sum_back(ns, ns.real(g), re),
+         lambda ns, g, out, re, im: _sum_back(ns, ns.imag(g), im)),
+    jvp=_complex_jvp, save_inputs=False,
+)
+complex_p.batch = batch_elementwise(complex_p)
+
+
+def complex(real, imag):
+    """The complex tensor ``real + i * imag`` (both floating, of one dtype; they broadcast).
+
+    Parameters
+    ----------
+    real, imag : Tensor
+        float32 inputs give complex64, float64 give complex128.
+
+    Returns
+    -------
+    Tensor
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.complex(lucid.tensor([1.0]), lucid.tensor([2.0]))
+    tensor([1.+2.j], dtype=lucid.complex64)
+    """
+    real, imag = _as_tensor(real), _as_tensor(imag)
+    if real.dtype != imag.dtype or real.dtype.kind != "f" or real.dtype == np.float16:
+        raise RuntimeError(
+            f"complex: expected both inputs to be float32 or float64 tensors of one dtype, "
+            f"got real {real.dtype} and imag {imag.dtype}"
+        )
+    return bind(complex_p, (real, imag), {})
+
+
+def polar(abs, angle):
+    """The complex tensor ``abs * (cos(angle) + i sin(angle))``.
+
+    Examples
+    --------
+    >>> import lucid, math
+    >>> lucid.polar(lucid.tensor([2.0]), lucid.tensor([math.pi / 2])).imag
+    tensor([2.])
+    """
+    from .elementwise import cos, sin
+
+    abs, angle = _as_tensor(abs), _as_tensor(angle)
+    if abs.dtype != angle.dtype or abs.dtype.kind != "f":
+        raise RuntimeError(
+            f"polar: expected abs and angle to be floating tensors of one dtype, got {abs.dtype} and {angle.dtype}"
+        )
+    return complex(abs * cos(angle), abs * sin(angle))
+
+
+# ------------------------------------------------------------------- real / imag
+
+
+def _real_impl(x):
+    return x.real
+
+
+def _imag_impl(x):
+    return x.imag
+
+
+real_p = defprim(
+    "real", _real_impl,
+    # L depends on re z only: grad = g + 0i.
+    vjp=(lambda ns, g, out, x: ns.complex(g, ns.zeros_like(g)),),
+    jvp=lambda ns, primals, tangents, out: ns.real(tangents[0]),
+    save_inputs=None, is_view=True,
+)
+real_p.batch = batch_elementwise(real_p)
+
+imag_p = defprim(
+    "imag", _imag_impl,
+    # L depends on im z only: grad = 0 + i g.
+    vjp=(lambda ns, g, out, x: ns.complex(ns.zeros_like(g), g),),
+    jvp=lambda ns, primals, tangents, out: ns.imag(tangents[0]),
+    save_inputs=None, is_view=True,
+)
+imag_p.batch = batch_elementwise(imag_p)
+
+
+def real(input):
+    """The real part, as a view that writes through (a real tensor is returned as is).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> z = lucid.tensor([1 + 2j])
+    >>> lucid.real(z)
+    tensor([1.])
+    """
+    input = _as_tensor(input)
+    if input.dtype.kind != "c":
+        return input
+    return bind(real_p, (input,), {})
+
+
+def imag(input):
+    """The imaginary part, as a view that writes through (complex tensors only, as in PyTorch).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.imag(lucid.tensor([1 + 2j]))
+    tensor([2.])
+    """
+    input = _as_tensor(input)
+    if input.dtype.kind != "c":
+        raise RuntimeError(f"imag: imag is not implemented for tensors with non-complex dtypes (got {input.dtype})")
+    return bind(imag_p, (input,), {})
+
+
+def _set_part(part):
+    def setter(self, value):
+        view = real(self) if part == "real" else imag(self)
+        view.copy_(value)
+
+    return setter
+
+
+Tensor.real = property(real, _set_part("real"), doc="The real part (a view that writes through).")
+Tensor.imag = property(imag, _set_part("imag"), doc="The imaginary part (a view; complex tensors only).")
+
+
+# ------------------------------------------------------------------- conj
+
+
+conj_p = defprim(
+    "conj", xp.conjugate,
+    vjp=(lambda ns, g, out, x: ns.conj(g),),
+    jvp=lambda ns, primals, tangents, out: ns.conj(tangents[0]),
+    save_inputs=None,
+)
+conj_p.batch = batch_elementwise(conj_p)
+
+
+@tensor_method("conj", "conj_physical")
+def conj(input):
+    """The complex conjugate (a new tensor; a real tensor is returned as is).
+
+    Lucid keeps no lazy conjugate bit: ``conj`` and ``conj_physical`` both compute the
+    conjugate, ``is_conj`` is always False and ``resolve_conj`` returns its input.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.conj(lucid.tensor([1 + 2j]))
+    tensor([1.-2.j], dtype=lucid.complex64)
+    """
+    input = _as_tensor(input)
+    if input.dtype.kind != "c":
+        return input
+    return bind(conj_p, (input,), {})
+
+
+conj_physical = conj
+
+
+@tensor_method("resolve_conj", "resolve_neg")
+def resolve_conj(input):
+    """``input`` itself: Lucid has no lazy conjugate bit (see :func:`conj`).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> z = lucid.tensor([1j])
+    >>> lucid.resolve_conj(z) is z
+    True
+    """
+    return input
+
+
+@tensor_method("is_conj")
+def is_conj(input):
+    """Always False: ``conj`` materializes the conjugate (see :func:`conj`).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.is_conj(lucid.tensor([1j]).conj())
+    False
+    """
+    return False
+
+
+# ------------------------------------------------------------------- angle
+
+
+def _angle_vjp(ns, g, out, x):
+    # theta = atan2(y, x): d/dx = -y/r^2, d/dy = x/r^2, so grad = g * (i z) / |z|^2; 0 at z = 0.
+    r2 = ns.real(x) * ns.real(x) + ns.imag(x) * ns.imag(x)
+    safe = ns.where(r2 == 0, 1.0, r2)
+    w = ns.where(r2 == 0, 0.0, g / safe)
+    return ns.complex(-ns.imag(x) * w, ns.real(x) * w)
+
+
+def _angle_jvp(ns, primals, tangents, out):
+    x, t = primals[0], tangents[0]
+    r2 = ns.real(x) * ns.real(x) + ns.imag(x) * ns.imag(x)
+    num = ns.real(x) * ns.imag(t) - ns.imag(x) * ns.real(t)  # Im(conj(z) t)
+    return ns.where(r2 == 0, 0.0, num / ns.where(r2 == 0, 1.0, r2))
+
+
+angle_p = defprim("angle", xp.angle, vjp=(_angle_vjp,), jvp=_angle_jvp)
+angle_p.batch = batch_elementwise(angle_p)
+
+
+@tensor_method("angle")
+def angle(input):
+    """The argument ``atan2(imag, real)`` of each element, in radians (real result).
+
+    Real inputs give 0 or pi (and a zero gradient), as in PyTorch; the gradient at 0 is 0.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.angle(lucid.tensor([1j]))
+    tensor([1.5707964])
+    """
+    input = _as_tensor(input)
+    if input.dtype.kind != "c":
+        from .elementwise import where
+
+        if input.dtype.kind != "f":
+            input = input.to(dtypes.get_default_dtype())
+        return where(input < 0, np.pi, 0.0) + input * 0  # keeps the graph, zero gradient
+    return bind(angle_p, (input,), {})
+
+
+# ------------------------------------------------------------- view_as_real / _complex
+
+
+def _view_as_real_impl(x):
+    return x[..., None].view(_REAL_OF[x.dtype])
+
+
+def _view_as_complex_impl(x):
+    if x.strides[-1] != x.itemsize:
+        x = np.ascontiguousarray(x)
+    return x.view(_COMPLEX_OF[x.dtype])[..., 0]
+
+
+def _last_axis_batch(prim):
+    def rule(vals, bdims):
+        v, b = vals[0], bdims[0]
+        if b == v.ndim - 1 or b == -1:  # the batch dim must not be the (2,)/last dim
+            v = move_bdim(v, b, 0)
+            b = 0
+        return bind(prim, (v,), {}), b % v.ndim if b < 0 else b
+
+    return rule
+
+
+view_as_real_p = defprim(
+    "view_as_real", _view_as_real_impl,
+    vjp=(lambda ns, g, out, x: ns.view_as_complex(g),),
+    jvp=lambda ns, primals, tangents, out: ns.view_as_real(tangents[0]),
+    save_inputs=None, is_view=True,
+)
+view_as_complex_p = defprim(
+    "view_as_complex", _view_as_complex_impl,
+    vjp=(lambda ns, g, out, x: ns.view_as_real(g),),
+    jvp=lambda ns, primals, tangents, out: ns.view_as_complex(tangents[0]),
+    save_inputs=None, is_view=True,
+)
+
+
+def _view_as_real_batch(vals, bdims):
+    v, b = vals[0], bdims[0]
+    b = b % v.ndim
+    return bind(view_as_real_p, (v,), {}), b
+
+
+view_as_real_p.batch = _view_as_real_batch
+view_as_complex_p.batch = _last_axis_batch(view_as_complex_p)
+
+
+def view_as_real(input):
+    """A real view of a complex tensor with a trailing dimension of size 2 (real, imag).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.view_as_real(lucid.tensor([1 + 2j]))
+    tensor([[1., 2.]])
+    """
+    input = _as_tensor(input)
+    _need_complex("view_as_real", input)
+    return bind(view_as_real_p, (input,), {})
+
+
+def view_as_complex(input):
+    """A complex view of a float32/float64 tensor whose last dimension has size 2.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.view_as_complex(lucid.tensor([[1.0, 2.0]]))
+    tensor([1.+2.j], dtype=lucid.complex64)
+    """
+    input = _as_tensor(input)
+    if input.dtype not in (np.float32, np.float64):
+        raise RuntimeError(f"view_as_complex: expected a float32 or float64 tensor, got {input.dtype}")
+    if input.ndim == 0 or input.shape[-1] != 2:
+        raise RuntimeError(f"view_as_complex: the last dimension must have size 2, got shape {tuple(input.shape)}")
+    return bind(view_as_complex_p, (input,), {})
+
+
+# ------------------------------------------------------------------- predicates
+
+
+def is_complex(input):
+    """Whether ``input`` has a complex dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.is_complex(lucid.tensor([1j])), lucid.is_complex(lucid.tensor([1.0]))
+    (True, False)
+    """
+    return _as_tensor(input).dtype.kind == "c"
+
+
+@tensor_method("isreal")
+def isreal(input):
+    """Elementwise: whether the imaginary part is 0 (every element of a real tensor is real).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.isreal(lucid.tensor([1 + 0j, 1j]))
+    tensor([ True, False])
+    """
+    input = _as_tensor(input)
+    if input.dtype.kind != "c":
+        from .creation import ones
+
+        return ones(*input.shape, dtype=dtypes.bool_)
+    return imag(input).detach() == 0
+
+
+__all__ = ["complex", "polar", "real", "imag", "conj", "conj_physical", "resolve_conj", "is_conj",
+           "angle", "view_as_real", "view_as_complex", "is_complex", "isreal"]
