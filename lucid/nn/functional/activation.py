@@ -28,7 +28,7 @@ def _softplus_impl(x):
     return (np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))).astype(x.dtype, copy=False)
 
 
-# sigmoid and erf are core elementwise primitives (lucid/ops/elementwise.py).
+# sigmoid and erf are core elementwise primitives (lucid/ops/elementwise/).
 _sigmoid, _erf = _elementwise.sigmoid, _elementwise.erf
 # softplus'(x) = sigmoid(x); a primitive so that large |x| neither overflows nor loses precision.
 _softplus_prim, _softplus = unary("softplus", _softplus_impl, lambda ns, x, out: ns.sigmoid(x))

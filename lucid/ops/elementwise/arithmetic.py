@@ -1,0 +1,409 @@
+"""Arithmetic primitives: casting, type promotion, + - * / ** and negation, clone, integer division.
+
+Each primitive is one ``unary``/``binary`` call holding its forward and derivative;
+see ``_family.py`` for how the vjp, jvp and batching rules are derived from them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..._core import dtypes
+from ..._core.backend import xp
+from ..._core.primitive import bind, defprim
+from ..._core.tensor import Tensor, _to_array, _wrap, tensor_method
+from .._family import _as_tensor, batch_elementwise, binary, broadcast_tangent, sum_to_shape, unary
+
+
+# --------------------------------------------------------------------- casting
+
+
+def _cast_impl(x, dtype):
+    return x.astype(dtype, copy=False)
+
+
+cast_p = defprim(
+    "cast",
+    _cast_impl,
+    # The gradient flows back in the input's dtype; none flows to integer inputs.
+    vjp=(lambda ns, g, out, x, dtype: ns.cast(g, dtype=x.dtype) if x.dtype.kind in "fc" else None,),
+    jvp=lambda ns, primals, tangents, out, dtype: ns.cast(tangents[0], dtype=dtype) if dtype.kind in "fc" else None,
+    save_inputs=False,
+)
+cast_p.batch = batch_elementwise(cast_p)
+
+
+def cast(x, dtype):
+    """``x`` converted to ``dtype`` (differentiable between floating dtypes)."""
+    dtype = dtypes.to_dtype(dtype)
+    x = _as_tensor(x)
+    if x.dtype == dtype:
+        return x
+    return bind(cast_p, (x,), {"dtype": dtype})
+
+
+# ------------------------------------------------------------------ promotion
+
+def _scalar_ok(v):
+    return v.__class__ in (int, float, bool)
+
+
+def promote(a, b):
+    """Operands of a binary op, converted per NOTE [Type promotion] (scalars stay scalars)."""
+    if a.__class__ is Tensor and b.__class__ is Tensor and a._data.dtype is b._data.dtype:
+        return a, b
+    if isinstance(a, Tensor):
+        if isinstance(b, Tensor):
+            if a is b or a.dtype == b.dtype:  # ``a is b``: x * x on a tracer skips two dtype lookups
+                return a, b
+            dt = dtypes.result_type(a, b)
+            return cast(a, dt), cast(b, dt)
+        if _scalar_ok(b):
+            dt = dtypes.result_type(a, b)
+            return (a if dt == a.dtype else cast(a, dt)), _fit_int(b, dt)
+        return promote(a, _wrap(_to_array(b, None)))
+    if _scalar_ok(a):
+        if isinstance(b, Tensor):
+            dt = dtypes.result_type(a, b)
+            return _fit_int(a, dt), (b if dt == b.dtype else cast(b, dt))
+    return promote(_as_tensor(a), b)
+
+
+_INT_RANGE = {}
+
+
+def _fit_int(v, dt):
+    """A Python int outside ``dt``'s range wraps around as in PyTorch (NumPy 2 would raise)."""
+    if v.__class__ is not int or dt.kind not in "iu":
+        return v
+    lo_hi = _INT_RANGE.get(dt)
+    if lo_hi is None:
+        info = np.iinfo(dt)
+        lo_hi = _INT_RANGE[dt] = (int(info.min), int(info.max))
+    if lo_hi[0] <= v <= lo_hi[1]:
+        return v
+    return int(np.array(v).astype(dt))
+
+
+def _floatify(a, b):
+    """True division and friends: integer operands become the default float."""
+    a, b = promote(a, b)
+    ref = a if isinstance(a, Tensor) else b
+    if ref.dtype.kind in "biu":
+        dt = dtypes.get_default_dtype()
+        a = cast(a, dt) if isinstance(a, Tensor) else float(a)
+        b = cast(b, dt) if isinstance(b, Tensor) else float(b)
+    return a, b
+
+
+# ------------------------------------------------------------------ arithmetic
+
+add_p = binary("add", xp.add, lambda ns, x, y, o: 1, lambda ns, x, y, o: 1, save_inputs=False)
+sub_p = binary("sub", xp.subtract, lambda ns, x, y, o: 1, lambda ns, x, y, o: -1, save_inputs=False)
+mul_p = binary("mul", xp.multiply, lambda ns, x, y, o: y, lambda ns, x, y, o: x)
+div_p = binary("div", xp.true_divide, lambda ns, x, y, o: 1 / y, lambda ns, x, y, o: -o / y, save_out=True)
+
+
+def _pow_dy(ns, x, y, out):
+    # d/dy x**y = log(x) x**y; defined as 0 where x == 0 (the limit used by PyTorch).
+    return ns.where(x == 0, 0.0, ns.log(ns.where(x == 0, 1.0, x))) * out
+
+
+pow_p = binary("pow", xp.power, lambda ns, x, y, o: y * x ** (y - 1), _pow_dy, save_out=True)
+
+# Trivially linear: one rule per argument, no derivative to multiply by.
+add_p.vjp = (lambda ns, g, out, x, y: sum_to_shape(ns, g, getattr(x, "shape", ())),
+             lambda ns, g, out, x, y: sum_to_shape(ns, g, getattr(y, "shape", ())))
+sub_p.vjp = (add_p.vjp[0], lambda ns, g, out, x, y: sum_to_shape(ns, -g, getattr(y, "shape", ())))
+
+
+def _add_jvp(sign):
+    def jvp(ns, primals, tangents, out):
+        tx, ty = tangents
+        if ty is not None and sign < 0:
+            ty = -ty
+        t = tx if ty is None else ty if tx is None else tx + ty
+        return broadcast_tangent(ns, t, out.shape)
+
+    return jvp
+
+
+add_p.jvp, sub_p.jvp = _add_jvp(1), _add_jvp(-1)
+
+neg_p, _ = unary("neg", xp.negative, lambda ns, x, o: -1, save_inputs=False, float_only=False)
+neg_p.vjp = (lambda ns, g, out, x: -g,)
+neg_p.jvp = lambda ns, primals, tangents, out: -tangents[0]
+
+
+@tensor_method("add", "__add__")
+def add(input, other, *, alpha=1):
+    """``input + alpha * other`` with broadcasting and PyTorch type promotion.
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+    alpha : number
+        Multiplier of ``other``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.add(lucid.tensor([1.0, 2.0]), 1)
+    tensor([2., 3.])
+    """
+    if alpha != 1:
+        other = mul(other, alpha)
+    return bind(add_p, promote(input, other), {})
+
+
+@tensor_method("sub", "subtract", "__sub__")
+def sub(input, other, *, alpha=1):
+    """``input - alpha * other``.
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+    alpha : number
+        Multiplier of ``other``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.sub(lucid.tensor([5, 7]), 2, alpha=2).tolist()
+    [1, 3]
+    """
+    if alpha != 1:
+        other = mul(other, alpha)
+    return bind(sub_p, promote(input, other), {})
+
+
+@tensor_method("mul", "multiply", "__mul__")
+def mul(input, other):
+    """Elementwise product with broadcasting.
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> (lucid.tensor([1.0, 2.0]) * lucid.tensor([[3.0], [4.0]])).tolist()
+    [[3.0, 6.0], [4.0, 8.0]]
+    """
+    return bind(mul_p, promote(input, other), {})
+
+
+@tensor_method("div", "divide", "true_divide", "__truediv__")
+def div(input, other, *, rounding_mode=None):
+    """True division (integers give floats); ``rounding_mode`` "floor" or "trunc".
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+    rounding_mode : {None, 'floor', 'trunc'}
+        Round the quotient.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.div(lucid.tensor([7, -7]), 2).tolist()
+    [3.5, -3.5]
+    >>> lucid.div(lucid.tensor([7, -7]), 2, rounding_mode='trunc').tolist()
+    [3, -3]
+    """
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode == "trunc":
+        return _trunc_divide(input, other)
+    if rounding_mode is not None:
+        raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
+    return bind(div_p, _floatify(input, other), {})
+
+
+@tensor_method("pow", "__pow__")
+def pow(input, exponent):
+    """``input ** exponent`` elementwise.
+
+    Parameters
+    ----------
+    input : Tensor or number
+        The base.
+    exponent : Tensor or number
+        The exponent (broadcasts with ``input``).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.pow(lucid.tensor([2.0, 3.0]), 2).tolist()
+    [4.0, 9.0]
+    """
+    a, b = promote(input, exponent)
+    return bind(pow_p, (a, b), {})
+
+
+@tensor_method("neg", "negative", "__neg__")
+def neg(input):
+    """``-input`` elementwise.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.neg(lucid.tensor([1.0, -2.0])).tolist()
+    [-1.0, 2.0]
+    """
+    return bind(neg_p, (_as_tensor(input),), {})
+
+
+subtract, multiply, divide, true_divide, negative = sub, mul, div, div, neg
+
+Tensor.__radd__ = lambda self, other: add(other, self)
+Tensor.__rsub__ = lambda self, other: sub(other, self)
+Tensor.__rmul__ = lambda self, other: mul(other, self)
+Tensor.__rtruediv__ = lambda self, other: div(other, self)
+Tensor.__rpow__ = lambda self, other: pow(other, self)
+Tensor.__pos__ = lambda self: self
+
+
+# -------------------------------------------------------------------- clone
+
+
+clone_p, _ = unary("clone", lambda x: x.copy(), lambda ns, x, o: 1, save_inputs=False, float_only=False)
+clone_p.vjp = (lambda ns, g, out, x: g,)
+clone_p.jvp = lambda ns, primals, tangents, out: tangents[0]
+
+
+@tensor_method("clone")
+def clone(input, *, memory_format=None):
+    """A copy of ``input`` that stays in the graph (gradient passes through unchanged).
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    memory_format : optional
+        Ignored (PyTorch compatibility).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([1.0])
+    >>> y = x.clone(); y[0] = 5.0
+    >>> x.tolist()
+    [1.0]
+    """
+    return bind(clone_p, (_as_tensor(input),), {})
+
+
+# ------------------------------------------------------------ integer division
+
+def _zero(*args):
+    # Piecewise-constant ops (floor, round, floor_divide ...): zero gradient, as in PyTorch.
+    return 0
+
+
+def _int_checked(f):
+    """Integer division by zero raises (as PyTorch) instead of NumPy's warning and 0."""
+
+    def impl(x, y):
+        kind = (x if hasattr(x, "dtype") else y).dtype.kind
+        if kind in "biu" and not xp.all(y):
+            raise ZeroDivisionError("integer division by zero")
+        return f(x, y)
+
+    return impl
+
+
+floor_divide_p = binary("floor_divide", _int_checked(xp.floor_divide), _zero, _zero, save_inputs=False)
+# remainder has Python's sign convention (sign of the divisor), fmod C's (sign of the dividend).
+remainder_p = binary("remainder", _int_checked(xp.remainder), lambda ns, x, y, o: 1,
+                     lambda ns, x, y, o: -ns.floor_divide(x, y))
+fmod_p = binary("fmod", _int_checked(xp.fmod), lambda ns, x, y, o: 1, lambda ns, x, y, o: -ns.trunc(x / y))
+
+
+@tensor_method("floor_divide", "__floordiv__")
+def floor_divide(input, other):
+    """``floor(input / other)`` elementwise, in the promoted dtype (the ``//`` operator).
+
+    The gradient is zero (the result is piecewise constant).
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> (lucid.tensor([7, -7]) // 2).tolist()
+    [3, -4]
+    """
+    return bind(floor_divide_p, promote(input, other), {})
+
+
+@tensor_method("remainder", "__mod__")
+def remainder(input, other):
+    """Python-style modulus ``input - floor(input / other) * other`` (the ``%`` operator).
+
+    The result has the sign of ``other``.
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> (lucid.tensor([5, -5]) % 3).tolist()
+    [2, 1]
+    """
+    return bind(remainder_p, promote(input, other), {})
+
+
+@tensor_method("fmod")
+def fmod(input, other):
+    """C-style modulus ``input - trunc(input / other) * other`` (sign of ``input``).
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.fmod(lucid.tensor([5, -5]), 3).tolist()
+    [2, -2]
+    """
+    return bind(fmod_p, promote(input, other), {})
+
+
+def _trunc_divide(input, other):
+    from .comparison import lt, ne
+    from .transcendental import trunc
+
+    a, b = promote(input, other)
+    ref = a if isinstance(a, Tensor) else b
+    if ref.dtype.kind not in "biu":
+        return trunc(div(a, b))
+    # Exact integer division rounding toward zero: floor, plus one where the signs differ
+    # and the division is inexact.
+    q = floor_divide(a, b)
+    fix = ne(remainder(a, b), 0) & ne(lt(a, 0), lt(b, 0))
+    return q + fix
+
+
+Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)
+Tensor.__rmod__ = lambda self, other: remainder(other, self)
+
+
+__all__ = ['add', 'clone', 'div', 'divide', 'floor_divide', 'fmod', 'mul', 'multiply', 'neg', 'negative', 'pow', 'remainder', 'sub', 'subtract', 'true_divide']

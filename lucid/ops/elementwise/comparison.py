@@ -1,0 +1,313 @@
+"""Selection and comparison: where, maximum/minimum, ==/</>..., clamp, isclose/isnan/... value tests.
+"""
+from __future__ import annotations
+
+import operator
+
+
+from ..._core import dtypes
+from ..._core.backend import xp
+from ..._core.primitive import bind, defprim
+from ..._core.tensor import Tensor, tensor_method
+from .._family import _as_tensor, batch_elementwise, binary, broadcast_tangent, nondiff, sum_to_shape
+
+from .arithmetic import cast, promote
+
+
+# ---------------------------------------------------------------- selection
+
+def _where_vjp(branch):
+    def rule(ns, g, out, c, x, y):
+        z = ns.where(c, g, 0) if branch == 1 else ns.where(c, 0, g)
+        return sum_to_shape(ns, z, getattr((x, y)[branch - 1], "shape", ()))
+
+    return rule
+
+
+def _where_jvp(ns, primals, tangents, out):
+    c = primals[0]
+    _, tx, ty = tangents
+    tx = 0 if tx is None else tx
+    ty = 0 if ty is None else ty
+    return broadcast_tangent(ns, ns.where(c, tx, ty), out.shape)
+
+
+where_p = defprim("where", xp.where, vjp=(None, _where_vjp(1), _where_vjp(2)), jvp=_where_jvp)
+where_p.batch = batch_elementwise(where_p)
+
+
+@tensor_method("where")
+def where(condition, input=None, other=None):
+    """Elements of ``input`` where ``condition`` holds, else of ``other``.
+
+    With only ``condition``, returns the indices of true elements (like ``nonzero(as_tuple=True)``).
+
+    Parameters
+    ----------
+    condition : Tensor
+        Bool (other dtypes are cast).
+    input, other : Tensor or number
+        Values where the condition holds / does not; all three broadcast.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([1.0, -2.0])
+    >>> lucid.where(x > 0, x, 0.0).tolist()
+    [1.0, 0.0]
+    """
+    if input is None and other is None:
+        from ..indexing import nonzero
+
+        return nonzero(condition, as_tuple=True)
+    condition = _as_tensor(condition)
+    if condition.dtype != dtypes.bool_:
+        condition = cast(condition, dtypes.bool_)
+    x, y = promote(input, other)
+    return bind(where_p, (condition, x, y), {})
+
+
+def _tie_split(ns, a, b):
+    # Gradient of max(a, b) w.r.t. a: 1 where a wins, 1/2 on ties (as PyTorch).
+    return (a > b) + (a == b) * 0.5
+
+
+maximum_p = binary("maximum", xp.maximum, lambda ns, x, y, o: _tie_split(ns, x, y),
+                   lambda ns, x, y, o: _tie_split(ns, y, x))
+minimum_p = binary("minimum", xp.minimum, lambda ns, x, y, o: _tie_split(ns, y, x),
+                   lambda ns, x, y, o: _tie_split(ns, x, y))
+
+
+@tensor_method("maximum")
+def maximum(input, other):
+    """Elementwise maximum (the gradient is split evenly on ties, as PyTorch).
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.maximum(lucid.tensor([1.0, 5.0]), lucid.tensor([3.0, 2.0])).tolist()
+    [3.0, 5.0]
+    """
+    return bind(maximum_p, promote(input, other), {})
+
+
+@tensor_method("minimum")
+def minimum(input, other):
+    """Elementwise minimum (the gradient is split evenly on ties, as PyTorch).
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.minimum(lucid.tensor([1.0, 5.0]), lucid.tensor([3.0, 2.0])).tolist()
+    [1.0, 2.0]
+    """
+    return bind(minimum_p, promote(input, other), {})
+
+
+# -------------------------------------------------------------- comparisons
+
+_BINARY_PARAMS = ("    Parameters\n    ----------\n    input, other : Tensor or number\n"
+                  "        Operands; they broadcast and are promoted to a common dtype.\n")
+
+def _compare(name, impl, dunder):
+    prim = nondiff(name, impl)
+
+    def fn(input, other):
+        return bind(prim, promote(input, other), {})
+
+    fn.__name__ = name
+    fn.__doc__ = (f"Elementwise ``{dunder}`` comparison (bool result, no gradient).\n\n"
+                  + _BINARY_PARAMS + "\n    Examples\n    --------\n    >>> import lucid\n"
+                  f"    >>> lucid.{name}(lucid.tensor([1, 2, 3]), 2).tolist()\n"
+                  f"    {[bool(getattr(operator, dunder)(v, 2)) for v in (1, 2, 3)]}\n    ")
+    setattr(Tensor, f"__{dunder}__", fn)
+    setattr(Tensor, name, fn)
+    return fn
+
+
+eq = _compare("eq", xp.equal, "eq")
+ne = _compare("ne", xp.not_equal, "ne")
+lt = _compare("lt", xp.less, "lt")
+le = _compare("le", xp.less_equal, "le")
+gt = _compare("gt", xp.greater, "gt")
+ge = _compare("ge", xp.greater_equal, "ge")
+Tensor.__hash__ = lambda self: id(self)
+
+
+# -------------------------------------------------------------------- clamp
+
+
+def _clamp_impl(x, lo, hi):
+    return xp.clip(x, lo, hi).astype(x.dtype, copy=False)
+
+
+def _clamp_deriv(ns, x, lo, hi):
+    # PyTorch passes the gradient where lo <= x <= hi (bounds inclusive).
+    inside = x == x
+    if lo is not None:
+        inside = inside & (x >= lo)
+    if hi is not None:
+        inside = inside & (x <= hi)
+    return inside
+
+
+clamp_p = defprim(
+    "clamp", _clamp_impl,
+    vjp=(lambda ns, g, out, x, lo, hi: g * ns.cast(_clamp_deriv(ns, x, lo, hi), dtype=g.dtype),),
+    jvp=lambda ns, primals, tangents, out, lo, hi: tangents[0] * ns.cast(_clamp_deriv(ns, primals[0], lo, hi), dtype=out.dtype),
+)
+clamp_p.batch = lambda vals, bdims, lo, hi: (bind(clamp_p, vals, {"lo": lo, "hi": hi}), bdims[0])
+
+
+@tensor_method("clamp", "clip")
+def clamp(input, min=None, max=None):
+    """Limit values to ``[min, max]``; bounds may be numbers or tensors.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+    min, max : number or Tensor, optional
+        The bounds (at least one).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([-1.0, 2.0]).clamp(min=0.0).tolist()
+    [0.0, 2.0]
+    """
+    input = _as_tensor(input)
+    if min is None and max is None:
+        raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = input
+        if min is not None:
+            out = where(out < min, min, out) if not isinstance(min, Tensor) else where(out < min, min.to(out.dtype), out)
+        if max is not None:
+            out = where(out > max, max, out) if not isinstance(max, Tensor) else where(out > max, max.to(out.dtype), out)
+        return out
+    if input.dtype.kind in "biu" and (isinstance(min, float) or isinstance(max, float)):
+        input = cast(input, dtypes.get_default_dtype())
+    return bind(clamp_p, (input,), {"lo": min, "hi": max})
+
+
+clip = clamp
+
+
+# ---------------------------------------------------------- tests of values
+
+isnan_p = nondiff("isnan", xp.isnan)
+isinf_p = nondiff("isinf", xp.isinf)
+isfinite_p = nondiff("isfinite", xp.isfinite)
+isposinf_p = nondiff("isposinf", xp.isposinf)
+isneginf_p = nondiff("isneginf", xp.isneginf)
+
+
+def _value_test(name, prim):
+    def fn(input):
+        return bind(prim, (_as_tensor(input),), {})
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"Elementwise ``{name}`` (bool result, no gradient).\n\n"
+                  "    Parameters\n    ----------\n    input : Tensor\n        Any shape and dtype.\n\n"
+                  "    Examples\n    --------\n"
+                  f"    >>> import lucid\n    >>> lucid.{name}(lucid.tensor([1.0, float('nan'), float('inf')])).shape\n"
+                  "    (3,)\n    ")
+    setattr(Tensor, name, fn)
+    return fn
+
+
+isnan = _value_test("isnan", isnan_p)
+isinf = _value_test("isinf", isinf_p)
+isfinite = _value_test("isfinite", isfinite_p)
+isposinf = _value_test("isposinf", isposinf_p)
+isneginf = _value_test("isneginf", isneginf_p)
+
+isclose_p = nondiff("isclose", lambda a, b, rtol, atol, equal_nan: xp.isclose(
+    a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+@tensor_method("isclose")
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """``|input - other| <= atol + rtol * |other|`` elementwise (bool, no gradient).
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+    rtol, atol : float
+        Relative and absolute tolerance.
+    equal_nan : bool
+        Count NaN == NaN as close.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.isclose(lucid.tensor([1.0, 2.0]), lucid.tensor([1.0 + 1e-9, 2.1])).tolist()
+    [True, False]
+    """
+    a, b = promote(input, other)
+    return bind(isclose_p, (a, b), {"rtol": rtol, "atol": atol, "equal_nan": equal_nan})
+
+
+@tensor_method("allclose")
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True if :func:`isclose` holds everywhere (a Python bool).
+
+    Parameters
+    ----------
+    input, other : Tensor or number
+        Operands; they broadcast and are promoted to a common dtype.
+    rtol, atol : float
+        Relative and absolute tolerance.
+    equal_nan : bool
+        Count NaN == NaN as close.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.allclose(lucid.tensor([1.0, 2.0]), lucid.tensor([1.0, 2.0 + 1e-9]))
+    True
+    """
+    return bool(xp.all(isclose(input, other, rtol, atol, equal_nan)._data))
+
+
+@tensor_method("equal")
+def equal(input, other):
+    """True if both tensors have the same shape and elements (a Python bool).
+
+    Parameters
+    ----------
+    input, other : Tensor
+        The tensors to compare.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.equal(lucid.tensor([1, 2]), lucid.tensor([1, 2]))
+    True
+    """
+    input, other = _as_tensor(input), _as_tensor(other)
+    if input.shape != other.shape:
+        return False
+    return bool(xp.all(eq(input, other)._data))
+
+
+# PyTorch's long names for the comparisons.
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+
+for _name, _fn in [("greater", gt), ("greater_equal", ge), ("less", lt), ("less_equal", le), ("not_equal", ne)]:
+    setattr(Tensor, _name, _fn)
+
+
+__all__ = ['allclose', 'clamp', 'clip', 'eq', 'equal', 'ge', 'greater', 'greater_equal', 'gt', 'isclose', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf', 'le', 'less', 'less_equal', 'lt', 'maximum', 'minimum', 'ne', 'not_equal', 'where']
