@@ -1,4 +1,4 @@
-"""Op database entries for reductions, scans, softmax and sorting (lucid/ops/reduce.py).
+"""Op database entries for reductions, scans, softmax and sorting (lucid/ops/reduce/).
 
 Besides the usual forward/grad/jvp/vmap entries, a few entries check a *gradient* against a
 closed form (``*_grad_*``: the op is ``func.grad`` of the reduction, so the generic forward

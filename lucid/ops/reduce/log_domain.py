@@ -1,0 +1,157 @@
+"""Reductions in the log domain: logsumexp, softmax, log_softmax.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..._core.backend import xp
+from ..._core.primitive import TN, bind, defprim
+from ..._core.tensor import tensor_method
+from .._family import _promote_float, batch_unary_axis
+from ._common import _float_input, _lift0d, expand_reduced, norm_axes
+
+
+# ------------------------------------------------------------- logsumexp
+
+
+def _logsumexp_impl(x, axis, keepdims):
+    # Shift by the max so exp never overflows; an infinite max (all -inf, or +inf) is not shifted.
+    if x.size == 0:
+        with np.errstate(divide="ignore"):
+            return xp.asarray(xp.log(xp.sum(xp.exp(x), axis=axis, keepdims=keepdims)))
+    m = xp.max(x, axis=axis, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, 0).astype(x.dtype, copy=False)
+    with np.errstate(divide="ignore"):
+        out = xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else xp.asarray(out.reshape(tuple(s for i, s in enumerate(out.shape) if i not in axis)))
+
+
+logsumexp_p = defprim(
+    "logsumexp", _logsumexp_impl,
+    # d lse / dx = softmax(x) = exp(x - lse): stable, written in ns ops.
+    vjp=(lambda ns, g, out, x, axis, keepdims: expand_reduced(ns, g, x.shape, axis, keepdims)
+         * ns.exp(x - expand_reduced(ns, out, x.shape, axis, keepdims)),),
+    jvp=lambda ns, primals, tangents, out, axis, keepdims: ns.sum(
+        tangents[0] * ns.exp(primals[0] - expand_reduced(ns, out, primals[0].shape, axis, keepdims)),
+        axis=axis, keepdims=keepdims),
+    save_out=True,
+)
+logsumexp_p.batch = batch_unary_axis(logsumexp_p)
+
+
+@tensor_method("logsumexp")
+def logsumexp(input, dim=None, keepdim=False):
+    """``log(sum(exp(input)))`` over ``dim``, computed stably (shifted by the maximum).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> round(lucid.logsumexp(lucid.tensor([1000.0, 1000.0]), dim=0).item(), 2)
+    1000.69
+    """
+    input = _promote_float(input)
+    axes = norm_axes(dim, input.ndim, "logsumexp")
+    return bind(logsumexp_p, (input,), {"axis": axes, "keepdims": bool(keepdim)})
+
+
+# ------------------------------------------------------ softmax / log_softmax
+
+
+def _softmax_impl(x, axis):
+    if x.shape[axis] == 0:
+        return x.copy()
+    e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
+    e /= xp.sum(e, axis=axis, keepdims=True)
+    return e
+
+
+def _log_softmax_impl(x, axis):
+    if x.shape[axis] == 0:
+        return x.copy()
+    s = x - xp.max(x, axis=axis, keepdims=True)
+    s -= xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
+    return s
+
+
+# Primitives for stability and speed (one pass forward; the backward needs only the output).
+softmax_p = defprim(
+    "softmax", _softmax_impl,
+    vjp=(lambda ns, g, out, x, axis: out * (g - ns.sum(g * out, axis=(axis,), keepdims=True)),),
+    jvp=lambda ns, primals, tangents, out, axis:
+        out * (tangents[0] - ns.sum(tangents[0] * out, axis=(axis,), keepdims=True)),
+    save_out=True, save_inputs=False,
+)
+softmax_p.batch = batch_unary_axis(softmax_p)
+
+log_softmax_p = defprim(
+    "log_softmax", _log_softmax_impl,
+    vjp=(lambda ns, g, out, x, axis: g - ns.exp(out) * ns.sum(g, axis=(axis,), keepdims=True),),
+    jvp=lambda ns, primals, tangents, out, axis:
+        tangents[0] - ns.sum(ns.exp(out) * tangents[0], axis=(axis,), keepdims=True),
+    save_out=True, save_inputs=False,
+)
+log_softmax_p.batch = batch_unary_axis(log_softmax_p)
+
+
+def _softmax_like(prim, input, dim, dtype, op):
+    if dim is None:
+        raise TypeError(f"{op}: missing required argument 'dim'")
+    x, axis, was_0d = _lift0d(_float_input(input, dtype), dim, op)
+    out = bind(prim, (x,), {"axis": axis})
+    return TN.reshape(out, shape=()) if was_0d else out
+
+
+@tensor_method("softmax")
+def softmax(input, dim=None, dtype=None):
+    """``exp(x) / sum(exp(x))`` along ``dim``, computed stably.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim that sums to one.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.softmax(lucid.tensor([0.0, 0.0]), dim=0).tolist()
+    [0.5, 0.5]
+    """
+    return _softmax_like(softmax_p, input, dim, dtype, "softmax")
+
+
+@tensor_method("log_softmax")
+def log_softmax(input, dim=None, dtype=None):
+    """``x - logsumexp(x)`` along ``dim``, computed stably.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim that sums to one in probability space.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> round(lucid.log_softmax(lucid.tensor([0.0, 0.0]), dim=0)[0].item(), 4)
+    -0.6931
+    """
+    return _softmax_like(log_softmax_p, input, dim, dtype, "log_softmax")
+
+
+__all__ = ['log_softmax', 'logsumexp', 'softmax']

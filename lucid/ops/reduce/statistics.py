@@ -1,0 +1,147 @@
+"""Moments: var, std, var_mean, std_mean.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._core.tensor import tensor_method
+from .._family import _as_tensor
+from ._common import _py_max, _safe_sqrt, norm_axes
+from .sums import mean, sum
+
+
+# ------------------------------------------------------------- var / std
+
+
+def _correction(unbiased, correction, op):
+    if correction is not None and unbiased is not None:
+        raise RuntimeError(f"{op}: pass only one of 'unbiased' and 'correction'")
+    if correction is not None:
+        return correction
+    return 0 if unbiased is False else 1
+
+
+def _var(input, dim, unbiased, keepdim, correction, op):
+    if isinstance(dim, bool):  # var(x, False): the legacy ``unbiased`` positional
+        dim, unbiased = None, dim
+    input = _as_tensor(input)
+    if input.dtype.kind not in "fc":
+        raise RuntimeError(f"{op}: input dtype must be floating point, got {input.dtype} (shape {tuple(input.shape)})")
+    corr = _correction(unbiased, correction, op)
+    axes = norm_axes(dim, input.ndim, op)
+    n = math.prod(input.shape[a] for a in axes)
+    mu = mean(input, axes, True) if n else sum(input, axes, True)
+    d = input - mu
+    ss = sum(d * d, axes, bool(keepdim))
+    den = _py_max(n - corr, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return ss / den if den else ss * float("inf")
+
+
+@tensor_method("var")
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance over ``dim`` with Bessel's ``correction`` (1 by default; ``unbiased=False`` means 0).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    unbiased : bool, optional
+        Old spelling of ``correction`` (True = 1).
+    correction : int, optional
+        Subtracted from the count (default 1).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.var(lucid.tensor([1.0, 2.0, 3.0, 4.0])).item()
+    1.6666666269302368
+    """
+    return _var(input, dim, unbiased, keepdim, correction, "var")
+
+
+@tensor_method("std")
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Standard deviation over ``dim`` (see :func:`var`); the gradient at zero spread is 0.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    unbiased : bool, optional
+        Old spelling of ``correction`` (True = 1).
+    correction : int, optional
+        Subtracted from the count (default 1).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.std(lucid.tensor([1.0, 3.0]), correction=0).item()
+    1.0
+    """
+    return _safe_sqrt(_var(input, dim, unbiased, keepdim, correction, "std"))
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """``(var, mean)`` over ``dim``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce.
+    correction : int
+        Subtracted from the count (1: unbiased).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> v, m = lucid.var_mean(lucid.tensor([1.0, 3.0]))
+    >>> v.item(), m.item()
+    (2.0, 2.0)
+    """
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """``(std, mean)`` over ``dim``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce.
+    correction : int
+        Subtracted from the count (1: unbiased).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> s, m = lucid.std_mean(lucid.tensor([1.0, 3.0]), correction=0)
+    >>> s.item(), m.item()
+    (1.0, 2.0)
+    """
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+__all__ = ['std', 'std_mean', 'var', 'var_mean']

@@ -1,0 +1,285 @@
+"""Sum-like reductions: sum, mean, prod, norm, any/all.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._core import dtypes
+from ..._core.backend import xp
+from ..._core.primitive import TN, bind, defprim
+from ..._core.tensor import tensor_method
+from .._family import _as_tensor, batch_unary_axis, linear_jvp
+from ._common import _nondiff, _safe_sqrt, _shift, expand_reduced, norm_axes
+from .extrema import amax, amin
+
+
+# ------------------------------------------------------------------------- sum
+
+
+def _sum_impl(x, axis, keepdims):
+    if x.__class__ is np.ndarray:  # the method skips np.sum's Python dispatch (a few us per call)
+        out = x.sum(axis=axis, keepdims=keepdims)
+        return out if out.__class__ is np.ndarray else xp.asarray(out)
+    return xp.asarray(xp.sum(x, axis=axis, keepdims=keepdims))
+
+
+sum_p = defprim(
+    "sum",
+    _sum_impl,
+    vjp=(lambda ns, g, out, x, axis, keepdims:
+         ns.broadcast_to(expand_reduced(ns, g, x.shape, axis, keepdims), shape=tuple(x.shape)),),
+    save_inputs=False,
+)
+sum_p.jvp = linear_jvp(sum_p)
+sum_p.batch = batch_unary_axis(sum_p)
+
+
+@tensor_method("sum")
+def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None):
+    """Sum over ``dim`` (all dims by default).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(dim=0).tolist()
+    [4.0, 6.0]
+    """
+    input = _as_tensor(input)
+    dim = axis if dim is None else dim
+    if dtype is not None:
+        input = input.to(dtype)
+    elif input.dtype.kind in "biu":
+        input = input.to(dtypes.int64)
+    axes = norm_axes(dim, input.ndim, "sum")
+    return bind(sum_p, (input,), {"axis": axes, "keepdims": bool(keepdim)})
+
+
+@tensor_method("mean")
+def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None):
+    """Arithmetic mean over ``dim``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor. Floating point (or give ``dtype``).
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+    dtype : dtype, optional
+        Cast first.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([[1.0, 2.0], [3.0, 4.0]]).mean(dim=0).tolist()
+    [2.0, 3.0]
+    """
+    input = _as_tensor(input)
+    dim = axis if dim is None else dim
+    if dtype is not None:
+        input = input.to(dtype)
+    if input.dtype.kind not in "fc":
+        raise RuntimeError(
+            f"mean: could not infer output dtype; input dtype must be floating point or complex, got {input.dtype}"
+        )
+    axes = norm_axes(dim, input.ndim, "mean")
+    n = 1
+    for a in axes:
+        n *= input.shape[a]
+    return sum(input, axes, keepdim) / n if n else sum(input, axes, keepdim) * float("nan")
+
+
+# ------------------------------------------------------------------- prod
+
+
+def _prod_others(ns, x, axis):
+    """``prod of every other element`` of each reduced group, without dividing by ``x``.
+
+    The reduced axes are moved last and flattened; the result is the product of an
+    exclusive cumprod from the left and one from the right, exact when ``x`` has zeros.
+    """
+    nd = len(x.shape)
+    if not axis:
+        return ns.ones_like(x)
+    rest = tuple(i for i in range(nd) if i not in axis)
+    perm = rest + tuple(axis)
+    xt = x if perm == tuple(range(nd)) else ns.transpose(x, axes=perm)
+    n = math.prod(x.shape[a] for a in axis)
+    ax = len(rest)
+    xf = ns.reshape(xt, shape=tuple(x.shape[i] for i in rest) + (n,))
+    left = _shift(ns, ns.cumprod(xf, axis=ax, reverse=False), 1, ax, 1)
+    right = _shift(ns, ns.cumprod(xf, axis=ax, reverse=True), -1, ax, 1)
+    o = ns.reshape(left * right, shape=tuple(xt.shape))
+    if perm == tuple(range(nd)):
+        return o
+    inv = [0] * nd
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return ns.transpose(o, axes=tuple(inv))
+
+
+prod_p = defprim(
+    "prod",
+    lambda x, axis, keepdims: xp.asarray(xp.prod(x, axis=axis, keepdims=keepdims)),
+    vjp=(lambda ns, g, out, x, axis, keepdims:
+         expand_reduced(ns, g, x.shape, axis, keepdims) * _prod_others(ns, x, axis),),
+    jvp=lambda ns, primals, tangents, out, axis, keepdims:
+        ns.sum(tangents[0] * _prod_others(ns, primals[0], axis), axis=axis, keepdims=keepdims),
+)
+prod_p.batch = batch_unary_axis(prod_p)
+
+
+@tensor_method("prod")
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    """Product of the elements over ``dim`` (all by default).
+
+    The gradient is exact with zeros in the input (no division by the input).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([[1.0, 2.0], [3.0, 4.0]]).prod(dim=1).tolist()
+    [2.0, 12.0]
+    """
+    input = _as_tensor(input)
+    if dtype is not None:
+        input = input.to(dtype)
+    elif input.dtype.kind in "biu":
+        input = input.to(dtypes.int64)
+    axes = norm_axes(dim, input.ndim, "prod")
+    return bind(prod_p, (input,), {"axis": axes, "keepdims": bool(keepdim)})
+
+
+# ------------------------------------------------------------------ norm
+
+
+@tensor_method("norm")
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    """Vector norm over ``dim`` (all elements by default): ``p`` = 2 / "fro", 1, inf, -inf, 0 or any float.
+
+    The gradient at the zero vector is 0 (as PyTorch). ``p="nuc"`` is not supported here.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    p : {'fro', 'nuc', number}
+        The norm.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+    dtype : dtype, optional
+        Cast the input to this dtype first.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.norm(lucid.tensor([3.0, 4.0])).item()
+    5.0
+    """
+    input = _as_tensor(input)
+    if dtype is not None:
+        input = input.to(dtype)
+    if input.dtype.kind not in "fc":
+        raise RuntimeError(f"norm: input dtype should be floating point, got {input.dtype} (shape {tuple(input.shape)})")
+    if isinstance(p, str):
+        if p != "fro":
+            raise RuntimeError(f"norm: p={p!r} is not supported (use 'fro' or a number)")
+        p = 2
+    axes = norm_axes(dim, input.ndim, "norm")
+    keepdim = bool(keepdim)
+    if p == 2:
+        return _safe_sqrt(sum(input * input, axes, keepdim))
+    from ..elementwise import abs as _abs
+
+    a = _abs(input)
+    if p == math.inf:
+        return amax(a, axes, keepdim) if input.numel() else sum(a, axes, keepdim)
+    if p == -math.inf:
+        return amin(a, axes, keepdim)
+    if p == 0:
+        return sum(TN.cast(input != 0, dtype=input.dtype), axes, keepdim)
+    if p == 1:
+        return sum(a, axes, keepdim)
+    return sum(a ** p, axes, keepdim) ** (1.0 / p)
+
+
+# ------------------------------------------------------------- any / all
+
+any_p = _nondiff("any", lambda x, axis, keepdims: xp.asarray(xp.any(x, axis=axis, keepdims=keepdims)))
+all_p = _nondiff("all", lambda x, axis, keepdims: xp.asarray(xp.all(x, axis=axis, keepdims=keepdims)))
+
+
+@tensor_method("any")
+def any(input, dim=None, keepdim=False):
+    """Whether any element over ``dim`` is nonzero (bool result, no gradient).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.any(lucid.tensor([[0, 1], [0, 0]]), dim=1).tolist()
+    [True, False]
+    """
+    input = _as_tensor(input)
+    return bind(any_p, (input,), {"axis": norm_axes(dim, input.ndim, "any"), "keepdims": bool(keepdim)})
+
+
+@tensor_method("all")
+def all(input, dim=None, keepdim=False):
+    """Whether every element over ``dim`` is nonzero (bool result, no gradient).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        The dims to reduce (default: all).
+    keepdim : bool
+        Keep reduced dims with size 1.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.all(lucid.tensor([[1, 1], [0, 1]]), dim=1).tolist()
+    [True, False]
+    """
+    input = _as_tensor(input)
+    return bind(all_p, (input,), {"axis": norm_axes(dim, input.ndim, "all"), "keepdims": bool(keepdim)})
+
+
+__all__ = ['all', 'any', 'mean', 'norm', 'prod', 'sum']
