@@ -1,0 +1,112 @@
+"""pad (constant, reflect, replicate, circular).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..._core.backend import xp
+from ..._core.primitive import bind, defprim
+from ..._core.tensor import _wrap
+from .._family import _as_tensor, move_bdim
+from .slicing import _clone, _getitem
+
+
+# ---------------------------------------------------------------------- pad
+
+
+def _pad_vjp(ns, g, out, x, pad_width, value):
+    return ns.getitem(g, key=tuple(slice(l, l + n) for (l, _), n in zip(pad_width, x.shape)))
+
+
+def _pad_batch(vals, bdims, pad_width, value):
+    v = move_bdim(vals[0], bdims[0], 0)
+    return bind(pad_p, (v,), {"pad_width": ((0, 0),) + pad_width, "value": value}), 0
+
+
+pad_p = defprim(
+    "pad", lambda x, pad_width, value: xp.pad(x, pad_width, constant_values=value),
+    vjp=(_pad_vjp,),
+    jvp=lambda ns, primals, tangents, out, pad_width, value:
+        bind(pad_p, (tangents[0],), {"pad_width": pad_width, "value": 0}),
+    save_inputs=False,
+)
+pad_p.batch = _pad_batch
+
+
+def _edge_index(n, lo, hi, mode):
+    """Source positions for padding a dim of size ``n`` by ``lo``/``hi`` in a non-constant mode."""
+    if mode == "reflect":
+        if lo >= n or hi >= n:
+            raise RuntimeError(f"pad: padding size should be less than the corresponding input dimension, "
+                               f"but got padding ({lo}, {hi}) for a dimension of size {n} (reflect)")
+        return np.concatenate([np.arange(lo, 0, -1), np.arange(n), np.arange(n - 2, n - 2 - hi, -1)])
+    if mode == "replicate":
+        if n == 0:
+            raise RuntimeError("pad: replicate padding needs non-empty dimensions")
+        return np.concatenate([np.zeros(lo, np.int64), np.arange(n), np.full(hi, n - 1)])
+    if lo > n or hi > n:
+        raise RuntimeError(f"pad: padding value causes wrapping around more than once, padding ({lo}, {hi}) "
+                           f"for a dimension of size {n} (circular)")
+    return np.arange(-lo, n + hi) % n
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pad the last ``len(pad) // 2`` dims: ``pad = (left_last, right_last, left_prev, right_prev, ...)``.
+
+    Modes as :func:`torch.nn.functional.pad`: ``"constant"`` (with ``value``, default 0;
+    negative pads crop), ``"reflect"``, ``"replicate"``, ``"circular"``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    pad : tuple of int
+        ``(left, right)`` pairs, starting from the last dim.
+    mode : str
+        'constant', 'reflect', 'replicate' or 'circular'.
+    value : float, optional
+        The fill value for 'constant'.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.pad(lucid.tensor([1.0, 2.0]), (1, 2)).tolist()
+    [0.0, 1.0, 2.0, 0.0, 0.0]
+    >>> lucid.pad(lucid.tensor([1.0, 2.0, 3.0]), (2, 1), mode="reflect").tolist()
+    [3.0, 2.0, 1.0, 2.0, 3.0, 2.0]
+    """
+    from ..indexing import IDX, getitem_p
+
+    input = _as_tensor(input)
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"pad: padding length must be divisible by 2 and at most 2 * ndim, "
+                           f"got {len(pad)} for a tensor of shape {tuple(input.shape)}")
+    k = len(pad) // 2
+    widths = [(0, 0)] * (input.ndim - k) + [(pad[2 * i], pad[2 * i + 1]) for i in reversed(range(k))]
+    if mode == "constant":
+        crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, input.shape))
+        if any(lo < 0 or hi < 0 for lo, hi in widths):
+            if any(c.start > c.stop for c in crop):
+                raise RuntimeError(f"pad: negative padding {pad} crops more than the size of {tuple(input.shape)}")
+            input = _getitem(input, crop)
+        widths = tuple((max(lo, 0), max(hi, 0)) for lo, hi in widths)
+        v = 0 if value is None else value
+        if all(w == (0, 0) for w in widths):
+            return _clone(input)
+        return bind(pad_p, (input,), {"pad_width": widths, "value": v})
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad: unknown padding mode '{mode}'")
+    if value not in (None, 0):
+        raise RuntimeError(f"pad: padding mode '{mode}' doesn't take in value argument")
+    if any(lo < 0 or hi < 0 for lo, hi in widths):
+        raise RuntimeError(f"pad: negative padding {pad} is only supported in constant mode")
+    out = input
+    for d, (lo, hi) in enumerate(widths):
+        if lo or hi:
+            idx = _wrap(_edge_index(input.shape[d], lo, hi, mode))
+            out = bind(getitem_p, (out, idx), {"key": (slice(None),) * d + (IDX,)})
+    return out
+
+
+__all__ = ['pad']

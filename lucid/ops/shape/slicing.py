@@ -1,0 +1,226 @@
+"""Views built on indexing: narrow, select, split, chunk, unbind, ...
+"""
+from __future__ import annotations
+
+from ..._core.tensor import tensor_method
+from .._family import _as_tensor, normalize_axis
+from .views import reshape
+
+
+# ------------------------------------------------------ views built on indexing
+
+
+def _clone(x):
+    from ..elementwise import clone
+
+    return clone(x)
+
+
+def _getitem(input, key):
+    from ..indexing import getitem
+
+    return getitem(input, key)
+
+
+@tensor_method("narrow")
+def narrow(input, dim, start, length):
+    """View of ``input`` restricted to ``start:start+length`` along ``dim``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to slice.
+    start : int
+        First position.
+    length : int
+        Number of positions.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.arange(5).narrow(0, 1, 2).tolist()
+    [1, 2]
+    """
+    input = _as_tensor(input)
+    if input.ndim == 0:
+        raise RuntimeError("narrow: cannot be applied to a 0-dim tensor")
+    d = normalize_axis(dim, input.ndim, "narrow")
+    n = input.shape[d]
+    start = int(start)
+    if not -n <= start <= n:
+        raise IndexError(f"narrow: start {start} is out of range for dimension {d} of size {n}")
+    start = start % n if start < 0 else start
+    if length < 0 or start + length > n:
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({n})")
+    return _getitem(input, (slice(None),) * d + (slice(start, start + length),))
+
+
+@tensor_method("select")
+def select(input, dim, index):
+    """View of ``input`` at position ``index`` of ``dim`` (that dim removed).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to index.
+    index : int
+        The position.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.arange(6).reshape(2, 3).select(1, 2).tolist()
+    [2, 5]
+    """
+    input = _as_tensor(input)
+    if input.ndim == 0:
+        raise IndexError("select: cannot be applied to a 0-dim tensor")
+    d = normalize_axis(dim, input.ndim, "select")
+    n = input.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select: index {index} out of range for tensor of size {list(input.shape)} at dimension {d}")
+    return _getitem(input, (slice(None),) * d + (int(index),))
+
+
+@tensor_method("split")
+def split(tensor, split_size_or_sections, dim=0):
+    """Split into chunks of ``split_size`` (the last may be smaller) or of the given sizes.
+
+    Parameters
+    ----------
+    tensor : Tensor
+        The tensor.
+    split_size_or_sections : int or list of int
+        Size of each piece, or the list of sizes.
+    dim : int
+        The dim to split.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> [t.tolist() for t in lucid.arange(5).split(2)]
+    [[0, 1], [2, 3], [4]]
+    >>> [t.tolist() for t in lucid.arange(5).split([1, 4])]
+    [[0], [1, 2, 3, 4]]
+    """
+    tensor = _as_tensor(tensor)
+    if tensor.ndim == 0:
+        raise RuntimeError("split: expected a tensor with at least 1 dimension")
+    d = normalize_axis(dim, tensor.ndim, "split")
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size < 0 or (size == 0 and n):
+            raise RuntimeError(f"split: split_size can only be 0 if dimension size is 0, but got {size} for size {n}")
+        sizes = [size] * (n // size) + ([n % size] if n % size else []) if size else [0]
+        sizes = sizes or [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != n or any(s < 0 for s in sizes):
+            raise RuntimeError(f"split_with_sizes: expects split_sizes to sum exactly to {n} (input tensor's "
+                               f"size at dimension {d}), but got split_sizes={sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(_getitem(tensor, (slice(None),) * d + (slice(start, start + s),)))
+        start += s
+    return tuple(out)
+
+
+@tensor_method("chunk")
+def chunk(input, chunks, dim=0):
+    """Split into at most ``chunks`` pieces of equal size (the last may be smaller).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    chunks : int
+        Number of pieces (the last may be smaller).
+    dim : int
+        The dim to split.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> [c.tolist() for c in lucid.arange(5).chunk(2)]
+    [[0, 1, 2], [3, 4]]
+    """
+    if chunks <= 0:
+        raise RuntimeError(f"chunk: number of chunks must be greater than 0, got {chunks}")
+    input = _as_tensor(input)
+    if input.ndim == 0:
+        raise RuntimeError("chunk: expected a tensor with at least 1 dimension")
+    n = input.shape[normalize_axis(dim, input.ndim, "chunk")]
+    size = -(-n // chunks)
+    return split(input, [0] * chunks if n == 0 else size, dim)
+
+
+@tensor_method("unbind")
+def unbind(input, dim=0):
+    """Tuple of all slices along ``dim`` (that dim removed).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to remove.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> [t.tolist() for t in lucid.tensor([[1, 2], [3, 4]]).unbind(1)]
+    [[1, 3], [2, 4]]
+    """
+    input = _as_tensor(input)
+    if input.ndim == 0:
+        raise RuntimeError("unbind: dimension specified as 0 but tensor has no dimensions")
+    d = normalize_axis(dim, input.ndim, "unbind")
+    return tuple(_getitem(input, (slice(None),) * d + (i,)) for i in range(input.shape[d]))
+
+
+@tensor_method("view_as")
+def view_as(input, other):
+    """``input.view(other.shape)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    other : Tensor
+        Gives the shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.arange(6).view_as(lucid.zeros(3, 2)).shape
+    (3, 2)
+    """
+    return reshape(input, tuple(other.shape))
+
+
+@tensor_method("reshape_as")
+def reshape_as(input, other):
+    """``input.reshape(other.shape)``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    other : Tensor
+        Gives the shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.arange(6).reshape_as(lucid.zeros(2, 3)).shape
+    (2, 3)
+    """
+    return reshape(input, tuple(other.shape))
+
+
+__all__ = ['chunk', 'narrow', 'reshape_as', 'select', 'split', 'unbind', 'view_as']

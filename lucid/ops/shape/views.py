@@ -1,0 +1,505 @@
+"""View primitives: reshape/view, transpose/permute, broadcast_to/expand, squeeze/unsqueeze,
+flatten, detach. Views alias their input's memory and share its version counter.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+
+from ..._core.backend import xp
+from ..._core.primitive import bind, defprim
+from ..._core.tensor import Tensor, tensor_method
+from .._family import _as_tensor, linear_jvp, move_bdim, normalize_axis, sum_to_shape
+
+
+# ----------------------------------------------------------------- error names
+
+
+@contextlib.contextmanager
+def errors_as(op):
+    """Report errors of the op a public function is built on under that function's name
+    (``view`` on ``reshape``, ``expand`` on ``broadcast_to`` ...): ``"reshape: ..."`` -> ``"view: ..."``."""
+    try:
+        yield
+    except (RuntimeError, ValueError, IndexError) as e:
+        head, sep, rest = str(e).partition(": ")
+        if not sep or not head.isidentifier() or head == op:
+            raise
+        raise type(e)(f"{op}: {rest}") from None
+
+
+# --------------------------------------------------------------------- detach
+
+
+def _detach_batch(vals, bdims):
+    return bind(detach_p, (vals[0],), {}), bdims[0]
+
+
+detach_p = defprim("detach", lambda x: x.view(), vjp=None,
+                   jvp=lambda ns, primals, tangents, out: None, differentiable=False,
+                   is_view=True, save_inputs=False)
+detach_p.batch = _detach_batch
+
+# --------------------------------------------------------------------- reshape
+
+
+def _reshape_batch(vals, bdims, shape):
+    v = move_bdim(vals[0], bdims[0], 0)
+    return bind(reshape_p, (v,), {"shape": (v.shape[0],) + tuple(shape)}), 0
+
+
+reshape_p = defprim(
+    "reshape",
+    lambda x, shape: x.reshape(shape),
+    vjp=(lambda ns, g, out, x, shape: ns.reshape(g, shape=tuple(x.shape)),),
+    save_inputs=False,
+    is_view=True,
+)
+reshape_p.jvp = linear_jvp(reshape_p)
+reshape_p.batch = _reshape_batch
+
+
+def _infer_shape(shape, numel, op):
+    shape = tuple(int(s) for s in shape)
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise RuntimeError(f"{op}: only one dimension can be inferred, got shape {shape}")
+    if neg:
+        rest = math.prod(s for s in shape if s != -1)
+        if rest == 0 or numel % rest:
+            raise RuntimeError(f"{op}: shape {shape} is invalid for input of size {numel}")
+        shape = tuple(numel // rest if s == -1 else s for s in shape)
+    if math.prod(shape) != numel:
+        raise RuntimeError(f"{op}: shape {shape} is invalid for input of size {numel}")
+    return shape
+
+
+def _shape_args(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+@tensor_method("reshape")
+def reshape(input, *shape):
+    """A tensor with the same data and a new shape (a view when possible).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    *shape : int or tuple of int
+        The new shape; one entry may be -1.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.arange(6).reshape(2, 3).shape
+    (2, 3)
+    """
+    input = _as_tensor(input)
+    shape = _infer_shape(_shape_args(shape), input.numel(), "reshape")
+    if shape == tuple(input.shape):
+        return input
+    return bind(reshape_p, (input,), {"shape": shape})
+
+
+@tensor_method("view")
+def view(input, *shape):
+    """Like :func:`reshape` (lucid arrays are always viewable or copied transparently).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    *shape : int or tuple of int
+        The new shape (one entry may be -1); or a dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.arange(6).view(2, -1).shape
+    (2, 3)
+    """
+    if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
+        return input.to(shape[0])
+    with errors_as("view"):
+        return reshape(input, *shape)
+
+
+# ------------------------------------------------------------------ transpose
+
+
+def _inverse_perm(axes):
+    inv = [0] * len(axes)
+    for i, a in enumerate(axes):
+        inv[a] = i
+    return tuple(inv)
+
+
+def _transpose_batch(vals, bdims, axes):
+    v = move_bdim(vals[0], bdims[0], 0)
+    return bind(transpose_p, (v,), {"axes": (0,) + tuple(a + 1 for a in axes)}), 0
+
+
+transpose_p = defprim(
+    "transpose",
+    lambda x, axes: x.transpose(axes),
+    vjp=(lambda ns, g, out, x, axes: ns.transpose(g, axes=_inverse_perm(axes)),),
+    save_inputs=False,
+    is_view=True,
+)
+transpose_p.jvp = linear_jvp(transpose_p)
+transpose_p.batch = _transpose_batch
+
+
+@tensor_method("permute")
+def permute(input, *dims):
+    """Reorder dimensions: ``out.shape[i] == input.shape[dims[i]]``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    *dims : int
+        The new order of the dims.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(2, 3, 4).permute(2, 0, 1).shape
+    (4, 2, 3)
+    """
+    input = _as_tensor(input)
+    nd = input.ndim
+    dims = tuple(normalize_axis(d, nd, "permute") for d in _shape_args(dims))
+    if sorted(dims) != list(range(nd)):
+        raise RuntimeError(f"permute: dims {dims} are not a permutation of {nd} dims")
+    if dims == tuple(range(nd)):
+        return input
+    return bind(transpose_p, (input,), {"axes": dims})
+
+
+@tensor_method("transpose", "swapaxes", "swapdims")
+def transpose(input, dim0, dim1):
+    """Swap two dimensions.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim0, dim1 : int
+        The dims to swap.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(2, 3, 4).transpose(0, 2).shape
+    (4, 3, 2)
+    """
+    input = _as_tensor(input)
+    nd = input.ndim
+    if nd == 0:
+        return input
+    perm = list(range(nd))
+    a, b = normalize_axis(dim0, nd, "transpose"), normalize_axis(dim1, nd, "transpose")
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute(input, tuple(perm))
+
+
+swapaxes = swapdims = transpose
+
+
+@tensor_method("t")
+def t(input):
+    """Transpose of a tensor with at most 2 dims.
+
+    Parameters
+    ----------
+    input : Tensor
+        At most 2-D.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(2, 3).t().shape
+    (3, 2)
+    """
+    if input.ndim > 2:
+        raise RuntimeError(f"t: expects a tensor with <= 2 dimensions, but got {input.ndim}")
+    return input if input.ndim < 2 else transpose(input, 0, 1)
+
+
+Tensor.T = property(lambda self: permute(self, tuple(range(self.ndim))[::-1]))
+Tensor.mT = property(lambda self: transpose(self, -2, -1))
+
+
+@tensor_method("moveaxis", "movedim")
+def moveaxis(input, source, destination):
+    """Move dimension(s) ``source`` to position(s) ``destination``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    source, destination : int or tuple of int
+        Where the dims are and where they go.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.moveaxis(lucid.zeros(2, 3, 4), 0, -1).shape
+    (3, 4, 2)
+    """
+    input = _as_tensor(input)
+    nd = input.ndim
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    src = [normalize_axis(s, nd, "moveaxis") for s in src]
+    dst = [normalize_axis(d, nd, "moveaxis") for d in dst]
+    order = [i for i in range(nd) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute(input, tuple(order))
+
+
+movedim = moveaxis
+
+# ---------------------------------------------------------------- broadcast_to
+
+
+def _broadcast_batch(vals, bdims, shape):
+    v = move_bdim(vals[0], bdims[0], 0)
+    extra = len(shape) - (v.ndim - 1)
+    if extra:
+        v = bind(reshape_p, (v,), {"shape": (v.shape[0],) + (1,) * extra + tuple(v.shape[1:])})
+    return bind(broadcast_to_p, (v,), {"shape": (v.shape[0],) + tuple(shape)}), 0
+
+
+broadcast_to_p = defprim(
+    "broadcast_to",
+    lambda x, shape: xp.broadcast_to(x, shape),
+    vjp=(lambda ns, g, out, x, shape: sum_to_shape(ns, g, tuple(x.shape)),),
+    save_inputs=False,
+    is_view=True,
+)
+broadcast_to_p.jvp = linear_jvp(broadcast_to_p)
+broadcast_to_p.batch = _broadcast_batch
+
+
+@tensor_method("broadcast_to")
+def broadcast_to(input, shape):
+    """View of ``input`` broadcast to ``shape``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    shape : tuple of int
+        The target shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.broadcast_to(lucid.tensor([1, 2]), (2, 2)).tolist()
+    [[1, 2], [1, 2]]
+    """
+    input = _as_tensor(input)
+    shape = tuple(shape)
+    if shape == tuple(input.shape):
+        return input
+    try:
+        ok = np.broadcast_shapes(tuple(input.shape), shape) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise RuntimeError(f"broadcast_to: the shape {tuple(input.shape)} can't be broadcast to {shape}")
+    return bind(broadcast_to_p, (input,), {"shape": shape})
+
+
+@tensor_method("expand")
+def expand(input, *sizes):
+    """Broadcast to ``sizes``; ``-1`` keeps a dimension.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    *sizes : int
+        The target shape; -1 keeps a dim.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([[1], [2]]).expand(-1, 3).tolist()
+    [[1, 1, 1], [2, 2, 2]]
+    """
+    sizes = _shape_args(sizes)
+    lead = len(sizes) - input.ndim
+    if lead < 0:
+        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal "
+                           f"to the number of dimensions in the tensor ({input.ndim})")
+    if any(s == -1 for s in sizes[:lead]):
+        raise RuntimeError(f"expand: -1 is not allowed in a leading, non-existing dimension (sizes {tuple(sizes)})")
+    shape = tuple(input.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+    with errors_as("expand"):
+        return broadcast_to(input, shape)
+
+
+@tensor_method("expand_as")
+def expand_as(input, other):
+    """``input`` expanded to the shape of ``other`` (a view).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor to expand.
+    other : Tensor
+        Only its shape is used.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([1.0, 2.0]).expand_as(lucid.zeros(2, 2)).tolist()
+    [[1.0, 2.0], [1.0, 2.0]]
+    """
+    with errors_as("expand_as"):
+        return broadcast_to(input, other.shape)
+
+
+# ----------------------------------------------------------- squeeze/unsqueeze
+
+
+@tensor_method("unsqueeze")
+def unsqueeze(input, dim):
+    """Insert a size-1 dimension at ``dim``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        Where the new size-1 dim goes.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(3).unsqueeze(0).shape
+    (1, 3)
+    """
+    input = _as_tensor(input)
+    nd = input.ndim + 1
+    dim = normalize_axis(dim, nd, "unsqueeze")
+    shape = list(input.shape)
+    shape.insert(dim, 1)
+    return bind(reshape_p, (input,), {"shape": tuple(shape)})
+
+
+@tensor_method("squeeze")
+def squeeze(input, dim=None):
+    """Remove size-1 dimensions (all, or those in ``dim``).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int or tuple of int, optional
+        Only these size-1 dims (default: all).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(1, 3, 1).squeeze().shape
+    (3,)
+    """
+    input = _as_tensor(input)
+    shape = input.shape
+    if dim is None:
+        dims = [i for i, s in enumerate(shape) if s == 1]
+    else:
+        dims = [dim] if isinstance(dim, int) else list(dim)
+        dims = [normalize_axis(d, input.ndim, "squeeze") for d in dims] if input.ndim else []
+        dims = [d for d in dims if shape[d] == 1]
+    if not dims:
+        return input
+    return bind(reshape_p, (input,), {"shape": tuple(s for i, s in enumerate(shape) if i not in dims)})
+
+
+@tensor_method("flatten")
+def flatten(input, start_dim=0, end_dim=-1):
+    """Merge dimensions ``start_dim..end_dim`` into one.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    start_dim, end_dim : int
+        The range of dims merged into one.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(2, 3, 4).flatten(1).shape
+    (2, 12)
+    """
+    input = _as_tensor(input)
+    nd = input.ndim
+    if nd == 0:
+        return reshape(input, 1)
+    s, e = normalize_axis(start_dim, nd, "flatten"), normalize_axis(end_dim, nd, "flatten")
+    shape = input.shape
+    return reshape(input, shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
+
+
+@tensor_method("unflatten")
+def unflatten(input, dim, sizes):
+    """Split dimension ``dim`` into ``sizes``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    dim : int
+        The dim to split.
+    sizes : tuple of int
+        Its new shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(2, 6).unflatten(1, (2, 3)).shape
+    (2, 2, 3)
+    """
+    nd = input.ndim
+    d = normalize_axis(dim, nd, "unflatten")
+    shape = input.shape
+    sizes = tuple(sizes)
+    if -1 in sizes:
+        sizes = _infer_shape(sizes, shape[d], "unflatten")
+    return reshape(input, shape[:d] + sizes + shape[d + 1:])
+
+
+@tensor_method("contiguous")
+def contiguous(input, memory_format=None):
+    """This tensor (lucid does not expose strides).
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    memory_format : optional
+        Ignored.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.zeros(2, 3).t()
+    >>> x.contiguous().shape
+    (3, 2)
+    """
+    return input
+
+
+__all__ = ['broadcast_to', 'contiguous', 'expand', 'expand_as', 'flatten', 'moveaxis', 'movedim', 'permute', 'reshape', 'squeeze', 'swapaxes', 'swapdims', 't', 'transpose', 'unflatten', 'unsqueeze', 'view']
