@@ -1,15 +1,25 @@
 """Activation checkpointing: trade compute for memory (``torch.utils.checkpoint``).
 
-``checkpoint(fn, *args)`` runs ``fn`` without recording its intermediates and keeps
-only its inputs; the backward runs ``fn`` again (under ``lucid.func.vjp``) to get the
-gradients. Because the recomputation is itself a transform, the result composes with
-``lucid.func.grad``/``vjp``/``jacrev`` and with ``create_graph=True`` (higher orders).
+Two modes, as in PyTorch 2.x:
+
+* **non-reentrant** (the default): the segment runs *with* recording, so its graph
+  reaches every tensor it reads (arguments, closure variables, module parameters);
+  then the values its nodes saved are dropped, and the first node of the segment the
+  backward reaches runs the segment again and hands the recomputed values back to the
+  original nodes. See NOTE [Checkpoint by recomputed saved values].
+* **reentrant** (``use_reentrant=True``): the segment runs without recording; its
+  backward reruns it and calls ``backward`` on the recomputed graph (PyTorch's
+  documented behaviour: gradients only when a tensor argument requires grad).
 """
 from __future__ import annotations
 
-from .._core.grad_mode import STATE
+import warnings
+import weakref
+
+from .._core.grad_mode import STATE, enable_grad
 from .._core.tensor import Tensor
-from .function import Function
+from .engine import _SEQ, Node
+from .function import Function, FunctionNode
 
 __all__ = ["checkpoint"]
 
@@ -17,81 +27,184 @@ __all__ = ["checkpoint"]
 def _rng_state():
     import lucid
 
-    get = getattr(lucid, "get_rng_state", None)
-    return get() if callable(get) else None
+    return lucid.get_rng_state()
 
 
 def _set_rng_state(state):
     import lucid
 
-    if state is not None and callable(getattr(lucid, "set_rng_state", None)):
-        lucid.set_rng_state(state)
+    lucid.set_rng_state(state)
 
 
-class _Checkpoint(Function):
+# NOTE [Checkpoint by recomputed saved values]
+# This is PyTorch's saved-tensor-hook design without hooking every save: after the
+# segment ran, the nodes it recorded (reachable from its outputs, created after it
+# started: ``Node.seq >= start``) lose their saved values and change class to a
+# subclass whose ``apply`` first asks the segment's ``_Recompute`` to refill them. The
+# recomputation runs the segment again under ``enable_grad`` on the very same inputs,
+# collects its nodes the same way, and matches them one to one in creation order
+# (the segment must record the same ops both times: it is deterministic apart from
+# random ops, whose state is replayed). Only values move: the original nodes keep
+# their parents (so every tensor the segment read gets its gradient, exactly as
+# without checkpointing) and their version records (so an input changed in place
+# between forward and backward is still reported). Under ``create_graph=True`` the
+# recomputed values are Tensors connected to the same leaves, so higher orders work.
+# A nested checkpoint's nodes stay stripped after the outer recomputation: its fresh
+# ``_Recompute`` is retargeted at the original nodes.
+
+_PENDING = weakref.WeakKeyDictionary()  # stripped node -> the _Recompute that refills it
+
+
+class _Refill:
+    """Mixin of checkpointed nodes: refill the saved values before running backward."""
+
+    __slots__ = ()
+
+    def apply(self, grads, tensor_mode):
+        rec = _PENDING.get(self)
+        while rec is not None:  # a nested segment may hand the node to its own recompute
+            rec.run()
+            rec = _PENDING.get(self)
+        return super().apply(grads, tensor_mode)
+
+
+class _CkptNode(_Refill, Node):
+    __slots__ = ()
+
+
+class _CkptFunctionNode(_Refill, FunctionNode):
+    __slots__ = ()
+
+
+def _segment_nodes(out, start):
+    """Nodes recorded since ``start`` that the outputs ``out`` reach, in creation order."""
+    from ..func.pytree import tree_flatten
+
+    stack = [o.grad_fn for o in tree_flatten(out)[0]
+             if isinstance(o, Tensor) and o.grad_fn is not None and o.grad_fn.seq >= start]
+    seen, nodes = set(), []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        nodes.append(node)
+        for p in node.parents:
+            if p.__class__ is tuple and p[0].seq >= start and id(p[0]) not in seen:
+                stack.append(p[0])
+    nodes.sort(key=lambda n: n.seq)
+    return nodes
+
+
+def _strip(node, rec):
+    if isinstance(node, FunctionNode):
+        node.__class__ = _CkptFunctionNode
+        node.ctx._saved = ()
+    else:
+        node.__class__ = _CkptNode
+        node.saved = node.out = None
+    _PENDING[node] = rec
+
+
+class _Recompute:
+    """Reruns one segment and moves the recomputed saved values into its original nodes."""
+
+    def __init__(self, run, args, kwargs, rng):
+        self.run_fn, self.args, self.kwargs, self.rng = run, args, kwargs, rng
+        self.targets = []
+
+    def run(self):
+        start = next(_SEQ)
+        saved_rng = None
+        if self.rng is not None:
+            saved_rng = _rng_state()
+            _set_rng_state(self.rng)
+        try:
+            with enable_grad():
+                out = self.run_fn(*self.args, **self.kwargs)
+        finally:
+            if saved_rng is not None:
+                _set_rng_state(saved_rng)
+        fresh = _segment_nodes(out, start)
+        if len(fresh) != len(self.targets) or any(
+                type(a.prim) is not type(b.prim) or a.name != b.name for a, b in zip(self.targets, fresh)):
+            raise RuntimeError(
+                "checkpoint: the recomputation recorded different operations than the forward "
+                f"({len(fresh)} ops instead of {len(self.targets)}); the checkpointed function must "
+                "run the same operations each time (random ops are replayed with "
+                "preserve_rng_state=True)"
+            )
+        for old, new in zip(self.targets, fresh):
+            inner = _PENDING.get(new)
+            if inner is not None:  # a nested checkpoint: let its recompute fill the original
+                inner.targets[inner.targets.index(new)] = old
+                _PENDING[old] = inner
+            elif isinstance(old, FunctionNode):
+                old.ctx = new.ctx
+                _PENDING.pop(old, None)
+            else:
+                old.saved, old.out = new.saved, new.out
+                _PENDING.pop(old, None)
+        self.targets = []
+        self.args = self.kwargs = None
+
+
+def _non_reentrant(function, args, kwargs, preserve):
+    rng = _rng_state() if preserve else None
+    start = next(_SEQ)
+    out = function(*args, **kwargs)
+    nodes = _segment_nodes(out, start)
+    if nodes:
+        rec = _Recompute(function, args, kwargs, rng)
+        rec.targets = nodes
+        for node in nodes:
+            _strip(node, rec)
+    return out
+
+
+class _Reentrant(Function):
     """Separate-style Function: forward keeps nothing but the inputs."""
-
-    # Under vmap the forward is simply run batched (its gradient is plain autodiff anyway).
-    generate_vmap_rule = True
 
     @staticmethod
     def forward(run, preserve, *args):
-        # Eager: Function.apply already runs this under no_grad. Under a transform the
-        # lower levels must still see the ops (their derivatives may be needed).
         return run(*args)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         run, preserve, *args = inputs
-        ctx.run, ctx.preserve = run, preserve
+        ctx.run, ctx.args = run, list(args)
         ctx.rng = _rng_state() if preserve else None
         ctx.tensor_idx = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-        ctx.args = list(args)
         ctx.save_for_backward(*[args[i] for i in ctx.tensor_idx])
 
     @staticmethod
     def backward(ctx, *grad_outs):
-        from ..func.api import _vjp_impl
+        from .engine import backward as run_backward
 
-        tensors = ctx.saved_tensors
-        if not STATE.grad_enabled:  # no graph of the backward wanted: recompute on plain values
-            tensors = tuple(t.detach() for t in tensors)
         args = list(ctx.args)
-
-        def rerun(*ts):
-            for i, t in zip(ctx.tensor_idx, ts):
-                args[i] = t
-            return ctx.run(*args)
-
-        saved_rng = _rng_state() if ctx.rng is not None else None
-        _set_rng_state(ctx.rng)
+        inputs = []
+        for i, t in zip(ctx.tensor_idx, ctx.saved_tensors):
+            args[i] = t.detach().requires_grad_(t.requires_grad)
+            inputs.append(args[i])
+        saved_rng = None
+        if ctx.rng is not None:
+            saved_rng = _rng_state()
+            _set_rng_state(ctx.rng)
         try:
-            out, vjp_fn, _ = _vjp_impl(rerun, tensors, False, "checkpoint (recomputation)")
+            with enable_grad():
+                out = ctx.run(*args)
         finally:
-            _set_rng_state(saved_rng)
+            if saved_rng is not None:
+                _set_rng_state(saved_rng)
         outs = out if isinstance(out, tuple) else (out,)
-        cts = tuple(g if g is not None else o * 0 for g, o in zip(grad_outs, outs))
-        grads = vjp_fn(cts if isinstance(out, tuple) else cts[0], _keep_none=True)
+        pairs = [(o, g) for o, g in zip(outs, grad_outs)
+                 if isinstance(o, Tensor) and o.requires_grad and g is not None]
+        if pairs:  # like torch: accumulate into every leaf of the recomputed graph
+            run_backward([o for o, _ in pairs], [g for _, g in pairs], create_graph=STATE.grad_enabled)
         res = [None] * len(args)
-        for i, g in zip(ctx.tensor_idx, grads):
-            res[i] = g
+        for i, t in zip(ctx.tensor_idx, inputs):
+            res[i] = t.grad
         return (None, None, *res)
-
-
-    @staticmethod
-    def jvp(ctx, *tangents):
-        from ..func.api import _jvp_impl
-
-        args = list(ctx.args)
-        prims = tuple(args[i] for i in ctx.tensor_idx)
-        tans = tuple(tangents[2 + i] for i in ctx.tensor_idx)
-
-        def rerun(*ts):
-            for i, t in zip(ctx.tensor_idx, ts):
-                args[i] = t
-            return ctx.run(*args)
-
-        return _jvp_impl(rerun, prims, tans, False, "checkpoint (forward mode)")[1]
 
 
 def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **kwargs):
@@ -100,30 +213,42 @@ def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **k
     Parameters
     ----------
     function : callable
-        Returns a Tensor or a tuple of Tensors.
+        The segment: returns a Tensor or a (nested) tuple of Tensors.
     *args
-        Its inputs; only these are kept for the backward.
+        Its inputs.
     use_reentrant : bool, optional
-        Accepted for PyTorch compatibility; Lucid always uses the non-reentrant
-        implementation (``True`` behaves the same: gradients reach every input).
+        ``False``/``None`` (default): every tensor the segment reads (arguments, closure
+        variables, module parameters) gets the same gradient as without checkpointing.
+        ``True``: PyTorch's reentrant mode: gradients flow only if a tensor argument
+        requires grad (a warning otherwise); it works with ``backward()``, not ``grad()``.
     preserve_rng_state : bool
-        Replay the random state in the recomputation (when ``lucid`` exposes
-        ``get_rng_state``/``set_rng_state``), so dropout masks match.
+        Replay the random state in the recomputation, so dropout masks match.
 
     Examples
     --------
     >>> import lucid
     >>> from lucid.autograd import checkpoint
-    >>> x = lucid.tensor([1.0, 2.0], requires_grad=True)
-    >>> checkpoint(lambda t: (t.sin() * t).sum(), x).backward()
-    >>> x.grad.shape
-    (2,)
+    >>> W = lucid.tensor([[2.0]], requires_grad=True)
+    >>> x = lucid.tensor([[1.0], [3.0]])
+    >>> checkpoint(lambda t: (t @ W).sum(), x).backward()
+    >>> W.grad
+    tensor([[4.]])
 
     Limitations
     -----------
-    ``function`` must be deterministic apart from random ops (it is run twice).
+    ``function`` must record the same operations each time (it runs twice). Under a
+    ``lucid.func`` transform it simply runs (same gradients, no memory saved).
     """
     if not callable(function):
         raise TypeError(f"checkpoint: expected a callable, got {type(function).__name__}")
+    if use_reentrant not in (None, True, False):
+        raise TypeError(f"checkpoint: use_reentrant must be a bool or None, got {use_reentrant!r}")
+    if STATE.traces or not STATE.grad_enabled:
+        return function(*args, **kwargs)
+    if not use_reentrant:
+        return _non_reentrant(function, args, kwargs, bool(preserve_rng_state))
+    if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+        warnings.warn("checkpoint: none of the inputs has requires_grad=True; with use_reentrant=True "
+                      "the gradients of the checkpointed segment will be None", UserWarning, stacklevel=2)
     run = (lambda *a: function(*a, **kwargs)) if kwargs else function
-    return _Checkpoint.apply(run, bool(preserve_rng_state), *args)
+    return _Reentrant.apply(run, bool(preserve_rng_state), *args)
