@@ -23,4 +23,5 @@ from .pooling import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403
 from .transformer import *  # noqa: F401,F403
 from .upsampling import *  # noqa: F401,F403
+from .distance import *  # noqa: F401,F403
 from . import functional, init, utils  # noqa: F401

@@ -17,7 +17,7 @@ class ReLU(Module):
     Parameters
     ----------
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Change the input in place and return it (default False).
 
     Examples
     --------
@@ -31,7 +31,7 @@ class ReLU(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return F.relu(input)
+        return F.relu(input, self.inplace)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
@@ -43,7 +43,7 @@ class ReLU6(ReLU):
     Parameters
     ----------
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Change the input in place and return it (default False).
 
     Examples
     --------
@@ -52,7 +52,7 @@ class ReLU6(ReLU):
     [0.0, 6.0]
     """
     def forward(self, input):
-        return F.relu6(input)
+        return F.relu6(input, self.inplace)
 
 
 class LeakyReLU(Module):
@@ -63,7 +63,7 @@ class LeakyReLU(Module):
     negative_slope : float
         Slope for negative inputs (default 0.01).
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Change the input in place and return it (default False).
 
     Examples
     --------
@@ -76,7 +76,7 @@ class LeakyReLU(Module):
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, input):
-        return F.leaky_relu(input, self.negative_slope)
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
@@ -90,7 +90,7 @@ class ELU(Module):
     alpha : float
         Scale of the negative branch.
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Change the input in place and return it (default False).
 
     Examples
     --------
@@ -103,7 +103,7 @@ class ELU(Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, input):
-        return F.elu(input, self.alpha)
+        return F.elu(input, self.alpha, self.inplace)
 
     def extra_repr(self):
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -117,7 +117,7 @@ class CELU(ELU):
     alpha : float
         Scale of the negative branch.
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Change the input in place and return it (default False).
 
     Examples
     --------
@@ -126,7 +126,7 @@ class CELU(ELU):
     [0.0, 2.0]
     """
     def forward(self, input):
-        return F.celu(input, self.alpha)
+        return F.celu(input, self.alpha, self.inplace)
 
 
 class SELU(Module):
@@ -135,7 +135,7 @@ class SELU(Module):
     Parameters
     ----------
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Change the input in place and return it (default False).
 
     Examples
     --------
@@ -148,7 +148,10 @@ class SELU(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return F.selu(input)
+        return F.selu(input, self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class GELU(Module):
@@ -179,28 +182,37 @@ class GELU(Module):
         return f"approximate='{self.approximate}'"
 
 
-def _simple(name, fn, doc):
-    def forward(self, input):
-        return fn(input)
+def _simple(name, fn, doc, inplace_ok=False):
+    if inplace_ok:
+        def forward(self, input):
+            return fn(input, inplace=self.inplace)
 
-    def __init__(self, inplace=False):
-        Module.__init__(self)
-        if inplace:
+        def __init__(self, inplace=False):
+            Module.__init__(self)
             self.inplace = inplace
 
-    doc += ("\n\nParameters\n----------\ninplace : bool\n    Accepted for PyTorch compatibility "
-            "(the result is a new tensor).\n\nExamples\n--------\n>>> import lucid, lucid.nn as nn\n"
+        def extra_repr(self):
+            return "inplace=True" if self.inplace else ""
+
+        doc += ("\n\nParameters\n----------\ninplace : bool\n    Change the input in place and "
+                "return it (default False).")
+        body = {"forward": forward, "__init__": __init__, "extra_repr": extra_repr}
+    else:
+        def forward(self, input):
+            return fn(input)
+
+        body = {"forward": forward}
+    doc += (f"\n\nExamples\n--------\n>>> import lucid, lucid.nn as nn\n"
             f">>> nn.{name}()(lucid.zeros(2, 3)).shape\n(2, 3)\n")
-    return type(name, (Module,), {"forward": forward, "__init__": __init__, "__doc__": doc,
-                                  "__module__": __name__})
+    return type(name, (Module,), dict(body, __doc__=doc, __module__=__name__))
 
 
-SiLU = _simple("SiLU", F.silu, "``x * sigmoid(x)``.")
-Mish = _simple("Mish", F.mish, "``x * tanh(softplus(x))``.")
+SiLU = _simple("SiLU", F.silu, "``x * sigmoid(x)``.", True)
+Mish = _simple("Mish", F.mish, "``x * tanh(softplus(x))``.", True)
 Tanh = _simple("Tanh", F.tanh, "Hyperbolic tangent.")
 Sigmoid = _simple("Sigmoid", F.sigmoid, "Logistic sigmoid ``1 / (1 + exp(-x))``.")
-Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "``clamp(x / 6 + 1/2, 0, 1)``.")
-Hardswish = _simple("Hardswish", F.hardswish, "``x * hardsigmoid(x)``.")
+Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "``clamp(x / 6 + 1/2, 0, 1)``.", True)
+Hardswish = _simple("Hardswish", F.hardswish, "``x * hardsigmoid(x)``.", True)
 Softsign = _simple("Softsign", F.softsign, "``x / (1 + |x|)``.")
 LogSigmoid = _simple("LogSigmoid", F.logsigmoid, "``log(sigmoid(x))``, stable.")
 Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "``x - tanh(x)``.")
@@ -309,7 +321,7 @@ class Hardtanh(Module):
     min_val, max_val : float
         The clamp range.
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Change the input in place and return it (default False).
 
     Examples
     --------
@@ -325,7 +337,7 @@ class Hardtanh(Module):
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
 
     def forward(self, input):
-        return F.hardtanh(input, self.min_val, self.max_val)
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self):
         return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
@@ -341,7 +353,7 @@ class Threshold(Module):
     value : float
         The replacement at or below the cut-off.
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Change the input in place and return it (default False).
 
     Examples
     --------
@@ -354,10 +366,10 @@ class Threshold(Module):
         self.threshold, self.value, self.inplace = threshold, value, inplace
 
     def forward(self, input):
-        return F.threshold(input, self.threshold, self.value)
+        return F.threshold(input, self.threshold, self.value, self.inplace)
 
     def extra_repr(self):
-        return f"threshold={self.threshold}, value={self.value}"
+        return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
 
 
 class GLU(Module):

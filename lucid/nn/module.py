@@ -51,6 +51,29 @@ def _addindent(s, n):
     return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
 
 
+def _checked_value(key, value, target, assign):
+    """``(array ready to write, None)`` or ``(None, error text naming the key)``.
+
+    Without ``assign`` the array is already converted to the target's dtype (a new array when
+    the dtype differs), so writing it can't fail half-way; with ``assign`` it is a copy."""
+    try:
+        arr = value._data if isinstance(value, Tensor) else np.asarray(value)
+    except (TypeError, ValueError) as e:
+        return None, f"value for {key} can't be converted to an array ({type(value).__name__}: {e})."
+    if arr.dtype.kind not in "biufc":
+        return None, (f"value for {key} is not numeric (dtype {arr.dtype}, "
+                      f"{type(value).__name__}); expected a tensor or numeric array.")
+    if tuple(arr.shape) != tuple(target.shape):
+        return None, (f"size mismatch for {key}: copying a param with shape {tuple(arr.shape)} from "
+                      f"checkpoint, the shape in current model is {tuple(target.shape)}.")
+    if assign:
+        return np.array(arr, copy=True), None
+    if arr.dtype.kind == "c" and target.dtype.kind != "c":
+        return None, (f"value for {key} is complex ({arr.dtype}) but the module's tensor is "
+                      f"{target.dtype}.")
+    return np.asarray(arr, dtype=target.dtype), None
+
+
 class Module:
     """Base class for all neural network modules.
 
@@ -441,7 +464,9 @@ class Module:
     def load_state_dict(self, state_dict, strict=True, assign=False):
         """Copy values from ``state_dict`` into this module's parameters and buffers.
 
-        Everything is validated before anything is copied, so a failed load changes nothing.
+        Every value is validated (shape, a numeric dtype, conversion to the target's dtype)
+        before anything is written, so a failed load changes nothing; the error names the keys.
+        With ``assign=True`` the module's tensors take the values' arrays (copied) and dtypes.
 
         Returns
         -------
@@ -467,13 +492,9 @@ class Module:
         for k, target in slots.items():
             if k not in state_dict:
                 continue
-            v = state_dict[k]
-            arr = v._data if isinstance(v, Tensor) else np.asarray(v)
-            if tuple(arr.shape) != tuple(target.shape):
-                errors.append(
-                    f"size mismatch for {k}: copying a param with shape {tuple(arr.shape)} from "
-                    f"checkpoint, the shape in current model is {tuple(target.shape)}."
-                )
+            arr, err = _checked_value(k, state_dict[k], target, assign)
+            if err is not None:
+                errors.append(err)
                 continue
             arrays[k] = arr
         if errors:
@@ -484,9 +505,9 @@ class Module:
             for k, arr in arrays.items():
                 target = slots[k]
                 if assign:
-                    target._data = np.array(arr, copy=True)
-                else:
-                    np.copyto(target._data, arr, casting="unsafe")
+                    target._data = arr
+                else:  # arr already has the target's dtype: this copy can't fail
+                    np.copyto(target._data, arr)
                 target._version[0] += 1
         return _IncompatibleKeys(missing, unexpected)
 

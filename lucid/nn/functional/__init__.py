@@ -8,6 +8,7 @@ Examples
 tensor([0., 2.])
 """
 from .activation import *  # noqa: F401,F403
+from .activation_extra import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .linear import *  # noqa: F401,F403
@@ -18,6 +19,7 @@ from .pooling import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .vision import *  # noqa: F401,F403
+from .distance import *  # noqa: F401,F403
 
 
 

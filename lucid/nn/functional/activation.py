@@ -44,6 +44,24 @@ def _lucid():
     return lucid
 
 
+def _apply(name, input, inplace, fn):
+    """``fn(input)``; with ``inplace`` its value is written into ``input``, which is returned
+    and takes the result's history (See NOTE [In-place semantics] in lucid/ops/inplace.py)."""
+    if not inplace:
+        return fn(input)
+    from ...ops.inplace import _inplace
+
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{name}: expected a Tensor to change in place, got {type(input).__name__}")
+    return _inplace(name, input, (), fn)
+
+
+def _nonpos(x):
+    """``min(x, 0)`` whose derivative at exactly 0 is 1 (the negative branch's), as PyTorch's
+    ELU family has it; ``minimum`` would split the tie and halve the derivative there."""
+    return _lucid().where(x > 0, 0.0, x)
+
+
 def erf(input):
     """The error function, elementwise (``lucid.erf`` when the core provides it).
 
@@ -69,7 +87,7 @@ def relu(input, inplace=False):
     input : Tensor
         Any shape.
     inplace : bool
-        Accepted for PyTorch compatibility; the result is always a new tensor.
+        Write the result into ``input`` and return it (default False).
 
     Examples
     --------
@@ -77,11 +95,11 @@ def relu(input, inplace=False):
     >>> F.relu(lucid.tensor([-1.0, 2.0]))
     tensor([0., 2.])
     """
-    return _lucid().relu(input)
+    return _apply("relu_", input, inplace, _lucid().relu)
 
 
 def relu_(input):
-    """``relu`` (kept for PyTorch compatibility; returns a new tensor).
+    """In-place ``relu``: ``input`` is changed and returned.
 
     Parameters
     ----------
@@ -91,10 +109,11 @@ def relu_(input):
     Examples
     --------
     >>> import lucid, lucid.nn.functional as F
-    >>> F.relu_(lucid.tensor([-1.0, 2.0])).tolist()
-    [0.0, 2.0]
+    >>> x = lucid.tensor([-1.0, 2.0])
+    >>> F.relu_(x) is x, x.tolist()
+    (True, [0.0, 2.0])
     """
-    return relu(input)
+    return relu(input, inplace=True)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
@@ -107,7 +126,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     negative_slope : float
         Slope for negative inputs (default 0.01).
     inplace : bool
-        Accepted for PyTorch compatibility; the result is always a new tensor.
+        Write the result into ``input`` and return it (default False).
 
     Examples
     --------
@@ -115,7 +134,8 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     >>> F.leaky_relu(lucid.tensor([-2.0, 3.0]), 0.5).tolist()
     [-1.0, 3.0]
     """
-    return _lucid().where(input > 0, input, input * negative_slope)
+    return _apply("leaky_relu_", input, inplace,
+                  lambda x: _lucid().where(x > 0, x, x * negative_slope))
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -128,7 +148,7 @@ def elu(input, alpha=1.0, inplace=False):
     alpha : float
         Scale of the negative branch.
     inplace : bool
-        Accepted for PyTorch compatibility; the result is always a new tensor.
+        Write the result into ``input`` and return it (default False).
 
     Examples
     --------
@@ -136,9 +156,11 @@ def elu(input, alpha=1.0, inplace=False):
     >>> F.elu(lucid.tensor([0.0, 2.0])).tolist()
     [0.0, 2.0]
     """
-    lucid = _lucid()
-    neg = lucid.exp(lucid.minimum(input, 0.0)) - 1.0  # exp of non-positive values only
-    return lucid.where(input > 0, input, alpha * neg)
+    def fn(x):
+        neg = _lucid().exp(_nonpos(x)) - 1.0  # exp of non-positive values only
+        return _lucid().where(x > 0, x, alpha * neg)
+
+    return _apply("elu_", input, inplace, fn)
 
 
 def selu(input, inplace=False):
@@ -149,7 +171,7 @@ def selu(input, inplace=False):
     input : Tensor
         Any shape.
     inplace : bool
-        Accepted for PyTorch compatibility; the result is always a new tensor.
+        Write the result into ``input`` and return it (default False).
 
     Examples
     --------
@@ -158,7 +180,7 @@ def selu(input, inplace=False):
     [0.0]
     """
     alpha, scale = 1.6732632423543772, 1.0507009873554805
-    return scale * elu(input, alpha)
+    return _apply("selu_", input, inplace, lambda x: scale * elu(x, alpha))
 
 
 def celu(input, alpha=1.0, inplace=False):
@@ -171,7 +193,7 @@ def celu(input, alpha=1.0, inplace=False):
     alpha : float
         Scale of the negative branch.
     inplace : bool
-        Accepted for PyTorch compatibility; the result is always a new tensor.
+        Write the result into ``input`` and return it (default False).
 
     Examples
     --------
@@ -180,7 +202,8 @@ def celu(input, alpha=1.0, inplace=False):
     [0.0, 2.0]
     """
     lucid = _lucid()
-    return lucid.where(input > 0, input, alpha * (lucid.exp(lucid.minimum(input, 0.0) / alpha) - 1.0))
+    return _apply("celu_", input, inplace,
+                  lambda x: lucid.where(x > 0, x, alpha * (lucid.exp(_nonpos(x) / alpha) - 1.0)))
 
 
 def gelu(input, approximate="none"):
@@ -229,7 +252,7 @@ def silu(input, inplace=False):
     input : Tensor
         Any shape.
     inplace : bool
-        Accepted for PyTorch compatibility; the result is always a new tensor.
+        Write the result into ``input`` and return it (default False).
 
     Examples
     --------
@@ -237,8 +260,7 @@ def silu(input, inplace=False):
     >>> F.silu(lucid.tensor([0.0])).tolist()
     [0.0]
     """
-    x = _t(input)
-    return x * sigmoid(x)
+    return _apply("silu_", _t(input), inplace, lambda x: x * sigmoid(x))
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -272,7 +294,7 @@ def mish(input, inplace=False):
     input : Tensor
         Any shape.
     inplace : bool
-        Accepted for PyTorch compatibility; the result is always a new tensor.
+        Write the result into ``input`` and return it (default False).
 
     Examples
     --------
@@ -280,8 +302,7 @@ def mish(input, inplace=False):
     >>> F.mish(lucid.tensor([0.0])).tolist()
     [0.0]
     """
-    x = _t(input)
-    return x * _lucid().tanh(_softplus(x))
+    return _apply("mish_", _t(input), inplace, lambda x: x * _lucid().tanh(_softplus(x)))
 
 
 def tanh(input):
@@ -311,7 +332,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     min_val, max_val : float
         The clamp range.
     inplace : bool
-        Accepted for PyTorch compatibility; the result is always a new tensor.
+        Write the result into ``input`` and return it (default False).
 
     Examples
     --------
@@ -321,7 +342,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
-    return _lucid().clamp(input, min_val, max_val)
+    return _apply("hardtanh_", input, inplace, lambda x: _lucid().clamp(x, min_val, max_val))
 
 
 def relu6(input, inplace=False):
@@ -332,7 +353,7 @@ def relu6(input, inplace=False):
     input : Tensor
         Any shape.
     inplace : bool
-        Accepted for PyTorch compatibility; the result is always a new tensor.
+        Write the result into ``input`` and return it (default False).
 
     Examples
     --------
@@ -340,7 +361,7 @@ def relu6(input, inplace=False):
     >>> F.relu6(lucid.tensor([-1.0, 3.0, 9.0])).tolist()
     [0.0, 3.0, 6.0]
     """
-    return hardtanh(input, 0.0, 6.0)
+    return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def hardsigmoid(input, inplace=False):
@@ -351,7 +372,7 @@ def hardsigmoid(input, inplace=False):
     input : Tensor
         Any shape.
     inplace : bool
-        Accepted for PyTorch compatibility; the result is always a new tensor.
+        Write the result into ``input`` and return it (default False).
 
     Examples
     --------
@@ -359,7 +380,7 @@ def hardsigmoid(input, inplace=False):
     >>> F.hardsigmoid(lucid.tensor([-4.0, 0.0, 4.0])).tolist()
     [0.0, 0.5, 1.0]
     """
-    return _lucid().clamp(input / 6.0 + 0.5, 0.0, 1.0)
+    return _apply("hardsigmoid_", input, inplace, lambda x: _lucid().clamp(x / 6.0 + 0.5, 0.0, 1.0))
 
 
 def hardswish(input, inplace=False):
@@ -370,7 +391,7 @@ def hardswish(input, inplace=False):
     input : Tensor
         Any shape.
     inplace : bool
-        Accepted for PyTorch compatibility; the result is always a new tensor.
+        Write the result into ``input`` and return it (default False).
 
     Examples
     --------
@@ -378,7 +399,7 @@ def hardswish(input, inplace=False):
     >>> F.hardswish(lucid.tensor([-4.0, 0.0, 4.0])).tolist()
     [-0.0, 0.0, 4.0]
     """
-    return input * hardsigmoid(input)
+    return _apply("hardswish_", input, inplace, lambda x: x * hardsigmoid(x))
 
 
 def softsign(input):
@@ -444,7 +465,7 @@ def threshold(input, threshold, value, inplace=False):
     value : float
         The replacement below or at the cut-off.
     inplace : bool
-        Accepted for PyTorch compatibility; the result is always a new tensor.
+        Write the result into ``input`` and return it (default False).
 
     Examples
     --------
@@ -452,7 +473,7 @@ def threshold(input, threshold, value, inplace=False):
     >>> F.threshold(lucid.tensor([0.5, 2.0]), 1.0, -1.0).tolist()
     [-1.0, 2.0]
     """
-    return _lucid().where(input > threshold, input, value)
+    return _apply("threshold_", input, inplace, lambda x: _lucid().where(x > threshold, x, value))
 
 
 def glu(input, dim=-1):

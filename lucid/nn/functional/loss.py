@@ -183,13 +183,31 @@ def _pick(logp, mask, reduction, name):
     class_dim = 1 if logp.ndim > 1 else 0
     if reduction == "mean":
         if mask._level == 0:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                scaled = mask._data * (-1.0 / mask._data.sum())  # all ignored: nan, like PyTorch
-            return (logp * _wrap(scaled.astype(mask.dtype, copy=False))).sum()
-        return -(logp * mask).sum() / mask.sum()
+            total = mask._data.sum()
+            scaled = mask._data * (-1.0 / total) if total != 0 else np.zeros_like(mask._data)
+            out = (logp * _wrap(scaled.astype(mask.dtype, copy=False))).sum()
+            return out if total != 0 else out + float("nan")  # See NOTE [Nothing to average]
+        total = mask.sum()
+        lucid = _lucid()
+        return -(logp * mask).sum() / lucid.where(total == 0, 1.0, total) + _nan_if_zero(TN, total)
     if reduction == "sum":
         return -(logp * mask).sum()
     return _reduce(-(logp * mask).sum(class_dim), reduction, name)
+
+
+# NOTE [Nothing to average]
+# A 'mean' over zero weight (every target equal to ignore_index, or zero class weights) is
+# NaN in the forward, as in PyTorch, but its gradient is 0, as in PyTorch (whose backward
+# only scales the rows it picked): the division uses a denominator of 1 where the total is
+# 0 (the numerator's derivative is exactly 0 there) and a constant NaN is added to the value.
+def _nan_if_zero(ns, total):
+    """A constant: NaN where ``total`` (no gradient) is 0, else 0."""
+    return ns.cast(ns.where(total == 0, float("nan"), 0.0), dtype=total.dtype)
+
+
+def _safe_count(ns, count):
+    """The number of valid rows, 1 where there are none. See NOTE [Nothing to average]."""
+    return ns.maximum(count, 1.0)
 
 
 # NOTE [Fused cross-entropy]
@@ -280,7 +298,7 @@ def _ce_scale(ns, g, mask, reduction):
     """The cotangent ``g`` laid out to multiply the per-class derivative."""
     if reduction == "none":
         return ns.reshape(g, shape=tuple(g.shape) + (1,))
-    return g if reduction == "sum" else g / ns.sum(mask, axis=None, keepdims=False)
+    return g if reduction == "sum" else g / _safe_count(ns, ns.sum(mask, axis=None, keepdims=False))
 
 
 def _targets_are_classes(t, c, ignore_index):
@@ -336,7 +354,7 @@ def _ce_jvp(ns, primals, tangents, out, ignore_index, reduction):
     if reduction == "none":
         return per_row
     total = ns.sum(per_row, axis=None, keepdims=False)
-    return total if reduction == "sum" else total / ns.sum(mask, axis=None, keepdims=False)
+    return total if reduction == "sum" else total / _safe_count(ns, ns.sum(mask, axis=None, keepdims=False))
 
 
 def _ce_batch(vals, bdims, ignore_index, reduction):
@@ -348,13 +366,15 @@ def _ce_batch(vals, bdims, ignore_index, reduction):
     if reduction == "none" or rows.ndim == 1:  # one row per example: nothing left to reduce
         if reduction == "mean" and rows.ndim == 1:
             mask = TN.ce_target_mask(t, num_classes=x.shape[-1], ignore_index=ignore_index, dtype=x.dtype)
-            rows = rows / TN.sum(mask, axis=(1,), keepdims=False)  # an ignored example: nan
+            count = TN.sum(mask, axis=(1,), keepdims=False)  # an ignored example: nan
+            rows = rows / _safe_count(TN, count) + _nan_if_zero(TN, count)
         return rows, 0
     total = TN.sum(rows, axis=(1,), keepdims=False)
     if reduction == "sum":
         return total, 0
     mask = TN.ce_target_mask(t, num_classes=x.shape[-1], ignore_index=ignore_index, dtype=x.dtype)
-    return total / TN.sum(mask, axis=(1, 2), keepdims=False), 0
+    count = TN.sum(mask, axis=(1, 2), keepdims=False)
+    return total / _safe_count(TN, count) + _nan_if_zero(TN, count), 0
 
 
 cross_entropy_p = defprim("cross_entropy", _ce_impl, vjp=(_ce_vjp, None), jvp=_ce_jvp, batch=_ce_batch)
@@ -438,7 +458,8 @@ def _smoothed(nll_out, logp, target, weight, ignore_index, reduction, eps, class
         wl = logp * weight.detach().to(logp.dtype).reshape(tuple(shape))
     smooth = -wl.sum(class_dim) * valid
     if reduction == "mean":
-        smooth = smooth.sum() / (mask.sum() if weight is not None else valid.sum())
+        total = mask.sum() if weight is not None else valid.sum()
+        smooth = smooth.sum() / _lucid().where(total == 0, 1.0, total)  # See NOTE [Nothing to average]
     else:
         smooth = _reduce(smooth, reduction, "cross_entropy")
     return (1.0 - eps) * nll_out + smooth * (eps / ncls)
@@ -564,11 +585,33 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
-    """``<x1, x2> / max(||x1|| ||x2||, eps)`` along ``dim``."""
+    """``sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps))`` along ``dim``, after broadcasting
+    ``x1`` and ``x2`` to one shape (as PyTorch).
+
+    The clamps act on the values only; the gradient is that of the unclamped norms (PyTorch's
+    convention), and it is finite at a zero vector (the norm's derivative is 0 there).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> round(F.cosine_similarity(lucid.tensor([[1.0, 0.0]]), lucid.tensor([[1.0, 1.0]])).item(), 4)
+    0.7071
+    """
     lucid = _lucid()
-    n1 = lucid.sqrt((x1 * x1).sum(dim))
-    n2 = lucid.sqrt((x2 * x2).sum(dim))
-    return (x1 * x2).sum(dim) / lucid.clamp(n1 * n2, min=eps)
+    x1, x2 = _as_tensor(x1), _as_tensor(x2)
+    try:
+        shape = tuple(np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape)))
+    except ValueError:
+        raise RuntimeError(f"cosine_similarity: the shapes {tuple(x1.shape)} and {tuple(x2.shape)} "
+                           "can't be broadcast together") from None
+    x1, x2 = lucid.broadcast_to(x1, shape), lucid.broadcast_to(x2, shape)
+    return ((x1 / _clamp_value(x1, dim, eps)) * (x2 / _clamp_value(x2, dim, eps))).sum(dim)
+
+
+def _clamp_value(x, dim, eps):
+    """``||x||`` along ``dim`` (kept), its value clamped below at ``eps``, its gradient the norm's."""
+    n = _lucid().norm(x, 2, dim, keepdim=True)
+    return n + (_lucid().clamp(n, min=eps) - n).detach()
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,

@@ -25,6 +25,23 @@ def _standardize(x, axes, eps):
     return xc / lucid.sqrt(var + eps)
 
 
+def _vector_norm(x, p, dim):
+    """``||x||_p`` along ``dim`` (kept) whose gradient at the zero vector is 0, not NaN: the
+    ``1/p``-th root's infinite derivative at 0 is masked (as PyTorch's norm backward does), so
+    a clamp that follows (``normalize``'s eps) makes the whole gradient finite."""
+    lucid = _lucid()
+    if p == 2:
+        return lucid.norm(x, 2, dim, keepdim=True)  # sqrt with derivative 0 at 0
+    a = lucid.abs(x)
+    if p == 1:
+        return lucid.sum(a, dim, keepdim=True)
+    if p == float("inf"):
+        return lucid.amax(a, dim, keepdim=True)
+    s = lucid.sum(a ** p, dim, keepdim=True)
+    pos = s > 0
+    return lucid.where(pos, lucid.where(pos, s, 1.0) ** (1.0 / p), 0.0)
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the last ``len(normalized_shape)`` dims, then scale and shift.
 
@@ -263,12 +280,5 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     tensor([[0.6, 0.8]])
     """
     lucid = _lucid()
-    if p == 2:
-        norm = lucid.sqrt(lucid.sum(input * input, dim, keepdim=True))
-    elif p == 1:
-        norm = lucid.sum(lucid.abs(input), dim, keepdim=True)
-    elif p == float("inf"):
-        norm = lucid.amax(lucid.abs(input), dim, keepdim=True)
-    else:
-        norm = lucid.sum(lucid.abs(input) ** p, dim, keepdim=True) ** (1.0 / p)
+    norm = _vector_norm(input, p, dim)
     return input / lucid.clamp(norm, min=eps)

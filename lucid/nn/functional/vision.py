@@ -55,13 +55,51 @@ def _linear_matrix(n, o, scale, align_corners):
     return a
 
 
+def _cubic_matrix(n, o, scale, align_corners, a=-0.75):
+    """(o, n) bicubic interpolation matrix for one dim: Keys' cubic convolution with
+    ``a = -0.75`` on the taps ``floor(src) - 1 .. floor(src) + 2`` clamped to the border
+    (PyTorch's rule; the source index is not clamped at 0, unlike the linear modes)."""
+    i = np.arange(o, dtype=np.float64)
+    if align_corners:
+        src = i * ((n - 1) / (o - 1)) if o > 1 else np.zeros(o)
+    else:
+        src = (i + 0.5) * scale - 0.5
+    i0 = np.floor(src).astype(np.int64)
+    t = src - i0
+    near = lambda d: ((a + 2) * d - (a + 3)) * d * d + 1  # noqa: E731  (|d| <= 1)
+    far = lambda d: ((a * d - 5 * a) * d + 8 * a) * d - 4 * a  # noqa: E731  (1 < |d| < 2)
+    m = np.zeros((o, n))
+    for k, w in zip((-1, 0, 1, 2), (far(t + 1), near(t), near(1 - t), far(2 - t))):
+        np.add.at(m, (np.arange(o), np.clip(i0 + k, 0, n - 1)), w)
+    return m
+
+
+def _area_matrix(n, o):
+    """(o, n) averaging matrix of adaptive average pooling (``mode='area'``)."""
+    m = np.zeros((o, n))
+    for i in range(o):
+        lo, hi = (i * n) // o, -((-(i + 1) * n) // o)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m
+
+
+def _separable(x, sp, osz, matrix):
+    """Apply one (o, n) matrix per spatial dim (a composite of movedim and matmul)."""
+    out = x
+    for i, (n, o) in enumerate(zip(sp, osz)):
+        a = matrix(i, n, o)
+        out = (out.movedim(2 + i, -1) @ _wrap(a.T.astype(x.dtype))).movedim(-1, 2 + i)
+    return out
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resize the spatial dims of an (N, C, *S) tensor.
 
     Modes: ``'nearest'``, ``'nearest-exact'``, ``'linear'`` (3-D input), ``'bilinear'``
-    (4-D), ``'trilinear'`` (5-D). ``align_corners`` as in PyTorch (linear modes only).
-    Limitations: no ``'bicubic'``/``'area'``, no antialias.
+    and ``'bicubic'`` (4-D), ``'trilinear'`` (5-D), ``'area'`` (adaptive average pooling,
+    any number of spatial dims). ``align_corners`` as in PyTorch (interpolating modes only).
+    Limitations: no ``antialias``.
 
     Parameters
     ----------
@@ -72,7 +110,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     scale_factor : float or tuple of float, optional
         Multiplier of the spatial size (give ``size`` or this).
     mode : str
-        'nearest', 'nearest-exact', 'linear', 'bilinear' or 'trilinear'.
+        'nearest', 'nearest-exact', 'linear', 'bilinear', 'bicubic', 'trilinear' or 'area'.
     align_corners : bool, optional
         For the linear modes: align the corner pixels' centres.
 
@@ -91,28 +129,35 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if recompute_scale_factor and scale_factor is not None:
         size, scale_factor = _out_sizes(sp, None, scale_factor, "interpolate")[0], None
     osz, scales = _out_sizes(sp, size, scale_factor, "interpolate")
-    if mode in ("nearest", "nearest-exact"):
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if mode in ("nearest", "nearest-exact", "area"):
         if align_corners is not None:
             raise ValueError("interpolate: align_corners option can only be set with the interpolating modes: "
                              "linear | bilinear | bicubic | trilinear")
+        if mode == "area":
+            _check_float(x, mode)
+            return _separable(x, sp, osz, lambda i, n, o: _area_matrix(n, o))
         out = x
         for i, (n, o, s) in enumerate(zip(sp, osz, scales)):
             idx = _nearest_index(n, o, s, mode == "nearest-exact")
             out = out[(slice(None),) * (2 + i) + (idx,)]
         return out
-    if mode in _LINEAR:
-        if _LINEAR[mode] != nsp:
-            raise ValueError(f"interpolate: mode {mode!r} expects a {_LINEAR[mode] + 2}-D input, "
+    if mode in _LINEAR or mode == "bicubic":
+        want = 2 if mode == "bicubic" else _LINEAR[mode]
+        if want != nsp:
+            raise ValueError(f"interpolate: mode {mode!r} expects a {want + 2}-D input, "
                              f"got shape {tuple(x.shape)}")
-        if x.dtype.kind != "f":
-            raise RuntimeError(f"interpolate: mode {mode!r} needs a floating point input, got {x.dtype}")
-        out = x
-        for i, (n, o, s) in enumerate(zip(sp, osz, scales)):
-            a = _linear_matrix(n, o, s, bool(align_corners))
-            out = (out.movedim(2 + i, -1) @ _wrap(a.T.astype(x.dtype))).movedim(-1, 2 + i)
-        return out
-    raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
-                              "bilinear, trilinear)")
+        _check_float(x, mode)
+        build = _cubic_matrix if mode == "bicubic" else _linear_matrix
+        return _separable(x, sp, osz, lambda i, n, o: build(n, o, scales[i], bool(align_corners)))
+    raise ValueError(f"interpolate: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
+                     "bilinear, bicubic, trilinear, area)")
+
+
+def _check_float(x, mode):
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"interpolate: mode {mode!r} needs a floating point input, got {x.dtype}")
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):

@@ -1,0 +1,221 @@
+"""More activations: the in-place ``*_`` forms, ``prelu``, ``rrelu``, the shrink functions and
+``gumbel_softmax``. All are composites of existing primitives.
+
+The in-place forms change their input and extend its autograd history through the in-place
+machinery of ``lucid/ops/inplace.py`` (See NOTE [In-place semantics]).
+"""
+from __future__ import annotations
+
+from ..._core.tensor import Tensor
+from .activation import _apply, _lucid, celu, elu, hardtanh, leaky_relu, selu, softmax, threshold
+
+__all__ = [
+    "elu_", "leaky_relu_", "hardtanh_", "selu_", "celu_", "threshold_", "rrelu", "rrelu_",
+    "prelu", "hardshrink", "softshrink", "gumbel_softmax",
+]
+
+
+_threshold = threshold
+
+
+def elu_(input, alpha=1.0):
+    """In-place :func:`elu`; returns ``input``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> x = lucid.tensor([0.0, 2.0]); F.elu_(x) is x
+    True
+    """
+    return elu(input, alpha, inplace=True)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    """In-place :func:`leaky_relu`; returns ``input``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.leaky_relu_(lucid.tensor([-2.0, 3.0]), 0.5).tolist()
+    [-1.0, 3.0]
+    """
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    """In-place :func:`hardtanh`; returns ``input``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.hardtanh_(lucid.tensor([-3.0, 0.5])).tolist()
+    [-1.0, 0.5]
+    """
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def selu_(input):
+    """In-place :func:`selu`; returns ``input``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.selu_(lucid.tensor([0.0, -50.0])).tolist()
+    [0.0, -1.7580993175506592]
+    """
+    return selu(input, inplace=True)
+
+
+def celu_(input, alpha=1.0):
+    """In-place :func:`celu`; returns ``input``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.celu_(lucid.tensor([0.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
+    return celu(input, alpha, inplace=True)
+
+
+def threshold_(input, threshold, value):
+    """In-place :func:`threshold`; returns ``input``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.threshold_(lucid.tensor([0.5, 2.0]), 1.0, -1.0).tolist()
+    [-1.0, 2.0]
+    """
+    return _threshold(input, threshold, value, inplace=True)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: negative inputs are scaled by a slope drawn uniformly from
+    ``[lower, upper]`` per element in training, by ``(lower + upper) / 2`` otherwise.
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape, floating point.
+    lower, upper : float
+        The slope's range.
+    training : bool
+        Draw random slopes (uses the global generator; under ``vmap`` follows its
+        ``randomness`` setting).
+    inplace : bool
+        Write the result into ``input``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.rrelu(lucid.tensor([-24.0, 1.0]), 0.125, 0.125).tolist()
+    [-3.0, 1.0]
+    """
+    if lower > upper:
+        raise ValueError(f"rrelu: lower bound {lower} must be <= upper bound {upper}")
+    lucid = _lucid()
+
+    def fn(x):
+        if training:
+            slope = lucid.rand(*x.shape, dtype=x.dtype) * (upper - lower) + lower
+        else:
+            slope = (lower + upper) / 2.0
+        return lucid.where(x >= 0, x, x * slope)
+
+    return _apply("rrelu_", input, inplace, fn)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    """In-place :func:`rrelu`; returns ``input``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.rrelu_(lucid.tensor([-8.0, 1.0]), 0.25, 0.25).tolist()
+    [-2.0, 1.0]
+    """
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+def prelu(input, weight):
+    """``x`` for ``x >= 0`` else ``weight * x``; ``weight`` has one element or one per channel
+    (dim 1, or dim 0 of a 1-D input).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.prelu(lucid.tensor([[-2.0, -2.0]]), lucid.tensor([0.5, 0.25])).tolist()
+    [[-1.0, -0.5]]
+    """
+    if not isinstance(weight, Tensor) or weight.ndim > 1:
+        raise RuntimeError(f"prelu: weight must be a 0-d or 1-d tensor, got "
+                           f"{getattr(weight, 'shape', type(weight).__name__)}")
+    n = weight.numel()
+    if input.ndim == 0 and n != 1:
+        raise RuntimeError(f"prelu: a 0-d input needs a single weight, got {n}")
+    if n != 1:
+        ch = 1 if input.ndim >= 2 else 0
+        if input.shape[ch] != n:
+            raise RuntimeError(f"prelu: mismatch of parameter numbers and input channel size: "
+                               f"{n} weights for input of shape {tuple(input.shape)}")
+        shape = [1] * input.ndim
+        shape[ch] = n
+        weight = weight.reshape(tuple(shape))
+    elif weight.ndim == 1 and input.ndim == 0:
+        weight = weight.reshape(())
+    return _lucid().where(input >= 0, input, weight * input)
+
+
+def hardshrink(input, lambd=0.5):
+    """``x`` where ``|x| > lambd``, else 0.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.hardshrink(lucid.tensor([-1.0, 0.2, 0.75])).tolist()
+    [-1.0, 0.0, 0.75]
+    """
+    return _lucid().where((input > lambd) | (input < -lambd), input, 0.0)
+
+
+def softshrink(input, lambd=0.5):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.softshrink(lucid.tensor([-1.0, 0.2, 1.5])).tolist()
+    [-0.5, 0.0, 1.0]
+    """
+    if lambd < 0:
+        raise RuntimeError(f"softshrink: lambda must be greater or equal to 0, but found to be {lambd}")
+    lucid = _lucid()
+    return lucid.where(input > lambd, input - lambd, lucid.where(input < -lambd, input + lambd, 0.0))
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """Sample from the Gumbel-softmax (concrete) distribution over ``dim``.
+
+    ``softmax((logits + g) / tau)`` with Gumbel noise ``g = -log(Exp(1))``; with ``hard`` the
+    result is the one-hot of its argmax in the forward and the soft sample's gradient in the
+    backward (straight-through).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> _ = lucid.manual_seed(0)
+    >>> y = F.gumbel_softmax(lucid.zeros(2, 3), hard=True)
+    >>> y.sum(-1).tolist()
+    [1.0, 1.0]
+    """
+    lucid = _lucid()
+    u = lucid.rand(*logits.shape, dtype=logits.dtype)
+    # -log(Exp(1)) with Exp(1) = -log(U), U in (0, 1): clamped away from 0 (log(0)).
+    gumbels = -lucid.log(-lucid.log(lucid.clamp(u, min=max(eps, 1e-30))))
+    y = softmax((logits + gumbels) / tau, dim)
+    if not hard:
+        return y
+    idx = y.argmax(dim, keepdim=True)
+    y_hard = lucid.zeros_like(y).scatter(dim, idx, 1.0)
+    return y_hard - y.detach() + y
