@@ -1,8 +1,9 @@
-"""``MultiheadAttention``, ``TransformerEncoderLayer`` and ``TransformerEncoder``.
+"""``MultiheadAttention``, the Transformer encoder and decoder (layers and stacks) and
+``Transformer``.
 
 Parameter names follow PyTorch (``in_proj_weight``, ``in_proj_bias``, ``out_proj.weight``,
-``self_attn.*``, ``linear1``, ``linear2``, ``norm1``, ``norm2``), so a PyTorch state dict
-loads as is.
+``self_attn.*``, ``multihead_attn.*``, ``linear1``, ``linear2``, ``norm1``..``norm3``,
+``encoder.layers.0.*``, ``decoder.norm``), so a PyTorch state dict loads as is.
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from .module import Module
 from .normalization import LayerNorm
 from .parameter import Parameter
 
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
+           "TransformerDecoder", "Transformer"]
 
 
 def _lucid():
@@ -136,7 +138,7 @@ def _activation(act):
         return F.relu
     if act == "gelu":
         return F.gelu
-    raise RuntimeError(f"TransformerEncoderLayer: activation should be relu/gelu, not {act!r}")
+    raise RuntimeError(f"Transformer layer: activation should be relu/gelu, not {act!r}")
 
 
 class TransformerEncoderLayer(Module):
@@ -229,6 +231,235 @@ class TransformerEncoder(Module):
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         x = src
+        seq_dim = 1 if self.layers and self.layers[0].self_attn.batch_first and src.ndim == 3 else 0
+        is_causal = _detect_is_causal_mask(mask, is_causal, src.shape[seq_dim])
         for layer in self.layers:
-            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
         return self.norm(x) if self.norm is not None else x
+
+
+def generate_square_subsequent_mask(sz, device=None, dtype=None):
+    """A float (sz, sz) causal mask: ``-inf`` above the diagonal, 0 elsewhere.
+
+    Examples
+    --------
+    >>> import lucid.nn as nn
+    >>> nn.Transformer.generate_square_subsequent_mask(2).tolist()
+    [[0.0, -inf], [0.0, 0.0]]
+    """
+    lucid = _lucid()
+    dtype = dtype if dtype is not None else lucid.float32
+    return lucid.triu(lucid.full((sz, sz), float("-inf"), dtype=dtype), diagonal=1)
+
+
+def _detect_is_causal_mask(mask, is_causal=None, size=None):
+    """PyTorch's rule: ``is_causal`` if given, else whether ``mask`` equals the causal mask."""
+    if is_causal is not None:
+        return bool(is_causal)
+    if mask is None:
+        return False
+    sz = size if size is not None else mask.shape[-2]
+    if tuple(mask.shape) != (sz, sz):
+        return False
+    causal = generate_square_subsequent_mask(sz, dtype=mask.dtype if mask.dtype.kind == "f" else None)
+    if mask.dtype.kind == "b":
+        causal = causal != 0
+    return bool((mask.detach() == causal).all().item())
+
+
+class TransformerDecoderLayer(Module):
+    """Self-attention, cross-attention over ``memory`` and a feed-forward block, each with a
+    residual connection (post-norm by default, pre-norm with ``norm_first``), as PyTorch's.
+
+    ``forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False)``.
+
+    Parameters
+    ----------
+    d_model : int
+        Model width.
+    nhead : int
+        Attention heads.
+    dim_feedforward : int
+        Hidden width of the feed-forward block.
+    dropout : float
+        Dropout rate (training only).
+    activation : str or callable
+        'relu', 'gelu' or a function.
+    layer_norm_eps : float
+        LayerNorm epsilon.
+    batch_first : bool
+        Inputs are (N, L, E).
+    norm_first : bool
+        Pre-norm instead of post-norm.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> layer = nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, batch_first=True)
+    >>> layer(lucid.zeros(3, 4, 8), lucid.zeros(3, 6, 8)).shape
+    (3, 4, 8)
+    """
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                            dtype=dtype)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                 batch_first=batch_first, dtype=dtype)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
+        self.activation = _activation(activation)
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask,
+                                    memory_is_causal)
+            return x + self._ff_block(self.norm3(x))
+        x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+        x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal))
+        return self.norm3(x + self._ff_block(x))
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
+                           is_causal=bool(is_causal))[0]
+        return self.dropout1(x)
+
+    def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
+        x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                                need_weights=False, is_causal=bool(is_causal))[0]
+        return self.dropout2(x)
+
+    def _ff_block(self, x):
+        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerDecoder(Module):
+    """A stack of ``num_layers`` deep copies of ``decoder_layer``, then an optional ``norm``.
+
+    Parameters
+    ----------
+    decoder_layer : TransformerDecoderLayer
+        The layer to copy.
+    num_layers : int
+        How many copies to stack.
+    norm : Module, optional
+        Applied to the output.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> layer = nn.TransformerDecoderLayer(8, 2, dim_feedforward=16)
+    >>> nn.TransformerDecoder(layer, 2)(lucid.zeros(4, 3, 8), lucid.zeros(6, 3, 8)).shape
+    (4, 3, 8)
+    """
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__()
+        self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+        seq_dim = 1 if self.layers and self.layers[0].self_attn.batch_first and tgt.ndim == 3 else 0
+        tgt_is_causal = _detect_is_causal_mask(tgt_mask, tgt_is_causal, tgt.shape[seq_dim])
+        x = tgt
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                      tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
+                      tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+        return self.norm(x) if self.norm is not None else x
+
+
+class Transformer(Module):
+    """The encoder-decoder Transformer of "Attention Is All You Need", laid out as PyTorch's
+    (``encoder.layers.i.*``, ``encoder.norm``, ``decoder.layers.i.*``, ``decoder.norm``).
+
+    ``forward(src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+    src_key_padding_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+    src_is_causal=None, tgt_is_causal=None, memory_is_causal=False)``; inputs are (S, N, E)
+    and (T, N, E), or batch first, or unbatched (S, E). Matrices are initialised with
+    ``xavier_uniform_``.
+
+    Parameters
+    ----------
+    d_model, nhead : int
+        Model width and attention heads.
+    num_encoder_layers, num_decoder_layers : int
+        Depths of the two stacks.
+    dim_feedforward : int
+        Hidden width of the feed-forward blocks.
+    dropout : float
+        Dropout rate (training only).
+    activation : str or callable
+        'relu', 'gelu' or a function.
+    custom_encoder, custom_decoder : Module, optional
+        Used instead of the default stacks.
+    layer_norm_eps : float
+        LayerNorm epsilon.
+    batch_first, norm_first, bias : bool
+        As for the layers.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> model = nn.Transformer(8, 2, 1, 1, dim_feedforward=16, batch_first=True)
+    >>> tgt_mask = nn.Transformer.generate_square_subsequent_mask(4)
+    >>> model(lucid.zeros(3, 5, 8), lucid.zeros(3, 4, 8), tgt_mask=tgt_mask).shape
+    (3, 4, 8)
+    """
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048,
+                 dropout=0.1, activation="relu", custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+        super().__init__()
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                            batch_first, norm_first, bias, dtype=dtype)
+            self.encoder = TransformerEncoder(layer, num_encoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                            batch_first, norm_first, bias, dtype=dtype)
+            self.decoder = TransformerDecoder(layer, num_decoder_layers,
+                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+        for p in self.parameters():
+            if p.ndim > 1:
+                init.xavier_uniform_(p)
+
+    generate_square_subsequent_mask = staticmethod(generate_square_subsequent_mask)
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
+                tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        batched = src.ndim == 3
+        bdim = 0 if self.batch_first else 1
+        if batched and (tgt.ndim != 3 or src.shape[bdim] != tgt.shape[bdim]):
+            raise RuntimeError(f"Transformer: the batch number of src and tgt must be equal, got src "
+                               f"{tuple(src.shape)} and tgt {tuple(tgt.shape)} (batch_first={self.batch_first})")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise RuntimeError(f"Transformer: the feature number of src and tgt must be equal to d_model "
+                               f"({self.d_model}), got {src.shape[-1]} and {tgt.shape[-1]}")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal,
+                            memory_is_causal=memory_is_causal)
