@@ -1,25 +1,19 @@
 """DataLoader: batches from a dataset, in this process or in real worker processes.
 
-NOTE [Worker processes]
-With ``num_workers > 0`` each worker process receives (batch number, indices) tasks
-on its own queue and answers on one shared result queue; the main process hands out
-tasks round-robin, keeps ``prefetch_factor`` batches in flight per worker and yields
-results in order. A worker that raises sends the exception's type, message, traceback
-and the indices it was fetching; the main process re-raises it with all of that.
+The worker processes, their pipes and their failure modes: see NOTE [Worker processes]
+in ``_worker.py``.
 """
 from __future__ import annotations
 
-import multiprocessing as mp
-import queue
-import random as _pyrandom
 import time
-import traceback
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..._core.tensor import Tensor, _wrap
 from .dataset import IterableDataset, _rng
+from ._worker import _WorkerError, _WorkerPool
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 
@@ -141,79 +135,6 @@ def get_worker_info():
     return _worker_info
 
 
-class _WorkerError:
-    def __init__(self, exc, worker_id, where):
-        self.exc_type = type(exc)
-        self.msg = str(exc)
-        self.tb = traceback.format_exc()
-        self.worker_id, self.where = worker_id, where
-
-    def reraise(self):
-        text = (f"Caught {self.exc_type.__name__} in DataLoader worker process {self.worker_id} "
-                f"while fetching {self.where}.\nOriginal Traceback (most recent call last):\n{self.tb}")
-        try:
-            err = self.exc_type(text)
-        except Exception:
-            err = RuntimeError(text)
-        raise err
-
-
-def _seed_worker(seed):
-    """Seed every source of randomness in a worker: lucid's default generator, NumPy's
-    global one and Python's ``random`` (as PyTorch seeds torch and ``random``)."""
-    from ...ops.random import manual_seed
-
-    manual_seed(seed)
-    np.random.seed(seed % (2 ** 32))
-    _pyrandom.seed(seed)
-
-
-def _fetch(dataset, indices, collate, auto, where):
-    """One batch; on failure the error names the index that failed. See NOTE [Worker processes]."""
-    if not auto:
-        where[0] = f"index {indices!r}"
-        return collate(dataset[indices])
-    samples = []
-    for i in indices:
-        where[0] = f"index {i!r} (batch indices {list(indices)})"
-        samples.append(dataset[i])
-    where[0] = f"the batch with indices {list(indices)} (in collate_fn)"
-    return collate(samples)
-
-
-def _worker_loop(dataset, task_q, result_q, collate, worker_id, num_workers, seed, init_fn, iterable, auto):
-    global _worker_info
-    _worker_info = WorkerInfo(worker_id, num_workers, seed, dataset)
-    _seed_worker(seed)
-    if init_fn is not None:
-        init_fn(worker_id)
-    it = iter(dataset) if iterable else None
-    while True:
-        task = task_q.get()
-        if task is None:
-            return
-        n, indices = task
-        where = [f"index {indices!r}"]
-        try:
-            if iterable:
-                where[0] = "the next sample of the IterableDataset"
-                samples = []
-                for _ in range(indices):
-                    try:
-                        samples.append(next(it))
-                    except StopIteration:
-                        break
-                if not samples:
-                    result_q.put((n, StopIteration()))
-                    continue
-                data = collate(samples) if auto else samples[0]
-            else:
-                data = _fetch(dataset, indices, collate, auto, where)
-            result_q.put((n, data))
-        except Exception as e:  # reported to the main process, see NOTE [Worker processes]
-            result_q.put((n, _WorkerError(e, worker_id, where[0])))
-
-
 class DataLoader:
     """Iterate over ``dataset`` in batches.
 
@@ -228,9 +149,24 @@ class DataLoader:
         Worker processes (0: load in this process).
     collate_fn : callable, optional
     pin_memory : bool
-        Accepted for PyTorch compatibility (no effect on the CPU).
+        A no-op: Lucid runs on the CPU only, where there is no pinned memory to copy into.
+        Accepted so PyTorch code runs unchanged.
+    drop_last : bool
+        Drop a last, smaller batch.
+    timeout : float
+        Seconds to wait for a batch from the workers before raising (0: forever). A worker
+        that dies is reported within about a second either way.
+    worker_init_fn : callable, optional
+        Called with the worker id in each worker after seeding; its errors are re-raised in
+        the main process with the worker's traceback.
+    multiprocessing_context : str or context, optional
+        ``"fork"`` (default where available) or ``"spawn"``.
     generator : lucid.Generator, optional
-        Source of randomness for shuffling.
+        Source of randomness for shuffling and for the workers' base seed.
+    prefetch_factor : int, optional
+        Batches in flight per worker (default 2; only with ``num_workers > 0``).
+    persistent_workers : bool
+        Keep the worker processes (and their dataset copies) alive between epochs.
 
     Examples
     --------
@@ -245,12 +181,24 @@ class DataLoader:
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
                  prefetch_factor=None, persistent_workers=False, pin_memory_device=""):
-        if num_workers < 0:
-            raise ValueError("DataLoader: num_workers option should be non-negative")
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+            raise ValueError(f"DataLoader: num_workers option should be a non-negative integer, got {num_workers!r}")
+        if not isinstance(timeout, (int, float)) or timeout < 0:
+            raise ValueError(f"DataLoader: timeout option should be non-negative, got {timeout!r}")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing. "
+                             "Let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None.")
+        if prefetch_factor is not None and (not isinstance(prefetch_factor, int) or prefetch_factor < 1):
+            raise ValueError(f"DataLoader: prefetch_factor should be a positive integer, got {prefetch_factor!r}")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
         self.dataset = dataset
         self.num_workers = num_workers
         self.pin_memory = pin_memory
+        self.pin_memory_device = pin_memory_device
         self.timeout = timeout
+        self.persistent_workers = bool(persistent_workers)
+        self._pool = None
         self.worker_init_fn = worker_init_fn
         self.multiprocessing_context = multiprocessing_context
         self.generator = generator
@@ -321,54 +269,51 @@ class DataLoader:
                 yield self.collate_fn(self.dataset[indices])
 
     def _multi_process(self, base_seed):
-        ctx = self.multiprocessing_context or mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-        if isinstance(ctx, str):
-            ctx = mp.get_context(ctx)
-        result_q = ctx.Queue()
-        task_qs, workers = [], []
-        for w in range(self.num_workers):
-            tq = ctx.Queue()
-            p = ctx.Process(target=_worker_loop,
-                            args=(self.dataset, tq, result_q, self.collate_fn, w, self.num_workers,
-                                  base_seed + w, self.worker_init_fn, self._iterable, self._auto),
-                            daemon=True)
-            p.start()
-            task_qs.append(tq)
-            workers.append(p)
+        pool = self._pool
+        if pool is None or not pool.alive:
+            pool = _WorkerPool(self, base_seed)
+            if self.persistent_workers:
+                self._pool = pool
+                self._finalizer = weakref.finalize(self, pool.shutdown)
+        pool.epoch += 1
+        # A persistent pool survives a finished or abandoned (``break``) epoch — stale
+        # results are dropped by epoch number — but not an error.
         try:
-            yield from self._pump(task_qs, result_q, workers)
-        finally:
-            _shutdown(task_qs, result_q, workers)
+            yield from self._pump(pool)
+        except GeneratorExit:
+            if not self.persistent_workers:
+                pool.shutdown()
+            raise
+        except BaseException:
+            pool.shutdown()
+            raise
+        if not self.persistent_workers:
+            pool.shutdown()
 
-    def _pump(self, task_qs, result_q, workers):
-        if self._iterable:
-            tasks = iter(lambda: self.batch_size or 1, None)  # endless: workers say when done
-        else:
-            tasks = self._index_stream()
-        sent = received = 0
-        rr = 0  # round-robin position over the workers (skipping exhausted ones)
-        pending, done_workers = {}, set()
-        owner = {}
+    def _pump(self, pool):
+        """Hand out tasks, collect frames, yield batches in order. See NOTE [Worker processes]."""
+        nw, epoch = len(pool.workers), pool.epoch
+        tasks = iter(lambda: self.batch_size or 1, None) if self._iterable else self._index_stream()
+        sent = received = rr = 0
+        pending, owner, done_workers = {}, {}, set()
 
         def send():
             nonlocal sent, rr
-            if len(done_workers) == len(task_qs):
+            if len(done_workers) == nw:
                 return False
-            while rr % len(task_qs) in done_workers:
+            while rr % nw in done_workers:
                 rr += 1
-            try:
-                t = next(tasks)
-            except StopIteration:
+            t = next(tasks, None)
+            if t is None:
                 return False
-            w = rr % len(task_qs)
+            owner[sent] = w = rr % nw
             rr += 1
-            owner[sent] = w
-            task_qs[w].put((sent, t))
+            pool.put(w, (epoch, sent, t))
             sent += 1
             return True
 
         more = True
-        for _ in range(self.prefetch_factor * len(task_qs)):
+        for _ in range(self.prefetch_factor * nw):
             more = more and send()
         while received < sent:
             if received in pending:
@@ -378,42 +323,24 @@ class DataLoader:
                     done_workers.add(owner[received - 1])
                 else:
                     yield data
-                if more:
-                    more = send()
+                more = more and send()
                 continue
-            try:
-                n, data = result_q.get(timeout=self.timeout if self.timeout > 0 else 5.0)
-            except queue.Empty:
-                dead = [i for i, p in enumerate(workers) if not p.is_alive()]
-                if dead:
-                    raise RuntimeError(f"DataLoader worker (pid(s) {[workers[i].pid for i in dead]}) exited unexpectedly")
-                if self.timeout > 0:
-                    raise RuntimeError(f"DataLoader timed out after {self.timeout} seconds") from None
-                continue
-            if isinstance(data, _WorkerError):
-                data.reraise()
-            pending[n] = data
+            for _, (e, n, data) in self._wait(pool):
+                if isinstance(data, _WorkerError):
+                    data.reraise()
+                if e == epoch:
+                    pending[n] = data
 
-
-def _shutdown(task_qs, result_q, workers, grace=5.0):
-    """Stop the workers; drain results meanwhile so none blocks on a full pipe at exit."""
-    for tq in task_qs:
-        tq.put(None)
-    deadline = time.monotonic() + grace
-    for p in workers:
-        while p.is_alive() and time.monotonic() < deadline:
-            try:
-                while True:
-                    result_q.get_nowait()
-            except (queue.Empty, OSError, EOFError):
-                pass
-            p.join(0.02)
-        if p.is_alive():
-            p.terminate()
-            p.join()
-    for q in (*task_qs, result_q):
-        q.close()
-        q.cancel_join_thread()
+    def _wait(self, pool):
+        """Frames from the workers; raises after ``timeout`` seconds without one."""
+        deadline = time.monotonic() + self.timeout if self.timeout > 0 else None
+        while True:
+            left = 1.0 if deadline is None else deadline - time.monotonic()
+            if deadline is not None and left <= 0:
+                raise RuntimeError(f"DataLoader timed out after {self.timeout} seconds")
+            frames = pool.wait(min(left, 1.0))
+            if frames:
+                return frames
 
 
 __all__ = ["DataLoader", "default_collate", "default_convert", "get_worker_info", "WorkerInfo"]
