@@ -178,7 +178,7 @@ class Optimizer:
     # (momentum buffers, moments); LBFGS keeps flat vectors instead.
     _state_like_params = True
 
-    def _import_state(self, p, st):
+    def _import_state(self, p, st, where="state"):
         entry = {}
         for name, v in st.items():
             if not isinstance(v, Tensor):
@@ -186,7 +186,7 @@ class Optimizer:
                 continue
             arr = np.array(v._data)
             if name != "step" and arr.ndim and self._state_like_params and arr.shape != tuple(p.shape):
-                raise ValueError(f"{type(self).__name__}.load_state_dict: state {name!r} has shape "
+                raise ValueError(f"{type(self).__name__}.load_state_dict: {where}[{name!r}] has shape "
                                  f"{arr.shape} but its parameter has shape {tuple(p.shape)}")
             if name != "step" and arr.shape == p.shape:
                 arr = arr.astype(p.dtype)
@@ -194,33 +194,79 @@ class Optimizer:
         return entry
 
     def load_state_dict(self, state_dict):
-        """Restore options and state; validates everything before changing anything."""
+        """Restore options and state; validates everything before changing anything.
+
+        The saved groups must carry this optimizer's options (so the state of another
+        optimizer class is refused), each option must pass the constructor's own checks, and
+        every state tensor must fit its parameter. Errors name the offending key.
+        """
+        name = f"{type(self).__name__}.load_state_dict"
+        if not isinstance(state_dict, dict) or not {"state", "param_groups"} <= set(state_dict):
+            raise TypeError(f"{name}: expected a dict with 'state' and 'param_groups' (from state_dict()), "
+                            f"got {type(state_dict).__name__}")
         groups = state_dict["param_groups"]
+        if not isinstance(groups, (list, tuple)) or not all(isinstance(g, dict) and "params" in g for g in groups):
+            raise TypeError(f"{name}: 'param_groups' must be a list of dicts with 'params'")
         if len(groups) != len(self.param_groups):
-            raise ValueError(
-                f"{type(self).__name__}.load_state_dict: loaded state dict has {len(groups)} parameter "
-                f"groups but the optimizer has {len(self.param_groups)}"
-            )
-        for saved, mine in zip(groups, self.param_groups):
+            raise ValueError(f"{name}: loaded state dict has {len(groups)} parameter groups but the optimizer "
+                             f"has {len(self.param_groups)}")
+        for i, (saved, mine) in enumerate(zip(groups, self.param_groups)):
             if len(saved["params"]) != len(mine["params"]):
-                raise ValueError(
-                    f"{type(self).__name__}.load_state_dict: a loaded parameter group has "
-                    f"{len(saved['params'])} parameters but the optimizer's group has {len(mine['params'])}"
-                )
+                raise ValueError(f"{name}: param_groups[{i}] has {len(saved['params'])} parameters but the "
+                                 f"optimizer's group has {len(mine['params'])}")
+            self._check_group_options(name, i, saved)
         id_map = {}
         for saved, mine in zip(groups, self.param_groups):
             id_map.update(zip(saved["params"], mine["params"]))
+        if not isinstance(state_dict["state"], dict):
+            raise TypeError(f"{name}: 'state' must be a dict, got {type(state_dict['state']).__name__}")
         new_state = {}
         for k, st in state_dict["state"].items():
-            k = int(k)
-            if k not in id_map:
-                raise ValueError(f"{type(self).__name__}.load_state_dict: state for unknown parameter index {k}")
-            new_state[id_map[k]] = self._import_state(id_map[k], st)
-        for saved, mine in zip(groups, self.param_groups):
-            for k, v in saved.items():
-                if k != "params":
-                    mine[k] = copy.deepcopy(v)
+            if isinstance(k, bool) or not isinstance(k, (int, str)) or not str(k).isdigit() or int(k) not in id_map:
+                raise ValueError(f"{name}: state for unknown parameter index {k!r}")
+            if not isinstance(st, dict):
+                raise TypeError(f"{name}: state[{k!r}] must be a dict, got {type(st).__name__}")
+            new_state[id_map[int(k)]] = self._import_state(id_map[int(k)], st, f"state[{k!r}]")
+        new_groups = [{**mine, **{k: copy.deepcopy(v) for k, v in saved.items() if k != "params"}}
+                      for saved, mine in zip(groups, self.param_groups)]
+        for mine, new in zip(self.param_groups, new_groups):
+            mine.update(new)
         self.state = new_state
+
+    def _check_group_options(self, name, i, saved):
+        """The saved group's options are this optimizer's, and pass its constructor's checks."""
+        missing = [k for k in self.defaults if k not in saved]
+        if missing:
+            raise ValueError(f"{name}: param_groups[{i}] lacks option(s) {missing} of {type(self).__name__} "
+                             "(is this the state of a different optimizer?)")
+        mine = self.param_groups[i]
+        foreign = [k for k in saved if k != "params" and k not in self.defaults and k not in mine
+                   and k not in _SCHEDULER_KEYS]
+        if foreign:
+            raise ValueError(f"{name}: param_groups[{i}] has option(s) {foreign} that {type(self).__name__} "
+                             "does not know (is this the state of a different optimizer?)")
+        import inspect
+
+        try:
+            sig = inspect.signature(type(self).__init__)
+        except (TypeError, ValueError):  # pragma: no cover - builtins only
+            return
+        kw = {k: saved[k] for k in self.defaults if k in sig.parameters}
+        from ..ops.creation import zeros
+
+        dummy = zeros(1, requires_grad=True)
+        try:
+            sig.bind(None, [dummy], **kw)
+        except TypeError:
+            return  # a subclass whose constructor needs more: only the key checks apply
+        try:
+            type(self)([dummy], **kw)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{name}: param_groups[{i}] has an invalid option: {e}") from None
+
+# Keys that learning-rate schedulers add to parameter groups.
+_SCHEDULER_KEYS = frozenset({"initial_lr", "max_lr", "min_lr", "base_lr", "max_momentum", "base_momentum",
+                             "swa_lr"})
 
 
 def _export(v):
