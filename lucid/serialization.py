@@ -19,13 +19,16 @@ Loading parses JSON and copies bytes only — nothing from the file is ever exec
 pickle) — and validates the header before touching the data. A file without the lucid
 structure (written by another safetensors writer) loads as a dict ``name -> Tensor``.
 Saving to a path writes a temporary file in the same directory, flushes and fsyncs it,
-and ``os.replace``s it onto the target, so a crash never leaves a half-written checkpoint.
+and ``os.replace``s it onto the target, so a crash never leaves a half-written checkpoint
+(see NOTE [Safe save] for symlinks, special files and stale temporary files).
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+import stat
 import struct
 import tempfile
 from collections import OrderedDict
@@ -146,7 +149,9 @@ def save(obj, f):
         ``Parameter`` class are kept; tensors that share storage are saved as independent
         copies, while one tensor object that appears twice is stored once.
     f : str, os.PathLike or binary file object
-        A path is written atomically (temporary file + fsync + ``os.replace``).
+        A path is written atomically (temporary file + fsync + ``os.replace``); a symlink
+        is followed and its target replaced; a path that is a FIFO, device, socket or
+        directory is refused with a ValueError (pass an open file object to stream).
 
     Examples
     --------
@@ -168,9 +173,80 @@ def save(obj, f):
     _atomic_write(os.fspath(f), head, arrays)
 
 
+# NOTE [Safe save]
+# ``save(obj, path)`` never replaces anything but a regular file: a symlink is followed
+# and its final target is replaced (atomically, in the target's directory), a FIFO, device,
+# socket or directory is refused (saving to ``/dev/null`` as root must not replace the
+# system's ``/dev/null``). The temporary file is named ``.<name>.lucid-tmp-<pid>-<random>``
+# so a save that was killed can be recognised: the next save of the same target removes
+# such files whose process is gone. Errors name the target, never the temporary file.
+_TMP_TAG = ".lucid-tmp-"
+
+
+def _resolve_target(path):
+    """The regular file (existing or not) that saving to ``path`` should replace."""
+    target = os.path.realpath(path) if os.path.islink(path) else os.path.abspath(path)
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return target
+    except OSError as e:
+        raise _named(e, path) from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        via = f" (via the symlink {os.fspath(path)!r})" if target != os.path.abspath(path) else ""
+        raise ValueError(f"lucid.save: refusing to replace {target!r}{via}: it is {kind}, not a regular "
+                         "file; to stream a checkpoint into it, open it and pass the file object")
+    return target
+
+
+def _named(e, path, what="writing"):
+    """The same kind of OSError, naming the target instead of a temporary file."""
+    text = f"lucid.save: {what} {os.fspath(path)!r} failed: {e.strerror or e}"
+    try:
+        return type(e)(e.errno, text) if e.errno else type(e)(text)
+    except Exception:  # pragma: no cover - exotic OSError subclasses
+        return OSError(text)
+
+
+def _clean_stale_temps(target):
+    """Remove temporary files of earlier saves of ``target`` whose process has died."""
+    directory, base = os.path.split(target)
+    prefix = "." + base + _TMP_TAG
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(prefix)]
+    except OSError:
+        return
+    for n in names:
+        pid = n[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            try:
+                os.unlink(os.path.join(directory, n))
+            except OSError:
+                pass
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. EPERM: it exists
+        return True
+    return True
+
+
 def _atomic_write(path, head, arrays):
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    target = _resolve_target(path)
+    directory = os.path.dirname(target)
+    _clean_stale_temps(target)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(target) + f"{_TMP_TAG}{os.getpid()}-",
+                                   suffix=".tmp")
+    except OSError as e:
+        raise _named(e, path) from None
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(head)
@@ -179,13 +255,15 @@ def _atomic_write(path, head, arrays):
                     out.write(memoryview(arr.reshape(-1)).cast("B"))
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(tmp, _target_mode(path))
-        os.replace(tmp, path)
-    except BaseException:
+        os.chmod(tmp, _target_mode(target))
+        os.replace(tmp, target)
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):
+            raise _named(e, path) from None
         raise
     _fsync_dir(directory)
 
@@ -248,30 +326,39 @@ def load(f, map_location=None, weights_only=True):
     if map_location is not None and not callable(map_location) and not isinstance(map_location, dict):
         check_device(map_location)
     if hasattr(f, "read"):
-        where = getattr(f, "name", None) or repr(f)
-        data = f.read()
-    else:
-        where = os.fspath(f)
-        with open(where, "rb") as fh:
-            data = fh.read()
-    return _Decoder(bytes(data), str(where)).run()
+        return _Decoder(f, str(getattr(f, "name", None) or repr(f))).run()
+    where = os.fspath(f)
+    with open(where, "rb") as fh:
+        return _Decoder(fh, str(where)).run()
 
 
+# NOTE [Load memory]
+# Loading reads the 8-byte length and the JSON header, validates the whole header against
+# the file size, and only then reads each tensor's bytes straight into the array that the
+# Tensor will own (``readinto``, in storage order): every byte is copied once, and the
+# peak is the size of the tensors, not twice the file. (This beats a memory map, which
+# would still need one copy per tensor for Tensors to own writable memory.)
 class _Decoder:
-    def __init__(self, data, where):
-        self.data, self.where = data, where
+    def __init__(self, fh, where):
+        self.fh, self.where = fh, where
         self.cache = {}
 
     def fail(self, msg):
         return ValueError(f"lucid.load: {self.where!r} is not a valid checkpoint: {msg}")
 
     def run(self):
-        header, start = self.header()
+        try:
+            return self._run()
+        except RecursionError:
+            raise self.fail("the header or structure is nested too deeply") from None
+
+    def _run(self):
+        header, start, size = self.header()
         meta = header.pop("__metadata__", None) or {}
         if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
             raise self.fail("__metadata__ must map strings to strings")
-        self.entries = self.validate(header, len(self.data) - start)
-        self.start = start
+        self.entries = self.validate(header, None if size is None else size - start)
+        self.arrays = self.read_arrays(start)
         if _STRUCT_KEY not in meta:
             return {name: self.tensor({"t": name, "rg": False}) for name in self.entries}
         try:
@@ -280,23 +367,49 @@ class _Decoder:
             raise self.fail(f"the structure metadata is not valid JSON ({e})") from None
         return self.decode(structure)
 
+    def size(self):
+        """The stream's total size, or None when it cannot seek."""
+        try:
+            return os.fstat(self.fh.fileno()).st_size
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            pass
+        try:
+            if self.fh.seekable():
+                pos = self.fh.tell()
+                end = self.fh.seek(0, os.SEEK_END)
+                self.fh.seek(pos)
+                return end
+        except (AttributeError, OSError, ValueError):
+            pass
+        return None
+
+    def read_exact(self, n, what):
+        data = self.fh.read(n)
+        if len(data) != n:
+            raise self.fail(f"file ends inside the {what} (truncated?)")
+        return data
+
     def header(self):
-        d = self.data
-        if len(d) < 8:
-            raise self.fail(f"file is {len(d)} bytes, too short for a safetensors header (truncated?)")
-        if d[:2] in (b"PK", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"):
+        size = self.size()
+        pos = self.fh.tell() if size is not None else 0
+        head = self.fh.read(8)
+        if len(head) < 8:
+            raise self.fail(f"file is {len(head)} bytes, too short for a safetensors header (truncated?)")
+        if head[:2] in (b"PK", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"):
             raise self.fail("it looks like a pickle or zip archive (e.g. from torch.save); lucid.load reads "
                             "only safetensors files and never unpickles")
-        (n,) = struct.unpack("<Q", d[:8])
-        if n > min(_MAX_HEADER, len(d) - 8):
-            raise self.fail(f"header length {n} exceeds the file size {len(d)} (truncated or not safetensors)")
+        (n,) = struct.unpack("<Q", head)
+        avail = _MAX_HEADER if size is None else min(_MAX_HEADER, size - pos - 8)
+        if n > avail:
+            raise self.fail(f"header length {n} exceeds the file size {size} (truncated or not safetensors)")
+        raw = self.read_exact(n, "header")
         try:
-            header = json.loads(d[8:8 + n].decode("utf-8"))
+            header = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             raise self.fail(f"the header is not valid UTF-8 JSON ({e})") from None
         if not isinstance(header, dict):
             raise self.fail("the header is not a JSON object")
-        return header, 8 + n
+        return header, pos + 8 + n, None if size is None else size
 
     def validate(self, header, size):
         spans = []
@@ -311,7 +424,7 @@ class _Decoder:
             if not isinstance(offs, list) or len(offs) != 2 or not all(_is_uint(o) for o in offs):
                 raise self.fail(f"tensor {name!r}: bad data_offsets {offs!r}")
             b, end = offs
-            if not b <= end <= size:
+            if not b <= end or (size is not None and end > size):
                 raise self.fail(f"tensor {name!r}: data_offsets {offs} out of range for {size} data bytes (truncated?)")
             want = math.prod(shape) * np.dtype(_DTYPES[dt]).itemsize
             if end - b != want:
@@ -323,18 +436,44 @@ class _Decoder:
                 raise self.fail(f"tensors {n0!r} and {n1!r} overlap")
         return {name: header[name] for _, _, name in spans}
 
+    def read_arrays(self, start):
+        """Every tensor's bytes, read once into its final array. See NOTE [Load memory]."""
+        arrays, pos = {}, 0
+        for name, e in self.entries.items():  # in storage order
+            b, end = e["data_offsets"]
+            if b > pos:
+                self.skip(b - pos)
+            dt = np.dtype(_DTYPES[e["dtype"]])
+            arr = np.empty(e["shape"], dtype=np.uint8 if dt == np.bool_ else dt.newbyteorder("<"))
+            view = memoryview(arr.reshape(-1)).cast("B") if arr.size else memoryview(b"")
+            got = 0
+            while got < len(view):
+                k = self.fh.readinto(view[got:])
+                if not k:
+                    raise self.fail(f"tensor {name!r}: file ends inside its data (truncated?)")
+                got += k
+            pos = end
+            if arr.dtype.byteorder == ">":  # pragma: no cover - big-endian hosts
+                arr = arr.byteswap(inplace=True).view(arr.dtype.newbyteorder("="))
+            if dt == np.bool_:  # any nonzero byte is True, converted in place
+                np.not_equal(arr, 0, out=arr.view(np.bool_))
+                arr = arr.view(np.bool_)
+            arrays[name] = arr
+        return arrays
+
+    def skip(self, n):
+        while n:
+            k = len(self.fh.read(min(n, 1 << 20)))
+            if not k:
+                raise self.fail("file ends inside the data (truncated?)")
+            n -= k
+
     def tensor(self, node):
         name = node.get("t", node.get("nd"))
         if not isinstance(name, str) or name not in self.entries:
             raise self.fail(f"the structure refers to a missing tensor {name!r}")
         if name not in self.cache:
-            e = self.entries[name]
-            b, end = e["data_offsets"]
-            dt = np.dtype(_DTYPES[e["dtype"]]).newbyteorder("<")
-            arr = np.frombuffer(self.data, dtype=dt, count=(end - b) // dt.itemsize, offset=self.start + b)
-            arr = arr.reshape(e["shape"]).astype(dt.newbyteorder("="), copy=True)
-            if arr.dtype == np.bool_:
-                arr = arr.view(np.uint8) != 0  # any nonzero byte is True
+            arr = self.arrays[name]
             if node.get("complex"):
                 if arr.ndim == 0 or arr.shape[-1] != 2 or arr.dtype.kind != "f" or arr.dtype.itemsize < 4:
                     raise self.fail(f"tensor {name!r} is marked complex but has shape {list(arr.shape)}")
@@ -348,7 +487,7 @@ class _Decoder:
         if node.get("param"):
             from .nn.parameter import Parameter
 
-            return Parameter(arr, requires_grad=bool(node.get("rg")))
+            return Parameter(_wrap(arr), requires_grad=bool(node.get("rg")))
         t = _wrap(arr)
         if node.get("rg"):
             t.requires_grad = True

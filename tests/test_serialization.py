@@ -312,3 +312,94 @@ def test_exported_from_lucid():
     import lucid.serialization as ser
 
     assert ser.__all__ == ["save", "load"] and lucid.save is ser.save and lucid.load is ser.load
+
+
+# ---------------------------------------------------------------- issue 14: safe save, lean load
+def test_save_through_a_symlink_replaces_its_target(tmp_path):
+    real = tmp_path / "real.safetensors"
+    lucid.save({"w": lucid.ones(2)}, real)
+    link = tmp_path / "link.safetensors"
+    link.symlink_to(real)
+    lucid.save({"w": lucid.zeros(3)}, link)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert lucid.load(real)["w"].tolist() == [0.0, 0.0, 0.0]
+    dangling = tmp_path / "dangling.safetensors"
+    dangling.symlink_to(tmp_path / "made.safetensors")
+    lucid.save({"w": lucid.ones(1)}, dangling)
+    assert dangling.is_symlink() and lucid.load(tmp_path / "made.safetensors")["w"].tolist() == [1.0]
+    assert sorted(os.listdir(tmp_path)) == ["dangling.safetensors", "link.safetensors", "made.safetensors",
+                                            "real.safetensors"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_save_refuses_fifos_directories_and_links_to_them(tmp_path):
+    import stat
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    link = tmp_path / "link"
+    link.symlink_to(fifo)
+    for target in (fifo, link, tmp_path):
+        with pytest.raises(ValueError, match="not a regular file") as info:
+            lucid.save({"w": lucid.ones(2)}, target)
+        assert repr(str(fifo if target != tmp_path else tmp_path)) in str(info.value)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and link.is_symlink()
+    assert sorted(os.listdir(tmp_path)) == ["link", "pipe"]
+
+
+def test_save_errors_name_the_target_not_the_temporary_file(tmp_path):
+    path = tmp_path / "missing_dir" / "ckpt.safetensors"
+    with pytest.raises(FileNotFoundError) as info:
+        lucid.save({"w": lucid.ones(2)}, path)
+    assert repr(str(path)) in str(info.value) and ".tmp" not in str(info.value)
+
+
+def test_a_killed_save_leaves_a_temporary_file_that_the_next_save_removes(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "ckpt.safetensors"
+    script = ("import os, signal, lucid\n"
+              "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)\n"
+              f"lucid.save({{'w': lucid.ones(1000)}}, {str(path)!r})\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == -9
+    left = os.listdir(tmp_path)
+    assert len(left) == 1 and left[0].startswith(".ckpt.safetensors.lucid-tmp-")
+    lucid.save({"w": lucid.zeros(2)}, path)
+    assert os.listdir(tmp_path) == ["ckpt.safetensors"]
+
+
+def test_load_copies_each_byte_once(tmp_path):
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    obj = {"a": lucid.tensor(rng.standard_normal((1000, 1000))), "b": lucid.tensor(rng.standard_normal(2_000_000)),
+           "m": (lucid.tensor(rng.integers(0, 2, 1_000_000).astype(bool)),)}
+    path = tmp_path / "big.safetensors"
+    lucid.save(obj, path)
+    size = os.path.getsize(path)
+    for source in ("path", "file"):
+        tracemalloc.start()
+        try:
+            if source == "path":
+                out = lucid.load(path)
+            else:
+                with open(path, "rb") as f:
+                    out = lucid.load(f)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak <= 1.1 * size, (source, peak / size)
+        _same(obj, out)
+
+
+def test_deeply_nested_json_is_a_value_error_naming_the_file(tmp_path):
+    deep = "[" * 200_000 + "]" * 200_000
+    for header in ('{"x": ' + deep + "}",
+                   json.dumps({"__metadata__": {"format": "lucid", "lucid.structure": '{"list": [' + deep + "]}"}})):
+        raw = header.encode()
+        path = tmp_path / "deep.safetensors"
+        path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+        with pytest.raises(ValueError, match="deep.safetensors"):
+            lucid.load(path)
