@@ -178,7 +178,7 @@ class Optimizer:
     # (momentum buffers, moments); LBFGS keeps flat vectors instead.
     _state_like_params = True
 
-    def _import_state(self, p, st, where="state"):
+    def _import_state(self, p, st, index=None):
         entry = {}
         for name, v in st.items():
             if not isinstance(v, Tensor):
@@ -186,8 +186,8 @@ class Optimizer:
                 continue
             arr = np.array(v._data)
             if name != "step" and arr.ndim and self._state_like_params and arr.shape != tuple(p.shape):
-                raise ValueError(f"{type(self).__name__}.load_state_dict: {where}[{name!r}] has shape "
-                                 f"{arr.shape} but its parameter has shape {tuple(p.shape)}")
+                raise ValueError(f"{type(self).__name__}.load_state_dict: state {name!r} has shape "
+                                 f"{arr.shape} but its parameter (index {index}) has shape {tuple(p.shape)}")
             if name != "step" and arr.shape == p.shape:
                 arr = arr.astype(p.dtype)
             entry[name] = arr
@@ -226,7 +226,7 @@ class Optimizer:
                 raise ValueError(f"{name}: state for unknown parameter index {k!r}")
             if not isinstance(st, dict):
                 raise TypeError(f"{name}: state[{k!r}] must be a dict, got {type(st).__name__}")
-            new_state[id_map[int(k)]] = self._import_state(id_map[int(k)], st, f"state[{k!r}]")
+            new_state[id_map[int(k)]] = self._import_state(id_map[int(k)], st, int(k))
         new_groups = [{**mine, **{k: copy.deepcopy(v) for k, v in saved.items() if k != "params"}}
                       for saved, mine in zip(groups, self.param_groups)]
         for mine, new in zip(self.param_groups, new_groups):
