@@ -292,12 +292,13 @@ def _letter_sizes(ins, shapes, equation):
     sizes = {}
     for s, shp in zip(ins, shapes):
         for c, n in zip(s, shp):
-            old = sizes.get(c, 1)
-            if old != n and old != 1 and n != 1:
+            old = sizes.get(c)
+            if old is None or old == 1:  # size 1 broadcasts to anything, zero included
+                sizes[c] = n
+            elif n != old and n != 1:
                 raise RuntimeError(f"einsum: subscript '{c}' has size {n} for an operand that does not "
                                    f"match the previous size {old} ('{equation}', shapes "
                                    f"{[tuple(x) for x in shapes]})")
-            sizes[c] = max(old, n)
     return sizes
 
 

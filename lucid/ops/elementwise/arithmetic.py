@@ -85,14 +85,19 @@ def _fit_int(v, dt):
 
 
 def _floatify(a, b):
-    """True division and friends: integer operands become the default float."""
-    a, b = promote(a, b)
-    ref = a if isinstance(a, Tensor) else b
-    if ref.dtype.kind in "biu":
+    """True division and friends: integer operands become the default float.
+
+    The float dtype is chosen *before* any integer promotion: promoting ``int8 / 200`` or
+    ``uint8 / tensor(-2)`` to the integer dtype first would wrap the divisor (PyTorch
+    divides the true values).
+    """
+    a = a if isinstance(a, Tensor) or _scalar_ok(a) else _as_tensor(a)
+    b = b if isinstance(b, Tensor) or _scalar_ok(b) else _as_tensor(b)
+    if dtypes.result_type(a, b).kind in "biu":
         dt = dtypes.get_default_dtype()
         a = cast(a, dt) if isinstance(a, Tensor) else float(a)
         b = cast(b, dt) if isinstance(b, Tensor) else float(b)
-    return a, b
+    return promote(a, b)
 
 
 # ------------------------------------------------------------------ arithmetic
@@ -108,7 +113,17 @@ def _pow_dy(ns, x, y, out):
     return ns.where(x == 0, 0.0, ns.log(ns.where(x == 0, 1.0, x))) * out
 
 
-pow_p = binary("pow", xp.power, lambda ns, x, y, o: y * x ** (y - 1), _pow_dy, save_out=True)
+def _pow_dx(ns, x, y, out):
+    # d/dx x**y = y x**(y-1), taken as 0 where y == 0 (PyTorch) rather than 0 * inf = nan at
+    # x == 0; the base is swapped for 1 there so no inf reaches a higher-order derivative.
+    if y.__class__ in (int, float, bool):
+        return 0 if y == 0 else y * x ** (y - 1)
+    zero_exponent = y == 0
+    base = ns.where(zero_exponent, 1.0, x)
+    return ns.where(zero_exponent, 0.0, y * base ** (y - 1))
+
+
+pow_p = binary("pow", xp.power, _pow_dx, _pow_dy, save_out=True)
 
 # Trivially linear: one rule per argument, no derivative to multiply by.
 add_p.vjp = (lambda ns, g, out, x, y: sum_to_shape(ns, g, getattr(x, "shape", ())),
@@ -173,9 +188,24 @@ def sub(input, other, *, alpha=1):
     >>> lucid.sub(lucid.tensor([5, 7]), 2, alpha=2).tolist()
     [1, 3]
     """
+    _reject_bool_subtraction(input, other)
     if alpha != 1:
         other = mul(other, alpha)
     return bind(sub_p, promote(input, other), {})
+
+
+def _is_bool_operand(v):
+    return v.__class__ is bool or (isinstance(v, Tensor) and v.dtype == dtypes.bool_)
+
+
+def _reject_bool_subtraction(a, b):
+    """PyTorch refuses ``-`` on bool operands (a mask minus something is almost always a bug)."""
+    if _is_bool_operand(a) and _is_bool_operand(b):
+        raise RuntimeError("sub: Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    if _is_bool_operand(a) or _is_bool_operand(b):
+        raise RuntimeError("sub: Subtraction, the `-` operator, with a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
 @tensor_method("mul", "multiply", "__mul__")

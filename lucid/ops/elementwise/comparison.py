@@ -196,8 +196,12 @@ def clamp(input, min=None, max=None):
         if max is not None:
             out = where(out > max, max, out) if not isinstance(max, Tensor) else where(out > max, max.to(out.dtype), out)
         return out
-    if input.dtype.kind in "biu" and (isinstance(min, float) or isinstance(max, float)):
-        input = cast(input, dtypes.get_default_dtype())
+    if input.dtype.kind in "biu":
+        # Python bounds take part in type promotion as in PyTorch: float bounds make an integer
+        # tensor float, int bounds make a bool tensor int64.
+        dt = dtypes.result_type(input, *(v for v in (min, max) if v is not None))
+        if dt != input.dtype:
+            input = cast(input, dt)
     return bind(clamp_p, (input,), {"lo": min, "hi": max})
 
 

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ..._core import dtypes
 from ..._core.backend import xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, tensor_method
@@ -26,7 +27,29 @@ cos_p, cos = unary("cos", xp.cos, lambda ns, x, o: -ns.sin(x))
 tanh_p, tanh = unary("tanh", xp.tanh, lambda ns, x, o: 1 - o * o, save_out=True, save_inputs=False)
 sqrt_p, sqrt = unary("sqrt", xp.sqrt, lambda ns, x, o: 0.5 / o, save_out=True, save_inputs=False)
 abs_p, abs = unary("abs", xp.abs, lambda ns, x, o: ns.sign(x), float_only=False)
-sign_p = nondiff("sign", xp.sign)
+# sign's derivative is zero almost everywhere: a differentiable primitive (like floor) so that
+# sign(x).sum().backward() gives zero gradients instead of "does not require grad", as in PyTorch.
+sign_p, _sign = unary("sign", xp.sign, _zero, save_inputs=False, float_only=False)
+_abs_any_dtype = abs
+
+
+def abs(input):
+    """``|input|`` elementwise (bool inputs are refused, as in PyTorch).
+
+    Parameters
+    ----------
+    input : Tensor
+        Integer, floating or complex tensor.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.abs(lucid.tensor([-1.5, 2.0])).tolist()
+    [1.5, 2.0]
+    """
+    if getattr(input, "dtype", None) == dtypes.bool_:
+        raise RuntimeError("abs: not implemented for 'Bool' tensors (use the tensor itself, or .int())")
+    return _abs_any_dtype(input)
 
 
 @tensor_method("sign")
@@ -44,7 +67,7 @@ def sign(input):
     >>> lucid.sign(lucid.tensor([-3.0, 0.0, 2.0])).tolist()
     [-1.0, 0.0, 1.0]
     """
-    return bind(sign_p, (_as_tensor(input),), {})
+    return _sign(input)
 
 
 for _name, _fn in [("exp", exp), ("log", log), ("sin", sin), ("cos", cos), ("tanh", tanh),

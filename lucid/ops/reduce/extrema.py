@@ -156,10 +156,14 @@ def argmin(input, dim=None, keepdim=False):
     return _arg_reduce(argmin_p, input, dim, keepdim, "argmin")
 
 
-def _select_along(input, idx_fn, dim, keepdim, rtype, op):
-    """``rtype(values, indices)`` for an index primitive call ``idx_fn(x, axis)`` (keepdims form)."""
+def _select_along(input, idx_fn, dim, keepdim, rtype, op, *, scan=False):
+    """``rtype(values, indices)`` for an index primitive call ``idx_fn(x, axis)`` (keepdims form).
+
+    A reduction over an empty dim has no value to select and raises; a ``scan`` (cummax,
+    cummin) of an empty dim is simply empty, as in PyTorch.
+    """
     x, axis, was_0d = _lift0d(input, dim, op)
-    if x.shape[axis] == 0:
+    if x.shape[axis] == 0 and not scan:
         raise IndexError(f"{op}: expected reduction dim {dim} to have non-zero size, got shape {tuple(input.shape)}")
     idx = idx_fn(x, axis)
     vals = bind(pick_along_p, (x, idx), {"axis": axis})

@@ -146,7 +146,7 @@ def cummax(input, dim):
     ([1.0, 3.0, 3.0], [0, 1, 1])
     """
     return _select_along(input, lambda x, a: bind(cumarg_p, (x,), {"axis": a, "largest": True}), dim, True,
-                         return_types.cummax, "cummax")
+                         return_types.cummax, "cummax", scan=True)
 
 
 @tensor_method("cummin")
@@ -167,7 +167,7 @@ def cummin(input, dim):
     [3.0, 1.0, 1.0]
     """
     return _select_along(input, lambda x, a: bind(cumarg_p, (x,), {"axis": a, "largest": False}), dim, True,
-                         return_types.cummin, "cummin")
+                         return_types.cummin, "cummin", scan=True)
 
 
 __all__ = ['cummax', 'cummin', 'cumprod', 'cumsum']
