@@ -1,0 +1,398 @@
+"""Special-function primitives behind :mod:`lucid.special` (gammaln, digamma, erfinv, Bessel ...).
+
+Each is an elementwise primitive made by the family helpers (:func:`unary`, :func:`binary`),
+so the vjp, jvp and batching rules come from one derivative formula written in ``ns`` ops
+(derivatives of derivatives follow: ``lgamma' = digamma``, ``digamma' = polygamma(1)`` ...).
+
+NOTE [SciPy forwards]
+The forwards are ``scipy.special`` ufuncs. SciPy is a required dependency, but it is
+imported inside the forwards, on first use, so ``import lucid`` stays fast. Inputs are
+evaluated in float64 and the result is cast back to the input's dtype (float32 in, float32
+out, as in PyTorch, with float64 accuracy underneath).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._core.backend import xp
+from .._core.primitive import bind, defprim
+from .._core.tensor import Tensor, _wrap, tensor_method
+from ._family import _promote_float, batch_elementwise, binary, unary
+from .elementwise import _floatify
+
+_SQRT_PI = math.sqrt(math.pi)
+_SQRT_2PI = math.sqrt(2 * math.pi)
+
+
+def _scipy(name, *fixed):
+    """Forward ``scipy.special.<name>(*fixed, *arrays)`` in float64, cast back. See NOTE [SciPy forwards]."""
+
+    def impl(*arrays):
+        from scipy import special
+
+        dt = next((a.dtype for a in arrays if isinstance(a, np.ndarray)), np.dtype(np.float64))
+        args = [np.asarray(a, dtype=np.float64) for a in arrays]
+        with np.errstate(all="ignore"):
+            out = getattr(special, name)(*fixed, *args)
+        return xp.asarray(out).astype(dt, copy=False)
+
+    impl.__name__ = name
+    return impl
+
+
+def _safe(ns, x):
+    """``x`` with exact zeros replaced by 1: a denominator for formulas whose limit at 0 is taken apart."""
+    return ns.where(x == 0, 1.0, x)
+
+
+def _at_zero(ns, x, value, formula):
+    """``formula`` away from 0 and ``value`` at ``x == 0`` (the removable singularity's limit).
+
+    Where the derivative's own slope at 0 is not 0 (sinc), ``value`` is its Taylor term in
+    ``x`` (0 at 0 with the right slope), so the second derivative at 0 is right too.
+    """
+    return ns.where(x == 0, value, formula)
+
+
+def _doc(fn, text):
+    fn.__doc__ = text
+    return fn
+
+
+# ------------------------------------------------------------------ gamma family
+
+lgamma_p, _lgamma = unary("lgamma", _scipy("gammaln"), lambda ns, x, o: ns.digamma(x))
+digamma_p, _digamma = unary("digamma", _scipy("psi"), lambda ns, x, o: ns.polygamma(x, n=1))
+
+
+def _polygamma_impl(x, n):
+    return _scipy("polygamma", n)(x)
+
+
+polygamma_p = defprim(
+    "polygamma", _polygamma_impl,
+    vjp=(lambda ns, g, out, x, n: g * ns.polygamma(x, n=n + 1),),
+    jvp=lambda ns, primals, tangents, out, n: tangents[0] * ns.polygamma(primals[0], n=n + 1),
+)
+polygamma_p.batch = batch_elementwise(polygamma_p)
+
+
+# ----------------------------------------------------------- error-function family
+
+erfinv_p, _erfinv = unary("erfinv", _scipy("erfinv"), lambda ns, x, o: (_SQRT_PI / 2) * ns.exp(o * o),
+                          save_out=True, save_inputs=False)
+erfcx_p, _erfcx = unary("erfcx", _scipy("erfcx"), lambda ns, x, o: 2 * x * o - 2 / _SQRT_PI, save_out=True)
+ndtri_p, _ndtri = unary("ndtri", _scipy("ndtri"), lambda ns, x, o: _SQRT_2PI * ns.exp(o * o * 0.5),
+                        save_out=True, save_inputs=False)
+# log_ndtr' = pdf / cdf, formed as exp(log pdf - log_ndtr): finite far in the lower tail.
+log_ndtr_p, _log_ndtr = unary("log_ndtr", _scipy("log_ndtr"),
+                              lambda ns, x, o: ns.exp(x * x * -0.5 - o) / _SQRT_2PI, save_out=True)
+
+
+# ------------------------------------------------------------------------ Bessel
+
+i0_p, _i0 = unary("i0", _scipy("i0"), lambda ns, x, o: ns.i1(x))
+i0e_p, _i0e = unary("i0e", _scipy("i0e"), lambda ns, x, o: ns.i1e(x) - ns.sign(x) * o, save_out=True)
+i1_p, _i1 = unary("i1", _scipy("i1"),
+                  lambda ns, x, o: _at_zero(ns, x, 0.5, ns.i0(x) - o / _safe(ns, x)), save_out=True)
+i1e_p, _i1e = unary("i1e", _scipy("i1e"),
+                    lambda ns, x, o: _at_zero(ns, x, 0.5, ns.i0e(x) - o * (ns.sign(x) + 1 / _safe(ns, x))),
+                    save_out=True)
+bessel_j0_p, _bessel_j0 = unary("bessel_j0", _scipy("j0"), lambda ns, x, o: -ns.bessel_j1(x))
+bessel_j1_p, _bessel_j1 = unary("bessel_j1", _scipy("j1"),
+                                lambda ns, x, o: _at_zero(ns, x, 0.5, ns.bessel_j0(x) - o / _safe(ns, x)),
+                                save_out=True)
+bessel_y0_p, _bessel_y0 = unary("bessel_y0", _scipy("y0"), lambda ns, x, o: -ns.bessel_y1(x))
+bessel_y1_p, _bessel_y1 = unary("bessel_y1", _scipy("y1"), lambda ns, x, o: ns.bessel_y0(x) - o / x,
+                                save_out=True)
+k0_p, _k0 = unary("modified_bessel_k0", _scipy("k0"), lambda ns, x, o: -ns.modified_bessel_k1(x))
+k1_p, _k1 = unary("modified_bessel_k1", _scipy("k1"), lambda ns, x, o: -ns.modified_bessel_k0(x) - o / x,
+                  save_out=True)
+k0e_p, _k0e = unary("scaled_modified_bessel_k0", _scipy("k0e"),
+                    lambda ns, x, o: o - ns.scaled_modified_bessel_k1(x), save_out=True)
+k1e_p, _k1e = unary("scaled_modified_bessel_k1", _scipy("k1e"),
+                    lambda ns, x, o: o - o / x - ns.scaled_modified_bessel_k0(x), save_out=True)
+
+
+def _sph_j0_impl(x):
+    with np.errstate(all="ignore"):
+        return xp.where(x == 0, 1.0, xp.sin(x) / x).astype(x.dtype, copy=False)
+
+
+spherical_bessel_j0_p, _spherical_bessel_j0 = unary(
+    "spherical_bessel_j0", _sph_j0_impl,
+    lambda ns, x, o: _at_zero(ns, x, x * (-1 / 3), (ns.cos(x) - o) / _safe(ns, x)), save_out=True)
+
+
+# ------------------------------------------------------------------- the others
+
+def _sinc_impl(x):
+    return xp.sinc(x).astype(x.dtype, copy=False)
+
+
+sinc_p, _sinc = unary("sinc", _sinc_impl,
+                      lambda ns, x, o: _at_zero(ns, x, x * (-math.pi ** 2 / 3), (ns.cos(x * math.pi) - o) / _safe(ns, x)),
+                      save_out=True)
+# entr' = -(1 + log x): +inf at 0 and nan below, as in PyTorch.
+entr_p, _entr = unary("entr", _scipy("entr"), lambda ns, x, o: -(ns.log(x) + 1))
+
+
+def _nonzero(ns, x):
+    return ns.cast(x != 0, dtype=x.dtype)
+
+
+# xlogy: d/dx = log(y) where x != 0 (else 0), d/dy = x / y (PyTorch's formulas).
+xlogy_p = binary("xlogy", _scipy("xlogy"), lambda ns, x, y, o: ns.xlogy(_nonzero(ns, x), y),
+                 lambda ns, x, y, o: x / y)
+xlog1py_p = binary("xlog1py", _scipy("xlog1py"), lambda ns, x, y, o: ns.xlog1py(_nonzero(ns, x), y),
+                   lambda ns, x, y, o: x / (y + 1))
+
+
+def _zeta_dx(ns, x, q, o):
+    raise NotImplementedError("special.zeta: not differentiable with respect to x (the derivative for "
+                              "'zeta' in its first argument is not implemented, as in PyTorch)")
+
+
+# Hurwitz zeta(x, q) = sum_k (k + q)^-x:  d/dq = -x zeta(x + 1, q).
+zeta_p = binary("zeta", _scipy("zeta"), _zeta_dx, lambda ns, x, q, o: -x * ns.zeta(x + 1, q))
+
+
+# ------------------------------------------------------------ public functions
+
+def _unary_public(name, prim, summary, example, methods=()):
+    def fn(input):
+        if isinstance(input, Tensor) and input.dtype.kind == "f":
+            return bind(prim, (input,), {})
+        return bind(prim, (_promote_float(input),), {})
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"{summary}\n\nParameters\n----------\ninput : Tensor\n    Any shape; integer and bool "
+                  f"inputs are promoted to the default float dtype first.\n\nExamples\n--------\n"
+                  f">>> import lucid\n{example}\n")
+    for m in methods:
+        setattr(Tensor, m, fn)
+    return fn
+
+
+gammaln = _unary_public(
+    "gammaln", lgamma_p, "``log|Gamma(x)|``; the derivative is :func:`digamma`.",
+    ">>> round(lucid.special.gammaln(lucid.tensor([4.0])).item(), 6)\n1.791759", ("lgamma",))
+lgamma = gammaln
+digamma = _unary_public(
+    "digamma", digamma_p, "``d/dx log Gamma(x)``; the derivative is ``polygamma(1, x)``.",
+    ">>> round(lucid.special.digamma(lucid.tensor([1.0])).item(), 6)\n-0.577216", ("digamma",))
+psi = digamma
+erfinv = _unary_public(
+    "erfinv", erfinv_p, "Inverse error function on (-1, 1) (``±inf`` at ``±1``).",
+    ">>> round(lucid.special.erfinv(lucid.tensor([0.5])).item(), 6)\n0.476936", ("erfinv",))
+erfcx = _unary_public(
+    "erfcx", erfcx_p, "Scaled complementary error function ``exp(x**2) * erfc(x)``, without overflow.",
+    ">>> round(lucid.special.erfcx(lucid.tensor([30.0])).item(), 6)\n0.018796")
+ndtri = _unary_public(
+    "ndtri", ndtri_p, "Inverse of the standard normal CDF (the probit function).",
+    ">>> round(lucid.special.ndtri(lucid.tensor([0.975])).item(), 6)\n1.959964")
+log_ndtr = _unary_public(
+    "log_ndtr", log_ndtr_p, "``log`` of the standard normal CDF, accurate far in the lower tail.",
+    ">>> round(lucid.special.log_ndtr(lucid.tensor([-40.0], dtype=lucid.float64)).item(), 3)\n-804.608")
+i0 = _unary_public(
+    "i0", i0_p, "Modified Bessel function of the first kind, order 0.",
+    ">>> round(lucid.special.i0(lucid.tensor([1.0])).item(), 6)\n1.266066", ("i0",))
+i0e = _unary_public(
+    "i0e", i0e_p, "Exponentially scaled ``i0``: ``exp(-|x|) * i0(x)``.",
+    ">>> round(lucid.special.i0e(lucid.tensor([1.0])).item(), 6)\n0.46576")
+i1 = _unary_public(
+    "i1", i1_p, "Modified Bessel function of the first kind, order 1.",
+    ">>> round(lucid.special.i1(lucid.tensor([1.0])).item(), 6)\n0.565159")
+i1e = _unary_public(
+    "i1e", i1e_p, "Exponentially scaled ``i1``: ``exp(-|x|) * i1(x)``.",
+    ">>> round(lucid.special.i1e(lucid.tensor([1.0])).item(), 6)\n0.20791")
+bessel_j0 = _unary_public(
+    "bessel_j0", bessel_j0_p, "Bessel function of the first kind, order 0.",
+    ">>> round(lucid.special.bessel_j0(lucid.tensor([1.0])).item(), 6)\n0.765198")
+bessel_j1 = _unary_public(
+    "bessel_j1", bessel_j1_p, "Bessel function of the first kind, order 1.",
+    ">>> round(lucid.special.bessel_j1(lucid.tensor([1.0])).item(), 6)\n0.440051")
+bessel_y0 = _unary_public(
+    "bessel_y0", bessel_y0_p, "Bessel function of the second kind, order 0 (``x > 0``).",
+    ">>> round(lucid.special.bessel_y0(lucid.tensor([1.0])).item(), 6)\n0.088257")
+bessel_y1 = _unary_public(
+    "bessel_y1", bessel_y1_p, "Bessel function of the second kind, order 1 (``x > 0``).",
+    ">>> round(lucid.special.bessel_y1(lucid.tensor([1.0])).item(), 6)\n-0.781213")
+modified_bessel_k0 = _unary_public(
+    "modified_bessel_k0", k0_p, "Modified Bessel function of the second kind, order 0 (``x > 0``).",
+    ">>> round(lucid.special.modified_bessel_k0(lucid.tensor([1.0])).item(), 6)\n0.421024")
+modified_bessel_k1 = _unary_public(
+    "modified_bessel_k1", k1_p, "Modified Bessel function of the second kind, order 1 (``x > 0``).",
+    ">>> round(lucid.special.modified_bessel_k1(lucid.tensor([1.0])).item(), 6)\n0.601907")
+scaled_modified_bessel_k0 = _unary_public(
+    "scaled_modified_bessel_k0", k0e_p, "``exp(x) * modified_bessel_k0(x)`` (``x > 0``).",
+    ">>> round(lucid.special.scaled_modified_bessel_k0(lucid.tensor([1.0])).item(), 6)\n1.144463")
+scaled_modified_bessel_k1 = _unary_public(
+    "scaled_modified_bessel_k1", k1e_p, "``exp(x) * modified_bessel_k1(x)`` (``x > 0``).",
+    ">>> round(lucid.special.scaled_modified_bessel_k1(lucid.tensor([1.0])).item(), 6)\n1.636153")
+spherical_bessel_j0 = _unary_public(
+    "spherical_bessel_j0", spherical_bessel_j0_p, "Spherical Bessel function ``sin(x) / x`` (1 at 0).",
+    ">>> lucid.special.spherical_bessel_j0(lucid.tensor([0.0])).item()\n1.0")
+sinc = _unary_public(
+    "sinc", sinc_p, "Normalized sinc ``sin(pi x) / (pi x)`` (1 at 0; the gradient at 0 is 0).",
+    ">>> lucid.special.sinc(lucid.tensor([0.0, 1.0])).tolist()[0]\n1.0", ("sinc",))
+entr = _unary_public(
+    "entr", entr_p, "Elementwise entropy ``-x log x`` (0 at 0, ``-inf`` for ``x < 0``).",
+    ">>> lucid.special.entr(lucid.tensor([0.0, 1.0])).tolist()\n[0.0, -0.0]")
+
+
+def modified_bessel_i0(input):
+    """Modified Bessel function of the first kind, order 0 (the same function as :func:`i0`).
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> round(lucid.special.modified_bessel_i0(lucid.tensor([1.0])).item(), 6)
+    1.266066
+    """
+    return i0(input)
+
+
+def modified_bessel_i1(input):
+    """Modified Bessel function of the first kind, order 1 (the same function as :func:`i1`).
+
+    Parameters
+    ----------
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> round(lucid.special.modified_bessel_i1(lucid.tensor([1.0])).item(), 6)
+    0.565159
+    """
+    return i1(input)
+
+
+def polygamma(n, input):
+    """The ``n``-th derivative of :func:`digamma` (``n = 0`` is digamma itself).
+
+    Parameters
+    ----------
+    n : int
+        The order, ``n >= 0``; not differentiable (an integer).
+    input : Tensor
+        Any shape.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> round(lucid.polygamma(1, lucid.tensor([1.0])).item(), 6)
+    1.644934
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"polygamma: n must be a non-negative int (it is not differentiable), got {n!r}")
+    if n < 0:
+        raise RuntimeError(f"polygamma: n must be non-negative, got {n}")
+    x = _promote_float(input)
+    if x.dtype.kind not in "f":
+        raise TypeError(f"polygamma: expected a floating point input, got dtype {x.dtype}")
+    return bind(polygamma_p, (x,), {"n": int(n)})
+
+
+Tensor.polygamma = lambda self, n: polygamma(n, self)
+
+
+def _binary_public(name, prim):
+    def fn(input, other):
+        return bind(prim, _floatify(input, other), {})
+
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+xlogy = _doc(_binary_public("xlogy", xlogy_p), """``x * log(y)``, 0 where ``x == 0`` (unless ``y`` is nan).
+
+Parameters
+----------
+input : Tensor or number
+    ``x``.
+other : Tensor or number
+    ``y``.
+
+Examples
+--------
+>>> import lucid
+>>> lucid.xlogy(lucid.tensor([0.0, 2.0]), lucid.tensor([0.0, 1.0])).tolist()
+[0.0, 0.0]
+""")
+xlog1py = _doc(_binary_public("xlog1py", xlog1py_p), """``x * log1p(y)``, 0 where ``x == 0`` (unless ``y`` is nan).
+
+Parameters
+----------
+input : Tensor or number
+    ``x``.
+other : Tensor or number
+    ``y``.
+
+Examples
+--------
+>>> import lucid
+>>> lucid.special.xlog1py(lucid.tensor([0.0, 2.0]), lucid.tensor([-1.0, 0.0])).tolist()
+[0.0, 0.0]
+""")
+zeta = _doc(_binary_public("zeta", zeta_p), """Hurwitz zeta ``sum_k (k + q) ** -x``; differentiable in ``q`` only.
+
+Parameters
+----------
+input : Tensor or number
+    ``x`` (no derivative, as in PyTorch: asking for one raises).
+other : Tensor or number
+    ``q``.
+
+Examples
+--------
+>>> import lucid
+>>> round(lucid.special.zeta(lucid.tensor([2.0]), 1.0).item(), 6)
+1.644934
+""")
+tensor_method("xlogy")(xlogy)
+
+
+def multigammaln(input, p):
+    """Multivariate log-gamma ``log Gamma_p(x) = p(p-1)/4 log(pi) + sum_j lgamma(x - j/2)``, ``j < p``.
+
+    A composite of :func:`gammaln`, so its derivatives come from lgamma's.
+
+    Parameters
+    ----------
+    input : Tensor
+        Every element must exceed ``(p - 1) / 2``.
+    p : int
+        The dimension, ``p >= 1``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> round(lucid.special.multigammaln(lucid.tensor([2.5]), 2).item(), 6)
+    0.857048
+    """
+    if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
+        raise RuntimeError(f"multigammaln: p must be an int >= 1, got {p!r}")
+    x = _promote_float(input)
+    if x.__class__ is Tensor and x.numel() and not bool(np.all(x._data > (p - 1) / 2)):
+        raise RuntimeError(f"multigammaln: all elements must be greater than (p-1)/2 = {(p - 1) / 2} "
+                           f"(input of shape {tuple(x.shape)})")
+    offsets = _wrap(np.arange(p, dtype=x.dtype) * 0.5)
+    terms = gammaln(x.unsqueeze(-1) - offsets)
+    return terms.sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
+
+
+mvlgamma = multigammaln
+Tensor.mvlgamma = lambda self, p: multigammaln(self, p)
+
+
+__all__ = ["digamma", "erfinv", "i0", "lgamma", "mvlgamma", "polygamma", "sinc", "xlogy"]
