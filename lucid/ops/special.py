@@ -20,7 +20,7 @@ from .._core.backend import xp
 from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _promote_float, batch_elementwise, binary, unary
-from .elementwise import _floatify
+from .elementwise.arithmetic import _floatify
 
 _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2 * math.pi)
