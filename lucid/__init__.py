@@ -31,9 +31,9 @@ from . import autograd, func, linalg, special  # noqa: E402,F401
 
 __version__ = "0.1.0"
 
-# The training stack (nn, optim, utils, save/load) loads on first use, so `import lucid`
+# The training stack (nn, optim, utils, distributions, save/load) loads on first use, so `import lucid`
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
-_LAZY_MODULES = {"nn", "optim", "utils", "serialization"}
+_LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization"}
 
 

@@ -1,0 +1,38 @@
+"""Probability distributions with PyTorch's names and semantics (``torch.distributions``).
+
+Every distribution has ``sample``/``rsample`` (reparameterised where ``has_rsample``),
+``log_prob``, ``entropy``, ``mean``/``mode``/``variance``/``stddev``, ``batch_shape`` and
+``event_shape``, ``expand``, ``support`` and ``arg_constraints``; ``validate_args`` checks
+parameters and values with errors that name the parameter and the constraint. Everything is
+written with lucid ops, so densities and reparameterised samples are differentiable and
+work under ``lucid.func.grad``/``jvp``/``vmap`` (sampling follows vmap's ``randomness``).
+
+Examples
+--------
+>>> import lucid
+>>> from lucid.distributions import Normal, kl_divergence
+>>> _ = lucid.manual_seed(0)
+>>> loc = lucid.tensor([0.0, 1.0], requires_grad=True)
+>>> d = Normal(loc, 1.0)
+>>> x = d.rsample((4,))
+>>> x.shape
+(4, 2)
+>>> d.log_prob(x).sum().backward()
+>>> kl_divergence(Normal(0.0, 1.0), Normal(0.0, 2.0)).item() > 0
+True
+"""
+from . import constraints, transforms
+from .categorical import Bernoulli, Categorical, OneHotCategorical, OneHotCategoricalStraightThrough
+from .distribution import Distribution
+from .kl import kl_divergence, register_kl
+from .normal import Cauchy, Exponential, Laplace, Normal, Uniform
+from .transformed_distribution import (Gumbel, HalfCauchy, HalfNormal, Independent, LogNormal, Pareto,
+                                       TransformedDistribution, Weibull)
+from .transforms import *  # noqa: F401,F403
+
+__all__ = [
+    "Bernoulli", "Categorical", "Cauchy", "Distribution", "Exponential", "Gumbel", "HalfCauchy",
+    "HalfNormal", "Independent", "Laplace", "LogNormal", "Normal", "OneHotCategorical",
+    "OneHotCategoricalStraightThrough", "Pareto", "TransformedDistribution", "Uniform", "Weibull",
+    "constraints", "kl_divergence", "register_kl", "transforms",
+] + transforms.__all__

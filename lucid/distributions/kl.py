@@ -1,0 +1,322 @@
+"""``kl_divergence(p, q)`` and the ``register_kl`` registry, with PyTorch's closed forms."""
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import lucid
+from .categorical import Bernoulli, Categorical, OneHotCategorical
+from .distribution import Distribution
+from .normal import Cauchy, Exponential, Laplace, Normal, Uniform
+from .transformed_distribution import (Gumbel, HalfNormal, Independent, Pareto, TransformedDistribution)
+from .utils import euler_constant, sum_rightmost
+
+__all__ = ["register_kl", "kl_divergence"]
+
+_KL_REGISTRY = {}  # (type_p, type_q) -> fn
+_KL_MEMOIZE = {}  # (type_p, type_q) -> fn, cleared on every registration
+
+
+def register_kl(type_p, type_q):
+    """Decorator registering ``fn(p, q)`` as the KL divergence of two distribution types.
+
+    Dispatch picks the most specific registered pair by the subclass order (as PyTorch;
+    an ambiguous pair warns and resolve it by registering the exact pair).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.distributions import Normal, kl_divergence, register_kl
+    >>> class MyNormal(Normal):
+    ...     pass
+    >>> @register_kl(MyNormal, MyNormal)
+    ... def _kl(p, q):
+    ...     return lucid.zeros(p.batch_shape)
+    >>> kl_divergence(MyNormal(0.0, 1.0), MyNormal(1.0, 1.0)).item()
+    0.0
+    """
+    if not (isinstance(type_p, type) and issubclass(type_p, Distribution)):
+        raise TypeError(f"register_kl: expected type_p to be a Distribution subclass but got {type_p}")
+    if not (isinstance(type_q, type) and issubclass(type_q, Distribution)):
+        raise TypeError(f"register_kl: expected type_q to be a Distribution subclass but got {type_q}")
+
+    def decorator(fun):
+        _KL_REGISTRY[type_p, type_q] = fun
+        _KL_MEMOIZE.clear()
+        return fun
+
+    return decorator
+
+
+@functools.total_ordering
+class _Match:
+    __slots__ = ["types"]
+
+    def __init__(self, *types):
+        self.types = types
+
+    def __eq__(self, other):
+        return self.types == other.types
+
+    def __le__(self, other):
+        for x, y in zip(self.types, other.types):
+            if not issubclass(x, y):
+                return False
+            if x is not y:
+                break
+        return True
+
+
+def _dispatch_kl(type_p, type_q):
+    matches = [(sp, sq) for sp, sq in _KL_REGISTRY if issubclass(type_p, sp) and issubclass(type_q, sq)]
+    if not matches:
+        return NotImplemented
+    left_p, left_q = min(_Match(*m) for m in matches).types
+    right_q, right_p = min(_Match(*reversed(m)) for m in matches).types
+    left_fun = _KL_REGISTRY[left_p, left_q]
+    right_fun = _KL_REGISTRY[right_p, right_q]
+    if left_fun is not right_fun:
+        warnings.warn(f"Ambiguous kl_divergence({type_p.__name__}, {type_q.__name__}). Please register_kl"
+                      f"({left_p.__name__}, {right_q.__name__})", RuntimeWarning)
+    return left_fun
+
+
+def kl_divergence(p, q):
+    r"""``KL(p || q) = E_p[log p(x) - log q(x)]``, of shape ``batch_shape``.
+
+    Parameters
+    ----------
+    p, q : Distribution
+
+    Raises
+    ------
+    NotImplementedError
+        When no closed form is registered for the pair of types.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.distributions import Normal, kl_divergence
+    >>> kl_divergence(Normal(0.0, 1.0), Normal(1.0, 1.0)).item()
+    0.5
+    """
+    try:
+        fun = _KL_MEMOIZE[type(p), type(q)]
+    except KeyError:
+        fun = _dispatch_kl(type(p), type(q))
+        _KL_MEMOIZE[type(p), type(q)] = fun
+    if fun is NotImplemented:
+        raise NotImplementedError(f"No KL(p || q) is implemented for p type {type(p).__name__} and "
+                                  f"q type {type(q).__name__}")
+    return fun(p, q)
+
+
+def _inf_where(cond, value):
+    return lucid.where(cond, lucid.full_like(value, math.inf), value)
+
+
+def _zero_where(cond, value):
+    return lucid.where(cond, lucid.zeros_like(value), value)
+
+
+def _infinite_like(t):
+    return lucid.full_like(t, math.inf)
+
+
+def _softplus(x):
+    return lucid.relu(x) + lucid.log1p(lucid.exp(-x.abs()))
+
+
+# ------------------------------------------------------------- same family
+
+@register_kl(Bernoulli, Bernoulli)
+def _kl_bernoulli_bernoulli(p, q):
+    t1 = p.probs * (_softplus(-q.logits) - _softplus(-p.logits))
+    t1 = _zero_where(p.probs == 0, _inf_where(q.probs == 0, t1))
+    t2 = (1 - p.probs) * (_softplus(q.logits) - _softplus(p.logits))
+    t2 = _zero_where(p.probs == 1, _inf_where(q.probs == 1, t2))
+    return t1 + t2
+
+
+@register_kl(Categorical, Categorical)
+def _kl_categorical_categorical(p, q):
+    t = p.probs * (p.logits - q.logits)
+    t = _zero_where((p.probs == 0).expand_as(t), _inf_where((q.probs == 0).expand_as(t), t))
+    return t.sum(-1)
+
+
+@register_kl(OneHotCategorical, OneHotCategorical)
+def _kl_onehotcategorical_onehotcategorical(p, q):
+    return _kl_categorical_categorical(p._categorical, q._categorical)
+
+
+@register_kl(Normal, Normal)
+def _kl_normal_normal(p, q):
+    var_ratio = (p.scale / q.scale).pow(2)
+    t1 = ((p.loc - q.loc) / q.scale).pow(2)
+    return 0.5 * (var_ratio + t1 - 1 - var_ratio.log())
+
+
+@register_kl(Uniform, Uniform)
+def _kl_uniform_uniform(p, q):
+    result = ((q.high - q.low) / (p.high - p.low)).log()
+    return _inf_where((q.low > p.low) | (q.high < p.high), result)
+
+
+@register_kl(Exponential, Exponential)
+def _kl_exponential_exponential(p, q):
+    rate_ratio = q.rate / p.rate
+    return -rate_ratio.log() + rate_ratio - 1
+
+
+@register_kl(Laplace, Laplace)
+def _kl_laplace_laplace(p, q):
+    scale_ratio = p.scale / q.scale
+    loc_abs_diff = (p.loc - q.loc).abs()
+    t1 = -scale_ratio.log()
+    t2 = loc_abs_diff / q.scale
+    t3 = scale_ratio * lucid.exp(-loc_abs_diff / p.scale)
+    return t1 + t2 + t3 - 1
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p, q):
+    # Chyzak and Nielsen, "A closed-form formula for the Kullback-Leibler divergence between Cauchy distributions".
+    return (((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)) / (4 * p.scale * q.scale)).log()
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p, q):
+    return _kl_normal_normal(p.base_dist, q.base_dist)
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p, q):
+    # From http://www.mast.queensu.ca/~communications/Papers/gil-msc11.pdf
+    scale_ratio = p.scale / q.scale
+    alpha_ratio = q.alpha / p.alpha
+    t1 = q.alpha * scale_ratio.log()
+    t2 = -alpha_ratio.log()
+    result = t1 + t2 + alpha_ratio - 1
+    return _inf_where(p.scale < q.scale, result)
+
+
+@register_kl(Independent, Independent)
+def _kl_independent_independent(p, q):
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError("kl_divergence(Independent, Independent): reinterpreted_batch_ndims differ")
+    return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed_transformed(p, q):
+    if p.transforms != q.transforms:
+        raise NotImplementedError("kl_divergence(TransformedDistribution, TransformedDistribution): the "
+                                  "transforms differ")
+    if p.event_shape != q.event_shape:
+        raise NotImplementedError("kl_divergence(TransformedDistribution, TransformedDistribution): the "
+                                  "event shapes differ")
+    return kl_divergence(p.base_dist, q.base_dist)
+
+
+# ------------------------------------------------------------- across families
+
+@register_kl(Uniform, Normal)
+def _kl_uniform_normal(p, q):
+    common_term = p.high - p.low
+    t1 = (math.sqrt(math.pi * 2) * q.scale / common_term).log()
+    t2 = common_term.pow(2) / 12
+    t3 = ((p.high + p.low - 2 * q.loc) / 2).pow(2)
+    return t1 + 0.5 * (t2 + t3) / q.scale.pow(2)
+
+
+@register_kl(Uniform, Exponential)
+def _kl_uniform_exponential(p, q):
+    result = q.rate * (p.high + p.low) / 2 - ((p.high - p.low) * q.rate).log()
+    return _inf_where(p.low < 0, result)
+
+
+@register_kl(Uniform, Gumbel)
+def _kl_uniform_gumbel(p, q):
+    common_term = q.scale / (p.high - p.low)
+    high_loc_diff = (p.high - q.loc) / q.scale
+    low_loc_diff = (p.low - q.loc) / q.scale
+    t1 = common_term.log() + 0.5 * (high_loc_diff + low_loc_diff)
+    t2 = common_term * (lucid.exp(-high_loc_diff) - lucid.exp(-low_loc_diff))
+    return t1 - t2
+
+
+@register_kl(Normal, Gumbel)
+def _kl_normal_gumbel(p, q):
+    mean_scale_ratio = p.loc / q.scale
+    var_scale_sqr_ratio = (p.scale / q.scale).pow(2)
+    loc_scale_ratio = q.loc / q.scale
+    t1 = var_scale_sqr_ratio.log() * 0.5
+    t2 = mean_scale_ratio - loc_scale_ratio
+    t3 = lucid.exp(-mean_scale_ratio + 0.5 * var_scale_sqr_ratio + loc_scale_ratio)
+    return -t1 + t2 + t3 - (0.5 * (1 + math.log(2 * math.pi)))
+
+
+@register_kl(Normal, Laplace)
+def _kl_normal_laplace(p, q):
+    loc_diff = p.loc - q.loc
+    scale_ratio = p.scale / q.scale
+    loc_diff_scale_ratio = loc_diff / p.scale
+    t1 = lucid.log(scale_ratio)
+    t2 = math.sqrt(2 / math.pi) * p.scale * lucid.exp(-0.5 * loc_diff_scale_ratio.pow(2))
+    t3 = loc_diff * lucid.erf(math.sqrt(0.5) * loc_diff_scale_ratio)
+    return -t1 + (t2 + t3) / q.scale - (0.5 * (1 + math.log(0.5 * math.pi)))
+
+
+@register_kl(Exponential, Normal)
+def _kl_exponential_normal(p, q):
+    var_normal = q.scale.pow(2)
+    rate_sqr = p.rate.pow(2)
+    t1 = 0.5 * lucid.log(rate_sqr * var_normal * 2 * math.pi)
+    t2 = rate_sqr.reciprocal()
+    t3 = q.loc / p.rate
+    t4 = q.loc.pow(2) * 0.5
+    return t1 - 1 + (t2 - t3 + t4) / var_normal
+
+
+@register_kl(Exponential, Gumbel)
+def _kl_exponential_gumbel(p, q):
+    scale_rate_prod = p.rate * q.scale
+    loc_scale_ratio = q.loc / q.scale
+    t1 = scale_rate_prod.log() - 1
+    t2 = lucid.exp(loc_scale_ratio) * scale_rate_prod / (scale_rate_prod + 1)
+    t3 = scale_rate_prod.reciprocal()
+    return t1 - loc_scale_ratio + t2 + t3
+
+
+@register_kl(Laplace, Normal)
+def _kl_laplace_normal(p, q):
+    var_normal = q.scale.pow(2)
+    scale_sqr_var_ratio = p.scale.pow(2) / var_normal
+    t1 = 0.5 * lucid.log(2 * scale_sqr_var_ratio / math.pi)
+    t2 = 0.5 * p.loc.pow(2)
+    t3 = p.loc * q.loc
+    t4 = 0.5 * q.loc.pow(2)
+    return -t1 + scale_sqr_var_ratio + (t2 - t3 + t4) / var_normal - 1
+
+
+@register_kl(Gumbel, Normal)
+def _kl_gumbel_normal(p, q):
+    param_ratio = p.scale / q.scale
+    t1 = (param_ratio / math.sqrt(2 * math.pi)).log()
+    t2 = (math.pi * param_ratio * 0.5).pow(2) / 3
+    t3 = ((p.loc + p.scale * euler_constant - q.loc) / q.scale).pow(2) * 0.5
+    return -t1 + t2 + t3 - (euler_constant + 1)
+
+
+def _kl_infinite(p, q):
+    """A support of p not contained in q's: the divergence is infinite."""
+    return _infinite_like(p.mean if not isinstance(p, Cauchy) else p.loc)
+
+
+for _p in (Normal, Laplace, Gumbel, Cauchy):
+    for _q in (Exponential, Pareto, Uniform, HalfNormal):
+        register_kl(_p, _q)(_kl_infinite)
+for _q in (Pareto, Uniform):
+    register_kl(Exponential, _q)(_kl_infinite)
