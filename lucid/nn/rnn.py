@@ -59,8 +59,9 @@ class RNNBase(Module):
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
         super().__init__()
         name = type(self).__name__
-        if proj_size:
-            raise NotImplementedError(f"{name}: proj_size is not supported")
+        if proj_size < 0 or (proj_size and (mode != "LSTM" or proj_size >= hidden_size)):
+            raise ValueError(f"{name}: proj_size must be 0, or (LSTM only) positive and smaller than "
+                             f"hidden_size ({hidden_size}); got {proj_size}")
         if not 0 <= dropout <= 1:
             raise ValueError(f"{name}: dropout should be a number in range [0, 1], got {dropout}")
         if hidden_size <= 0 or num_layers <= 0:
@@ -71,15 +72,18 @@ class RNNBase(Module):
         lucid = _lucid()
         g = _GATES[mode] * hidden_size
         dirs = 2 if bidirectional else 1
+        out_size = proj_size or hidden_size  # the width of h (projected with proj_size)
         for layer in range(num_layers):
-            in_size = input_size if layer == 0 else hidden_size * dirs
+            in_size = input_size if layer == 0 else out_size * dirs
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
                 setattr(self, "weight_ih" + sfx, Parameter(lucid.empty(g, in_size, dtype=dtype)))
-                setattr(self, "weight_hh" + sfx, Parameter(lucid.empty(g, hidden_size, dtype=dtype)))
+                setattr(self, "weight_hh" + sfx, Parameter(lucid.empty(g, out_size, dtype=dtype)))
                 if bias:
                     setattr(self, "bias_ih" + sfx, Parameter(lucid.empty(g, dtype=dtype)))
                     setattr(self, "bias_hh" + sfx, Parameter(lucid.empty(g, dtype=dtype)))
+                if proj_size:
+                    setattr(self, "weight_hr" + sfx, Parameter(lucid.empty(proj_size, hidden_size, dtype=dtype)))
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -90,36 +94,56 @@ class RNNBase(Module):
     def _layer_params(self, layer, d):
         sfx = f"_l{layer}" + ("_reverse" if d else "")
         get = lambda n: getattr(self, n + sfx) if self.bias or n.startswith("weight") else None  # noqa: E731
-        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
+        w_hr = getattr(self, "weight_hr" + sfx) if self.proj_size else None
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), w_hr
 
-    def _initial(self, hx, x, dirs):
+    def _initial(self, hx, batch, dtype, dirs, size, what="hidden"):
         lucid = _lucid()
-        shape = (self.num_layers * dirs, x.shape[1], self.hidden_size)
+        shape = (self.num_layers * dirs, batch, size)
         if hx is None:
-            return lucid.zeros(*shape, dtype=x.dtype)
+            return lucid.zeros(*shape, dtype=dtype)
         if tuple(hx.shape) != shape:
-            raise RuntimeError(f"{type(self).__name__}: expected hidden size {shape}, got {tuple(hx.shape)}")
+            raise RuntimeError(f"{type(self).__name__}: expected {what} size {shape}, got {tuple(hx.shape)}")
         return hx
 
-    def forward(self, input, hx=None):
-        lucid = _lucid()
+    def _prepare(self, input, hx):
+        """``(x as (L, N, I) or packed data, batch_sizes or None, hx, unbatched, packed)``."""
+        from .utils.rnn import PackedSequence
+
         name = type(self).__name__
+        lstm = self.mode == "LSTM"
+        if isinstance(input, PackedSequence):
+            x, batch_sizes = input.data, input.batch_sizes._data
+            if hx is not None and input.sorted_indices is not None:  # hx is in the caller's order
+                idx = input.sorted_indices
+                hx = tuple(h[:, idx] for h in hx) if lstm else hx[:, idx]
+            return x, batch_sizes, hx, False, input
         if input.ndim not in (2, 3):
             raise ValueError(f"{name}: expected a 2-D (unbatched) or 3-D input, got shape {tuple(input.shape)}")
         unbatched = input.ndim == 2
         x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
-        if x.shape[-1] != self.input_size:
-            raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected {self.input_size}, "
-                               f"got {x.shape[-1]} (input shape {tuple(input.shape)})")
-        dirs = 2 if self.bidirectional else 1
-        lstm = self.mode == "LSTM"
         if unbatched and hx is not None:
             hx = tuple(h.unsqueeze(1) for h in hx) if lstm else hx.unsqueeze(1)
+        return x, None, hx, unbatched, None
+
+    def forward(self, input, hx=None):
+        lucid = _lucid()
+        name = type(self).__name__
+        x, batch_sizes, hx, unbatched, packed = self._prepare(input, hx)
+        if x.shape[-1] != self.input_size:
+            raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                               f"got {x.shape[-1]} (input shape {tuple(x.shape)})")
+        dirs = 2 if self.bidirectional else 1
+        lstm = self.mode == "LSTM"
+        batch = int(batch_sizes[0]) if packed is not None else x.shape[1]
+        hsize = self.proj_size or self.hidden_size
         if lstm:
-            h0 = self._initial(None if hx is None else hx[0], x, dirs)
-            c0 = self._initial(None if hx is None else hx[1], x, dirs)
+            if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
+                raise RuntimeError(f"{name}: expected hx to be a tuple (h_0, c_0)")
+            h0 = self._initial(None if hx is None else hx[0], batch, x.dtype, dirs, hsize)
+            c0 = self._initial(None if hx is None else hx[1], batch, x.dtype, dirs, self.hidden_size, "cell")
         else:
-            h0 = self._initial(hx, x, dirs)
+            h0 = self._initial(hx, batch, x.dtype, dirs, hsize)
         mode = "LSTM" if lstm else ("GRU" if self.mode == "GRU" else "RNN")
         nonlin = "relu" if self.mode == "RNN_RELU" else "tanh"
         hs, cs = [], []
@@ -128,8 +152,9 @@ class RNNBase(Module):
             for d in range(dirs):
                 k = layer * dirs + d
                 state = (h0[k], c0[k]) if lstm else h0[k]
-                out, state = run_direction(mode, x, state, *self._layer_params(layer, d), reverse=bool(d),
-                                           nonlinearity=nonlin)
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._layer_params(layer, d)
+                out, state = run_direction(mode, x, state, w_ih, w_hh, b_ih, b_hh, reverse=bool(d),
+                                           nonlinearity=nonlin, w_hr=w_hr, batch_sizes=batch_sizes)
                 outs.append(out)
                 hs.append(state[0] if lstm else state)
                 if lstm:
@@ -138,13 +163,18 @@ class RNNBase(Module):
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
         h_n = lucid.stack(hs, 0)
-        out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
+        c_n = lucid.stack(cs, 0) if lstm else None
+        if packed is not None:
+            out = type(packed)(x, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+            if packed.unsorted_indices is not None:  # back to the caller's batch order
+                h_n = h_n[:, packed.unsorted_indices]
+                c_n = c_n[:, packed.unsorted_indices] if lstm else None
+        else:
+            out = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
         if unbatched:
             h_n = h_n.squeeze(1)
-        if lstm:
-            c_n = lucid.stack(cs, 0)
-            return out, (h_n, c_n.squeeze(1) if unbatched else c_n)
-        return out, h_n
+            c_n = c_n.squeeze(1) if lstm else None
+        return (out, (h_n, c_n)) if lstm else (out, h_n)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
@@ -158,6 +188,8 @@ class RNNBase(Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         return s
 
 
@@ -220,6 +252,11 @@ class LSTM(RNNBase):
         Dropout between layers (training only).
     bidirectional : bool
         Run a second, reversed direction and concatenate.
+    proj_size : int
+        If positive, ``h`` is projected to this width by ``weight_hr_l{k}`` (shape
+        (proj_size, hidden_size)) after each step, as PyTorch's LSTM with projections.
+
+    Inputs may also be a :class:`~lucid.nn.utils.rnn.PackedSequence` (the output is then one).
 
     Examples
     --------

@@ -25,12 +25,13 @@ def _rnn_step(gi, h, w_hh, b_hh, nonlinearity):
     return _lucid().tanh(pre) if nonlinearity == "tanh" else relu(pre)
 
 
-def _lstm_step(gi, state, w_hh, b_hh):
+def _lstm_step(gi, state, w_hh, b_hh, w_hr=None):
     h, c = state
     i, f, g, o = (gi + linear(h, w_hh, b_hh)).chunk(4, -1)
     tanh = _lucid().tanh
     c = sigmoid(f) * c + sigmoid(i) * tanh(g)
-    return sigmoid(o) * tanh(c), c
+    h = sigmoid(o) * tanh(c)
+    return (h if w_hr is None else linear(h, w_hr)), c  # proj_size: h is projected
 
 
 def _gru_step(gi, h, w_hh, b_hh):
@@ -138,19 +139,54 @@ def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     return _gru_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh)
 
 
-def run_direction(mode, x, state, w_ih, w_hh, b_ih, b_hh, reverse=False, nonlinearity="tanh"):
-    """Run one layer in one direction over ``x`` (L, N, I); returns (outputs (L, N, H), final state)."""
+def _step(mode, gi, state, w_hh, b_hh, nonlinearity, w_hr):
+    """One time step; returns (output, new state)."""
+    if mode == "LSTM":
+        state = _lstm_step(gi, state, w_hh, b_hh, w_hr)
+        return state[0], state
+    if mode == "GRU":
+        state = _gru_step(gi, state, w_hh, b_hh)
+    else:
+        state = _rnn_step(gi, state, w_hh, b_hh, nonlinearity)
+    return state, state
+
+
+def run_direction(mode, x, state, w_ih, w_hh, b_ih, b_hh, reverse=False, nonlinearity="tanh", w_hr=None,
+                  batch_sizes=None):
+    """Run one layer in one direction over ``x`` (L, N, I); returns (outputs (L, N, H), final state).
+
+    With ``batch_sizes`` (a NumPy array), ``x`` is the packed data of a ``PackedSequence``
+    (See NOTE [Packed layout] in lucid/nn/utils/rnn.py): step t updates only the first
+    ``batch_sizes[t]`` rows of the state, the others keep theirs, so the final state of each
+    sequence is the one after its own last step; the outputs come back packed."""
     lucid = _lucid()
     gi_all = linear(x, w_ih, b_ih)  # one matmul for every time step
+    if batch_sizes is not None:
+        return _run_packed(mode, gi_all, state, w_hh, b_hh, reverse, nonlinearity, w_hr, batch_sizes)
     steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
     outs = [None] * x.shape[0]
     for t in steps:
-        gi = gi_all[t]
-        if mode == "LSTM":
-            state = _lstm_step(gi, state, w_hh, b_hh)
-            outs[t] = state[0]
-        elif mode == "GRU":
-            state = outs[t] = _gru_step(gi, state, w_hh, b_hh)
-        else:
-            state = outs[t] = _rnn_step(gi, state, w_hh, b_hh, nonlinearity)
+        outs[t], state = _step(mode, gi_all[t], state, w_hh, b_hh, nonlinearity, w_hr)
     return lucid.stack(outs, 0), state
+
+
+def _run_packed(mode, gi_all, state, w_hh, b_hh, reverse, nonlinearity, w_hr, batch_sizes):
+    lucid = _lucid()
+    lstm = mode == "LSTM"
+    offs = [0]
+    for b in batch_sizes:
+        offs.append(offs[-1] + int(b))
+    n = int(batch_sizes[0]) if len(batch_sizes) else 0
+    outs = [None] * len(batch_sizes)
+    steps = range(len(batch_sizes) - 1, -1, -1) if reverse else range(len(batch_sizes))
+    for t in steps:
+        bs = int(batch_sizes[t])
+        cur = tuple(s[:bs] for s in state) if lstm else state[:bs]
+        outs[t], new = _step(mode, gi_all[offs[t]:offs[t + 1]], cur, w_hh, b_hh, nonlinearity, w_hr)
+        if bs == n:
+            state = new
+        elif lstm:
+            state = tuple(lucid.cat([a, s[bs:]], 0) for a, s in zip(new, state))
+        else:
+            state = lucid.cat([new, state[bs:]], 0)
+    return lucid.cat(outs, 0), state
