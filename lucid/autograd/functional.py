@@ -37,6 +37,8 @@ def _as_tuple(x, what, api):
                 f"{api}: the {what} must be a Tensor or a tuple of Tensors, but {what}[{i}] is a "
                 f"{type(t).__name__}"
             )
+    if what == "inputs":
+        _fapi._check_differentiable(xs, api)
     return is_tuple, xs
 
 

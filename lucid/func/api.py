@@ -24,6 +24,17 @@ def _check_tensors(leaves, api):
             raise TypeError(f"{api}: expected every input to be a Tensor, got {type(x).__name__}")
 
 
+def _check_differentiable(leaves, api):
+    """Inputs to differentiate must be floating or complex Tensors (as in PyTorch and Lucid 3)."""
+    _check_tensors(leaves, api)
+    for i, x in enumerate(leaves):
+        if x.dtype.kind not in "fc":
+            raise TypeError(
+                f"{api}: only floating point or complex Tensors can be differentiated, but input {i} "
+                f"(shape {tuple(x.shape)}) has dtype {x.dtype}; convert it first, e.g. x.double()"
+            )
+
+
 def _argnums_tuple(argnums, nargs, api):
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     if not nums:
@@ -44,7 +55,7 @@ def _unwrap(tree, trace):
 
 def _vjp_impl(f, primals, has_aux, api):
     leaves, treedef = tree_flatten(primals)
-    _check_tensors(leaves, api)
+    _check_differentiable(leaves, api)
     with GradTrace() as trace, enable_grad():
         tracers = [GradTracer(x, trace) for x in leaves]
         out = f(*tree_unflatten(tracers, treedef))
@@ -121,9 +132,9 @@ def _grad_impl(func, args, kwargs, argnums, has_aux, api="grad(f)(*args)"):
     diff = tuple(args[n] for n in nums)
     treedef = None
     for x in diff:
-        if not isinstance(x, Tensor):
+        if not isinstance(x, Tensor) or x.dtype.kind not in "fc":
             leaves, treedef = tree_flatten(diff)
-            _check_tensors(leaves, api)
+            _check_differentiable(leaves, api)
             break
     else:
         leaves = diff
@@ -235,7 +246,7 @@ def _jvp_impl(func, primals, tangents, has_aux, api, keep_none=False):
                            f"{type(primals).__name__} and {type(tangents).__name__}")
     p_leaves, p_def = tree_flatten(tuple(primals))
     t_leaves, t_def = tree_flatten(tuple(tangents))
-    _check_tensors(p_leaves, api)
+    _check_differentiable(p_leaves, api)
     _check_tensors(t_leaves, api + " (tangents)")
     if p_def != t_def:
         raise RuntimeError(f"{api}: tangents must have the same structure as primals, got {t_def} and {p_def}")
@@ -574,7 +585,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         nums = _argnums_tuple(argnums, len(args), api)
         diff = tuple(args[n] for n in nums)
         in_leaves, in_def = tree_flatten(diff)
-        _check_tensors(in_leaves, api)
+        _check_differentiable(in_leaves, api)
         sizes = [x.numel() for x in in_leaves]
         total = sum(sizes)
         dt = in_leaves[0].dtype
