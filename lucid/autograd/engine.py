@@ -336,7 +336,8 @@ def run_backward(roots, root_grads, *, accumulate_into=None, **kw):
     callbacks = []
     _CALLBACKS.append(callbacks)
     try:
-        got = _run_graph(roots, root_grads, **kw)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # NOTE [Silent floating-point errors]
+            got = _run_graph(roots, root_grads, **kw)
         if accumulate_into is not None:
             own_ids = set()
             for leaf, g in zip(accumulate_into, got):

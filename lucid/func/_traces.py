@@ -12,6 +12,7 @@ from .._core.grad_mode import STATE, pop_trace, push_trace
 from .._core.primitive import TN, bind
 from .._core.tensor import Tensor, _wrap
 from ..autograd.engine import make_node
+from ..ops._family import quiet_call
 
 
 class Trace:
@@ -212,7 +213,9 @@ class JVPTrace(Trace):
             return out
         if prim.jvp is None:
             raise RuntimeError(f"jvp: op '{prim.name}' has no forward-mode rule")
-        t_out = prim.jvp(TN, primals, tuple(tangents), out, **params)
+        # A tangent rule may meet inf/nan of the primal (log(0) * 0): silent, as in the
+        # backward. See NOTE [Silent floating-point errors].
+        t_out = quiet_call(prim.jvp, TN, primals, tuple(tangents), out, **params)
         if prim.nout == 1:
             return out if t_out is None else JVPTracer(out, t_out, self)
         return tuple(o if t is None else JVPTracer(o, t, self) for o, t in zip(out, t_out))

@@ -18,7 +18,55 @@ import numpy as np
 from .._core import dtypes
 from .._core.backend import xp
 from .._core.primitive import TN, Meta, bind, defprim
-from .._core.tensor import Tensor
+from .._core.tensor import Tensor, _wrap
+
+
+# NOTE [Silent floating-point errors]
+# PyTorch never prints NumPy's RuntimeWarnings: x / 0 is inf, log(0) is -inf, sqrt(-1) is
+# nan, exp(1000) is inf, silently. Ops whose values can get there run their impl under an
+# "ignore" error state (``quiet``), and every backward runs under one (``run_backward`` in
+# autograd/engine.py), so no rule warns either. ``np.errstate`` costs ~1.5 us a call, too
+# much for per-op use; ``quiet`` sets the context variable behind it directly when NumPy
+# exposes it (~0.3 us) and falls back to ``np.errstate`` otherwise.
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar as _ERR_VAR
+    from numpy._core.umath import _make_extobj
+
+    _ERR_IGNORE = _make_extobj(all="ignore")
+except Exception:  # another NumPy layout: the public (slower) errstate
+    _ERR_VAR = None
+
+
+def quiet(impl):
+    """``impl`` run with NumPy's floating-point warnings off. See NOTE [Silent floating-point errors]."""
+    if _ERR_VAR is None:
+        return np.errstate(all="ignore")(impl)
+    var, state = _ERR_VAR, _ERR_IGNORE
+
+    def run(*args, **params):
+        token = var.set(state)
+        try:
+            return impl(*args, **params)
+        finally:
+            var.reset(token)
+
+    run.__name__ = getattr(impl, "__name__", "impl")
+    return run
+
+
+def quiet_call(fn, *args, **params):
+    """``fn(*args, **params)`` with NumPy's floating-point warnings off (forward-mode rules)."""
+    return quiet(fn)(*args, **params)
+
+
+_PY_SCALARS = (int, float, bool, complex)
+
+
+def scalar_operand(ns, v, like):
+    """A Python-scalar operand as a 0-d value of ``like``'s dtype in ``ns``, so a rule's
+    arithmetic on it follows array semantics (``1 / 0.0`` is inf, not ZeroDivisionError)."""
+    arr = np.asarray(v, dtype=like.dtype)
+    return _wrap(arr) if ns.is_tensor_ns else arr
 
 
 def shape_of(v):
@@ -259,15 +307,25 @@ def binary(name, impl, dx, dy, *, save_out=False, save_inputs=True):
     may be ``None`` for "no gradient"). Python-scalar operands receive no gradient.
     """
 
+    # A Python-scalar operand (no gradient of its own) enters the partials of the other as a
+    # 0-d value in the namespace. See NOTE [Silent floating-point errors].
     def vjp_x(ns, g, out, x, y):
+        if y.__class__ in _PY_SCALARS:
+            y = scalar_operand(ns, y, g)
         return sum_to_shape(ns, same_dtype(ns, g * dx(ns, x, y, out), g), shape_of(x))
 
     def vjp_y(ns, g, out, x, y):
+        if x.__class__ in _PY_SCALARS:
+            x = scalar_operand(ns, x, g)
         return sum_to_shape(ns, same_dtype(ns, g * dy(ns, x, y, out), g), shape_of(y))
 
     def jvp(ns, primals, tangents, out):
         x, y = primals
         tx, ty = tangents
+        if x.__class__ in _PY_SCALARS:
+            x = scalar_operand(ns, x, out)
+        elif y.__class__ in _PY_SCALARS:
+            y = scalar_operand(ns, y, out)
         res = None
         if tx is not None:
             res = tx * dx(ns, x, y, out)

@@ -11,7 +11,7 @@ from ..._core import dtypes
 from ..._core.backend import xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _to_array, _wrap, tensor_method
-from .._family import _as_tensor, batch_elementwise, binary, broadcast_tangent, sum_to_shape, unary
+from .._family import _as_tensor, batch_elementwise, binary, broadcast_tangent, quiet, sum_to_shape, unary
 
 
 # --------------------------------------------------------------------- casting
@@ -105,12 +105,13 @@ def _floatify(a, b):
 add_p = binary("add", xp.add, lambda ns, x, y, o: 1, lambda ns, x, y, o: 1, save_inputs=False)
 sub_p = binary("sub", xp.subtract, lambda ns, x, y, o: 1, lambda ns, x, y, o: -1, save_inputs=False)
 mul_p = binary("mul", xp.multiply, lambda ns, x, y, o: y, lambda ns, x, y, o: x)
-div_p = binary("div", xp.true_divide, lambda ns, x, y, o: 1 / y, lambda ns, x, y, o: -o / y, save_out=True)
+div_p = binary("div", quiet(xp.true_divide), lambda ns, x, y, o: 1 / y, lambda ns, x, y, o: -o / y, save_out=True)
 
 
 def _pow_dy(ns, x, y, out):
-    # d/dy x**y = log(x) x**y; defined as 0 where x == 0 (the limit used by PyTorch).
-    return ns.where(x == 0, 0.0, ns.log(ns.where(x == 0, 1.0, x))) * out
+    # d/dy x**y = log(x) x**y; 0 where x == 0 and y >= 0 (the limit PyTorch uses); for
+    # x == 0, y < 0 it is log(0) * inf = -inf, as in PyTorch.
+    return ns.where((x == 0) & (y >= 0), 0.0, ns.log(x) * out)
 
 
 def _pow_dx(ns, x, y, out):
@@ -123,7 +124,7 @@ def _pow_dx(ns, x, y, out):
     return ns.where(zero_exponent, 0.0, y * base ** (y - 1))
 
 
-pow_p = binary("pow", xp.power, _pow_dx, _pow_dy, save_out=True)
+pow_p = binary("pow", quiet(xp.power), _pow_dx, _pow_dy, save_out=True)
 
 # Trivially linear: one rule per argument, no derivative to multiply by.
 add_p.vjp = (lambda ns, g, out, x, y: sum_to_shape(ns, g, getattr(x, "shape", ())),
@@ -352,11 +353,11 @@ def _int_checked(f):
     return impl
 
 
-floor_divide_p = binary("floor_divide", _int_checked(xp.floor_divide), _zero, _zero, save_inputs=False)
+floor_divide_p = binary("floor_divide", quiet(_int_checked(xp.floor_divide)), _zero, _zero, save_inputs=False)
 # remainder has Python's sign convention (sign of the divisor), fmod C's (sign of the dividend).
-remainder_p = binary("remainder", _int_checked(xp.remainder), lambda ns, x, y, o: 1,
+remainder_p = binary("remainder", quiet(_int_checked(xp.remainder)), lambda ns, x, y, o: 1,
                      lambda ns, x, y, o: -ns.floor_divide(x, y))
-fmod_p = binary("fmod", _int_checked(xp.fmod), lambda ns, x, y, o: 1, lambda ns, x, y, o: -ns.trunc(x / y))
+fmod_p = binary("fmod", quiet(_int_checked(xp.fmod)), lambda ns, x, y, o: 1, lambda ns, x, y, o: -ns.trunc(x / y))
 
 
 @tensor_method("floor_divide", "__floordiv__")

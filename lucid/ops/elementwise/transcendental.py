@@ -12,7 +12,7 @@ from ..._core import dtypes
 from ..._core.backend import xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, tensor_method
-from .._family import _as_tensor, _promote_float, batch_elementwise, binary, nondiff, unary
+from .._family import _as_tensor, _promote_float, batch_elementwise, binary, nondiff, quiet, unary
 
 from .arithmetic import _floatify, _zero
 from .comparison import _BINARY_PARAMS, clamp, where
@@ -20,12 +20,12 @@ from .comparison import _BINARY_PARAMS, clamp, where
 
 # ------------------------------------------------------------- unary math
 
-exp_p, exp = unary("exp", xp.exp, lambda ns, x, o: o, save_out=True, save_inputs=False)
-log_p, log = unary("log", xp.log, lambda ns, x, o: 1 / x)
+exp_p, exp = unary("exp", quiet(xp.exp), lambda ns, x, o: o, save_out=True, save_inputs=False)
+log_p, log = unary("log", quiet(xp.log), lambda ns, x, o: 1 / x)
 sin_p, sin = unary("sin", xp.sin, lambda ns, x, o: ns.cos(x))
 cos_p, cos = unary("cos", xp.cos, lambda ns, x, o: -ns.sin(x))
 tanh_p, tanh = unary("tanh", xp.tanh, lambda ns, x, o: 1 - o * o, save_out=True, save_inputs=False)
-sqrt_p, sqrt = unary("sqrt", xp.sqrt, lambda ns, x, o: 0.5 / o, save_out=True, save_inputs=False)
+sqrt_p, sqrt = unary("sqrt", quiet(xp.sqrt), lambda ns, x, o: 0.5 / o, save_out=True, save_inputs=False)
 abs_p, abs = unary("abs", xp.abs, lambda ns, x, o: ns.sign(x), float_only=False)
 # sign's derivative is zero almost everywhere: a differentiable primitive (like floor) so that
 # sign(x).sum().backward() gives zero gradients instead of "does not require grad", as in PyTorch.
@@ -91,25 +91,25 @@ Tensor.relu = relu
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
-exp2_p, exp2 = unary("exp2", xp.exp2, lambda ns, x, o: o * _LN2, save_out=True, save_inputs=False)
-expm1_p, expm1 = unary("expm1", xp.expm1, lambda ns, x, o: o + 1, save_out=True, save_inputs=False)
-log2_p, log2 = unary("log2", xp.log2, lambda ns, x, o: 1 / (x * _LN2))
-log10_p, log10 = unary("log10", xp.log10, lambda ns, x, o: 1 / (x * _LN10))
-log1p_p, log1p = unary("log1p", xp.log1p, lambda ns, x, o: 1 / (x + 1))
-rsqrt_p, rsqrt = unary("rsqrt", lambda x: 1 / xp.sqrt(x), lambda ns, x, o: -0.5 * o * o * o,
+exp2_p, exp2 = unary("exp2", quiet(xp.exp2), lambda ns, x, o: o * _LN2, save_out=True, save_inputs=False)
+expm1_p, expm1 = unary("expm1", quiet(xp.expm1), lambda ns, x, o: o + 1, save_out=True, save_inputs=False)
+log2_p, log2 = unary("log2", quiet(xp.log2), lambda ns, x, o: 1 / (x * _LN2))
+log10_p, log10 = unary("log10", quiet(xp.log10), lambda ns, x, o: 1 / (x * _LN10))
+log1p_p, log1p = unary("log1p", quiet(xp.log1p), lambda ns, x, o: 1 / (x + 1))
+rsqrt_p, rsqrt = unary("rsqrt", quiet(lambda x: 1 / xp.sqrt(x)), lambda ns, x, o: -0.5 * o * o * o,
                        save_out=True, save_inputs=False)
-square_p, square = unary("square", xp.square, lambda ns, x, o: 2 * x, float_only=False)
-reciprocal_p, reciprocal = unary("reciprocal", lambda x: 1 / x, lambda ns, x, o: -(o * o),
+square_p, square = unary("square", quiet(xp.square), lambda ns, x, o: 2 * x, float_only=False)
+reciprocal_p, reciprocal = unary("reciprocal", quiet(lambda x: 1 / x), lambda ns, x, o: -(o * o),
                                  save_out=True, save_inputs=False)
 tan_p, tan = unary("tan", xp.tan, lambda ns, x, o: 1 + o * o, save_out=True, save_inputs=False)
-asin_p, asin = unary("asin", xp.arcsin, lambda ns, x, o: 1 / ns.sqrt(1 - x * x))
-acos_p, acos = unary("acos", xp.arccos, lambda ns, x, o: -1 / ns.sqrt(1 - x * x))
+asin_p, asin = unary("asin", quiet(xp.arcsin), lambda ns, x, o: 1 / ns.sqrt(1 - x * x))
+acos_p, acos = unary("acos", quiet(xp.arccos), lambda ns, x, o: -1 / ns.sqrt(1 - x * x))
 atan_p, atan = unary("atan", xp.arctan, lambda ns, x, o: 1 / (1 + x * x))
-sinh_p, sinh = unary("sinh", xp.sinh, lambda ns, x, o: ns.cosh(x))
-cosh_p, cosh = unary("cosh", xp.cosh, lambda ns, x, o: ns.sinh(x))
+sinh_p, sinh = unary("sinh", quiet(xp.sinh), lambda ns, x, o: ns.cosh(x))
+cosh_p, cosh = unary("cosh", quiet(xp.cosh), lambda ns, x, o: ns.sinh(x))
 asinh_p, asinh = unary("asinh", xp.arcsinh, lambda ns, x, o: 1 / ns.sqrt(x * x + 1))
-acosh_p, acosh = unary("acosh", xp.arccosh, lambda ns, x, o: 1 / (ns.sqrt(x - 1) * ns.sqrt(x + 1)))
-atanh_p, atanh = unary("atanh", xp.arctanh, lambda ns, x, o: 1 / (1 - x * x))
+acosh_p, acosh = unary("acosh", quiet(xp.arccosh), lambda ns, x, o: 1 / (ns.sqrt(x - 1) * ns.sqrt(x + 1)))
+atanh_p, atanh = unary("atanh", quiet(xp.arctanh), lambda ns, x, o: 1 / (1 - x * x))
 
 
 def _sigmoid_impl(x):
@@ -323,7 +323,7 @@ def _atan2_d(ns, a, b, num):
 
 atan2_p = binary("atan2", xp.arctan2, lambda ns, a, b, o: _atan2_d(ns, a, b, b),
                  lambda ns, a, b, o: _atan2_d(ns, a, b, -a))
-hypot_p = binary("hypot", xp.hypot, lambda ns, a, b, o: a / o, lambda ns, a, b, o: b / o, save_out=True)
+hypot_p = binary("hypot", quiet(xp.hypot), lambda ns, a, b, o: a / o, lambda ns, a, b, o: b / o, save_out=True)
 logaddexp_p = binary("logaddexp", xp.logaddexp, lambda ns, a, b, o: ns.exp(a - o),
                      lambda ns, a, b, o: ns.exp(b - o), save_out=True)
 logaddexp2_p = binary("logaddexp2", xp.logaddexp2, lambda ns, a, b, o: ns.exp2(a - o),
