@@ -16,6 +16,8 @@ handing the call to the innermost transform that owns an argument. See NOTE [Lev
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .grad_mode import ACTIVE_TRACES, STATE
@@ -175,16 +177,38 @@ def bind(prim, args, params):
         t._data = out if out.__class__ is ndarray else np.asarray(out)
         t._version = [0]
         if prim.is_view:
-            _share_version(t, args[0])
+            _share_version(t, args[0], prim, params, args)
         return t
     return tuple(_wrap(o) for o in out)
 
 
-def _share_version(out, base):
-    """A view shares its base's version counter, so in-place edits through either are seen."""
+def _share_version(out, base, prim, params, args):
+    """A view shares its base's version counter, so in-place edits through either are seen.
+
+    In grad mode it also remembers how it was made, for NOTE [View replay].
+    """
     if isinstance(base, _Tensor) and np.may_share_memory(out._data, base._data):
         out._version = base._version
-        out._base = base if base._base is None else base._base
+        root = base if base._base is None else base._base
+        out._base = root
+        # A leaf that requires grad can't be changed in place under grad mode, so its views
+        # never need replay (and a weight's per-step views would pile up in its registry).
+        if STATE.grad_enabled and not (root._rg and root.grad_fn is None):
+            out._view_src = (prim, params, args)
+            _register_view(root, out)
+
+
+_COMPACT_EVERY = 64
+
+
+def _register_view(root, view):
+    """Append ``view`` to its root base's creation-ordered registry of weak references."""
+    views = root._views
+    if views is None:
+        root._views = views = []
+    views.append(weakref.ref(view))
+    if len(views) % _COMPACT_EVERY == 0:  # drop dead entries now and then: amortised O(1)
+        views[:] = [r for r in views if r() is not None]
 
 
 # NOTE [Levels]

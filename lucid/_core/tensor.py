@@ -40,6 +40,8 @@ class Tensor:
     grad_fn = None
     _out_idx = 0
     _base = None
+    _views = None  # on a base: weak refs to its views, in creation order (NOTE [View replay])
+    _view_src = None  # on a view: (prim, params, args) that made it from its parent
     _hooks = None
     _post_hooks = None  # register_post_accumulate_grad_hook (leaves only)
     _retains = False

@@ -220,7 +220,7 @@ def record(prim, args, params, out):
         t.grad_fn = node
         t._rg = True
         if prim.is_view:
-            primitive._share_version(t, args[0])
+            primitive._share_version(t, args[0], prim, params, args)
         if prim.save_out:  # the output array is saved: detect in-place changes of it
             node.out_versions = ((t._version, t._version[0]),)
         return t

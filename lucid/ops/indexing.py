@@ -82,7 +82,13 @@ def split_key(key):
 
 
 def _getitem_impl(x, *idx, key):
-    return x[fill_key(key, idx)]
+    k = fill_key(key, idx)
+    out = x[k]
+    if out.__class__ is not np.ndarray:
+        # An integer for every dim gives a NumPy scalar (a copy); with a trailing Ellipsis it is
+        # a 0-d view, so y[0] sees later in-place changes of y, as in PyTorch.
+        out = x[(k if isinstance(k, tuple) else (k,)) + (Ellipsis,)]
+    return out
 
 
 def _scatter_impl(g, *idx, key, shape):

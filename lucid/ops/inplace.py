@@ -20,9 +20,18 @@ name of the last in-place op is kept as ``x._version[1]`` for that error message
    tracer is rebound to the out-of-place result. A tensor that belongs to no transform
    can't be changed in place with a tracer (as in ``torch.func``).
 
-Limitations: after an in-place change of a tensor in a graph, *other* views of it made
-before the change keep their old history (PyTorch regenerates it); under a transform
-the caller's tensor is not modified (the change is functional).
+NOTE [View replay]
+After an in-place change in a graph, every *other* live view of the same base (made before
+the change, in grad mode) gets its history regenerated from the base's new history, as
+PyTorch does: each view remembers the primitive, parameters and parent that made it
+(``_view_src``, set in ``primitive._share_version``), the base keeps weak references to its
+views in creation order (``_views``), and ``_replay_views`` re-binds each view's primitive
+on its (already replayed) parent. Values need no replay: a view shares its base's memory.
+Views of a leaf that requires grad are not registered (such a leaf can't change in place
+in grad mode), so a weight's per-step ``w.t()`` costs nothing here.
+
+Limitations: under a transform the caller's tensor is not modified (the change is
+functional), and views made under a transform are not replayed.
 """
 from __future__ import annotations
 
@@ -280,13 +289,34 @@ def _inplace_graph(name, x, args, fn, needs_old):
     _check_writeable(name, x)
     old = _snapshot(x, copy=needs_old)
     res = _fit(name, x, old, _out_of_place(name, fn, old, args), args)
+    x._data[...] = res._data
+    _rebase_changed(x, res)
+    _bump(x, name)
+    return x
+
+
+def _rebase_changed(x, res):
+    """After an in-place change in a graph: x, its base and every other view of the base get
+    their new histories (x's new value is already in its memory)."""
     base = x._base
     if base is not None:
         _rebase_base(base, x, res)
-    x._data[...] = res._data
     _rebase(x, res)
-    _bump(x, name)
-    return x
+    _replay_views(x if base is None else base, x)
+
+
+def _replay_views(root, changed):
+    """Regenerate the history of every live view of ``root`` but ``changed``. See NOTE [View replay]."""
+    if not root._views:
+        return
+    for ref in list(root._views):
+        view = ref()
+        if view is None or view is changed or view._view_src is None:
+            continue
+        prim, params, args = view._view_src
+        fresh = bind(prim, args, params)  # args[0], the parent, already has its new history
+        if fresh._rg:
+            _rebase(view, fresh)
 
 
 def _rebase(x, res):
@@ -615,9 +645,7 @@ def setitem(self, key, value):
         # setitem so gradients flow to the old self and to value.
         res = primitive._record(setitem_p, (_snapshot(self, copy=False), value) + idx,
                                 {"key": template}, self._data)
-        if self._base is not None:
-            _rebase_base(self._base, self, res)
-        _rebase(self, res)
+        _rebase_changed(self, res)
     _bump(self, "setitem")
 
 

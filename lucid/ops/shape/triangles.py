@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
-from ..._core.primitive import bind
+from ..._core.primitive import bind, defprim
 from ..._core.tensor import _wrap, tensor_method
 from .._family import _as_tensor, normalize_axis
 from .views import broadcast_to, moveaxis, reshape
@@ -70,11 +71,33 @@ def _diag_positions(n1, n2, offset):
     return rows, rows + offset
 
 
+def _diagonal_view_impl(x, rows, cols, key):
+    """``x[..., rows, cols]`` for the positions of one diagonal, as a strided *view* of x."""
+    n = len(rows)
+    if n == 0:
+        return as_strided(x, shape=x.shape[:-2] + (0,), strides=x.strides[:-2] + (0,))
+    sub = x[..., int(rows[0]):, int(cols[0]):]
+    return as_strided(sub, shape=sub.shape[:-2] + (n,), strides=sub.strides[:-2] + (sub.strides[-2] + sub.strides[-1],),
+                      writeable=x.flags.writeable)
+
+
+def _diagonal_prim():
+    # Same value as getitem(x, ..., rows, cols), so getitem's rules apply unchanged; only the
+    # forward differs: a writable strided view instead of an advanced-indexing copy, so
+    # x.diagonal().fill_(1) and .copy_(d) write through, as in PyTorch.
+    from ..indexing import getitem_p
+
+    prim = defprim("diagonal", _diagonal_view_impl, vjp=getitem_p.vjp, jvp=getitem_p.jvp,
+                   batch=getitem_p.batch, save_inputs=1, is_view=True)
+    return prim
+
+
+diagonal_p = _diagonal_prim()
+
+
 @tensor_method("diagonal")
 def diagonal(input, offset=0, dim1=0, dim2=1):
-    """The diagonal of the ``(dim1, dim2)`` planes, appended as the last dim.
-
-    Limitations: returns a copy, not a view.
+    """The diagonal of the ``(dim1, dim2)`` planes, appended as the last dim (a view).
 
     Parameters
     ----------
@@ -91,7 +114,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     >>> lucid.tensor([[1, 2], [3, 4]]).diagonal().tolist()
     [1, 4]
     """
-    from ..indexing import IDX, getitem_p
+    from ..indexing import IDX
 
     input = _as_tensor(input)
     if input.ndim < 2:
@@ -101,7 +124,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
         raise RuntimeError(f"diagonal: dimensions cannot be identical {dim1}, {dim2}")
     x = moveaxis(input, (d1, d2), (-2, -1))
     rows, cols = _diag_positions(x.shape[-2], x.shape[-1], int(offset))
-    return bind(getitem_p, (x, _wrap(rows), _wrap(cols)), {"key": (Ellipsis, IDX, IDX)})
+    return bind(diagonal_p, (x, _wrap(rows), _wrap(cols)), {"key": (Ellipsis, IDX, IDX)})
 
 
 @tensor_method("diag_embed")

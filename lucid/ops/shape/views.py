@@ -108,7 +108,7 @@ def reshape(input, *shape):
 
 @tensor_method("view")
 def view(input, *shape):
-    """Like :func:`reshape` (lucid arrays are always viewable or copied transparently).
+    """A view of ``input`` with a new shape; raises where :func:`reshape` would have to copy.
 
     Parameters
     ----------
@@ -126,7 +126,15 @@ def view(input, *shape):
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
         return input.to(shape[0])
     with errors_as("view"):
-        return reshape(input, *shape)
+        out = reshape(input, *shape)
+    if (input.__class__ is Tensor and out.__class__ is Tensor and out._data.size
+            and not np.may_share_memory(out._data, input._data)):
+        # reshape had to copy: PyTorch's view refuses instead of silently detaching the memory
+        raise RuntimeError(
+            f"view: view size is not compatible with input tensor's size and stride (shape "
+            f"{tuple(input.shape)} to {tuple(out.shape)}; at least one dimension spans across two "
+            "contiguous subspaces). Use .reshape(...) instead.")
+    return out
 
 
 # ------------------------------------------------------------------ transpose
