@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from .optimizer import Optimizer, check_options
+from .optimizer import Optimizer, _ops, check_options
 
 
 def _check(name, lr, betas, eps, weight_decay):
@@ -16,14 +14,11 @@ def _moments(state, p, g, b1, b2):
     """Update and return (step, exp_avg, exp_avg_sq)."""
     if "step" not in state:
         state["step"] = 0
-        state["exp_avg"] = np.zeros_like(p)
-        state["exp_avg_sq"] = np.zeros_like(p)
+        state["exp_avg"] = _ops(p).zeros_like(p)
+        state["exp_avg_sq"] = _ops(p).zeros_like(p)
     state["step"] += 1
-    m, v = state["exp_avg"], state["exp_avg_sq"]
-    m *= b1
-    m += (1 - b1) * g
-    v *= b2
-    v += (1 - b2) * g * g
+    m = state["exp_avg"] = b1 * state["exp_avg"] + (1 - b1) * g
+    v = state["exp_avg_sq"] = b2 * state["exp_avg_sq"] + (1 - b2) * g * g
     return state["step"], m, v
 
 
@@ -44,6 +39,11 @@ class Adam(Optimizer):
         L2 penalty (decoupled in AdamW).
     maximize : bool
         Maximise the objective instead.
+    foreach, capturable, fused : bool, optional
+        Accepted for PyTorch compatibility; no effect (see NOTE [Differentiable steps]).
+    differentiable : bool
+        Run the update inside the autograd graph (for meta-learning); the parameters must
+        then be non-leaf tensors.
     amsgrad : bool
         Use the running maximum of the second moment.
 
@@ -64,22 +64,23 @@ class Adam(Optimizer):
                  differentiable=False, fused=None):
         _check(type(self).__name__, lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize))
+                                      amsgrad=amsgrad,
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable))
 
     def _update(self, p, g, state, group):
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         if wd:
             if self._decoupled:
-                p *= 1 - lr * wd
+                p = p * (1 - lr * wd)
             else:
                 g = g + wd * p
         t, m, v = _moments(state, p, g, b1, b2)
         if group["amsgrad"]:
-            vmax = state.setdefault("max_exp_avg_sq", np.zeros_like(p))
-            np.maximum(vmax, v, out=vmax)
-            v = vmax
-        denom = np.sqrt(v) / math.sqrt(1 - b2 ** t) + eps
-        p -= (lr / (1 - b1 ** t)) * m / denom
+            vmax = state.get("max_exp_avg_sq")
+            v = state["max_exp_avg_sq"] = _ops(p).copy(v) if vmax is None else _ops(p).maximum(vmax, v)
+        denom = _ops(p).sqrt(v) / math.sqrt(1 - b2 ** t) + eps
+        return p - (lr / (1 - b1 ** t)) * m / denom
 
 
 class AdamW(Adam):
@@ -99,6 +100,11 @@ class AdamW(Adam):
         L2 penalty (decoupled in AdamW).
     maximize : bool
         Maximise the objective instead.
+    foreach, capturable, fused : bool, optional
+        Accepted for PyTorch compatibility; no effect (see NOTE [Differentiable steps]).
+    differentiable : bool
+        Run the update inside the autograd graph (for meta-learning); the parameters must
+        then be non-leaf tensors.
     amsgrad : bool
         Use the running maximum of the second moment.
 
@@ -136,6 +142,11 @@ class Adamax(Optimizer):
         L2 penalty (decoupled in AdamW).
     maximize : bool
         Maximise the objective instead.
+    foreach, capturable, fused : bool, optional
+        Accepted for PyTorch compatibility; no effect (see NOTE [Differentiable steps]).
+    differentiable : bool
+        Run the update inside the autograd graph (for meta-learning); the parameters must
+        then be non-leaf tensors.
 
     Examples
     --------
@@ -147,22 +158,23 @@ class Adamax(Optimizer):
     [0.9, -0.9]
     """
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False, **kw):
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, **kw):
         _check("Adamax", lr, betas, eps, weight_decay)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize))
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable))
 
     def _update(self, p, g, state, group):
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         if wd:
             g = g + wd * p
         if "step" not in state:
-            state.update(step=0, exp_avg=np.zeros_like(p), exp_inf=np.zeros_like(p))
+            state.update(step=0, exp_avg=_ops(p).zeros_like(p), exp_inf=_ops(p).zeros_like(p))
         state["step"] += 1
-        m, u = state["exp_avg"], state["exp_inf"]
-        m *= b1
-        m += (1 - b1) * g
-        np.maximum(u * b2, np.abs(g) + eps, out=u)
-        p -= lr / (1 - b1 ** state["step"]) * m / u
+        m = state["exp_avg"] = b1 * state["exp_avg"] + (1 - b1) * g
+        u = state["exp_inf"] = _ops(p).maximum(state["exp_inf"] * b2, _ops(p).abs(g) + eps)
+        return p - lr / (1 - b1 ** state["step"]) * m / u
 
 
 class NAdam(Optimizer):
@@ -182,6 +194,11 @@ class NAdam(Optimizer):
         L2 penalty (decoupled in AdamW).
     maximize : bool
         Maximise the objective instead.
+    foreach, capturable, fused : bool, optional
+        Accepted for PyTorch compatibility; no effect (see NOTE [Differentiable steps]).
+    differentiable : bool
+        Run the update inside the autograd graph (for meta-learning); the parameters must
+        then be non-leaf tensors.
     momentum_decay : float
         The ``psi`` of the momentum schedule.
 
@@ -196,10 +213,13 @@ class NAdam(Optimizer):
     """
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 momentum_decay=4e-3, *, maximize=False, **kw):
+                 momentum_decay=4e-3, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, **kw):
         _check("NAdam", lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      momentum_decay=momentum_decay, maximize=maximize))
+                                      momentum_decay=momentum_decay,
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable))
 
     def _update(self, p, g, state, group):
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
@@ -212,9 +232,9 @@ class NAdam(Optimizer):
         mu_next = b1 * (1 - 0.5 * 0.96 ** ((t + 1) * psi))
         state["mu_product"] *= mu
         prod = state["mu_product"]
-        denom = np.sqrt(v / (1 - b2 ** t)) + eps
-        p -= lr * (1 - mu) / (1 - prod) * g / denom
-        p -= lr * mu_next / (1 - prod * mu_next) * m / denom
+        denom = _ops(p).sqrt(v / (1 - b2 ** t)) + eps
+        p = p - lr * (1 - mu) / (1 - prod) * g / denom
+        return p - lr * mu_next / (1 - prod * mu_next) * m / denom
 
 
 class RAdam(Optimizer):
@@ -234,6 +254,11 @@ class RAdam(Optimizer):
         L2 penalty (decoupled in AdamW).
     maximize : bool
         Maximise the objective instead.
+    foreach, capturable, fused : bool, optional
+        Accepted for PyTorch compatibility; no effect (see NOTE [Differentiable steps]).
+    differentiable : bool
+        Run the update inside the autograd graph (for meta-learning); the parameters must
+        then be non-leaf tensors.
 
     Examples
     --------
@@ -245,9 +270,12 @@ class RAdam(Optimizer):
     [0.8, -0.8]
     """
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False, **kw):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, **kw):
         _check("RAdam", lr, betas, eps, weight_decay)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize))
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable))
 
     def _update(self, p, g, state, group):
         lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
@@ -260,6 +288,5 @@ class RAdam(Optimizer):
         rho_t = rho_inf - 2 * t * b2 ** t / bc2
         if rho_t > 5:
             rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-            p -= lr * m_hat * rect * (math.sqrt(bc2) / (np.sqrt(v) + eps))
-        else:
-            p -= lr * m_hat
+            return p - lr * m_hat * rect * (math.sqrt(bc2) / (_ops(p).sqrt(v) + eps))
+        return p - lr * m_hat

@@ -1,9 +1,7 @@
 """Per-coordinate adaptive methods: RMSprop, Adagrad, Adadelta (PyTorch's formulas)."""
 from __future__ import annotations
 
-import numpy as np
-
-from .optimizer import Optimizer, check_options
+from .optimizer import Optimizer, _ops, check_options
 
 
 class RMSprop(Optimizer):
@@ -37,39 +35,35 @@ class RMSprop(Optimizer):
     """
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
-                 centered=False, *, maximize=False, **kw):
+                 centered=False, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, **kw):
         check_options("RMSprop", lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered, maximize=maximize))
+                                      momentum=momentum, centered=centered,
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable))
 
     def _update(self, p, g, state, group):
         a, eps, wd, mu = group["alpha"], group["eps"], group["weight_decay"], group["momentum"]
         if wd:
             g = g + wd * p
         if "step" not in state:
-            state.update(step=0, square_avg=np.zeros_like(p))
+            state.update(step=0, square_avg=_ops(p).zeros_like(p))
             if mu > 0:
-                state["momentum_buffer"] = np.zeros_like(p)
+                state["momentum_buffer"] = _ops(p).zeros_like(p)
             if group["centered"]:
-                state["grad_avg"] = np.zeros_like(p)
+                state["grad_avg"] = _ops(p).zeros_like(p)
         state["step"] += 1
-        s = state["square_avg"]
-        s *= a
-        s += (1 - a) * g * g
+        s = state["square_avg"] = a * state["square_avg"] + (1 - a) * g * g
         if group["centered"]:
-            ga = state["grad_avg"]
-            ga *= a
-            ga += (1 - a) * g
-            avg = np.sqrt(s - ga * ga) + eps
+            ga = state["grad_avg"] = a * state["grad_avg"] + (1 - a) * g
+            avg = _ops(p).sqrt(s - ga * ga) + eps
         else:
-            avg = np.sqrt(s) + eps
+            avg = _ops(p).sqrt(s) + eps
         if mu > 0:
-            buf = state["momentum_buffer"]
-            buf *= mu
-            buf += g / avg
-            p -= group["lr"] * buf
-        else:
-            p -= group["lr"] * g / avg
+            buf = state["momentum_buffer"] = mu * state["momentum_buffer"] + g / avg
+            return p - group["lr"] * buf
+        return p - group["lr"] * g / avg
 
 
 class Adagrad(Optimizer):
@@ -101,22 +95,24 @@ class Adagrad(Optimizer):
     """
 
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
-                 eps=1e-10, *, maximize=False, **kw):
+                 eps=1e-10, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, **kw):
         check_options("Adagrad", lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                       initial_accumulator_value=initial_accumulator_value, eps=eps)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, eps=eps,
-                                      maximize=maximize))
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable))
 
     def _update(self, p, g, state, group):
         if "step" not in state:
-            state.update(step=0, sum=np.full_like(p, group["initial_accumulator_value"]))
+            state.update(step=0, sum=_ops(p).full_like(p, group["initial_accumulator_value"]))
         state["step"] += 1
         if group["weight_decay"]:
             g = g + group["weight_decay"] * p
         clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
-        state["sum"] += g * g
-        p -= clr * g / (np.sqrt(state["sum"]) + group["eps"])
+        state["sum"] = state["sum"] + g * g
+        return p - clr * g / (_ops(p).sqrt(state["sum"]) + group["eps"])
 
 
 class Adadelta(Optimizer):
@@ -145,23 +141,23 @@ class Adadelta(Optimizer):
     True
     """
 
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, maximize=False, **kw):
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, **kw):
         check_options("Adadelta", lr=lr, eps=eps, weight_decay=weight_decay)
         if not 0 <= rho <= 1:
             raise ValueError(f"Adadelta: invalid rho {rho!r} (expected a number in [0, 1])")
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable))
 
     def _update(self, p, g, state, group):
         rho, eps = group["rho"], group["eps"]
         if group["weight_decay"]:
             g = g + group["weight_decay"] * p
         if "step" not in state:
-            state.update(step=0, square_avg=np.zeros_like(p), acc_delta=np.zeros_like(p))
+            state.update(step=0, square_avg=_ops(p).zeros_like(p), acc_delta=_ops(p).zeros_like(p))
         state["step"] += 1
-        s, acc = state["square_avg"], state["acc_delta"]
-        s *= rho
-        s += (1 - rho) * g * g
-        delta = np.sqrt(acc + eps) / np.sqrt(s + eps) * g
-        acc *= rho
-        acc += (1 - rho) * delta * delta
-        p -= group["lr"] * delta
+        s = state["square_avg"] = rho * state["square_avg"] + (1 - rho) * g * g
+        delta = _ops(p).sqrt(state["acc_delta"] + eps) / _ops(p).sqrt(s + eps) * g
+        state["acc_delta"] = rho * state["acc_delta"] + (1 - rho) * delta * delta
+        return p - group["lr"] * delta

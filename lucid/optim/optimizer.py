@@ -5,6 +5,16 @@ Updates run on the parameters' ndarrays in place (``p._data``) — never through
 autograd graph — and bump each parameter's version counter, as PyTorch does. State
 (momentum buffers, moments) is kept as ndarrays; ``state_dict`` hands out Tensor copies,
 so a saved checkpoint resumes training exactly.
+
+NOTE [Differentiable steps]
+With ``differentiable=True`` the very same update rule runs on Tensors instead, under
+grad mode: each rule takes its array functions from ``_ops(p)`` (NumPy for arrays,
+``_TensorOps`` for Tensors) and uses only operators and in-place operators, which lucid
+records in the graph. The parameter is changed in place inside the graph, as in PyTorch, so
+it must not be a leaf that requires grad: optimize a non-leaf copy (``p = w.clone()``) and
+the new ``p`` is a differentiable function of ``w``, of ``p.grad`` (built with
+``create_graph=True``) and of the state. ``foreach``, ``capturable`` and ``fused`` are
+accepted and change nothing: updates are already whole-array NumPy operations on the CPU.
 """
 from __future__ import annotations
 
@@ -14,6 +24,43 @@ import numbers
 import numpy as np
 
 from .._core.tensor import Tensor, _wrap
+
+
+class _TensorOps:
+    """The array functions the update rules use, on lucid Tensors. See NOTE [Differentiable steps]."""
+
+    @staticmethod
+    def zeros_like(x):
+        from ..ops.creation import zeros_like
+
+        return zeros_like(x)
+
+    @staticmethod
+    def full_like(x, v):
+        from ..ops.creation import full_like
+
+        return full_like(x, v)
+
+    @staticmethod
+    def copy(x):
+        return x.clone()
+
+    def __getattr__(self, name):  # sqrt, abs, sign, maximum, minimum, where, clip
+        import lucid
+
+        return lucid.clamp if name == "clip" else getattr(lucid, name)
+
+
+_TENSOR_OPS = _TensorOps()
+
+
+def _ops(x):
+    """NumPy for arrays, Tensor functions for Tensors. See NOTE [Differentiable steps]."""
+    return np if type(x) is np.ndarray else _TENSOR_OPS
+
+
+# Flags every optimizer accepts; a saved group that lacks them (an older checkpoint) is fine.
+_FLAG_KEYS = frozenset({"foreach", "maximize", "capturable", "differentiable", "fused"})
 
 
 class _Required:
@@ -88,11 +135,13 @@ class Optimizer:
         group = dict(param_group)
         params = group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
+        differentiable = group.get("differentiable", self.defaults.get("differentiable", False))
         for p in params:
             if not isinstance(p, Tensor):
                 raise TypeError(f"{type(self).__name__}: can only optimize Tensors, got {type(p).__name__}")
-            if not p.is_leaf:
-                raise ValueError(f"{type(self).__name__}: can't optimize a non-leaf Tensor")
+            if not p.is_leaf and not differentiable:
+                raise ValueError(f"{type(self).__name__}: can't optimize a non-leaf Tensor "
+                                 "(only with differentiable=True)")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in params):
             raise ValueError(f"{type(self).__name__}: some parameters appear in more than one parameter group")
@@ -131,9 +180,30 @@ class Optimizer:
             if group.get("maximize", False):
                 grad = -grad
             state = self.state.setdefault(p, {})
-            self._update(p._data, grad, state, group)
-            p._version[0] += 1
+            if group.get("differentiable", False):
+                self._graph_update(p, grad, state, group)
+            else:
+                new = self._update(p._data, grad._data, state, group)
+                if new is not None:
+                    np.copyto(p._data, new, casting="same_kind")
+                p._version[0] += 1
         return loss
+
+    def _graph_update(self, p, grad, state, group):
+        """The update rule on Tensors, recorded in the graph. See NOTE [Differentiable steps]."""
+        from .._core.grad_mode import enable_grad
+
+        if p.is_leaf and p.requires_grad:
+            raise RuntimeError(
+                f"{type(self).__name__}.step: differentiable=True changes the parameters in place inside "
+                f"the graph, so a parameter (shape {tuple(p.shape)}) can't be a leaf that requires grad; "
+                "optimize a non-leaf copy instead (e.g. p = w.clone())")
+        for k, v in state.items():
+            if isinstance(v, np.ndarray):  # e.g. state loaded from a checkpoint
+                state[k] = _wrap(v.copy())
+        with enable_grad():
+            # the rule reads a clone, so the graph it builds never sees ``p`` change
+            p.copy_(self._update(p.clone(), grad, state, group))
 
     def _gradients(self):
         """``(param, grad array, group)`` for every parameter that has a gradient, validated."""
@@ -149,10 +219,14 @@ class Optimizer:
                 if g.dtype.kind not in "fc":
                     raise RuntimeError(f"{type(self).__name__}.step: gradients must be floating point, got "
                                        f"dtype {g.dtype} for a parameter of shape {tuple(p.shape)}")
-                work.append((p, g._data, group))
+                work.append((p, g, group))
         return work
 
     def _update(self, param, grad, state, group):  # pragma: no cover - abstract
+        """The update rule: returns the new parameter value (or None after changing the array
+        ``param`` in place — then ``differentiable=True`` is unsupported). State updates are
+        functional (``state[k] = ...``), never in place, so the same rule can run on Tensors
+        inside the graph. See NOTE [Differentiable steps]."""
         raise NotImplementedError
 
     # ----------------------------------------------------------- checkpoints
@@ -235,7 +309,7 @@ class Optimizer:
 
     def _check_group_options(self, name, i, saved):
         """The saved group's options are this optimizer's, and pass its constructor's checks."""
-        missing = [k for k in self.defaults if k not in saved]
+        missing = [k for k in self.defaults if k not in saved and k not in _FLAG_KEYS]
         if missing:
             raise ValueError(f"{name}: param_groups[{i}] lacks option(s) {missing} of {type(self).__name__} "
                              "(is this the state of a different optimizer?)")
@@ -251,7 +325,7 @@ class Optimizer:
             sig = inspect.signature(type(self).__init__)
         except (TypeError, ValueError):  # pragma: no cover - builtins only
             return
-        kw = {k: saved[k] for k in self.defaults if k in sig.parameters}
+        kw = {k: saved[k] for k in self.defaults if k in sig.parameters and k in saved}
         from ..ops.creation import zeros
 
         dummy = zeros(1, requires_grad=True)
@@ -271,6 +345,8 @@ _SCHEDULER_KEYS = frozenset({"initial_lr", "max_lr", "min_lr", "base_lr", "max_m
 
 def _export(v):
     """State value -> checkpoint value: ndarrays (also inside lists, e.g. LBFGS history) become Tensor copies."""
+    if isinstance(v, Tensor):  # differentiable=True keeps Tensors (in the graph): save their values
+        return _wrap(np.array(v._data))
     if isinstance(v, np.ndarray):
         return _wrap(np.array(v))
     if isinstance(v, (list, tuple)):

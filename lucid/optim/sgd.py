@@ -1,7 +1,7 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, check_options
+from .optimizer import Optimizer, _ops, check_options
 
 
 class SGD(Optimizer):
@@ -26,6 +26,11 @@ class SGD(Optimizer):
         Nesterov momentum.
     maximize : bool
         Maximise the objective instead.
+    foreach, fused : bool, optional
+        Accepted for PyTorch compatibility; no effect (see NOTE [Differentiable steps]).
+    differentiable : bool
+        Run the update inside the autograd graph (for meta-learning); the parameters must
+        then be non-leaf tensors.
 
     Examples
     --------
@@ -43,7 +48,8 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
+                                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
+                                      foreach=foreach, differentiable=differentiable, fused=fused))
 
     def _update(self, p, g, state, group):
         wd, mu, lr = group["weight_decay"], group["momentum"], group["lr"]
@@ -51,10 +57,7 @@ class SGD(Optimizer):
             g = g + wd * p
         if mu:
             buf = state.get("momentum_buffer")
-            if buf is None:
-                buf = state["momentum_buffer"] = g.copy()
-            else:
-                buf *= mu
-                buf += (1 - group["dampening"]) * g
+            buf = _ops(g).copy(g) if buf is None else mu * buf + (1 - group["dampening"]) * g
+            state["momentum_buffer"] = buf
             g = g + mu * buf if group["nesterov"] else buf
-        p -= lr * g
+        return p - lr * g
