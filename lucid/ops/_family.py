@@ -255,9 +255,23 @@ def _as_tensor(x):
     return _wrap(_to_array(x, None))
 
 
+# NOTE [Holomorphic vjp]
+# Under PyTorch's convention (NOTE [Complex gradients] in ops/complex.py) the vjp of a
+# holomorphic f is ``g * conj(f'(x))`` while its jvp stays ``t * f'(x)``. The family
+# helpers apply that conj here, once, for every op defined by its derivative: a complex
+# cotangent conjugates the derivative; a real one (every real op) skips it at the cost
+# of one dtype test. Ops that are not holomorphic (abs, angle, real, imag ...) and
+# hand-written rules (matmul: ``g @ conj(y)^T``) conjugate explicitly.
+def _conj(ns, d):
+    return d if d.__class__ in _SCALARS else ns.conj(d)
+
+
 def _unary_vjp(deriv):
     def vjp(ns, g, out, x):
-        r = g * deriv(ns, x, out)
+        d = deriv(ns, x, out)
+        if g.dtype.kind == "c":  # See NOTE [Holomorphic vjp]
+            d = _conj(ns, d)
+        r = g * d
         # A derivative built from masks or Python floats may widen the dtype: cast back.
         return r if r.dtype == g.dtype else ns.cast(r, dtype=g.dtype)
 
@@ -312,12 +326,18 @@ def binary(name, impl, dx, dy, *, save_out=False, save_inputs=True):
     def vjp_x(ns, g, out, x, y):
         if y.__class__ in _PY_SCALARS:
             y = scalar_operand(ns, y, g)
-        return sum_to_shape(ns, same_dtype(ns, g * dx(ns, x, y, out), g), shape_of(x))
+        d = dx(ns, x, y, out)
+        if g.dtype.kind == "c":  # See NOTE [Holomorphic vjp]
+            d = _conj(ns, d)
+        return sum_to_shape(ns, same_dtype(ns, g * d, g), shape_of(x))
 
     def vjp_y(ns, g, out, x, y):
         if x.__class__ in _PY_SCALARS:
             x = scalar_operand(ns, x, g)
-        return sum_to_shape(ns, same_dtype(ns, g * dy(ns, x, y, out), g), shape_of(y))
+        d = dy(ns, x, y, out)
+        if g.dtype.kind == "c":
+            d = _conj(ns, d)
+        return sum_to_shape(ns, same_dtype(ns, g * d, g), shape_of(y))
 
     def jvp(ns, primals, tangents, out):
         x, y = primals
