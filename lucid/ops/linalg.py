@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .._core.backend import xp
-from .._core.primitive import TN, bind, defprim
+from .._core.primitive import AN, TN, bind, defprim
 from .._core.tensor import Tensor, tensor_method
 from ._family import _as_tensor, move_bdim, shape_of, sum_to_shape
 from .elementwise import cast, promote
@@ -634,16 +634,75 @@ inv_p = defprim(
 inv_p.batch = _batch_front(inv_p)
 
 
-# det: d det(A) = det(A) tr(A^-1 dA). Singular inputs have no gradient here.
-def _det_vjp(ns, g, out, a):
-    return _col(ns, _col(ns, g * out)) * _mT(ns, ns.linalg_inv(a))
+# NOTE [Adjugate]
+# det and slogdet differentiate through the adjugate adj(A) (= det(A) A^-1 when A is
+# invertible, and finite, polynomial in A, when it is not): d det = tr(adj(A) dA). The
+# forward is det * inv when LU succeeds, else the SVD: with A = U S V^T (c = det U det V),
+# adj(A) = c V adj(S) U^T, adj(S) = diag(prod_{l != i} s_l). Its derivative, from the
+# same factorisation with F = U^T dA V: d adj = c V D(F) U^T, where
+#   D(F) = diag_k(sum_{i != k} F_ii P_ik) - F o P,   P_ik = prod_{l not in {i, k}} s_l (P_ii = 0);
+# D is self-adjoint, so the vjp is U D(c V^T G U) V^T. Both are finite at singular A, so
+# det's gradient, jvp and second derivatives are too (PyTorch's double backward is NaN at 0).
+def _cofactor_products(ns, s):
+    """``P[..., i, k] = prod_{l not in {i, k}} s_l`` (the diagonal: ``prod_{l != i} s_l``)."""
+    n = s.shape[-1]
+    idx = np.arange(n)
+    keep = (idx[None, None, :] != idx[:, None, None]) & (idx[None, None, :] != idx[None, :, None])
+    lead = tuple(s.shape[:-1])
+    sl = ns.reshape(s, shape=lead + (1, 1, n))
+    return ns.prod(ns.where(keep, sl, 1.0), axis=(len(lead) + 2,), keepdims=False)
 
 
+def _adjugate_impl(a):
+    n = a.shape[-1]
+    if n == 0:
+        return a.copy()
+    try:
+        with np.errstate(all="ignore"):
+            adj = xp.linalg.det(a)[..., None, None] * xp.linalg.inv(a)
+        if np.all(np.isfinite(adj)):
+            return adj
+    except np.linalg.LinAlgError:
+        pass
+    u, s, vh = xp.linalg.svd(a)
+    c = np.sign(xp.linalg.det(u) * xp.linalg.det(vh))
+    shat = _diag(AN, _cofactor_products(AN, s))
+    return (c[..., None, None] * _mT(AN, vh) * shat[..., None, :]) @ _mT(AN, u)
+
+
+def _adj_parts(ns, a):
+    u, s, vh = ns.linalg_svd(a)
+    c = ns.sign(ns.linalg_det(u) * ns.linalg_det(vh))
+    p = _cofactor_products(ns, s) * _offdiag(s.shape[-1], s.dtype)
+    return u, vh, _col(ns, _col(ns, c)), p
+
+
+def _adj_d(ns, f, p):
+    """``D(F)`` of NOTE [Adjugate]."""
+    dk = ns.matmul(_row(ns, _diag(ns, f)), p)
+    return _diag_embed(ns, ns.reshape(dk, shape=tuple(dk.shape[:-2]) + (dk.shape[-1],))) - f * p
+
+
+def _adjugate_vjp(ns, g, out, a):
+    u, vh, c, p = _adj_parts(ns, a)
+    return ns.matmul(u, ns.matmul(_adj_d(ns, c * ns.matmul(vh, ns.matmul(g, u)), p), vh))
+
+
+def _adjugate_jvp(ns, primals, tangents, out):
+    u, vh, c, p = _adj_parts(ns, primals[0])
+    f = ns.matmul(_mT(ns, u), ns.matmul(tangents[0], _mT(ns, vh)))
+    return c * ns.matmul(_mT(ns, vh), ns.matmul(_adj_d(ns, f, p), _mT(ns, u)))
+
+
+adjugate_p = defprim("linalg_adjugate", _adjugate_impl, vjp=(_adjugate_vjp,), jvp=_adjugate_jvp)
+adjugate_p.batch = _batch_front(adjugate_p)
+
+
+# det: d det(A) = tr(adj(A) dA), finite at singular A. See NOTE [Adjugate].
 det_p = defprim(
     "linalg_det", lambda a: xp.asarray(xp.linalg.det(a)),
-    vjp=(_det_vjp,),
-    jvp=lambda ns, primals, tangents, out: out * _ein(ns, "~ij,~ji->~", ns.linalg_inv(primals[0]), tangents[0]),
-    save_out=True,
+    vjp=(lambda ns, g, out, a: _col(ns, _col(ns, g)) * _mT(ns, ns.linalg_adjugate(a)),),
+    jvp=lambda ns, primals, tangents, out: _ein(ns, "~ij,~ji->~", ns.linalg_adjugate(primals[0]), tangents[0]),
 )
 det_p.batch = _batch_front(det_p)
 
@@ -653,11 +712,18 @@ def _slogdet_impl(a):
     return xp.asarray(sign), xp.asarray(logabs)
 
 
+def _slogdet_det(ns, out):
+    return out[0] * ns.exp(out[1])
+
+
+# slogdet: d logabsdet = tr(adj(A) dA) / det(A): A^-T where invertible, +-inf at singular A
+# (as PyTorch), never an exception.
 slogdet_p = defprim(
     "linalg_slogdet", _slogdet_impl,
-    vjp=(lambda ns, g, out, a: _col(ns, _col(ns, g[1])) * _mT(ns, ns.linalg_inv(a)),),
-    jvp=lambda ns, primals, tangents, out: (None, _ein(ns, "~ij,~ji->~", ns.linalg_inv(primals[0]), tangents[0])),
-    nout=2,
+    vjp=(lambda ns, g, out, a: _col(ns, _col(ns, g[1] / _slogdet_det(ns, out))) * _mT(ns, ns.linalg_adjugate(a)),),
+    jvp=lambda ns, primals, tangents, out: (
+        None, _ein(ns, "~ij,~ji->~", ns.linalg_adjugate(primals[0]), tangents[0]) / _slogdet_det(ns, out)),
+    nout=2, save_out=True,
 )
 slogdet_p.batch = _batch_front(slogdet_p)
 

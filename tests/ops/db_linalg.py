@@ -33,6 +33,30 @@ def svd_input(rng, *shape, vals=(3.0, 2.0, 1.2, 0.5)):
     return np.einsum("...ij,j,...kj->...ik", u, np.asarray(vals[:k]), v)
 
 
+def singular(rng, *shape, rank):
+    """A square matrix of the given rank (distinct nonzero singular values)."""
+    n = shape[-1]
+    return svd_input(rng, *shape, vals=(3.0, 2.0, 1.2, 0.5)[:rank] + (0.0,) * (n - rank))
+
+
+def _adjugate(a):
+    from lucid._core.primitive import bind
+    from lucid.ops.linalg import adjugate_p
+
+    return bind(adjugate_p, (a,), {})
+
+
+def _np_adjugate(a):
+    """Cofactors by minors (the definition), transposed."""
+    n = a.shape[-1]
+    out = np.empty_like(a)
+    for i in range(n):
+        for j in range(n):
+            minor = np.delete(np.delete(a, j, axis=-2), i, axis=-1)
+            out[..., i, j] = (-1) ** (i + j) * (np.linalg.det(minor) if n > 1 else 1.0)
+    return out
+
+
 def _sym(a):
     return a + np.swapaxes(a, -1, -2)
 
@@ -100,7 +124,17 @@ OPS = [
                                                      Sample((floats(rng, 2), floats(rng, 2, 2)), name="rank pad")]),
     OpInfo("trace", lucid.trace, np.trace, lambda rng: [Sample((floats(rng, 3, 3),)), Sample((floats(rng, 2, 3),))]),
     OpInfo("linalg.inv", L.inv, np.linalg.inv, mats(wellcond, (3, 3), (2, 2, 2))),
-    OpInfo("linalg.det", L.det, np.linalg.det, mats(wellcond, (3, 3), (2, 2, 2))),
+    OpInfo("linalg.det", L.det, np.linalg.det,
+           lambda rng: [Sample((wellcond(rng, 3, 3),)), Sample((wellcond(rng, 2, 2, 2),)),
+                        Sample((singular(rng, 3, 3, rank=2),), name="rank 2 of 3"),
+                        Sample((singular(rng, 3, 3, rank=1),), name="rank 1 of 3"),
+                        Sample((np.zeros((2, 2)),), name="zero")]),
+    # the adjugate (det's gradient, NOTE [Adjugate]): its vjp/jvp at generic and singular inputs
+    OpInfo("linalg_adjugate", _adjugate, _np_adjugate,
+           lambda rng: [Sample((floats(rng, 3, 3),)), Sample((floats(rng, 2, 2, 2),)),
+                        Sample((singular(rng, 3, 3, rank=2),), name="rank 2 of 3"),
+                        Sample((np.array([[1.0, 2.0], [2.0, 4.0]]),), name="singular 2x2"),
+                        Sample((floats(rng, 1, 1),), name="1x1")]),
     OpInfo("linalg.slogdet", L.slogdet, lambda a: tuple(np.linalg.slogdet(a)),
            lambda rng: [Sample((wellcond(rng, 3, 3),)), Sample((-wellcond(rng, 2, 2, 2),), name="negative det")],
            out_index=1),

@@ -91,3 +91,47 @@ def test_tensor_methods_and_named_results():
     np.testing.assert_allclose(L.solve(x, x, left=False).numpy(), np.eye(2), atol=1e-12)
     assert x.trace().item() == 5.0 and x.matrix_power(-1).shape == (2, 2)
     assert L.norm(x, ord=float("inf")).item() == 4.0 and L.vector_norm(x, 0).item() == 4.0
+
+
+# ---------------------------------------------------- det / slogdet at singular matrices
+
+def test_det_gradients_at_a_singular_matrix_are_the_adjugate():
+    a = _t([[1.0, 2.0], [2.0, 4.0]], True)
+    g = lucid.autograd.grad(L.det(a), a, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), [[4.0, -2.0], [-2.0, 1.0]], atol=1e-12)
+    # double backward: d/dA sum(W o adj(A)^T) = [[W11, -W10], [-W01, W00]] (det is quadratic)
+    w = _t([[1.0, 2.0], [3.0, 4.0]])
+    np.testing.assert_allclose(lucid.autograd.grad((g * w).sum(), a).numpy(), [[4.0, -3.0], [-2.0, 1.0]], atol=1e-12)
+    _, t = F.jvp(L.det, (a.detach(),), (_t(np.eye(2)),))
+    assert abs(t.item() - 5.0) < 1e-12  # tr(adj(A) I)
+
+
+def test_det_second_derivatives_at_rank_deficient_3x3_match_finite_differences():
+    for a in (np.array([[1.0, 2, 3], [2, 4, 6], [1, 0, 1]]), np.zeros((3, 3)),
+              np.array([[1.0, 2, 3], [2, 4, 6], [3, 6, 9]])):
+        x = _t(a, True)
+        assert lucid.autograd.gradcheck(L.det, (x,))
+        assert lucid.autograd.gradgradcheck(L.det, (x,))
+    # rank 1: the adjugate (all 2x2 minors) vanishes, the Hessian does not
+    h = F.hessian(L.det)(_t(np.outer([1.0, 2, 3], [1.0, 1, 2])))
+    assert np.abs(h.numpy()).max() > 1
+
+
+def test_slogdet_at_a_singular_matrix_gives_infinite_not_an_error():
+    a = _t([[1.0, 2.0], [2.0, 4.0]], True)
+    sign, logabs = L.slogdet(a)
+    assert sign.item() == 0 and logabs.item() == -np.inf
+    with np.errstate(divide="ignore"):
+        g = lucid.autograd.grad(logabs, a)
+    assert np.all(np.isinf(g.numpy()))
+    assert np.array_equal(np.sign(g.numpy()) * np.sign(g.numpy()[0, 0]), [[1, -1], [-1, 1]])  # adj's signs
+
+
+def test_det_gradient_parity_with_torch():
+    torch = pytest.importorskip("torch")
+    for a in (np.array([[1.0, 2, 3], [2, 4, 6], [1, 0, 1]]), np.random.default_rng(3).standard_normal((4, 4))):
+        at = torch.tensor(a, requires_grad=True)
+        # (create_graph: without it PyTorch 2.13 returns 0, not the adjugate, for the singular one)
+        (gt,) = torch.autograd.grad(torch.linalg.det(at), at, create_graph=True)
+        x = _t(a, True)
+        np.testing.assert_allclose(lucid.autograd.grad(L.det(x), x).numpy(), gt.detach().numpy(), atol=1e-12)
