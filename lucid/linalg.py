@@ -5,7 +5,9 @@ the shape), then bind the primitives of :mod:`lucid.ops.linalg` (which carry the
 jvp and batching rules) or compose them. Everything maps over leading batch dims.
 
 Limitations: real inputs only; gradients of ``eigh`` / ``svd`` assume distinct
-eigen/singular values, of ``qr`` assume rows >= columns, of ``det`` a non-singular input.
+eigen/singular values (as PyTorch's); ``qr`` has no gradient for mode 'r' or for 'complete'
+with more rows than columns (as PyTorch). ``det``/``slogdet`` are differentiable at singular
+inputs (NOTE [Adjugate]).
 """
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ def inv(A):
 
 @tensor_method("det")
 def det(A):
-    """Determinant of a square matrix (batched). The gradient needs a non-singular input.
+    """Determinant of a square matrix (batched); its gradient is the adjugate, finite when singular.
 
     Parameters
     ----------
@@ -155,14 +157,19 @@ def cholesky(A, *, upper=False):
 
 
 def qr(A, mode="reduced"):
-    """Reduced QR decomposition ``A = Q R`` (gradients for rows >= columns).
+    """QR decomposition ``A = Q R`` with ``mode`` 'reduced', 'complete' or 'r' (as PyTorch).
+
+    'reduced': Q (..., m, k), R (..., k, n), k = min(m, n); 'complete': Q (..., m, m),
+    R (..., m, n); 'r': an empty Q and R only. Gradients as PyTorch: every shape for
+    'reduced' (and 'complete' with m <= n, where it is the same); 'r' and 'complete'
+    with m > n raise when differentiated.
 
     Parameters
     ----------
     A : Tensor
         (..., m, n).
-    mode : str
-        Only 'reduced'.
+    mode : {'reduced', 'complete', 'r'}
+        Which factors to return.
 
     Examples
     --------
@@ -170,10 +177,13 @@ def qr(A, mode="reduced"):
     >>> Q, R = lucid.linalg.qr(lucid.ones(3, 2))
     >>> Q.shape, R.shape
     ((3, 2), (2, 2))
+    >>> lucid.linalg.qr(lucid.ones(3, 2), mode="complete").Q.shape
+    (3, 3)
     """
-    if mode != "reduced":
-        raise NotImplementedError(f"linalg.qr: only mode='reduced' is supported, got {mode!r}")
-    return QRResult(*bind(_ops.qr_p, (_matrix(A, "qr"),), {}))
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"linalg.qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
+    Q, R = bind(_ops.qr_p, (_matrix(A, "qr"),), {"mode": mode})
+    return QRResult(Q.reshape((0,)) if mode == "r" else Q, R)  # PyTorch's Q is empty, shape (0,)
 
 
 def eigh(A, UPLO="L"):

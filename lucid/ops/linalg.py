@@ -782,14 +782,21 @@ cholesky_p = defprim("linalg_cholesky", _lapack("cholesky", lambda a: xp.linalg.
 cholesky_p.batch = _batch_front(cholesky_p)
 
 
-# qr (reduced, m >= n for gradients):
+# qr (reduced; 'complete' equals it when m <= n). For m >= n:
 #   vjp: M = R gR^T - gQ^T Q; gA = (gQ + Q copyltu(M)) R^-T, copyltu(M) = tril(M) + tril(M, -1)^T
 #   jvp: C = Q^T dA R^-1, W = tril(C, -1) - tril(C, -1)^T; dR = (C - W) R; dQ = dA R^-1 - Q (C - W)
-def _qr_check(a, what):
+# For m < n (PyTorch's wide case), A = [X | Y] with X = Q R1 square and R2 = Q^T Y: the square
+# rules on X with gQ + Y gR2^T, and gY = Q gR2 (jvp: dR2 = Q^T (dY - dQ R2)). The split and the
+# concatenation are products with constant selection matrices.
+def _qr_check(a, mode):
     m, n = a.shape[-2:]
-    if m < n:
-        raise RuntimeError(f"linalg.qr: the {what} is only implemented for inputs with rows >= columns "
-                           f"(got shape {tuple(a.shape)})")
+    if mode == "r":
+        raise RuntimeError("linalg.qr: the derivative of linalg.qr depends on Q, which is not computed when "
+                           "mode='r'. Please use linalg.qr(A, mode='reduced') if you are going to differentiate "
+                           "through linalg.qr.")
+    if mode == "complete" and m > n:
+        raise RuntimeError(f"linalg.qr: the QR decomposition is not differentiable when mode='complete' and "
+                           f"nrows > ncols (got shape {tuple(a.shape)})")
 
 
 def _right_inv(ns, x, r):
@@ -797,9 +804,13 @@ def _right_inv(ns, x, r):
     return _mT(ns, ns.linalg_solve(_mT(ns, r), _mT(ns, x)))
 
 
-def _qr_vjp(ns, g, out, a):
-    _qr_check(a, "derivative")
-    (gq, gr), (q, r) = g, out
+def _split(m, n, dtype):
+    """Selection matrices (n, m) and (n, n - m): ``A @ e1`` is A's first m columns."""
+    eye = np.eye(n, dtype=dtype)
+    return eye[:, :m], eye[:, m:]
+
+
+def _qr_square_vjp(ns, gq, gr, q, r):
     m = ns.matmul(r, _mT(ns, gr)) - ns.matmul(_mT(ns, gq), q)
     n = m.shape[-1]
     low = m * _tril_mask(n, m.dtype)
@@ -807,18 +818,46 @@ def _qr_vjp(ns, g, out, a):
     return _right_inv(ns, gq + ns.matmul(q, copyltu), _mT(ns, r))
 
 
-def _qr_jvp(ns, primals, tangents, out):
-    _qr_check(primals[0], "derivative")
-    q, r = out
-    dar = _right_inv(ns, tangents[0], r)
+def _qr_vjp(ns, g, out, a, mode):
+    _qr_check(a, mode)
+    (gq, gr), (q, r) = g, out
+    m, n = a.shape[-2:]
+    if m >= n:
+        return _qr_square_vjp(ns, gq, gr, q, r)
+    e1, e2 = _split(m, n, r.dtype)
+    r1, gr1, gr2 = ns.matmul(r, e1), ns.matmul(gr, e1), ns.matmul(gr, e2)
+    y = ns.matmul(ns.matmul(q, r), e2)
+    gx = _qr_square_vjp(ns, gq + ns.matmul(y, _mT(ns, gr2)), gr1, q, r1)
+    return ns.matmul(gx, _mT(ns, e1)) + ns.matmul(ns.matmul(q, gr2), _mT(ns, e2))
+
+
+def _qr_square_jvp(ns, da, q, r):
+    dar = _right_inv(ns, da, r)
     c = ns.matmul(_mT(ns, q), dar)
     low = c * _tril_mask(c.shape[-1], c.dtype, 0.0, -1)
     cw = c - (low - _mT(ns, low))
     return dar - ns.matmul(q, cw), ns.matmul(cw, r)
 
 
-qr_p = defprim("linalg_qr", lambda a: tuple(xp.linalg.qr(a, mode="reduced")),
-               vjp=(_qr_vjp,), jvp=_qr_jvp, nout=2, save_inputs=False, save_out=True)
+def _qr_jvp(ns, primals, tangents, out, mode):
+    _qr_check(primals[0], mode)
+    q, r = out
+    m, n = primals[0].shape[-2:]
+    if m >= n:
+        return _qr_square_jvp(ns, tangents[0], q, r)
+    e1, e2 = _split(m, n, r.dtype)
+    dq, dr1 = _qr_square_jvp(ns, ns.matmul(tangents[0], e1), q, ns.matmul(r, e1))
+    dr2 = ns.matmul(_mT(ns, q), ns.matmul(tangents[0], e2) - ns.matmul(dq, ns.matmul(r, e2)))
+    return dq, ns.matmul(dr1, _mT(ns, e1)) + ns.matmul(dr2, _mT(ns, e2))
+
+
+def _qr_impl(a, mode):
+    if mode == "r":
+        return xp.zeros(a.shape[:-2] + (0,), dtype=a.dtype), xp.linalg.qr(a, mode="r")
+    return tuple(xp.linalg.qr(a, mode=mode))
+
+
+qr_p = defprim("linalg_qr", _qr_impl, vjp=(_qr_vjp,), jvp=_qr_jvp, nout=2, save_inputs=False, save_out=True)
 qr_p.batch = _batch_front(qr_p)
 
 

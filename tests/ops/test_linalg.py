@@ -65,8 +65,6 @@ def test_errors_name_op_and_shape():
         lucid.mm(lucid.ones(2), lucid.ones(2, 2))
     with pytest.raises(RuntimeError, match="bmm: batch sizes differ"):
         lucid.bmm(lucid.ones(2, 2, 2), lucid.ones(3, 2, 2))
-    with pytest.raises(RuntimeError, match="linalg.qr: the derivative is only implemented"):
-        L.qr(_t(np.ones((2, 3)), True)).Q.sum().backward()
 
 
 def test_einsum_forms():
@@ -135,3 +133,40 @@ def test_det_gradient_parity_with_torch():
         (gt,) = torch.autograd.grad(torch.linalg.det(at), at, create_graph=True)
         x = _t(a, True)
         np.testing.assert_allclose(lucid.autograd.grad(L.det(x), x).numpy(), gt.detach().numpy(), atol=1e-12)
+
+
+# ------------------------------------------------------------------------------ qr modes
+
+def test_qr_modes_shapes_and_reconstruction():
+    a = np.random.default_rng(4).standard_normal((2, 4, 3))
+    q, r = L.qr(_t(a), mode="complete")
+    assert q.shape == (2, 4, 4) and r.shape == (2, 4, 3)
+    np.testing.assert_allclose((q @ r).numpy(), a, atol=1e-12)
+    np.testing.assert_allclose((q.mT @ q).numpy(), np.broadcast_to(np.eye(4), (2, 4, 4)), atol=1e-12)
+    q, r = L.qr(_t(a), mode="r")
+    assert q.shape == (0,) and r.shape == (2, 3, 3)
+    np.testing.assert_allclose(np.abs(r.numpy()), np.abs(np.linalg.qr(a)[1]), atol=1e-12)
+    with pytest.raises(RuntimeError, match="mode must be"):
+        L.qr(_t(a), mode="full")
+
+
+def test_qr_derivatives_that_pytorch_refuses_raise():
+    x = _t(np.random.default_rng(5).standard_normal((4, 2)), True)
+    with pytest.raises(RuntimeError, match="not computed when mode='r'"):
+        L.qr(x, mode="r").R.sum().backward()
+    with pytest.raises(RuntimeError, match="not differentiable when mode='complete' and nrows > ncols"):
+        L.qr(x, mode="complete").Q.sum().backward()
+
+
+def test_qr_wide_gradient_parity_with_torch():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(6).standard_normal((2, 4))
+    w1, w2 = np.arange(4.0).reshape(2, 2), np.arange(8.0).reshape(2, 4) / 3
+    for mode in ("reduced", "complete"):
+        at = torch.tensor(a, requires_grad=True)
+        qt, rt = torch.linalg.qr(at, mode=mode)
+        (gt,) = torch.autograd.grad((qt * torch.tensor(w1)).sum() + (rt * torch.tensor(w2)).sum(), at)
+        x = _t(a, True)
+        q, r = L.qr(x, mode=mode)
+        g = lucid.autograd.grad((q * _t(w1)).sum() + (r * _t(w2)).sum(), x)
+        np.testing.assert_allclose(g.numpy(), gt.numpy(), atol=1e-12)
