@@ -19,6 +19,7 @@ import numpy as np
 from ._core.primitive import bind
 from ._core.tensor import tensor_method
 from .ops import linalg as _ops
+from .ops import linalg_norm as _norm
 from .ops._family import _as_tensor, normalize_axis
 from .ops.linalg import matmul  # noqa: F401  (lucid.linalg.matmul, like torch)
 
@@ -279,7 +280,8 @@ def _dims(dim, nd, op):
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """Vector ``ord``-norm over ``dim`` (all dims by default): inf, -inf, 0, or any real p.
 
-    The gradient of the 2-norm at the zero vector is NaN (no subgradient is chosen).
+    Scaled like LAPACK's ``nrm2`` (NOTE [Scaled norms]): no overflow or underflow anywhere in
+    the float range. The gradient is 0 at the zero vector and at zero entries (PyTorch's values).
 
     Parameters
     ----------
@@ -318,9 +320,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
         return R.sum((x != 0).to(x.dtype), axes, keepdim)
     if ord == 1:
         return R.sum(E.abs(x), axes, keepdim)
-    if ord == 2:
-        return E.sqrt(R.sum(x * x, axes, keepdim))
-    return R.sum(E.abs(x) ** ord, axes, keepdim) ** (1.0 / ord)
+    return bind(_norm.vector_norm_p, (x,), {"ord": float(ord), "axis": axes, "keepdims": bool(keepdim)})
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):

@@ -167,7 +167,10 @@ OPS = [
            lambda x, ord=2, dim=None, keepdim=False: _np_vnorm(x, ord, dim, keepdim),
            lambda rng: [Sample((floats(rng, 2, 3) + 2,)), Sample((floats(rng, 2, 3) + 2,), {"ord": 1, "dim": 1}),
                         Sample((floats(rng, 2, 3),), {"ord": float("inf"), "dim": (0,), "keepdim": True}),
-                        Sample((floats(rng, 3) + 2,), {"ord": 3}), Sample((floats(rng, 3),), {"ord": -float("inf")})]),
+                        Sample((floats(rng, 3) + 2,), {"ord": 3}), Sample((floats(rng, 3),), {"ord": -float("inf")}),
+                        Sample((floats(rng, 2, 3) + 2,), {"ord": 0.5, "dim": 0, "keepdim": True}),
+                        Sample((floats(rng, 2, 3) + 2,), {"ord": -1.5, "dim": -1}),
+                        Sample((floats(rng, 2, 2, 3),), {"ord": 2, "dim": (0, 2)})]),
     OpInfo("linalg.matrix_norm", lambda x, **k: L.matrix_norm(x, **k),
            lambda x, ord="fro", dim=(-2, -1), keepdim=False: np.linalg.norm(x, ord, dim, keepdim),
            lambda rng: [Sample((svd_input(rng, 3, 2),), {"ord": o}) for o in ("fro", "nuc", 2, -2)]
@@ -181,8 +184,13 @@ OPS = [
 
 
 def _np_vnorm(x, ord, dim, keepdim):
-    if isinstance(dim, tuple) and len(dim) == 1:
-        dim = dim[0]
-    if dim is None:
-        return np.linalg.norm(x.ravel(), ord) if ord != 2 else np.sqrt(np.sum(x * x))
-    return np.linalg.norm(x, ord, dim, keepdim)
+    """The definition, unscaled (the samples are moderate; tests/ops/test_linalg.py covers extremes)."""
+    dim = None if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
+    a = np.abs(x)
+    if ord == float("inf"):
+        return np.max(a, axis=dim, keepdims=keepdim)
+    if ord == -float("inf"):
+        return np.min(a, axis=dim, keepdims=keepdim)
+    if ord == 0:
+        return np.sum(a != 0, axis=dim, keepdims=keepdim).astype(x.dtype)
+    return np.sum(a ** ord, axis=dim, keepdims=keepdim) ** (1.0 / ord)

@@ -170,3 +170,57 @@ def test_qr_wide_gradient_parity_with_torch():
         q, r = L.qr(x, mode=mode)
         g = lucid.autograd.grad((q * _t(w1)).sum() + (r * _t(w2)).sum(), x)
         np.testing.assert_allclose(g.numpy(), gt.numpy(), atol=1e-12)
+
+
+# ----------------------------------------------------------------------- scaled norms
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200, 1e300, 1e-310, 1.0])
+def test_vector_norm_neither_overflows_nor_underflows(scale):
+    import math
+
+    v = np.array([1.0, 1.0, 0.5, -0.25])
+    for ord, exact in ((2, math.sqrt(2.3125)), (3, (2 + 0.125 + 1 / 64) ** (1 / 3)),
+                       (0.5, (2 + math.sqrt(0.5) + 0.5) ** 2), (-2, (1 + 1 + 4 + 16) ** -0.5)):
+        x = _t(v * scale, True)
+        n = L.vector_norm(x, ord)
+        assert n.item() == pytest.approx(exact * scale, rel=1e-12), ord
+        g = lucid.autograd.grad(n, x).numpy()
+        want = np.sign(v) * (np.abs(v) / exact) ** (ord - 1)
+        np.testing.assert_allclose(g, want, rtol=1e-12)
+    assert L.norm(_t(v * scale)).item() == pytest.approx(math.sqrt(2.3125) * scale, rel=1e-12)
+    assert lucid.norm(_t(v * scale)).item() == pytest.approx(math.sqrt(2.3125) * scale, rel=1e-12)
+
+
+def test_vector_norm_float32_extremes_and_special_values():
+    x = lucid.tensor([1e30, 1e30], dtype=lucid.float32)
+    assert L.vector_norm(x).dtype == lucid.float32
+    assert L.vector_norm(x).item() == pytest.approx(1.4142135e30, rel=1e-6)
+    assert L.vector_norm(lucid.tensor([1e-30, 1e-30], dtype=lucid.float32)).item() == pytest.approx(1.4142135e-30, rel=1e-6)
+    assert L.vector_norm(_t([np.inf, 1.0])).item() == np.inf
+    assert np.isnan(L.vector_norm(_t([np.nan, 1.0])).item())
+    assert L.vector_norm(_t([0.0, 2.0]), -1).item() == 0.0
+    assert L.vector_norm(_t(np.zeros((0,)))).item() == 0.0
+
+
+@pytest.mark.parametrize("ord", [0.5, 1.5, 2, 3, -1])
+def test_norm_gradient_at_the_zero_vector_is_zero(ord):
+    z = _t(np.zeros(3), True)
+    assert lucid.autograd.grad(L.vector_norm(z, ord), z).tolist() == [0.0, 0.0, 0.0]
+    z = _t(np.zeros(3), True)
+    assert lucid.autograd.grad(z.norm(ord), z).tolist() == [0.0, 0.0, 0.0]
+    _, t = F.jvp(lambda v: L.vector_norm(v, ord), (_t(np.zeros(3)),), (_t(np.ones(3)),))
+    assert t.item() == 0.0
+
+
+def test_vector_norm_parity_with_torch():
+    torch = pytest.importorskip("torch")
+    a = np.array([[0.0, 2.0, -1.0], [0.3, -0.2, 0.0]])
+    for ord in (0.5, 1.5, 2, 3, -1, -2.5):
+        for dim in (None, 1):
+            at = torch.tensor(a, requires_grad=True)
+            nt = torch.linalg.vector_norm(at, ord, dim)
+            (gt,) = torch.autograd.grad(nt.sum(), at)
+            x = _t(a, True)
+            n = L.vector_norm(x, ord, dim)
+            np.testing.assert_allclose(n.detach().numpy(), nt.detach().numpy(), rtol=1e-13)
+            np.testing.assert_allclose(lucid.autograd.grad(n.sum(), x).numpy(), gt.numpy(), rtol=1e-12, atol=1e-15)

@@ -11,7 +11,8 @@ from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
 from .._family import _as_tensor, batch_unary_axis, linear_jvp
-from ._common import _nondiff, _safe_sqrt, _shift, expand_reduced, norm_axes
+from ._common import _nondiff, _shift, expand_reduced, norm_axes
+from ..linalg_norm import vector_norm_p
 from .extrema import amax, amin
 
 
@@ -214,8 +215,8 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
         p = 2
     axes = norm_axes(dim, input.ndim, "norm")
     keepdim = bool(keepdim)
-    if p == 2:
-        return _safe_sqrt(sum(input * input, axes, keepdim))
+    if p not in (0, 1, math.inf, -math.inf):  # scaled, no over/underflow: NOTE [Scaled norms]
+        return bind(vector_norm_p, (input,), {"ord": float(p), "axis": axes, "keepdims": keepdim})
     from ..elementwise import abs as _abs
 
     a = _abs(input)
@@ -225,9 +226,7 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
         return amin(a, axes, keepdim)
     if p == 0:
         return sum(TN.cast(input != 0, dtype=input.dtype), axes, keepdim)
-    if p == 1:
-        return sum(a, axes, keepdim)
-    return sum(a ** p, axes, keepdim) ** (1.0 / p)
+    return sum(a, axes, keepdim)
 
 
 # ------------------------------------------------------------- any / all
