@@ -33,7 +33,7 @@ __version__ = "0.1.0"
 
 # The training stack (nn, optim, utils, distributions, save/load) loads on first use, so `import lucid`
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
-_LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions"}
+_LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization"}
 
 

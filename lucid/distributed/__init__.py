@@ -1,0 +1,32 @@
+"""Multi-process training on MPI (``mpi4py``), with ``torch.distributed``'s names.
+
+Start the processes with ``lucid-run -n 2 script.py`` (or ``mpiexec``); in the script call
+:func:`init_process_group` and use the collectives, ``lucid.nn.parallel.DistributedDataParallel``
+and ``lucid.utils.data.distributed.DistributedSampler``. Needs the ``distributed`` extra
+(``pip install 'lucid-autograd[distributed]'``); ``mpi4py`` is imported only when a process
+group is made (NOTE [MPI stays lazy] in group.py).
+
+Examples
+--------
+>>> import lucid.distributed as dist
+>>> dist.is_initialized()
+False
+"""
+from .collectives import (ReduceOp, Work, all_gather, all_gather_into_tensor, all_reduce, barrier,
+                          broadcast, gather, irecv, isend, recv, reduce, reduce_scatter,
+                          reduce_scatter_tensor, scatter, send)
+from .group import (GroupMember, ProcessGroup, destroy_process_group, get_backend, get_global_rank,
+                    get_group_rank, get_process_group_ranks, get_rank, get_world_size, group,
+                    init_process_group, is_available, is_gloo_available, is_initialized,
+                    is_mpi_available, is_nccl_available, new_group)
+from .objects import all_gather_object, broadcast_object_list, gather_object, scatter_object_list
+
+__all__ = [
+    "ReduceOp", "Work", "ProcessGroup", "GroupMember", "group", "init_process_group",
+    "destroy_process_group", "is_available", "is_mpi_available", "is_gloo_available",
+    "is_nccl_available", "is_initialized", "get_rank", "get_world_size", "get_backend",
+    "get_process_group_ranks", "get_group_rank", "get_global_rank", "new_group", "all_reduce",
+    "reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+    "reduce_scatter_tensor", "gather", "scatter", "barrier", "send", "recv", "isend", "irecv",
+    "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
+]

@@ -1,0 +1,497 @@
+"""Tensor collectives (``all_reduce``, ``broadcast`` ...) on MPI, with PyTorch's names.
+
+NOTE [Collective buffers]
+A collective reads and writes the tensor's own ndarray: MPI gets the buffer itself when it
+is C-contiguous, so nothing is copied. A non-contiguous view is packed into a contiguous
+temporary and the result written back through the view (correct, one copy each way;
+PyTorch refuses such tensors). A read-only view (an ``expand``) can't be written. Every
+written tensor gets its version bumped, as an in-place op would (NOTE [In-place
+semantics]), and one that requires grad is refused while grad mode is on or when it is
+inside a graph: autograd can't see a collective's write (call it on ``t.detach()`` or
+under ``no_grad``). Arguments are checked the same way on every rank. See NOTE [Same
+checks on every rank] in group.py.
+"""
+from __future__ import annotations
+
+import enum
+import warnings
+
+import numpy as np
+
+from .._core.grad_mode import STATE
+from .._core.tensor import Tensor
+from .group import _mpi, _resolve
+
+
+class ReduceOp(enum.Enum):
+    """How ``all_reduce``/``reduce``/``reduce_scatter`` combine values.
+
+    ``AVG`` is a sum divided by the group size (floating and complex tensors only). On
+    ``bool`` tensors ``SUM``/``MAX`` are a logical or, ``PRODUCT``/``MIN`` a logical and.
+    """
+
+    SUM = "sum"
+    AVG = "avg"
+    PRODUCT = "product"
+    MIN = "min"
+    MAX = "max"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
+
+
+_BOOL_OPS = {"sum": "LOR", "max": "LOR", "bor": "LOR", "product": "LAND", "min": "LAND",
+             "band": "LAND", "bxor": "LXOR"}
+_OPS = {"sum": "SUM", "avg": "SUM", "product": "PROD", "min": "MIN", "max": "MAX",
+        "band": "BAND", "bor": "BOR", "bxor": "BXOR"}
+
+
+def _mpi_op(op, dtype, api):
+    """``(MPI op, whether to divide by the group size)`` for ``op`` on ``dtype``."""
+    MPI = _mpi(api)
+    if isinstance(op, str) and op.upper() in ReduceOp.__members__:
+        op = ReduceOp[op.upper()]
+    if not isinstance(op, ReduceOp):
+        raise TypeError(f"{api}: op must be a ReduceOp, got {op!r}")
+    kind, name = dtype.kind, op.value
+    if kind == "b":
+        if name == "avg":
+            raise TypeError(f"{api}: ReduceOp.AVG is not defined for bool tensors")
+        return getattr(MPI, _BOOL_OPS[name]), False
+    if name == "avg" and kind not in "fc":
+        raise TypeError(f"{api}: ReduceOp.AVG needs a floating or complex tensor, got {dtype}")
+    if name in ("min", "max") and kind == "c":
+        raise TypeError(f"{api}: ReduceOp.{op.name} is not defined for complex tensors")
+    if name in ("band", "bor", "bxor") and kind not in "iu":
+        raise TypeError(f"{api}: ReduceOp.{op.name} needs an integer tensor, got {dtype}")
+    return getattr(MPI, _OPS[name]), name == "avg"
+
+
+# ------------------------------------------------------------------ buffers
+
+
+def _check_tensor(t, api, what="tensor"):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{api}: {what} must be a lucid Tensor, got {type(t).__name__}")
+    if t._level:
+        raise TypeError(f"{api}: collectives can't run on a tensor traced by lucid.func transforms")
+    if t._data.dtype.kind not in "biufc":
+        raise TypeError(f"{api}: {what} has dtype {t._data.dtype}, which MPI can't reduce")
+    return t._data
+
+
+def _source(t, api, what="tensor"):
+    """A contiguous array with ``t``'s values (``t``'s own buffer when possible)."""
+    return np.ascontiguousarray(_check_tensor(t, api, what))
+
+
+class _Target:
+    """A tensor a collective writes: its buffer, or a contiguous stand-in written back."""
+
+    __slots__ = ("tensor", "arr", "tmp")
+
+    def __init__(self, t, api, what="tensor"):
+        arr = _check_tensor(t, api, what)
+        if t._rg and (STATE.grad_enabled or t.grad_fn is not None):
+            raise RuntimeError(
+                f"{api}: {what} (shape {tuple(arr.shape)}) requires grad; a collective writes into "
+                "it in place, which autograd can't record. Use tensor.detach() or lucid.no_grad()")
+        if not arr.flags.writeable:
+            raise RuntimeError(f"{api}: {what} (shape {tuple(arr.shape)}) is a read-only view "
+                               "(e.g. made by expand); a collective can't write into it")
+        self.tensor, self.arr = t, arr
+        self.tmp = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+
+    def done(self, api):
+        """Write the stand-in back (if any) and bump the version."""
+        if self.tmp is not self.arr:
+            self.arr[...] = self.tmp
+        v = self.tensor._version
+        v[0] += 1
+        if len(v) == 1:
+            v.append(api)
+        else:
+            v[1] = api
+
+
+def _same_layout(tensors, like, api, what):
+    for i, t in enumerate(tensors):
+        _check_tensor(t, api, f"{what}[{i}]")
+        if t.shape != like.shape or t.dtype != like.dtype:
+            raise ValueError(f"{api}: {what}[{i}] has shape {tuple(t.shape)} and dtype {t.dtype}; "
+                             f"expected shape {tuple(like.shape)} and dtype {like.dtype}")
+
+
+def _list_len(lst, n, api, what):
+    if not isinstance(lst, (list, tuple)) or len(lst) != n:
+        got = len(lst) if isinstance(lst, (list, tuple)) else type(lst).__name__
+        raise ValueError(f"{api}: {what} must be a list of {n} tensors (one per rank), got {got}")
+
+
+# --------------------------------------------------------------------- work
+
+
+class Work:
+    """The handle of a collective started with ``async_op=True``.
+
+    Backed by non-blocking MPI requests; the output tensors hold the result only after
+    :meth:`wait` (or once :meth:`is_completed` returns True). Keep the tensors unchanged
+    until then.
+    """
+
+    def __init__(self, requests, finish=None, result=None, status=None):
+        self._requests, self._finish, self._result = list(requests), finish, result
+        self._status = status  # an MPI.Status for a receive: who sent it
+        self._done = False
+
+    def _complete(self):
+        self._done = True
+        self._requests = []
+        if self._finish is not None:
+            finish, self._finish = self._finish, None
+            finish()
+
+    def wait(self, timeout=None):
+        """Block until the collective has finished (``timeout`` is ignored). Returns True."""
+        if not self._done:
+            if self._status is not None:
+                self._requests[0].Wait(self._status)
+            elif self._requests:
+                _mpi("Work.wait").Request.Waitall(self._requests)
+            self._complete()
+        return True
+
+    def is_completed(self):
+        """Whether it has finished (a non-blocking test that also drives MPI's progress)."""
+        if self._done:
+            return True
+        if self._status is not None:
+            ready = self._requests[0].Test(self._status)
+        else:
+            ready = not self._requests or _mpi("Work.is_completed").Request.Testall(self._requests)
+        if ready:
+            self._complete()
+        return self._done
+
+    def is_success(self):
+        return self.is_completed()
+
+    def exception(self):
+        return None
+
+    def result(self):
+        """The output tensors (after :meth:`wait`)."""
+        self.wait()
+        return self._result
+
+    def __repr__(self):
+        return f"Work(completed={self._done})"
+
+
+def _run(blocking, nonblocking, finish, async_op, result):
+    """Start one MPI operation: blocking now, or a Work around its request."""
+    if not async_op:
+        blocking()
+        finish()
+        return None
+    return Work([nonblocking()], finish, result)
+
+
+def _member(group, api):
+    """The group and its communicator, or ``(pg, None)`` when this process is not a member."""
+    pg = _resolve(group, api)
+    if pg.comm is None:
+        warnings.warn(f"{api}: running on a rank that does not belong to the given group; "
+                      "nothing is done", stacklevel=3)
+    return pg, pg.comm
+
+
+def _finisher(targets, api, scale=None):
+    def finish():
+        for t in targets:
+            if scale is not None:
+                np.true_divide(t.tmp, scale, out=t.tmp)
+            t.done(api)
+    return finish
+
+
+# -------------------------------------------------------------- collectives
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+    """Combine ``tensor`` across the ranks of ``group`` with ``op``; every rank gets the result, in place.
+
+    Parameters
+    ----------
+    tensor : Tensor
+        Input and output (any bool, int, float or complex dtype).
+    op : ReduceOp
+    group : ProcessGroup, optional
+        Default: the world.
+    async_op : bool
+        Return a :class:`Work` handle instead of waiting.
+
+    Examples
+    --------
+    >>> import lucid, lucid.distributed as dist
+    >>> t = lucid.tensor([1.0, 2.0])
+    >>> dist.all_reduce(t)        # doctest: +SKIP
+    >>> t                         # doctest: +SKIP
+    tensor([2., 4.])
+    >>> # (with 2 ranks)
+    """
+    api = "all_reduce"
+    target = _Target(tensor, api)
+    mop, avg = _mpi_op(op, target.tmp.dtype, api)
+    pg, comm = _member(group, api)
+    if comm is None:
+        return None
+    MPI, buf = _mpi(api), target.tmp
+    return _run(lambda: comm.Allreduce(MPI.IN_PLACE, buf, mop), lambda: comm.Iallreduce(MPI.IN_PLACE, buf, mop),
+                _finisher([target], api, pg.size() if avg else None), async_op, [tensor])
+
+
+def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
+    """Combine ``tensor`` across ranks into the tensor of rank ``dst`` (a global rank).
+
+    The other ranks' tensors are left unchanged.
+    """
+    api = "reduce"
+    target = _Target(tensor, api)
+    mop, avg = _mpi_op(op, target.tmp.dtype, api)
+    pg, comm = _member(group, api)
+    root = _root(pg, dst, group_dst, api, "dst")
+    if comm is None:
+        return None
+    MPI, buf = _mpi(api), target.tmp
+    if comm.Get_rank() == root:
+        blocking = lambda: comm.Reduce(MPI.IN_PLACE, buf, mop, root)  # noqa: E731
+        nonblocking = lambda: comm.Ireduce(MPI.IN_PLACE, buf, mop, root)  # noqa: E731
+        finish = _finisher([target], api, pg.size() if avg else None)
+    else:
+        blocking = lambda: comm.Reduce(buf, None, mop, root)  # noqa: E731
+        nonblocking = lambda: comm.Ireduce(buf, None, mop, root)  # noqa: E731
+        finish = _finisher([], api)
+    return _run(blocking, nonblocking, finish, async_op, [tensor])
+
+
+def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
+    """Copy rank ``src``'s ``tensor`` (``src`` is a global rank) into every rank's ``tensor``."""
+    api = "broadcast"
+    target = _Target(tensor, api)
+    pg, comm = _member(group, api)
+    root = _root(pg, src, group_src, api, "src")
+    if comm is None:
+        return None
+    buf = target.tmp
+    return _run(lambda: comm.Bcast(buf, root), lambda: comm.Ibcast(buf, root),
+                _finisher([target], api), async_op, [tensor])
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    """Concatenate every rank's ``input_tensor`` into ``output_tensor``.
+
+    ``output_tensor`` has ``world_size`` times the elements of ``input_tensor`` (shape
+    ``(world_size * n, ...)`` or ``(world_size, n, ...)``), rank ``i``'s part at block ``i``.
+    """
+    api = "all_gather_into_tensor"
+    pg = _resolve(group, api)
+    src = _source(input_tensor, api, "input_tensor")
+    target = _Target(output_tensor, api, "output_tensor")
+    _check_blocks(target.tmp, src, pg.size(), api, "output_tensor", "input_tensor")
+    pg, comm = _member(group, api)
+    if comm is None:
+        return None
+    out = target.tmp
+    return _run(lambda: comm.Allgather(src, out), lambda: comm.Iallgather(src, out),
+                _finisher([target], api), async_op, [output_tensor])
+
+
+def all_gather(tensor_list, tensor, group=None, async_op=False):
+    """Gather every rank's ``tensor`` into ``tensor_list[i]`` (one tensor per rank, same shape)."""
+    api = "all_gather"
+    pg = _resolve(group, api)
+    src = _source(tensor, api)
+    _list_len(tensor_list, pg.size(), api, "tensor_list")
+    _same_layout(tensor_list, tensor, api, "tensor_list")
+    targets = [_Target(t, api, f"tensor_list[{i}]") for i, t in enumerate(tensor_list)]
+    pg, comm = _member(group, api)
+    if comm is None:
+        return None
+    out = np.empty((pg.size(),) + src.shape, src.dtype)
+    return _run(lambda: comm.Allgather(src, out), lambda: comm.Iallgather(src, out),
+                _scatter_rows(out, targets, api), async_op, list(tensor_list))
+
+
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce ``input`` (``world_size`` blocks) across ranks; rank ``i`` gets block ``i`` in ``output``."""
+    api = "reduce_scatter_tensor"
+    pg = _resolve(group, api)
+    src = _source(input, api, "input")
+    target = _Target(output, api, "output")
+    _check_blocks(src, target.tmp, pg.size(), api, "input", "output")
+    mop, avg = _mpi_op(op, src.dtype, api)
+    pg, comm = _member(group, api)
+    if comm is None:
+        return None
+    out = target.tmp
+    return _run(lambda: comm.Reduce_scatter_block(src, out, mop),
+                lambda: comm.Ireduce_scatter_block(src, out, mop),
+                _finisher([target], api, pg.size() if avg else None), async_op, [output])
+
+
+def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce ``input_list[i]`` across ranks into rank ``i``'s ``output``."""
+    api = "reduce_scatter"
+    pg = _resolve(group, api)
+    _list_len(input_list, pg.size(), api, "input_list")
+    _same_layout(input_list, output, api, "input_list")
+    target = _Target(output, api, "output")
+    mop, avg = _mpi_op(op, target.tmp.dtype, api)
+    pg, comm = _member(group, api)
+    if comm is None:
+        return None
+    src = np.stack([t._data for t in input_list]) if input_list else np.empty(0, target.tmp.dtype)
+    out = target.tmp
+    return _run(lambda: comm.Reduce_scatter_block(src, out, mop),
+                lambda: comm.Ireduce_scatter_block(src, out, mop),
+                _finisher([target], api, pg.size() if avg else None), async_op, [output])
+
+
+def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
+    """Collect every rank's ``tensor`` into ``gather_list`` on rank ``dst`` (a global rank).
+
+    ``gather_list`` is given on ``dst`` only (``world_size`` tensors like ``tensor``).
+    """
+    api = "gather"
+    pg = _resolve(group, api)
+    src = _source(tensor, api)
+    root = _root(pg, dst, group_dst, api, "dst")
+    is_root = pg.comm is not None and pg.comm.Get_rank() == root
+    targets = _root_list(gather_list, tensor, pg.size(), is_root, api, "gather_list")
+    pg, comm = _member(group, api)
+    if comm is None:
+        return None
+    out = np.empty((pg.size(),) + src.shape, src.dtype) if is_root else None
+    finish = _scatter_rows(out, targets, api) if is_root else _finisher([], api)
+    return _run(lambda: comm.Gather(src, out, root), lambda: comm.Igather(src, out, root),
+                finish, async_op, gather_list)
+
+
+def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
+    """Send ``scatter_list[i]`` of rank ``src`` (a global rank) to rank ``i``'s ``tensor``."""
+    api = "scatter"
+    pg = _resolve(group, api)
+    target = _Target(tensor, api)
+    root = _root(pg, src, group_src, api, "src")
+    is_root = pg.comm is not None and pg.comm.Get_rank() == root
+    if is_root:
+        _list_len(scatter_list, pg.size(), api, "scatter_list")
+        _same_layout(scatter_list, tensor, api, "scatter_list")
+    elif scatter_list:
+        raise ValueError(f"{api}: scatter_list must be given on the source rank only")
+    pg, comm = _member(group, api)
+    if comm is None:
+        return None
+    send = np.stack([t._data for t in scatter_list]) if is_root else None
+    out = target.tmp
+    return _run(lambda: comm.Scatter(send, out, root), lambda: comm.Iscatter(send, out, root),
+                _finisher([target], api), async_op, [tensor])
+
+
+def barrier(group=None, async_op=False, device_ids=None):
+    """Wait until every rank of ``group`` has reached this call."""
+    api = "barrier"
+    pg, comm = _member(group, api)
+    if comm is None:
+        return None
+    return _run(comm.Barrier, comm.Ibarrier, lambda: None, async_op, None)
+
+
+# ------------------------------------------------------------ point to point
+
+
+def send(tensor, dst=None, group=None, tag=0, group_dst=None):
+    """Send ``tensor`` to rank ``dst`` (a global rank); blocks until it can be reused."""
+    isend(tensor, dst, group, tag, group_dst).wait()
+
+
+def recv(tensor, src=None, group=None, tag=0, group_src=None):
+    """Receive into ``tensor`` from rank ``src`` (default: any); returns the sender's global rank."""
+    work = irecv(tensor, src, group, tag, group_src)
+    if work is None:
+        return -1
+    work.wait()
+    return work._source_rank()
+
+
+def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
+    """Start sending ``tensor`` to rank ``dst``; returns a :class:`Work`."""
+    api = "isend"
+    pg = _resolve(group, api)
+    buf = _source(tensor, api)
+    peer = _root(pg, dst, group_dst, api, "dst")
+    pg, comm = _member(group, api)
+    if comm is None:
+        return None
+    if peer == comm.Get_rank():
+        raise ValueError(f"{api}: a rank can't send to itself (dst={pg.ranks[peer]})")
+    return Work([comm.Isend(buf, peer, tag)], None, [tensor])
+
+
+def irecv(tensor, src=None, group=None, tag=0, group_src=None):
+    """Start receiving into ``tensor`` from rank ``src`` (default: any); returns a :class:`Work`."""
+    api = "irecv"
+    pg = _resolve(group, api)
+    target = _Target(tensor, api)
+    MPI = _mpi(api)
+    peer = MPI.ANY_SOURCE if src is None and group_src is None else _root(pg, src, group_src, api, "src")
+    pg, comm = _member(group, api)
+    if comm is None:
+        return None
+    if peer == comm.Get_rank():
+        raise ValueError(f"{api}: a rank can't receive from itself (src={pg.ranks[peer]})")
+    status = MPI.Status()
+    work = Work([comm.Irecv(target.tmp, peer, tag)], _finisher([target], api), [tensor], status)
+    work._source_rank = lambda: pg.ranks[status.Get_source()]  # PyTorch's Work._source_rank()
+    return work
+
+
+# -------------------------------------------------------------------- helpers
+
+
+def _root(pg, rank, group_rank, api, what):
+    """The group rank named by ``rank`` (global) or ``group_rank``; default 0."""
+    if rank is not None and group_rank is not None:
+        raise ValueError(f"{api}: pass {what} or group_{what}, not both")
+    if group_rank is not None:
+        if not 0 <= group_rank < pg.size():
+            raise ValueError(f"{api}: group_{what}={group_rank} is out of range for a group of {pg.size()}")
+        return group_rank
+    return pg.group_rank(pg.ranks[0] if rank is None else rank, api, what)
+
+
+def _check_blocks(big, small, n, api, big_name, small_name):
+    if big.dtype != small.dtype:
+        raise TypeError(f"{api}: {big_name} has dtype {big.dtype} but {small_name} has dtype {small.dtype}")
+    if big.size != n * small.size:
+        raise ValueError(f"{api}: {big_name} (shape {big.shape}) must have world_size ({n}) times the "
+                         f"elements of {small_name} (shape {small.shape})")
+
+
+def _root_list(lst, like, n, is_root, api, what):
+    if not is_root:
+        if lst:
+            raise ValueError(f"{api}: {what} must be given on the destination rank only")
+        return []
+    _list_len(lst, n, api, what)
+    _same_layout(lst, like, api, what)
+    return [_Target(t, api, f"{what}[{i}]") for i, t in enumerate(lst)]
+
+
+def _scatter_rows(out, targets, api):
+    def finish():
+        for row, t in zip(out, targets):
+            t.tmp[...] = row
+            t.done(api)
+    return finish

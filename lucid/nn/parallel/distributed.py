@@ -1,0 +1,260 @@
+"""``DistributedDataParallel``: data-parallel training over a ``lucid.distributed`` group.
+
+NOTE [DDP buckets]
+Parameters that require grad are grouped, in reverse registration order (about the order
+backward produces their gradients), into buckets of one dtype and at most
+``bucket_cap_mb`` MiB (the first one at most 1 MiB, as in PyTorch, so communication
+starts early). Each parameter has a post-accumulate-grad hook (NOTE [Backward callbacks
+and post-accumulate hooks] in ``lucid/autograd/engine.py``): it copies ``p.grad`` into
+its bucket's flat buffer; when a bucket is full, it and every full bucket after the last
+one launched start a non-blocking ``all_reduce`` (``Iallreduce``) -- strictly in bucket
+order, so every rank issues the same collectives in the same order even if gradients
+become ready in a different order. The first hook of a backward queues an engine
+callback that runs when the backward ends: it launches what is left (with
+``find_unused_parameters=True`` the never-used parameters count as zeros), waits for
+every bucket, divides by the world size and copies the averages back into ``p.grad``.
+So ``loss.backward(); opt.step()`` works unchanged.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from ..._core.grad_mode import STATE, no_grad
+from ..._core.tensor import _wrap
+from ..module import Module
+
+_FIRST_BUCKET_BYTES = 1 << 20
+
+
+class _Bucket:
+    __slots__ = ("params", "offsets", "buf", "ready", "work", "index")
+
+    def __init__(self, index, params):
+        self.index, self.params = index, params
+        self.offsets, n = [], 0
+        for p in params:
+            self.offsets.append(n)
+            n += p._data.size
+        self.offsets.append(n)
+        self.buf = np.zeros(n, params[0]._data.dtype)
+        self.ready, self.work = set(), None
+
+
+class DistributedDataParallel(Module):
+    """Train ``module`` data-parallel: one replica per process, gradients averaged in backward.
+
+    At construction rank 0's parameters and buffers are broadcast to every rank. During
+    ``backward`` the gradients are averaged across ranks in buckets whose all-reduce starts
+    as soon as the bucket's gradients are ready (NOTE [DDP buckets]); ``backward()``
+    returns with every ``p.grad`` averaged. Each rank should feed its own share of the
+    data (``DistributedSampler``).
+
+    Parameters
+    ----------
+    module : Module
+    device_ids, output_device, dim : ignored
+        PyTorch compatibility (CPU only).
+    broadcast_buffers : bool
+        Give every rank rank 0's buffers (BatchNorm running statistics) before each forward
+        and after each backward.
+    process_group : ProcessGroup, optional
+        Default: the world.
+    bucket_cap_mb : float
+        Bucket size in MiB (default 25).
+    find_unused_parameters : bool
+        Allow parameters that get no gradient in a backward (they contribute zeros; one that
+        no rank used keeps its ``.grad``). Without it such a parameter is an error that
+        names it.
+
+    Notes
+    -----
+    ``state_dict()``/``load_state_dict()`` are the wrapped module's (no ``module.`` prefix),
+    so a checkpoint loads into the plain model; ``load_state_dict`` also accepts keys with
+    the prefix. ``named_parameters()`` keeps PyTorch's ``module.`` names.
+
+    Examples
+    --------
+    >>> import lucid, lucid.distributed as dist
+    >>> from lucid.nn.parallel import DistributedDataParallel as DDP
+    >>> dist.init_process_group("mpi")                       # doctest: +SKIP
+    >>> model = DDP(lucid.nn.Linear(4, 2))                   # doctest: +SKIP
+    >>> model(lucid.randn(8, 4)).sum().backward()            # grads averaged  # doctest: +SKIP
+    """
+
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
+                 process_group=None, bucket_cap_mb=25, find_unused_parameters=False,
+                 check_reduction=False, gradient_as_bucket_view=False, static_graph=False):
+        super().__init__()
+        from ... import distributed as dist
+
+        if not isinstance(module, Module):
+            raise TypeError(f"DistributedDataParallel: module must be a lucid.nn.Module, got {type(module).__name__}")
+        self.module = module
+        self.broadcast_buffers = broadcast_buffers
+        self.find_unused_parameters = find_unused_parameters
+        self.process_group = process_group
+        self._dist = dist
+        self._world = dist.get_world_size(process_group)
+        self.require_backward_grad_sync = True
+        params = [p for _, p in module.named_parameters() if p.requires_grad]
+        self._names = {id(p): n for n, p in module.named_parameters()}
+        self._buckets = _make_buckets(params[::-1], float(bucket_cap_mb) * (1 << 20))
+        self._where = {id(p): (b, i) for b in self._buckets for i, p in enumerate(b.params)}
+        self._sync_states(include_params=True)
+        self._grad_hooks = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in params]
+        self._expect = False  # the last forward's backward should average gradients
+        self._running = False  # a backward of ours is in flight
+        self._next = 0  # the first bucket not launched yet
+        self._buffers_synced = True
+
+    # -------------------------------------------------------------- forward
+    def forward(self, *inputs, **kwargs):
+        if self.broadcast_buffers and not self._buffers_synced:
+            self._sync_states(include_params=False)
+        self._buffers_synced = not (self.broadcast_buffers and self.module.training)
+        self._expect = STATE.grad_enabled and self.require_backward_grad_sync
+        self._reset()
+        return self.module(*inputs, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Inside, forward/backward only accumulate local gradients (no communication).
+
+        The first backward after the block averages the accumulated gradients.
+        """
+        old = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = old
+
+    # -------------------------------------------------------------- backward
+    def _grad_ready(self, p):
+        if not self._expect:
+            return
+        if not self._running:
+            self._running = True
+            from ...autograd.engine import queue_callback
+
+            queue_callback(self._finish)
+        bucket, i = self._where[id(p)]
+        bucket.buf[bucket.offsets[i]:bucket.offsets[i + 1]] = p.grad._data.reshape(-1)
+        bucket.ready.add(i)
+        self._launch_ready()
+
+    def _launch_ready(self, force=False):
+        """Start the all-reduce of full buckets, in bucket order (NOTE [DDP buckets])."""
+        buckets = self._buckets
+        while self._next < len(buckets):
+            b = buckets[self._next]
+            if not force and len(b.ready) < len(b.params):
+                return
+            b.work = self._dist.all_reduce(_wrap(b.buf), group=self.process_group, async_op=True)
+            self._next += 1
+
+    def _finish(self):
+        """Engine callback at the end of backward: wait, average, write ``p.grad``."""
+        self._expect = self._running = False
+        missing = [p for b in self._buckets for i, p in enumerate(b.params) if i not in b.ready]
+        if missing and not self.find_unused_parameters:
+            names = ", ".join(self._names.get(id(p), "?") for p in missing)
+            raise RuntimeError(
+                "DistributedDataParallel: these parameters received no gradient in this backward: "
+                f"{names}. Pass find_unused_parameters=True if some parameters are not used in "
+                "every forward, or make sure every output takes part in the loss")
+        for b in self._buckets:
+            for i in range(len(b.params)):
+                if i not in b.ready:
+                    b.buf[b.offsets[i]:b.offsets[i + 1]] = 0
+        self._launch_ready(force=True)
+        # Every rank must make the same calls: the flags go round whether or not this rank
+        # missed a parameter.
+        used = self._used_anywhere(missing) if self.find_unused_parameters else None
+        for b in self._buckets:
+            b.work.wait()
+            b.work = None
+            np.true_divide(b.buf, self._world, out=b.buf)
+            for i, p in enumerate(b.params):
+                if used is not None and not used[1][used[0][id(p)]]:
+                    continue  # no rank used it: leave its .grad as it was
+                _set_grad(p, b.buf[b.offsets[i]:b.offsets[i + 1]])
+        if self.broadcast_buffers and not self._buffers_synced:
+            self._sync_states(include_params=False)
+            self._buffers_synced = True
+
+    def _used_anywhere(self, missing):
+        """``({id(p): k}, flags)``: whether any rank used the k-th locally unused parameter."""
+        order = [p for b in self._buckets for p in b.params]
+        unused = {id(p) for p in missing}
+        flags = np.array([0 if id(p) in unused else 1 for p in order], np.int32)
+        self._dist.all_reduce(_wrap(flags), op=self._dist.ReduceOp.MAX, group=self.process_group)
+        return {id(p): k for k, p in enumerate(order)}, flags
+
+    def _reset(self):
+        for b in self._buckets:
+            if b.work is not None:  # a backward that failed half-way: finish its requests
+                b.work.wait()
+                b.work = None
+            b.ready.clear()
+        self._next, self._running = 0, False
+
+    # ----------------------------------------------------------------- state
+    def _sync_states(self, include_params):
+        """Broadcast rank 0's buffers (and parameters) of the wrapped module, one array per dtype."""
+        tensors = list(self.module.parameters()) if include_params else []
+        tensors += [b for b in self.module.buffers() if b is not None]
+        if not tensors:
+            return
+        src = self._dist.get_process_group_ranks(self.process_group)[0] if self.process_group else 0
+        for dtype in sorted({t._data.dtype.str for t in tensors}):
+            group = [t for t in tensors if t._data.dtype.str == dtype]
+            flat = np.concatenate([t._data.reshape(-1) for t in group])
+            self._dist.broadcast(_wrap(flat), src=src, group=self.process_group)
+            with no_grad():
+                at = 0
+                for t in group:
+                    n = t._data.size
+                    value = flat[at:at + n].reshape(t._data.shape)
+                    if isinstance(t._data, np.ndarray) and t._data.flags.writeable:
+                        t._data[...] = value
+                    else:
+                        t._data = value.copy()
+                    t._version[0] += 1
+                    at += n
+
+    def state_dict(self, *args, **kwargs):
+        return self.module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        if state_dict and all(isinstance(k, str) and k.startswith("module.") for k in state_dict):
+            state_dict = {k[len("module."):]: v for k, v in state_dict.items()}
+        return self.module.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def extra_repr(self):
+        return f"world_size={self._world}, buckets={len(self._buckets)}"
+
+
+def _make_buckets(params, cap):
+    buckets, cur, size, limit = [], [], 0, min(cap, _FIRST_BUCKET_BYTES)
+    for p in params:
+        nbytes = p._data.nbytes
+        if cur and (size + nbytes > limit or p._data.dtype != cur[0]._data.dtype):
+            buckets.append(_Bucket(len(buckets), cur))
+            cur, size, limit = [], 0, cap
+        cur.append(p)
+        size += nbytes
+    if cur:
+        buckets.append(_Bucket(len(buckets), cur))
+    return buckets
+
+
+def _set_grad(p, flat):
+    g = p._grad
+    if g is not None and g._data.flags.writeable and g._data.shape == p._data.shape:
+        g._data[...] = flat.reshape(p._data.shape)
+        g._version[0] += 1
+    else:
+        p._grad = _wrap(flat.reshape(p._data.shape).copy())
