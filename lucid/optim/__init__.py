@@ -9,4 +9,13 @@ from .optimizer import Optimizer
 from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad",
-           "Adadelta", "LBFGS", "ASGD", "Rprop", "SparseAdam", "Adafactor", "lr_scheduler"]
+           "Adadelta", "LBFGS", "ASGD", "Rprop", "SparseAdam", "Adafactor", "lr_scheduler", "swa_utils"]
+
+
+def __getattr__(name):
+    # swa_utils needs lucid.nn: import it on first use so `import lucid.optim` stays light.
+    if name == "swa_utils":
+        import importlib
+
+        return importlib.import_module(".swa_utils", __name__)
+    raise AttributeError(f"module 'lucid.optim' has no attribute {name!r}")

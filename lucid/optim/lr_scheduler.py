@@ -605,3 +605,12 @@ class ReduceLROnPlateau:
 
     def load_state_dict(self, state_dict):
         self.__dict__.update(state_dict)
+
+
+# (at the bottom: these subclass LRScheduler from this module)
+from .lr_scheduler_more import (ChainedScheduler, ConstantLR, CyclicLR, MultiplicativeLR,  # noqa: E402
+                                PolynomialLR)
+
+__all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
+           "ExponentialLR", "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "CyclicLR",
+           "OneCycleLR", "SequentialLR", "ChainedScheduler", "ReduceLROnPlateau"]
