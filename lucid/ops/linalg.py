@@ -31,6 +31,12 @@ def _mT(ns, x):
     return ns.transpose(x, axes=axes)
 
 
+def _mH(ns, x):
+    """Conjugate transpose (the plain transpose for real values). See NOTE [Holomorphic vjp]."""
+    t = _mT(ns, x)
+    return ns.conj(t) if x.dtype.kind == "c" else t
+
+
 def batch_leading(prim):
     """Batching rule for ops mapped over broadcasting *leading* dims (matmul, solve ...).
 
@@ -94,8 +100,8 @@ def _matmul_impl(a, b):
 matmul_p = defprim(
     "matmul",
     _matmul_impl,
-    vjp=(lambda ns, g, out, x, y: sum_to_shape(ns, ns.matmul(g, _mT(ns, y)), tuple(x.shape)),
-         lambda ns, g, out, x, y: sum_to_shape(ns, ns.matmul(_mT(ns, x), g), tuple(y.shape))),
+    vjp=(lambda ns, g, out, x, y: sum_to_shape(ns, ns.matmul(g, _mH(ns, y)), tuple(x.shape)),
+         lambda ns, g, out, x, y: sum_to_shape(ns, ns.matmul(_mH(ns, x), g), tuple(y.shape))),
     jvp=_matmul_jvp,
 )
 matmul_p.batch = batch_leading(matmul_p)
@@ -187,9 +193,9 @@ def _einsum_vjp(i, ns, g, out, *args, subscripts):
     used = set(subscripts)
     subs, ops = [osub], [g]
     for j, (s, a) in enumerate(zip(ins, args)):
-        if j != i:
+        if j != i:  # a complex cotangent meets conjugated operands (NOTE [Holomorphic vjp])
             subs.append(s)
-            ops.append(a)
+            ops.append(ns.conj(a) if getattr(a, "dtype", None) is not None and a.dtype.kind == "c" else a)
     target, seen = [], set()
     for pos, c in enumerate(ins[i]):
         if c in seen:  # a diagonal: fresh letter tied to c by the identity
@@ -627,7 +633,7 @@ def _reason(name, e):
 # inv: d(A^-1) = -A^-1 dA A^-1
 inv_p = defprim(
     "linalg_inv", _lapack("inv", lambda a: xp.linalg.inv(a)),
-    vjp=(lambda ns, g, out, a: -ns.matmul(_mT(ns, out), ns.matmul(g, _mT(ns, out))),),
+    vjp=(lambda ns, g, out, a: -ns.matmul(_mH(ns, out), ns.matmul(g, _mH(ns, out))),),
     jvp=lambda ns, primals, tangents, out: -ns.matmul(out, ns.matmul(tangents[0], out)),
     save_inputs=False, save_out=True,
 )
@@ -701,7 +707,7 @@ adjugate_p.batch = _batch_front(adjugate_p)
 # det: d det(A) = tr(adj(A) dA), finite at singular A. See NOTE [Adjugate].
 det_p = defprim(
     "linalg_det", lambda a: xp.asarray(xp.linalg.det(a)),
-    vjp=(lambda ns, g, out, a: _col(ns, _col(ns, g)) * _mT(ns, ns.linalg_adjugate(a)),),
+    vjp=(lambda ns, g, out, a: _col(ns, _col(ns, g)) * _mH(ns, ns.linalg_adjugate(a)),),
     jvp=lambda ns, primals, tangents, out: _ein(ns, "~ij,~ji->~", ns.linalg_adjugate(primals[0]), tangents[0]),
 )
 det_p.batch = _batch_front(det_p)
@@ -737,12 +743,12 @@ def _solve_impl(a, b):
 
 
 def _solve_gb(ns, g, a):
-    return ns.linalg_solve(_mT(ns, a), g)
+    return ns.linalg_solve(_mH(ns, a), g)
 
 
 solve_p = defprim(
     "linalg_solve", _lapack("solve", _solve_impl),
-    vjp=(lambda ns, g, out, a, b: sum_to_shape(ns, -ns.matmul(_solve_gb(ns, g, a), _mT(ns, out)), tuple(a.shape)),
+    vjp=(lambda ns, g, out, a, b: sum_to_shape(ns, -ns.matmul(_solve_gb(ns, g, a), _mH(ns, out)), tuple(a.shape)),
          lambda ns, g, out, a, b: sum_to_shape(ns, _solve_gb(ns, g, a), tuple(b.shape))),
     jvp=lambda ns, primals, tangents, out: ns.linalg_solve(
         primals[0], _solve_rhs(ns, tangents, out)),

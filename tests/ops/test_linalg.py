@@ -224,3 +224,27 @@ def test_vector_norm_parity_with_torch():
             n = L.vector_norm(x, ord, dim)
             np.testing.assert_allclose(n.detach().numpy(), nt.detach().numpy(), rtol=1e-13)
             np.testing.assert_allclose(lucid.autograd.grad(n.sum(), x).numpy(), gt.numpy(), rtol=1e-12, atol=1e-15)
+
+
+# -------------------------------------------------------------- complex (PyTorch's convention)
+
+def _complex_grads(mod, make, a, b, f):
+    x, y = make(a), make(b)
+    out = f(mod, x, y)
+    ((out * out.conj()).real.sum()).backward()
+    return [np.asarray(t.grad.detach().numpy()) for t in (x, y)]
+
+
+@pytest.mark.parametrize("name", ["matmul", "einsum", "inv", "solve", "det"])
+def test_complex_gradients_match_torch(name):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3)) + 3 * np.eye(3)
+    b = rng.standard_normal((3, 2)) + 1j * rng.standard_normal((3, 2))
+    f = {"matmul": lambda m, x, y: x @ y, "einsum": lambda m, x, y: m.einsum("ij,jk->ik", x, y),
+         "inv": lambda m, x, y: m.linalg.inv(x) @ y, "solve": lambda m, x, y: m.linalg.solve(x, y),
+         "det": lambda m, x, y: m.linalg.det(x) * y}[name]
+    got = _complex_grads(lucid, lambda v: lucid.tensor(v, requires_grad=True), a, b, f)
+    want = _complex_grads(torch, lambda v: torch.tensor(v, requires_grad=True), a, b, f)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)

@@ -16,12 +16,12 @@ import math
 
 import numpy as np
 
-from ._core.primitive import bind
-from ._core.tensor import tensor_method
-from .ops import linalg as _ops
-from .ops import linalg_norm as _norm
-from .ops._family import _as_tensor, normalize_axis
-from .ops.linalg import matmul  # noqa: F401  (lucid.linalg.matmul, like torch)
+from .._core.primitive import bind
+from .._core.tensor import tensor_method
+from ..ops import linalg as _ops
+from ..ops import linalg_norm as _norm
+from ..ops._family import _as_tensor, normalize_axis
+from ..ops.linalg import matmul  # noqa: F401  (lucid.linalg.matmul, like torch)
 
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
 QRResult = collections.namedtuple("QRResult", ["Q", "R"])
@@ -119,7 +119,7 @@ def solve(A, B, *, left=True):
     >>> lucid.linalg.solve(lucid.tensor([[2.0, 0.0], [0.0, 4.0]]), lucid.tensor([2.0, 2.0])).tolist()
     [1.0, 0.5]
     """
-    from .ops.elementwise import promote
+    from ..ops.elementwise import promote
 
     if not left:  # X A = B  <=>  A^T X^T = B^T
         return solve(_as_tensor(A).mT, _as_tensor(B).mT).mT
@@ -304,8 +304,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     >>> lucid.linalg.vector_norm(lucid.tensor([3.0, -4.0]), ord=float("inf")).item()
     4.0
     """
-    from .ops import elementwise as E
-    from .ops import reduce as R
+    from ..ops import elementwise as E
+    from ..ops import reduce as R
 
     x = _float(x, "vector_norm") if dtype is None else _as_tensor(x).to(dtype)
     if isinstance(ord, bool) or not isinstance(ord, (int, float)):
@@ -345,7 +345,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     >>> lucid.linalg.matrix_norm(lucid.tensor([[1.0, -2.0], [3.0, 4.0]]), ord=1).item()
     6.0
     """
-    from .ops import reduce as R
+    from ..ops import reduce as R
 
     A = _float(A, "matrix_norm") if dtype is None else _as_tensor(A).to(dtype)
     if A.ndim < 2:
@@ -429,7 +429,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
     >>> lucid.linalg.pinv(lucid.tensor([[2.0, 0.0], [0.0, 0.0]])).tolist()
     [[0.5, 0.0], [0.0, 0.0]]
     """
-    from .ops.elementwise import clamp, where
+    from ..ops.elementwise import clamp, where
 
     A = _matrix(A, "pinv")
     U, S, Vh = svd(A)
@@ -459,7 +459,7 @@ def matrix_power(A, n):
     >>> lucid.linalg.matrix_power(lucid.tensor([[1.0, 1.0], [0.0, 1.0]]), 3).tolist()
     [[1.0, 3.0], [0.0, 1.0]]
     """
-    from .ops.creation import eye
+    from ..ops.creation import eye
 
     A = _as_tensor(A)
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
