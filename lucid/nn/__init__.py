@@ -24,4 +24,6 @@ from .rnn import *  # noqa: F401,F403
 from .transformer import *  # noqa: F401,F403
 from .upsampling import *  # noqa: F401,F403
 from .distance import *  # noqa: F401,F403
+from .padding import *  # noqa: F401,F403
+from .shuffle import *  # noqa: F401,F403
 from . import functional, init, parallel, utils  # noqa: F401

@@ -7,7 +7,8 @@ from .module import Module
 __all__ = [
     "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid",
     "Softplus", "Softmax", "LogSoftmax", "Softmin", "Hardtanh", "Hardsigmoid", "Hardswish",
-    "Softsign", "LogSigmoid", "Tanhshrink", "Threshold", "GLU",
+    "Softsign", "LogSigmoid", "Tanhshrink", "Threshold", "GLU", "PReLU", "RReLU", "Hardshrink", "Softshrink",
+    "Softmax2d",
 ]
 
 
@@ -395,3 +396,113 @@ class GLU(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}"
+
+
+class PReLU(Module):
+    """``x`` for ``x >= 0`` else ``a * x`` with a learned ``a`` (one, or one per channel).
+
+    Parameters
+    ----------
+    num_parameters : int
+        1, or the number of channels (dim 1 of the input).
+    init : float
+        The initial slope (default 0.25).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.PReLU()(lucid.tensor([-4.0, 1.0])).tolist()
+    [-1.0, 1.0]
+    """
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        import lucid
+
+        from .parameter import Parameter
+
+        super().__init__()
+        self.num_parameters, self.init = num_parameters, init
+        self.weight = Parameter(lucid.full((num_parameters,), float(init), dtype=dtype))
+
+    def reset_parameters(self):
+        from . import init as _init
+
+        _init.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU: random slopes in ``[lower, upper]`` in training, their mean in eval.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.RReLU(0.25, 0.25)(lucid.tensor([-4.0, 1.0])).tolist()
+    [-1.0, 1.0]
+    """
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
+class Hardshrink(Module):
+    """``x`` where ``|x| > lambd``, else 0.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Hardshrink(1.0)(lucid.tensor([-2.0, 0.5])).tolist()
+    [-2.0, 0.0]
+    """
+
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    """Shrink towards 0 by ``lambd`` (0 inside ``[-lambd, lambd]``).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Softshrink(1.0)(lucid.tensor([-2.0, 0.5])).tolist()
+    [-1.0, 0.0]
+    """
+
+    def forward(self, input):
+        return F.softshrink(input, self.lambd)
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of a (N, C, H, W) or (C, H, W) input (dim -3).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Softmax2d()(lucid.zeros(1, 2, 1, 1)).reshape(-1).tolist()
+    [0.5, 0.5]
+    """
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
+        return F.softmax(input, -3)

@@ -36,8 +36,11 @@ class _ConvNd(Module):
         if groups <= 0 or in_channels % groups or out_channels % groups:
             raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must be "
                              f"divisible by groups ({groups})")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(f"{name}: padding_mode must be one of 'zeros', 'reflect', 'replicate' or "
+                             f"'circular', got {padding_mode!r}")
+        if padding_mode != "zeros" and self._transposed:
+            raise ValueError(f'{name}: only "zeros" padding mode is supported, got {padding_mode!r}')
         if isinstance(padding, str) and padding not in ("same", "valid"):
             raise ValueError(f"{name}: invalid padding string {padding!r}, expected 'valid' or 'same'")
         n = self._nsp
@@ -48,6 +51,7 @@ class _ConvNd(Module):
         self.dilation = _ntuple(dilation, n)
         self.output_padding = _ntuple(output_padding, n)
         self.groups, self.padding_mode = groups, padding_mode
+        self._reversed_padding_repeated_twice = self._pad_spec()
         if self._transposed:
             shape = (in_channels, out_channels // groups) + self.kernel_size
         else:
@@ -58,6 +62,28 @@ class _ConvNd(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+
+    def _pad_spec(self):
+        """``F.pad``'s spec (last dim first) for a non-zeros ``padding_mode``; 'same' may be
+        asymmetric (the extra element on the right, as PyTorch)."""
+        spec = []
+        for i in reversed(range(self._nsp)):
+            if self.padding == "valid":
+                lo = hi = 0
+            elif self.padding == "same":
+                total = self.dilation[i] * (self.kernel_size[i] - 1)
+                lo, hi = total // 2, total - total // 2
+            else:
+                lo = hi = self.padding[i]
+            spec += [lo, hi]
+        return tuple(spec)
+
+    def _conv(self, fn, input):
+        """``fn`` (conv1d/2d/3d) with this layer's settings; padding_mode != 'zeros' pads first."""
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            return fn(input, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        return fn(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -78,6 +104,8 @@ class _ConvNd(Module):
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
 
 
@@ -87,7 +115,7 @@ class Conv1d(_ConvNd):
     _nsp = 1
 
     def forward(self, input):
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return self._conv(F.conv1d, input)
 
 
 class Conv2d(_ConvNd):
@@ -104,7 +132,7 @@ class Conv2d(_ConvNd):
     _nsp = 2
 
     def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return self._conv(F.conv2d, input)
 
 
 class Conv3d(_ConvNd):
@@ -113,7 +141,7 @@ class Conv3d(_ConvNd):
     _nsp = 3
 
     def forward(self, input):
-        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return self._conv(F.conv3d, input)
 
 
 class _ConvTransposeNd(_ConvNd):

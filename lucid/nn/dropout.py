@@ -4,7 +4,7 @@ from __future__ import annotations
 from . import functional as F
 from .module import Module
 
-__all__ = ["Dropout", "Dropout1d", "Dropout2d", "AlphaDropout"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
 
 
 class _DropoutNd(Module):
@@ -17,7 +17,7 @@ class _DropoutNd(Module):
         self.p, self.inplace = p, inplace
 
     def forward(self, input):
-        return type(self)._fn(input, self.p, self.training)
+        return type(self)._fn(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
@@ -31,7 +31,7 @@ class Dropout(_DropoutNd):
     p : float
         Probability of dropping, in [0, 1].
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Change the input in place and return it (default False).
 
     Examples
     --------
@@ -51,7 +51,7 @@ class Dropout1d(_DropoutNd):
     p : float
         Probability of dropping, in [0, 1].
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Change the input in place and return it (default False).
 
     Examples
     --------
@@ -70,7 +70,7 @@ class Dropout2d(_DropoutNd):
     p : float
         Probability of dropping, in [0, 1].
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Change the input in place and return it (default False).
 
     Examples
     --------
@@ -89,7 +89,7 @@ class AlphaDropout(_DropoutNd):
     p : float
         Probability of dropping, in [0, 1].
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Change the input in place and return it (default False).
 
     Examples
     --------
@@ -98,3 +98,41 @@ class AlphaDropout(_DropoutNd):
     [1.0, 1.0]
     """
     _fn = staticmethod(F.alpha_dropout)
+
+
+class Dropout3d(_DropoutNd):
+    """Drop whole channels of (N, C, D, H, W) inputs with probability ``p`` in training.
+
+    Parameters
+    ----------
+    p : float
+        Probability of dropping, in [0, 1].
+    inplace : bool
+        Change the input in place and return it (default False).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.Dropout3d(0.5).eval()(lucid.ones(1, 2, 2, 2, 2)).shape
+    (1, 2, 2, 2, 2)
+    """
+    _fn = staticmethod(F.dropout3d)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """Alpha dropout of whole channels (see ``F.feature_alpha_dropout``), training only.
+
+    Parameters
+    ----------
+    p : float
+        Probability of dropping, in [0, 1].
+    inplace : bool
+        Change the input in place and return it (default False).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.FeatureAlphaDropout(0.5).eval()(lucid.ones(1, 2)).tolist()
+    [[1.0, 1.0]]
+    """
+    _fn = staticmethod(F.feature_alpha_dropout)

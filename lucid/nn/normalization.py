@@ -9,7 +9,7 @@ from .module import Module
 from .parameter import Parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm",
-           "InstanceNorm1d", "InstanceNorm2d", "RMSNorm"]
+           "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "LocalResponseNorm", "CrossMapLRN2d"]
 
 
 def _lucid():
@@ -362,3 +362,85 @@ class GroupNorm(Module):
 
     def extra_repr(self):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Normalise each channel of each sample of (N, C, D, H, W) inputs over D, H and W.
+
+    Parameters
+    ----------
+    num_features : int
+        The number of channels C.
+    eps : float
+        Added to the variance for stability.
+    momentum : float or None
+        Weight of the newest batch in the running statistics (None: cumulative average).
+    affine : bool
+        (default False) Learn a per-channel ``weight`` and ``bias``.
+    track_running_stats : bool
+        (default False) Keep running statistics for evaluation mode.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.InstanceNorm3d(3)(lucid.ones(2, 3, 2, 2, 2)).shape
+    (2, 3, 2, 2, 2)
+    """
+    _dims = (4, 5)
+
+
+class LocalResponseNorm(Module):
+    """Local response normalisation across channels (:func:`F.local_response_norm`).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.LocalResponseNorm(2)(lucid.ones(1, 4, 3, 3)).shape
+    (1, 4, 3, 3)
+    """
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+def _cross_map_matrix(c, size):
+    """Which channels PyTorch's (legacy, Lua-torch) CrossMapLRN2d sums for each channel: its
+    running-window recurrence replayed on indicator rows, so the result matches it exactly
+    (including the window's asymmetry near the first channels)."""
+    pre_pad = int((size - 1) / 2 + 1)
+    m = np.zeros((c, c))
+    m[0, :min(pre_pad, c)] = 1.0
+    for i in range(1, c):
+        m[i] = m[i - 1]
+        if i < c - pre_pad + 1:
+            m[i, i + pre_pad - 1] += 1.0
+        if i > pre_pad:
+            m[i, i - pre_pad] -= 1.0
+    return m
+
+
+class CrossMapLRN2d(LocalResponseNorm):
+    """PyTorch's legacy cross-channel LRN for (N, C, H, W):
+    ``x * (k + alpha / size * sum of x**2 over the window) ** -beta``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.CrossMapLRN2d(3)(lucid.ones(1, 4, 2, 2)).shape
+    (1, 4, 2, 2)
+    """
+
+    def forward(self, input):
+        from .functional.normalization import _channel_mix
+
+        if input.ndim != 4:
+            raise ValueError(f"CrossMapLRN2d: expected a 4-D input (N, C, H, W), got shape {tuple(input.shape)}")
+        scale = _channel_mix(input * input, _cross_map_matrix(input.shape[1], self.size))
+        return input * (scale * (self.alpha / self.size) + self.k) ** (-self.beta)

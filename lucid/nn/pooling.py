@@ -1,11 +1,14 @@
-"""Pooling layers: max, average and adaptive pools (thin wrappers over ``nn.functional``)."""
+"""Pooling layers: max, average, adaptive, power-average (LP), fractional max pools and max
+unpooling (thin wrappers over ``nn.functional``)."""
 from __future__ import annotations
 
 from . import functional as F
 from .module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
-           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveAvgPool3d",
+           "AdaptiveMaxPool3d", "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+           "FractionalMaxPool2d", "FractionalMaxPool3d"]
 
 
 class _MaxPoolNd(Module):
@@ -129,3 +132,135 @@ class AdaptiveMaxPool2d(_AdaptiveNd):
 
     def forward(self, input):
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveAvgPool3d(_AdaptiveNd):
+    """Average pooling of (N, C, D, H, W) to a fixed output size.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.AdaptiveAvgPool3d(1)(lucid.ones(1, 2, 3, 4, 5)).shape
+    (1, 2, 1, 1, 1)
+    """
+
+    def forward(self, input):
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class AdaptiveMaxPool3d(_AdaptiveNd):
+    """Max pooling of (N, C, D, H, W) to a fixed output size.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.AdaptiveMaxPool3d(1)(lucid.ones(1, 2, 3, 4, 5)).shape
+    (1, 2, 1, 1, 1)
+    """
+
+    def forward(self, input):
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
+class _LPPoolNd(Module):
+    _fn = None
+
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def forward(self, input):
+        return type(self)._fn(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+def _doc(text, example):
+    return f"{text}\n\nExamples\n--------\n>>> import lucid, lucid.nn as nn\n{example}\n"
+
+
+class LPPool1d(_LPPoolNd):
+    __doc__ = _doc("Power-average pooling over (N, C, L) (``F.lp_pool1d``).",
+                   ">>> nn.LPPool1d(2, 2)(lucid.tensor([[[3.0, 4.0]]])).tolist()\n[[[5.0]]]")
+    _fn = staticmethod(F.lp_pool1d)
+
+
+class LPPool2d(_LPPoolNd):
+    __doc__ = _doc("Power-average pooling over (N, C, H, W) (``F.lp_pool2d``).",
+                   ">>> nn.LPPool2d(1, 2)(lucid.ones(1, 1, 2, 2)).tolist()\n[[[[4.0]]]]")
+    _fn = staticmethod(F.lp_pool2d)
+
+
+class LPPool3d(_LPPoolNd):
+    __doc__ = _doc("Power-average pooling over (N, C, D, H, W) (``F.lp_pool3d``).",
+                   ">>> nn.LPPool3d(1, 2)(lucid.ones(1, 1, 2, 2, 2)).shape\n(1, 1, 1, 1, 1)")
+    _fn = staticmethod(F.lp_pool3d)
+
+
+class _MaxUnpoolNd(Module):
+    _fn = None
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
+
+    def forward(self, input, indices, output_size=None):
+        return type(self)._fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    __doc__ = _doc("Partial inverse of ``MaxPool1d`` (``F.max_unpool1d``): ``forward(input, indices, "
+                   "output_size=None)``.",
+                   ">>> nn.MaxUnpool1d(2)(lucid.tensor([[[3.0]]]), lucid.tensor([[[1]]])).tolist()\n"
+                   "[[[0.0, 3.0]]]")
+    _fn = staticmethod(F.max_unpool1d)
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    __doc__ = _doc("Partial inverse of ``MaxPool2d`` (``F.max_unpool2d``).",
+                   ">>> nn.MaxUnpool2d(2)(lucid.ones(1, 1, 1, 1), lucid.tensor([[[[3]]]])).shape\n(1, 1, 2, 2)")
+    _fn = staticmethod(F.max_unpool2d)
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    __doc__ = _doc("Partial inverse of ``MaxPool3d`` (``F.max_unpool3d``).",
+                   ">>> nn.MaxUnpool3d(2)(lucid.ones(1, 1, 1, 1, 1), lucid.tensor([[[[[7]]]]])).shape\n"
+                   "(1, 1, 2, 2, 2)")
+    _fn = staticmethod(F.max_unpool3d)
+
+
+class _FractionalMaxPoolNd(Module):
+    _fn = None
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                 _random_samples=None):
+        super().__init__()
+        if (output_size is None) == (output_ratio is None):
+            raise ValueError(f"{type(self).__name__}: exactly one of output_size and output_ratio must be given")
+        ratios = output_ratio if isinstance(output_ratio, (tuple, list)) else [output_ratio]
+        if output_ratio is not None and not all(0 < r < 1 for r in ratios):
+            raise ValueError(f"{type(self).__name__}: output_ratio must be in (0, 1), got {output_ratio}")
+        self.kernel_size, self.output_size, self.output_ratio = kernel_size, output_size, output_ratio
+        self.return_indices, self._random_samples = return_indices, _random_samples
+
+    def forward(self, input):
+        return type(self)._fn(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
+                              _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    __doc__ = _doc("Fractional max pooling over (N, C, H, W) (``F.fractional_max_pool2d``).",
+                   ">>> nn.FractionalMaxPool2d(2, output_ratio=0.5)(lucid.ones(1, 1, 6, 6)).shape\n(1, 1, 3, 3)")
+    _fn = staticmethod(F.fractional_max_pool2d)
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    __doc__ = _doc("Fractional max pooling over (N, C, D, H, W) (``F.fractional_max_pool3d``).",
+                   ">>> nn.FractionalMaxPool3d(2, output_size=2)(lucid.ones(1, 1, 4, 4, 4)).shape\n"
+                   "(1, 1, 2, 2, 2)")
+    _fn = staticmethod(F.fractional_max_pool3d)

@@ -7,7 +7,7 @@ seeded by ``lucid.manual_seed``). It is a constant: the output is
 """
 from __future__ import annotations
 
-__all__ = ["dropout", "dropout1d", "dropout2d", "alpha_dropout", "feature_alpha_dropout"]
+__all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"]
 
 
 def _check(p, name):
@@ -35,7 +35,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     training : bool
         Apply dropout only when True.
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Write the result into ``input`` and return it.
 
     Examples
     --------
@@ -46,17 +46,23 @@ def dropout(input, p=0.5, training=True, inplace=False):
     _check(p, "dropout")
     if not training or p == 0.0:
         return input
-    return _apply_mask(input, tuple(input.shape), p)
+    return _maybe_inplace("dropout_", input, inplace, lambda x: _apply_mask(x, tuple(x.shape), p))
 
 
-def _feature_dropout(input, p, training, name, nspatial):
+def _maybe_inplace(name, input, inplace, fn):
+    from .activation import _apply
+
+    return _apply(name, input, inplace, fn)
+
+
+def _feature_dropout(input, p, training, name, nspatial, inplace=False):
     _check(p, name)
     if not training or p == 0.0:
         return input
     if input.ndim < nspatial + 1:
         raise RuntimeError(f"{name}: expected an input with a channel dim, got shape {tuple(input.shape)}")
     shape = tuple(input.shape[:-nspatial]) + (1,) * nspatial
-    return _apply_mask(input, shape, p)
+    return _maybe_inplace(name + "_", input, inplace, lambda x: _apply_mask(x, shape, p))
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):
@@ -71,7 +77,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     training : bool
         Apply dropout only when True.
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Write the result into ``input`` and return it.
 
     Examples
     --------
@@ -79,7 +85,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     >>> F.dropout1d(lucid.ones(1, 2, 3), training=False).shape
     (1, 2, 3)
     """
-    return _feature_dropout(input, p, training, "dropout1d", 1)
+    return _feature_dropout(input, p, training, "dropout1d", 1, inplace)
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
@@ -94,7 +100,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     training : bool
         Apply dropout only when True.
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Write the result into ``input`` and return it.
 
     Examples
     --------
@@ -102,7 +108,30 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     >>> F.dropout2d(lucid.ones(1, 2, 2, 2), training=False).shape
     (1, 2, 2, 2)
     """
-    return _feature_dropout(input, p, training, "dropout2d", 2)
+    return _feature_dropout(input, p, training, "dropout2d", 2, inplace)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) inputs with probability ``p``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The activations.
+    p : float
+        Probability of dropping, in [0, 1].
+    training : bool
+        Apply dropout only when True.
+    inplace : bool
+        Write the result into ``input`` and return it.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.dropout3d(lucid.ones(1, 2, 2, 2, 2), training=False).shape
+    (1, 2, 2, 2, 2)
+    """
+    return _feature_dropout(input, p, training, "dropout3d", 3, inplace)
 
 
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
@@ -117,7 +146,7 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False):
     training : bool
         Apply dropout only when True (default False).
     inplace : bool
-        Accepted for PyTorch compatibility (the result is a new tensor).
+        Write the result into ``input`` and return it.
 
     Examples
     --------
@@ -125,7 +154,11 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False):
     >>> F.alpha_dropout(lucid.ones(2)).tolist()
     [1.0, 1.0]
     """
-    _check(p, "alpha_dropout")
+    return _alpha(input, p, training, inplace, "alpha_dropout", None)
+
+
+def _alpha(input, p, training, inplace, name, mask_shape):
+    _check(p, name)
     if not training or p == 0.0:
         return input
     from ...ops.random import bernoulli_mask
@@ -133,8 +166,26 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False):
     alpha = -1.7580993408473766
     a = ((1 - p) * (1 + p * alpha ** 2)) ** -0.5
     b = -a * alpha * p
-    kt = bernoulli_mask(tuple(input.shape), 1.0 - p, input.dtype)
-    return (input * kt + alpha * (1 - kt)) * a + b
+
+    def fn(x):
+        kt = bernoulli_mask(tuple(x.shape) if mask_shape is None else mask_shape, 1.0 - p, x.dtype)
+        return (x * kt + alpha * (1 - kt)) * a + b
+
+    return _maybe_inplace(name + "_", input, inplace, fn)
 
 
-feature_alpha_dropout = alpha_dropout
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Alpha dropout of whole channels (dim 1 of a batched input): each channel of each sample
+    is kept, or set to SELU's negative saturation value, as a whole.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.feature_alpha_dropout(lucid.ones(1, 2, 3)).tolist()
+    [[[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]]
+    """
+    if training and p and input.ndim < 2:
+        raise RuntimeError(f"feature_alpha_dropout: expected an input with a channel dim, got shape "
+                           f"{tuple(input.shape)}")
+    shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if input.ndim >= 2 else None
+    return _alpha(input, p, training, inplace, "feature_alpha_dropout", shape)

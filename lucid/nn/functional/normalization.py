@@ -7,7 +7,7 @@ import numpy as np
 
 from ..._core.grad_mode import no_grad
 
-__all__ = ["layer_norm", "group_norm", "batch_norm", "instance_norm", "normalize", "rms_norm"]
+__all__ = ["layer_norm", "group_norm", "batch_norm", "instance_norm", "normalize", "rms_norm", "local_response_norm"]
 
 
 def _lucid():
@@ -282,3 +282,45 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     lucid = _lucid()
     norm = _vector_norm(input, p, dim)
     return input / lucid.clamp(norm, min=eps)
+
+
+def _channel_mix(x, m):
+    """``sum_c' m[c, c'] x[:, c', ...]``: a constant (C, C) matrix applied over dim 1."""
+    from ..._core.tensor import _wrap
+
+    return (x.movedim(1, -1) @ _wrap(m.T.astype(x.dtype))).movedim(-1, 1)
+
+
+def _lrn_matrix(c, size):
+    """Window of ``local_response_norm``: channels ``c - size//2 .. c + (size-1)//2``, / size
+    (PyTorch's zero-padded average pool over channels)."""
+    i = np.arange(c)
+    d = i[None, :] - i[:, None]
+    return ((d >= -(size // 2)) & (d <= (size - 1) // 2)) / float(size)
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """``x / (k + alpha * mean of x**2 over a window of `size` channels) ** beta``.
+
+    Parameters
+    ----------
+    input : Tensor
+        Of shape (N, C, *), at least 3 dims.
+    size : int
+        Channels in the window.
+    alpha, beta, k : float
+        The constants of the formula.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.local_response_norm(lucid.ones(1, 3, 2), 1, alpha=1.0, beta=1.0).tolist()
+    [[[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]]
+    """
+    if input.ndim < 3:
+        raise ValueError(f"local_response_norm: expected 3D or higher dimensionality input (got {input.ndim} "
+                         "dimensions)")
+    if input.numel() == 0:
+        return input
+    div = _channel_mix(input * input, _lrn_matrix(input.shape[1], size))
+    return input / (div * alpha + k) ** beta

@@ -13,7 +13,8 @@ import numpy as np
 from ..._core.tensor import _wrap
 from ...ops._family import _as_tensor
 
-__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear"]
+__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle",
+           "channel_shuffle"]
 
 _LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
 
@@ -225,3 +226,61 @@ def upsample_bilinear(input, size=None, scale_factor=None):
     [[[[0.0, 1.0, 2.0, 3.0]]]]
     """
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def pixel_shuffle(input, upscale_factor):
+    """Rearrange ``(*, C r^2, H, W)`` into ``(*, C, H r, W r)`` (sub-pixel convolution).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.pixel_shuffle(lucid.arange(4.0).reshape(1, 4, 1, 1), 2).tolist()
+    [[[[0.0, 1.0], [2.0, 3.0]]]]
+    """
+    r = int(upscale_factor)
+    if input.ndim < 3 or r <= 0 or input.shape[-3] % (r * r):
+        raise RuntimeError(f"pixel_shuffle: expected an input of at least 3 dims whose channels are divisible "
+                           f"by upscale_factor^2 = {r * r}, got shape {tuple(input.shape)}")
+    *lead, c, h, w = input.shape
+    n = len(lead)
+    x = input.reshape(tuple(lead) + (c // (r * r), r, r, h, w))
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return x.reshape(tuple(lead) + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """The inverse of :func:`pixel_shuffle`: ``(*, C, H r, W r)`` into ``(*, C r^2, H, W)``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.pixel_unshuffle(lucid.arange(4.0).reshape(1, 1, 2, 2), 2).reshape(-1).tolist()
+    [0.0, 1.0, 2.0, 3.0]
+    """
+    r = int(downscale_factor)
+    if input.ndim < 3 or r <= 0 or input.shape[-1] % r or input.shape[-2] % r:
+        raise RuntimeError(f"pixel_unshuffle: expected an input of at least 3 dims whose height and width are "
+                           f"divisible by downscale_factor = {r}, got shape {tuple(input.shape)}")
+    *lead, c, h, w = input.shape
+    n = len(lead)
+    x = input.reshape(tuple(lead) + (c, h // r, r, w // r, r))
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return x.reshape(tuple(lead) + (c * r * r, h // r, w // r))
+
+
+def channel_shuffle(input, groups):
+    """Interleave the channels (dim 1) of ``groups`` groups: ``(N, g, C/g, *) -> (N, C/g, g, *)``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.channel_shuffle(lucid.arange(4.0).reshape(1, 4, 1), 2).reshape(-1).tolist()
+    [0.0, 2.0, 1.0, 3.0]
+    """
+    g = int(groups)
+    if input.ndim < 3 or g <= 0 or input.shape[1] % g:
+        raise RuntimeError(f"channel_shuffle: expected an input of at least 3 dims whose channels are divisible "
+                           f"by groups = {g}, got shape {tuple(input.shape)}")
+    n, c, *rest = input.shape
+    x = input.reshape((n, g, c // g) + tuple(rest)).transpose(1, 2)
+    return x.reshape((n, c) + tuple(rest))

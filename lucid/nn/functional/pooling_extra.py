@@ -1,0 +1,248 @@
+"""More pooling: ``adaptive_avg_pool3d``, ``adaptive_max_pool3d``, ``lp_pool1d/2d/3d``,
+``max_unpool1d/2d/3d`` and ``fractional_max_pool2d/3d``. All are composites: average
+pools, a gather of window elements (``take_last``) followed by ``amax``, or a ``scatter``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._core.primitive import bind
+from ..._core.tensor import _wrap
+from ...ops.conv import take_last_p
+from .pooling import _adaptive_avg, _adaptive_max, _batched, avg_pool1d, avg_pool2d, avg_pool3d
+
+__all__ = ["adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
+           "max_unpool2d", "max_unpool3d", "fractional_max_pool2d", "fractional_max_pool3d"]
+
+
+def _lucid():
+    import lucid
+
+    return lucid
+
+
+def _tuple(v, n):
+    """``v`` repeated ``n`` times if it is a number, else as a tuple of length ``n``."""
+    if isinstance(v, (int, float)):
+        return (v,) * n
+    v = tuple(v)
+    if len(v) == 1:
+        return v * n
+    if len(v) != n:
+        raise ValueError(f"expected a number or a tuple of {n} numbers, got {v}")
+    return v
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """Average pooling of (N, C, D, H, W) to a fixed output size (PyTorch's windows).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.adaptive_avg_pool3d(lucid.ones(1, 2, 3, 4, 5), 1).shape
+    (1, 2, 1, 1, 1)
+    """
+    return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """Max pooling of (N, C, D, H, W) to a fixed output size.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.adaptive_max_pool3d(lucid.arange(8.0).reshape(1, 1, 2, 2, 2), 1).reshape(-1).tolist()
+    [7.0]
+    """
+    return _adaptive_max(input, output_size, return_indices, 3, "adaptive_max_pool3d")
+
+
+def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, nsp, avg):
+    """PyTorch's formula: ``(sign(a) relu(|a|) * prod(k)) ** (1/p)`` with ``a = avg_pool(x**p)``."""
+    lucid = _lucid()
+    k = _tuple(kernel_size, nsp)
+    out = avg(input ** norm_type, k, stride if stride is not None else k, 0, ceil_mode)
+    return (lucid.sign(out) * lucid.relu(lucid.abs(out)) * math.prod(k)) ** (1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling ``(sum over the window of x**p) ** (1/p)`` over (N, C, L).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.lp_pool1d(lucid.tensor([[[3.0, 4.0]]]), 2, 2).tolist()
+    [[[5.0]]]
+    """
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1, avg_pool1d)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling over (N, C, H, W); see :func:`lp_pool1d`.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.lp_pool2d(lucid.ones(1, 1, 2, 2), 1, 2).tolist()
+    [[[[4.0]]]]
+    """
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2, avg_pool2d)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling over (N, C, D, H, W); see :func:`lp_pool1d`.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.lp_pool3d(lucid.ones(1, 1, 2, 2, 2), 1, 2).reshape(-1).tolist()
+    [8.0]
+    """
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3, avg_pool3d)
+
+
+def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nsp, op):
+    x, unbatched = _batched(input, nsp, op)
+    idx = indices.unsqueeze(0) if unbatched else indices
+    if tuple(idx.shape) != tuple(x.shape) or idx.dtype.kind not in "iu":
+        raise RuntimeError(f"{op}: expected integer indices of the input's shape {tuple(x.shape)}, got "
+                           f"{tuple(indices.shape)} {indices.dtype}")
+    k = _tuple(kernel_size, nsp)
+    s = _tuple(stride if stride is not None else kernel_size, nsp)
+    p = _tuple(padding, nsp)
+    if output_size is None:
+        out_sp = tuple((n - 1) * si - 2 * pi + ki for n, si, pi, ki in zip(x.shape[2:], s, p, k))
+    else:
+        out_sp = tuple(output_size)[-nsp:]
+    n, c = x.shape[:2]
+    size = math.prod(out_sp)
+    flat = idx.reshape(n, c, -1)
+    if flat.numel() and (int(flat.min().item()) < 0 or int(flat.max().item()) >= size):
+        raise RuntimeError(f"{op}: found an index out of bounds for an output of size {out_sp}")
+    out = _lucid().zeros(n, c, size, dtype=x.dtype).scatter(2, flat, x.reshape(n, c, -1))
+    out = out.reshape((n, c) + out_sp)
+    return out.squeeze(0) if unbatched else out
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """Partial inverse of ``max_pool1d``: each value goes back to the position its index
+    names, zeros elsewhere.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> v, i = F.max_pool1d(lucid.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2, return_indices=True)
+    >>> F.max_unpool1d(v, i, 2).tolist()
+    [[[0.0, 3.0, 2.0, 0.0]]]
+    """
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d")
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """Partial inverse of ``max_pool2d`` (see :func:`max_unpool1d`).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> v, i = F.max_pool2d(lucid.arange(4.0).reshape(1, 1, 2, 2), 2, return_indices=True)
+    >>> F.max_unpool2d(v, i, 2).tolist()
+    [[[[0.0, 0.0], [0.0, 3.0]]]]
+    """
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d")
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """Partial inverse of ``max_pool3d`` (see :func:`max_unpool1d`).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> v, i = F.max_pool3d(lucid.arange(8.0).reshape(1, 1, 2, 2, 2), 2, return_indices=True)
+    >>> F.max_unpool3d(v, i, 2).reshape(-1).tolist()[-1]
+    7.0
+    """
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d")
+
+
+def _intervals(u, n, o, k):
+    """PyTorch's pseudo-random window starts: ``int((i + u) a) - int(u a)``, ``a = (n-k)/(o-1)``,
+    the last window flush with the end."""
+    if o == 1:
+        return np.array([n - k])
+    alpha = (n - k) / (o - 1)
+    i = np.arange(o - 1)
+    return np.concatenate([((i + u) * alpha).astype(np.int64) - int(u * alpha), [n - k]])
+
+
+def _fractional(input, kernel_size, output_size, output_ratio, return_indices, samples, nsp, op):
+    x, unbatched = _batched(input, nsp, op)
+    n, c = x.shape[:2]
+    sp = tuple(x.shape[2:])
+    k = _tuple(kernel_size, nsp)
+    if output_size is None:
+        if output_ratio is None:
+            raise ValueError(f"{op}: fractional_max_pool requires specifying either an output_size or an "
+                             "output_ratio")
+        ratio = _tuple(output_ratio, nsp)
+        output_size = tuple(int(m * r) for m, r in zip(sp, ratio))
+    osz = _tuple(output_size, nsp)
+    if any(o + ki - 1 > m for o, ki, m in zip(osz, k, sp)):
+        raise RuntimeError(f"{op}: output size {osz} + kernel {k} - 1 is too large for the input {sp}")
+    if samples is None:
+        samples = _lucid().rand(n, c, nsp, dtype=x.dtype)
+    u = np.asarray(samples.detach()._data, dtype=np.float64).reshape(n, c, nsp)
+    # PyTorch's sample order: 2-d uses [W, H], 3-d [T, H, W]
+    order = (1, 0) if nsp == 2 else (0, 1, 2)
+    flat = np.empty((n, c, math.prod(osz), math.prod(k)), np.int64)
+    offs = np.meshgrid(*[np.arange(ki) for ki in k], indexing="ij")
+    for b in range(n):
+        for ch in range(c):
+            starts = [_intervals(u[b, ch, order[d]], sp[d], osz[d], k[d]) for d in range(nsp)]
+            grid = np.meshgrid(*starts, indexing="ij")
+            coords = [grid[d].reshape(-1, 1) + offs[d].reshape(1, -1) for d in range(nsp)]
+            flat[b, ch] = np.ravel_multi_index(coords, sp)
+    win = bind(take_last_p, (x.reshape(n, c, -1), _wrap(flat.reshape(n, c, -1))), {})
+    win = win.reshape(n, c, math.prod(osz), math.prod(k))
+    out = win.amax(dim=-1).reshape((n, c) + osz)
+    idx = None
+    if return_indices:
+        arg = np.argmax(win.detach()._data, axis=-1)  # the first maximum, as PyTorch's scan
+        idx = _wrap(np.take_along_axis(flat, arg[..., None], -1)[..., 0].reshape((n, c) + osz))
+    if unbatched:
+        out = out.squeeze(0)
+        idx = idx.squeeze(0) if idx is not None else None
+    return (out, idx) if return_indices else out
+
+
+def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """Fractional max pooling (Graham, 2014) over (N, C, H, W): windows of ``kernel_size``
+    at pseudo-random starts so that the output has ``output_size`` (or ``output_ratio`` of
+    the input). ``_random_samples`` (N, C, 2) in [0, 1) fixes the starts (as in PyTorch);
+    otherwise they are drawn from the global generator.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.fractional_max_pool2d(lucid.ones(1, 2, 7, 7), 2, output_size=3).shape
+    (1, 2, 3, 3)
+    """
+    return _fractional(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 2,
+                       "fractional_max_pool2d")
+
+
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """Fractional max pooling over (N, C, D, H, W); see :func:`fractional_max_pool2d`
+    (``_random_samples`` is (N, C, 3)).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.fractional_max_pool3d(lucid.ones(1, 1, 5, 5, 5), 2, output_ratio=0.5).shape
+    (1, 1, 2, 2, 2)
+    """
+    return _fractional(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 3,
+                       "fractional_max_pool3d")
