@@ -57,6 +57,10 @@ class _State(threading.local):
         self.anomaly_check_nan = True
         # Active transforms (func.grad / jvp / vmap), innermost last. See NOTE [Levels].
         self.traces = _TraceStack()
+        # autograd.graph.saved_tensors_hooks: (pack, unpack) pairs, innermost last, and the
+        # message of an active disable_saved_tensors_hooks (None when enabled).
+        self.saved_hooks = []
+        self.saved_hooks_disabled = None
 
 
 STATE = _State()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import backend, dtypes, primitive
+from .hooks import RemovableHandle
 
 
 class Tensor:
@@ -234,7 +235,7 @@ class Tensor:
         if self._data.dtype not in (dtypes.float32, dtypes.int64, dtypes.bool_):
             extras.append(f"dtype=lucid.{self._data.dtype}")
         if self.grad_fn is not None:
-            extras.append(f"grad_fn=<{self.grad_fn.name}Backward>")
+            extras.append(f"grad_fn=<{self.grad_fn.name()}>")
         elif self._rg:
             extras.append("requires_grad=True")
         return "tensor(" + body + "".join(", " + e for e in extras) + ")"
@@ -344,13 +345,7 @@ class Tensor:
         return self._version[0]
 
 
-class _HookHandle:
-    def __init__(self, hooks, hook):
-        self._hooks, self._hook = hooks, hook
-
-    def remove(self):
-        if self._hook in self._hooks:
-            self._hooks.remove(self._hook)
+_HookHandle = RemovableHandle
 
 
 # How many post-accumulate-grad hooks are registered: the engine looks for leaves that
@@ -358,11 +353,11 @@ class _HookHandle:
 _POST_HOOKS = [0]
 
 
-class _PostHookHandle(_HookHandle):
+class _PostHookHandle(RemovableHandle):
     def remove(self):
-        if self._hook in self._hooks:
-            self._hooks.remove(self._hook)
+        if self._hooks is not None and any(h is self._hook for h in self._hooks):
             _POST_HOOKS[0] -= 1
+        super().remove()
 
 
 def _rebuild(data, requires_grad):

@@ -8,10 +8,15 @@ from .grad import grad
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from . import forward_ad, functional  # noqa: E402  (use lucid.func; import after the core)
 from .checkpoint import checkpoint  # noqa: E402
+from . import graph  # noqa: E402
+from .functional import hessian, jacobian, jvp, vjp  # noqa: E402  (Lucid 3 exports them here)
+from .variable import Variable  # noqa: E402
+from .._core.hooks import RemovableHandle  # noqa: E402
 
 __all__ = [
     "Function", "FunctionCtx", "once_differentiable", "grad", "backward", "gradcheck",
     "gradgradcheck", "GradcheckError", "no_grad", "enable_grad", "set_grad_enabled",
     "inference_mode", "is_grad_enabled", "detect_anomaly", "set_detect_anomaly",
     "is_anomaly_enabled", "forward_ad", "functional", "checkpoint", "queue_callback",
+    "graph", "jacobian", "hessian", "vjp", "jvp", "Variable", "RemovableHandle",
 ]

@@ -18,7 +18,7 @@ import weakref
 
 from .._core.grad_mode import STATE, enable_grad
 from .._core.tensor import Tensor
-from .engine import _SEQ, Node
+from .engine import _SEQ
 from .function import Function, FunctionNode
 
 __all__ = ["checkpoint"]
@@ -68,14 +68,6 @@ class _Refill:
         return super().apply(grads, tensor_mode)
 
 
-class _CkptNode(_Refill, Node):
-    __slots__ = ()
-
-
-class _CkptFunctionNode(_Refill, FunctionNode):
-    __slots__ = ()
-
-
 def _segment_nodes(out, start):
     """Nodes recorded since ``start`` that the outputs ``out`` reach, in creation order."""
     from ..func.pytree import tree_flatten
@@ -97,12 +89,13 @@ def _segment_nodes(out, start):
 
 
 def _strip(node, rec):
+    from .graph import _mix
+
     if isinstance(node, FunctionNode):
-        node.__class__ = _CkptFunctionNode
-        node.ctx._saved = ()
+        node.ctx._saved, node.ctx._packed = (), None
     else:
-        node.__class__ = _CkptNode
         node.saved = node.out = None
+    _mix(node, _Refill)  # See NOTE [Node mixins] in autograd/graph.py
     _PENDING[node] = rec
 
 
@@ -119,15 +112,18 @@ class _Recompute:
         if self.rng is not None:
             saved_rng = _rng_state()
             _set_rng_state(self.rng)
+        # The recomputed values go straight into the original nodes: no saved-tensor hooks.
+        hooks, STATE.saved_hooks = STATE.saved_hooks, []
         try:
             with enable_grad():
                 out = self.run_fn(*self.args, **self.kwargs)
         finally:
+            STATE.saved_hooks = hooks
             if saved_rng is not None:
                 _set_rng_state(saved_rng)
         fresh = _segment_nodes(out, start)
         if len(fresh) != len(self.targets) or any(
-                type(a.prim) is not type(b.prim) or a.name != b.name for a, b in zip(self.targets, fresh)):
+                type(a.prim) is not type(b.prim) or a.op_name != b.op_name for a, b in zip(self.targets, fresh)):
             raise RuntimeError(
                 "checkpoint: the recomputation recorded different operations than the forward "
                 f"({len(fresh)} ops instead of {len(self.targets)}); the checkpointed function must "

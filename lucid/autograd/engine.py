@@ -49,10 +49,41 @@ class Node:
         # engine can run nodes by decreasing seq without a topological sort.
         self.seq = next(_SEQ)
 
-    name = property(lambda self: self.prim.name)
+    op_name = property(lambda self: self.prim.name)  # used in error messages
 
+    # Introspection as in PyTorch's ``torch.autograd.graph.Node`` (see autograd/graph.py).
+    def name(self):
+        """PyTorch-style name, e.g. ``'MulBackward0'``."""
+        return "".join(w[:1].upper() + w[1:] for w in self.op_name.split("_")) + "Backward0"
+
+    @property
     def next_functions(self):
-        return tuple(p if p is None or isinstance(p, tuple) else (p, 0) for p in self.parents)
+        """``((node or AccumulateGrad or None, output_index), ...)``, one per input."""
+        from .graph import _next_functions
+
+        return _next_functions(self)
+
+    @property
+    def metadata(self):
+        """A dict private to this node (for user annotations)."""
+        from .graph import _metadata
+
+        return _metadata(self)
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` after this node ran; may return new grad_inputs."""
+        from .graph import _add_node_hook
+
+        return _add_node_hook(self, fn, post=True)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` before this node runs; may return new grad_outputs."""
+        from .graph import _add_node_hook
+
+        return _add_node_hook(self, fn, post=False)
+
+    def __repr__(self):
+        return f"<{self.name()} object>"
 
     def add_hook(self, idx, hook):
         if self.hooks is None:
@@ -74,7 +105,7 @@ class Node:
         if self.freed:
             raise RuntimeError(
                 f"backward: trying to backward through the graph a second time (op "
-                f"'{self.name}'): its saved values were freed after the first backward. "
+                f"'{self.op_name}'): its saved values were freed after the first backward. "
                 "Pass retain_graph=True to the first backward() if you need to backward twice."
             )
         prim = self.prim
@@ -146,7 +177,7 @@ class Node:
         by = f" It was last changed in place by '{lst[1]}'." if len(lst) > 1 else ""
         raise RuntimeError(
             f"backward: one of the variables needed for gradient computation has been modified "
-            f"by an inplace operation: the {what} of '{self.name}' (a Tensor of shape {shape}), "
+            f"by an inplace operation: the {what} of '{self.op_name}' (a Tensor of shape {shape}), "
             f"saved for its backward, is at version {lst[0]}; expected version {v}.{by} "
             "Hint: clone the tensor before changing it in place, or use the out-of-place op."
         )
@@ -626,7 +657,7 @@ def _check_anomaly(node, in_grads):
                     f = frames[-1]
                     where = f"\nThe forward op was created at {f.filename}:{f.lineno}: {f.line}"
             raise RuntimeError(
-                f"anomaly: function '{node.name}Backward' returned nan or inf values in its "
+                f"anomaly: function '{node.name()}' returned nan or inf values in its "
                 f"gradient for argument {i}.{where}"
             )
 

@@ -40,6 +40,7 @@ class FunctionCtx:
     def __init__(self):
         self._saved = ()
         self._saved_versions = ()
+        self._packed = None
         self._non_diff = set()
         self._dirty = set()
         self.materialize_grads = True
@@ -55,6 +56,14 @@ class FunctionCtx:
                 )
         self._saved = tensors
         self._saved_versions = tuple(t._version[0] if t is not None else 0 for t in tensors)
+        self._packed = None
+        hooks = STATE.saved_hooks
+        if hooks:  # See NOTE [Saved tensor hooks] in autograd/graph.py
+            from .graph import _Packed
+
+            pack, unpack = hooks[-1]
+            self._packed = tuple(None if t is None else _Packed(t, pack, unpack) for t in tensors)
+            self._saved = tuple(None for _ in tensors)
 
     @property
     def saved_tensors(self):
@@ -64,6 +73,8 @@ class FunctionCtx:
                 "saved_tensors: trying to backward through the graph a second time; the saved "
                 "tensors were freed. Pass retain_graph=True to the first backward()."
             )
+        if self._packed is not None:
+            return tuple(None if p is None else p.get(STATE.grad_enabled) for p in self._packed)
         for t, v in zip(self._saved, self._saved_versions):
             if t is not None and t._version[0] != v:
                 raise RuntimeError(
@@ -93,7 +104,10 @@ class FunctionNode(Node):
 
     __slots__ = ("cls", "ctx", "n_args", "arg_meta", "undefined")
 
-    name = property(lambda self: self.cls.__name__)
+    op_name = property(lambda self: self.cls.__name__)
+
+    def name(self):
+        return f"{self.cls.__name__}Backward"
     # The engine leaves missing output grads as None (not zeros) for this node.
     keeps_none = property(lambda self: not self.ctx.materialize_grads)
 
@@ -101,7 +115,7 @@ class FunctionNode(Node):
         if self.freed:
             raise RuntimeError(
                 f"backward: trying to backward through the graph a second time (custom Function "
-                f"'{self.name}'); pass retain_graph=True to the first backward()."
+                f"'{self.op_name}'); pass retain_graph=True to the first backward()."
             )
         gs = []
         for i, g in enumerate(grads):
@@ -121,7 +135,7 @@ class FunctionNode(Node):
                 res = res[: self.n_args]
             else:
                 raise RuntimeError(
-                    f"function {self.name}Backward returned an incorrect number of gradients "
+                    f"function {self.op_name}Backward returned an incorrect number of gradients "
                     f"(expected {self.n_args}, got {len(res)})"
                 )
         out = []
@@ -137,7 +151,7 @@ class FunctionNode(Node):
                         raise ValueError
                 except ValueError:
                     raise RuntimeError(
-                        f"function {self.name}Backward returned an invalid gradient at index {i} - "
+                        f"function {self.op_name}Backward returned an invalid gradient at index {i} - "
                         f"got shape {tuple(r.shape)} but expected shape compatible with {meta[0]}"
                     ) from None
                 from ..ops._family import sum_to_shape
@@ -152,6 +166,7 @@ class FunctionNode(Node):
     def release(self):
         self.ctx._freed = True
         self.ctx._saved = ()
+        self.ctx._packed = None
         self.freed = True
 
 

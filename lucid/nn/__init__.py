@@ -9,7 +9,7 @@ Examples
 (3, 2)
 """
 from .parameter import Buffer, Parameter
-from .module import Module
+from .module import Module, RemovableHandle
 from .containers import *  # noqa: F401,F403
 from .linear import *  # noqa: F401,F403
 from .activation import *  # noqa: F401,F403

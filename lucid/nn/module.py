@@ -9,7 +9,6 @@ A Module owns three ordered dicts, filled by plain attribute assignment
 """
 from __future__ import annotations
 
-import itertools
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -18,30 +17,13 @@ from .._core import dtypes
 from .._core.grad_mode import no_grad
 from .._core.tensor import Tensor, _wrap
 from .parameter import Buffer, Parameter
+from .._core.hooks import RemovableHandle
 from ..ops.creation import device_arg
 
 __all__ = ["Module", "RemovableHandle"]
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
-_GLOBAL_IDS = itertools.count()
-
-
-class RemovableHandle:
-    """Returned by ``register_*_hook``; ``remove()`` unregisters the hook."""
-
-    def __init__(self, hooks_dict):
-        self._dict = hooks_dict
-        self.id = next(_GLOBAL_IDS)
-
-    def remove(self):
-        self._dict.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
 
 
 def _addindent(s, n):

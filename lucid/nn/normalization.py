@@ -115,7 +115,7 @@ class BatchNorm1d(_BatchNorm):
     >>> bn = nn.BatchNorm1d(2, eps=0.0)
     >>> bn(lucid.tensor([[1.0, 2.0], [3.0, 6.0]]))
     tensor([[-1., -1.],
-           [ 1.,  1.]], grad_fn=<addBackward>)
+           [ 1.,  1.]], grad_fn=<AddBackward0>)
     """
 
     _dims = (2, 3)

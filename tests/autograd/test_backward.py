@@ -329,4 +329,4 @@ def test_grad_fn_and_is_leaf():
     y = x.exp()
     assert x.is_leaf and not y.is_leaf
     assert y.grad_fn is not None and x.grad_fn is None
-    assert "exp" in repr(y)
+    assert "grad_fn=<ExpBackward0>" in repr(y)  # PyTorch spelling

@@ -1,0 +1,387 @@
+"""``lucid.autograd.graph`` (``torch.autograd.graph``): the recorded graph, inspected and hooked.
+
+* ``Node`` — the class of every ``grad_fn``: ``name()``, ``next_functions``, ``metadata``,
+  ``register_hook(fn(grad_inputs, grad_outputs))``, ``register_prehook(fn(grad_outputs))``.
+* ``saved_tensors_hooks(pack, unpack)`` — every tensor saved for backward while it is
+  active goes through ``pack`` when saved and ``unpack`` when the backward uses it
+  (nestable: the innermost pair applies); ``save_on_cpu`` and
+  ``disable_saved_tensors_hooks`` as in PyTorch.
+* ``register_multi_grad_hook(tensors, fn, mode="all"|"any")``.
+
+NOTE [Node mixins]: a node that gets per-node behaviour (hooks, packed saved values, a
+checkpoint refill) changes class to a cached subclass ``(Mixin, its class)`` with no new
+slots. The engine's fast path only takes nodes whose class *is* ``Node``, so such a node
+goes through ``apply``, which the mixin wraps; plain nodes pay nothing, and mixins stack.
+"""
+from __future__ import annotations
+
+import weakref
+
+from .._core import primitive
+from .._core.grad_mode import STATE, _GradModeContext
+from .._core.hooks import RemovableHandle
+from .._core.tensor import Tensor, _wrap
+from . import engine
+from .engine import Node, _as_tensor
+
+__all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
+           "register_multi_grad_hook"]
+
+_MIXED = {}
+
+
+def _mix(node, mixin):
+    """Give ``node`` the behaviour of ``mixin`` (once). See NOTE [Node mixins]."""
+    cls = node.__class__
+    if issubclass(cls, mixin):
+        return
+    sub = _MIXED.get((mixin, cls))
+    if sub is None:
+        sub = _MIXED[(mixin, cls)] = type(cls.__name__ + mixin.__name__, (mixin, cls), {"__slots__": ()})
+    node.__class__ = sub
+
+
+# ------------------------------------------------------------ introspection
+
+
+class AccumulateGrad:
+    """The ``next_functions`` entry of a leaf: ``variable`` is the leaf tensor."""
+
+    next_functions = ()
+
+    def __init__(self, variable):
+        self.variable = variable
+        self.metadata = {}
+
+    def name(self):
+        return "AccumulateGrad"
+
+    def __repr__(self):
+        return "<AccumulateGrad object>"
+
+
+def _next_functions(node):
+    res = []
+    for p in node.parents:
+        if p is None:
+            res.append((None, 0))
+        elif p.__class__ is tuple:
+            res.append(p)
+        else:
+            acc = p.__dict__.get("_accumulate_node")
+            if acc is None:
+                acc = p._accumulate_node = AccumulateGrad(p)
+            res.append((acc, 0))
+    return tuple(res)
+
+
+_METADATA = weakref.WeakKeyDictionary()
+_NODE_HOOKS = weakref.WeakKeyDictionary()  # node -> (prehooks, hooks)
+
+
+def _metadata(node):
+    d = _METADATA.get(node)
+    if d is None:
+        d = _METADATA[node] = {}
+    return d
+
+
+class _Hooked:
+    """Mixin: run the node's prehooks and hooks around its backward."""
+
+    __slots__ = ()
+
+    def apply(self, grads, tensor_mode):
+        pre, post = _NODE_HOOKS.get(self, ((), ()))
+        if pre:
+            outs = tuple(None if g is None else _as_tensor(g) for g in grads)
+            for h in list(pre):
+                r = h(outs)
+                if r is not None:
+                    outs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+            grads = [_raw(g, tensor_mode) for g in outs]
+        res = super().apply(grads, tensor_mode)
+        if post:
+            outs = tuple(None if g is None else _as_tensor(g) for g in grads)
+            ins = tuple(None if g is None else _as_tensor(g) for g in res)
+            for h in list(post):
+                r = h(ins, outs)
+                if r is not None:
+                    ins = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+            res = [_raw(g, tensor_mode) for g in ins]
+        return res
+
+
+def _raw(g, tensor_mode):
+    if g is None:
+        return None
+    g = _as_tensor(g)
+    return g if tensor_mode else g._data
+
+
+def _add_node_hook(node, fn, post):
+    if not callable(fn):
+        raise TypeError(f"Node.register_{'hook' if post else 'prehook'}: expected a callable, "
+                        f"got {type(fn).__name__}")
+    entry = _NODE_HOOKS.get(node)
+    if entry is None:
+        entry = _NODE_HOOKS[node] = ([], [])
+    lst = entry[1 if post else 0]
+    lst.append(fn)
+    _mix(node, _Hooked)
+    return RemovableHandle(lst, fn)
+
+
+# ------------------------------------------------------- saved tensor hooks
+
+# NOTE [Saved tensor hooks]
+# While any saved_tensors_hooks context is active in any thread, ``bind`` records through
+# ``_record_packed`` (``primitive._record`` is swapped, so the eager path costs nothing
+# otherwise). It records as usual, then replaces each saved Tensor (and a saved output) of
+# the new node by ``_Packed(pack(t), unpack)`` and mixes in ``_Unpacking``, which unpacks
+# for the duration of each ``apply`` (a retained graph unpacks again, as in PyTorch). The
+# version check of packed values is skipped: the packed object need not be the tensor.
+_ACTIVE = [0]
+
+
+class _Packed:
+    """A packed saved tensor, with what it takes to put it back in the graph."""
+
+    __slots__ = ("value", "unpack", "fn", "idx", "leaf")
+
+    def __init__(self, t, pack, unpack):
+        self.value, self.unpack = pack(t), unpack
+        self.fn = self.leaf = None
+        self.idx = 0
+        if t._rg:  # keep its place in the graph: a differentiable backward needs it
+            self.fn, self.idx = t.grad_fn, t._out_idx
+            if t.grad_fn is None:
+                self.leaf = weakref.ref(t)
+
+    def get(self, in_graph=False):
+        t = self.unpack(self.value)
+        if not isinstance(t, Tensor):
+            raise TypeError(f"saved_tensors_hooks: unpack_hook must return a Tensor, got {type(t).__name__}")
+        if in_graph and (self.fn is not None or self.leaf is not None):
+            # As in PyTorch, the unpacked value takes the saved tensor's place in the graph.
+            if self.fn is None:
+                leaf = self.leaf()
+                return t if leaf is None else leaf
+            r = _wrap(t._data)
+            r.grad_fn, r._out_idx, r._rg = self.fn, self.idx, True
+            return r
+        return t
+
+
+class _Unpacking:
+    """Mixin: unpack the saved values while the node runs backward."""
+
+    __slots__ = ()
+
+    def apply(self, grads, tensor_mode):
+        saved, out = self.saved, self.out
+        if saved is None:
+            return super().apply(grads, tensor_mode)
+        self.saved = tuple(a.get(tensor_mode) if a.__class__ is _Packed else a for a in saved)
+        if out.__class__ is _Packed:
+            self.out = out.get()._data
+        elif out.__class__ is tuple:
+            self.out = tuple(o.get()._data if o.__class__ is _Packed else o for o in out)
+        try:
+            return super().apply(grads, tensor_mode)
+        finally:
+            if not self.freed:
+                self.saved, self.out = saved, out
+
+
+def _pack_node(node, outs, pack, unpack):
+    node.saved = tuple(_Packed(a, pack, unpack) if isinstance(a, Tensor) else a for a in node.saved)
+    if node.out is not None:
+        node.out = _Packed(outs[0], pack, unpack) if node.nout == 1 else tuple(
+            _Packed(t, pack, unpack) for t in outs)
+    node.versions = node.out_versions = None
+    _mix(node, _Unpacking)
+
+
+def _record_packed(prim, args, params, out):
+    res = engine.record(prim, args, params, out)
+    stack = STATE.saved_hooks
+    if stack:
+        outs = (res,) if prim.nout == 1 else res
+        for o in outs:
+            if o.grad_fn is not None:
+                _pack_node(o.grad_fn, outs, *stack[-1])
+                break
+    return res
+
+
+def current_saved_hooks():
+    """The innermost active ``(pack, unpack)`` pair of this thread, or None."""
+    stack = STATE.saved_hooks
+    return stack[-1] if stack else None
+
+
+class saved_tensors_hooks:
+    """Context manager: pass every tensor saved for backward through ``pack_hook``/``unpack_hook``.
+
+    ``pack_hook(tensor)`` may return any object; ``unpack_hook(packed)`` must return a
+    Tensor with the original's value. Nested contexts: the innermost pair applies.
+    Covers the eager tape and custom ``Function``'s ``save_for_backward``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> packed = []
+    >>> def pack(t):
+    ...     packed.append(tuple(t.shape))
+    ...     return t
+    >>> x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    >>> with lucid.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    ...     y = (x * x).sum()
+    >>> packed
+    [(2,), (2,)]
+    >>> y.backward()
+    >>> x.grad
+    tensor([2., 4.])
+    """
+
+    def __init__(self, pack_hook, unpack_hook):
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError("saved_tensors_hooks: pack_hook and unpack_hook must be callables")
+        self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
+
+    def __enter__(self):
+        msg = STATE.saved_hooks_disabled
+        if msg is not None:
+            raise RuntimeError(msg)
+        STATE.saved_hooks.append((self.pack_hook, self.unpack_hook))
+        _ACTIVE[0] += 1
+        primitive._record = _record_packed
+        return self
+
+    def __exit__(self, *exc):
+        STATE.saved_hooks.pop()
+        _ACTIVE[0] -= 1
+        if _ACTIVE[0] == 0:
+            primitive._record = engine.record
+        return False
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Keep saved tensors in host memory until the backward needs them (PyTorch's ``save_on_cpu``).
+
+    Lucid computes on the CPU, so tensors are already there: packing keeps the tensor and
+    its device, unpacking moves it back to that device (a no-op today; the seam a GPU
+    array backend would use). ``pin_memory`` and ``device_type`` are accepted.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([3.0], requires_grad=True)
+    >>> with lucid.autograd.graph.save_on_cpu():
+    ...     y = (x ** 2).sum()
+    >>> y.backward()
+    >>> x.grad
+    tensor([6.])
+    """
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        self.pin_memory, self.device_type = bool(pin_memory), device_type
+
+        def pack(t):
+            return (t.device, t.detach())
+
+        def unpack(packed):
+            device, t = packed
+            return t.to(device)
+
+        super().__init__(pack, unpack)
+
+
+class disable_saved_tensors_hooks(_GradModeContext):
+    """While active, entering ``saved_tensors_hooks`` raises ``RuntimeError(error_message)``.
+
+    For features that cannot work with saved-tensor hooks. Also a decorator.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.autograd import graph
+    >>> with graph.disable_saved_tensors_hooks("not with my feature"):
+    ...     try:
+    ...         graph.saved_tensors_hooks(lambda t: t, lambda t: t).__enter__()
+    ...     except RuntimeError as e:
+    ...         print(e)
+    not with my feature
+    """
+
+    def __init__(self, error_message):
+        self._args = (error_message,)
+        self.error_message = str(error_message)
+
+    def __enter__(self):
+        self._prev = STATE.saved_hooks_disabled
+        STATE.saved_hooks_disabled = self.error_message
+        return self
+
+    def __exit__(self, *exc):
+        STATE.saved_hooks_disabled = self._prev
+        return False
+
+
+# ------------------------------------------------------------ multi grad hook
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """Call ``fn`` once per backward, when the gradients of ``tensors`` are ready.
+
+    ``mode="all"``: ``fn(grads)`` with one entry per tensor (None for a tensor the
+    backward did not reach), called once that backward has computed them all.
+    ``mode="any"``: ``fn(grad)`` with the first of them computed. Returns one handle
+    removing every hook it installed.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> a = lucid.tensor([1.0], requires_grad=True)
+    >>> b = lucid.tensor([2.0], requires_grad=True)
+    >>> seen = []
+    >>> h = lucid.autograd.graph.register_multi_grad_hook(
+    ...     (a, b), lambda gs: seen.append([None if g is None else g.item() for g in gs]))
+    >>> (a * 3).sum().backward()
+    >>> seen
+    [[3.0, None]]
+    """
+    if mode not in ("all", "any"):
+        raise ValueError(f"register_multi_grad_hook: expected mode='all' or 'any', got {mode!r}")
+    tensors = tuple(tensors)
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"register_multi_grad_hook: tensors[{i}] is a {type(t).__name__}, not a Tensor")
+    state = {"run": None, "grads": None}
+
+    def current_run():
+        if not engine._CALLBACKS:
+            raise RuntimeError("register_multi_grad_hook: hook ran outside a backward")
+        return engine._CALLBACKS[-1]
+
+    def make_hook(i):
+        def hook(grad):
+            run = current_run()
+            fresh = state["run"] is not run
+            if fresh:
+                state["run"] = run
+            if mode == "any":
+                if fresh:
+                    fn(grad)
+                return None
+            if fresh:
+                state["grads"] = [None] * len(tensors)
+                engine.queue_callback(lambda: fn(tuple(state["grads"])))
+            state["grads"][i] = grad
+            return None
+
+        return hook
+
+    handles = [t.register_hook(make_hook(i)) for i, t in enumerate(tensors) if t.requires_grad]
+    return RemovableHandle.group(handles)

@@ -1,0 +1,38 @@
+"""``Variable``: PyTorch's deprecated wrapper, kept because old code calls it everywhere."""
+from __future__ import annotations
+
+from .._core.tensor import Tensor
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """``Variable(t, requires_grad=False)`` returns a Tensor (PyTorch's legacy wrapper).
+
+    As in PyTorch the result shares ``t``'s data, has no history, and requires grad if
+    asked; every Tensor is an instance of ``Variable``. ``volatile`` is accepted and ignored.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.autograd import Variable
+    >>> v = Variable(lucid.tensor([1.0, 2.0]), requires_grad=True)
+    >>> (v * v).sum().backward()
+    >>> v.grad
+    tensor([2., 4.])
+    >>> isinstance(v, Variable)
+    True
+    """
+
+    def __new__(cls, data=None, requires_grad=False, volatile=False):
+        if data is None:
+            data = Tensor([])
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Variable: data must be a Tensor, got {type(data).__name__}")
+        out = data.detach()
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
