@@ -161,6 +161,89 @@ class ConcatDataset(Dataset):
         return self.datasets[d][idx - start]
 
 
+class ChainDataset(IterableDataset):
+    """Iterate several IterableDatasets one after the other (on the fly, without concatenating).
+
+    Parameters
+    ----------
+    datasets : iterable of IterableDataset
+        Streams to chain.
+
+    Examples
+    --------
+    >>> from lucid.utils.data import ChainDataset, IterableDataset
+    >>> class Count(IterableDataset):
+    ...     def __init__(self, n):
+    ...         self.n = n
+    ...     def __iter__(self):
+    ...         return iter(range(self.n))
+    ...     def __len__(self):
+    ...         return self.n
+    >>> ds = ChainDataset([Count(2), Count(3)])
+    >>> list(ds), len(ds)
+    ([0, 1, 0, 1, 2], 5)
+    """
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def __iter__(self):
+        for i, d in enumerate(self.datasets):
+            if not isinstance(d, IterableDataset):
+                raise TypeError(f"ChainDataset: only supports IterableDataset, got {type(d).__name__} at index {i}")
+            yield from d
+
+    def __len__(self):
+        total = 0
+        for i, d in enumerate(self.datasets):
+            if not isinstance(d, IterableDataset):
+                raise TypeError(f"ChainDataset: only supports IterableDataset, got {type(d).__name__} at index {i}")
+            total += len(d)
+        return total
+
+
+class StackDataset(Dataset):
+    """Samples of several equally long datasets side by side: a tuple (positional) or a dict (keywords).
+
+    Parameters
+    ----------
+    *args : Dataset
+        Datasets whose samples form a tuple, or
+    **kwargs : Dataset
+        datasets whose samples form a dict (not both).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.utils.data import StackDataset, TensorDataset
+    >>> images, labels = TensorDataset(lucid.arange(3)), [10, 11, 12]
+    >>> StackDataset(image=images, label=labels)[1]
+    {'image': (tensor(1),), 'label': 11}
+    >>> len(StackDataset(images, labels))
+    3
+    """
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError("StackDataset: supported either tuple-like (*args) or dict-like (**kwargs) input, "
+                             "but both types are given")
+        parts = args or tuple(kwargs.values())
+        if not parts:
+            raise ValueError("StackDataset: at least one dataset should be passed")
+        self._length = len(parts[0])
+        if any(len(d) != self._length for d in parts):
+            raise ValueError(f"StackDataset: size mismatch between datasets: {[len(d) for d in parts]}")
+        self.datasets = dict(kwargs) if kwargs else tuple(args)
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __len__(self):
+        return self._length
+
+
 def random_split(dataset, lengths, generator=None):
     """Split into non-overlapping random subsets of the given lengths (or fractions).
 
@@ -214,5 +297,6 @@ def _permutation(n, generator):
     return _rng(generator, "random_split").permutation(n)
 
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split"]
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset",
+           "StackDataset", "random_split"]
 _ = Tensor
