@@ -22,17 +22,21 @@ Examples
 True
 """
 from . import constraints, transforms
+from .counts import Binomial, Geometric, Multinomial, Poisson
 from .categorical import Bernoulli, Categorical, OneHotCategorical, OneHotCategoricalStraightThrough
 from .distribution import Distribution
 from .kl import kl_divergence, register_kl
+from .mixture import MixtureSameFamily
+from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal
 from .normal import Cauchy, Exponential, Laplace, Normal, Uniform
 from .transformed_distribution import (Gumbel, HalfCauchy, HalfNormal, Independent, LogNormal, Pareto,
                                        TransformedDistribution, Weibull)
 from .transforms import *  # noqa: F401,F403
 
 __all__ = [
-    "Bernoulli", "Categorical", "Cauchy", "Distribution", "Exponential", "Gumbel", "HalfCauchy",
-    "HalfNormal", "Independent", "Laplace", "LogNormal", "Normal", "OneHotCategorical",
+    "Bernoulli", "Binomial", "Categorical", "Cauchy", "Distribution", "Exponential", "Geometric", "Gumbel",
+    "HalfCauchy", "HalfNormal", "Independent", "Laplace", "LogNormal", "LowRankMultivariateNormal",
+    "MixtureSameFamily", "Multinomial", "MultivariateNormal", "Normal", "OneHotCategorical", "Poisson",
     "OneHotCategoricalStraightThrough", "Pareto", "TransformedDistribution", "Uniform", "Weibull",
     "constraints", "kl_divergence", "register_kl", "transforms",
 ] + transforms.__all__

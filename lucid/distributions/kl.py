@@ -5,8 +5,12 @@ import functools
 import math
 import warnings
 
+import numpy as np
+
 import lucid
 from .categorical import Bernoulli, Categorical, OneHotCategorical
+from .counts import Binomial, Geometric, Poisson
+from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal, _batch_mahalanobis, _solve_tril
 from .distribution import Distribution
 from .normal import Cauchy, Exponential, Laplace, Normal, Uniform
 from .transformed_distribution import (Gumbel, HalfNormal, Independent, Pareto, TransformedDistribution)
@@ -220,7 +224,57 @@ def _kl_transformed_transformed(p, q):
     return kl_divergence(p.base_dist, q.base_dist)
 
 
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p, q):
+    return p.rate * (p.rate.log() - q.rate.log()) - (p.rate - q.rate)
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    return -p.entropy() - lucid.log1p(-q.probs) / p.probs - q.logits
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial_binomial(p, q):
+    # from https://math.stackexchange.com/questions/2214993/
+    if bool((p.total_count < q.total_count).any()):
+        raise NotImplementedError("KL between Binomials where q.total_count > p.total_count is not implemented")
+    kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p() - (-q.probs).log1p())
+    return _inf_where(p.total_count > q.total_count, kl)
+
+
+def _gaussian_kl(p_loc, p_L, q_loc, q_L):
+    """KL of two Gaussians given by means and lower Cholesky factors of the covariances."""
+    n = p_loc.shape[-1]
+    half_term1 = q_L.diagonal(0, -2, -1).log().sum(-1) - p_L.diagonal(0, -2, -1).log().sum(-1)
+    batch = tuple(np.broadcast_shapes(tuple(q_L.shape[:-2]), tuple(p_L.shape[:-2])))
+    X = _solve_tril(q_L.expand(batch + (n, n)), p_L.expand(batch + (n, n)))
+    term2 = (X * X).sum((-2, -1))  # tr(Sigma_q^{-1} Sigma_p)
+    term3 = _batch_mahalanobis(q_L, q_loc - p_loc)
+    return half_term1 + 0.5 * (term2 + term3 - n)
+
+
+def _scale_tril(d):
+    return d._unbroadcasted_scale_tril if isinstance(d, MultivariateNormal) else d.scale_tril
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+@register_kl(MultivariateNormal, LowRankMultivariateNormal)
+@register_kl(LowRankMultivariateNormal, MultivariateNormal)
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+def _kl_mvn_mvn(p, q):
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Multivariate Normals with different event shapes cannot "
+                         "be computed")
+    return _gaussian_kl(p.loc, _scale_tril(p), q.loc, _scale_tril(q))
+
+
 # ------------------------------------------------------------- across families
+
+@register_kl(Bernoulli, Poisson)
+def _kl_bernoulli_poisson(p, q):
+    return -p.entropy() - (p.probs * q.rate.log() - q.rate)
+
 
 @register_kl(Uniform, Normal)
 def _kl_uniform_normal(p, q):
@@ -320,3 +374,5 @@ for _p in (Normal, Laplace, Gumbel, Cauchy):
         register_kl(_p, _q)(_kl_infinite)
 for _q in (Pareto, Uniform):
     register_kl(Exponential, _q)(_kl_infinite)
+for _q in (Bernoulli, Binomial):
+    register_kl(Poisson, _q)(_kl_infinite)

@@ -8,9 +8,10 @@ import pytest
 
 import lucid
 import lucid.func as F
-from lucid.distributions import (Bernoulli, Categorical, Cauchy, Distribution, Exponential, Gumbel,
-                                  HalfNormal, Independent, Laplace, LogNormal, Normal, OneHotCategorical,
-                                  Pareto, Uniform, kl_divergence, register_kl)
+from lucid.distributions import (Bernoulli, Binomial, Categorical, Cauchy, Distribution, Exponential,
+                                 Geometric, Gumbel, HalfNormal, Independent, Laplace, LogNormal,
+                                 LowRankMultivariateNormal, MultivariateNormal, Normal, OneHotCategorical,
+                                 Pareto, Poisson, Uniform, kl_divergence, register_kl)
 
 from disthelpers import Z, f64
 
@@ -37,6 +38,14 @@ PAIRS = {
     "exponential-gumbel": (lambda: Exponential(f64(1.5)), lambda: Gumbel(f64(0.5), f64(1.5))),
     "laplace-normal": (lambda: Laplace(f64(0.2), f64(1.0)), lambda: Normal(f64(0.5), f64(1.5))),
     "gumbel-normal": (lambda: Gumbel(f64(0.2), f64(1.0)), lambda: Normal(f64(0.5), f64(1.5))),
+    "poisson-poisson": (lambda: Poisson(f64([0.5, 4.0])), lambda: Poisson(f64([1.5, 3.0]))),
+    "geometric-geometric": (lambda: Geometric(probs=f64([0.3, 0.8])), lambda: Geometric(probs=f64([0.5, 0.6]))),
+    "binomial-binomial": (lambda: Binomial(8, probs=f64([0.3, 0.8])), lambda: Binomial(8, probs=f64([0.5, 0.6]))),
+    "bernoulli-poisson": (lambda: Bernoulli(probs=f64([0.3, 0.8])), lambda: Poisson(f64([0.5, 2.0]))),
+    "mvn-mvn": (lambda: MultivariateNormal(f64([0.0, 1.0]), covariance_matrix=f64([[2.0, 0.5], [0.5, 1.0]])),
+                lambda: MultivariateNormal(f64([[0.5, 0.0], [0.0, 0.0]]), scale_tril=f64([[1.5, 0.0], [-0.3, 0.8]]))),
+    "lowrank-mvn": (lambda: LowRankMultivariateNormal(f64([0.0, 1.0]), f64([[1.0], [0.5]]), f64([0.5, 1.0])),
+                    lambda: MultivariateNormal(f64([0.5, 0.0]), precision_matrix=f64([[1.0, 0.2], [0.2, 2.0]]))),
 }
 
 
@@ -44,7 +53,8 @@ PAIRS = {
 def test_kl_matches_monte_carlo(name):
     p, q = (f() for f in PAIRS[name])
     kl = kl_divergence(p, q).numpy()
-    assert kl.shape == p.batch_shape
+    assert kl.shape == np.broadcast_shapes(p.batch_shape, q.batch_shape)
+    p = p.expand(kl.shape)  # samples of every batch entry of the pair
     lucid.manual_seed(0)
     n = 20000
     x = p.sample((n,))
@@ -54,7 +64,8 @@ def test_kl_matches_monte_carlo(name):
     assert (kl >= -1e-12).all()
 
 
-CONTINUOUS = [k for k in PAIRS if k.split("-")[0] not in ("bernoulli", "categorical", "onehot", "independent")
+CONTINUOUS = [k for k in PAIRS if k.split("-")[0] not in ("bernoulli", "categorical", "onehot", "independent",
+                                                          "poisson", "geometric", "binomial", "mvn", "lowrank")
               and not PAIRS[k][0]().batch_shape]
 
 
@@ -89,6 +100,10 @@ def test_kl_infinite_and_zero_cases():
     assert kl_divergence(Bernoulli(probs=f64(0.0)), Bernoulli(probs=f64(0.5))).item() == pytest.approx(math.log(2))
     assert math.isinf(kl_divergence(Categorical(probs=f64([0.5, 0.5])), Categorical(probs=f64([1.0, 0.0]))).item())
     np.testing.assert_allclose(kl_divergence(Normal(f64(0.3), f64(2.0)), Normal(f64(0.3), f64(2.0))).item(), 0.0, atol=1e-15)
+    assert math.isinf(kl_divergence(Poisson(f64(1.0)), Bernoulli(probs=f64(0.5))).item())
+    assert math.isinf(kl_divergence(Binomial(9, probs=f64(0.5)), Binomial(8, probs=f64(0.5))).item())
+    with pytest.raises(NotImplementedError, match="q.total_count > p.total_count"):
+        kl_divergence(Binomial(7, probs=f64(0.5)), Binomial(8, probs=f64(0.5)))
 
 
 def test_kl_gradient_and_vmap():

@@ -103,3 +103,61 @@ def test_rsample_gradient_of_a_shared_noise_matches_torch(name, params):
     tg = torch.autograd.grad(ty.sum(), tparams)
     for a, b in zip(lg, tg):
         _close(a, b, "grad")
+
+
+def _t(a):
+    return torch.tensor(np.asarray(a, dtype=np.float64))
+
+
+def _l(a):
+    return lucid.tensor(np.asarray(a, dtype=np.float64))
+
+
+def test_stage2_distributions_match_torch():
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(3, 3))
+    S = A @ A.T + np.eye(3)
+    mu = rng.normal(size=(2, 3))
+    x = rng.normal(size=(4, 2, 3))
+    for kw in ("covariance_matrix", "precision_matrix", "scale_tril"):
+        m = {"covariance_matrix": S, "precision_matrix": np.linalg.inv(S), "scale_tril": np.linalg.cholesky(S)}[kw]
+        ld, td = D.MultivariateNormal(_l(mu), **{kw: _l(m)}), TD.MultivariateNormal(_t(mu), **{kw: _t(m)})
+        _close(ld.log_prob(_l(x)), td.log_prob(_t(x)), "mvn log_prob")
+        _close(ld.entropy(), td.entropy(), "mvn entropy")
+        _close(ld.precision_matrix, td.precision_matrix, "mvn precision")
+    W, Dg = rng.normal(size=(3, 2)), rng.uniform(0.5, 1.5, size=3)
+    ld, td = D.LowRankMultivariateNormal(_l(mu), _l(W), _l(Dg)), TD.LowRankMultivariateNormal(_t(mu), _t(W), _t(Dg))
+    _close(ld.log_prob(_l(x)), td.log_prob(_t(x)), "lowrank log_prob")
+    _close(ld.entropy(), td.entropy(), "lowrank entropy")
+    _close(ld.scale_tril, td.scale_tril, "lowrank scale_tril")
+    _close(ld.precision_matrix, td.precision_matrix, "lowrank precision")
+    lq, tq = D.MultivariateNormal(_l(mu[0]), covariance_matrix=_l(S)), TD.MultivariateNormal(_t(mu[0]), covariance_matrix=_t(S))
+    _close(D.kl_divergence(ld, lq), TD.kl_divergence(td, tq), "kl lowrank-mvn")
+    _close(D.kl_divergence(lq, ld), TD.kl_divergence(tq, td), "kl mvn-lowrank")
+    k = np.array([0.0, 1.0, 4.0])
+    for name, lp, tp in [("Poisson", (_l([0.5, 2.0, 7.0]),), (_t([0.5, 2.0, 7.0]),))]:
+        _close(getattr(D, name)(*lp).log_prob(_l(k)), getattr(TD, name)(*tp).log_prob(_t(k)), name)
+    lg, tg = D.Geometric(probs=_l([0.2, 0.5, 0.9])), TD.Geometric(probs=_t([0.2, 0.5, 0.9]))
+    _close(lg.log_prob(_l(k)), tg.log_prob(_t(k)), "geometric")
+    _close(lg.entropy(), tg.entropy(), "geometric entropy")
+    lb, tb = D.Binomial(6, logits=_l([-1.0, 0.5, 2.0])), TD.Binomial(6, logits=_t([-1.0, 0.5, 2.0]))
+    _close(lb.log_prob(_l(k)), tb.log_prob(_t(k)), "binomial")
+    _close(lb.entropy(), tb.entropy(), "binomial entropy")
+    _close(lb.mode, tb.mode, "binomial mode")
+    p = np.array([0.2, 0.3, 0.5])
+    lm, tm = D.Multinomial(5, probs=_l(p)), TD.Multinomial(5, probs=_t(p))
+    v = np.array([[1.0, 1.0, 3.0], [0.0, 5.0, 0.0]])
+    _close(lm.log_prob(_l(v)), tm.log_prob(_t(v)), "multinomial")
+    # PyTorch evaluates lgamma(n + 1) of an int tensor in float32 here: agree to float32 accuracy.
+    np.testing.assert_allclose(lm.entropy().numpy(), tm.entropy().numpy(), rtol=1e-7)
+    mix_l = D.MixtureSameFamily(D.Categorical(probs=_l(p)), D.Normal(_l([-1.0, 0.0, 2.0]), _l([0.5, 1.0, 1.5])))
+    mix_t = TD.MixtureSameFamily(TD.Categorical(probs=_t(p)), TD.Normal(_t([-1.0, 0.0, 2.0]), _t([0.5, 1.0, 1.5])))
+    y = np.array([-1.0, 0.2, 3.0])
+    _close(mix_l.log_prob(_l(y)), mix_t.log_prob(_t(y)), "mixture log_prob")
+    _close(mix_l.cdf(_l(y)), mix_t.cdf(_t(y)), "mixture cdf")
+    _close(mix_l.variance, mix_t.variance, "mixture variance")
+    for (lp_, tp_), (lq_, tq_) in [((D.Poisson(_l(2.0)), TD.Poisson(_t(2.0))), (D.Poisson(_l(3.5)), TD.Poisson(_t(3.5)))),
+                                   ((lg, tg), (D.Geometric(probs=_l(0.4)), TD.Geometric(probs=_t(0.4)))),
+                                   ((lb, tb), (D.Binomial(6, probs=_l(0.4)), TD.Binomial(6, probs=_t(0.4)))),
+                                   ((D.Bernoulli(probs=_l(0.3)), TD.Bernoulli(probs=_t(0.3))), (D.Poisson(_l(2.0)), TD.Poisson(_t(2.0))))]:
+        _close(D.kl_divergence(lp_, lq_), TD.kl_divergence(tp_, tq_), f"kl {type(lp_).__name__}")
