@@ -154,6 +154,8 @@ def bind(prim, args, params):
             trace = best._trace
             if not trace.active:
                 _escaped(trace)
+            if prim.is_view:
+                return _traced_view(trace, prim, args, params)
             return trace.process(prim, args, params)
     Tensor = _Tensor
     arrays = []
@@ -196,6 +198,19 @@ def _share_version(out, base, prim, params, args):
         if STATE.grad_enabled and not (root._rg and root.grad_fn is None):
             out._view_src = (prim, params, args)
             _register_view(root, out)
+
+
+def _traced_view(trace, prim, args, params):
+    """A view made under a transform remembers its base and how it was made, so an in-place
+    change through it (or its base) reaches the others. See NOTE [View replay]."""
+    out = trace.process(prim, args, params)
+    parent = args[0]
+    if trace.owns(parent) and trace.owns(out) and out is not parent:
+        root = parent if parent._base is None else parent._base
+        out._base = root
+        out._view_src = (prim, params, args)
+        _register_view(root, out)
+    return out
 
 
 _COMPACT_EVERY = 64

@@ -30,8 +30,12 @@ on its (already replayed) parent. Values need no replay: a view shares its base'
 Views of a leaf that requires grad are not registered (such a leaf can't change in place
 in grad mode), so a weight's per-step ``w.t()`` costs nothing here.
 
-Limitations: under a transform the caller's tensor is not modified (the change is
-functional), and views made under a transform are not replayed.
+Under a transform the change is functional (the tracer is rebound to the out-of-place
+result); views made under the transform record the same ``_view_src`` (``primitive.
+_traced_view``), the base of a changed view is rebound to the base with the view's elements
+scattered in (``_scatter_into_base``), and the other views are re-derived from it.
+
+Limitation: under a transform the caller's tensor is not modified (the change is functional).
 """
 from __future__ import annotations
 
@@ -366,11 +370,53 @@ def _inplace_traced(name, x, args, fn, trace):
             "use the out-of-place op instead, e.g. x = x + y"
         )
     res = _fit(name, x, x, _out_of_place(name, fn, x, args), args, owned=trace.owns)
+    _adopt(x, res)
+    root = x._base
+    if root is not None and trace.owns(root):
+        _adopt(root, _scatter_into_base(root, x))
+    _replay_traced_views(x if root is None else root, x, trace)
+    _bump(x, name)
+    return x
+
+
+def _adopt(x, res):
+    """Rebind the tracer ``x`` to the value of ``res`` (functional in-place under a transform)."""
     for slot in ("_primal", "_tangent", "_val", "_bdim", "grad_fn", "_out_idx", "_rg"):
         if hasattr(res, slot):
             setattr(x, slot, getattr(res, slot))
-    _bump(x, name)
-    return x
+
+
+def _scatter_into_base(root, view):
+    """``root`` with the elements that ``view`` aliases replaced by ``view``'s current value.
+
+    Tracers have no memory addresses to compare, so the positions are found by replaying the
+    view's chain of view primitives (recorded in ``_view_src``) on the flat indices of root.
+    """
+    from .shape import reshape
+
+    chain = []
+    v = view
+    while v is not root:
+        chain.append(v._view_src)
+        v = v._view_src[2][0]
+    shape = tuple(root.shape)
+    pos = _wrap(np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape))
+    for prim, params, args in reversed(chain):
+        pos = bind(prim, (pos,) + tuple(args[1:]), params)
+    new = bind(setitem_p, (reshape(root, -1), reshape(view, -1), reshape(pos, -1)), {"key": (IDX,)})
+    return reshape(new, shape)
+
+
+def _replay_traced_views(root, changed, trace):
+    """Re-derive every other view of ``root`` made under this transform. See NOTE [View replay]."""
+    if not root._views:
+        return
+    for ref in list(root._views):
+        view = ref()
+        if view is None or view is changed or view._view_src is None or not trace.owns(view):
+            continue
+        prim, params, args = view._view_src
+        _adopt(view, bind(prim, args, params))
 
 
 # ------------------------------------------------------------------- the ops
