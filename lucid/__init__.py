@@ -28,6 +28,7 @@ from .ops.complex import *  # noqa: F401,F403
 from .ops.special import *  # noqa: F401,F403
 from .ops import misc as _misc  # noqa: F401
 from . import autograd, fft, func, linalg, special  # noqa: E402,F401
+from .linalg import matrix_exp  # noqa: E402,F401  (torch.matrix_exp)
 
 __version__ = "0.1.0"
 

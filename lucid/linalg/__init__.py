@@ -22,6 +22,9 @@ from ..ops import linalg as _ops
 from ..ops import linalg_norm as _norm
 from ..ops._family import _as_tensor, normalize_axis
 from ..ops.linalg import matmul  # noqa: F401  (lucid.linalg.matmul, like torch)
+from ._solvers import (LDLFactorExResult, LDLFactorResult, LUFactorExResult, LUFactorResult,  # noqa: F401
+                       LUResult, ldl_factor, ldl_factor_ex, ldl_solve, lu, lu_factor, lu_factor_ex, lu_solve,
+                       matrix_exp, solve_triangular)
 
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
 QRResult = collections.namedtuple("QRResult", ["Q", "R"])
@@ -480,4 +483,5 @@ def matrix_power(A, n):
 
 
 __all__ = ["inv", "det", "slogdet", "solve", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals",
-           "norm", "vector_norm", "matrix_norm", "pinv", "matrix_power", "matmul"]
+           "norm", "vector_norm", "matrix_norm", "pinv", "matrix_power", "matmul", "solve_triangular", "lu",
+           "lu_factor", "lu_factor_ex", "lu_solve", "matrix_exp", "ldl_factor", "ldl_factor_ex", "ldl_solve"]
