@@ -266,6 +266,11 @@ def _conj(ns, d):
     return d if d.__class__ in _SCALARS else ns.conj(d)
 
 
+def conj_if_complex(ns, v):
+    """``conj(v)`` for a complex array/Tensor, ``v`` itself otherwise (for hand-written vjps)."""
+    return ns.conj(v) if getattr(v, "dtype", None) is not None and v.dtype.kind == "c" else v
+
+
 def _unary_vjp(deriv):
     def vjp(ns, g, out, x):
         d = deriv(ns, x, out)
@@ -380,5 +385,5 @@ def nondiff(name, impl, *, nout=1):
 __all__ = [
     "sum_to_shape", "broadcast_tangent", "move_bdim", "batch_elementwise", "batch_unary_axis",
     "shift_axis", "normalize_axis", "unary", "binary", "linear_jvp", "nondiff", "shape_of",
-    "ndim_of", "Meta", "xp", "np",
+    "ndim_of", "Meta", "xp", "np", "conj_if_complex",
 ]

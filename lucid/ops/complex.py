@@ -27,8 +27,9 @@ import numpy as np
 
 from .._core import dtypes
 from .._core.backend import xp
-from .._core.primitive import bind, defprim
+from .._core.primitive import AN, REGISTRY, bind, defprim
 from .._core.tensor import Tensor, tensor_method
+from . import elementwise as _elementwise, reduce as _reduce  # noqa: F401  (register the prims guarded below)
 from ._family import _as_tensor, batch_elementwise, move_bdim
 
 _REAL_OF = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
@@ -410,5 +411,56 @@ def isreal(input):
     return imag(input).detach() == 0
 
 
-__all__ = ["complex", "polar", "real", "imag", "conj", "conj_physical", "resolve_conj", "is_conj",
+@tensor_method("sgn")
+def sgn(input):
+    """``input / |input|`` for complex input (0 where it is 0), ``sign`` for real input.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.sgn(lucid.tensor([3 + 4j, 0j]))
+    tensor([0.6+0.8j, 0. +0.j ], dtype=lucid.complex64)
+    """
+    from .elementwise import abs, sign, where
+
+    input = _as_tensor(input)
+    if input.dtype.kind != "c":
+        return sign(input)
+    a = abs(input)
+    return input / where(a == 0, 1.0, a)
+
+
+# ------------------------------------------------------------- ops that need an order
+
+# NOTE [No order on complex numbers]
+# Ordering comparisons, max/min, sort and the rounding family have no meaning for complex
+# numbers; PyTorch raises where NumPy would silently order lexicographically. The impls of
+# these primitives are wrapped once here, so every entry point (function, method, operator,
+# reduction) raises a TypeError naming the op, the shapes and the dtypes (NOTE [Errors name
+# the op]) before anything is computed.
+_ORDERED = ("lt", "le", "gt", "ge", "maximum", "minimum", "clamp", "amax", "amin", "argmax",
+            "argmin", "argsort", "cumarg", "relu", "floor", "ceil", "trunc", "round", "frac",
+            "floor_divide", "remainder", "fmod", "sign", "atan2", "hypot", "logaddexp", "logaddexp2")
+
+
+def _real_only(prim):
+    impl = prim.impl
+
+    def checked(*args, **params):
+        for a in args:
+            if getattr(a, "dtype", None) is not None and a.dtype.kind == "c":
+                raise TypeError(f"not supported for complex tensors (complex numbers have no order; "
+                                f"compare .abs() or .real instead)")
+        return impl(*args, **params)
+
+    prim.impl = checked
+    setattr(AN, prim.name, checked)
+
+
+for _name in _ORDERED:
+    if _name in REGISTRY:
+        _real_only(REGISTRY[_name])
+
+
+__all__ = ["complex", "polar", "sgn", "real", "imag", "conj", "conj_physical", "resolve_conj", "is_conj",
            "angle", "view_as_real", "view_as_complex", "is_complex", "isreal"]

@@ -226,3 +226,80 @@ def test_gradcheck_catches_a_missing_conj():
 def test_gradcheck_upcasts_complex64():
     z = lucid.tensor([1 + 2j, 0.3 - 1j], requires_grad=True)
     assert gradcheck(lambda t: lucid.angle(t), (z,))
+
+
+# ------------------------------------------------------------ ops across the library
+
+
+def test_abs_gradient_is_z_over_abs_and_zero_at_zero():
+    z = c128(3 + 4j, 0j, -1j)
+    z.abs().sum().backward()
+    np.testing.assert_allclose(z.grad.numpy(), [0.6 + 0.8j, 0, -1j])
+    np.testing.assert_allclose(lucid.sgn(z.detach()).numpy(), [0.6 + 0.8j, 0, -1j])
+
+
+def test_mul_and_matmul_vjp_conjugate():
+    # L = re(sum(a * w)): a.grad = conj(w); for matmul, a.grad = g @ w^H
+    a, w = c128(1 + 1j, 2 - 1j), c128(0.5 + 2j, -1 + 1j)
+    lucid.real((a * w).sum()).backward()
+    np.testing.assert_allclose(a.grad.numpy(), np.conj(w.detach().numpy()))
+    A = lucid.tensor(np.array([[1 + 1j, 2j], [0.5, -1 - 1j]]), requires_grad=True)
+    B = lucid.tensor(np.array([[2 - 1j, 1], [1j, 3 + 0.5j]]), requires_grad=True)
+    g = np.array([[1 + 2j, -1j], [0.5, 2 - 1j]])
+    (A @ B).backward(lucid.tensor(g))
+    np.testing.assert_allclose(A.grad.numpy(), g @ B.detach().numpy().conj().T)
+    np.testing.assert_allclose(B.grad.numpy(), A.detach().numpy().conj().T @ g)
+
+
+def test_real_leaf_in_complex_arithmetic_gets_real_gradient():
+    x = lucid.tensor([0.5, -1.0], dtype=lucid.float64, requires_grad=True)
+    w = lucid.tensor(np.array([1 + 2j, 3 - 1j]))
+    lucid.view_as_real(x * w).pow(2).sum().backward()
+    assert x.grad.dtype == lucid.float64
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x.detach().numpy() * np.abs(w.numpy()) ** 2)
+    m = lucid.tensor(np.eye(2), requires_grad=True)
+    (m @ w).abs().sum().backward()
+    assert m.grad.dtype == lucid.float64
+
+
+def test_variance_of_complex_is_real():
+    z = lucid.tensor(np.array([1 + 1j, -1 + 2j, 0.5j]))
+    assert z.var().dtype == lucid.float64
+    np.testing.assert_allclose(float(z.var()), np.var(z.numpy(), ddof=1))
+
+
+@pytest.mark.parametrize("call", [
+    lambda z: z < z, lambda z: z >= 1, lambda z: z.max(), lambda z: lucid.sort(z), lambda z: z.argmax(),
+    lambda z: lucid.maximum(z, z), lambda z: z.clamp(0, 1), lambda z: lucid.relu(z), lambda z: z.floor(),
+    lambda z: lucid.topk(z, 1), lambda z: z.cummax(0),
+], ids=["lt", "ge", "max", "sort", "argmax", "maximum", "clamp", "relu", "floor", "topk", "cummax"])
+def test_ordering_ops_refuse_complex(call):
+    z = lucid.tensor([1 + 1j, 2 - 1j])
+    with pytest.raises(TypeError, match=r"not supported for complex tensors.*complex64"):
+        call(z)
+
+
+def test_complex_gradients_match_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3))
+    b = rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3))
+    x = rng.standard_normal((3, 3))
+    fns = [
+        lambda m, p, q, r: ((p * q).exp() / (q + 2)).abs().sum(),
+        lambda m, p, q, r: (m.angle(p @ q) if m is torch else lucid.angle(p @ q)).sum(),
+        lambda m, p, q, r: m.view_as_real((p.sin() * r) @ q.conj()).pow(2).sum(),
+        lambda m, p, q, r: (p.prod(1) * q.cumprod(0)[0]).real.sum() + p.var() + (r * q).abs().mean(),
+        lambda m, p, q, r: m.fft.ifft(m.fft.rfft(r) * p[:, :2]).imag.sum(),
+    ]
+    for fn in fns:
+        tp, tq, tr = (torch.tensor(v, requires_grad=True) for v in (a, b, x))
+        fn(torch, tp, tq, tr).backward()
+        lp, lq, lr = (lucid.tensor(v, requires_grad=True) for v in (a, b, x))
+        fn(lucid, lp, lq, lr).backward()
+        for t, l in ((tp, lp), (tq, lq), (tr, lr)):
+            if t.grad is None:
+                assert l.grad is None or not np.any(l.grad.numpy())
+                continue
+            np.testing.assert_allclose(l.grad.numpy(), t.grad.resolve_conj().numpy(), rtol=1e-10, atol=1e-12)
+            assert l.grad.dtype.kind == ("c" if t.grad.is_complex() else "f")

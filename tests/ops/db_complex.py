@@ -1,5 +1,7 @@
 """Op database entries for complex tensors: the complex-specific ops (``complex``, ``real``,
-``imag``, ``conj``, ``angle``, ``view_as_real``, ``view_as_complex``, ``polar``).
+``imag``, ``conj``, ``angle``, ``view_as_real``, ``view_as_complex``, ``polar``) and complex
+samples of the elementwise, reduction, shape, indexing and matmul ops (NOTE [Holomorphic vjp]),
+including real tensors mixed with complex ones (their gradients must come back real).
 
 Samples are complex128 (``cfloats``); the generic checks treat each complex element as two
 real coordinates (NOTE [Complex gradcheck]) and use the real inner product for the
@@ -29,7 +31,95 @@ def _away_from_zero(rng, *shape):
     return np.asarray(z + 0.5 * np.exp(1j * np.angle(z)))
 
 
+def _right_half(rng, *shape):
+    """Complex values with real part in [0.5, 1.5): away from log/sqrt/pow's branch cut."""
+    return np.asarray(cfloats(rng, *shape) * 0.5 + 1.0, np.complex128)
+
+
+def cbinary_samples(make_x=cfloats, make_y=cfloats):
+    def samples(rng):
+        return [
+            Sample((make_x(rng, 2, 3), make_y(rng, 2, 3))),
+            Sample((make_x(rng, 2, 3), make_y(rng, 3)), name="broadcast"),
+            Sample((make_x(rng), make_y(rng, 2)), name="scalar tensor"),
+            Sample((make_x(rng, 2, 2), 0.7 - 0.4j), name="python complex"),
+            Sample((floats(rng, 2, 3), make_y(rng, 2, 3)), name="real with complex"),
+        ]
+
+    return samples
+
+
+def _u(name, ref, make=cfloats, **kw):
+    return OpInfo(f"complex_{name}", getattr(lucid, name), ref, cunary_samples(make), **kw)
+
+
+def _b(name, op, ref, make_x=cfloats, make_y=cfloats):
+    return OpInfo(f"complex_{name}", op, ref, cbinary_samples(make_x, make_y))
+
+
+def _mats(rng, *shapes, real_first=False):
+    return [cfloats(rng, *s) if not (real_first and i == 0) else floats(rng, *s) for i, s in enumerate(shapes)]
+
+
+_IDX = np.array([2, 0, 2])
+
 OPS = [
+    # -- elementwise (holomorphic: vjp g * conj(f'), jvp t * f')
+    _b("add", lambda a, b: a + b, np.add),
+    _b("sub", lambda a, b: a - b, np.subtract),
+    _b("mul", lambda a, b: a * b, np.multiply),
+    _b("div", lambda a, b: a / b, np.divide, make_y=_right_half),
+    _b("pow", lambda a, b: a ** b, np.power, make_x=_right_half),
+    _u("exp", np.exp),
+    _u("log", np.log, _right_half),
+    _u("sqrt", np.sqrt, _right_half),
+    _u("sin", np.sin),
+    _u("cos", np.cos),
+    _u("tanh", np.tanh),
+    _u("sigmoid", lambda z: 1 / (1 + np.exp(-z))),
+    _u("reciprocal", lambda z: 1 / z, _right_half),
+    _u("square", np.square),
+    _u("neg", np.negative),
+    # -- non-holomorphic abs: grad g z/|z|
+    _u("abs", np.abs, _away_from_zero),
+    # -- reductions
+    OpInfo("complex_sum", lambda z: z.sum(1), lambda z: z.sum(1), lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_mean", lambda z: z.mean(), lambda z: z.mean(), lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_prod", lambda z: z.prod(1), lambda z: z.prod(1), lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_cumsum", lambda z: z.cumsum(1), lambda z: z.cumsum(1), lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_cumprod", lambda z: z.cumprod(0), lambda z: z.cumprod(0), lambda rng: [Sample((cfloats(rng, 3, 2),))]),
+    OpInfo("complex_var", lambda z: z.var(1), lambda z: z.var(1, ddof=1), lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_std", lambda z: z.std(), lambda z: z.std(ddof=1), lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    # -- shape
+    OpInfo("complex_reshape_transpose", lambda z: z.reshape(3, 2).T, lambda z: z.reshape(3, 2).T,
+           lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_flip_roll", lambda z: z.flip(0).roll(1, 1), lambda z: np.roll(np.flip(z, 0), 1, 1),
+           lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_cat_stack", lambda a, b: lucid.stack([lucid.cat([a, b], 1), lucid.cat([b, a], 1)]),
+           lambda a, b: np.stack([np.concatenate([a, b], 1), np.concatenate([b, a], 1)]),
+           lambda rng: [Sample((cfloats(rng, 2, 3), cfloats(rng, 2, 3))),
+                        Sample((floats(rng, 2, 3), cfloats(rng, 2, 3)), name="real with complex")]),
+    OpInfo("complex_expand", lambda z: z[:, None].expand(2, 3, 3), lambda z: np.broadcast_to(z[:, None], (2, 3, 3)),
+           lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    # -- indexing
+    OpInfo("complex_getitem", lambda z: z[1:, ::-1][:, [0, 2, 0]], lambda z: z[1:, ::-1][:, [0, 2, 0]],
+           lambda rng: [Sample((cfloats(rng, 3, 3),))]),
+    OpInfo("complex_gather", lambda z: lucid.gather(z, 1, lucid.tensor([[0, 2], [1, 1]])),
+           lambda z: np.take_along_axis(z, np.array([[0, 2], [1, 1]]), 1), lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_index_select", lambda z: lucid.index_select(z, 1, lucid.tensor(_IDX)), lambda z: np.take(z, _IDX, 1),
+           lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_where", lambda a, b: lucid.where(lucid.tensor([True, False, True]), a, b),
+           lambda a, b: np.where([True, False, True], a, b),
+           lambda rng: [Sample((cfloats(rng, 2, 3), cfloats(rng, 3)))]),
+    # -- matmul family (vjp g @ y^H, x^H @ g)
+    OpInfo("complex_matmul", lambda a, b: a @ b, np.matmul,
+           lambda rng: [Sample(tuple(_mats(rng, (2, 3), (3, 2)))), Sample(tuple(_mats(rng, (2, 2, 3), (3,)))),
+                        Sample(tuple(_mats(rng, (2, 3), (3, 2), real_first=True)), name="real with complex")]),
+    OpInfo("complex_einsum", lambda a, b: lucid.einsum("bij,bjk->bik", a, b), lambda a, b: np.einsum("bij,bjk->bik", a, b),
+           lambda rng: [Sample(tuple(_mats(rng, (2, 2, 3), (2, 3, 2))))]),
+    OpInfo("complex_linear", lambda x, w, b: lucid.nn.functional.linear(x, w, b), lambda x, w, b: x @ w.T + b,
+           lambda rng: [Sample(tuple(_mats(rng, (4, 3), (2, 3), (2,))))]),
+
     OpInfo("complex", lucid.complex, lambda a, b: a + 1j * b,
            lambda rng: [Sample((floats(rng, 2, 3), floats(rng, 2, 3))),
                         Sample((floats(rng, 2, 3), floats(rng, 3)), name="broadcast"),

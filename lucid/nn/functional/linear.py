@@ -9,7 +9,7 @@ import math
 from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import Tensor
-from ...ops._family import move_bdim
+from ...ops._family import conj_if_complex, move_bdim
 
 __all__ = ["linear", "bilinear"]
 
@@ -35,12 +35,12 @@ def _flat2(ns, v, n):
 
 
 def _linear_vjp_x(ns, g, out, x, w, *b):
-    return ns.matmul(g, w)
+    return ns.matmul(g, conj_if_complex(ns, w))  # See NOTE [Holomorphic vjp]
 
 
 def _linear_vjp_w(ns, g, out, x, w, *b):
     o, i = tuple(w.shape)
-    return ns.matmul(ns.transpose(_flat2(ns, g, o), axes=(1, 0)), _flat2(ns, x, i))
+    return ns.matmul(ns.transpose(_flat2(ns, g, o), axes=(1, 0)), conj_if_complex(ns, _flat2(ns, x, i)))
 
 
 def _linear_vjp_b(ns, g, out, x, w, b):

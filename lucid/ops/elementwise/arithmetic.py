@@ -18,6 +18,10 @@ from .._family import _as_tensor, batch_elementwise, binary, broadcast_tangent, 
 
 
 def _cast_impl(x, dtype):
+    if x.dtype.kind == "c" and dtype.kind != "c":
+        # complex -> real keeps the real part; so the vjp of a real -> complex cast (this
+        # impl on the cotangent) hands a real leaf a real gradient. See NOTE [Complex gradients]
+        x = x.real
     return x.astype(dtype, copy=False)
 
 
@@ -111,6 +115,8 @@ div_p = binary("div", quiet(xp.true_divide), lambda ns, x, y, o: 1 / y, lambda n
 def _pow_dy(ns, x, y, out):
     # d/dy x**y = log(x) x**y; 0 where x == 0 and y >= 0 (the limit PyTorch uses); for
     # x == 0, y < 0 it is log(0) * inf = -inf, as in PyTorch.
+    if getattr(y, "dtype", None) is not None and y.dtype.kind == "c":  # no order: the limit at x == 0 is 0
+        return ns.where(x == 0, 0.0, ns.log(x) * out)
     return ns.where((x == 0) & (y >= 0), 0.0, ns.log(x) * out)
 
 

@@ -27,6 +27,30 @@ cos_p, cos = unary("cos", xp.cos, lambda ns, x, o: -ns.sin(x))
 tanh_p, tanh = unary("tanh", xp.tanh, lambda ns, x, o: 1 - o * o, save_out=True, save_inputs=False)
 sqrt_p, sqrt = unary("sqrt", quiet(xp.sqrt), lambda ns, x, o: 0.5 / o, save_out=True, save_inputs=False)
 abs_p, abs = unary("abs", xp.abs, lambda ns, x, o: ns.sign(x), float_only=False)
+
+
+def _sgn(ns, x):
+    """``x / |x|`` (0 at 0) for complex x, written with differentiable ops (second derivatives)."""
+    a = ns.abs(x)
+    return x / ns.where(a == 0, 1.0, a)
+
+
+def _abs_vjp(ns, g, out, x):
+    if x.dtype.kind == "c":  # |z| is not holomorphic: grad = g * z/|z| (0 at 0). See NOTE [Complex gradients]
+        return g * _sgn(ns, x)
+    r = g * ns.sign(x)
+    return r if r.dtype == g.dtype else ns.cast(r, dtype=g.dtype)
+
+
+def _abs_jvp(ns, primals, tangents, out):
+    x, t = primals[0], tangents[0]
+    if x.dtype.kind == "c":  # d|z| = Re(conj(z/|z|) dz)
+        return ns.real(ns.conj(_sgn(ns, x)) * t)
+    r = t * ns.sign(x)
+    return r if r.dtype == t.dtype else ns.cast(r, dtype=t.dtype)
+
+
+abs_p.vjp, abs_p.jvp = (_abs_vjp,), _abs_jvp
 # sign's derivative is zero almost everywhere: a differentiable primitive (like floor) so that
 # sign(x).sum().backward() gives zero gradients instead of "does not require grad", as in PyTorch.
 sign_p, _sign = unary("sign", xp.sign, _zero, save_inputs=False, float_only=False)
@@ -113,6 +137,8 @@ atanh_p, atanh = unary("atanh", quiet(xp.arctanh), lambda ns, x, o: 1 / (1 - x *
 
 
 def _sigmoid_impl(x):
+    if x.dtype.kind == "c":
+        return 1 / (1 + xp.exp(-x))
     # exp(-|x|) never overflows: 1/(1+e) for x >= 0, e/(1+e) for x < 0.
     e = xp.exp(-xp.abs(x))
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)

@@ -6,7 +6,7 @@ from ..._core import dtypes
 from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
-from .._family import _as_tensor, batch_unary_axis, linear_jvp
+from .._family import _as_tensor, batch_unary_axis, conj_if_complex, linear_jvp
 from ._common import _lift0d, _linear_scan, _nondiff, _shift, return_types
 from .extrema import _select_along
 
@@ -37,8 +37,8 @@ def _cumprod_vjp(ns, g, out, x, axis, reverse):
     # d out[k] / d x[i] = prod_{j <= k, j != i} x[j] = excl[i] * prod_{i < j <= k} x[j], so
     # dx[i] = excl[i] * s[i] with s[i] = g[i] + x[i + 1] s[i + 1]: a linear scan, no division.
     s = -1 if reverse else 1
-    excl = _shift(ns, out, s, axis, 1)
-    return excl * _linear_scan(ns, _shift(ns, x, -s, axis, 0), g, axis, not reverse)
+    excl = conj_if_complex(ns, _shift(ns, out, s, axis, 1))  # complex: conj'd partials (NOTE [Holomorphic vjp])
+    return excl * _linear_scan(ns, conj_if_complex(ns, _shift(ns, x, -s, axis, 0)), g, axis, not reverse)
 
 
 def _cumprod_jvp(ns, primals, tangents, out, axis, reverse):

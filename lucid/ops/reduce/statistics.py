@@ -23,6 +23,16 @@ def _correction(unbiased, correction, op):
     return 0 if unbiased is False else 1
 
 
+def _abs2(d):
+    """``|d|^2``: real, also for complex d (the variance of a complex tensor is real, as in PyTorch)."""
+    if d.dtype.kind != "c":
+        return d * d
+    from ..complex import imag, real
+
+    re, im = real(d), imag(d)
+    return re * re + im * im
+
+
 def _var(input, dim, unbiased, keepdim, correction, op):
     if isinstance(dim, bool):  # var(x, False): the legacy ``unbiased`` positional
         dim, unbiased = None, dim
@@ -34,7 +44,7 @@ def _var(input, dim, unbiased, keepdim, correction, op):
     n = math.prod(input.shape[a] for a in axes)
     mu = mean(input, axes, True) if n else sum(input, axes, True)
     d = input - mu
-    ss = sum(d * d, axes, bool(keepdim))
+    ss = sum(_abs2(d), axes, bool(keepdim))
     den = _py_max(n - corr, 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         return ss / den if den else ss * float("inf")

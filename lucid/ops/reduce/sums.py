@@ -10,7 +10,7 @@ from ..._core import dtypes
 from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
-from .._family import _as_tensor, batch_unary_axis, linear_jvp
+from .._family import _as_tensor, batch_unary_axis, conj_if_complex, linear_jvp
 from ._common import _nondiff, _shift, expand_reduced, norm_axes
 from ..linalg_norm import vector_norm_p
 from .extrema import amax, amin
@@ -137,7 +137,7 @@ prod_p = defprim(
     "prod",
     lambda x, axis, keepdims: xp.asarray(xp.prod(x, axis=axis, keepdims=keepdims)),
     vjp=(lambda ns, g, out, x, axis, keepdims:
-         expand_reduced(ns, g, x.shape, axis, keepdims) * _prod_others(ns, x, axis),),
+         expand_reduced(ns, g, x.shape, axis, keepdims) * conj_if_complex(ns, _prod_others(ns, x, axis)),),
     jvp=lambda ns, primals, tangents, out, axis, keepdims:
         ns.sum(tangents[0] * _prod_others(ns, primals[0], axis), axis=axis, keepdims=keepdims),
 )
