@@ -8,7 +8,8 @@ from .module import Module
 __all__ = [
     "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
     "BCEWithLogitsLoss", "KLDivLoss", "SoftMarginLoss", "PoissonNLLLoss", "MarginRankingLoss",
-    "HingeEmbeddingLoss",
+    "HingeEmbeddingLoss", "GaussianNLLLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss",
+    "CosineEmbeddingLoss", "MultiMarginLoss", "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss", "CTCLoss",
 ]
 
 
@@ -359,3 +360,108 @@ class HingeEmbeddingLoss(_Loss):
 
     def forward(self, input, target):
         return F.hinge_embedding_loss(input, target, margin=self.margin, reduction=self.reduction)
+
+
+def _doc(text, example):
+    return (f"{text}\n\nParameters are those of the functional form; ``reduction`` is 'mean', 'sum' or "
+            f"'none'.\n\nExamples\n--------\n>>> import lucid, lucid.nn as nn\n{example}\n")
+
+
+class GaussianNLLLoss(_Loss):
+    __doc__ = _doc("Gaussian negative log likelihood (``F.gaussian_nll_loss``); ``forward(input, target, var)``.",
+                   ">>> nn.GaussianNLLLoss()(lucid.zeros(2), lucid.zeros(2), lucid.ones(2)).item()\n0.0")
+
+    def __init__(self, *, full=False, eps=1e-6, reduction="mean"):
+        super().__init__(None, None, reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input, target, var):
+        return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps, reduction=self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    __doc__ = _doc("Triplet margin loss with the pairwise p-norm distance (``F.triplet_margin_loss``).",
+                   ">>> nn.TripletMarginLoss(margin=1.0, eps=0.0)(lucid.zeros(1, 2), lucid.zeros(1, 2), "
+                   "lucid.zeros(1, 2)).item()\n1.0")
+
+    def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p, eps=self.eps,
+                                     swap=self.swap, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    __doc__ = _doc("Triplet margin loss with any distance function (``F.triplet_margin_with_distance_loss``).",
+                   ">>> nn.TripletMarginWithDistanceLoss(margin=2.0)(lucid.zeros(1, 2), lucid.zeros(1, 2), "
+                   "lucid.zeros(1, 2)).item()\n2.0")
+
+    def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
+        super().__init__(None, None, reduction)
+        self.distance_function, self.margin, self.swap = distance_function, margin, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(anchor, positive, negative,
+                                                   distance_function=self.distance_function, margin=self.margin,
+                                                   swap=self.swap, reduction=self.reduction)
+
+
+class CosineEmbeddingLoss(_Loss):
+    __doc__ = _doc("Cosine embedding loss (``F.cosine_embedding_loss``); ``forward(x1, x2, y)``, y in {1, -1}.",
+                   ">>> x = lucid.tensor([[1.0, 0.0]])\n>>> nn.CosineEmbeddingLoss()(x, x, lucid.tensor([1])).item()\n0.0")
+
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.cosine_embedding_loss(input1, input2, target, margin=self.margin, reduction=self.reduction)
+
+
+class MultiMarginLoss(_WeightedLoss):
+    __doc__ = _doc("Multi-class hinge loss (``F.multi_margin_loss``).",
+                   ">>> nn.MultiMarginLoss()(lucid.tensor([[0.0, 5.0]]), lucid.tensor([1])).item()\n0.0")
+
+    def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        if p not in (1, 2):
+            raise ValueError(f"MultiMarginLoss: only p == 1 and p == 2 supported, got {p}")
+        self.p, self.margin = p, margin
+
+    def forward(self, input, target):
+        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin, weight=self.weight,
+                                   reduction=self.reduction)
+
+
+class MultiLabelMarginLoss(_Loss):
+    __doc__ = _doc("Multi-label hinge loss (``F.multilabel_margin_loss``); targets end at the first -1.",
+                   ">>> nn.MultiLabelMarginLoss()(lucid.tensor([[5.0, 0.0]]), lucid.tensor([[0, -1]])).item()\n0.0")
+
+    def forward(self, input, target):
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_WeightedLoss):
+    __doc__ = _doc("Multi-label one-versus-all logistic loss (``F.multilabel_soft_margin_loss``).",
+                   ">>> round(nn.MultiLabelSoftMarginLoss()(lucid.zeros(1, 2), lucid.tensor([[1.0, 0.0]])).item(), 4)"
+                   "\n0.6931")
+
+    def forward(self, input, target):
+        return F.multilabel_soft_margin_loss(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class CTCLoss(_Loss):
+    __doc__ = _doc("Connectionist temporal classification loss (``F.ctc_loss``); ``forward(log_probs, targets, "
+                   "input_lengths, target_lengths)``.",
+                   ">>> lp = lucid.log(lucid.full((1, 1, 2), 0.5))\n"
+                   ">>> round(nn.CTCLoss(reduction='sum')(lp, lucid.tensor([[1]]), [1], [1]).item(), 4)\n0.6931")
+
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(None, None, reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=self.blank,
+                          reduction=self.reduction, zero_infinity=self.zero_infinity)

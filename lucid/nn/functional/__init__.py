@@ -21,6 +21,7 @@ from .attention import *  # noqa: F401,F403
 from .vision import *  # noqa: F401,F403
 from .distance import *  # noqa: F401,F403
 from .pooling_extra import *  # noqa: F401,F403
+from .loss_extra import *  # noqa: F401,F403
 
 
 

@@ -1,0 +1,299 @@
+"""More losses (functional): Gaussian NLL, triplet margin (with a distance function), cosine
+embedding, multi-class / multi-label margins, multi-label soft margin and CTC. All are
+composites of primitives, following PyTorch's formulas (including where they clamp values
+but let the gradient through, e.g. the variance of ``gaussian_nll_loss``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._core.tensor import _wrap
+from ...ops._family import _as_tensor
+from .activation import logsigmoid
+from .distance import pairwise_distance
+from .loss import _legacy_reduction, _lucid, _reduce
+
+__all__ = ["gaussian_nll_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss",
+           "cosine_embedding_loss", "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
+           "ctc_loss"]
+
+
+def _value_clamped(x, lo):
+    """``x`` with its value clamped below at ``lo`` and the gradient of ``x`` itself (PyTorch
+    clamps such values in place under ``no_grad``)."""
+    return x + (_lucid().clamp(x, min=lo) - x).detach()
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """``0.5 (log var + (input - target)^2 / var)`` (+ ``0.5 log 2 pi`` with ``full``).
+
+    ``var`` has the input's shape, or one dim less, or a last dim of 1 (one variance per
+    sample); its value is clamped at ``eps`` (the gradient is var's own, as PyTorch).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.gaussian_nll_loss(lucid.tensor([1.0]), lucid.tensor([3.0]), lucid.tensor([2.0])).item() > 0
+    True
+    """
+    input, target, var = _as_tensor(input), _as_tensor(target), _as_tensor(var)
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+            raise ValueError(f"gaussian_nll_loss: var is of incorrect size {tuple(var.shape)} for input "
+                             f"{tuple(input.shape)}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"gaussian_nll_loss: {reduction} is not a valid value for reduction")
+    if var._level == 0 and bool((var.detach() < 0).any().item()):
+        raise ValueError("gaussian_nll_loss: var has negative entry/entries")
+    var = _value_clamped(var, eps)
+    lucid = _lucid()
+    loss = 0.5 * (lucid.log(var) + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction, "gaussian_nll_loss")
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with ``d`` the pairwise p-norm distance.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> a, p, n = lucid.zeros(1, 2), lucid.zeros(1, 2), lucid.ones(1, 2)
+    >>> F.triplet_margin_loss(a, p, n, margin=2.0, eps=0.0).item() > 0
+    True
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    dist = lambda x, y: pairwise_distance(x, y, p, eps)  # noqa: E731
+    return _triplet(anchor, positive, negative, dist, margin, swap, reduction, "triplet_margin_loss")
+
+
+def _triplet(anchor, positive, negative, dist, margin, swap, reduction, name):
+    if not anchor.ndim == positive.ndim == negative.ndim or anchor.ndim not in (1, 2):
+        raise RuntimeError(f"{name}: expected 1-D or 2-D anchor, positive and negative of one dimensionality, "
+                           f"got {tuple(anchor.shape)}, {tuple(positive.shape)}, {tuple(negative.shape)}")
+    lucid = _lucid()
+    d_ap, d_an = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        d_an = lucid.minimum(d_an, dist(positive, negative))
+    return _reduce(lucid.clamp(margin + d_ap - d_an, min=0.0), reduction, name)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0,
+                                      swap=False, reduction="mean"):
+    """:func:`triplet_margin_loss` with any ``distance_function(x, y)`` (default pairwise L2).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> a, p, n = lucid.zeros(1, 2), lucid.zeros(1, 2), lucid.ones(1, 2)
+    >>> d = lambda x, y: ((x - y) ** 2).sum(-1)
+    >>> F.triplet_margin_with_distance_loss(a, p, n, distance_function=d, margin=3.0).item()
+    1.0
+    """
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_with_distance_loss: margin must be greater than 0, got {margin}")
+    dist = distance_function if distance_function is not None else pairwise_distance
+    return _triplet(anchor, positive, negative, dist, margin, swap, reduction, "triplet_margin_with_distance_loss")
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    """``1 - cos(x1, x2)`` where ``y = 1``, ``max(0, cos(x1, x2) - margin)`` where ``y = -1``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> x = lucid.tensor([[1.0, 0.0]])
+    >>> F.cosine_embedding_loss(x, x, lucid.tensor([1])).item()
+    0.0
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if input1.ndim not in (1, 2) or tuple(input1.shape) != tuple(input2.shape):
+        raise RuntimeError(f"cosine_embedding_loss: expected 1-D or 2-D inputs of one shape, got "
+                           f"{tuple(input1.shape)} and {tuple(input2.shape)}")
+    lucid = _lucid()
+    dim = input1.ndim - 1
+    target = _as_tensor(target)
+    prod = (input1 * input2).sum(dim)
+    m1 = (input1 * input1).sum(dim) + 1e-12  # PyTorch's EPSILON
+    m2 = (input2 * input2).sum(dim) + 1e-12
+    cos = prod / lucid.sqrt(m1 * m2)
+    out = lucid.where(target == 1, 1.0 - cos, 0.0) + lucid.where(target == -1, lucid.clamp(cos - margin, min=0.0), 0.0)
+    return _reduce(out, reduction, "cosine_embedding_loss")
+
+
+def _class_targets(input, target, name):
+    if input.ndim not in (1, 2):
+        raise RuntimeError(f"{name}: expected a 1-D or 2-D input, got shape {tuple(input.shape)}")
+    target = _as_tensor(target)
+    if target.dtype.kind not in "iu":
+        raise RuntimeError(f"{name}: expected integer class targets, got {target.dtype}")
+    return target
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                      reduction="mean"):
+    """Multi-class hinge: ``sum_{i != y} max(0, margin - x[y] + x[i])^p / C`` (times ``weight[y]``).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> round(F.multi_margin_loss(lucid.tensor([[0.1, 0.2, 0.4, 0.8]]), lucid.tensor([3])).item(), 4)
+    0.325
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 supported, got {p}")
+    target = _class_targets(input, target, "multi_margin_loss")
+    lucid = _lucid()
+    x = input if input.ndim == 2 else input.unsqueeze(0)
+    t = target.reshape(-1, 1)
+    c = x.shape[1]
+    if t.shape[0] != x.shape[0]:
+        raise RuntimeError(f"multi_margin_loss: expected {x.shape[0]} targets, got shape {tuple(target.shape)}")
+    xy = x.gather(1, t)
+    h = lucid.clamp(margin - xy + x, min=0.0)
+    if p == 2:
+        h = h * h
+    if weight is not None:
+        h = h * weight[t.reshape(-1)].reshape(-1, 1).to(x.dtype)
+    not_y = (lucid.arange(c).reshape(1, c) != t).to(x.dtype)
+    loss = (h * not_y).sum(1) / c
+    return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction, "multi_margin_loss")
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """``sum_{j in targets} sum_{i not in targets} max(0, 1 - (x[j] - x[i])) / C``; the targets
+    of a sample are its ``target`` entries before the first -1.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> round(F.multilabel_margin_loss(lucid.tensor([[0.1, 0.2, 0.4, 0.8]]), lucid.tensor([[3, 0, -1, 1]])).item(), 4)
+    0.85
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    target = _class_targets(input, target, "multilabel_margin_loss")
+    if tuple(target.shape) != tuple(input.shape):
+        raise RuntimeError(f"multilabel_margin_loss: target {tuple(target.shape)} must have the input's shape "
+                           f"{tuple(input.shape)}")
+    x = input if input.ndim == 2 else input.unsqueeze(0)
+    t = np.asarray(target.detach()._data).reshape(x.shape)
+    n, c = x.shape
+    count = np.zeros((n, c))  # how often each class is listed (a repeated target counts again, as PyTorch)
+    for b in range(n):
+        for j in t[b]:
+            if j < 0:
+                break
+            if j >= c:
+                raise RuntimeError(f"multilabel_margin_loss: target index {j} out of range for {c} classes")
+            count[b, j] += 1
+    pair = _wrap((count[:, :, None] * (count[:, None, :] == 0)).astype(x.dtype))  # (n, j, i)
+    h = _lucid().clamp(1.0 - (x.unsqueeze(2) - x.unsqueeze(1)), min=0.0)
+    loss = (h * pair).sum((1, 2)) / c
+    return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction, "multilabel_margin_loss")
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """``-mean_c [y log sigmoid(x) + (1 - y) log sigmoid(-x)]`` (times ``weight[c]``) per sample.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> round(F.multilabel_soft_margin_loss(lucid.zeros(1, 2), lucid.tensor([[1.0, 0.0]])).item(), 4)
+    0.6931
+    """
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    target = _as_tensor(target).to(input.dtype)
+    loss = -(target * logsigmoid(input) + (1.0 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    loss = loss.sum(input.ndim - 1) / input.shape[-1]
+    return _reduce(loss, reduction, "multilabel_soft_margin_loss")
+
+
+# A finite stand-in for log(0) in the CTC recursion: exp(NEG - finite) is 0 and, unlike -inf,
+# logsumexp's derivative at all-NEG arguments is finite, so unreachable states give zero
+# gradient instead of NaN.
+_NEG = -1e30
+
+
+def _ctc_targets(targets, target_lengths, n):
+    """(N, S) padded int array of the targets (1-D concatenated targets are split by length)."""
+    t = np.asarray(_as_tensor(targets)._data)
+    lens = np.asarray(_as_tensor(target_lengths)._data).astype(np.int64).reshape(-1)
+    if len(lens) != n:
+        raise RuntimeError(f"ctc_loss: expected {n} target lengths, got {len(lens)}")
+    if t.ndim == 2:
+        return t.astype(np.int64), lens
+    s = int(lens.max()) if n else 0
+    out = np.zeros((n, s), np.int64)
+    offs = np.concatenate([[0], np.cumsum(lens)])
+    for b in range(n):
+        out[b, :lens[b]] = t[offs[b]:offs[b + 1]]
+    return out, lens
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """Connectionist temporal classification loss (Graves et al., 2006).
+
+    The forward (alpha) recursion in log space over the blank-extended targets, vectorised
+    over the batch, one step per time frame; its gradient is autograd's. ``log_probs`` is
+    (T, N, C) (or (T, C)) log-softmax output; ``targets`` is (N, S) padded or the 1-D
+    concatenation; impossible alignments give ``inf`` (0 with ``zero_infinity``, which also
+    zeroes their gradient). 'mean' divides each loss by its target length, then averages.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> lp = lucid.log(lucid.full((1, 1, 2), 0.5))  # T=1, one frame, uniform over {blank, a}
+    >>> round(F.ctc_loss(lp, lucid.tensor([[1]]), [1], [1], reduction="sum").item(), 4)
+    0.6931
+    """
+    lucid = _lucid()
+    unbatched = log_probs.ndim == 2
+    lp = log_probs.unsqueeze(1) if unbatched else log_probs
+    if lp.ndim != 3:
+        raise RuntimeError(f"ctc_loss: expected log_probs of shape (T, N, C) or (T, C), got {tuple(log_probs.shape)}")
+    T, n, c = lp.shape
+    if unbatched:
+        targets = _as_tensor(targets).reshape(1, -1)
+    tg, tlens = _ctc_targets(targets, target_lengths, n)
+    ilens = np.asarray(_as_tensor(input_lengths)._data).astype(np.int64).reshape(-1)
+    if len(ilens) != n or (n and ilens.max() > T):
+        raise RuntimeError(f"ctc_loss: input_lengths must have {n} entries of at most T = {T}, got {ilens}")
+    s = tg.shape[1]
+    ext = np.full((n, 2 * s + 1), blank, np.int64)  # blank, l1, blank, l2, ..., blank
+    ext[:, 1::2] = tg
+    skip = np.zeros((n, 2 * s + 1), bool)  # may jump from s - 2 (different non-blank labels)
+    skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    lpe = lp.gather(2, _wrap(np.broadcast_to(ext, (T,) + ext.shape).copy()))  # (T, N, 2S+1)
+    neg = lucid.full((n, 1), _NEG, dtype=lp.dtype)
+    init = np.full((n, 2 * s + 1), _NEG)
+    init[:, :2] = 0.0
+    alpha = lpe[0] + _wrap(init.astype(lp.dtype))
+    skip_mask = _wrap(np.where(skip, 0.0, _NEG).astype(lp.dtype))
+    for t in range(1, T):
+        a1 = lucid.cat([neg, alpha[:, :-1]], 1)
+        a2 = lucid.cat([neg, neg, alpha[:, :-2]], 1)[:, : 2 * s + 1] + skip_mask
+        new = lucid.logsumexp(lucid.stack([alpha, a1, a2], 0), 0) + lpe[t]
+        alpha = lucid.where(_wrap((t < ilens)[:, None]), new, alpha)
+    last = _wrap(np.stack([2 * tlens, np.maximum(2 * tlens - 1, 0)], 1))
+    ends = alpha.gather(1, last)
+    if s:  # a target of length 0 ends only on the blank state
+        ends = ends + _wrap(np.stack([np.zeros(n), np.where(tlens > 0, 0.0, _NEG)], 1).astype(lp.dtype))
+    loss = -lucid.logsumexp(ends, 1)
+    impossible = _wrap(np.zeros(n, bool)) if n == 0 else (loss.detach() > -_NEG / 2)
+    loss = lucid.where(impossible, 0.0 if zero_infinity else float("inf"), loss)
+    if reduction == "mean":
+        loss = (loss / _wrap(np.maximum(tlens, 1).astype(lp.dtype))).mean()
+    elif reduction == "sum":
+        loss = loss.sum()
+    elif reduction != "none":
+        raise ValueError(f"ctc_loss: {reduction!r} is not a valid value for reduction")
+    return loss.reshape(()) if unbatched and reduction == "none" else loss
