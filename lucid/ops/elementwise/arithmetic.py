@@ -120,11 +120,18 @@ def _pow_dy(ns, x, y, out):
     return ns.where((x == 0) & (y >= 0), 0.0, ns.log(x) * out)
 
 
+def _nonzero_constant(y):
+    """Whether ``y`` is a 0-d exponent whose value can be read here (an array or a plain
+    Tensor, e.g. a Python scalar operand; not a tracer) and is nonzero."""
+    data = y if y.__class__ is np.ndarray else (y._data if y.__class__ is Tensor else None)
+    return data is not None and data.ndim == 0 and bool(data != 0)
+
+
 def _pow_dx(ns, x, y, out):
     # d/dx x**y = y x**(y-1), taken as 0 where y == 0 (PyTorch) rather than 0 * inf = nan at
     # x == 0; the base is swapped for 1 there so no inf reaches a higher-order derivative.
-    if y.__class__ in (int, float, bool):
-        return 0 if y == 0 else y * x ** (y - 1)
+    if _nonzero_constant(y):  # x ** 2 and friends: the plain formula, no masking needed
+        return y * x ** (y - 1)
     zero_exponent = y == 0
     base = ns.where(zero_exponent, 1.0, x)
     return ns.where(zero_exponent, 0.0, y * base ** (y - 1))
