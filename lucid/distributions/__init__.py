@@ -25,6 +25,8 @@ from . import constraints, transforms
 from .counts import Binomial, Geometric, Multinomial, Poisson
 from .categorical import Bernoulli, Categorical, OneHotCategorical, OneHotCategoricalStraightThrough
 from .distribution import Distribution
+from .gamma import (Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, InverseGamma, Kumaraswamy, NegativeBinomial,
+                    StudentT)
 from .kl import kl_divergence, register_kl
 from .mixture import MixtureSameFamily
 from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal
@@ -34,9 +36,11 @@ from .transformed_distribution import (Gumbel, HalfCauchy, HalfNormal, Independe
 from .transforms import *  # noqa: F401,F403
 
 __all__ = [
-    "Bernoulli", "Binomial", "Categorical", "Cauchy", "Distribution", "Exponential", "Geometric", "Gumbel",
-    "HalfCauchy", "HalfNormal", "Independent", "Laplace", "LogNormal", "LowRankMultivariateNormal",
-    "MixtureSameFamily", "Multinomial", "MultivariateNormal", "Normal", "OneHotCategorical", "Poisson",
+    "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "Dirichlet", "Distribution",
+    "Exponential", "FisherSnedecor", "Gamma", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal",
+    "Independent", "InverseGamma", "Kumaraswamy", "Laplace", "LogNormal", "LowRankMultivariateNormal",
+    "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal",
+    "OneHotCategorical", "Poisson", "StudentT",
     "OneHotCategoricalStraightThrough", "Pareto", "TransformedDistribution", "Uniform", "Weibull",
     "constraints", "kl_divergence", "register_kl", "transforms",
 ] + transforms.__all__

@@ -10,11 +10,12 @@ import numpy as np
 import lucid
 from .categorical import Bernoulli, Categorical, OneHotCategorical
 from .counts import Binomial, Geometric, Poisson
+from .gamma import Beta, Dirichlet, Gamma
 from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal, _batch_mahalanobis, _solve_tril
 from .distribution import Distribution
 from .normal import Cauchy, Exponential, Laplace, Normal, Uniform
 from .transformed_distribution import (Gumbel, HalfNormal, Independent, Pareto, TransformedDistribution)
-from .utils import euler_constant, sum_rightmost
+from .utils import euler_constant, special, sum_rightmost
 
 __all__ = ["register_kl", "kl_divergence"]
 
@@ -269,7 +270,108 @@ def _kl_mvn_mvn(p, q):
     return _gaussian_kl(p.loc, _scale_tril(p), q.loc, _scale_tril(q))
 
 
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p, q):
+    lgamma, digamma = special("lgamma"), special("digamma")
+    t1 = q.concentration * lucid.log(p.rate / q.rate)
+    t2 = lgamma(q.concentration) - lgamma(p.concentration)
+    t3 = (p.concentration - q.concentration) * digamma(p.concentration)
+    t4 = (q.rate - p.rate) * (p.concentration / p.rate)
+    return t1 + t2 + t3 + t4
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p, q):
+    lgamma, digamma = special("lgamma"), special("digamma")
+    sum_params_p = p.concentration1 + p.concentration0
+    sum_params_q = q.concentration1 + q.concentration0
+    t1 = lgamma(q.concentration1) + lgamma(q.concentration0) + lgamma(sum_params_p)
+    t2 = lgamma(p.concentration1) + lgamma(p.concentration0) + lgamma(sum_params_q)
+    t3 = (p.concentration1 - q.concentration1) * digamma(p.concentration1)
+    t4 = (p.concentration0 - q.concentration0) * digamma(p.concentration0)
+    t5 = (sum_params_q - sum_params_p) * digamma(sum_params_p)
+    return t1 - t2 + t3 + t4 + t5
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    # From http://bariskurt.com/kullback-leibler-divergence-between-two-dirichlet-and-beta-distributions/
+    lgamma, digamma = special("lgamma"), special("digamma")
+    sum_p = p.concentration.sum(-1)
+    sum_q = q.concentration.sum(-1)
+    t1 = lgamma(sum_p) - lgamma(sum_q)
+    t2 = (lgamma(p.concentration) - lgamma(q.concentration)).sum(-1)
+    t3 = p.concentration - q.concentration
+    t4 = digamma(p.concentration) - digamma(sum_p).unsqueeze(-1)
+    return t1 - t2 + (t3 * t4).sum(-1)
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p, q):
+    ct1 = p.scale / q.scale
+    ct2 = q.loc / q.scale
+    ct3 = p.loc / q.scale
+    t1 = -ct1.log() - ct2 + ct3
+    t2 = ct1 * euler_constant
+    t3 = lucid.exp(ct2 + special("lgamma")(1 + ct1) - ct3)
+    return t1 + t2 + t3 - (1 + euler_constant)
+
+
 # ------------------------------------------------------------- across families
+
+def _kl_to_normal(p, q):
+    # E_p[-log q] for a Gaussian q needs only p's mean and variance.
+    return (-p.entropy() + 0.5 * lucid.log(2 * math.pi * q.scale.pow(2))
+            + (p.variance + (p.mean - q.loc).pow(2)) / (2 * q.scale.pow(2)))
+
+
+register_kl(Gamma, Normal)(_kl_to_normal)
+register_kl(Beta, Normal)(_kl_to_normal)
+
+
+@register_kl(Exponential, Gamma)
+def _kl_exponential_gamma(p, q):
+    ratio = q.rate / p.rate
+    t1 = -q.concentration * lucid.log(ratio)
+    return t1 + ratio + special("lgamma")(q.concentration) + q.concentration * euler_constant - (1 + euler_constant)
+
+
+@register_kl(Gamma, Exponential)
+def _kl_gamma_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * (p.concentration / p.rate)
+
+
+@register_kl(Gamma, Gumbel)
+def _kl_gamma_gumbel(p, q):
+    lgamma, digamma = special("lgamma"), special("digamma")
+    beta_scale_prod = p.rate * q.scale
+    loc_scale_ratio = q.loc / q.scale
+    t1 = (p.concentration - 1) * digamma(p.concentration) - lgamma(p.concentration) - p.concentration
+    t2 = beta_scale_prod.log() + p.concentration / beta_scale_prod
+    t3 = lucid.exp(loc_scale_ratio) * (1 + beta_scale_prod.reciprocal()).pow(-p.concentration) - loc_scale_ratio
+    return t1 + t2 + t3
+
+
+@register_kl(Beta, Exponential)
+def _kl_beta_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * (p.concentration1 / (p.concentration1 + p.concentration0))
+
+
+@register_kl(Beta, Gamma)
+def _kl_beta_gamma(p, q):
+    lgamma, digamma = special("lgamma"), special("digamma")
+    t1 = -p.entropy()
+    t2 = lgamma(q.concentration) - q.concentration * q.rate.log()
+    t3 = (q.concentration - 1) * (digamma(p.concentration1) - digamma(p.concentration1 + p.concentration0))
+    t4 = q.rate * p.concentration1 / (p.concentration1 + p.concentration0)
+    return t1 + t2 - t3 + t4
+
+
+@register_kl(Beta, Uniform)
+def _kl_beta_uniform(p, q):
+    result = -p.entropy() + (q.high - q.low).log()
+    return _inf_where((q.low > 0) | (q.high < 1), result)
+
 
 @register_kl(Bernoulli, Poisson)
 def _kl_bernoulli_poisson(p, q):
@@ -370,9 +472,10 @@ def _kl_infinite(p, q):
 
 
 for _p in (Normal, Laplace, Gumbel, Cauchy):
-    for _q in (Exponential, Pareto, Uniform, HalfNormal):
+    for _q in (Exponential, Pareto, Uniform, HalfNormal, Gamma, Beta):
         register_kl(_p, _q)(_kl_infinite)
-for _q in (Pareto, Uniform):
-    register_kl(Exponential, _q)(_kl_infinite)
+for _p in (Exponential, Gamma):
+    for _q in (Pareto, Uniform, Beta):
+        register_kl(_p, _q)(_kl_infinite)
 for _q in (Bernoulli, Binomial):
     register_kl(Poisson, _q)(_kl_infinite)

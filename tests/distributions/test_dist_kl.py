@@ -8,7 +8,7 @@ import pytest
 
 import lucid
 import lucid.func as F
-from lucid.distributions import (Bernoulli, Binomial, Categorical, Cauchy, Distribution, Exponential,
+from lucid.distributions import (Beta, Dirichlet, Gamma, Bernoulli, Binomial, Categorical, Cauchy, Distribution, Exponential,
                                  Geometric, Gumbel, HalfNormal, Independent, Laplace, LogNormal,
                                  LowRankMultivariateNormal, MultivariateNormal, Normal, OneHotCategorical,
                                  Pareto, Poisson, Uniform, kl_divergence, register_kl)
@@ -42,6 +42,18 @@ PAIRS = {
     "geometric-geometric": (lambda: Geometric(probs=f64([0.3, 0.8])), lambda: Geometric(probs=f64([0.5, 0.6]))),
     "binomial-binomial": (lambda: Binomial(8, probs=f64([0.3, 0.8])), lambda: Binomial(8, probs=f64([0.5, 0.6]))),
     "bernoulli-poisson": (lambda: Bernoulli(probs=f64([0.3, 0.8])), lambda: Poisson(f64([0.5, 2.0]))),
+    "gamma-gamma": (lambda: Gamma(f64([2.0, 0.7]), f64([1.5, 1.0])), lambda: Gamma(f64([3.0, 1.2]), f64([1.0, 2.0]))),
+    "beta-beta": (lambda: Beta(f64(2.0), f64(3.0)), lambda: Beta(f64(1.5), f64(1.0))),
+    "dirichlet-dirichlet": (lambda: Dirichlet(f64([2.0, 3.0, 1.5])), lambda: Dirichlet(f64([1.0, 2.0, 2.5]))),
+    "gumbel-gumbel": (lambda: Gumbel(f64(0.2), f64(1.0)), lambda: Gumbel(f64(-0.3), f64(2.0))),
+    "gamma-normal": (lambda: Gamma(f64(2.0), f64(1.5)), lambda: Normal(f64(0.5), f64(1.5))),
+    "beta-normal": (lambda: Beta(f64(2.0), f64(3.0)), lambda: Normal(f64(0.5), f64(1.5))),
+    "exponential-gamma": (lambda: Exponential(f64(1.5)), lambda: Gamma(f64(2.0), f64(1.5))),
+    "gamma-exponential": (lambda: Gamma(f64(2.0), f64(1.5)), lambda: Exponential(f64(0.7))),
+    "gamma-gumbel": (lambda: Gamma(f64(2.0), f64(1.5)), lambda: Gumbel(f64(0.5), f64(1.5))),
+    "beta-exponential": (lambda: Beta(f64(2.0), f64(3.0)), lambda: Exponential(f64(0.7))),
+    "beta-gamma": (lambda: Beta(f64(2.0), f64(3.0)), lambda: Gamma(f64(2.0), f64(1.5))),
+    "beta-uniform": (lambda: Beta(f64(2.0), f64(3.0)), lambda: Uniform(f64(-0.5), f64(1.5))),
     "mvn-mvn": (lambda: MultivariateNormal(f64([0.0, 1.0]), covariance_matrix=f64([[2.0, 0.5], [0.5, 1.0]])),
                 lambda: MultivariateNormal(f64([[0.5, 0.0], [0.0, 0.0]]), scale_tril=f64([[1.5, 0.0], [-0.3, 0.8]]))),
     "lowrank-mvn": (lambda: LowRankMultivariateNormal(f64([0.0, 1.0]), f64([[1.0], [0.5]]), f64([0.5, 1.0])),
@@ -65,7 +77,8 @@ def test_kl_matches_monte_carlo(name):
 
 
 CONTINUOUS = [k for k in PAIRS if k.split("-")[0] not in ("bernoulli", "categorical", "onehot", "independent",
-                                                          "poisson", "geometric", "binomial", "mvn", "lowrank")
+                                                          "poisson", "geometric", "binomial", "mvn", "lowrank",
+                                                          "dirichlet")
               and not PAIRS[k][0]().batch_shape]
 
 
@@ -76,8 +89,10 @@ def test_kl_matches_numerical_integration(name):
     lo, hi = -np.inf, np.inf
     if isinstance(p, Uniform):
         lo, hi = p.low.item(), p.high.item()
-    elif isinstance(p, (Exponential, HalfNormal, LogNormal)):
+    elif isinstance(p, (Exponential, HalfNormal, LogNormal, Gamma)):
         lo = 0.0
+    elif isinstance(p, Beta):
+        lo, hi = 0.0, 1.0
     elif isinstance(p, Pareto):
         lo = p.scale.item()
 
@@ -101,6 +116,9 @@ def test_kl_infinite_and_zero_cases():
     assert math.isinf(kl_divergence(Categorical(probs=f64([0.5, 0.5])), Categorical(probs=f64([1.0, 0.0]))).item())
     np.testing.assert_allclose(kl_divergence(Normal(f64(0.3), f64(2.0)), Normal(f64(0.3), f64(2.0))).item(), 0.0, atol=1e-15)
     assert math.isinf(kl_divergence(Poisson(f64(1.0)), Bernoulli(probs=f64(0.5))).item())
+    assert math.isinf(kl_divergence(Beta(f64(2.0), f64(2.0)), Uniform(f64(0.1), f64(1.0))).item())
+    assert math.isinf(kl_divergence(Normal(f64(0.0), f64(1.0)), Gamma(f64(2.0), f64(1.0))).item())
+    assert math.isinf(kl_divergence(Gamma(f64(2.0), f64(1.0)), Beta(f64(2.0), f64(1.0))).item())
     assert math.isinf(kl_divergence(Binomial(9, probs=f64(0.5)), Binomial(8, probs=f64(0.5))).item())
     with pytest.raises(NotImplementedError, match="q.total_count > p.total_count"):
         kl_divergence(Binomial(7, probs=f64(0.5)), Binomial(8, probs=f64(0.5)))

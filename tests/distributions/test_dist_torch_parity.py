@@ -161,3 +161,46 @@ def test_stage2_distributions_match_torch():
                                    ((lb, tb), (D.Binomial(6, probs=_l(0.4)), TD.Binomial(6, probs=_t(0.4)))),
                                    ((D.Bernoulli(probs=_l(0.3)), TD.Bernoulli(probs=_t(0.3))), (D.Poisson(_l(2.0)), TD.Poisson(_t(2.0))))]:
         _close(D.kl_divergence(lp_, lq_), TD.kl_divergence(tp_, tq_), f"kl {type(lp_).__name__}")
+
+
+GAMMA_CASES = [("Gamma", (2.5, 1.5), X_POS), ("Chi2", (3.0,), X_POS), ("Beta", (2.0, 3.5), [0.1, 0.4, 0.9]),
+               ("StudentT", (4.5, 0.5, 2.0), X_REAL), ("InverseGamma", (3.0, 2.0), X_POS),
+               ("FisherSnedecor", (5.0, 12.0), X_POS), ("Kumaraswamy", (2.0, 3.0), [0.1, 0.4, 0.9])]
+
+
+@pytest.mark.parametrize("name,params,pts", GAMMA_CASES, ids=[c[0] for c in GAMMA_CASES])
+def test_gamma_family_matches_torch(name, params, pts):
+    ld, td = _pair(name, params)
+    x = np.array(pts)
+    _close(ld.log_prob(lucid.tensor(x)), td.log_prob(torch.tensor(x)), "log_prob")
+    if name != "FisherSnedecor":
+        _close(ld.entropy(), td.entropy(), "entropy")
+    for prop in ("mean", "mode", "variance"):
+        _close(getattr(ld, prop), getattr(td, prop), prop)
+
+
+def test_dirichlet_negbinomial_and_kl_match_torch():
+    c = np.array([[0.7, 2.0, 3.5], [2.0, 3.0, 5.0]])
+    ld, td = D.Dirichlet(_l(c)), TD.Dirichlet(_t(c))
+    x = np.array([0.2, 0.3, 0.5])
+    _close(ld.log_prob(_l(x)), td.log_prob(_t(x)), "dirichlet log_prob")
+    _close(ld.entropy(), td.entropy(), "dirichlet entropy")
+    _close(ld.variance, td.variance, "dirichlet variance")
+    _close(ld.mode[1], td.mode[1], "dirichlet mode")
+    ln, tn = D.NegativeBinomial(_l([3.5, 0.5]), probs=_l([0.4, 0.8])), TD.NegativeBinomial(_t([3.5, 0.5]), probs=_t([0.4, 0.8]))
+    k = np.array([[0.0], [1.0], [4.0]])
+    _close(ln.log_prob(_l(k)), tn.log_prob(_t(k)), "negbinomial log_prob")
+    for prop in ("mean", "mode", "variance"):
+        _close(getattr(ln, prop), getattr(tn, prop), prop)
+    pairs = [(("Gamma", (2.0, 1.5)), ("Gamma", (3.0, 1.0))), (("Beta", (2.0, 3.0)), ("Beta", (1.5, 1.0))),
+             (("Gumbel", (0.2, 1.0)), ("Gumbel", (-0.3, 2.0))), (("Gamma", (2.0, 1.5)), ("Normal", (0.5, 1.5))),
+             (("Exponential", (1.5,)), ("Gamma", (2.0, 1.5))), (("Gamma", (2.0, 1.5)), ("Exponential", (0.7,))),
+             (("Gamma", (2.0, 1.5)), ("Gumbel", (0.5, 1.5))), (("Beta", (2.0, 3.0)), ("Normal", (0.5, 1.5))),
+             (("Beta", (2.0, 3.0)), ("Exponential", (0.7,))), (("Beta", (2.0, 3.0)), ("Gamma", (2.0, 1.5))),
+             (("Beta", (2.0, 3.0)), ("Uniform", (-0.5, 1.5)))]
+    for (pn, pp), (qn, qp) in pairs:
+        lp, tp = _pair(pn, pp)
+        lq, tq = _pair(qn, qp)
+        _close(D.kl_divergence(lp, lq), TD.kl_divergence(tp, tq), f"kl {pn}-{qn}")
+    _close(D.kl_divergence(ld, D.Dirichlet(_l(c[::-1].copy()))), TD.kl_divergence(td, TD.Dirichlet(_t(c[::-1].copy()))),
+           "kl dirichlet")
