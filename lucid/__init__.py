@@ -8,10 +8,14 @@ Examples
 >>> x.grad
 tensor([4., 6.])
 """
-from ._core.backend import device
-from ._core.dtypes import (bool_ as bool, complex64, complex128, double, float, float16,
-                           float32, float64, get_default_dtype, half, int, int8, int16,
-                           int32, int64, long, set_default_dtype, short, uint8)
+import math as _math
+
+from ._core.backend import device, get_default_device, set_default_device
+from ._core.dtypes import (bool_ as bool, can_cast, cdouble, cfloat, complex64, complex128, double,
+                           dtype, finfo, float, float16, float32, float64, get_default_dtype, half,
+                           iinfo, int, int8, int16, int32, int64, long, promote_types,
+                           public_result_type as result_type, set_default_dtype, short, uint8)
+from ._core.size import Size
 from ._core.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                               is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ._core.tensor import Tensor
@@ -26,15 +30,23 @@ from .ops.inplace import *  # noqa: F401,F403
 from .ops.conv import *  # noqa: F401,F403
 from .ops.complex import *  # noqa: F401,F403
 from .ops.special import *  # noqa: F401,F403
+from .ops.meta import *  # noqa: F401,F403
+from .ops.legacy import *  # noqa: F401,F403
 from .ops import misc as _misc  # noqa: F401
+from ._runtime import (are_deterministic_algorithms_enabled, get_num_interop_threads, get_num_threads,
+                       is_deterministic_algorithms_warn_only_enabled, set_num_interop_threads,
+                       set_num_threads, use_deterministic_algorithms)
 from . import autograd, fft, func, linalg, special  # noqa: E402,F401
 from .linalg import matrix_exp  # noqa: E402,F401  (torch.matrix_exp)
 
 __version__ = "0.1.0"
 
+pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
+newaxis = None
+
 # The training stack (nn, optim, utils, distributions, save/load) loads on first use, so `import lucid`
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
-_LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed"}
+_LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization"}
 
 
@@ -45,6 +57,11 @@ def __getattr__(name):
         return importlib.import_module(f".{name}", __name__)
     if name in _LAZY_ATTRS:
         return getattr(importlib.import_module(f".{_LAZY_ATTRS[name]}", __name__), name)
+    if name == "bfloat16":  # See README, "Differences from PyTorch"
+        raise AttributeError(
+            "module 'lucid' has no attribute 'bfloat16': NumPy has no bfloat16 type, so lucid "
+            "supports float16, float32 and float64 (use lucid.float16 for 16-bit storage)"
+        )
     raise AttributeError(f"module 'lucid' has no attribute {name!r}")
 
 

@@ -1,7 +1,13 @@
 """Dtypes and PyTorch's type-promotion rule, in one table.
 
-Lucid's dtypes *are* NumPy dtype objects (``lucid.float32 is np.dtype("float32")``),
-so no conversion is ever paid on the hot path.
+NOTE [Dtype objects]
+Arrays carry NumPy dtypes; users see :class:`dtype` objects (``lucid.float32``), one
+singleton per NumPy dtype. A ``lucid.dtype`` exposes its NumPy dtype as ``.dtype``, which
+NumPy accepts anywhere a dtype is expected (``np.zeros(2, lucid.float32)``), compares and
+hashes equal to it (and to its name: ``lucid.float32 == "float32"``), and carries PyTorch's
+attributes (``is_floating_point``, ``is_complex``, ``is_signed``, ``itemsize``). Internally
+ops keep working on NumPy dtypes (``to_dtype`` returns one), so the eager hot path never
+converts; only ``Tensor.dtype`` maps the array's dtype to its singleton (one dict lookup).
 """
 from __future__ import annotations
 
@@ -9,35 +15,135 @@ import builtins
 
 import numpy as np
 
-float16 = half = np.dtype("float16")
-float32 = float = np.dtype("float32")
-float64 = double = np.dtype("float64")
-int8 = np.dtype("int8")
-int16 = short = np.dtype("int16")
-int32 = int = np.dtype("int32")
-int64 = long = np.dtype("int64")
-uint8 = np.dtype("uint8")
-bool_ = np.dtype("bool")
-complex64 = np.dtype("complex64")
-complex128 = np.dtype("complex128")
 
-_SUPPORTED = {float16, float32, float64, int8, int16, int32, int64, uint8, bool_, complex64, complex128}
+class dtype:
+    """A tensor element type, ``lucid.float32``; equal to the NumPy dtype of the same name.
+
+    Examples
+    --------
+    >>> import lucid, numpy as np
+    >>> lucid.float32, lucid.float32.itemsize, lucid.float32.is_floating_point
+    (lucid.float32, 4, True)
+    >>> lucid.float32 == np.float32 == "float32"
+    True
+    """
+
+    __slots__ = ("dtype", "name", "kind", "itemsize", "is_floating_point", "is_complex", "is_signed")
+
+    def __init__(self, np_dtype):
+        d = np.dtype(np_dtype)
+        self.dtype, self.name, self.kind, self.itemsize = d, d.name, d.kind, d.itemsize
+        self.is_floating_point = d.kind == "f"
+        self.is_complex = d.kind == "c"
+        self.is_signed = d.kind in "fic"
+
+    def __repr__(self):
+        return f"lucid.{self.name}"
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        if other.__class__ is dtype:
+            return other is self
+        try:
+            return bool(self.dtype == other)
+        except TypeError:
+            return False
+
+    def __hash__(self):
+        return hash(self.dtype)
+
+    def __reduce__(self):
+        return (as_lucid, (self.name,))
+
+    def __getattr__(self, name):
+        # The rest of NumPy's dtype surface (``type``, ``char``, ``str`` ...).
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.dtype, name)
+
+    def to_real(self):
+        """The real dtype of the same precision (``complex64 -> float32``)."""
+        return as_lucid({"c": np.float32 if self.itemsize == 8 else np.float64}.get(self.kind, self.dtype))
+
+    def to_complex(self):
+        """The complex dtype of the same precision (``float32 -> complex64``)."""
+        if self.kind == "c":
+            return self
+        if self.kind != "f":
+            raise TypeError(f"to_complex: {self} is not a floating point dtype")
+        return as_lucid(np.complex128 if self.itemsize == 8 else np.complex64)
+
+
+_Dtype = dtype
+
+
+class _DtypeTable(dict):
+    """NumPy dtype -> its lucid singleton, made on first use (covers any NumPy dtype)."""
+
+    def __missing__(self, key):
+        d = np.dtype(key)
+        if d not in self:
+            dict.__setitem__(self, d, dtype(d))
+        self[key] = v = dict.__getitem__(self, d)
+        return v
+
+
+_LUCID = _DtypeTable()
+
+
+def as_lucid(d) -> dtype:
+    """The :class:`dtype` singleton for a NumPy dtype, type or name."""
+    if d.__class__ is dtype:
+        return d
+    return _LUCID[d]
+
+
+float16 = half = as_lucid("float16")
+float32 = float = as_lucid("float32")
+float64 = double = as_lucid("float64")
+int8 = as_lucid("int8")
+int16 = short = as_lucid("int16")
+int32 = int = as_lucid("int32")
+int64 = long = as_lucid("int64")
+uint8 = as_lucid("uint8")
+bool_ = as_lucid("bool")
+complex64 = cfloat = as_lucid("complex64")
+complex128 = cdouble = as_lucid("complex128")
+
+# NumPy dtypes: what arrays carry and what ops compare against internally.
+_SUPPORTED = {d.dtype for d in (float16, float32, float64, int8, int16, int32, int64, uint8, bool_,
+                                complex64, complex128)}
 
 _default_float = float32
 
 
-def get_default_dtype() -> np.dtype:
-    """The dtype Python floats become (float32 unless changed)."""
+def get_default_dtype() -> dtype:
+    """The dtype Python floats become (float32 unless changed).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.get_default_dtype()
+    lucid.float32
+    """
     return _default_float
 
 
-def set_default_dtype(dtype) -> None:
-    """Set the dtype Python floats and ``float``-producing ops default to."""
+def set_default_dtype(d) -> None:
+    """Set the dtype Python floats and ``float``-producing ops default to.
+
+    Only float16, float32 and float64 are accepted (PyTorch also accepts its complex
+    defaults' partners implicitly: complex Python numbers follow the float default).
+    """
     global _default_float
-    dtype = np.dtype(dtype)
-    if dtype.kind != "f":
-        raise TypeError(f"set_default_dtype: expected a floating dtype, got {dtype}")
-    _default_float = dtype
+    try:
+        nd = np.dtype(d)
+    except TypeError:
+        raise TypeError(f"set_default_dtype: expected a floating dtype, got {d!r}") from None
+    if nd.kind != "f" or nd not in _SUPPORTED:
+        raise TypeError(f"set_default_dtype: expected a floating dtype (float16, float32, float64), got {d}")
+    _default_float = as_lucid(nd)
 
 
 def to_dtype(dtype) -> np.dtype:
@@ -45,11 +151,15 @@ def to_dtype(dtype) -> np.dtype:
     if dtype is None:
         return None
     if dtype is builtins.bool:
-        return bool_
+        return bool_.dtype
     if dtype is builtins.float:
-        return float64
+        return float64.dtype
     if dtype is builtins.int:
-        return int64
+        return int64.dtype
+    if dtype is builtins.complex:
+        return complex128.dtype
+    if dtype.__class__ is _Dtype:
+        return dtype.dtype
     d = np.dtype(dtype)
     if d not in _SUPPORTED:
         raise TypeError(f"dtype {d} is not supported by lucid")
@@ -119,6 +229,8 @@ def result_type(*operands) -> np.dtype:
     best = [None, None, None]  # per group: (category, dtype)
     for op in operands:
         dt = getattr(op, "dtype", None)
+        if dt.__class__ is _Dtype:
+            dt = dt.dtype
         if dt is None:
             cat = scalar_category(op)
             if cat < 0:
@@ -135,11 +247,131 @@ def result_type(*operands) -> np.dtype:
             res = b[1]
             break
     else:
-        res = (bool_, int64, _default_float, default_complex())[top]
+        res = (bool_, int64, _default_float, default_complex())[top].dtype
     if top == 3:  # a float of a higher-priority group keeps its width. See NOTE [Type promotion]
         for b in best:
             if b is not None and b[0] == 3 and b[1] is not None:
                 break
             if b is not None and b[0] == 2 and b[1] is not None:
-                return _complex_of(b[1])
+                return _complex_of(b[1]).dtype
     return res
+
+
+# ------------------------------------------------------------- public dtype queries
+
+
+def _dtype_of(d, op):
+    try:
+        return to_dtype(d)
+    except TypeError as e:
+        raise TypeError(f"{op}: {e}") from None
+
+
+def promote_types(type1, type2) -> dtype:
+    """The smallest dtype both ``type1`` and ``type2`` convert to without losing category.
+
+    PyTorch's table, not NumPy's: ``promote_types(int64, float16)`` is ``float16``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.promote_types(lucid.int64, lucid.float16)
+    lucid.float16
+    >>> lucid.promote_types(lucid.uint8, lucid.int8)
+    lucid.int16
+    """
+    a, b = _dtype_of(type1, "promote_types"), _dtype_of(type2, "promote_types")
+    ca, cb = category(a), category(b)
+    if ca != cb:
+        win, lose = (a, b) if ca > cb else (b, a)
+        if win.kind == "c" and lose.kind == "f" and lose.itemsize > win.itemsize // 2:
+            return as_lucid(np.promote_types(win, lose))  # complex64 + float64 -> complex128
+        return as_lucid(win)
+    return as_lucid(np.promote_types(a, b))
+
+
+def public_result_type(tensor1, tensor2) -> dtype:
+    """The dtype of ``tensor1 + tensor2`` under NOTE [Type promotion] (tensors or numbers).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.result_type(lucid.tensor([1, 2]), 2.5)
+    lucid.float32
+    >>> lucid.result_type(lucid.tensor([1], dtype=lucid.int8), lucid.tensor(300))
+    lucid.int8
+    """
+    return as_lucid(result_type(tensor1, tensor2))
+
+
+_CAST_ORDER = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def can_cast(from_, to) -> bool:
+    """Whether PyTorch's casting rule allows ``from_`` -> ``to`` (no lower category).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.can_cast(lucid.float64, lucid.int32), lucid.can_cast(lucid.int32, lucid.float16)
+    (False, True)
+    """
+    a, b = _dtype_of(from_, "can_cast"), _dtype_of(to, "can_cast")
+    return _CAST_ORDER[a.kind] <= _CAST_ORDER[b.kind]
+
+
+class finfo:
+    """Machine limits of a floating point dtype (PyTorch's attribute names).
+
+    Attributes: ``bits``, ``eps``, ``max``, ``min``, ``tiny`` (= ``smallest_normal``),
+    ``resolution``, ``dtype`` (the name, as PyTorch gives it).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.finfo(lucid.float32).eps
+    1.1920928955078125e-07
+    >>> lucid.finfo().bits  # the default dtype
+    32
+    """
+
+    def __init__(self, type=None):
+        d = _dtype_of(get_default_dtype() if type is None else type, "finfo")
+        if d.kind not in "fc":
+            raise TypeError(f"finfo: expected a floating point or complex dtype, got {as_lucid(d)}")
+        f = np.finfo(d)
+        self.bits = builtins.int(f.bits)
+        self.eps, self.max, self.min = builtins.float(f.eps), builtins.float(f.max), builtins.float(f.min)
+        self.tiny = self.smallest_normal = builtins.float(f.smallest_normal)
+        self.resolution = 10.0 ** -builtins.int(f.precision)
+        self.dtype = np.dtype(f.dtype).name
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution}, min={self.min:.6g}, max={self.max:.6g}, "
+                f"eps={self.eps:.6g}, smallest_normal={self.tiny:.6g}, tiny={self.tiny:.6g}, "
+                f"dtype={self.dtype})")
+
+
+class iinfo:
+    """Machine limits of an integer (or bool) dtype: ``bits``, ``min``, ``max``, ``dtype``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.iinfo(lucid.int8).min, lucid.iinfo(lucid.uint8).max
+    (-128, 255)
+    """
+
+    def __init__(self, type):
+        d = _dtype_of(type, "iinfo")
+        if d.kind not in "iub":
+            raise TypeError(f"iinfo: expected an integer dtype, got {as_lucid(d)}")
+        if d.kind == "b":
+            self.bits, self.min, self.max = 8, 0, 1
+        else:
+            i = np.iinfo(d)
+            self.bits, self.min, self.max = builtins.int(i.bits), builtins.int(i.min), builtins.int(i.max)
+        self.dtype = d.name
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

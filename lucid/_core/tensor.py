@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import backend, dtypes, primitive
+from .dtypes import _LUCID
 from .hooks import RemovableHandle
+from .size import as_size
 
 
 class Tensor:
@@ -65,7 +67,7 @@ class Tensor:
     # ----------------------------------------------------------------- metadata
     @property
     def shape(self):
-        return self._data.shape
+        return as_size(self._data.shape)
 
     def size(self, dim=None):
         s = self.shape
@@ -80,11 +82,11 @@ class Tensor:
 
     @property
     def dtype(self):
-        return self._data.dtype
+        return _LUCID[self._data.dtype]  # See NOTE [Dtype objects]
 
     @property
     def device(self):
-        return "cpu"
+        return backend.CPU
 
     def numel(self):
         return int(np.prod(self.shape, dtype=np.int64))

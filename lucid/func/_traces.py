@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.dtypes import _LUCID
 from .._core.grad_mode import STATE, pop_trace, push_trace
 from .._core.primitive import TN, bind
 from .._core.tensor import Tensor, _wrap
@@ -272,7 +273,7 @@ class BatchTracer(_Tracer):
     @property
     def dtype(self):
         v = self._val
-        return v._data.dtype if v.__class__ is Tensor else v.dtype
+        return _LUCID[v._data.dtype] if v.__class__ is Tensor else v.dtype
 
     @property
     def requires_grad(self):

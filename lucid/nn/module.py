@@ -405,6 +405,12 @@ class Module:
     def cpu(self):
         return self
 
+    def cuda(self, device=None):
+        """Raise: this build has no CUDA device (see NOTE [Devices] in lucid/_core/backend.py)."""
+        device_arg("cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}",
+                   "Module.cuda")
+        return self
+
     # ------------------------------------------------------------------ state
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
         """An ordered dict from dotted names to parameters and persistent buffers.

@@ -396,17 +396,34 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 # ------------------------------------------------------------------ conversions
 
 
+def _is_device(a):
+    """Whether a positional argument of ``to`` names a device (not a dtype)."""
+    if isinstance(a, backend.device):
+        return True
+    if isinstance(a, str):
+        return a.partition(":")[0] in backend.KNOWN_DEVICE_TYPES
+    return isinstance(a, int) and not isinstance(a, bool)  # PyTorch: an ordinal is a CUDA device
+
+
 @tensor_method("to")
-def to(input, *args, dtype=None, device=None, copy=False, **kw):
-    """Convert dtype (and check the device): ``x.to(lucid.float64)``, ``x.to("cpu")``, ``x.to(other)``."""
+def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False, memory_format=None):
+    """Convert dtype and check the device: ``x.to(lucid.float64)``, ``x.to("cpu")``, ``x.to(other)``.
+
+    Moving to a device this build lacks (``"cuda"``, ``"mps"``, ``"metal"`` ...) raises a
+    RuntimeError naming it. See NOTE [Devices].
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([1, 2]).to("cpu", lucid.float64)
+    tensor([1., 2.], dtype=lucid.float64)
+    """
     for a in args:
         if isinstance(a, Tensor):
             dtype = a.dtype
-        elif isinstance(a, str) and (a.split(":")[0] in ("cpu", "cuda", "mps", "meta") or not a):
+        elif _is_device(a):
             device_arg(a, "to")
-        elif isinstance(a, backend.device):
-            device_arg(a, "to")
-        else:
+        elif a is not None:
             dtype = a
     device_arg(device, "to")
     if dtype is None:
@@ -436,14 +453,44 @@ def type_as(input, other):
 
 
 @tensor_method("type")
-def type_(input, dtype=None):
+def type_(input, dtype=None, non_blocking=False):
+    """With no argument, the legacy type name (``'lucid.FloatTensor'``); else cast to ``dtype``.
+
+    ``dtype`` may be a dtype, a typed class (``lucid.DoubleTensor``) or its name.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.zeros(2)
+    >>> x.type(), x.type("lucid.LongTensor").dtype
+    ('lucid.FloatTensor', lucid.int64)
+    """
+    from .legacy import TYPED
+
     if dtype is None:
-        return f"lucid.{input.dtype}"
-    return cast(input, dtype)
+        cls = TYPED.get(input.dtype)
+        return f"lucid.{cls.__name__}" if cls is not None else f"lucid.{input.dtype.name}"
+    if isinstance(dtype, str) and dtype.startswith(("lucid.", "torch.")):
+        by_name = {c.__name__: c for c in TYPED.values()}
+        cls = by_name.get(dtype.partition(".")[2])
+        if cls is None:
+            raise TypeError(f"type: unknown tensor type {dtype!r}")
+        dtype = cls.dtype
+    dtype = getattr(dtype, "dtype", dtype)  # a typed class carries its dtype
+    return cast(input, dtype_arg(dtype, "type"))
 
 
-@tensor_method("cpu", "cuda_")
-def cpu(input):
+@tensor_method("cpu")
+def cpu(input, memory_format=None):
+    """This tensor (it already lives on the CPU, the only device of this build)."""
+    return input
+
+
+@tensor_method("cuda")
+def cuda(input, device=None, non_blocking=False, memory_format=None):
+    """Raise: this build has no CUDA device (``lucid.cuda.is_available()`` is False)."""
+    device_arg("cuda" if device is None else device if isinstance(device, (str, backend.device))
+               else f"cuda:{device}", "cuda")
     return input
 
 

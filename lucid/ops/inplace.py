@@ -224,7 +224,7 @@ def _out_of_place(name, fn, x, args):
 def _direct_error(name, x, args, err):
     if isinstance(err, TypeError) and "cast" in str(err):
         return RuntimeError(f"{name}: result type can't be cast to the desired output type "
-                            f"{x.dtype} ({err})")
+                            f"{x._data.dtype} ({err})")
     shapes = [tuple(a.shape) if hasattr(a, "shape") else a for a in args]
     return RuntimeError(f"{name}: {err} (tensor shape {tuple(x.shape)}, arguments {shapes})")
 

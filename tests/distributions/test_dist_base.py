@@ -128,7 +128,7 @@ def test_transformed_distribution_change_of_variables():
 
 
 def test_repr_and_support():
-    assert repr(Normal(0.0, 1.0)) == "Normal(loc: tensor(0.), scale: tensor(1.))"
+    assert repr(Normal(0.0, 1.0)) == "Normal(loc: 0.0, scale: 1.0)"  # PyTorch's: 0-d tensors format as values
     assert repr(Normal(lucid.zeros(2), 1.0)) == "Normal(loc: (2,), scale: (2,))"
     assert Uniform(0.0, 2.0).support.upper_bound.item() == 2.0
     assert isinstance(Pareto(1.0, 2.0).support, constraints.greater_than_eq)

@@ -1,0 +1,158 @@
+"""Strides and storage, Python protocols (__format__, __complex__, __index__), DLPack,
+predicates, legacy typed constructors and Tensor.type()."""
+import operator
+
+import numpy as np
+import pytest
+
+import lucid
+from lucid.utils.benchmark import Timer
+
+
+def test_strides_offsets_and_contiguity():
+    x = lucid.arange(24).reshape(2, 3, 4)
+    assert x.stride() == (12, 4, 1) and x.stride(0) == 12 and x.stride(-1) == 1
+    t = x.transpose(0, 2)
+    assert t.stride() == (1, 4, 12) and not t.is_contiguous() and x.is_contiguous()
+    s = x[1, 1:]
+    assert s.storage_offset() == 16 and s.stride() == (4, 1)
+    assert s.data_ptr() == x.data_ptr() + 16 * 8
+    assert x[:, :, ::2].stride() == (12, 4, 2)
+    assert lucid.zeros(3).expand(2, 3).stride() == (0, 1)
+    with pytest.raises(IndexError, match="stride: dimension 3 out of range"):
+        x.stride(3)
+    assert (x.nbytes, x.itemsize, x.element_size()) == (24 * 8, 8, 8)
+    assert lucid.zeros(2, dtype=lucid.float16).nbytes == 4
+
+
+def test_strides_match_torch():
+    torch = pytest.importorskip("torch")
+    a = np.arange(60).reshape(3, 4, 5)
+    x, tx = lucid.tensor(a), torch.tensor(a)
+    for f in (lambda v: v, lambda v: v.transpose(0, 1), lambda v: v[1:, ::2], lambda v: v[:, 2],
+              lambda v: v.permute(2, 0, 1)[1:]):
+        lv, tv = f(x), f(tx)
+        assert lv.stride() == tv.stride() and lv.storage_offset() == tv.storage_offset()
+        assert lv.is_contiguous() == tv.is_contiguous()
+
+
+def test_format_complex_index():
+    t = lucid.tensor(3.14159)
+    assert f"{t:.2f}" == "3.14" and f"{t:+.1e}" == "+3.1e+00" and "{:>8.3f}".format(t) == "   3.142"
+    assert f"{lucid.tensor([2.5]):.1f}" == "2.5" and f"{lucid.tensor(7):04d}" == "0007"
+    assert f"{lucid.tensor([1.0, 2.0])}" == str(lucid.tensor([1.0, 2.0]))
+    assert f"{lucid.tensor(0.5)}" == "0.5" and f"{lucid.tensor([0.5])}" == str(lucid.tensor([0.5]))
+    with pytest.raises(TypeError, match="only one-element tensors take a format spec"):
+        f"{lucid.tensor([1.0, 2.0]):.2f}"
+    assert complex(lucid.tensor(1.5)) == 1.5 + 0j and complex(lucid.tensor([2.0])) == 2 + 0j
+    with pytest.raises(RuntimeError, match="complex: only one-element"):
+        complex(lucid.ones(2))
+    assert [10, 20, 30][lucid.tensor(2)] == 30 and operator.index(lucid.tensor([1])) == 1
+    with pytest.raises(TypeError, match="only integer tensors"):
+        operator.index(lucid.tensor(1.0))
+
+
+def test_format_matches_torch():
+    torch = pytest.importorskip("torch")
+    for v, spec in [(3.14159, ".3f"), (2.0, ""), (7, "04d"), (True, "")]:
+        assert format(lucid.tensor(v), spec) == format(torch.tensor(v), spec)
+    assert format(lucid.tensor([1.5, 2.0]), "") == str(lucid.tensor([1.5, 2.0]))
+
+
+def test_dlpack_with_numpy_shares_memory():
+    x = lucid.arange(4.0)
+    a = np.from_dlpack(x)
+    a[0] = 9.0
+    assert x.tolist() == [9.0, 1.0, 2.0, 3.0]
+    b = np.arange(3, dtype=np.int32)
+    t = lucid.from_dlpack(b)
+    b[1] = 5
+    assert t.dtype is lucid.int32 and t.tolist() == [0, 5, 2]
+    assert x.__dlpack_device__() == (1, 0)
+    with pytest.raises(RuntimeError, match="__dlpack__: can't export a tensor that requires grad"):
+        np.from_dlpack(lucid.ones(2, requires_grad=True))
+    with pytest.raises(TypeError, match="from_dlpack: dtype uint16 is not supported"):
+        lucid.from_dlpack(np.zeros(2, np.uint16))
+    cap = lucid.to_dlpack(lucid.ones(2))
+    assert lucid.from_dlpack(cap).tolist() == [1.0, 1.0]
+
+
+def test_dlpack_with_torch_both_ways():
+    torch = pytest.importorskip("torch")
+    x = lucid.arange(3.0)
+    tx = torch.from_dlpack(x)
+    tx[1] = 7.0
+    assert x.tolist() == [0.0, 7.0, 2.0]
+    t = torch.arange(4, dtype=torch.int64)
+    y = lucid.from_dlpack(t)
+    t[0] = -1
+    assert y.tolist() == [-1, 1, 2, 3] and y.dtype is lucid.int64
+
+
+def test_predicates():
+    x, i = lucid.zeros(2), lucid.arange(2)
+    assert lucid.is_tensor(x) and not lucid.is_tensor(np.zeros(2))
+    assert lucid.is_floating_point(x) and not lucid.is_floating_point(i)
+    assert lucid.is_complex(lucid.zeros(1, dtype=lucid.complex64)) and not lucid.is_complex(x)
+    assert lucid.is_nonzero(lucid.tensor([3])) and not lucid.is_nonzero(lucid.tensor(0.0))
+    assert lucid.tensor(1.0).is_nonzero()
+    with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
+        lucid.is_nonzero(x)
+    with pytest.raises(RuntimeError, match="no values is ambiguous"):
+        lucid.is_nonzero(lucid.zeros(0))
+    assert lucid.is_same_size(x, i) and not lucid.is_same_size(x, lucid.zeros(3)) and x.is_same_size(i)
+    assert lucid.numel(lucid.zeros(2, 5)) == 10
+    with pytest.raises(TypeError, match="is_floating_point: expected a Tensor"):
+        lucid.is_floating_point([1.0])
+
+
+@pytest.mark.parametrize("cls,dt", [("FloatTensor", "float32"), ("DoubleTensor", "float64"),
+                                    ("HalfTensor", "float16"), ("LongTensor", "int64"),
+                                    ("IntTensor", "int32"), ("ShortTensor", "int16"),
+                                    ("CharTensor", "int8"), ("ByteTensor", "uint8"), ("BoolTensor", "bool")])
+def test_legacy_typed_constructors(cls, dt):
+    C = getattr(lucid, cls)
+    a = C([1, 0, 1])
+    assert a.dtype == dt and a.tolist() == np.array([1, 0, 1], dtype=dt).tolist()
+    b = C(2, 3)
+    assert b.shape == (2, 3) and b.dtype == dt and not b.numpy().any()
+    assert C(lucid.Size([4])).shape == (4,) and C().shape == (0,)
+    assert isinstance(a, C) and not isinstance(lucid.zeros(1, dtype=lucid.complex64), C)
+    assert a.type() == f"lucid.{cls}"
+
+
+def test_legacy_constructor_errors_and_type_conversion():
+    with pytest.raises(TypeError, match="FloatTensor: expected data"):
+        lucid.FloatTensor(2, 2.5)
+    with pytest.raises(RuntimeError, match="LongTensor: negative dimension"):
+        lucid.LongTensor(-1)
+    x = lucid.FloatTensor(np.array([1.5, 2.5]))
+    assert x.type(lucid.LongTensor).tolist() == [1, 2] and x.type("lucid.DoubleTensor").dtype is lucid.float64
+    assert x.type(lucid.int32).dtype is lucid.int32
+    with pytest.raises(TypeError, match="type: unknown tensor type"):
+        x.type("lucid.NopeTensor")
+
+
+def test_legacy_constructors_match_torch():
+    torch = pytest.importorskip("torch")
+    for name in ("FloatTensor", "LongTensor", "BoolTensor", "DoubleTensor"):
+        ours, theirs = getattr(lucid, name)([[1, 2], [0, 3]]), getattr(torch, name)([[1, 2], [0, 3]])
+        assert ours.tolist() == theirs.tolist() and str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1]
+        assert tuple(getattr(lucid, name)(2, 3).shape) == tuple(getattr(torch, name)(2, 3).shape)
+
+
+def test_timer_measurements():
+    calls = []
+    m = Timer("f()", globals={"f": lambda: calls.append(1)}, label="append").timeit(50)
+    assert m.number_per_run == 50 and len(m.raw_times) == 1 and len(calls) == 50 + 2  # 2 warm-up runs
+    text = repr(m)
+    assert text.startswith("<lucid.utils.benchmark.Measurement object at 0x") and "\nappend\n" in text
+    assert "1 measurement, 50 runs , 1 thread" in text and "Median" not in text
+    ticks = iter(range(10 ** 6))
+    fake = Timer("pass", timer=lambda: next(ticks) * 1e-3)  # every timer read advances 1 ms
+    b = fake.blocked_autorange(min_run_time=0.01)
+    assert len(b.times) >= 4 and b.median == pytest.approx(1e-3 / b.number_per_run)
+    text = repr(b)
+    assert "Median: " in text and "IQR:    0.00" in text and "measurements," in text and "runs per measurement" in text
+    with pytest.raises(ValueError, match="num_threads"):
+        Timer("pass", num_threads=0)
