@@ -6,7 +6,7 @@ from . import init
 from .module import Module
 from .parameter import Parameter
 
-__all__ = ["Embedding"]
+__all__ = ["Embedding", "EmbeddingBag"]
 
 
 class Embedding(Module):
@@ -85,3 +85,78 @@ class Embedding(Module):
         rows, cols = embeddings.shape
         return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
                    _weight=embeddings, _freeze=freeze)
+
+
+class EmbeddingBag(Module):
+    """Sums, means or maxima of bags of embeddings (see ``F.embedding_bag``);
+    ``forward(input, offsets=None, per_sample_weights=None)``.
+
+    Parameters
+    ----------
+    num_embeddings, embedding_dim : int
+        Table size.
+    mode : {'mean', 'sum', 'max'}
+        How a bag is reduced.
+    padding_idx : int, optional
+        Entries with this index are left out of every bag (the row starts at zero).
+    include_last_offset : bool
+        ``offsets`` has one entry per bag plus the end.
+    max_norm : float, optional
+        Renormalise looked-up rows to at most this norm.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> bag = nn.EmbeddingBag(10, 3, mode="sum")
+    >>> bag(lucid.tensor([1, 2, 4, 5, 4]), lucid.tensor([0, 2])).shape
+    (2, 3)
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None,
+                 device=None, dtype=None):
+        super().__init__()
+        import lucid
+
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
+        self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise AssertionError("EmbeddingBag: padding_idx must be within num_embeddings")
+            padding_idx = padding_idx + num_embeddings if padding_idx < 0 else padding_idx
+        self.padding_idx = padding_idx
+        if _weight is None:
+            self.weight = Parameter(lucid.empty(num_embeddings, embedding_dim, dtype=dtype))
+            self.reset_parameters()
+        else:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ValueError("EmbeddingBag: shape of weight does not match num_embeddings and embedding_dim")
+            self.weight = Parameter(_weight)
+
+    def reset_parameters(self):
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            self.weight._data[self.padding_idx] = 0
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+                               self.mode, self.sparse, per_sample_weights, self.include_last_offset,
+                               self.padding_idx)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        return s
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                        mode="mean", sparse=False, include_last_offset=False, padding_idx=None):
+        """An EmbeddingBag whose weight is ``embeddings`` (frozen unless ``freeze=False``)."""
+        if embeddings.ndim != 2:
+            raise ValueError("EmbeddingBag.from_pretrained: embeddings parameter is expected to be 2-dimensional")
+        bag = cls(embeddings.shape[0], embeddings.shape[1], max_norm, norm_type, scale_grad_by_freq, mode, sparse,
+                  embeddings, include_last_offset, padding_idx)
+        bag.weight.requires_grad_(not freeze)
+        return bag

@@ -22,6 +22,7 @@ from .vision import *  # noqa: F401,F403
 from .distance import *  # noqa: F401,F403
 from .pooling_extra import *  # noqa: F401,F403
 from .loss_extra import *  # noqa: F401,F403
+from .grid import *  # noqa: F401,F403
 
 
 

@@ -8,7 +8,7 @@ from ..._core.grad_mode import no_grad
 from ..._core.primitive import bind, defprim
 from ...ops._family import _as_tensor, move_bdim
 
-__all__ = ["one_hot", "embedding"]
+__all__ = ["one_hot", "embedding", "embedding_bag"]
 
 
 def _one_hot_impl(t, *, num_classes):
@@ -113,3 +113,97 @@ def _renorm_rows(weight, idx, max_norm, norm_type):
         scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
         w[rows] = w[rows] * scale[:, None].astype(w.dtype)
         weight._version[0] += 1
+
+
+def _bags(idx, offsets, include_last_offset, op):
+    """``(flat indices, bag of each index, number of bags)`` for 2-D input or 1-D input + offsets."""
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"{op}: offsets has to be None if input is 2D, got {offsets!r}")
+        b, n = idx.shape
+        return idx._data.reshape(-1), np.repeat(np.arange(b), n), b
+    if idx.ndim != 1:
+        raise ValueError(f"{op}: input has to be 1D or 2D Tensor, got shape {tuple(idx.shape)}")
+    if offsets is None:
+        raise ValueError(f"{op}: offsets has to be a 1D Tensor but got None")
+    off = np.asarray(_as_tensor(offsets)._data).astype(np.int64).reshape(-1)
+    if off.size == 0 or off[0] != 0 or np.any(np.diff(off) < 0) or off[-1] > idx.shape[0]:
+        raise ValueError(f"{op}: offsets must start at 0, be non-decreasing and at most len(input) = "
+                         f"{idx.shape[0]}, got {off.tolist()}")
+    bounds = off if include_last_offset else np.concatenate([off, [idx.shape[0]]])
+    nbags = len(bounds) - 1
+    seg = np.repeat(np.arange(nbags), np.diff(bounds))
+    return idx._data[bounds[0]:bounds[-1]], seg, nbags
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
+                  mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
+                  padding_idx=None):
+    """Sums, means or maxima of bags of embeddings, without building the per-index lookup.
+
+    Bags are the rows of a 2-D ``input``, or the slices ``input[offsets[i]:offsets[i+1]]`` of
+    a 1-D one. Entries equal to ``padding_idx`` are left out (and not counted in a mean); an
+    empty bag gives zeros. ``per_sample_weights`` (``mode='sum'`` only) scale each entry and
+    are differentiable. Sum and mean are one matmul with a constant bag matrix; max gathers
+    each bag into a padded block.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> w = lucid.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> F.embedding_bag(lucid.tensor([0, 1, 2]), w, lucid.tensor([0, 2]), mode="sum").tolist()
+    [[4.0, 6.0], [5.0, 6.0]]
+    """
+    import lucid
+
+    from ..._core.tensor import _wrap
+
+    op = "embedding_bag"
+    idx = _as_tensor(input)
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError(f"{op}: indices must be an integer (long) tensor, got {idx.dtype}")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"{op}: per_sample_weights is only supported for mode='sum' (got mode={mode!r})")
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError(f"{op}: scale_grad_by_freq and sparse are not supported")
+    flat, seg, nbags = _bags(idx, offsets, include_last_offset, op)
+    if flat.size and (flat.min() < 0 or flat.max() >= weight.shape[0]):
+        raise IndexError(f"{op}: index out of range for a table of {weight.shape[0]} rows")
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += weight.shape[0]
+    if max_norm is not None:
+        _renorm_rows(weight, flat, max_norm, norm_type)
+    keep = np.ones(len(flat), bool) if padding_idx is None else flat != padding_idx
+    rows = weight[_wrap(flat.astype(np.int64))]  # (L, D)
+    if mode == "max":
+        return _bag_max(lucid, rows, seg[keep], np.flatnonzero(keep), nbags, weight)
+    m = np.zeros((nbags, len(flat)), dtype=weight.dtype)
+    m[seg[keep], np.flatnonzero(keep)] = 1.0
+    if mode == "mean":
+        counts = m.sum(1, keepdims=True)
+        m = m / np.maximum(counts, 1.0)
+    bag = _wrap(m)
+    if per_sample_weights is not None:
+        psw = _as_tensor(per_sample_weights).reshape(-1)
+        if psw.shape[0] != len(flat):
+            raise ValueError(f"{op}: per_sample_weights must have one entry per index ({len(flat)}), "
+                             f"got shape {tuple(per_sample_weights.shape)}")
+        bag = bag * psw.to(weight.dtype).reshape(1, -1)
+    return bag @ rows
+
+
+def _bag_max(lucid, rows, seg, pos, nbags, weight):
+    """Per-bag maxima: each bag's rows gathered into a block padded with -inf; empty bags 0."""
+    from ..._core.tensor import _wrap
+
+    counts = np.bincount(seg, minlength=nbags)
+    width = max(int(counts.max()) if counts.size else 0, 1)
+    slot = np.arange(len(seg)) - np.repeat(np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    gather = np.full((nbags, width), len(pos), np.int64)  # the extra -inf row
+    gather[seg, slot] = np.arange(len(pos))
+    ninf = lucid.full((1, weight.shape[1]), float("-inf"), dtype=weight.dtype)
+    table = lucid.cat([rows[_wrap(pos.astype(np.int64))], ninf], 0)
+    out = table[_wrap(gather)].amax(1)
+    return lucid.where(_wrap((counts > 0)[:, None]), out, 0.0)
