@@ -25,6 +25,9 @@ from ..ops.linalg import matmul  # noqa: F401  (lucid.linalg.matmul, like torch)
 from ._solvers import (LDLFactorExResult, LDLFactorResult, LUFactorExResult, LUFactorResult,  # noqa: F401
                        LUResult, ldl_factor, ldl_factor_ex, ldl_solve, lu, lu_factor, lu_factor_ex, lu_solve,
                        matrix_exp, solve_triangular)
+from ._more import (CholeskyExResult, EigResult, InvExResult, LstsqResult, SolveExResult,  # noqa: F401
+                    cholesky_ex, cond, cross, diagonal, eig, eigvals, householder_product, inv_ex, lstsq,
+                    matrix_rank, multi_dot, solve_ex, tensorinv, tensorsolve, vander, vecdot)
 
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
 QRResult = collections.namedtuple("QRResult", ["Q", "R"])
@@ -413,18 +416,20 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
 
 @tensor_method("pinverse")
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
-    """Moore-Penrose pseudo-inverse via the SVD; singular values below the cut-off are dropped.
+    """Moore-Penrose pseudo-inverse; singular values below ``max(atol, rtol * S.max())`` are dropped.
 
-    The cut-off is ``max(atol, rtol * S.max())`` with ``rtol = eps * max(m, n)`` by default.
+    ``rtol`` defaults to ``eps * max(m, n)`` (0 when only ``atol > 0`` is given), as PyTorch.
+    With ``hermitian=True`` the eigendecomposition of the (lower triangle of the) symmetric
+    input is used. The derivative (NOTE [pinv rules]) is finite at repeated singular values.
 
     Parameters
     ----------
     A : Tensor
         (..., m, n).
     atol, rtol : float, optional
-        Singular values below ``max(atol, rtol * S.max())`` are dropped.
+        Absolute and relative cut-offs.
     hermitian : bool
-        Ignored.
+        ``A`` is symmetric (Hermitian): use ``eigh``.
 
     Examples
     --------
@@ -432,17 +437,13 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
     >>> lucid.linalg.pinv(lucid.tensor([[2.0, 0.0], [0.0, 0.0]])).tolist()
     [[0.5, 0.0], [0.0, 0.0]]
     """
-    from ..ops.elementwise import clamp, where
+    from ..ops import linalg_eig as _e
 
-    A = _matrix(A, "pinv")
-    U, S, Vh = svd(A)
+    A = _matrix(A, "pinv", square=bool(hermitian))
     atol = 0.0 if atol is None else float(atol)
     if rtol is None:
-        rtol = np.finfo(A.dtype).eps * max(A.shape[-2:]) if atol == 0 else 0.0
-    cut = clamp(S.amax(-1, keepdim=True).detach() * rtol, atol, None) if S.shape[-1] else S
-    keep = S > cut
-    sinv = where(keep, 1.0 / where(keep, S, 1.0), 0.0)
-    return (Vh.mT * sinv.unsqueeze(-2)) @ U.mT
+        rtol = float(np.finfo(A.dtype).eps * max(A.shape[-2:])) if atol <= 0 else 0.0
+    return bind(_e.pinv_p, (A,), {"atol": atol, "rtol": float(rtol), "hermitian": bool(hermitian)})
 
 
 @tensor_method("matrix_power")
@@ -484,4 +485,6 @@ def matrix_power(A, n):
 
 __all__ = ["inv", "det", "slogdet", "solve", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals",
            "norm", "vector_norm", "matrix_norm", "pinv", "matrix_power", "matmul", "solve_triangular", "lu",
-           "lu_factor", "lu_factor_ex", "lu_solve", "matrix_exp", "ldl_factor", "ldl_factor_ex", "ldl_solve"]
+           "lu_factor", "lu_factor_ex", "lu_solve", "matrix_exp", "ldl_factor", "ldl_factor_ex", "ldl_solve",
+           "eig", "eigvals", "matrix_rank", "cond", "lstsq", "cholesky_ex", "inv_ex", "solve_ex", "cross",
+           "multi_dot", "vecdot", "vander", "householder_product", "tensorinv", "tensorsolve", "diagonal"]

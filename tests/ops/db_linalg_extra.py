@@ -114,3 +114,124 @@ OPS = [
            lambda rng: [Sample((_ldl_input(rng, 3, 3), floats(rng, 3, 2))),
                         Sample((_ldl_input(rng, 2, 3, 3), floats(rng, 3, 1)), name="broadcast B")], grad=False),
 ]
+
+
+# --------------------------------------------------------------- eig, pinv and composites
+
+def _eig_real_parts(a):
+    """Phase-free real functions of eig: Re/Im of the eigenvalues and |V|^2."""
+    w, v = L.eig(a)
+    return w.real, w.imag, (v * v.conj()).real
+
+
+def _np_eig_real_parts(a):
+    w, v = np.linalg.eig(a)
+    return w.real, w.imag, np.abs(v) ** 2
+
+
+def distinct_eig(rng, *shape, pair=False):
+    """A non-symmetric matrix with well separated eigenvalues (a complex pair if ``pair``)."""
+    *batch, n, _ = shape
+    vals = np.diag([1.0, 2.5, 4.0][:n]).astype(np.float64)
+    if pair:
+        vals[:2, :2] = [[1.0, -1.5], [1.5, 1.0]]
+    s = rng.standard_normal(tuple(batch) + (n, n)) * 0.3 + np.eye(n)
+    return s @ vals @ np.linalg.inv(s)
+
+
+def _eigvals_real(a):
+    w = L.eigvals(a)
+    return w.real, w.imag
+
+
+def _np_eigvals_real(a):
+    w = np.linalg.eigvals(a)
+    return w.real, w.imag
+
+
+def _np_lstsq(a, b, **k):
+    return np.linalg.pinv(a) @ b
+
+
+def _np_cross(a, b, dim=-1):
+    return np.cross(a, b, axis=dim)
+
+
+def _np_householder(a, tau):
+    def one(a, tau):
+        m, n = a.shape
+        q = np.eye(m)
+        for i in range(len(tau)):
+            v = np.where(np.arange(m) > i, a[:, i], 0.0) + (np.arange(m) == i)
+            q = q @ (np.eye(m) - tau[i] * np.outer(v, v))
+        return q[:, :n]
+
+    if a.ndim == 2:
+        return one(a, tau)
+    return np.stack([one(x, t) for x, t in zip(a, tau)])
+
+
+def _np_vander(x, N=None):
+    N = x.shape[-1] if N is None else N
+    return x[..., None] ** np.arange(N)
+
+
+def _np_tensorinv(a, ind=2):
+    return np.linalg.tensorinv(a, ind)
+
+
+def _sym_pinv(a):
+    return L.pinv(a + a.mT, hermitian=True)
+
+
+OPS += [
+    OpInfo("linalg.eig", _eig_real_parts, _np_eig_real_parts,
+           lambda rng: [Sample((distinct_eig(rng, 3, 3),)), Sample((distinct_eig(rng, 3, 3, pair=True),), name="pair"),
+                        Sample((distinct_eig(rng, 2, 2, 2),))], atol=1e-8),
+    OpInfo("linalg.eigvals", _eigvals_real, _np_eigvals_real,
+           lambda rng: [Sample((distinct_eig(rng, 3, 3, pair=True),)), Sample((distinct_eig(rng, 2, 3, 3),))], atol=1e-8),
+    OpInfo("linalg.pinv_hermitian", _sym_pinv, lambda a: np.linalg.pinv(a + np.swapaxes(a, -1, -2), hermitian=True),
+           lambda rng: [Sample((wellcond(rng, 3, 3),)), Sample((wellcond(rng, 2, 2, 2),))], atol=1e-8),
+    OpInfo("linalg.pinv_rank_deficient", L.pinv, np.linalg.pinv,
+           lambda rng: [Sample((svd_input(rng, 3, 3, vals=(2.0, 1.0, 0.0)),)),
+                        Sample((svd_input(rng, 3, 2, vals=(1.5, 0.0)),))], atol=1e-8,
+           grad=False),  # pinv jumps off the rank-deficient set: finite differences mean nothing there
+    OpInfo("linalg.lstsq", lambda a, b, **k: L.lstsq(a, b, **k).solution, _np_lstsq,
+           lambda rng: [Sample((svd_input(rng, 4, 2), floats(rng, 4, 2)), name="tall"),
+                        Sample((svd_input(rng, 2, 4), floats(rng, 2, 1)), name="wide"),
+                        Sample((svd_input(rng, 2, 4, 3), floats(rng, 2, 4, 1)), {"driver": "gelsd"})], atol=1e-8,
+           vmap=False),
+    OpInfo("linalg.lstsq_rank_deficient", lambda a, b: L.lstsq(a, b).solution, _np_lstsq,
+           lambda rng: [Sample((svd_input(rng, 3, 3, vals=(2.0, 1.0, 0.0)), floats(rng, 3, 2)))], atol=1e-8,
+           grad=False, vmap=False),
+    OpInfo("linalg.cond", lambda a, **k: L.cond(a, **k), lambda a, p=None: np.linalg.cond(a, p),
+           lambda rng: [Sample((wellcond(rng, 3, 3),)), Sample((svd_input(rng, 3, 2),), {"p": -2}),
+                        Sample((wellcond(rng, 3, 3),), {"p": "fro"}), Sample((wellcond(rng, 2, 3, 3),), {"p": 1})]),
+    OpInfo("linalg.matrix_rank", L.matrix_rank, np.linalg.matrix_rank,
+           lambda rng: [Sample((svd_input(rng, 3, 3, vals=(2.0, 1.0, 0.0)),)), Sample((floats(rng, 2, 3, 2),))],
+           grad=False),
+    OpInfo("linalg.cross", lambda a, b, **k: L.cross(a, b, **k), _np_cross,
+           lambda rng: [Sample((floats(rng, 3), floats(rng, 3))), Sample((floats(rng, 2, 3), floats(rng, 1, 3))),
+                        Sample((floats(rng, 3, 2), floats(rng, 3, 2)), {"dim": 0})]),
+    OpInfo("linalg.multi_dot", lambda *ts: L.multi_dot(list(ts)), lambda *ts: np.linalg.multi_dot(list(ts)),
+           lambda rng: [Sample((floats(rng, 3), floats(rng, 3, 4), floats(rng, 4, 2), floats(rng, 2))),
+                        Sample((floats(rng, 2, 3), floats(rng, 3, 2)))], vmap=False),
+    OpInfo("linalg.vecdot", lambda a, b, **k: L.vecdot(a, b, **k), lambda a, b, dim=-1: np.sum(a * b, axis=dim),
+           lambda rng: [Sample((floats(rng, 2, 3), floats(rng, 3))), Sample((floats(rng, 2, 3), floats(rng, 2, 3)), {"dim": 0})]),
+    OpInfo("linalg.vander", lambda x, **k: L.vander(x, **k), _np_vander,
+           lambda rng: [Sample((floats(rng, 3),)), Sample((floats(rng, 2, 3),), {"N": 4})]),
+    OpInfo("linalg.householder_product", L.householder_product, _np_householder,
+           lambda rng: [Sample((floats(rng, 3, 2), floats(rng, 2))), Sample((floats(rng, 2, 3, 3), floats(rng, 2, 2)))]),
+    OpInfo("linalg.tensorinv", lambda a, **k: L.tensorinv(a, **k), _np_tensorinv,
+           lambda rng: [Sample((wellcond(rng, 4, 4).reshape(4, 2, 2),), {"ind": 1})], vmap=False),
+    OpInfo("linalg.tensorsolve", lambda a, b: L.tensorsolve(a, b), np.linalg.tensorsolve,
+           lambda rng: [Sample((wellcond(rng, 6, 6).reshape(6, 2, 3), floats(rng, 6)))], vmap=False),
+    OpInfo("linalg.diagonal", lambda a, **k: L.diagonal(a, **k),
+           lambda a, offset=0: np.diagonal(a, offset, -2, -1),
+           lambda rng: [Sample((floats(rng, 2, 3, 3),)), Sample((floats(rng, 3, 4),), {"offset": 1})]),
+    OpInfo("linalg.inv_ex", lambda a: L.inv_ex(a).inverse, np.linalg.inv, lambda rng: [Sample((wellcond(rng, 3, 3),))]),
+    OpInfo("linalg.solve_ex", lambda a, b: L.solve_ex(a, b).result, np.linalg.solve,
+           lambda rng: [Sample((wellcond(rng, 3, 3), floats(rng, 3, 2)))]),
+    OpInfo("linalg.cholesky_ex", lambda a: L.cholesky_ex(a @ a.mT + 3 * lucid.eye(3, dtype=a.dtype)).L,
+           lambda a: np.linalg.cholesky(a @ a.T + 3 * np.eye(3)), lambda rng: [Sample((floats(rng, 3, 3),))]),
+]

@@ -92,3 +92,94 @@ def test_matrix_exp_and_solve_triangular_gradients_match_torch():
         g = lucid.autograd.grad((L.solve_triangular(x, y, upper=upper, left=left, unitriangular=unit) ** 2).sum(), (x, y))
         for u, v in zip(g, gt):
             np.testing.assert_allclose(u.numpy(), v.numpy(), rtol=1e-10, atol=1e-13)
+
+
+# ------------------------------------------------------------------- eig, pinv, lstsq ...
+
+def _eig_loss(mod, a, w_re, w_v):
+    w, v = mod.linalg.eig(a)
+    return (w.real * w_re).sum() + (w.imag ** 2).sum() + ((v * v.conj()).real * w_v).sum()
+
+
+@pytest.mark.parametrize("pair", [False, True])
+def test_eig_gradients_match_torch(pair):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    vals = np.diag([1.0, 2.5, 4.0])
+    if pair:
+        vals[:2, :2] = [[1.0, -1.5], [1.5, 1.0]]
+    s = rng.standard_normal((3, 3)) * 0.3 + np.eye(3)
+    a = s @ vals @ np.linalg.inv(s)
+    w_re, w_v = rng.standard_normal(3), rng.standard_normal((3, 3))
+    at = torch.tensor(a, requires_grad=True)
+    (gt,) = torch.autograd.grad(_eig_loss(torch, at, torch.tensor(w_re), torch.tensor(w_v)), at)
+    x = _t(a, True)
+    g = lucid.autograd.grad(_eig_loss(lucid, x, _t(w_re), _t(w_v)), x)
+    assert g.dtype == lucid.float64  # a real input gets a real gradient
+    np.testing.assert_allclose(g.numpy(), gt.numpy(), rtol=1e-9, atol=1e-11)
+    w, v = L.eig(x.detach())
+    np.testing.assert_allclose((x.detach().to(lucid.complex128) @ v).numpy(), (v * w.unsqueeze(-2)).numpy(), atol=1e-12)
+
+
+def test_eig_complex_input_and_dtypes():
+    a = lucid.tensor(np.array([[1 + 1j, 2], [0, 3 - 1j]]))
+    w, v = L.eig(a)
+    assert w.dtype == lucid.complex128 and sorted(w.tolist(), key=lambda z: z.real) == [1 + 1j, 3 - 1j]
+    assert L.eig(lucid.eye(2)).eigenvalues.dtype == lucid.complex64
+
+
+def test_pinv_gradient_finite_at_repeated_singular_values_and_matches_torch():
+    torch = pytest.importorskip("torch")
+    for a in (np.eye(3), np.random.default_rng(9).standard_normal((4, 2)), np.diag([2.0, 2.0, 1.0])):
+        w = np.random.default_rng(10).standard_normal(a.shape[::-1])
+        at = torch.tensor(a, requires_grad=True)
+        (gt,) = torch.autograd.grad((torch.linalg.pinv(at) * torch.tensor(w)).sum(), at)
+        x = _t(a, True)
+        g = lucid.autograd.grad((L.pinv(x) * _t(w)).sum(), x)
+        np.testing.assert_allclose(g.numpy(), gt.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_lstsq_outputs_follow_the_driver():
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
+    res = L.lstsq(_t(a), _t(b))
+    x, r, rank, _ = np.linalg.lstsq(a, b, rcond=None)
+    np.testing.assert_allclose(res.solution.numpy(), x, atol=1e-12)
+    np.testing.assert_allclose(res.residuals.numpy(), r, rtol=1e-10)
+    assert res.rank.item() == 3 and res.singular_values.shape == (0,)
+    sv = L.lstsq(_t(a), _t(b), driver="gelsd").singular_values
+    np.testing.assert_allclose(sv.numpy(), np.linalg.svd(a, compute_uv=False), rtol=1e-12)
+    deficient = np.outer([1.0, 2, 3], [1.0, 1]) * 1.0
+    res = L.lstsq(_t(deficient), _t(b[:3]))
+    assert res.rank.item() == 1 and res.residuals.shape == (0,)
+    np.testing.assert_allclose(res.solution.numpy(), np.linalg.pinv(deficient) @ b[:3], atol=1e-12)
+    with pytest.raises(RuntimeError, match="linalg.lstsq: driver"):
+        L.lstsq(_t(a), _t(b), driver="magic")
+
+
+def test_small_helpers_against_closed_forms():
+    assert L.matrix_rank(_t(np.outer([1.0, 2], [3.0, 4]))).item() == 1
+    assert L.matrix_rank(_t(np.eye(3)), hermitian=True).item() == 3
+    assert L.matrix_rank(_t(np.diag([1.0, 1e-3])), atol=1e-2).item() == 1
+    assert L.cond(_t(np.diag([4.0, 0.5]))).item() == pytest.approx(8.0)
+    assert L.cond(_t(np.diag([4.0, 0.5])), -2).item() == pytest.approx(1 / 8)
+    e = np.eye(3)
+    assert L.cross(_t(e[1]), _t(e[2])).tolist() == [1.0, 0.0, 0.0]
+    with pytest.raises(RuntimeError, match="must have length 3"):
+        L.cross(_t(np.ones(2)), _t(np.ones(2)))
+    assert L.vander(_t([2.0, 0.0]), N=3).tolist() == [[1.0, 2.0, 4.0], [1.0, 0.0, 0.0]]
+    # multi_dot picks the cheap order: (10x1)(1x10)(10x1) as (10x1)((1x10)(10x1))
+    from lucid.linalg._more import _chain_order
+    assert _chain_order([10, 1, 10, 1])[0][2] == 0
+    x = _t(np.zeros(2), True)
+    assert lucid.autograd.grad(L.vander(x, N=3).sum(), x).tolist() == [1.0, 1.0]  # d/dx (1 + x + x^2) at 0
+    a = np.random.default_rng(12).standard_normal((4, 3))
+    import scipy.linalg as sl
+
+    (qr_raw, tau), _ = sl.lapack.dgeqrf(a)[:2], None
+    q = L.householder_product(_t(qr_raw), _t(tau))
+    np.testing.assert_allclose(np.abs(q.numpy()), np.abs(np.linalg.qr(a)[0]), atol=1e-12)
+    assert L.inv_ex(_t([[1.0, 2.0], [2.0, 4.0]])).info.item() == 2
+    with pytest.raises(RuntimeError):
+        L.inv_ex(_t([[1.0, 2.0], [2.0, 4.0]]), check_errors=True)
+    assert L.cholesky_ex(_t(np.eye(2))).info.item() == 0
