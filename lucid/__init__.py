@@ -46,7 +46,8 @@ newaxis = None
 
 # The training stack (nn, optim, utils, distributions, save/load) loads on first use, so `import lucid`
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
-_LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends"}
+_LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
+                 "profiler"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization"}
 
 

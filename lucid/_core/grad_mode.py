@@ -13,6 +13,10 @@ import threading
 # the eager path skips the thread-local transform stack when no transform runs anywhere.
 ACTIVE_TRACES = [0]
 
+# Non-zero while lucid.profiler records: the backward engine then leaves its inlined fast
+# path (read once per backward). See NOTE [Profiler costs nothing when off] in lucid/profiler.py.
+PROFILING = [0]
+
 
 class _TraceStack(list):
     """The per-thread transform stack; keeps ACTIVE_TRACES in step with every push/pop."""

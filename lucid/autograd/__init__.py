@@ -20,3 +20,11 @@ __all__ = [
     "is_anomaly_enabled", "forward_ad", "functional", "checkpoint", "queue_callback",
     "graph", "jacobian", "hessian", "vjp", "jvp", "Variable", "RemovableHandle",
 ]
+
+
+def __getattr__(name):
+    if name == "profiler":  # lucid.autograd.profiler: the same objects as lucid.profiler
+        import importlib
+
+        return importlib.import_module(".profiler", __name__)
+    raise AttributeError(f"module 'lucid.autograd' has no attribute {name!r}")

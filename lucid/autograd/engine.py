@@ -18,7 +18,7 @@ from heapq import heappop, heappush
 import numpy as np
 
 from .._core import primitive
-from .._core.grad_mode import STATE, enable_grad, no_grad
+from .._core.grad_mode import PROFILING, STATE, enable_grad, no_grad
 from .._core.primitive import AN, TN, Meta
 from .._core.tensor import _POST_HOOKS, Tensor, _wrap
 
@@ -463,7 +463,7 @@ def _run_graph(roots, root_grads, *, retain_graph, tensor_mode, capture=None, re
     pop, push, get_buf = heappop, heappush, buffers.get
     # The plain eager backward (arrays, no capture, no anomaly) takes an inlined copy of
     # Node.apply for single-output primitive nodes: it is the hot path of training loops.
-    fast = not (capturing or tensor_mode or anomaly)
+    fast = not (capturing or tensor_mode or anomaly or PROFILING[0])
     while heap:
         node = pop(heap)[1]
         grads = buffers.pop(node)
