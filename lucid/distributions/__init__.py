@@ -24,23 +24,30 @@ True
 from . import constraints, transforms
 from .counts import Binomial, Geometric, Multinomial, Poisson
 from .categorical import Bernoulli, Categorical, OneHotCategorical, OneHotCategoricalStraightThrough
+from .constraint_registry import biject_to, transform_to
 from .distribution import Distribution
 from .gamma import (Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, InverseGamma, Kumaraswamy, NegativeBinomial,
                     StudentT)
 from .kl import kl_divergence, register_kl
+from .matrix import LKJCholesky, Wishart
 from .mixture import MixtureSameFamily
 from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal
 from .normal import Cauchy, Exponential, Laplace, Normal, Uniform
-from .transformed_distribution import (Gumbel, HalfCauchy, HalfNormal, Independent, LogNormal, Pareto,
-                                       TransformedDistribution, Weibull)
+from .relaxed import (ContinuousBernoulli, ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli,
+                      RelaxedOneHotCategorical)
+from .transformed_distribution import (Gumbel, HalfCauchy, HalfNormal, Independent, LogisticNormal, LogNormal,
+                                       Pareto, TransformedDistribution, Weibull)
+from .von_mises import VonMises
 from .transforms import *  # noqa: F401,F403
 
 __all__ = [
-    "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "Dirichlet", "Distribution",
-    "Exponential", "FisherSnedecor", "Gamma", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal",
-    "Independent", "InverseGamma", "Kumaraswamy", "Laplace", "LogNormal", "LowRankMultivariateNormal",
-    "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal",
-    "OneHotCategorical", "Poisson", "StudentT",
+    "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet",
+    "Distribution", "ExpRelaxedCategorical", "Exponential", "FisherSnedecor", "Gamma", "Geometric", "Gumbel",
+    "HalfCauchy", "HalfNormal", "Independent", "InverseGamma", "Kumaraswamy", "LKJCholesky", "Laplace",
+    "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli", "LowRankMultivariateNormal", "MixtureSameFamily",
+    "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical", "Poisson",
+    "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "VonMises", "Wishart", "biject_to",
+    "transform_to",
     "OneHotCategoricalStraightThrough", "Pareto", "TransformedDistribution", "Uniform", "Weibull",
     "constraints", "kl_divergence", "register_kl", "transforms",
 ] + transforms.__all__

@@ -11,6 +11,7 @@ import lucid
 from .categorical import Bernoulli, Categorical, OneHotCategorical
 from .counts import Binomial, Geometric, Poisson
 from .gamma import Beta, Dirichlet, Gamma
+from .relaxed import ContinuousBernoulli
 from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal, _batch_mahalanobis, _solve_tril
 from .distribution import Distribution
 from .normal import Cauchy, Exponential, Laplace, Normal, Uniform
@@ -304,6 +305,14 @@ def _kl_dirichlet_dirichlet(p, q):
     t3 = p.concentration - q.concentration
     t4 = digamma(p.concentration) - digamma(sum_p).unsqueeze(-1)
     return t1 - t2 + (t3 * t4).sum(-1)
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_continuous_bernoulli_continuous_bernoulli(p, q):
+    t1 = p.mean * (p.logits - q.logits)
+    t2 = p._cont_bern_log_norm() + lucid.log1p(-p.probs)
+    t3 = -q._cont_bern_log_norm() - lucid.log1p(-q.probs)
+    return t1 + t2 + t3
 
 
 @register_kl(Gumbel, Gumbel)

@@ -16,7 +16,7 @@ from .transforms import (AbsTransform, AffineTransform, ComposeTransform, ExpTra
 from .utils import broadcast_all, euler_constant, finfo, special, sum_rightmost
 
 __all__ = ["TransformedDistribution", "Independent", "LogNormal", "HalfNormal", "HalfCauchy",
-           "Gumbel", "Pareto", "Weibull"]
+           "Gumbel", "Pareto", "Weibull", "LogisticNormal"]
 
 
 class Independent(Distribution):
@@ -534,3 +534,40 @@ class Weibull(TransformedDistribution):
     def entropy(self):
         return (euler_constant * (1 - self.concentration_reciprocal)
                 + (self.scale * self.concentration_reciprocal).log() + 1)
+
+
+class LogisticNormal(TransformedDistribution):
+    """Distribution on the simplex: ``StickBreakingTransform`` of a ``Normal(loc, scale)`` vector.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.distributions import LogisticNormal
+    >>> d = LogisticNormal(lucid.zeros(2), lucid.ones(2))
+    >>> d.event_shape, round(d.sample().sum().item(), 5)
+    ((3,), 1.0)
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.simplex
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        from .transforms import StickBreakingTransform
+
+        base_dist = Normal(loc, scale, validate_args=validate_args)
+        if not base_dist.batch_shape:
+            base_dist = base_dist.expand((1,))
+        super().__init__(base_dist, StickBreakingTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(LogisticNormal, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def loc(self):
+        return self.base_dist.base_dist.loc
+
+    @property
+    def scale(self):
+        return self.base_dist.base_dist.scale

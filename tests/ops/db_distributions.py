@@ -49,3 +49,23 @@ def _gamma_samples(rng):
 
 OPS.append(OpInfo("standard_gamma", standard_gamma, lambda a, u: special.gammaincinv(a, u), _gamma_samples,
                   grad_rtol=5e-3, grad_atol=1e-6))
+
+
+# von_mises_sample(concentration, key): a rejection sampler driven by a per-element counter-based
+# generator seeded by the key (NOTE [Von Mises sampler]); no NumPy reference (its distribution is
+# tested in tests/distributions/test_dist_others.py), but the vmap checks prove that a batched
+# call equals a loop, i.e. each draw depends only on its own (concentration, key).
+def _von_mises_samples(rng):
+    return [Sample((positive(rng, 2, 3, low=0.1, high=50.0), _u(rng, 2, 3))),
+            Sample((positive(rng, low=1.0, high=3.0), _u(rng, 4)), name="scalar concentration"),
+            Sample((2.0, _u(rng, 3)), name="python scalar concentration")]
+
+
+def _von_mises(concentration, key):
+    from lucid._core.primitive import bind
+    from lucid.distributions.von_mises import von_mises_sample_p
+
+    return bind(von_mises_sample_p, (concentration, key), {})
+
+
+OPS.append(OpInfo("von_mises_sample", _von_mises, None, _von_mises_samples, grad=False))
