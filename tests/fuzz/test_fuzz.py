@@ -177,7 +177,13 @@ def test_vmap_matches_a_loop(request):
         skip = unbatched % (n_in + 1) if n_in > 1 else n_in  # at most one input unbatched
         in_dims = tuple(None if i == skip else 0 for i in range(n_in))
         stacked = [batch[0][i] if d is None else np.stack([ex[i] for ex in batch]) for i, d in enumerate(in_dims)]
-        got = F.vmap(lambda *xs: prog.run(lucid, *xs), in_dims=in_dims)(*_leaves(stacked, False))
+        try:
+            got = F.vmap(lambda *xs: prog.run(lucid, *xs), in_dims=in_dims)(*_leaves(stacked, False))
+        except RuntimeError as err:
+            # An unbatched intermediate changed in place with a batched value: torch.func.vmap
+            # refuses this too ("output with shape [] doesn't match the broadcast shape [3]").
+            assume("in place" not in str(err) or None not in in_dims)
+            raise
         loop = []
         for ex in batch:
             args = [batch[0][i] if d is None else ex[i] for i, d in enumerate(in_dims)]

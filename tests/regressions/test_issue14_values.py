@@ -142,3 +142,24 @@ def test_bool_clamp_promotes_like_pytorch():
     assert out.dtype == lucid.float32 and out.tolist() == [1.0, 0.5]
     out = lucid.tensor([1, 5]).clamp(2, 3)
     assert out.dtype == lucid.int64 and out.tolist() == [2, 3]
+
+
+# --- found by tests/fuzz ---------------------------------------------------------------------
+
+def test_cat_promotes_over_empty_inputs_and_returns_a_new_tensor():
+    out = lucid.cat([lucid.zeros(0), lucid.zeros(0, dtype=lucid.float64)])
+    assert out.dtype == lucid.float64
+    assert lucid.cat([lucid.zeros(2), lucid.zeros(0, dtype=lucid.float64)]).dtype == lucid.float64
+    a = lucid.tensor([1.0, 2.0])
+    out = lucid.cat([a, lucid.zeros(0)])
+    out.add_(1)
+    assert a.tolist() == [1.0, 2.0] and out.tolist() == [2.0, 3.0]
+    assert tuple(lucid.cat([lucid.ones(2, 2), lucid.zeros(0)]).shape) == (2, 2)
+
+
+def test_cat_of_empty_inputs_gives_each_an_empty_gradient():
+    a = lucid.zeros(0, dtype=lucid.float64, requires_grad=True)
+    b = lucid.zeros(0, dtype=lucid.float64, requires_grad=True)
+    (lucid.cat([a, b]) * 2).sum().backward()
+    assert a.grad is not None and b.grad is not None
+    assert a.grad.shape == (0,) and b.grad.shape == (0,)

@@ -60,8 +60,12 @@ def cat(tensors, dim=0):
     tensors = [_as_tensor(t) for t in tensors]
     if not tensors:
         raise RuntimeError("cat: expected a non-empty list of Tensors")
-    # PyTorch skips legacy empty 1-D tensors in cat.
-    tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
+    # The result dtype promotes over every input, empty ones included (as PyTorch). Legacy
+    # empty 1-D tensors beside tensors of another rank are skipped, as PyTorch does; among
+    # tensors of one rank they stay (and get their empty gradient).
+    dt = dtypes.result_type(*tensors)
+    if len({t.ndim for t in tensors}) > 1:
+        tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
     nd = tensors[0].ndim
     if nd == 0:
         raise RuntimeError("cat: zero-dimensional tensor cannot be concatenated")
@@ -72,10 +76,9 @@ def cat(tensors, dim=0):
                 f"cat: sizes of tensors must match except in dimension {axis}; got shapes "
                 f"{[tuple(x.shape) for x in tensors]}"
             )
-    dt = dtypes.result_type(*tensors)
     tensors = [t if t.dtype == dt else t.to(dt) for t in tensors]
-    if len(tensors) == 1:
-        return tensors[0]
+    # Always a new tensor, even from one input: never the input itself (a later in-place
+    # change of the result must not reach it).
     return bind(concat_p, tuple(tensors), {"axis": axis})
 
 
