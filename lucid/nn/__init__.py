@@ -26,4 +26,5 @@ from .upsampling import *  # noqa: F401,F403
 from .distance import *  # noqa: F401,F403
 from .padding import *  # noqa: F401,F403
 from .shuffle import *  # noqa: F401,F403
+from .lazy import *  # noqa: F401,F403
 from . import functional, init, parallel, utils  # noqa: F401

@@ -467,6 +467,10 @@ class Module:
         """
         if not hasattr(state_dict, "items"):
             raise TypeError(f"load_state_dict: expected a dict-like state_dict, got {type(state_dict).__name__}")
+        for name, m in self.named_modules():  # lazy layers take their shapes from the values
+            fill = getattr(m, "_materialize_from_state_dict", None)
+            if fill is not None:
+                fill(state_dict, name + "." if name else "")
         slots = self._state_slots()
         missing = [k for k in slots if k not in state_dict]
         unexpected = [k for k in state_dict if k not in slots]
