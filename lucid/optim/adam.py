@@ -10,6 +10,16 @@ def _check(name, lr, betas, eps, weight_decay):
     check_options(name, lr=lr, eps=eps, weight_decay=weight_decay, betas=betas)
 
 
+def _weight_decay(p, g, group):
+    """L2 penalty on the gradient, or (``decoupled_weight_decay``) a shrink of the parameter."""
+    wd = group["weight_decay"]
+    if not wd:
+        return p, g
+    if group.get("decoupled_weight_decay", False):
+        return p * (1 - group["lr"] * wd), g
+    return p, g + wd * p
+
+
 def _moments(state, p, g, b1, b2):
     """Update and return (step, exp_avg, exp_avg_sq)."""
     if "step" not in state:
@@ -36,7 +46,10 @@ class Adam(Optimizer):
     eps : float
         Added to the denominator for stability.
     weight_decay : float
-        L2 penalty (decoupled in AdamW).
+        L2 penalty (decoupled in AdamW, and with ``decoupled_weight_decay``).
+    decoupled_weight_decay : bool
+        Adam, NAdam, RAdam: shrink the parameter by ``1 - lr * weight_decay`` instead of
+        adding the penalty to the gradient (AdamW's rule).
     maximize : bool
         Maximise the objective instead.
     foreach, capturable, fused : bool, optional
@@ -57,24 +70,18 @@ class Adam(Optimizer):
     [0.9, -0.9]
     """
 
-    _decoupled = False
-
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
-                 differentiable=False, fused=None):
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
         _check(type(self).__name__, lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad,
-                                      maximize=maximize, foreach=foreach, capturable=capturable,
-                                      differentiable=differentiable))
+                                      amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable, fused=fused,
+                                      decoupled_weight_decay=decoupled_weight_decay))
 
     def _update(self, p, g, state, group):
-        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        if wd:
-            if self._decoupled:
-                p = p * (1 - lr * wd)
-            else:
-                g = g + wd * p
+        lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
+        p, g = _weight_decay(p, g, group)
         t, m, v = _moments(state, p, g, b1, b2)
         if group["amsgrad"]:
             vmax = state.get("max_exp_avg_sq")
@@ -97,7 +104,10 @@ class AdamW(Adam):
     eps : float
         Added to the denominator for stability.
     weight_decay : float
-        L2 penalty (decoupled in AdamW).
+        L2 penalty (decoupled in AdamW, and with ``decoupled_weight_decay``).
+    decoupled_weight_decay : bool
+        Adam, NAdam, RAdam: shrink the parameter by ``1 - lr * weight_decay`` instead of
+        adding the penalty to the gradient (AdamW's rule).
     maximize : bool
         Maximise the objective instead.
     foreach, capturable, fused : bool, optional
@@ -118,11 +128,12 @@ class AdamW(Adam):
     [0.9, -0.9]
     """
 
-    _decoupled = True
-
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False, **kw):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, **kw)
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, foreach=foreach,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
 
 
 class Adamax(Optimizer):
@@ -139,7 +150,10 @@ class Adamax(Optimizer):
     eps : float
         Added to the denominator for stability.
     weight_decay : float
-        L2 penalty (decoupled in AdamW).
+        L2 penalty (decoupled in AdamW, and with ``decoupled_weight_decay``).
+    decoupled_weight_decay : bool
+        Adam, NAdam, RAdam: shrink the parameter by ``1 - lr * weight_decay`` instead of
+        adding the penalty to the gradient (AdamW's rule).
     maximize : bool
         Maximise the objective instead.
     foreach, capturable, fused : bool, optional
@@ -159,7 +173,7 @@ class Adamax(Optimizer):
     """
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *,
-                 maximize=False, foreach=None, capturable=False, differentiable=False, **kw):
+                 foreach=None, maximize=False, differentiable=False, capturable=False):
         _check("Adamax", lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       maximize=maximize, foreach=foreach, capturable=capturable,
@@ -191,7 +205,10 @@ class NAdam(Optimizer):
     eps : float
         Added to the denominator for stability.
     weight_decay : float
-        L2 penalty (decoupled in AdamW).
+        L2 penalty (decoupled in AdamW, and with ``decoupled_weight_decay``).
+    decoupled_weight_decay : bool
+        Adam, NAdam, RAdam: shrink the parameter by ``1 - lr * weight_decay`` instead of
+        adding the penalty to the gradient (AdamW's rule).
     maximize : bool
         Maximise the objective instead.
     foreach, capturable, fused : bool, optional
@@ -213,19 +230,19 @@ class NAdam(Optimizer):
     """
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 momentum_decay=4e-3, *,
-                 maximize=False, foreach=None, capturable=False, differentiable=False, **kw):
+                 momentum_decay=4e-3, decoupled_weight_decay=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False):
         _check("NAdam", lr, betas, eps, weight_decay)
+        check_options("NAdam", momentum_decay=momentum_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      momentum_decay=momentum_decay,
+                                      momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
                                       maximize=maximize, foreach=foreach, capturable=capturable,
                                       differentiable=differentiable))
 
     def _update(self, p, g, state, group):
-        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
         psi = group["momentum_decay"]
-        if wd:
-            g = g + wd * p
+        p, g = _weight_decay(p, g, group)
         state.setdefault("mu_product", 1.0)
         t, m, v = _moments(state, p, g, b1, b2)
         mu = b1 * (1 - 0.5 * 0.96 ** (t * psi))
@@ -251,7 +268,10 @@ class RAdam(Optimizer):
     eps : float
         Added to the denominator for stability.
     weight_decay : float
-        L2 penalty (decoupled in AdamW).
+        L2 penalty (decoupled in AdamW, and with ``decoupled_weight_decay``).
+    decoupled_weight_decay : bool
+        Adam, NAdam, RAdam: shrink the parameter by ``1 - lr * weight_decay`` instead of
+        adding the penalty to the gradient (AdamW's rule).
     maximize : bool
         Maximise the objective instead.
     foreach, capturable, fused : bool, optional
@@ -270,17 +290,18 @@ class RAdam(Optimizer):
     [0.8, -0.8]
     """
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *,
-                 maximize=False, foreach=None, capturable=False, differentiable=False, **kw):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False):
         _check("RAdam", lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay,
                                       maximize=maximize, foreach=foreach, capturable=capturable,
                                       differentiable=differentiable))
 
     def _update(self, p, g, state, group):
-        lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        if wd:
-            g = g + wd * p
+        lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
+        p, g = _weight_decay(p, g, group)
         t, m, v = _moments(state, p, g, b1, b2)
         bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
         m_hat = m / bc1

@@ -35,8 +35,7 @@ class RMSprop(Optimizer):
     """
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
-                 centered=False, *,
-                 maximize=False, foreach=None, capturable=False, differentiable=False, **kw):
+                 centered=False, *, capturable=False, foreach=None, maximize=False, differentiable=False):
         check_options("RMSprop", lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
                                       momentum=momentum, centered=centered,
@@ -95,8 +94,7 @@ class Adagrad(Optimizer):
     """
 
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
-                 eps=1e-10, *,
-                 maximize=False, foreach=None, capturable=False, differentiable=False, **kw):
+                 eps=1e-10, *, foreach=None, maximize=False, differentiable=False, fused=None, capturable=False):
         check_options("Adagrad", lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                       initial_accumulator_value=initial_accumulator_value, eps=eps)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
@@ -141,8 +139,8 @@ class Adadelta(Optimizer):
     True
     """
 
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *,
-                 maximize=False, foreach=None, capturable=False, differentiable=False, **kw):
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, foreach=None, capturable=False,
+                 maximize=False, differentiable=False):
         check_options("Adadelta", lr=lr, eps=eps, weight_decay=weight_decay)
         if not 0 <= rho <= 1:
             raise ValueError(f"Adadelta: invalid rho {rho!r} (expected a number in [0, 1])")

@@ -60,7 +60,7 @@ def _ops(x):
 
 
 # Flags every optimizer accepts; a saved group that lacks them (an older checkpoint) is fine.
-_FLAG_KEYS = frozenset({"foreach", "maximize", "capturable", "differentiable", "fused"})
+_FLAG_KEYS = frozenset({"foreach", "maximize", "capturable", "differentiable", "fused", "decoupled_weight_decay"})
 
 
 class _Required:

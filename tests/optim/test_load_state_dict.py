@@ -81,3 +81,19 @@ def test_scheduler_keys_are_accepted_and_a_valid_round_trip_resumes():
     opt2.load_state_dict(sd)
     assert opt2.param_groups[0]["initial_lr"] == 0.1 and opt2.param_groups[0]["lr"] == 0.1
     np.testing.assert_array_equal(opt2.state[p2]["exp_avg"], opt.state[p]["exp_avg"])
+
+
+def test_a_checkpoint_without_newer_flags_still_loads():
+    _, opt = _trained(optim.Adam, lr=0.1)
+    sd = opt.state_dict()
+    for g in sd["param_groups"]:
+        for k in ("decoupled_weight_decay", "differentiable", "foreach", "capturable", "fused"):
+            g.pop(k)
+    opt.load_state_dict(sd)  # an older checkpoint: the current flags are kept
+    assert opt.param_groups[0]["decoupled_weight_decay"] is False
+
+
+@pytest.mark.parametrize("name", [n for n in optim.__all__ if n not in ("Optimizer", "lr_scheduler", "swa_utils")])
+def test_unknown_keyword_arguments_raise(name):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        getattr(optim, name)([lucid.zeros(1, requires_grad=True)], bogus=1)

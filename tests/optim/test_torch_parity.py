@@ -18,6 +18,9 @@ OPTIMIZERS = [
     ("Adamax", dict(lr=0.01, weight_decay=0.1)),
     ("NAdam", dict(lr=0.01, weight_decay=0.1)),
     ("RAdam", dict(lr=0.01, weight_decay=0.1)),
+    ("Adam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("RAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
 ]
 
 
