@@ -220,7 +220,8 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     """
     if dtype is None:
         dtype = (dtypes.bool_ if isinstance(fill_value, bool) else dtypes.int64
-                 if isinstance(fill_value, int) else dtypes.get_default_dtype())
+                 if isinstance(fill_value, int) else dtypes.default_complex()
+                 if isinstance(fill_value, complex) else dtypes.get_default_dtype())
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     if not isinstance(fill_value, (bool, int, float, complex, np.number, np.bool_)):

@@ -356,10 +356,20 @@ def _rebase_base(base, x, res):
     """The base of a changed view gets the history ``setitem(base_old, where x is, x_new)``."""
     from .shape import reshape
 
-    pos = _wrap(_view_positions(base._data, x._data))
-    flat = reshape(_snapshot(base, copy=False), -1)
-    new = bind(setitem_p, (flat, reshape(res, -1), pos), {"key": (IDX,)})
-    _rebase(base, reshape(new, tuple(base.shape)))
+    old = _snapshot(base, copy=False)
+    real_view = base.dtype.kind == "c" and x.dtype.kind != "c"
+    if real_view:  # x is (part of) .real / .imag: locate it among the (re, im) pairs of the base
+        from .complex import view_as_real
+
+        old = view_as_real(old)
+    pos = _wrap(_view_positions(old._data, x._data))
+    new = bind(setitem_p, (reshape(old, -1), reshape(res, -1), pos), {"key": (IDX,)})
+    new = reshape(new, tuple(old.shape))
+    if real_view:
+        from .complex import view_as_complex
+
+        new = view_as_complex(new)
+    _rebase(base, new)
 
 
 def _inplace_traced(name, x, args, fn, trace):

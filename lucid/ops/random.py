@@ -230,11 +230,25 @@ def _draw(op, shape, sample, generator=None):
     return out
 
 
-def _float_dtype(dtype, op):
+def _float_dtype(dtype, op, complex_ok=False):
     dt = dtype_arg(dtype, op) if dtype is not None else dtypes.get_default_dtype()
-    if dt.kind != "f":
+    if dt.kind != "f" and not (complex_ok and dt.kind == "c"):
         raise RuntimeError(f"{op}: expected a floating point dtype, got {dt}")
     return dt
+
+
+def _complex_sampler(make, dt, scale):
+    """For a complex ``dt``: real and imaginary parts drawn independently by ``make``'s sampler
+    in the matching real dtype, times ``scale`` (PyTorch: randn's parts have variance 1/2)."""
+    if dt.kind != "c":
+        return make(dt)
+    part = make(np.dtype(np.float32) if dt == np.complex64 else np.dtype(np.float64))
+
+    def sample(rng, shape):
+        re = part(rng, shape)
+        return ((re + 1j * part(rng, shape)) * scale).astype(dt, copy=False)
+
+    return sample
 
 
 def _uniform01(dt):
@@ -288,8 +302,9 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     ((2, 3), True)
     """
     device_arg(device, "rand")
-    dt = _float_dtype(dtype, "rand")
-    return _finish(_draw("rand", size_arg(size, "rand"), _uniform01(dt), generator), requires_grad)
+    dt = _float_dtype(dtype, "rand", complex_ok=True)
+    return _finish(_draw("rand", size_arg(size, "rand"), _complex_sampler(_uniform01, dt, 1.0), generator),
+                   requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
@@ -315,8 +330,9 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     True
     """
     device_arg(device, "randn")
-    dt = _float_dtype(dtype, "randn")
-    return _finish(_draw("randn", size_arg(size, "randn"), _normal01(dt), generator), requires_grad)
+    dt = _float_dtype(dtype, "randn", complex_ok=True)
+    return _finish(_draw("randn", size_arg(size, "randn"), _complex_sampler(_normal01, dt, 0.5 ** 0.5), generator),
+                   requires_grad)
 
 
 def uniform(low=0.0, high=1.0, size=(), *, generator=None, dtype=None, requires_grad=False):
@@ -473,7 +489,7 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None):
 
 
 def _like_float(t):
-    return t.dtype if t.dtype.kind == "f" else None
+    return t.dtype if t.dtype.kind in "fc" else None
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):

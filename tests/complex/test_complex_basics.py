@@ -303,3 +303,27 @@ def test_complex_gradients_match_pytorch():
                 continue
             np.testing.assert_allclose(l.grad.numpy(), t.grad.resolve_conj().numpy(), rtol=1e-10, atol=1e-12)
             assert l.grad.dtype.kind == ("c" if t.grad.is_complex() else "f")
+
+
+def test_inplace_on_real_imag_views_of_a_graph_tensor():
+    z = c128(1 + 2j, -1 + 0.5j)
+    w = z * 2
+    w.real.mul_(3)        # w = 6 re z + 2i im z
+    w.imag[1] = 7.0       # the imaginary part of element 1 is replaced
+    np.testing.assert_allclose(w.detach().numpy(), [6 + 4j, -6 + 7j])
+    lucid.view_as_real(w).pow(2).sum().backward()
+    zz = z.detach().numpy()
+    np.testing.assert_allclose(z.grad.numpy(), 72 * zz.real + 1j * np.array([8 * zz.imag[0], 0.0]))
+
+
+def test_complex_creation():
+    assert lucid.full((2,), 1j).dtype == lucid.complex64
+    assert lucid.zeros(2, dtype=lucid.complex128).dtype == lucid.complex128
+    lucid.manual_seed(0)
+    z = lucid.randn(20000, dtype=lucid.complex64)
+    assert z.dtype == lucid.complex64
+    # PyTorch's convention: E|z|^2 = 1, real and imaginary parts of variance 1/2 each
+    assert abs(float(z.real.var()) - 0.5) < 0.03 and abs(float(z.imag.var()) - 0.5) < 0.03
+    assert lucid.randn_like(z).dtype == lucid.complex64
+    r = lucid.rand(1000, dtype=lucid.complex128)
+    assert 0 <= float(r.real.min()) and float(r.imag.max()) < 1
