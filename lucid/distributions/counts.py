@@ -15,9 +15,10 @@ from .utils import broadcast_all, concrete, finfo, lazy_property, logits_to_prob
 __all__ = ["Poisson", "Geometric", "Binomial", "Multinomial"]
 
 
-def _uniform_open(shape, dtype):
-    """Uniform noise on (0, 1): a discrete quantile at u = 0 would be -1."""
-    return lucid.rand(shape, dtype=lucid.float64).clamp(min=float(finfo(np.float64).tiny)).to(dtype)
+def _uniform_open(shape, dtype=lucid.float64):
+    """Uniform noise on (0, 1) in ``dtype`` (drawn in it, so it never rounds up to 1); a
+    discrete quantile at u = 0 would be -1."""
+    return lucid.rand(shape, dtype=dtype).clamp(min=float(finfo(dtype).tiny))
 
 
 class Poisson(Distribution):
@@ -54,7 +55,8 @@ class Poisson(Distribution):
         # See NOTE [Discrete samplers] in _sampling.py.
         shape = self._extended_shape(sample_shape)
         with lucid.no_grad():
-            return poisson_icdf(_uniform_open(shape, self.rate.dtype), self.rate.detach())
+            # float64 noise keeps the far tail reachable for float32 rates too
+            return poisson_icdf(_uniform_open(shape), self.rate.detach()).to(self.rate.dtype)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -201,8 +203,8 @@ class Binomial(Distribution):
         # See NOTE [Discrete samplers] in _sampling.py.
         shape = self._extended_shape(sample_shape)
         with lucid.no_grad():
-            u = _uniform_open(shape, self._param.dtype)
-            return binomial_icdf(u, self.total_count.detach(), self.probs.detach())
+            u = _uniform_open(shape)
+            return binomial_icdf(u, self.total_count.detach(), self.probs.detach()).to(self._param.dtype)
 
     def log_prob(self, value):
         if self._validate_args:

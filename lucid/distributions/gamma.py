@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import lucid
 from . import constraints
 from ._gamma import standard_gamma
@@ -35,8 +37,9 @@ def _xlogy(x, y):
 
 def _gamma_draw(concentration, shape):
     """Standard-gamma draws of ``shape`` (``concentration`` broadcast), differentiable in it."""
-    u = lucid.rand(shape, dtype=lucid.float64)
-    return standard_gamma(concentration.expand(shape), u.to(concentration.dtype))
+    # noise drawn in the parameter's dtype: a float64 draw rounded to float32 could become 1 (x = inf)
+    u = lucid.rand(shape, dtype=concentration.dtype)
+    return standard_gamma(concentration.expand(shape), u)
 
 
 class Gamma(Distribution):
@@ -539,8 +542,8 @@ class NegativeBinomial(Distribution):
         shape = self._extended_shape(sample_shape)
         with lucid.no_grad():
             rate = _gamma_draw(self.total_count.detach(), shape) * lucid.exp(self.logits.detach())
-            u = lucid.rand(shape, dtype=lucid.float64).clamp(min=float(finfo(rate.dtype).tiny))
-            return poisson_icdf(u.to(rate.dtype), rate)
+            u = lucid.rand(shape, dtype=lucid.float64).clamp(min=float(finfo(np.float64).tiny))
+            return poisson_icdf(u, rate).to(rate.dtype)
 
     def log_prob(self, value):
         if self._validate_args:

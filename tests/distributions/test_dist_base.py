@@ -138,3 +138,21 @@ def test_import_lucid_does_not_load_distributions():
     code = ("import sys, lucid; assert 'lucid.distributions' not in sys.modules; "
             "d = lucid.distributions.Normal(0.0, 1.0); assert 'lucid.distributions' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_float32_parameters_give_finite_float32_samples():
+    from lucid.distributions import (Beta, Binomial, Dirichlet, Gamma, Geometric, MultivariateNormal,
+                                     NegativeBinomial, Poisson, StudentT, VonMises, Wishart)
+    f32 = lambda v: lucid.tensor(np.asarray(v, dtype=np.float32))
+    dists = [Normal(f32(0.0), f32(1.0)), Gamma(f32(0.5), f32(2.0)), Beta(f32(0.5), f32(0.5)),
+             Dirichlet(f32([0.3, 1.0, 2.0])), StudentT(f32(3.0)), Poisson(f32(3.0)), Geometric(probs=f32(0.3)),
+             Binomial(5, probs=f32(0.3)), NegativeBinomial(f32(2.0), probs=f32(0.4)), VonMises(f32(0.0), f32(2.0)),
+             MultivariateNormal(f32([0.0, 0.0]), covariance_matrix=f32(np.eye(2))),
+             Wishart(f32(3.0), covariance_matrix=f32(np.eye(2))), Exponential(f32(1.0)), Gumbel(f32(0.0), f32(1.0))]
+    lucid.manual_seed(0)
+    for d in dists:
+        s = d.sample((2000,))
+        assert s.dtype == lucid.float32, type(d).__name__
+        assert np.isfinite(s.numpy()).all(), type(d).__name__
+        lp = d.log_prob(s)
+        assert lp.dtype == lucid.float32 and np.isfinite(lp.numpy()).all(), type(d).__name__
