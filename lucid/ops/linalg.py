@@ -643,11 +643,11 @@ inv_p.batch = _batch_front(inv_p)
 # NOTE [Adjugate]
 # det and slogdet differentiate through the adjugate adj(A) (= det(A) A^-1 when A is
 # invertible, and finite, polynomial in A, when it is not): d det = tr(adj(A) dA). The
-# forward is det * inv when LU succeeds, else the SVD: with A = U S V^T (c = det U det V),
-# adj(A) = c V adj(S) U^T, adj(S) = diag(prod_{l != i} s_l). Its derivative, from the
-# same factorisation with F = U^T dA V: d adj = c V D(F) U^T, where
+# forward is det * inv when LU succeeds, else the SVD: with A = U S V^H (c = det U det V^H),
+# adj(A) = c V adj(S) U^H, adj(S) = diag(prod_{l != i} s_l). Its derivative, from the
+# same factorisation with F = U^H dA V: d adj = c V D(F) U^H, where
 #   D(F) = diag_k(sum_{i != k} F_ii P_ik) - F o P,   P_ik = prod_{l not in {i, k}} s_l (P_ii = 0);
-# D is self-adjoint, so the vjp is U D(c V^T G U) V^T. Both are finite at singular A, so
+# D is self-adjoint, so the vjp is U D(conj(c) V^H G U) V^H. Both are finite at singular A, so
 # det's gradient, jvp and second derivatives are too (PyTorch's double backward is NaN at 0).
 def _cofactor_products(ns, s):
     """``P[..., i, k] = prod_{l not in {i, k}} s_l`` (the diagonal: ``prod_{l != i} s_l``)."""
@@ -671,14 +671,18 @@ def _adjugate_impl(a):
     except np.linalg.LinAlgError:
         pass
     u, s, vh = xp.linalg.svd(a)
-    c = np.sign(xp.linalg.det(u) * xp.linalg.det(vh))
+    c = xp.linalg.det(u) * xp.linalg.det(vh)
+    c = c if c.dtype.kind == "c" else np.sign(c)
     shat = _diag(AN, _cofactor_products(AN, s))
-    return (c[..., None, None] * _mT(AN, vh) * shat[..., None, :]) @ _mT(AN, u)
+    return (c[..., None, None] * _mH(AN, vh) * shat[..., None, :]) @ _mH(AN, u)
 
 
 def _adj_parts(ns, a):
+    """U, V^H, c = det(U) det(V^H) (a unit number: +-1 when real) and P of NOTE [Adjugate]."""
     u, s, vh = ns.linalg_svd(a)
-    c = ns.sign(ns.linalg_det(u) * ns.linalg_det(vh))
+    c = ns.linalg_det(u) * ns.linalg_det(vh)
+    if c.dtype.kind != "c":
+        c = ns.sign(c)  # piecewise constant
     p = _cofactor_products(ns, s) * _offdiag(s.shape[-1], s.dtype)
     return u, vh, _col(ns, _col(ns, c)), p
 
@@ -691,13 +695,15 @@ def _adj_d(ns, f, p):
 
 def _adjugate_vjp(ns, g, out, a):
     u, vh, c, p = _adj_parts(ns, a)
+    if c.dtype.kind == "c":
+        c = ns.conj(c)
     return ns.matmul(u, ns.matmul(_adj_d(ns, c * ns.matmul(vh, ns.matmul(g, u)), p), vh))
 
 
 def _adjugate_jvp(ns, primals, tangents, out):
     u, vh, c, p = _adj_parts(ns, primals[0])
-    f = ns.matmul(_mT(ns, u), ns.matmul(tangents[0], _mT(ns, vh)))
-    return c * ns.matmul(_mT(ns, vh), ns.matmul(_adj_d(ns, f, p), _mT(ns, u)))
+    f = ns.matmul(_mH(ns, u), ns.matmul(tangents[0], _mH(ns, vh)))
+    return c * ns.matmul(_mH(ns, vh), ns.matmul(_adj_d(ns, f, p), _mH(ns, u)))
 
 
 adjugate_p = defprim("linalg_adjugate", _adjugate_impl, vjp=(_adjugate_vjp,), jvp=_adjugate_jvp)
@@ -722,15 +728,29 @@ def _slogdet_det(ns, out):
     return out[0] * ns.exp(out[1])
 
 
-# slogdet: d logabsdet = tr(adj(A) dA) / det(A): A^-T where invertible, +-inf at singular A
-# (as PyTorch), never an exception.
-slogdet_p = defprim(
-    "linalg_slogdet", _slogdet_impl,
-    vjp=(lambda ns, g, out, a: _col(ns, _col(ns, g[1] / _slogdet_det(ns, out))) * _mT(ns, ns.linalg_adjugate(a)),),
-    jvp=lambda ns, primals, tangents, out: (
-        None, _ein(ns, "~ij,~ji->~", ns.linalg_adjugate(primals[0]), tangents[0]) / _slogdet_det(ns, out)),
-    nout=2, save_out=True,
-)
+# slogdet: with t = tr(adj(A) dA) / det(A): d logabsdet = Re t, d sign = i Im(t) sign (complex
+# A; a real sign has no derivative). vjp: (g_logabs - i Im(conj(g_sign) sign)) A^-H, where
+# A^-H = adj^H / conj(det): +-inf at singular A (as PyTorch), never an exception.
+def _slogdet_vjp(ns, g, out, a):
+    coef = g[1]
+    det = _slogdet_det(ns, out)
+    adj_h = _mH(ns, ns.linalg_adjugate(a))
+    if adj_h.dtype.kind == "c":
+        det = ns.conj(det)
+        if g[0] is not None and g[0].dtype.kind == "c":
+            coef = ns.complex(coef, -ns.imag(ns.conj(g[0]) * out[0]))
+    return _col(ns, _col(ns, coef / det)) * adj_h
+
+
+def _slogdet_jvp(ns, primals, tangents, out):
+    t = _ein(ns, "~ij,~ji->~", ns.linalg_adjugate(primals[0]), tangents[0]) / _slogdet_det(ns, out)
+    if t.dtype.kind != "c":
+        return None, t
+    im = ns.imag(t)
+    return out[0] * ns.complex(ns.zeros_like(im), im), ns.real(t)
+
+
+slogdet_p = defprim("linalg_slogdet", _slogdet_impl, vjp=(_slogdet_vjp,), jvp=_slogdet_jvp, nout=2, save_out=True)
 slogdet_p.batch = _batch_front(slogdet_p)
 
 
@@ -774,13 +794,13 @@ def _phi(ns, x):
 
 def _cholesky_vjp(ns, g, out, a):
     linv = ns.linalg_inv(out)
-    ga = ns.matmul(_mT(ns, linv), ns.matmul(_phi(ns, ns.matmul(_mT(ns, out), g)), linv))
-    return (ga + _mT(ns, ga)) * 0.5
+    ga = ns.matmul(_mH(ns, linv), ns.matmul(_phi(ns, ns.matmul(_mH(ns, out), g)), linv))
+    return (ga + _mH(ns, ga)) * 0.5
 
 
 def _cholesky_jvp(ns, primals, tangents, out):
     linv = ns.linalg_inv(out)
-    return ns.matmul(out, _phi(ns, ns.matmul(linv, ns.matmul(tangents[0], _mT(ns, linv)))))
+    return ns.matmul(out, _phi(ns, ns.matmul(linv, ns.matmul(tangents[0], _mH(ns, linv)))))
 
 
 cholesky_p = defprim("linalg_cholesky", _lapack("cholesky", lambda a: xp.linalg.cholesky(a)),
@@ -789,8 +809,10 @@ cholesky_p.batch = _batch_front(cholesky_p)
 
 
 # qr (reduced; 'complete' equals it when m <= n). For m >= n:
-#   vjp: M = R gR^T - gQ^T Q; gA = (gQ + Q copyltu(M)) R^-T, copyltu(M) = tril(M) + tril(M, -1)^T
-#   jvp: C = Q^T dA R^-1, W = tril(C, -1) - tril(C, -1)^T; dR = (C - W) R; dQ = dA R^-1 - Q (C - W)
+#   vjp: M = R gR^H - gQ^H Q; gA = (gQ + Q copyltu(M)) R^-H, copyltu(M) = tril(M) + tril(M, -1)^H
+#   jvp: C = Q^H dA R^-1, W = tril(C, -1) - tril(C, -1)^H; dR = (C - W) R; dQ = dA R^-1 - Q (C - W)
+#   (complex: W also takes i Im(diag(C)), keeping R's diagonal real as LAPACK does, and the
+#   vjp keeps only Re(diag(M)), its adjoint)
 # For m < n (PyTorch's wide case), A = [X | Y] with X = Q R1 square and R2 = Q^T Y: the square
 # rules on X with gQ + Y gR2^T, and gY = Q gR2 (jvp: dR2 = Q^T (dY - dQ R2)). The split and the
 # concatenation are products with constant selection matrices.
@@ -817,11 +839,14 @@ def _split(m, n, dtype):
 
 
 def _qr_square_vjp(ns, gq, gr, q, r):
-    m = ns.matmul(r, _mT(ns, gr)) - ns.matmul(_mT(ns, gq), q)
+    m = ns.matmul(r, _mH(ns, gr)) - ns.matmul(_mH(ns, gq), q)
     n = m.shape[-1]
     low = m * _tril_mask(n, m.dtype)
-    copyltu = low + _mT(ns, m * _tril_mask(n, m.dtype, 0.0, -1))
-    return _right_inv(ns, gq + ns.matmul(q, copyltu), _mT(ns, r))
+    copyltu = low + _mH(ns, m * _tril_mask(n, m.dtype, 0.0, -1))
+    if m.dtype.kind == "c":  # the adjoint of the jvp's real-diagonal gauge: Re(diag(M)) only
+        im = ns.imag(_diag(ns, m))
+        copyltu = copyltu - _diag_embed(ns, ns.complex(ns.zeros_like(im), im))
+    return _right_inv(ns, gq + ns.matmul(q, copyltu), _mH(ns, r))
 
 
 def _qr_vjp(ns, g, out, a, mode):
@@ -833,15 +858,18 @@ def _qr_vjp(ns, g, out, a, mode):
     e1, e2 = _split(m, n, r.dtype)
     r1, gr1, gr2 = ns.matmul(r, e1), ns.matmul(gr, e1), ns.matmul(gr, e2)
     y = ns.matmul(ns.matmul(q, r), e2)
-    gx = _qr_square_vjp(ns, gq + ns.matmul(y, _mT(ns, gr2)), gr1, q, r1)
+    gx = _qr_square_vjp(ns, gq + ns.matmul(y, _mH(ns, gr2)), gr1, q, r1)
     return ns.matmul(gx, _mT(ns, e1)) + ns.matmul(ns.matmul(q, gr2), _mT(ns, e2))
 
 
 def _qr_square_jvp(ns, da, q, r):
     dar = _right_inv(ns, da, r)
-    c = ns.matmul(_mT(ns, q), dar)
+    c = ns.matmul(_mH(ns, q), dar)
     low = c * _tril_mask(c.shape[-1], c.dtype, 0.0, -1)
-    cw = c - (low - _mT(ns, low))
+    cw = c - (low - _mH(ns, low))
+    if c.dtype.kind == "c":  # keep R's diagonal real (LAPACK's gauge): drop i Im(diag(C))
+        im = ns.imag(_diag(ns, c))
+        cw = cw - _diag_embed(ns, ns.complex(ns.zeros_like(im), im))
     return dar - ns.matmul(q, cw), ns.matmul(cw, r)
 
 
@@ -853,7 +881,7 @@ def _qr_jvp(ns, primals, tangents, out, mode):
         return _qr_square_jvp(ns, tangents[0], q, r)
     e1, e2 = _split(m, n, r.dtype)
     dq, dr1 = _qr_square_jvp(ns, ns.matmul(tangents[0], e1), q, ns.matmul(r, e1))
-    dr2 = ns.matmul(_mT(ns, q), ns.matmul(tangents[0], e2) - ns.matmul(dq, ns.matmul(r, e2)))
+    dr2 = ns.matmul(_mH(ns, q), ns.matmul(tangents[0], e2) - ns.matmul(dq, ns.matmul(r, e2)))
     return dq, ns.matmul(dr1, _mT(ns, e1)) + ns.matmul(dr2, _mT(ns, e2))
 
 
@@ -872,17 +900,18 @@ qr_p.batch = _batch_front(qr_p)
 #   jvp: P = V^T dA V; dL = diag(P); dV = V (P / E off the diagonal)
 def _eigh_vjp(ns, g, out, a):
     (gl, gv), (lam, v) = g, out
-    vt = _mT(ns, v)
+    vt = _mH(ns, v)
     vgv = ns.matmul(vt, gv)
-    inner = (vgv - _mT(ns, vgv)) * 0.5 / _gap(ns, lam) + _diag_embed(ns, gl)
+    inner = (vgv - _mH(ns, vgv)) * 0.5 / _gap(ns, lam) + _diag_embed(ns, gl)
     return ns.matmul(v, ns.matmul(inner, vt))
 
 
 def _eigh_jvp(ns, primals, tangents, out):
     lam, v = out
-    p = ns.matmul(_mT(ns, v), ns.matmul(tangents[0], v))
+    p = ns.matmul(_mH(ns, v), ns.matmul(tangents[0], v))
     f = p * _offdiag(p.shape[-1], p.dtype) / _gap(ns, lam)
-    return _diag(ns, p), ns.matmul(v, f)
+    d = _diag(ns, p)
+    return (ns.real(d) if d.dtype.kind == "c" else d), ns.matmul(v, f)
 
 
 eigh_p = defprim("linalg_eigh", lambda a: tuple(xp.linalg.eigh(a)),
@@ -900,17 +929,20 @@ def _svd_vjp(ns, g, out, a):
     (gu, gs, gvh), (u, s, vh) = g, out
     m, n = a.shape[-2:]
     k = min(m, n)
-    ut = _mT(ns, u)
+    ut = _mH(ns, u)
     ugu = ns.matmul(ut, gu)
-    vgv = ns.matmul(vh, _mT(ns, gvh))
-    inner = ((ugu - _mT(ns, ugu)) * _row(ns, s) + _col(ns, s) * (vgv - _mT(ns, vgv))) / _gap(ns, s * s)
+    vgv = ns.matmul(vh, _mH(ns, gvh))
+    skew_u = ugu - _mH(ns, ugu)
+    inner = (skew_u * _row(ns, s) + _col(ns, s) * (vgv - _mH(ns, vgv))) / _gap(ns, s * s)
     inner = inner + _diag_embed(ns, gs)
+    if u.dtype.kind == "c":  # the phase term: diag(U^H gU - (U^H gU)^H) / (2 S) (PyTorch's)
+        inner = inner + _diag_embed(ns, _diag(ns, skew_u) / (s * 2))
     if m > k:
         gus = gu / _row(ns, s)
         return ns.matmul(ns.matmul(u, inner) + gus - ns.matmul(u, ns.matmul(ut, gus)), vh)
     if n > k:
         sgv = gvh / _col(ns, s)
-        return ns.matmul(u, ns.matmul(inner, vh) + sgv - ns.matmul(ns.matmul(sgv, _mT(ns, vh)), vh))
+        return ns.matmul(u, ns.matmul(inner, vh) + sgv - ns.matmul(ns.matmul(sgv, _mH(ns, vh)), vh))
     return ns.matmul(u, ns.matmul(inner, vh))
 
 
@@ -918,19 +950,24 @@ def _svd_jvp(ns, primals, tangents, out):
     a, (ta,), (u, s, vh) = primals[0], tangents, out
     m, n = a.shape[-2:]
     k = min(m, n)
-    v, ut = _mT(ns, vh), _mT(ns, u)
+    v, ut = _mH(ns, vh), _mH(ns, u)
     dav = ns.matmul(ta, v)
     p = ns.matmul(ut, dav)
     f = _offdiag(k, p.dtype) / _gap(ns, s * s)
-    pt = _mT(ns, p)
+    pt = _mH(ns, p)
     du = ns.matmul(u, f * (p * _row(ns, s) + _col(ns, s) * pt))
     dv = ns.matmul(v, f * (_col(ns, s) * p + pt * _row(ns, s)))
+    dp = _diag(ns, p)
+    if p.dtype.kind == "c":  # the phase term, the adjoint of the vjp's (PyTorch's choice of gauge)
+        im = ns.imag(dp) / s
+        du = du + u * _row(ns, ns.complex(ns.zeros_like(im), im))
+        dp = ns.real(dp)
     if m > k:
         du = du + (dav - ns.matmul(u, p)) / _row(ns, s)
     if n > k:
-        datu = ns.matmul(_mT(ns, ta), u)
+        datu = ns.matmul(_mH(ns, ta), u)
         dv = dv + (datu - ns.matmul(v, ns.matmul(vh, datu))) / _row(ns, s)
-    return du, _diag(ns, p), _mT(ns, dv)
+    return du, dp, _mH(ns, dv)
 
 
 svd_p = defprim("linalg_svd", _lapack("svd", lambda a: tuple(xp.linalg.svd(a, full_matrices=False))),
@@ -947,7 +984,8 @@ def _svdvals_vjp(ns, g, out, a):
 
 def _svdvals_jvp(ns, primals, tangents, out):
     u, _, vh = ns.linalg_svd(primals[0])
-    return _diag(ns, ns.matmul(_mT(ns, u), ns.matmul(tangents[0], _mT(ns, vh))))
+    d = _diag(ns, ns.matmul(_mH(ns, u), ns.matmul(tangents[0], _mH(ns, vh))))
+    return ns.real(d) if d.dtype.kind == "c" else d
 
 
 svdvals_p = defprim("linalg_svdvals", _lapack("svd", lambda a: xp.linalg.svd(a, compute_uv=False)),

@@ -56,8 +56,10 @@ def _vnorm_deriv(ns, x, out, ord, axis, keepdims):
     safe = ns.where(n == 0, 1.0, n)  # for p > 0, n == 0 only where every x == 0: the result is 0
     if ord == 2:
         return x / safe
-    # sign(0) = 0 zeroes the entries where x == 0; their base is set to 1 so p < 1 makes no inf
-    d = ns.sign(x) * (ns.where(x == 0, 1.0, ns.abs(x)) / safe) ** (ord - 1)
+    # sgn(0) = 0 zeroes the entries where x == 0; their base is set to 1 so p < 1 makes no inf
+    ax = ns.where(x == 0, 1.0, ns.abs(x))
+    sgn = x / ax if x.dtype.kind == "c" else ns.sign(x)  # complex: x / |x| (PyTorch's sgn)
+    d = sgn * (ax / safe) ** (ord - 1)
     return d if ord > 0 else ns.where(n == 0, 0.0, d)  # p < 0: one zero entry makes the norm 0
 
 
@@ -67,7 +69,8 @@ def _vnorm_vjp(ns, g, out, x, ord, axis, keepdims):
 
 def _vnorm_jvp(ns, primals, tangents, out, ord, axis, keepdims):
     d = _vnorm_deriv(ns, primals[0], out, ord, axis, keepdims)
-    return ns.sum(tangents[0] * d, axis=axis, keepdims=keepdims)
+    td = ns.real(ns.conj(d) * tangents[0]) if d.dtype.kind == "c" else tangents[0] * d
+    return ns.sum(td, axis=axis, keepdims=keepdims)
 
 
 vector_norm_p = defprim("linalg_vector_norm", _vnorm_impl, vjp=(_vnorm_vjp,), jvp=_vnorm_jvp, save_out=True)

@@ -109,31 +109,31 @@ def _lu_impl(a):
 
 
 def _lu_core_vjp(ns, gl_t, gu_u, l, u):
-    """``L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T`` with the two products given."""
+    """``L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H`` with the two products given."""
     k = l.shape[-1]
     m = gl_t * _tri_mask(k, gl_t.dtype, False, True) + gu_u * _tri_mask(k, gu_u.dtype, True, False)
-    return _tri_left(ns, _mT(ns, l), _tri_right(ns, m, _mT(ns, u), False), True, True)
+    return _tri_left(ns, _mH(ns, l), _tri_right(ns, m, _mH(ns, u), False), True, True)
 
 
 def _lu_vjp(ns, g, out, a):
     (_, gl, gu, _), (p, l, u, _) = g, out
     m, n = a.shape[-2:]
     if m == n:
-        core = _lu_core_vjp(ns, ns.matmul(_mT(ns, l), gl), ns.matmul(gu, _mT(ns, u)), l, u)
+        core = _lu_core_vjp(ns, ns.matmul(_mH(ns, l), gl), ns.matmul(gu, _mH(ns, u)), l, u)
     elif m > n:  # tall
         top, bot = _cols(m, 0, n, l.dtype), _cols(m, n, m, l.dtype)
         l1, l2 = ns.matmul(_mT(ns, top), l), ns.matmul(_mT(ns, bot), l)
         gl1, gl2 = ns.matmul(_mT(ns, top), gl), ns.matmul(_mT(ns, bot), gl)
-        gu_u = ns.matmul(gu, _mT(ns, u)) - ns.matmul(_mT(ns, l2), gl2)
-        x1 = _lu_core_vjp(ns, ns.matmul(_mT(ns, l1), gl1), gu_u, l1, u)
-        core = ns.matmul(top, x1) + ns.matmul(bot, _tri_right(ns, gl2, _mT(ns, u), False))
+        gu_u = ns.matmul(gu, _mH(ns, u)) - ns.matmul(_mH(ns, l2), gl2)
+        x1 = _lu_core_vjp(ns, ns.matmul(_mH(ns, l1), gl1), gu_u, l1, u)
+        core = ns.matmul(top, x1) + ns.matmul(bot, _tri_right(ns, gl2, _mH(ns, u), False))
     else:  # wide
         left, right = _cols(n, 0, m, u.dtype), _cols(n, m, n, u.dtype)
         u1, u2 = ns.matmul(u, left), ns.matmul(u, right)
         gu1, gu2 = ns.matmul(gu, left), ns.matmul(gu, right)
-        lt_gl = ns.matmul(_mT(ns, l), gl) - ns.matmul(gu2, _mT(ns, u2))
-        x1 = _lu_core_vjp(ns, lt_gl, ns.matmul(gu1, _mT(ns, u1)), l, u1)
-        x2 = _tri_left(ns, _mT(ns, l), gu2, True, True)
+        lt_gl = ns.matmul(_mH(ns, l), gl) - ns.matmul(gu2, _mH(ns, u2))
+        x1 = _lu_core_vjp(ns, lt_gl, ns.matmul(gu1, _mH(ns, u1)), l, u1)
+        x2 = _tri_left(ns, _mH(ns, l), gu2, True, True)
         core = ns.matmul(x1, _mT(ns, left)) + ns.matmul(x2, _mT(ns, right))
     return ns.matmul(p, core)
 
