@@ -351,11 +351,14 @@ def binary(name, impl, dx, dy, *, save_out=False, save_inputs=True):
             x = scalar_operand(ns, x, out)
         elif y.__class__ in _PY_SCALARS:
             y = scalar_operand(ns, y, out)
+        # Each partial is taken to the output's dtype first: a 0-d float64 tangent times a
+        # float32 mask (e.g. maximum's tie split) would otherwise round to float32, since
+        # 0-d tensors are weak in type promotion (found by tests/fuzz).
         res = None
         if tx is not None:
-            res = tx * dx(ns, x, y, out)
+            res = tx * same_dtype(ns, dx(ns, x, y, out), out)
         if ty is not None:
-            term = ty * dy(ns, x, y, out)
+            term = ty * same_dtype(ns, dy(ns, x, y, out), out)
             res = term if res is None else res + term
         return broadcast_tangent(ns, same_dtype(ns, res, out), shape_of(out))
 

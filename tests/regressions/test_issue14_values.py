@@ -163,3 +163,16 @@ def test_cat_of_empty_inputs_gives_each_an_empty_gradient():
     (lucid.cat([a, b]) * 2).sum().backward()
     assert a.grad is not None and b.grad is not None
     assert a.grad.shape == (0,) and b.grad.shape == (0,)
+
+
+def test_jvp_of_a_zero_dim_float64_operand_keeps_float64_precision():
+    import lucid.func as F
+
+    a = lucid.tensor(np.array(0.3))
+    b = lucid.tensor(np.array([1.35, -1.06]))
+    ta = lucid.tensor(np.array(2.04091912))
+    for op in (lucid.maximum, lucid.minimum):
+        _, tangent = F.jvp(op, (a, b), (ta, lucid.zeros(2, dtype=lucid.float64)))
+        picked = 1 if op is lucid.maximum else 0
+        assert tangent.dtype == lucid.float64
+        assert tangent.numpy()[picked] == 2.04091912
