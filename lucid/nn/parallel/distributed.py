@@ -144,6 +144,14 @@ class DistributedDataParallel(Module):
         bucket.buf[bucket.offsets[i]:bucket.offsets[i + 1]] = p.grad._data.reshape(-1)
         bucket.ready.add(i)
         self._launch_ready()
+        self._progress()
+
+    def _progress(self):
+        """Test the buckets in flight: MPI advances a non-blocking collective only inside MPI
+        calls (no progress thread), so each hook gives the launched ones a push."""
+        for b in self._buckets[:self._next]:
+            if b.work is not None:
+                b.work.is_completed()
 
     def _launch_ready(self, force=False):
         """Start the all-reduce of full buckets, in bucket order (NOTE [DDP buckets])."""
