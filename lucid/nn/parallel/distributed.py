@@ -184,11 +184,10 @@ class DistributedDataParallel(Module):
         for b in self._buckets:
             b.work.wait()
             b.work = None
-            np.true_divide(b.buf, self._world, out=b.buf)
             for i, p in enumerate(b.params):
                 if used is not None and not used[1][used[0][id(p)]]:
                     continue  # no rank used it: leave its .grad as it was
-                _set_grad(p, b.buf[b.offsets[i]:b.offsets[i + 1]])
+                _set_grad(p, b.buf[b.offsets[i]:b.offsets[i + 1]], self._world)
         if self.broadcast_buffers and not self._buffers_synced:
             self._sync_states(include_params=False)
             self._buffers_synced = True
@@ -259,10 +258,12 @@ def _make_buckets(params, cap):
     return buckets
 
 
-def _set_grad(p, flat):
-    g = p._grad
-    if g is not None and g._data.flags.writeable and g._data.shape == p._data.shape:
-        g._data[...] = flat.reshape(p._data.shape)
+def _set_grad(p, flat, world):
+    """``p.grad = flat / world`` (the average), in place when ``p.grad`` can take it."""
+    g, total = p._grad, flat.reshape(p._data.shape)
+    if g is not None and g._data.__class__ is np.ndarray and g._data.flags.writeable \
+            and g._data.shape == p._data.shape and g._data.dtype == total.dtype:
+        np.true_divide(total, world, out=g._data)
         g._version[0] += 1
     else:
-        p._grad = _wrap(flat.reshape(p._data.shape).copy())
+        p._grad = _wrap(total / world)
