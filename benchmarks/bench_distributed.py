@@ -179,8 +179,10 @@ def main():
     from lucid.distributed.run import main as lucid_run
 
     flags = ["--quick"] if quick else []
-    env_note = os.environ.get("OMP_NUM_THREADS", "unset")
-    print(f"lucid-run benchmarks ({os.cpu_count()} cores, OMP_NUM_THREADS={env_note})")
+    # One BLAS thread per rank at every world size, so 1 and 2 ranks compare like for like.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", os.environ["OMP_NUM_THREADS"])
+    print(f"lucid-run benchmarks ({os.cpu_count()} cores, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} per rank)")
     for n, what in ((2, ["allreduce", "ddp"]), (1, ["ddp"])):
         rc = lucid_run(["-n", str(n), __file__, *what, *flags])
         if rc:

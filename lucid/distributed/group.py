@@ -17,8 +17,13 @@ import importlib.util
 _WORLD = [None]  # the default ProcessGroup once init_process_group has run
 
 
+_MPI = [None]  # mpi4py.MPI once imported (a list lookup is cheaper than an import statement)
+
+
 def _mpi(api):
     """The ``mpi4py.MPI`` module, with an install hint when it is missing."""
+    if _MPI[0] is not None:
+        return _MPI[0]
     try:
         from mpi4py import MPI
     except ImportError as e:
@@ -26,6 +31,7 @@ def _mpi(api):
             f"{api}: the MPI backend needs mpi4py and an MPI library; install them with "
             "pip install 'lucid-autograd[distributed]' (mpi4py and mpich wheels)"
         ) from e
+    _MPI[0] = MPI
     return MPI
 
 
