@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from .optimizer import Optimizer, _ops, check_options
+from .optimizer import Optimizer, _decay_add, _ops, _scale, _sub, check_options
 
 
 def _check(name, lr, betas, eps, weight_decay):
@@ -16,7 +16,7 @@ def _weight_decay(p, g, group):
     if not wd:
         return p, g
     if group.get("decoupled_weight_decay", False):
-        return p * (1 - group["lr"] * wd), g
+        return _scale(p, 1 - group["lr"] * wd), g
     return p, g + wd * p
 
 
@@ -27,8 +27,8 @@ def _moments(state, p, g, b1, b2):
         state["exp_avg"] = _ops(p).zeros_like(p)
         state["exp_avg_sq"] = _ops(p).zeros_like(p)
     state["step"] += 1
-    m = state["exp_avg"] = b1 * state["exp_avg"] + (1 - b1) * g
-    v = state["exp_avg_sq"] = b2 * state["exp_avg_sq"] + (1 - b2) * g * g
+    m = _decay_add(state, "exp_avg", b1, (1 - b1) * g)
+    v = _decay_add(state, "exp_avg_sq", b2, (1 - b2) * g * g)
     return state["step"], m, v
 
 
@@ -87,7 +87,7 @@ class Adam(Optimizer):
             vmax = state.get("max_exp_avg_sq")
             v = state["max_exp_avg_sq"] = _ops(p).copy(v) if vmax is None else _ops(p).maximum(vmax, v)
         denom = _ops(p).sqrt(v) / math.sqrt(1 - b2 ** t) + eps
-        return p - (lr / (1 - b1 ** t)) * m / denom
+        return _sub(p, (lr / (1 - b1 ** t)) * m / denom)
 
 
 class AdamW(Adam):
@@ -186,9 +186,9 @@ class Adamax(Optimizer):
         if "step" not in state:
             state.update(step=0, exp_avg=_ops(p).zeros_like(p), exp_inf=_ops(p).zeros_like(p))
         state["step"] += 1
-        m = state["exp_avg"] = b1 * state["exp_avg"] + (1 - b1) * g
+        m = _decay_add(state, "exp_avg", b1, (1 - b1) * g)
         u = state["exp_inf"] = _ops(p).maximum(state["exp_inf"] * b2, _ops(p).abs(g) + eps)
-        return p - lr / (1 - b1 ** state["step"]) * m / u
+        return _sub(p, lr / (1 - b1 ** state["step"]) * m / u)
 
 
 class NAdam(Optimizer):
@@ -250,8 +250,8 @@ class NAdam(Optimizer):
         state["mu_product"] *= mu
         prod = state["mu_product"]
         denom = _ops(p).sqrt(v / (1 - b2 ** t)) + eps
-        p = p - lr * (1 - mu) / (1 - prod) * g / denom
-        return p - lr * mu_next / (1 - prod * mu_next) * m / denom
+        p = _sub(p, lr * (1 - mu) / (1 - prod) * g / denom)
+        return _sub(p, lr * mu_next / (1 - prod * mu_next) * m / denom)
 
 
 class RAdam(Optimizer):
@@ -309,5 +309,5 @@ class RAdam(Optimizer):
         rho_t = rho_inf - 2 * t * b2 ** t / bc2
         if rho_t > 5:
             rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-            return p - lr * m_hat * rect * (math.sqrt(bc2) / (_ops(p).sqrt(v) + eps))
-        return p - lr * m_hat
+            return _sub(p, lr * m_hat * rect * (math.sqrt(bc2) / (_ops(p).sqrt(v) + eps)))
+        return _sub(p, lr * m_hat)

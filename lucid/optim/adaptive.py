@@ -1,7 +1,7 @@
 """Per-coordinate adaptive methods: RMSprop, Adagrad, Adadelta (PyTorch's formulas)."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, _ops, check_options
+from .optimizer import Optimizer, _decay_add, _ops, _sub, check_options
 
 
 class RMSprop(Optimizer):
@@ -53,16 +53,16 @@ class RMSprop(Optimizer):
             if group["centered"]:
                 state["grad_avg"] = _ops(p).zeros_like(p)
         state["step"] += 1
-        s = state["square_avg"] = a * state["square_avg"] + (1 - a) * g * g
+        s = _decay_add(state, "square_avg", a, (1 - a) * g * g)
         if group["centered"]:
-            ga = state["grad_avg"] = a * state["grad_avg"] + (1 - a) * g
+            ga = _decay_add(state, "grad_avg", a, (1 - a) * g)
             avg = _ops(p).sqrt(s - ga * ga) + eps
         else:
             avg = _ops(p).sqrt(s) + eps
         if mu > 0:
-            buf = state["momentum_buffer"] = mu * state["momentum_buffer"] + g / avg
-            return p - group["lr"] * buf
-        return p - group["lr"] * g / avg
+            buf = _decay_add(state, "momentum_buffer", mu, g / avg)
+            return _sub(p, group["lr"] * buf)
+        return _sub(p, group["lr"] * g / avg)
 
 
 class Adagrad(Optimizer):
@@ -109,8 +109,8 @@ class Adagrad(Optimizer):
         if group["weight_decay"]:
             g = g + group["weight_decay"] * p
         clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
-        state["sum"] = state["sum"] + g * g
-        return p - clr * g / (_ops(p).sqrt(state["sum"]) + group["eps"])
+        _decay_add(state, "sum", 1, g * g)
+        return _sub(p, clr * g / (_ops(p).sqrt(state["sum"]) + group["eps"]))
 
 
 class Adadelta(Optimizer):
@@ -155,7 +155,7 @@ class Adadelta(Optimizer):
         if "step" not in state:
             state.update(step=0, square_avg=_ops(p).zeros_like(p), acc_delta=_ops(p).zeros_like(p))
         state["step"] += 1
-        s = state["square_avg"] = rho * state["square_avg"] + (1 - rho) * g * g
+        s = _decay_add(state, "square_avg", rho, (1 - rho) * g * g)
         delta = _ops(p).sqrt(state["acc_delta"] + eps) / _ops(p).sqrt(s + eps) * g
-        state["acc_delta"] = rho * state["acc_delta"] + (1 - rho) * delta * delta
-        return p - group["lr"] * delta
+        _decay_add(state, "acc_delta", rho, (1 - rho) * delta * delta)
+        return _sub(p, group["lr"] * delta)

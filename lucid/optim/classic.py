@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numbers
 
-from .optimizer import Optimizer, _ops, check_options
+from .optimizer import Optimizer, _ops, _scale, _sub, check_options
 
 _FLAGS_DOC = """    maximize : bool
         Maximise the objective instead.
@@ -62,7 +62,7 @@ class ASGD(Optimizer):
         if wd:
             g = g + wd * p
         eta = state["eta"]
-        p = p * (1 - lambd * eta) - eta * g
+        p = _sub(_scale(p, 1 - lambd * eta), eta * g)
         ax = state["ax"]
         state["ax"] = ax + (p - ax) * state["mu"] if state["mu"] != 1 else _ops(p).copy(p)
         t = state["step"]
@@ -123,7 +123,7 @@ class Rprop(Optimizer):
         step_size = state["step_size"] = ops.clip(state["step_size"] * factor, smin, smax)
         g = ops.where(sign < 0, ops.zeros_like(g), g)  # after a sign flip: no step, and no flip next time
         state["prev"] = ops.copy(g)
-        return p - ops.sign(g) * step_size
+        return _sub(p, ops.sign(g) * step_size)
 
 
 for _cls in (ASGD, Rprop):

@@ -59,6 +59,35 @@ def _ops(x):
     return np if type(x) is np.ndarray else _TENSOR_OPS
 
 
+def _sub(p, x):
+    """``p - x``: in place on the parameter's array (the fast path), a new Tensor in the graph
+    with differentiable=True. See NOTE [Differentiable steps]."""
+    if type(p) is np.ndarray:
+        p -= x
+        return p
+    return p - x
+
+
+def _scale(p, f):
+    """``p * f``, in place on arrays (as :func:`_sub`)."""
+    if type(p) is np.ndarray:
+        p *= f
+        return p
+    return p * f
+
+
+def _decay_add(state, key, decay, x):
+    """``state[key] = state[key] * decay + x``: in place for arrays, functional for Tensors
+    (earlier steps' graphs saved the old Tensor)."""
+    a = state[key]
+    if type(a) is np.ndarray:
+        a *= decay
+        a += x
+        return a
+    a = state[key] = a * decay + x
+    return a
+
+
 # Flags every optimizer accepts; a saved group that lacks them (an older checkpoint) is fine.
 _FLAG_KEYS = frozenset({"foreach", "maximize", "capturable", "differentiable", "fused", "decoupled_weight_decay"})
 
@@ -184,7 +213,7 @@ class Optimizer:
                 self._graph_update(p, grad, state, group)
             else:
                 new = self._update(p._data, grad._data, state, group)
-                if new is not None:
+                if new is not None and new is not p._data:
                     np.copyto(p._data, new, casting="same_kind")
                 p._version[0] += 1
         return loss
@@ -223,10 +252,10 @@ class Optimizer:
         return work
 
     def _update(self, param, grad, state, group):  # pragma: no cover - abstract
-        """The update rule: returns the new parameter value (or None after changing the array
-        ``param`` in place — then ``differentiable=True`` is unsupported). State updates are
-        functional (``state[k] = ...``), never in place, so the same rule can run on Tensors
-        inside the graph. See NOTE [Differentiable steps]."""
+        """The update rule: returns the new parameter value (``param`` itself when it changed
+        the array in place, None for array-only rules). In-place changes go through ``_sub``,
+        ``_scale`` and ``_decay_add``, which are in place on arrays and functional on Tensors,
+        so the same rule runs inside the graph. See NOTE [Differentiable steps]."""
         raise NotImplementedError
 
     # ----------------------------------------------------------- checkpoints

@@ -1,7 +1,7 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, _ops, check_options
+from .optimizer import Optimizer, _decay_add, _ops, _sub, check_options
 
 
 class SGD(Optimizer):
@@ -56,8 +56,9 @@ class SGD(Optimizer):
         if wd:
             g = g + wd * p
         if mu:
-            buf = state.get("momentum_buffer")
-            buf = _ops(g).copy(g) if buf is None else mu * buf + (1 - group["dampening"]) * g
-            state["momentum_buffer"] = buf
+            if state.get("momentum_buffer") is None:
+                buf = state["momentum_buffer"] = _ops(g).copy(g)
+            else:
+                buf = _decay_add(state, "momentum_buffer", mu, (1 - group["dampening"]) * g)
             g = g + mu * buf if group["nesterov"] else buf
-        return p - lr * g
+        return _sub(p, lr * g)
