@@ -1,0 +1,476 @@
+"""More arithmetic (issue 10): the ``add*`` fused forms, copysign, fmax/fmin, float_power,
+ldexp, heaviside, trapezoid rules, distances, renorm; integer ops gcd/lcm, shifts, nextafter,
+frexp; ``divmod`` and the shift operators.
+
+Differentiable ops here are composites of existing primitives. The integer and bit-level ops
+(gcd, lcm, shifts, nextafter, frexp) are primitives without gradient (``nondiff``: zero
+tangent, elementwise batching), as in PyTorch.
+"""
+from __future__ import annotations
+
+import collections
+
+from ..._core import dtypes
+from ..._core.backend import xp
+from ..._core.primitive import bind
+from ..._core.tensor import Tensor, _wrap, tensor_method
+from .._family import _as_tensor, nondiff, normalize_axis
+from .arithmetic import _floatify, promote
+
+
+def _t(x):
+    return _as_tensor(x)
+
+
+def _scaled(beta, input, alpha, prod):
+    """``beta * input + alpha * prod``; ``beta == 0`` ignores ``input`` (NaN/inf included), as PyTorch."""
+    import numpy as np
+
+    prod = prod if alpha == 1 else prod * alpha
+    if beta == 0:  # input is ignored entirely (its NaN and inf too), but its shape still broadcasts
+        shape = np.broadcast_shapes(tuple(_t(input).shape), tuple(prod.shape))
+        return prod if tuple(prod.shape) == shape else prod.expand(*shape)
+    return (input if beta == 1 else input * beta) + prod
+
+
+@tensor_method("addmm")
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat1 @ mat2)``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.addmm(lucid.ones(2, 2), lucid.eye(2), lucid.eye(2), alpha=2).tolist()
+    [[3.0, 1.0], [1.0, 3.0]]
+    """
+    if _t(mat1).ndim != 2 or _t(mat2).ndim != 2:
+        raise RuntimeError(f"addmm: mat1 and mat2 must be matrices, got shapes {tuple(_t(mat1).shape)} "
+                           f"and {tuple(_t(mat2).shape)}")
+    return _scaled(beta, input, alpha, _t(mat1) @ _t(mat2))
+
+
+@tensor_method("addmv")
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat @ vec)``."""
+    if _t(mat).ndim != 2 or _t(vec).ndim != 1:
+        raise RuntimeError(f"addmv: expected a matrix and a vector, got shapes {tuple(_t(mat).shape)} "
+                           f"and {tuple(_t(vec).shape)}")
+    return _scaled(beta, input, alpha, _t(mat) @ _t(vec))
+
+
+@tensor_method("addr")
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    """``beta * input + alpha * outer(vec1, vec2)``."""
+    v1, v2 = _t(vec1), _t(vec2)
+    if v1.ndim != 1 or v2.ndim != 1:
+        raise RuntimeError(f"addr: expected vectors, got shapes {tuple(v1.shape)} and {tuple(v2.shape)}")
+    return _scaled(beta, input, alpha, v1[:, None] * v2[None, :])
+
+
+def _check_batches(op, b1, b2):
+    if b1.ndim != 3 or b2.ndim != 3 or b1.shape[0] != b2.shape[0]:
+        raise RuntimeError(f"{op}: expected 3-d batches of matrices with equal batch sizes, got shapes "
+                           f"{tuple(b1.shape)} and {tuple(b2.shape)}")
+
+
+@tensor_method("baddbmm")
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * (batch1 @ batch2)`` for batches of matrices."""
+    b1, b2 = _t(batch1), _t(batch2)
+    _check_batches("baddbmm", b1, b2)
+    return _scaled(beta, input, alpha, b1 @ b2)
+
+
+@tensor_method("addbmm")
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``."""
+    b1, b2 = _t(batch1), _t(batch2)
+    _check_batches("addbmm", b1, b2)
+    return _scaled(beta, input, alpha, (b1 @ b2).sum(0))
+
+
+@tensor_method("addcmul")
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 * tensor2``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.addcmul(lucid.ones(2), lucid.tensor([1.0, 2.0]), lucid.tensor([3.0, 4.0]), value=0.5).tolist()
+    [2.5, 5.0]
+    """
+    prod = _t(tensor1) * tensor2
+    return input + (prod if value == 1 else prod * value)
+
+
+@tensor_method("addcdiv")
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 / tensor2`` (integer inputs are refused, as in PyTorch)."""
+    t1, t2 = _t(tensor1), _t(tensor2)
+    if t1.dtype.kind in "biu" and t2.dtype.kind in "biu":
+        raise RuntimeError("addcdiv: integer division of tensors is not supported; use floating point "
+                           "tensor1/tensor2")
+    q = t1 / t2
+    return input + (q if value == 1 else q * value)
+
+
+@tensor_method("positive")
+def positive(input):
+    """``input`` itself (unary plus); an error for bool tensors, as in PyTorch."""
+    input = _t(input)
+    if input.dtype == dtypes.bool_:
+        raise TypeError("positive: the unary + operator does not support bool tensors")
+    return input
+
+
+def rsub(input, other, *, alpha=1):
+    """``other - alpha * input``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.rsub(lucid.tensor([1.0, 2.0]), 5.0).tolist()
+    [4.0, 3.0]
+    """
+    return other - (input if alpha == 1 else input * alpha)
+
+
+def _signbit(x):
+    # atan2(x, -1) is +pi for +0.0 and -pi for -0.0, so the sign bit of zeros is read too.
+    import lucid
+
+    return lucid.atan2(x, -1.0) < 0 if x.dtype.kind == "f" else x < 0
+
+
+@tensor_method("copysign")
+def copysign(input, other):
+    """``|input|`` with the sign of ``other`` (the sign bit: ``-0.0`` counts as negative).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.copysign(lucid.tensor([1.0, -2.0, 3.0]), lucid.tensor([-1.0, 1.0, -0.0])).tolist()
+    [-1.0, 2.0, -3.0]
+    """
+    import lucid
+
+    a, b = _floatify(input, other)
+    a, b = _t(a), _t(b)
+    return lucid.where(_signbit(b), -a.abs(), a.abs())
+
+
+def _nan_aware(name, pick):
+    def fn(input, other):
+        import lucid
+
+        a, b = promote(input, other)
+        a, b = _t(a), _t(b)
+        if a.dtype.kind not in "fc":
+            return pick(a, b)
+        return lucid.where(b.isnan(), a, lucid.where(a.isnan(), b, pick(a, b)))
+
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+def _fmax_pick(a, b):
+    import lucid
+
+    return lucid.maximum(a, b)
+
+
+def _fmin_pick(a, b):
+    import lucid
+
+    return lucid.minimum(a, b)
+
+
+fmax = tensor_method("fmax")(_nan_aware("fmax", _fmax_pick))
+fmin = tensor_method("fmin")(_nan_aware("fmin", _fmin_pick))
+fmax.__doc__ = """Elementwise maximum that ignores NaN (NaN only where both are NaN).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.fmax(lucid.tensor([1.0, float("nan")]), lucid.tensor([float("nan"), 2.0])).tolist()
+    [1.0, 2.0]
+    """
+fmin.__doc__ = "Elementwise minimum that ignores NaN (NaN only where both are NaN)."
+
+
+@tensor_method("float_power")
+def float_power(input, exponent):
+    """``input ** exponent`` computed in double precision (complex128 for complex operands).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.float_power(lucid.tensor([2]), 3).dtype
+    lucid.float64
+    """
+    import lucid
+
+    dt = lucid.complex128 if any(getattr(v, "dtype", None) is not None and v.dtype.kind == "c"
+                                 or isinstance(v, complex) for v in (input, exponent)) else lucid.float64
+    a = _t(input).to(dt)
+    b = exponent.to(dt) if isinstance(exponent, Tensor) else exponent
+    return a ** b
+
+
+@tensor_method("ldexp")
+def ldexp(input, other):
+    """``input * 2 ** other`` (floating result).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.ldexp(lucid.tensor([1.0]), lucid.tensor([3])).tolist()
+    [8.0]
+    """
+    import lucid
+
+    a = _t(input)
+    a = a if a.dtype.kind in "fc" else a.to(dtypes.get_default_dtype())
+    return a * lucid.exp2(_t(other).to(a.dtype if a.dtype.kind == "f" else lucid.float64))
+
+
+@tensor_method("heaviside")
+def heaviside(input, values):
+    """The step function: 0 for ``input < 0``, ``values`` at 0, 1 for ``input > 0``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.heaviside(lucid.tensor([-1.0, 0.0, 2.0]), lucid.tensor(0.5)).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    import lucid
+
+    x, v = _t(input), _t(values)
+    if x.dtype != v.dtype:
+        raise RuntimeError(f"heaviside: input ({x.dtype}) and values ({v.dtype}) must have the same dtype")
+    return lucid.where(x == 0, v, (x > 0).to(x.dtype))
+
+
+# ------------------------------------------------------------------ integer and bit-level ops
+
+
+def _int_binary(name, impl, doc, kinds="iu", dunder=()):
+    prim = nondiff(name, impl)
+
+    def fn(input, other):
+        a, b = promote(input, other)
+        ref = a if isinstance(a, Tensor) else b
+        if ref.dtype.kind not in kinds:
+            raise TypeError(f"{name}: expected integer tensors, got {ref.dtype}")
+        return bind(prim, (a, b), {})
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    for d in (name,) + tuple(dunder):
+        setattr(Tensor, d, fn)
+    return prim, fn
+
+
+gcd_p, gcd = _int_binary("gcd", xp.gcd, """Elementwise greatest common divisor of integer tensors.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.gcd(lucid.tensor([12, 7]), lucid.tensor([18, 0])).tolist()
+    [6, 7]
+    """)
+lcm_p, lcm = _int_binary("lcm", xp.lcm, "Elementwise least common multiple of integer tensors.")
+shl_p, bitwise_left_shift = _int_binary("bitwise_left_shift", xp.left_shift, """``input << other`` elementwise.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> (lucid.tensor([1, 2]) << 2).tolist()
+    [4, 8]
+    """, dunder=("__lshift__",))
+shr_p, bitwise_right_shift = _int_binary("bitwise_right_shift", xp.right_shift,
+                                         "``input >> other`` elementwise (arithmetic shift).",
+                                         dunder=("__rshift__",))
+Tensor.__rlshift__ = lambda self, other: bitwise_left_shift(other, self)
+Tensor.__rrshift__ = lambda self, other: bitwise_right_shift(other, self)
+nextafter_p, nextafter = _int_binary("nextafter", xp.nextafter, """The next floating point value after ``input`` towards ``other``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.nextafter(lucid.tensor([1.0]), lucid.tensor([2.0])).item() > 1.0
+    True
+    """, kinds="f")
+
+
+_Frexp = collections.namedtuple("frexp", ["mantissa", "exponent"])
+
+
+def _frexp_impl(x):
+    m, e = xp.frexp(x)
+    return m, e.astype(xp.int32)
+
+
+frexp_p = nondiff("frexp", _frexp_impl, nout=2)
+
+
+@tensor_method("frexp")
+def frexp(input):
+    """``(mantissa, exponent)`` with ``input = mantissa * 2 ** exponent`` (exponent int32).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> m, e = lucid.frexp(lucid.tensor([8.0]))
+    >>> m.tolist(), e.tolist()
+    ([0.5], [4])
+    """
+    x = _t(input)
+    if x.dtype.kind != "f":
+        raise TypeError(f"frexp: expected a floating point tensor, got {x.dtype}")
+    m, e = bind(frexp_p, (x,), {})
+    return _Frexp(m, e)
+
+
+def _divmod(self, other):
+    import lucid
+
+    return lucid.floor_divide(self, other), lucid.remainder(self, other)
+
+
+def _rdivmod(self, other):
+    import lucid
+
+    return lucid.floor_divide(other, self), lucid.remainder(other, self)
+
+
+Tensor.__divmod__ = _divmod
+Tensor.__rdivmod__ = _rdivmod
+
+
+# ------------------------------------------------------------------ integrals and distances
+
+
+def _dim_slices(d, nd):
+    pre = (slice(None),) * d
+    return pre + (slice(1, None),), pre + (slice(None, -1),)
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """Integral of ``y`` along ``dim`` by the trapezoid rule (spacing ``dx`` or sample points ``x``).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.trapezoid(lucid.tensor([1.0, 2.0, 3.0])).item()
+    4.0
+    """
+    return _trapz("trapezoid", y, x, dx, dim, cumulative=False)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """Running trapezoid-rule integral of ``y`` along ``dim`` (one element shorter).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.cumulative_trapezoid(lucid.tensor([1.0, 2.0, 3.0])).tolist()
+    [1.5, 4.0]
+    """
+    return _trapz("cumulative_trapezoid", y, x, dx, dim, cumulative=True)
+
+
+def _trapz(op, y, x, dx, dim, cumulative):
+    y = _t(y)
+    if y.dtype.kind in "biu":
+        y = y.to(dtypes.get_default_dtype())
+    if x is not None and dx is not None:
+        raise RuntimeError(f"{op}: pass x or dx, not both")
+    d = normalize_axis(dim, y.ndim, op)
+    hi, lo = _dim_slices(d, y.ndim)
+    avg = (y[hi] + y[lo]) * 0.5
+    if x is not None:
+        x = _t(x)
+        if x.ndim == 1:
+            shape = [1] * y.ndim
+            shape[d] = x.shape[0]
+            x = x.reshape(shape)
+        xh, xl = _dim_slices(d if x.ndim == y.ndim else normalize_axis(dim, x.ndim, op), x.ndim)
+        area = avg * (x[xh] - x[xl])
+    else:
+        area = avg * (1.0 if dx is None else dx)
+    return area.cumsum(d) if cumulative else area.sum(d)
+
+
+@tensor_method("dist")
+def dist(input, other, p=2):
+    """The ``p``-norm of ``input - other`` (broadcast), a 0-d tensor.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.dist(lucid.tensor([0.0, 0.0]), lucid.tensor([3.0, 4.0])).item()
+    5.0
+    """
+    import lucid
+
+    return lucid.linalg.vector_norm(_t(input) - other, p)
+
+
+def cdist(x1, x2, p=2.0, compute_mode=None):
+    """Pairwise ``p``-norm distances between the rows of ``x1`` (..., P, M) and ``x2`` (..., R, M).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.cdist(lucid.tensor([[0.0, 0.0]]), lucid.tensor([[3.0, 4.0], [0.0, 1.0]])).tolist()
+    [[5.0, 1.0]]
+    """
+    import lucid
+
+    a, b = _t(x1), _t(x2)
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-1]:
+        raise RuntimeError(f"cdist: expected (..., P, M) and (..., R, M) tensors, got shapes "
+                           f"{tuple(a.shape)} and {tuple(b.shape)}")
+    return lucid.linalg.vector_norm(a[..., :, None, :] - b[..., None, :, :], p, dim=-1)
+
+
+def pdist(input, p=2):
+    """Distances between all pairs of rows of an (N, M) tensor, upper triangle in row order."""
+    from ...nn import functional as F
+
+    return F.pdist(input, p)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (as ``nn.functional``)."""
+    from ...nn import functional as F
+
+    return F.cosine_similarity(x1, x2, dim=dim, eps=eps)
+
+
+@tensor_method("renorm")
+def renorm(input, p, dim, maxnorm):
+    """Rescale each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` to norm ``maxnorm``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.renorm(lucid.tensor([[3.0, 4.0], [0.3, 0.4]]), 2, 0, 1.0).tolist()
+    [[0.6000000238418579, 0.800000011920929], [0.30000001192092896, 0.4000000059604645]]
+    """
+    import lucid
+
+    x = _t(input)
+    d = normalize_axis(dim, x.ndim, "renorm")
+    others = tuple(i for i in range(x.ndim) if i != d)
+    norms = lucid.linalg.vector_norm(x, p, dim=others, keepdim=True) if others else x.abs()
+    factor = lucid.where(norms > maxnorm, maxnorm / (norms + 1e-7), lucid.ones_like(norms))
+    return x * factor
+
+
+__all__ = ["addbmm", "addcdiv", "addcmul", "addmm", "addmv", "addr", "baddbmm", "bitwise_left_shift",
+           "bitwise_right_shift", "cdist", "copysign", "cosine_similarity", "cumulative_trapezoid", "dist",
+           "float_power", "fmax", "fmin", "frexp", "gcd", "heaviside", "lcm", "ldexp", "nextafter", "pdist",
+           "positive", "renorm", "rsub", "trapezoid"]

@@ -1,0 +1,55 @@
+"""More in-place forms (``scatter_``, ``index_add_``, ``addcmul_``, ``floor_``, ``sin_`` ...).
+
+Each is its out-of-place op run through ``inplace._inplace`` (NOTE [In-place semantics]):
+written straight into the tensor with no graph, rebased onto the out-of-place result's node
+in a graph, functional under transforms. So version counters, gradients and views behave as
+for ``add_``; the out-of-place op supplies all the rules.
+"""
+from __future__ import annotations
+
+from .._core.tensor import Tensor
+from .inplace import _inplace
+
+
+def _lucid(name):
+    import lucid
+
+    return getattr(lucid, name)
+
+
+def _method(name, fn_name, needs_old=True, doc=None):
+    def method(self, *args, **kwargs):
+        fn = _lucid(fn_name)
+        return _inplace(name, self, tuple(args), lambda x, *a: fn(x, *a, **kwargs), None, needs_old)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = doc or f"In-place :func:`lucid.{fn_name}`; returns ``self``."
+    setattr(Tensor, name, method)
+    return method
+
+
+# Unary: the rounding family, sign, reciprocal, square, trig and hyperbolic.
+for _n in ("floor", "ceil", "trunc", "frac", "sign", "reciprocal", "square", "rsqrt", "expm1", "log1p",
+           "log2", "log10", "exp2", "tan", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh",
+           "atanh", "erf", "erfc", "logit", "nan_to_num", "fix"):
+    _method(f"{_n}_", _n)
+Tensor.arcsin_, Tensor.arccos_, Tensor.arctan_ = Tensor.asin_, Tensor.acos_, Tensor.atan_
+Tensor.arcsinh_, Tensor.arccosh_, Tensor.arctanh_ = Tensor.asinh_, Tensor.acosh_, Tensor.atanh_
+_method("round_", "round", doc="In-place :func:`lucid.round` (``decimals=`` as a keyword); returns ``self``.")
+Tensor.clamp_min_ = lambda self, min: Tensor.clamp_(self, min=min)
+Tensor.clamp_max_ = lambda self, max: Tensor.clamp_(self, max=max)
+
+# Binary and ternary arithmetic.
+for _n in ("lerp", "addcmul", "addcdiv", "hypot", "atan2", "fmod", "remainder", "copysign", "fmax", "fmin",
+           "float_power", "ldexp", "logaddexp", "xlogy", "maximum", "minimum", "heaviside", "nextafter",
+           "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "addmm", "addmv", "addr", "addbmm",
+           "baddbmm", "renorm"):
+    _method(f"{_n}_", _n)
+Tensor.arctan2_ = Tensor.atan2_
+
+# Indexing and scatter: arguments are (dim, index, ...), keyword options pass through.
+for _n in ("scatter", "scatter_add", "scatter_reduce", "index_add", "index_fill", "index_copy", "index_put",
+           "masked_scatter", "put"):
+    _method(f"{_n}_", _n)
+
+__all__ = []

@@ -1,0 +1,289 @@
+"""More indexing and scatter ops (issue 10): index_fill, index_copy, index_put, put,
+masked_scatter, diagonal/select/slice_scatter and scatter_reduce.
+
+All are composites of existing primitives (where, index_add, the out-of-place setitem
+primitive, cumsum + take, one-hot reductions), so gradients, jvp and vmap come from
+those. ``scatter_reduce`` builds a one-hot mask of shape ``(dim size, *index.shape)``: memory
+grows with both; for plain sums ``scatter_add`` is cheaper.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._core.tensor import Tensor, _wrap, tensor_method
+from ._family import _as_tensor, normalize_axis
+from .indexing import _dim_index
+
+
+def _lucid():
+    import lucid
+
+    return lucid
+
+
+def _along(vec, axis, nd):
+    """A 1-d tensor shaped to broadcast along ``axis`` of an ``nd``-d tensor."""
+    shape = [1] * max(nd, 1)
+    shape[axis] = vec.shape[0]
+    return vec.reshape(shape) if nd else vec.reshape(())
+
+
+def _hit_mask(index, n):
+    L = _lucid()
+    return (L.arange(n)[:, None] == index[None, :]).any(1)
+
+
+@tensor_method("index_fill")
+def index_fill(input, dim, index, value):
+    """Copy of ``input`` with the slices at ``index`` along ``dim`` set to ``value``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.index_fill(lucid.zeros(2, 3), 1, lucid.tensor([0, 2]), 5.0).tolist()
+    [[5.0, 0.0, 5.0], [5.0, 0.0, 5.0]]
+    """
+    L = _lucid()
+    input, axis, index = _dim_index("index_fill", input, dim, index)
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise RuntimeError(f"index_fill: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
+        value = value.to(input.dtype)
+    n = input.shape[axis] if input.ndim else 1
+    return L.where(_along(_hit_mask(index, n), axis, input.ndim), value, input)
+
+
+@tensor_method("index_copy")
+def index_copy(input, dim, index, source):
+    """Copy of ``input`` with the slices at ``index`` along ``dim`` replaced by ``source``'s.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.index_copy(lucid.zeros(3), 0, lucid.tensor([2, 0]), lucid.tensor([1.0, 2.0])).tolist()
+    [2.0, 0.0, 1.0]
+    """
+    L = _lucid()
+    input, axis, index = _dim_index("index_copy", input, dim, index)
+    cleared = index_fill(input, axis, index, 0)
+    return L.index_add(cleared, axis, index, _as_tensor(source).to(input.dtype))
+
+
+def _linear_index(indices, shape, op):
+    """Flat positions over the leading ``len(indices)`` dims (integer index tensors)."""
+    L = _lucid()
+    lin, stride = None, 1
+    for k in reversed(range(len(indices))):
+        i = _as_tensor(indices[k])
+        if i.dtype.kind not in "iu":
+            raise IndexError(f"{op}: accumulate=True needs integer index tensors, got {i.dtype}")
+        i = L.where(i < 0, i + shape[k], i)
+        lin = i * stride if lin is None else lin + i * stride
+        stride *= shape[k]
+    return lin
+
+
+@tensor_method("index_put")
+def index_put(input, indices, values, accumulate=False):
+    """Copy of ``input`` with ``values`` written (or added, ``accumulate=True``) at ``input[indices]``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> i = (lucid.tensor([0, 0, 2]),)
+    >>> lucid.index_put(lucid.zeros(3), i, lucid.tensor(1.0), accumulate=True).tolist()
+    [2.0, 0.0, 1.0]
+    """
+    L = _lucid()
+    input = _as_tensor(input)
+    indices = tuple(indices)
+    if len(indices) > input.ndim:
+        raise IndexError(f"index_put: too many indices ({len(indices)}) for a tensor of shape {tuple(input.shape)}")
+    values = _as_tensor(values).to(input.dtype)
+    if not accumulate:
+        from .inplace import index_put_value
+
+        return index_put_value(input, indices, values)
+    if any(_as_tensor(i).dtype == np.bool_ for i in indices):
+        indices = tuple(t for i in indices for t in (_as_tensor(i).nonzero(as_tuple=True)
+                                                       if _as_tensor(i).dtype == np.bool_ else (i,)))
+    k = len(indices)
+    lin = _linear_index(indices, tuple(input.shape), "index_put")
+    rest = tuple(input.shape[k:])
+    lead = int(np.prod(input.shape[:k], dtype=np.int64))
+    vals = values.expand(*(tuple(lin.shape) + rest)).reshape((-1,) + rest)
+    flat = L.index_add(input.reshape((lead,) + rest), 0, lin.reshape(-1), vals)
+    return flat.reshape(tuple(input.shape))
+
+
+@tensor_method("put")
+def put(input, index, source, accumulate=False):
+    """Copy of ``input`` with ``source`` written at the flat positions ``index`` (negative from the end).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.put(lucid.zeros(2, 2), lucid.tensor([0, -1]), lucid.tensor([1.0, 2.0])).tolist()
+    [[1.0, 0.0], [0.0, 2.0]]
+    """
+    L = _lucid()
+    input, index = _as_tensor(input), _as_tensor(index)
+    n = input.numel()
+    idx = L.where(index < 0, index + n, index).reshape(-1)
+    src = _as_tensor(source).reshape(-1)
+    if src.shape[0] != idx.shape[0]:
+        raise RuntimeError(f"put: index ({idx.shape[0]} elements) and source ({src.shape[0]}) must have "
+                           "the same number of elements")
+    return index_put(input.reshape(-1), (idx,), src, accumulate).reshape(tuple(input.shape))
+
+
+@tensor_method("masked_scatter")
+def masked_scatter(input, mask, source):
+    """Copy of ``input`` with ``source``'s elements, in order, written where ``mask`` is True.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> m = lucid.tensor([True, False, True])
+    >>> lucid.masked_scatter(lucid.zeros(3), m, lucid.tensor([1.0, 2.0, 3.0])).tolist()
+    [1.0, 0.0, 2.0]
+    """
+    L = _lucid()
+    input, mask, source = _as_tensor(input), _as_tensor(mask), _as_tensor(source)
+    if mask.dtype != np.bool_:
+        raise RuntimeError(f"masked_scatter: expected a bool mask, got {mask.dtype}")
+    shape = tuple(np.broadcast_shapes(tuple(input.shape), tuple(mask.shape)))
+    m = mask.expand(*shape).reshape(-1)
+    src = source.reshape(-1)
+    if type(m) is Tensor and int(m._data.sum()) > src.shape[0]:
+        raise RuntimeError(f"masked_scatter: the mask selects {int(m._data.sum())} elements but source has "
+                           f"only {src.shape[0]}")
+    if src.shape[0] == 0:
+        return input.expand(*shape).clone() if tuple(input.shape) != shape else input.clone()
+    pos = (m.to(L.int64).cumsum(0) - 1).clamp(0, src.shape[0] - 1)
+    out = L.where(m, L.take(src, pos).to(input.dtype), input.expand(*shape).reshape(-1))
+    return out.reshape(shape)
+
+
+def _put_at(input, src, key, view, op):
+    """``input`` with ``src`` written at ``input[key]`` (out of place; ``view`` checks the shape)."""
+    from .inplace import index_put_value
+
+    input, src = _as_tensor(input), _as_tensor(src)
+    want = tuple(view(input).shape)
+    if tuple(src.shape) != want:
+        raise RuntimeError(f"{op}: src must have shape {want}, got {tuple(src.shape)}")
+    return index_put_value(input, key, src)
+
+
+@tensor_method("diagonal_scatter")
+def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
+    """Copy of ``input`` with ``src`` written into its diagonal (as ``input.diagonal(offset, dim1, dim2)``).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.diagonal_scatter(lucid.zeros(2, 2), lucid.ones(2)).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    L = _lucid()
+    input = _as_tensor(input)
+    a, b = (normalize_axis(d, input.ndim, "diagonal_scatter") for d in (dim1, dim2))
+    if a == b:
+        raise RuntimeError(f"diagonal_scatter: dim1 and dim2 must differ, got {dim1} and {dim2}")
+    moved = L.movedim(input, (a, b), (-2, -1))  # diagonal() lays the diagonal out last, too
+    k = int(input.diagonal(offset, a, b).shape[-1])
+    rows = _wrap(np.arange(k) + max(-offset, 0))
+    cols = _wrap(np.arange(k) + max(offset, 0))
+    out = _put_at(moved, src, (Ellipsis, rows, cols), lambda t: t.diagonal(offset, -2, -1), "diagonal_scatter")
+    return L.movedim(out, (-2, -1), (a, b))
+
+
+@tensor_method("select_scatter")
+def select_scatter(input, src, dim, index):
+    """Copy of ``input`` with ``src`` written at ``input.select(dim, index)``."""
+    input = _as_tensor(input)
+    d = normalize_axis(dim, input.ndim, "select_scatter")
+    return _put_at(input, src, (slice(None),) * d + (index,), lambda t: t.select(d, index), "select_scatter")
+
+
+@tensor_method("slice_scatter")
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    """Copy of ``input`` with ``src`` written into the slice ``start:end:step`` along ``dim``."""
+    input = _as_tensor(input)
+    d = normalize_axis(dim, input.ndim, "slice_scatter")
+    key = (slice(None),) * d + (slice(start, end, step),)
+    return _put_at(input, src, key, lambda t: t[key], "slice_scatter")
+
+
+_REDUCES = ("sum", "prod", "mean", "amax", "amin")
+
+
+@tensor_method("scatter_reduce")
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    """Reduce ``src`` into ``input`` at ``index`` along ``dim``: "sum", "prod", "mean", "amax", "amin".
+
+    For dim 0: ``out[index[i][j]][j] = reduce(out[index[i][j]][j], src[i][j])`` over all i;
+    ``include_self=False`` leaves ``input``'s own value out wherever something is scattered.
+    Gradients of amax/amin are shared evenly among tied values, as in PyTorch.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([1.0, 10.0])
+    >>> lucid.scatter_reduce(x, 0, lucid.tensor([0, 0, 1]), lucid.tensor([5.0, 3.0, 2.0]), "amax").tolist()
+    [5.0, 10.0]
+    """
+    L = _lucid()
+    if reduce not in _REDUCES:
+        raise RuntimeError(f"scatter_reduce: reduce must be one of {_REDUCES}, got {reduce!r}")
+    input, index, src = _as_tensor(input), _as_tensor(index), _as_tensor(src)
+    nd = input.ndim
+    d = normalize_axis(dim, nd, "scatter_reduce")
+    if index.ndim != nd or src.ndim != nd or any(
+            index.shape[k] > src.shape[k] or (k != d and index.shape[k] > input.shape[k]) for k in range(nd)):
+        raise RuntimeError(f"scatter_reduce: index {tuple(index.shape)} must have input's number of dims and "
+                           f"fit inside src {tuple(src.shape)} (and input {tuple(input.shape)} outside dim {d})")
+    if index.dtype.kind not in "iu":
+        raise RuntimeError(f"scatter_reduce: index must be an integer tensor, got {index.dtype}")
+    s = src[tuple(slice(0, k) for k in index.shape)].to(input.dtype)
+    n = input.shape[d]
+    onehot = index[None] == L.arange(n).reshape((n,) + (1,) * nd)  # (n, *index.shape)
+    R, C = _reduce_onehot(L, reduce, onehot, s, d, input.dtype)
+    pad = []
+    for k in reversed(range(nd)):  # outside the index's extent nothing is scattered
+        pad += [0, (input.shape[k] - R.shape[k]) if k != d else 0]
+    if any(pad):
+        R, C = L.pad(R, tuple(pad)), L.pad(C, tuple(pad))
+    has = C > 0
+    return _combine(L, reduce, input, R, C, has, include_self)
+
+
+def _reduce_onehot(L, reduce, onehot, s, d, dt):
+    fill = {"sum": 0, "mean": 0, "prod": 1}.get(reduce)
+    if fill is None:
+        big = float("inf") if dt.kind == "f" else int(np.iinfo(dt).max)
+        fill = -big if reduce == "amax" else big
+    vals = L.where(onehot, s[None], fill)
+    axis = d + 1
+    red = {"sum": L.sum, "mean": L.sum, "prod": L.prod, "amax": L.amax, "amin": L.amin}[reduce](vals, axis)
+    count = onehot.to(L.int64).sum(axis)
+    return L.movedim(red, 0, d), L.movedim(count, 0, d)
+
+
+def _combine(L, reduce, input, R, C, has, include_self):
+    if reduce == "sum":
+        return L.where(has, R + input if include_self else R, input)
+    if reduce == "prod":
+        return L.where(has, R * input if include_self else R, input)
+    if reduce == "amax":
+        return L.where(has, L.maximum(R, input) if include_self else R, input)
+    if reduce == "amin":
+        return L.where(has, L.minimum(R, input) if include_self else R, input)
+    total, cnt = (R + input, C + 1) if include_self else (R, C.clamp(min=1))
+    mean = total / cnt.to(input.dtype) if input.dtype.kind in "fc" else L.floor_divide(total, cnt)
+    return L.where(has, mean.to(input.dtype), input)
+
+
+__all__ = ["diagonal_scatter", "index_copy", "index_fill", "index_put", "masked_scatter", "put", "scatter_reduce",
+           "select_scatter", "slice_scatter"]
