@@ -8,7 +8,7 @@ import numpy as np
 import lucid
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all, clamp_probs, finfo, lazy_property, logits_to_probs, probs_to_logits
+from .utils import broadcast_all, finfo, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli", "Categorical", "OneHotCategorical", "OneHotCategoricalStraightThrough"]
 

@@ -26,6 +26,15 @@ __all__ = [
 ]
 
 
+def _fmt(bound):
+    """A bound for a repr: numbers as they are, tensors (tracers too) by their concrete values."""
+    if isinstance(bound, lucid.Tensor):
+        from .utils import concrete
+
+        return repr(concrete(bound))
+    return repr(bound)
+
+
 class Constraint:
     """Base class: a region of valid values. Subclasses define :meth:`check`."""
 
@@ -149,7 +158,7 @@ class _IntegerInterval(Constraint):
         return (value % 1 == 0) & (self.lower_bound <= value) & (value <= self.upper_bound)
 
     def __repr__(self):
-        return f"IntegerInterval(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
+        return f"IntegerInterval(lower_bound={_fmt(self.lower_bound)}, upper_bound={_fmt(self.upper_bound)})"
 
 
 class _IntegerLessThan(Constraint):
@@ -172,7 +181,7 @@ class _IntegerGreaterThan(Constraint):
         return (value % 1 == 0) & (value >= self.lower_bound)
 
     def __repr__(self):
-        return f"IntegerGreaterThan(lower_bound={self.lower_bound})"
+        return f"IntegerGreaterThan(lower_bound={_fmt(self.lower_bound)})"
 
 
 class _Real(Constraint):
@@ -188,7 +197,7 @@ class _GreaterThan(Constraint):
         return self.lower_bound < value
 
     def __repr__(self):
-        return f"GreaterThan(lower_bound={self.lower_bound})"
+        return f"GreaterThan(lower_bound={_fmt(self.lower_bound)})"
 
 
 class _GreaterThanEq(Constraint):
@@ -199,7 +208,7 @@ class _GreaterThanEq(Constraint):
         return self.lower_bound <= value
 
     def __repr__(self):
-        return f"GreaterThanEq(lower_bound={self.lower_bound})"
+        return f"GreaterThanEq(lower_bound={_fmt(self.lower_bound)})"
 
 
 class _LessThan(Constraint):
@@ -210,7 +219,7 @@ class _LessThan(Constraint):
         return value < self.upper_bound
 
     def __repr__(self):
-        return f"LessThan(upper_bound={self.upper_bound})"
+        return f"LessThan(upper_bound={_fmt(self.upper_bound)})"
 
 
 class _Interval(Constraint):
@@ -222,7 +231,7 @@ class _Interval(Constraint):
         return (self.lower_bound <= value) & (value <= self.upper_bound)
 
     def __repr__(self):
-        return f"Interval(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
+        return f"Interval(lower_bound={_fmt(self.lower_bound)}, upper_bound={_fmt(self.upper_bound)})"
 
 
 class _HalfOpenInterval(_Interval):
@@ -230,7 +239,7 @@ class _HalfOpenInterval(_Interval):
         return (self.lower_bound <= value) & (value < self.upper_bound)
 
     def __repr__(self):
-        return f"HalfOpenInterval(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
+        return f"HalfOpenInterval(lower_bound={_fmt(self.lower_bound)}, upper_bound={_fmt(self.upper_bound)})"
 
 
 class _OpenInterval(_Interval):
@@ -238,7 +247,7 @@ class _OpenInterval(_Interval):
         return (self.lower_bound < value) & (value < self.upper_bound)
 
     def __repr__(self):
-        return f"OpenInterval(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
+        return f"OpenInterval(lower_bound={_fmt(self.lower_bound)}, upper_bound={_fmt(self.upper_bound)})"
 
 
 class _Simplex(Constraint):
@@ -299,9 +308,11 @@ class _Square(Constraint):
 
 
 class _Symmetric(_Square):
+    # No value-dependent branches: checks also run on traced values (NOTE [Validation
+    # through transforms]); only the (static) shape decides the non-square case.
     def check(self, value):
         square = super().check(value)
-        if not bool(square.all()):
+        if value.shape[-2] != value.shape[-1]:
             return square
         close = (value - value.mT).abs() <= 1e-6 * (1 + value.abs())
         return close.reshape(tuple(value.shape[:-2]) + (-1,)).all(-1)
@@ -310,17 +321,17 @@ class _Symmetric(_Square):
 class _PositiveSemidefinite(_Symmetric):
     def check(self, value):
         sym = super().check(value)
-        if not bool(sym.all()):
+        if value.shape[-2] != value.shape[-1]:
             return sym
-        return (lucid.linalg.eigvalsh(value) >= 0).all(-1)
+        return sym & (lucid.linalg.eigvalsh(value) >= 0).all(-1)
 
 
 class _PositiveDefinite(_Symmetric):
     def check(self, value):
         sym = super().check(value)
-        if not bool(sym.all()):
+        if value.shape[-2] != value.shape[-1]:
             return sym
-        return (lucid.linalg.eigvalsh(value) > 0).all(-1)
+        return sym & (lucid.linalg.eigvalsh(value) > 0).all(-1)
 
 
 class _Cat(Constraint):

@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 import lucid
 from . import constraints
 from ._sampling import binomial_icdf, poisson_icdf
 from .categorical import Categorical, _bce_with_logits, _one_of
-from .distribution import Distribution
+from .distribution import Distribution, _holds
 from .utils import broadcast_all, concrete, finfo, lazy_property, logits_to_probs, probs_to_logits, special
 
 __all__ = ["Poisson", "Geometric", "Binomial", "Multinomial"]
@@ -88,7 +86,7 @@ class Geometric(Distribution):
         param = self.probs if probs is not None else self.logits
         super().__init__(tuple(param.shape), validate_args=validate_args)
         if self._validate_args and probs is not None:
-            if not bool((concrete(self.probs) > 0).all()):
+            if not _holds(constraints.positive, self.probs):
                 raise ValueError(f"Expected parameter probs ({type(self.probs).__name__} of shape "
                                  f"{tuple(self.probs.shape)}) of distribution {self!r} to satisfy the constraint "
                                  f"Interval(lower_bound=0.0, upper_bound=1.0) with probs > 0, but found "

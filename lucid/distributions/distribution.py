@@ -19,6 +19,13 @@ def _shape(s, what):
         raise TypeError(f"{what} must be a tuple of ints, got {s!r}") from None
 
 
+def _holds(constraint, value):
+    """Whether every entry of ``value`` satisfies ``constraint``. See NOTE [Validation through transforms]."""
+    with lucid.no_grad():
+        valid = constraint.check(value)
+    return bool(concrete(valid).all())
+
+
 class Distribution:
     """Base class of probability distributions.
 
@@ -78,8 +85,7 @@ class Distribution:
             if param not in self.__dict__ and isinstance(getattr(type(self), param, None), lazy_property):
                 continue  # not given (e.g. logits when probs was)
             value = getattr(self, param)
-            valid = constraint.check(concrete(value)) if isinstance(value, lucid.Tensor) else None
-            if valid is not None and not bool(valid.all()):
+            if isinstance(value, lucid.Tensor) and not _holds(constraint, value):
                 raise ValueError(
                     f"Expected parameter {param} ({type(value).__name__} of shape {tuple(value.shape)}) "
                     f"of distribution {self!r} to satisfy the constraint {constraint!r}, but found "
@@ -237,8 +243,7 @@ class Distribution:
             warnings.warn(f"{name} does not define `support` to enable sample validation. Please "
                           "initialize the distribution with `validate_args=False` to turn off validation.")
             return
-        valid = support.check(concrete(value))
-        if not bool(valid.all()):
+        if not _holds(support, value):
             raise ValueError(f"Expected value argument ({type(value).__name__} of shape {actual_shape}) to be "
                              f"within the support ({support!r}) of the distribution {self!r}, but found "
                              f"invalid values:\n{concrete(value)}")

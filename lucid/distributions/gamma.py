@@ -16,7 +16,7 @@ from .distribution import Distribution
 from .normal import Uniform
 from .transformed_distribution import TransformedDistribution
 from .transforms import AffineTransform, PowerTransform
-from .utils import (broadcast_all, concrete, euler_constant, finfo, lazy_property, logits_to_probs,
+from .utils import (broadcast_all, euler_constant, finfo, lazy_property, logits_to_probs,
                     probs_to_logits, special)
 
 __all__ = ["Gamma", "Chi2", "Beta", "Dirichlet", "StudentT", "InverseGamma", "FisherSnedecor",

@@ -9,10 +9,10 @@ import numpy as np
 
 import lucid
 from . import constraints
-from .distribution import Distribution
+from .distribution import Distribution, _holds
 from .gamma import Beta, Chi2
 from .multivariate_normal import _precision_to_scale_tril, _solve_tril
-from .utils import broadcast_all, concrete, finfo, lazy_property, special
+from .utils import broadcast_all, finfo, lazy_property, special
 
 __all__ = ["Wishart", "LKJCholesky"]
 
@@ -61,7 +61,7 @@ class Wishart(Distribution):
             self.df = df.expand(batch_shape)
         p = param.shape[-1]
         event_shape = (p, p)
-        if bool((concrete(self.df) <= p - 1).any()):
+        if not _holds(constraints.greater_than(p - 1), self.df):
             raise ValueError(f"Wishart: value of df={df} expected to be greater than ndim - 1 = {p - 1}.")
         name = ("scale_tril" if scale_tril is not None else
                 "covariance_matrix" if covariance_matrix is not None else "precision_matrix")

@@ -5,7 +5,7 @@ import math
 
 import lucid
 from . import constraints
-from .distribution import Distribution
+from .distribution import Distribution, _holds
 from .utils import broadcast_all, finfo, special
 
 __all__ = ["Normal", "Uniform", "Exponential", "Laplace", "Cauchy"]
@@ -104,9 +104,7 @@ class Uniform(Distribution):
         self.low, self.high = broadcast_all(low, high)
         super().__init__(_batch(self.low), validate_args=validate_args)
         if self._validate_args:
-            from .utils import concrete
-
-            if not bool((concrete(self.low) < concrete(self.high)).all()):
+            if not _holds(constraints.less_than(self.high), self.low):
                 raise ValueError("Uniform is not defined when low >= high")
 
     @property

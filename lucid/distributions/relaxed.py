@@ -8,11 +8,10 @@ import math
 import lucid
 from . import constraints
 from .categorical import Categorical, _bce_with_logits, _one_of
-from .distribution import Distribution
+from .distribution import Distribution, _holds
 from .transformed_distribution import TransformedDistribution
 from .transforms import ExpTransform, SigmoidTransform
-from .utils import (as_float, broadcast_all, clamp_probs, concrete, lazy_property, logits_to_probs,
-                    probs_to_logits, special)
+from .utils import as_float, broadcast_all, clamp_probs, concrete, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli", "ExpRelaxedCategorical", "RelaxedOneHotCategorical",
            "ContinuousBernoulli"]
@@ -232,7 +231,7 @@ class ContinuousBernoulli(Distribution):
             (probs,) = broadcast_all(probs)
             # probs is clamped below, so it is checked here, before the clamp hides a bad value.
             if validate_args if validate_args is not None else Distribution._validate_args:
-                if not bool(constraints.unit_interval.check(concrete(probs)).all()):
+                if not _holds(constraints.unit_interval, probs):
                     raise ValueError(f"Expected parameter probs ({type(probs).__name__} of shape "
                                      f"{tuple(probs.shape)}) of distribution ContinuousBernoulli to satisfy the "
                                      f"constraint Interval(lower_bound=0.0, upper_bound=1.0), but found invalid "

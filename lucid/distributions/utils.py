@@ -122,9 +122,11 @@ def vec_to_tril_matrix(vec, diag=0):
 
 # NOTE [Validation through transforms]
 # Parameter and sample checks need concrete values, but under func.grad / jvp / vmap the
-# values are tracers. ``concrete`` reads the array underneath every tracer, with each vmap
-# batch dim moved to the front, so a check over the trailing (event) dims still means the
-# same thing; validation therefore works inside transforms and never records a graph.
+# values are tracers. The check itself runs on the (possibly traced) values under no_grad,
+# so bounds that are themselves traced (Uniform's support, Pareto's scale) batch correctly,
+# and ``concrete`` then reads the bool result underneath every tracer (each vmap batch dim
+# moved to the front) to decide. Validation therefore works inside transforms and never
+# records a graph. Constraint checks must not branch on values for this (no ``bool()``).
 def concrete(value):
     """The plain tensor under ``value`` (tracers unwrapped, vmap batch dims in front)."""
     return lucid.tensor(_concrete_array(value)) if type(value) is not Tensor else value

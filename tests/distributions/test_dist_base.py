@@ -84,6 +84,13 @@ def test_validation_works_inside_transforms():
         F.grad(lambda r: Exponential(r).log_prob(f64(-1.0)))(f64(1.0))
     with pytest.raises(ValueError, match="Simplex"):
         F.vmap(lambda p: Categorical(probs=p).log_prob(lucid.tensor(0)))(f64([[0.5, 0.5], [-0.5, 1.5]]))
+    # bounds that are themselves batched: each example's support is its own interval
+    with pytest.raises(ValueError, match="within the support"):
+        F.vmap(lambda hi: Uniform(f64(0.0), hi).log_prob(f64(1.5)))(f64([2.0, 1.0]))
+    np.testing.assert_allclose(F.vmap(lambda hi: Uniform(f64(0.0), hi).log_prob(f64(0.5)))(f64([2.0, 4.0])).numpy(),
+                               -np.log([2.0, 4.0]))
+    with pytest.raises(ValueError, match="low >= high"):
+        F.vmap(lambda lo: Uniform(lo, f64(1.0)))(f64([0.0, 2.0]))
     ok = F.vmap(lambda s: Normal(0.0, s).log_prob(f64(0.3)), in_dims=0)(f64([1.0, 2.0]))
     assert ok.shape == (2,)
 

@@ -1,7 +1,6 @@
 """kl_divergence: every registered closed form against a seeded Monte Carlo estimate
 (tolerance from its standard error) and, with SciPy, numerical integration; dispatch."""
 import math
-import warnings
 
 import numpy as np
 import pytest
