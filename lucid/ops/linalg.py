@@ -936,6 +936,9 @@ def _svd_vjp(ns, g, out, a):
     inner = (skew_u * _row(ns, s) + _col(ns, s) * (vgv - _mH(ns, vgv))) / _gap(ns, s * s)
     inner = inner + _diag_embed(ns, gs)
     if u.dtype.kind == "c":  # the phase term: diag(U^H gU - (U^H gU)^H) / (2 S) (PyTorch's)
+        from .linalg_eig import phase_check
+
+        phase_check("svd", ns.imag(_diag(ns, ugu)) + ns.imag(_diag(ns, vgv)), "singular vectors")
         inner = inner + _diag_embed(ns, _diag(ns, skew_u) / (s * 2))
     if m > k:
         gus = gu / _row(ns, s)

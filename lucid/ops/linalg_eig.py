@@ -46,10 +46,22 @@ def _as_complex(ns, x, like):
     return x if x.dtype == like.dtype else ns.cast(x, dtype=like.dtype)
 
 
+def phase_check(op, imag_diag, what):
+    """PyTorch's check that a loss does not depend on the arbitrary phase of complex vectors.
+
+    Done on the eager backward's arrays (under transforms the values are symbolic).
+    """
+    if isinstance(imag_diag, np.ndarray) and not np.allclose(imag_diag, 0, rtol=1e-2, atol=1e-2):
+        raise RuntimeError(f"{op}_backward: The {what} in the complex case are specified up to multiplication "
+                           f"by e^{{i phi}}. The specified loss function depends on this phase term, making it "
+                           f"ill-defined.")
+
+
 def _eig_vjp(ns, g, out, a):
     (gl, gv), (lam, v) = g, out
     vh = _mH(ns, v)
     vhgv = ns.matmul(vh, gv)
+    phase_check("linalg_eig", ns.imag(_diag(ns, vhgv)), "eigenvectors")
     re_diag = ns.real(_diag(ns, vhgv))
     m = vhgv - ns.matmul(vh, v * _row(ns, _as_complex(ns, re_diag, v)))
     n = lam.shape[-1]

@@ -311,3 +311,14 @@ def test_complex_gradients_match_torch_decompositions(name):
     x = lucid.tensor(a, requires_grad=True)
     g = lucid.autograd.grad(loss(lucid, x, lucid.tensor(w)), x)
     np.testing.assert_allclose(g.numpy(), gt.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_phase_dependent_complex_losses_raise_as_in_torch():
+    rng = np.random.default_rng(16)
+    x = lucid.tensor(_cplx(rng, 3, 3), requires_grad=True)
+    with pytest.raises(RuntimeError, match="svd_backward: The singular vectors in the complex case"):
+        L.svd(x).U.real.sum().backward()
+    with pytest.raises(RuntimeError, match="linalg_eig_backward: The eigenvectors in the complex case"):
+        L.eig(x).eigenvectors.imag.sum().backward()
+    L.svd(x).S.sum().backward()  # phase-free: fine
+    assert x.grad is not None

@@ -183,3 +183,38 @@ def test_small_helpers_against_closed_forms():
     with pytest.raises(RuntimeError):
         L.inv_ex(_t([[1.0, 2.0], [2.0, 4.0]]), check_errors=True)
     assert L.cholesky_ex(_t(np.eye(2))).info.item() == 0
+
+
+# --------------------------------------------------------------------------- float32
+
+_F32 = {
+    "det_singular": (lambda x: L.det(x), np.array([[1.0, 2.0], [2.0, 4.0]])),
+    "slogdet": (lambda x: L.slogdet(x).logabsdet, None),
+    "solve_triangular": (lambda x: L.solve_triangular(x, x[:, :2], upper=True), None),
+    "lu": (lambda x: tuple(L.lu(x))[1:], None),
+    "lu_solve": (lambda x: L.lu_solve(*L.lu_factor(x), x[:, :1]), None),
+    "matrix_exp": (lambda x: L.matrix_exp(x * 0.5), None),
+    "eig": (lambda x: L.eigvals(x).real, "eig"),
+    "pinv": (L.pinv, None),
+    "lstsq": (lambda x: L.lstsq(x[:, :2], x[:, 2:]).solution, None),
+    "qr_wide": (lambda x: L.qr(x[:2]).R, None),
+    "vector_norm_3": (lambda x: L.vector_norm(x, 3, dim=0), None),
+    "householder_product": (lambda x: L.householder_product(x, x[0, :2] * 0.5), None),
+    "cond": (L.cond, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_F32))
+def test_float32_inputs_pass_gradcheck_with_float64_differences(name):
+    f, base = _F32[name]
+    rng = np.random.default_rng(15)
+    if base is None:
+        base = rng.standard_normal((3, 3)) * 0.5 + 2.5 * np.eye(3)
+    elif isinstance(base, str):
+        s = rng.standard_normal((3, 3)) * 0.3 + np.eye(3)
+        base = s @ np.diag([1.0, 2.5, 4.0]) @ np.linalg.inv(s)
+    x = lucid.tensor(base.astype(np.float32), requires_grad=True)
+    out = f(x)
+    outs = out if isinstance(out, tuple) else (out,)
+    assert all(o.dtype == lucid.float32 for o in outs)
+    assert lucid.autograd.gradcheck(f, (x,))
