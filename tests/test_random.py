@@ -254,10 +254,15 @@ def test_nested_vmap_randomness():
     assert (sd == sd[:1]).all() and len(np.unique(sd[0])) == 3
     ss = f("same", "same")
     assert len(np.unique(ss)) == 1
-    with pytest.raises(RuntimeError, match="rand: random operations are not allowed"):
-        f("error", "different")
+    # an inner randomness= overrides an enclosing "error" for the inner body
+    ed = f("error", "different")
+    assert ed.shape == (2, 3) and len(np.unique(ed)) == 6
+    es = f("error", "same")
+    assert len(np.unique(es)) == 1
     with pytest.raises(RuntimeError, match="rand: random operations are not allowed"):
         f("different", "error")
+    with pytest.raises(RuntimeError, match="rand: random operations are not allowed"):
+        F.vmap(lambda t: t + lucid.rand(()))(x)
 
 
 def test_nested_vmap_matches_batched_draw():

@@ -80,7 +80,13 @@ def is_inference_mode_enabled() -> bool:
 
 
 class _GradModeContext:
-    """Base for context managers that are also decorators."""
+    """Base for context managers that are also decorators (with or without parentheses)."""
+
+    def __new__(cls, *args, **kwargs):
+        # ``@lucid.no_grad`` without parentheses: the class is called on the function itself.
+        if len(args) == 1 and not kwargs and callable(args[0]) and not isinstance(args[0], bool):
+            return cls()(args[0])
+        return super().__new__(cls)
 
     def __call__(self, fn):
         @functools.wraps(fn)

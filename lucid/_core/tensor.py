@@ -173,12 +173,26 @@ class Tensor:
 
     # ------------------------------------------------------------- conversions
     def numpy(self, *, force=False):
-        """The values as an ndarray (shares memory). Refuses tensors that require grad."""
+        """The values as an ndarray sharing memory; **read-only** if the tensor requires grad.
+
+        A tensor that requires grad may be saved for a backward, so its values come back
+        as a read-only view (writing raises NumPy's ``ValueError``: assignment destination
+        is read-only) instead of PyTorch's error (Lucid 3 returns the data). Others, and
+        ``force=True``, give the writable shared array, as in PyTorch.
+
+        Examples
+        --------
+        >>> import lucid
+        >>> w = lucid.tensor([1.0, 2.0], requires_grad=True)
+        >>> w.numpy().flags.writeable
+        False
+        >>> w.detach().numpy().flags.writeable
+        True
+        """
         if self._rg and not force:
-            raise RuntimeError(
-                "numpy: can't call numpy() on a Tensor that requires grad; "
-                "use tensor.detach().numpy() instead"
-            )
+            view = self._data.view()
+            view.flags.writeable = False
+            return view
         return self._data
 
     def __array__(self, dtype=None, copy=None):

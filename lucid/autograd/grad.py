@@ -19,8 +19,9 @@ def _as_list(x, what):
 
 def _unused_error(i, t):
     return RuntimeError(
-        f"grad: one of the differentiated Tensors (inputs[{i}], shape {tuple(t.shape)}) appears "
-        "to not have been used in the graph. Set allow_unused=True if this is the desired behavior."
+        f"grad: one of the differentiated Tensors (inputs[{i}], shape {tuple(t.shape)}) is not "
+        "reachable from the outputs (it appears to not have been used in the graph). Set "
+        "allow_unused=True if this is the desired behavior."
     )
 
 

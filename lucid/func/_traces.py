@@ -224,18 +224,21 @@ class JVPTrace(Trace):
     def process_function(self, cls, args, kwargs):
         from ..autograd.function import FunctionCtx, _is_separate_style
 
-        if not _is_separate_style(cls) or getattr(cls, "jvp", None) is None or \
-                cls.jvp.__qualname__.startswith("Function."):
+        if getattr(cls, "jvp", None) is None or cls.jvp.__qualname__.startswith("Function."):
             raise RuntimeError(
                 f"jvp: custom Function '{cls.__name__}' has no forward-mode rule. To use it with "
-                "lucid.func.jvp/jacfwd, write forward(*args) + setup_context(ctx, inputs, output) "
-                "and add a static method jvp(ctx, *tangents) returning the output tangents."
+                "lucid.func.jvp/jacfwd or forward_ad, add a static method jvp(ctx, *tangents) "
+                "returning the output tangents (either forward style works)."
             )
         ctx = FunctionCtx()
         vals = tuple(a._primal if self.owns(a) else a for a in args)
         tans = tuple(a._tangent if self.owns(a) else None for a in args)
-        out = cls.forward(*vals, **kwargs)
-        cls.setup_context(ctx, vals, out)
+        if _is_separate_style(cls):
+            out = cls.forward(*vals, **kwargs)
+            cls.setup_context(ctx, vals, out)
+        else:  # combined style: forward(ctx, *args) fills ctx itself, as PyTorch allows
+            ctx.needs_input_grad = tuple(self.owns(a) for a in args)
+            out = cls.forward(ctx, *vals, **kwargs)
         tans = tuple(t if t is not None or not isinstance(v, Tensor) else _wrap(np.zeros(v.shape, v.dtype))
                      for t, v in zip(tans, vals))
         t_out = cls.jvp(ctx, *tans)

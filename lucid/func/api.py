@@ -231,16 +231,19 @@ def grad(func, argnums=0, has_aux=False):
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """``(func(*primals), J @ tangents)`` by true forward mode.
 
+    ``strict=True`` raises if an output does not depend on the inputs (as
+    ``autograd.functional.jvp(strict=True)`` does) instead of giving it a zero tangent.
+
     Examples
     --------
     >>> import lucid, lucid.func as F
     >>> F.jvp(lambda x: x * x, (lucid.tensor([3.0]),), (lucid.tensor([1.0]),))[1]
     tensor([6.])
     """
-    return _jvp_impl(func, primals, tangents, has_aux, "jvp(f, primals, tangents)")
+    return _jvp_impl(func, primals, tangents, has_aux, "jvp(f, primals, tangents)", strict=strict)
 
 
-def _jvp_impl(func, primals, tangents, has_aux, api, keep_none=False):
+def _jvp_impl(func, primals, tangents, has_aux, api, keep_none=False, strict=False):
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise RuntimeError(f"{api}: expected primals and tangents to be tuples, got "
                            f"{type(primals).__name__} and {type(tangents).__name__}")
@@ -273,6 +276,9 @@ def _jvp_impl(func, primals, tangents, has_aux, api, keep_none=False):
         else:
             prim_out.append(o)
             tan = None
+        if tan is None and strict:
+            raise RuntimeError(f"{api}: strict=True but output {len(tan_out)} does not depend on the "
+                               "inputs (its tangent is identically zero)")
         tan_out.append(tan if tan is not None or keep_none else TN.zeros_like(prim_out[-1]))
     res = (tree_unflatten(prim_out, o_def), tree_unflatten(tan_out, o_def))
     return res + (aux,) if has_aux else res
@@ -301,8 +307,15 @@ def linearize(func, *primals):
 # -------------------------------------------------------------------- vmap
 
 
-def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None, strategy="auto"):
     """Vectorise ``func`` over a batch dimension; inside, each call sees one example.
+
+    ``strategy``: ``"auto"``/``"vectorized"`` (default) run ``func`` once on batched
+    tracers (every primitive has a batching rule); ``"isolated"`` calls ``func`` once per
+    example on plain slices and stacks the results, for functions with data-dependent
+    Python control flow (``if x.sum() > 0``). With ``"isolated"`` random ops draw
+    independently per example (``"same"`` replays the random state for each example;
+    ``"error"`` is not enforced).
 
     Examples
     --------
@@ -314,6 +327,14 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         raise ValueError(f"vmap: randomness must be 'error', 'different' or 'same', got {randomness!r}")
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"vmap: chunk_size must be a positive int or None, got {chunk_size!r}")
+    if strategy not in ("auto", "vectorized", "isolated"):
+        raise ValueError(f"vmap: strategy must be 'auto', 'vectorized' or 'isolated', got {strategy!r}")
+    if strategy == "isolated":
+        @functools.wraps(func)
+        def isolated(*args, **kwargs):
+            return _vmap_isolated(func, args, kwargs, in_dims, out_dims, randomness)
+
+        return isolated
 
     simple = in_dims.__class__ is int and in_dims >= 0 and out_dims.__class__ is int and chunk_size is None
 
@@ -403,7 +424,8 @@ def _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, chunk_size):
         n = shape[d]
         if size is not None and n != size:
             raise ValueError(
-                f"{api}: expected all tensors to have the same size in the mapped dimension, "
+                f"{api}: inconsistent batch sizes: expected all tensors to have the same size in "
+                f"the mapped dimension, "
                 f"got sizes {size} and {n} (input shapes and in_dims: "
                 f"{[(tuple(a.shape), b) for a, b in zip(leaves, dims) if b is not None]})"
             )
@@ -434,6 +456,46 @@ def _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, chunk_size):
             return v
         return move_bdim(v, b, out_dims % v.ndim)
     return _unbatch_outputs(out, trace, size, out_dims, api)
+
+
+def _vmap_isolated(func, args, kwargs, in_dims, out_dims, randomness):
+    """``vmap(strategy="isolated")``: one plain call per example, outputs stacked."""
+    from ..ops.random import get_rng_state, set_rng_state
+    from ..ops.shape import stack
+
+    api = _VMAP_API
+    leaves, treedef = tree_flatten(args)
+    dims = _vmap_in_dims(in_dims, args, api)
+    size = None
+    for x, d in zip(leaves, dims):
+        if d is None:
+            continue
+        if not isinstance(x, Tensor) or d.__class__ is not int or not -x.ndim <= d < x.ndim:
+            raise ValueError(f"{api}: bad in_dim {d!r} for an input of type {type(x).__name__}"
+                             f"{' and shape ' + str(tuple(x.shape)) if isinstance(x, Tensor) else ''}")
+        n = x.shape[d]
+        if size is not None and n != size:
+            raise ValueError(f"{api}: inconsistent batch sizes: got sizes {size} and {n} in the mapped dimensions")
+        size = n
+    if size is None:
+        raise ValueError(f"{api}: at least one input must be batched (in_dims all None)")
+    state = get_rng_state() if randomness == "same" else None
+    results = []
+    for i in range(size):
+        if state is not None:
+            set_rng_state(state)
+        piece = [x if d is None else x[(slice(None),) * (d % x.ndim) + (i,)] for x, d in zip(leaves, dims)]
+        results.append(func(*tree_unflatten(piece, treedef), **kwargs))
+    first, o_def = tree_flatten(results[0])
+    if out_dims is None or isinstance(out_dims, int):
+        odims = [out_dims] * len(first)
+    else:
+        odims = broadcast_prefix(tuple(out_dims), results[0] if isinstance(results[0], (tuple, list))
+                                 else (results[0],), "out_dims")
+    flat = [tree_flatten(r)[0] for r in results]
+    outs = [first[k] if odims[k] is None else stack([f[k] for f in flat], dim=odims[k])
+            for k in range(len(first))]
+    return tree_unflatten(outs, o_def)
 
 
 def _unbatch_one(o, d, trace, size, api):

@@ -191,20 +191,30 @@ def set_rng_state(new_state):
 #                  dim per such vmap (outermost first) and is wrapped in a BatchTracer
 #                  with bdim 0 for each, innermost last;
 #   "same"      -> one draw shared by every example of that vmap (no batch dim).
+# Nested vmaps: an inner vmap's randomness overrides an enclosing "error" for the inner
+# body (the enclosing level takes the nearest inner non-"error" mode); "different" and
+# "same" on an enclosing level keep their per-level meaning.
 def _vmap_levels(op):
     from ..func._traces import BatchTrace
 
     levels = []
-    for t in STATE.traces:  # outermost first
+    inherited = None
+    for t in reversed(STATE.traces):  # innermost first
         if not isinstance(t, BatchTrace):
             continue
-        if t.randomness == "error":
-            raise RuntimeError(
-                f"{op}: random operations are not allowed inside vmap(..., randomness='error') (the "
-                "default). Pass randomness='different' for independent values per example or "
-                "randomness='same' for one value shared by all examples, or draw outside vmap.")
-        if t.randomness == "different":
+        mode = t.randomness
+        if mode == "error":
+            mode = inherited
+            if mode is None:
+                raise RuntimeError(
+                    f"{op}: random operations are not allowed inside vmap(..., randomness='error') (the "
+                    "default). Pass randomness='different' for independent values per example or "
+                    "randomness='same' for one value shared by all examples, or draw outside vmap.")
+        else:
+            inherited = mode
+        if mode == "different":
             levels.append(t)
+    levels.reverse()  # outermost first
     return levels
 
 
