@@ -108,7 +108,7 @@ def test_generated_vmap_rule_uses_the_custom_backward():
 
 
 def test_combined_style_errors_say_what_to_add():
-    with pytest.raises(RuntimeError, match=r"^jvp: .*setup_context.*jvp"):
+    with pytest.raises(RuntimeError, match=r"^jvp: custom Function .CubeCombined. has no forward-mode rule.*jvp\(ctx, \*tangents\)"):
         F.jvp(CubeCombined.apply, (X,), (X,))
     with pytest.raises(RuntimeError, match=r"^vmap: .*generate_vmap_rule.*vmap"):
         F.vmap(CubeCombined.apply)(t64(np.ones((2, 3))))
