@@ -189,7 +189,11 @@ def _share_version(out, base, prim, params, args):
 
     In grad mode it also remembers how it was made, for NOTE [View replay].
     """
-    if isinstance(base, _Tensor) and np.may_share_memory(out._data, base._data):
+    data = out._data
+    # An empty view shares no bytes (may_share_memory is False) but is still a view: an
+    # in-place change through it must still put its operands into the base's history.
+    if isinstance(base, _Tensor) and (np.may_share_memory(data, base._data)
+                                      or (data.size == 0 and data.base is not None)):
         out._version = base._version
         root = base if base._base is None else base._base
         out._base = root

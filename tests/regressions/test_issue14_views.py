@@ -130,3 +130,14 @@ def test_view_on_non_contiguous_raises_and_reshape_copies():
         x.t().view(6)
     np.testing.assert_array_equal(x.t().reshape(6).numpy(), [0, 3, 1, 4, 2, 5])
     assert tuple(x.t().view(3, 2).shape) == (3, 2)  # no change of shape needs no copy
+
+
+def test_inplace_change_through_an_empty_view_keeps_its_operands_in_the_graph():
+    # found by tests/fuzz: an empty view shares no bytes, so it was not taken for a view
+    x = lucid.zeros(1, 0, dtype=lucid.float64, requires_grad=True)
+    y = lucid.zeros(1, 0, dtype=lucid.float64, requires_grad=True)
+    c = x * 1
+    row = c[0]
+    row.add_(y.sum().sin())
+    c.sum().backward()
+    assert x.grad.shape == (1, 0) and y.grad is not None and y.grad.shape == (1, 0)
