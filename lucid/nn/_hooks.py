@@ -16,8 +16,8 @@ from ..autograd.function import Function
 
 
 class _State:
-    def __init__(self, module, hooks):
-        self.module, self.hooks = module, hooks
+    def __init__(self, module, hooks, pre_hooks=()):
+        self.module, self.hooks, self.pre_hooks = module, hooks, list(pre_hooks)
         self.grad_output = None
         self.n_inputs = 0
         self.input_mask = ()
@@ -61,6 +61,14 @@ class _OutputIdentity(Function):
     @staticmethod
     def backward(ctx, *grads):
         st = ctx.state
+        for hook in st.pre_hooks:  # full backward pre-hooks may replace grad_output
+            res = hook(st.module, grads)
+            if res is not None:
+                res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+                if len(res) != len(grads):
+                    raise RuntimeError(f"backward pre hook returned an invalid number of grad_output, got "
+                                       f"{len(res)}, but expected {len(grads)}")
+                grads = res
         st.grad_output = grads
         if st.n_inputs == 0:
             st.run((None,) * max(len(st.input_mask), 1))
@@ -70,8 +78,8 @@ class _OutputIdentity(Function):
 class BackwardHook:
     """Wires a module call's inputs and outputs to its full backward hooks."""
 
-    def __init__(self, module, hooks):
-        self.state = _State(module, hooks)
+    def __init__(self, module, hooks, pre_hooks=()):
+        self.state = _State(module, hooks, pre_hooks)
 
     def setup_input_hook(self, args):
         st = self.state

@@ -25,6 +25,33 @@ __all__ = ["Module", "RemovableHandle"]
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
+class _GlobalHooks:
+    """Hooks for every Module call (``nn.modules.module.register_module_*_hook``); they run
+    before each module's own hooks of the same kind."""
+
+    def __init__(self):
+        self.forward_pre, self.forward, self.backward, self.backward_pre = (OrderedDict() for _ in range(4))
+        self.forward_with_kwargs = set()
+
+    @property
+    def any(self):
+        return bool(self.forward_pre or self.forward or self.backward or self.backward_pre)
+
+
+_GLOBAL_HOOKS = _GlobalHooks()
+
+
+def _add_hook(module, attr, hook, prepend=False):
+    hooks = module.__dict__.get(attr)
+    if hooks is None:
+        hooks = module.__dict__[attr] = OrderedDict()
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    return handle
+
+
 
 def _addindent(s, n):
     lines = s.split("\n")
@@ -100,6 +127,11 @@ class Module:
         d["_forward_hooks"] = OrderedDict()
         d["_forward_hooks_with_kwargs"] = set()
         d["_backward_hooks"] = OrderedDict()
+        d["_backward_pre_hooks"] = OrderedDict()
+        d["_state_dict_pre_hooks"] = OrderedDict()
+        d["_state_dict_hooks"] = OrderedDict()
+        d["_load_state_dict_pre_hooks"] = OrderedDict()
+        d["_load_state_dict_post_hooks"] = OrderedDict()
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(
@@ -425,6 +457,9 @@ class Module:
                 keep_vars = args[2]
         if destination is None:
             destination = OrderedDict()
+        hooks = self.__dict__
+        for hook in hooks.get("_state_dict_pre_hooks", {}).values():
+            hook(self, prefix, keep_vars)
         for name, p in self._parameters.items():
             if p is not None:
                 destination[prefix + name] = p if keep_vars else p.detach()
@@ -434,6 +469,10 @@ class Module:
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
+        for hook in hooks.get("_state_dict_hooks", {}).values():
+            res = hook(self, destination, prefix, {})
+            if res is not None:
+                destination = res
         return destination
 
     def _state_slots(self):
@@ -467,10 +506,13 @@ class Module:
         """
         if not hasattr(state_dict, "items"):
             raise TypeError(f"load_state_dict: expected a dict-like state_dict, got {type(state_dict).__name__}")
-        for name, m in self.named_modules():  # lazy layers take their shapes from the values
+        for name, m in self.named_modules():  # pre-hooks may rewrite the dict; lazy layers read shapes
+            pre = name + "." if name else ""
+            for hook in m.__dict__.get("_load_state_dict_pre_hooks", {}).values():
+                hook(m, state_dict, pre, {}, strict, [], [], [])
             fill = getattr(m, "_materialize_from_state_dict", None)
             if fill is not None:
-                fill(state_dict, name + "." if name else "")
+                fill(state_dict, pre)
         slots = self._state_slots()
         missing = [k for k in slots if k not in state_dict]
         unexpected = [k for k in state_dict if k not in slots]
@@ -501,7 +543,30 @@ class Module:
                 else:  # arr already has the target's dtype: this copy can't fail
                     np.copyto(target._data, arr)
                 target._version[0] += 1
-        return _IncompatibleKeys(missing, unexpected)
+        result = _IncompatibleKeys(missing, unexpected)
+        for _, m in self.named_modules():
+            for hook in m.__dict__.get("_load_state_dict_post_hooks", {}).values():
+                hook(m, result)
+        return result
+
+    def register_state_dict_pre_hook(self, hook):
+        """``hook(module, prefix, keep_vars)`` runs before this module's ``state_dict`` entries are made."""
+        return _add_hook(self, "_state_dict_pre_hooks", hook)
+
+    def register_state_dict_post_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata)`` runs after; a non-None return replaces the dict."""
+        return _add_hook(self, "_state_dict_hooks", hook)
+
+    _register_state_dict_hook = register_state_dict_post_hook
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs)`` runs before ``load_state_dict`` validates (it may edit ``state_dict``)."""
+        return _add_hook(self, "_load_state_dict_pre_hooks", hook)
+
+    def register_load_state_dict_post_hook(self, hook):
+        """``hook(module, incompatible_keys)`` runs after a successful ``load_state_dict``."""
+        return _add_hook(self, "_load_state_dict_post_hooks", hook)
 
     # ------------------------------------------------------------------ hooks
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
@@ -540,6 +605,15 @@ class Module:
             self._backward_hooks.move_to_end(handle.id, last=False)
         return handle
 
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """``hook(module, grad_output)`` runs when the gradients of the module's outputs are
+        known, before those of its inputs are computed; it may return new ``grad_output``."""
+        return _add_hook(self, "_backward_pre_hooks", hook, prepend)
+
+    def register_module(self, name, module):
+        """Alias of :meth:`add_module`."""
+        return self.add_module(name, module)
+
     def register_backward_hook(self, hook):
         import warnings
 
@@ -548,9 +622,12 @@ class Module:
         return self.register_full_backward_hook(hook)
 
     def _call_impl(self, *args, **kwargs):
-        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks):
+        bpre = self.__dict__.get("_backward_pre_hooks")
+        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or bpre
+                or _GLOBAL_HOOKS.any):
             return self.forward(*args, **kwargs)
-        for hid, hook in list(self._forward_pre_hooks.items()):
+        g = _GLOBAL_HOOKS
+        for hid, hook in list(g.forward_pre.items()) + list(self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:
                 res = hook(self, args, kwargs)
                 if res is not None:
@@ -560,15 +637,17 @@ class Module:
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
         bw = None
-        if self._backward_hooks:
+        full = list(g.backward.values()) + list(self._backward_hooks.values())
+        pre = list(g.backward_pre.values()) + list((bpre or {}).values())
+        if full or pre:
             from ._hooks import BackwardHook
 
-            bw = BackwardHook(self, list(self._backward_hooks.values()))
+            bw = BackwardHook(self, full, pre)
             args = bw.setup_input_hook(args)
         out = self.forward(*args, **kwargs)
-        for hid, hook in list(self._forward_hooks.items()):
-            res = hook(self, args, kwargs, out) if hid in self._forward_hooks_with_kwargs \
-                else hook(self, args, out)
+        for hid, hook in list(g.forward.items()) + list(self._forward_hooks.items()):
+            with_kwargs = hid in self._forward_hooks_with_kwargs or hid in g.forward_with_kwargs
+            res = hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)
             if res is not None:
                 out = res
         if bw is not None:

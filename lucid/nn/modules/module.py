@@ -1,0 +1,52 @@
+"""Global module hooks (``torch.nn.modules.module.register_module_*``): hooks that run for
+every Module call, before the module's own hooks of the same kind.
+
+Examples
+--------
+>>> import lucid, lucid.nn as nn
+>>> from lucid.nn.modules.module import register_module_forward_hook
+>>> seen = []
+>>> h = register_module_forward_hook(lambda m, args, out: seen.append(type(m).__name__))
+>>> _ = nn.Sequential(nn.ReLU())(lucid.zeros(1))
+>>> h.remove(); seen
+['ReLU', 'Sequential']
+"""
+from __future__ import annotations
+
+from ..._core.hooks import RemovableHandle
+from ..module import _GLOBAL_HOOKS, Module
+
+__all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
+           "register_module_full_backward_hook", "register_module_full_backward_pre_hook"]
+
+
+def _register(hooks, hook):
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
+def register_module_forward_pre_hook(hook):
+    """``hook(module, args)`` before every module's ``forward``; may return new args."""
+    return _register(_GLOBAL_HOOKS.forward_pre, hook)
+
+
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    """``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) after every
+    module's ``forward``; a non-None return replaces the output."""
+    handle = _register(_GLOBAL_HOOKS.forward, hook)
+    if with_kwargs:
+        _GLOBAL_HOOKS.forward_with_kwargs.add(handle.id)
+    return handle
+
+
+def register_module_full_backward_hook(hook):
+    """``hook(module, grad_input, grad_output)`` for every module (see
+    ``Module.register_full_backward_hook``)."""
+    return _register(_GLOBAL_HOOKS.backward, hook)
+
+
+def register_module_full_backward_pre_hook(hook):
+    """``hook(module, grad_output)`` for every module (see
+    ``Module.register_full_backward_pre_hook``)."""
+    return _register(_GLOBAL_HOOKS.backward_pre, hook)
