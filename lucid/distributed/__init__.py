@@ -12,7 +12,8 @@ Examples
 >>> dist.is_initialized()
 False
 """
-from .collectives import (ReduceOp, Work, all_gather, all_gather_into_tensor, all_reduce, barrier,
+from .collectives import (ReduceOp, Work, all_gather, all_gather_into_tensor, all_reduce, all_to_all,
+                          all_to_all_single, barrier,
                           broadcast, gather, irecv, isend, recv, reduce, reduce_scatter,
                           reduce_scatter_tensor, scatter, send)
 from .group import (GroupMember, ProcessGroup, destroy_process_group, get_backend, get_global_rank,
@@ -27,6 +28,6 @@ __all__ = [
     "is_nccl_available", "is_initialized", "get_rank", "get_world_size", "get_backend",
     "get_process_group_ranks", "get_group_rank", "get_global_rank", "new_group", "all_reduce",
     "reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
-    "reduce_scatter_tensor", "gather", "scatter", "barrier", "send", "recv", "isend", "irecv",
+    "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter", "barrier", "send", "recv", "isend", "irecv",
     "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
 ]

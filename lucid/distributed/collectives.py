@@ -408,6 +408,89 @@ def barrier(group=None, async_op=False, device_ids=None):
     return _run(comm.Barrier, comm.Ibarrier, lambda: None, async_op, None)
 
 
+def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None,
+                      async_op=False):
+    """Rank ``i`` sends block ``j`` of ``input`` (split along dim 0) to rank ``j``, which stores it
+    as block ``i`` of ``output``.
+
+    Without split sizes the first dimension is cut into ``world_size`` equal blocks; with them,
+    ``input_split_sizes[j]`` rows go to rank ``j`` and ``output_split_sizes[i]`` rows come from
+    rank ``i`` (they must match what the other ranks send).
+    """
+    api = "all_to_all_single"
+    pg = _resolve(group, api)
+    src = _source(input, api, "input")
+    target = _Target(output, api, "output")
+    if src.dtype != target.tmp.dtype:
+        raise TypeError(f"{api}: output has dtype {target.tmp.dtype} but input has dtype {src.dtype}")
+    send = _splits(src, input_split_sizes, pg.size(), api, "input")
+    recv = _splits(target.tmp, output_split_sizes, pg.size(), api, "output")
+    pg, comm = _member(group, api)
+    if comm is None:
+        return None
+    s, r = [src, send], [target.tmp, recv]
+    return _run(lambda: comm.Alltoallv(s, r), lambda: comm.Ialltoallv(s, r),
+                _finisher([target], api), async_op, [output])
+
+
+def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False):
+    """Rank ``i`` sends ``input_tensor_list[j]`` to rank ``j``, which receives it in
+    ``output_tensor_list[i]`` (shapes may differ per pair; one dtype)."""
+    api = "all_to_all"
+    pg = _resolve(group, api)
+    n = pg.size()
+    _list_len(input_tensor_list, n, api, "input_tensor_list")
+    _list_len(output_tensor_list, n, api, "output_tensor_list")
+    srcs = [_source(t, api, f"input_tensor_list[{i}]") for i, t in enumerate(input_tensor_list)]
+    targets = [_Target(t, api, f"output_tensor_list[{i}]") for i, t in enumerate(output_tensor_list)]
+    dtypes = {a.dtype for a in srcs} | {t.tmp.dtype for t in targets}
+    if len(dtypes) != 1:
+        raise TypeError(f"{api}: every tensor must have the same dtype, got {sorted(map(str, dtypes))}")
+    pg, comm = _member(group, api)
+    if comm is None:
+        return None
+    dtype = dtypes.pop()
+    send = np.concatenate([a.reshape(-1) for a in srcs]) if srcs else np.empty(0, dtype)
+    out = np.empty(sum(t.tmp.size for t in targets), dtype)
+    s = [send, _counts([a.size for a in srcs])]
+    r = [out, _counts([t.tmp.size for t in targets])]
+
+    def finish():
+        at = 0
+        for t in targets:
+            t.tmp[...] = out[at:at + t.tmp.size].reshape(t.tmp.shape)
+            at += t.tmp.size
+            t.done(api)
+    return _run(lambda: comm.Alltoallv(s, r), lambda: comm.Ialltoallv(s, r), finish, async_op,
+                list(output_tensor_list))
+
+
+def _splits(arr, sizes, n, api, what):
+    """MPI ``(counts, displacements)`` in elements for ``arr`` cut along dim 0."""
+    if arr.ndim == 0:
+        raise ValueError(f"{api}: {what} must have at least one dimension")
+    lead, row = arr.shape[0], int(np.prod(arr.shape[1:], dtype=np.int64))
+    if sizes is None:
+        if lead % n:
+            raise ValueError(f"{api}: {what}'s first dimension ({lead}) must be divisible by the "
+                             f"world size ({n}) when no split sizes are given")
+        sizes = [lead // n] * n
+    else:
+        sizes = [int(s) for s in sizes]
+        if len(sizes) != n or min(sizes, default=0) < 0 or sum(sizes) != lead:
+            raise ValueError(f"{api}: {what}_split_sizes {sizes} must be {n} non-negative sizes "
+                             f"adding up to {what}'s first dimension ({lead})")
+    return _counts([s * row for s in sizes])
+
+
+def _counts(counts):
+    displs, at = [], 0
+    for c in counts:
+        displs.append(at)
+        at += c
+    return counts, displs
+
+
 # ------------------------------------------------------------ point to point
 
 

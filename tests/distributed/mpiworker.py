@@ -187,6 +187,30 @@ def reduce_scatter_variants():
 
 
 @check
+def all_to_all_variants():
+    r, n = rank_world()
+    # equal blocks: rank i's block j holds 100 * i + j
+    inp = lucid.tensor(np.repeat(100.0 * r + np.arange(n), 2).reshape(2 * n, 1) * np.ones((1, 3)))
+    out = lucid.zeros(2 * n, 3, dtype=lucid.float64)
+    dist.all_to_all_single(out, inp)
+    expect_equal(out, np.repeat(100.0 * np.arange(n) + r, 2)[:, None] * np.ones((1, 3)), "all_to_all_single")
+    # uneven: rank i sends i + j + 1 rows to rank j
+    sizes_in = [r + j + 1 for j in range(n)]
+    inp = lucid.tensor(np.concatenate([np.full(s, 100 * r + j, np.int64) for j, s in enumerate(sizes_in)]))
+    sizes_out = [i + r + 1 for i in range(n)]
+    out = lucid.zeros(sum(sizes_out), dtype=lucid.int64)
+    dist.all_to_all_single(out, inp, sizes_out, sizes_in, async_op=True).wait()
+    want = np.concatenate([np.full(i + r + 1, 100 * i + r, np.int64) for i in range(n)])
+    expect_equal(out, want, "all_to_all_single with split sizes")
+    # lists with a different shape per pair
+    ins = [lucid.tensor(np.full((r + 1, j + 1), 10.0 * r + j, np.float32)) for j in range(n)]
+    outs = [lucid.zeros(i + 1, r + 1) for i in range(n)]
+    dist.all_to_all(outs, ins)
+    for i in range(n):
+        expect_equal(outs[i], np.full((i + 1, r + 1), 10.0 * i + r, np.float32), f"all_to_all[{i}]")
+
+
+@check
 def reduce_gather_scatter_to_a_root():
     r, n = rank_world()
     dst = n - 1
@@ -293,6 +317,10 @@ def clear_errors_change_nothing():
     raises(ValueError, "world_size", lambda: dist.all_gather_into_tensor(lucid.zeros(n + 1), lucid.zeros(1)))
     raises(ValueError, "not a rank", lambda: dist.broadcast(lucid.zeros(1), src=n))
     raises(TypeError, "Tensor", lambda: dist.all_reduce(np.zeros(2)))
+    if n > 1:  # every length divides into one block
+        raises(ValueError, "divisible", lambda: dist.all_to_all_single(lucid.zeros(n + 1), lucid.zeros(n + 1)))
+    raises(ValueError, "adding up", lambda: dist.all_to_all_single(lucid.zeros(n), lucid.zeros(n),
+                                                                    input_split_sizes=[n + 1] * n))
     t = lucid.tensor([3.0])
     raises(TypeError, "ReduceOp", lambda: dist.all_reduce(t, op="median"))
     expect_equal(t, np.array([3.0], np.float32), "a failed call changes nothing")
