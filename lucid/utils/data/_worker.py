@@ -7,7 +7,7 @@ main process hands out tasks round-robin, keeps ``prefetch_factor`` batches in f
 worker and yields results in order. Why our own framing instead of ``mp.Queue``:
 
 * The main process reads each pipe without blocking, into a per-worker buffer, and waits
-  with ``select`` on the pipes *and* the workers' process sentinels. A worker that dies
+  with ``multiprocessing.connection.wait`` (poll) on the pipes *and* the workers' process sentinels. A worker that dies
   half-way through sending (SIGKILL, OOM killer) therefore leaves a partial frame and a
   ready sentinel, and the main process raises "DataLoader worker (pid N) was killed by
   signal 9" instead of blocking forever inside ``recv``.
@@ -30,11 +30,11 @@ import os
 import pickle
 import queue
 import random as _pyrandom
-import select
 import signal
 import struct
 import time
 import traceback
+from multiprocessing.connection import wait as _wait_for
 
 import numpy as np
 
@@ -270,7 +270,8 @@ class _WorkerPool:
         Raises RuntimeError when a worker has died without reporting an error."""
         fds = [r.fileno() for r, _ in self.readers]
         sentinels = [p.sentinel for p in self.workers]
-        ready, _, _ = select.select(fds + sentinels, [], [], max(timeout, 0.0))
+        # (connection.wait polls: unlike select, it works for descriptors above FD_SETSIZE)
+        ready = set(_wait_for(fds + sentinels, timeout=max(timeout, 0.0)))
         out = []
         for w, (_, reader) in enumerate(self.readers):
             if fds[w] in ready or sentinels[w] in ready:
