@@ -8,8 +8,8 @@ worker and yields results in order. Why our own framing instead of ``mp.Queue``:
 
 * The main process reads each pipe without blocking, into a per-worker buffer, and waits
   (``multiprocessing.connection.wait``, i.e. poll) on the pipes *and* the workers' process
-  sentinels. A worker that dies half-way through sending (SIGKILL, OOM killer) therefore leaves a partial frame and a
-  ready sentinel, and the main process raises "DataLoader worker (pid N) was killed by
+  sentinels. A worker that dies half-way through sending (SIGKILL, OOM killer) therefore
+  leaves a partial frame and a ready sentinel, and the main process raises "DataLoader worker (pid N) was killed by
   signal 9" instead of blocking forever inside ``recv``.
 * The worker pickles the frame itself before writing, so a result (or exception) that
   cannot be pickled is turned into a RuntimeError carrying its text instead of being lost
