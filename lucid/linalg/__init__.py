@@ -236,25 +236,33 @@ def eigvalsh(A, UPLO="L"):
     return eigh(A, UPLO).eigenvalues
 
 
-def svd(A, full_matrices=False):
-    """Reduced SVD ``A = U diag(S) Vh`` (``full_matrices=False`` only).
+def svd(A, full_matrices=True):
+    """SVD ``A = U diag(S) Vh``; ``full_matrices=True`` (PyTorch's default) gives square U and Vh.
+
+    For a non-square input with ``full_matrices=True``, S is differentiable (it is
+    :func:`svdvals`) but U and Vh carry no gradient (their extra columns are arbitrary;
+    PyTorch refuses to differentiate them too): use ``full_matrices=False`` for those.
 
     Parameters
     ----------
     A : Tensor
         (..., m, n).
     full_matrices : bool
-        Only False.
+        U (..., m, m) and Vh (..., n, n) if True, else (..., m, k) and (..., k, n), k = min(m, n).
 
     Examples
     --------
     >>> import lucid
     >>> lucid.linalg.svd(lucid.tensor([[3.0, 0.0], [0.0, -2.0]])).S.tolist()
     [3.0, 2.0]
+    >>> lucid.linalg.svd(lucid.ones(3, 2)).U.shape
+    (3, 3)
     """
-    if full_matrices:
-        raise NotImplementedError("linalg.svd: only full_matrices=False is supported")
-    return SVDResult(*bind(_ops.svd_p, (_matrix(A, "svd"),), {}))
+    A = _matrix(A, "svd")
+    if full_matrices and A.shape[-1] != A.shape[-2]:
+        U, _, Vh = bind(_ops.svd_p, (A.detach(),), {"full_matrices": True})
+        return SVDResult(U, svdvals(A), Vh)
+    return SVDResult(*bind(_ops.svd_p, (A,), {}))
 
 
 def svdvals(A):

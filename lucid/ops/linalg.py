@@ -925,7 +925,8 @@ eigh_p.batch = _batch_front(eigh_p)
 #     m > k: gA = [U inner + (I - U U^T) gU / S] Vh;  n > k: gA = U [inner Vh + gVh/S (I - V V^T)]
 #   jvp: P = U^T dA V, dS = diag(P), dU = U (F o (P S + S P^T)) + (I - U U^T) dA V / S,
 #        dV = V (F o (S P + P^T S)) + (I - V V^T) dA^T U / S,  F = 1/E off the diagonal.
-def _svd_vjp(ns, g, out, a):
+def _svd_vjp(ns, g, out, a, full_matrices=False):
+    # (full_matrices=True reaches the rules only for square inputs: see linalg.svd)
     (gu, gs, gvh), (u, s, vh) = g, out
     m, n = a.shape[-2:]
     k = min(m, n)
@@ -949,7 +950,7 @@ def _svd_vjp(ns, g, out, a):
     return ns.matmul(u, ns.matmul(inner, vh))
 
 
-def _svd_jvp(ns, primals, tangents, out):
+def _svd_jvp(ns, primals, tangents, out, full_matrices=False):
     a, (ta,), (u, s, vh) = primals[0], tangents, out
     m, n = a.shape[-2:]
     k = min(m, n)
@@ -973,7 +974,8 @@ def _svd_jvp(ns, primals, tangents, out):
     return du, dp, _mH(ns, dv)
 
 
-svd_p = defprim("linalg_svd", _lapack("svd", lambda a: tuple(xp.linalg.svd(a, full_matrices=False))),
+svd_p = defprim("linalg_svd", _lapack("svd", lambda a, full_matrices=False: tuple(xp.linalg.svd(
+                    a, full_matrices=full_matrices))),
                 vjp=(_svd_vjp,), jvp=_svd_jvp, nout=3, save_out=True)
 svd_p.batch = _batch_front(svd_p)
 

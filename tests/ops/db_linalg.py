@@ -71,7 +71,7 @@ def _spd_t(x):
 
 def _gauge_free_svd(a):
     """Functions of the SVD that do not depend on the sign of each singular pair."""
-    u, s, vh = L.svd(a)
+    u, s, vh = L.svd(a, full_matrices=False)
     return s, u @ vh, (u * u) @ (vh * vh)
 
 
@@ -155,7 +155,9 @@ OPS = [
     OpInfo("linalg.eigh", lambda a: L.eigh(a + a.mT), _np_eigh, mats(separated, (3, 3), (2, 2, 2)), atol=1e-8),
     OpInfo("linalg.eigvalsh", lambda a: L.eigvalsh(a + a.mT), lambda a: np.linalg.eigvalsh(_sym(a)),
            mats(separated, (3, 3))),
-    OpInfo("linalg.svd", lambda a: tuple(L.svd(a)), lambda a: tuple(np.linalg.svd(a, full_matrices=False)),
+    OpInfo("linalg.svd_full_S", lambda a: L.svd(a).S, lambda a: np.linalg.svd(a, compute_uv=False),
+           mats(svd_input, (3, 2), (2, 3))),
+    OpInfo("linalg.svd", lambda a: tuple(L.svd(a, full_matrices=False)), lambda a: tuple(np.linalg.svd(a, full_matrices=False)),
            mats(svd_input, (3, 3), (3, 2), (2, 3), (2, 3, 2)), atol=1e-8),
     OpInfo("linalg.svd_gauge_free", _gauge_free_svd, _np_gauge_free_svd, mats(svd_input, (3, 2), (2, 3)), atol=1e-8),
     OpInfo("linalg.svdvals", L.svdvals, lambda a: np.linalg.svd(a, compute_uv=False), mats(svd_input, (3, 2), (2, 2, 3))),

@@ -262,7 +262,7 @@ def _herm(x):
 _COMPLEX_FNS = {
     "cholesky": lambda x: L.cholesky(_herm(x)),
     "eigh": lambda x: (lambda w, v: (w, (v * v.conj()).real))(*L.eigh(x + x.mT.conj())),
-    "svd": lambda x: (lambda u, s, vh: (s, u @ vh, (u * u.conj()).real))(*L.svd(x)),
+    "svd": lambda x: (lambda u, s, vh: (s, u @ vh, (u * u.conj()).real))(*L.svd(x, full_matrices=False)),
     "svdvals": L.svdvals,
     "qr": lambda x: tuple(L.qr(x)),
     "slogdet": lambda x: tuple(L.slogdet(x)),
@@ -322,3 +322,15 @@ def test_phase_dependent_complex_losses_raise_as_in_torch():
         L.eig(x).eigenvectors.imag.sum().backward()
     L.svd(x).S.sum().backward()  # phase-free: fine
     assert x.grad is not None
+
+
+def test_svd_full_matrices_default_and_its_gradient_rules():
+    a = np.random.default_rng(17).standard_normal((4, 2))
+    u, s, vh = L.svd(_t(a))
+    assert u.shape == (4, 4) and vh.shape == (2, 2)
+    np.testing.assert_allclose((u[:, :2] * s) @ vh, a, atol=1e-12)
+    x = _t(a, True)
+    g = lucid.autograd.grad(L.svd(x).S.sum(), x)
+    uu, _, vv = np.linalg.svd(a, full_matrices=False)
+    np.testing.assert_allclose(g.numpy(), uu @ vv, atol=1e-12)
+    assert not L.svd(x).U.requires_grad and L.svd(x, full_matrices=False).U.requires_grad
