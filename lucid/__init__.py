@@ -33,6 +33,7 @@ from .ops.special import *  # noqa: F401,F403
 from .ops.meta import *  # noqa: F401,F403
 from .ops.scatter_extra import *  # noqa: F401,F403
 from .ops import inplace_more as _inplace_more  # noqa: F401
+from .ops.random_inplace import *  # noqa: F401,F403
 from .ops.legacy import *  # noqa: F401,F403
 from .ops import misc as _misc  # noqa: F401
 from ._runtime import (are_deterministic_algorithms_enabled, get_num_interop_threads, get_num_threads,

@@ -13,7 +13,7 @@ primitives: a non-differentiable one that computes integer indices, and ``pick_a
 (``take_along_axis``, in ``_common.py``) that selects the values, so the gradient flows to
 the selected positions only.
 """
-from . import _common, extrema, log_domain, scans, statistics, sums
+from . import _common, extrema, log_domain, robust, scans, statistics, sums
 from ._common import *  # noqa: F401,F403
 from ._common import expand_reduced, keep_shape, norm_axes  # noqa: F401  (used across lucid.ops)
 from .extrema import *  # noqa: F401,F403
@@ -21,6 +21,7 @@ from .scans import *  # noqa: F401,F403
 from .log_domain import *  # noqa: F401,F403
 from .statistics import *  # noqa: F401,F403
 from .sums import *  # noqa: F401,F403
+from .robust import *  # noqa: F401,F403
 
 __all__ = (_common.__all__ + sums.__all__ + extrema.__all__ + scans.__all__ + statistics.__all__
-           + log_domain.__all__)
+           + log_domain.__all__ + robust.__all__)
