@@ -176,3 +176,14 @@ def test_jvp_of_a_zero_dim_float64_operand_keeps_float64_precision():
         picked = 1 if op is lucid.maximum else 0
         assert tangent.dtype == lucid.float64
         assert tangent.numpy()[picked] == 2.04091912
+
+
+def test_vector_norm_ord_zero_counts_nonzeros_with_zero_gradient():
+    x = lucid.tensor([[1.0, 0.0, -2.0], [0.0, 0.0, 3.0]], dtype=lucid.float64, requires_grad=True)
+    n = lucid.linalg.vector_norm(x, ord=0, dim=1)
+    np.testing.assert_array_equal(n.detach().numpy(), [2.0, 1.0])
+    assert n.requires_grad
+    n.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros((2, 3)))
+    z = lucid.tensor([1 + 1j, 0j])
+    assert lucid.linalg.vector_norm(z, ord=0).item() == 1.0
