@@ -1,7 +1,30 @@
-"""lucid.nn.utils: gradient clipping, parameter/vector conversion, ``rnn`` (packed sequences)."""
+"""lucid.nn.utils: gradient clipping, parameter/vector conversion, ``rnn`` (packed sequences),
+``parametrize``/``parametrizations``, old-style ``weight_norm``, ``fusion``, ``skip_init``."""
 from .clip_grad import clip_grad_norm, clip_grad_norm_, clip_grad_value_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
-from . import rnn  # noqa: F401
+from . import fusion, parametrizations, parametrize, prune, rnn  # noqa: F401
+from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights
+from .weight_norm import remove_weight_norm, weight_norm
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm",
-           "parameters_to_vector", "vector_to_parameters"]
+           "parameters_to_vector", "vector_to_parameters", "weight_norm", "remove_weight_norm", "skip_init",
+           "fuse_conv_bn_eval", "fuse_conv_bn_weights", "fuse_linear_bn_eval", "fuse_linear_bn_weights"]
+
+
+def skip_init(module_cls, *args, **kwargs):
+    """Build ``module_cls(*args, **kwargs)`` for parameters that will be overwritten.
+
+    PyTorch skips the initialisation by building on the meta device; here the module is
+    built normally (its initial values are simply not meant to be used).
+
+    Examples
+    --------
+    >>> import lucid.nn as nn
+    >>> nn.utils.skip_init(nn.Linear, 3, 2).weight.shape
+    (2, 3)
+    """
+    from ..module import Module
+
+    if not (isinstance(module_cls, type) and issubclass(module_cls, Module)):
+        raise RuntimeError(f"skip_init: expected a Module class, got {module_cls!r}")
+    return module_cls(*args, **kwargs)

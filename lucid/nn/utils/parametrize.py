@@ -1,0 +1,253 @@
+"""Parametrizations: ``register_parametrization``, ``remove_parametrizations``,
+``is_parametrized``, ``cached``, ``type_before_parametrizations`` (PyTorch's
+``torch.nn.utils.parametrize``).
+
+NOTE [Parametrized attributes]
+``register_parametrization(module, "weight", p)`` moves the tensor into
+``module.parametrizations.weight.original`` (a ``ParametrizationList`` holding ``p``; after
+``p.right_inverse`` if it has one, possibly as ``original0``, ``original1``...), swaps the
+module's class for a subclass ``Parametrized<Class>`` and gives that subclass a property
+``weight`` whose getter computes ``p(original)`` (through every registered parametrization
+in order) and whose setter stores ``right_inverse(value)``. State-dict keys are PyTorch's
+(``parametrizations.weight.original``). Removing the last parametrization restores the class.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from ..._core.grad_mode import no_grad
+from ..._core.tensor import Tensor
+from ..containers import ModuleDict, ModuleList
+from ..module import Module
+from ..parameter import Parameter
+
+__all__ = ["register_parametrization", "remove_parametrizations", "is_parametrized", "cached",
+           "type_before_parametrizations", "ParametrizationList"]
+
+_cache_enabled = 0
+_cache = {}
+
+
+@contextlib.contextmanager
+def cached():
+    """Inside this block a parametrized tensor is computed once per access site and reused.
+
+    Examples
+    --------
+    >>> import lucid.nn as nn
+    >>> from lucid.nn.utils import parametrize
+    >>> with parametrize.cached():
+    ...     pass
+    """
+    global _cache_enabled
+    _cache_enabled += 1
+    try:
+        yield
+    finally:
+        _cache_enabled -= 1
+        if not _cache_enabled:
+            _cache.clear()
+
+
+def _register_tensor(module, name, tensor):
+    if isinstance(tensor, Parameter):
+        module.register_parameter(name, tensor)
+    else:
+        module.register_buffer(name, tensor)
+
+
+class ParametrizationList(ModuleList):
+    """The parametrizations of one tensor and its unparametrized value(s) ``original`` (or
+    ``original0``, ``original1``...). See NOTE [Parametrized attributes]."""
+
+    def __init__(self, modules, original, unsafe=False):
+        super().__init__(modules)
+        self.unsafe = unsafe
+        with no_grad():
+            new = original
+            for m in reversed(list(self)):
+                if hasattr(m, "right_inverse"):
+                    new = m.right_inverse(new)
+        if isinstance(new, Tensor):
+            self.is_tensor, self.ntensors = True, 1
+            if not unsafe and (tuple(new.shape) != tuple(original.shape) or new.dtype != original.dtype):
+                raise ValueError(f"register_parametrization: right_inverse must keep the shape and dtype "
+                                 f"{tuple(original.shape)} {original.dtype}, got {tuple(new.shape)} {new.dtype}")
+            with no_grad():
+                original._data = new._data.copy() if new is not original else original._data
+            _register_tensor(self, "original", original)
+        elif isinstance(new, (tuple, list)):
+            self.is_tensor, self.ntensors = False, len(new)
+            for i, t in enumerate(new):
+                if not isinstance(t, Tensor):
+                    raise ValueError(f"register_parametrization: right_inverse returned a sequence with a "
+                                     f"{type(t).__name__} at position {i}; expected Tensors")
+                t = t.detach()
+                if isinstance(original, Parameter):
+                    t = Parameter(t._data.copy(), original.requires_grad)
+                _register_tensor(self, f"original{i}", t)
+        else:
+            raise ValueError(f"register_parametrization: right_inverse must return a Tensor or a sequence of "
+                             f"Tensors, got {type(new).__name__}")
+        if not unsafe:
+            value = self()
+            if not isinstance(value, Tensor) or tuple(value.shape) != tuple(original.shape):
+                raise ValueError(f"register_parametrization: the parametrization changes the shape "
+                                 f"{tuple(original.shape)} to {tuple(getattr(value, 'shape', ()))}; pass "
+                                 "unsafe=True to allow it")
+
+    def right_inverse(self, value):
+        """Store ``value`` through the ``right_inverse`` of each parametrization (in reverse)."""
+        with no_grad():
+            for m in reversed(list(self)):
+                if hasattr(m, "right_inverse"):
+                    value = m.right_inverse(value)
+            if self.is_tensor:
+                self.original._data[...] = value._data if isinstance(value, Tensor) else value
+                self.original._version[0] += 1
+            else:
+                for i, v in enumerate(value):
+                    t = getattr(self, f"original{i}")
+                    t._data[...] = v._data
+                    t._version[0] += 1
+
+    def forward(self):
+        mods = list(self)
+        if self.is_tensor:
+            x = mods[0](self.original)
+        else:
+            x = mods[0](*(getattr(self, f"original{i}") for i in range(self.ntensors)))
+        for m in mods[1:]:
+            x = m(x)
+        return x
+
+
+def _inject_new_class(module):
+    cls = module.__class__
+
+    def __getstate__(self):
+        raise RuntimeError("Serialization of parametrized modules is only supported through state_dict().")
+
+    module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), {"__getstate__": __getstate__,
+                                                                     "__module__": cls.__module__})
+
+
+def _inject_property(module, name):
+    def get(self):
+        key = (id(self), name)
+        if _cache_enabled and key in _cache:
+            return _cache[key]
+        value = self.parametrizations[name]()
+        if _cache_enabled:
+            _cache[key] = value
+        return value
+
+    def set_(self, value):
+        self.parametrizations[name].right_inverse(value)
+
+    setattr(module.__class__, name, property(get, set_))
+
+
+def is_parametrized(module, tensor_name=None):
+    """Whether ``module`` has parametrizations (on ``tensor_name``, when given).
+
+    Examples
+    --------
+    >>> import lucid.nn as nn
+    >>> from lucid.nn.utils import parametrize
+    >>> parametrize.is_parametrized(nn.Linear(2, 2))
+    False
+    """
+    ps = module.__dict__.get("_modules", {}).get("parametrizations")
+    if not isinstance(ps, ModuleDict):
+        return False
+    return len(ps) > 0 if tensor_name is None else tensor_name in ps
+
+
+def type_before_parametrizations(module):
+    """The module's class before any parametrization was registered."""
+    return type(module).__bases__[0] if is_parametrized(module) else type(module)
+
+
+def register_parametrization(module, tensor_name, parametrization, *, unsafe=False):
+    """Make ``module.<tensor_name>`` the output of ``parametrization(original)``.
+
+    ``parametrization`` is a Module; an optional ``right_inverse(value)`` says how to store a
+    value (also used at registration, and when ``module.<tensor_name> = value``). Registering
+    again on the same tensor chains the parametrizations. See NOTE [Parametrized attributes].
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> from lucid.nn.utils import parametrize
+    >>> class Symmetric(nn.Module):
+    ...     def forward(self, x):
+    ...         return x.triu() + x.triu(1).transpose(0, 1)
+    >>> m = parametrize.register_parametrization(nn.Linear(3, 3), "weight", Symmetric())
+    >>> bool((m.weight == m.weight.T).all())
+    True
+    """
+    parametrization.train(module.training)
+    if is_parametrized(module, tensor_name):
+        plist = module.parametrizations[tensor_name]
+        plist.append(parametrization)
+        plist.unsafe |= unsafe
+        return module
+    if tensor_name not in module._parameters and tensor_name not in module._buffers:
+        raise ValueError(f"register_parametrization: module {type(module).__name__} has no parameter, buffer or "
+                         f"parametrized element named '{tensor_name}'")
+    original = getattr(module, tensor_name)
+    plist = ParametrizationList([parametrization], original, unsafe=unsafe)
+    delattr(module, tensor_name)
+    if not is_parametrized(module):
+        _inject_new_class(module)
+        module.parametrizations = ModuleDict()
+    _inject_property(module, tensor_name)
+    module.parametrizations[tensor_name] = plist
+    return module
+
+
+def remove_parametrizations(module, tensor_name, leave_parametrized=True):
+    """Undo :func:`register_parametrization` on ``tensor_name``: the tensor becomes a plain
+    parameter again holding its current parametrized value (or, with
+    ``leave_parametrized=False``, the stored original).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> from lucid.nn.utils import parametrize
+    >>> class Double(nn.Module):
+    ...     def forward(self, x):
+    ...         return x * 2
+    >>> m = parametrize.register_parametrization(nn.Linear(2, 2), "bias", Double())
+    >>> b = m.bias.detach().clone()
+    >>> m = parametrize.remove_parametrizations(m, "bias")
+    >>> type(m).__name__, bool((m.bias == b).all())
+    ('Linear', True)
+    """
+    if not is_parametrized(module, tensor_name):
+        raise ValueError(f"remove_parametrizations: module {type(module).__name__} does not have a parametrization "
+                         f"on {tensor_name}")
+    plist = module.parametrizations[tensor_name]
+    if plist.is_tensor:
+        original = plist.original
+        if leave_parametrized:
+            with no_grad():
+                value = getattr(module, tensor_name)
+                original._data = value._data.copy()
+                original._version[0] += 1
+    else:
+        if not leave_parametrized:
+            raise ValueError("remove_parametrizations: cannot leave unparametrized (leave_parametrized=False) a "
+                             "tensor parametrized by a sequence of tensors")
+        with no_grad():
+            value = getattr(module, tensor_name)
+        original = Parameter(value._data.copy(), plist.original0.requires_grad) \
+            if isinstance(plist.original0, Parameter) else value.detach()
+    delattr(module.__class__, tensor_name)
+    del module.parametrizations[tensor_name]
+    _register_tensor(module, tensor_name, original)
+    if not is_parametrized(module):
+        delattr(module, "parametrizations")
+        module.__class__ = module.__class__.__bases__[0]
+    return module
