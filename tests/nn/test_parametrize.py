@@ -149,3 +149,76 @@ def test_torch_parity():
         lp = dict(lm.named_parameters())
         for k, p in tm.named_parameters():
             np.testing.assert_allclose(npy(lp[k].grad), p.grad.numpy(), rtol=1e-9, atol=1e-12, err_msg=k)
+
+
+def test_spectral_norm_old_style_and_clip_grads_with_norm():
+    lucid.manual_seed(0)
+    m = nn.utils.spectral_norm(nn.Linear(5, 4).to(lucid.float64))
+    assert sorted(m.state_dict()) == ["bias", "weight_orig", "weight_u", "weight_v"]
+    x = t64(RNG.normal(size=(2, 5)))
+    for _ in range(30):
+        m(x)
+    np.testing.assert_allclose(np.linalg.svd(npy(m.weight), compute_uv=False)[0], 1.0, rtol=1e-6)
+    w = npy(m.weight).copy()
+    nn.utils.remove_spectral_norm(m)
+    np.testing.assert_allclose(npy(m.weight), w, rtol=1e-10)
+    p = lucid.tensor([3.0, 4.0], requires_grad=True)
+    (p * lucid.tensor([3.0, 4.0])).sum().backward()
+    nn.utils.clip_grads_with_norm_([p], 2.5, nn.utils.get_total_norm([p.grad]))
+    np.testing.assert_allclose(npy(p.grad), [1.5, 2.0], rtol=1e-5)
+
+
+def test_torch_parity_old_spectral_norm():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    tm = torch.nn.utils.spectral_norm(torch.nn.Linear(4, 3).double())
+    lm = nn.utils.spectral_norm(nn.Linear(4, 3).to(lucid.float64))
+    assert sorted(tm.state_dict()) == sorted(lm.state_dict())
+    lm.load_state_dict({k: v.numpy() for k, v in tm.state_dict().items()})
+    x = RNG.normal(size=(2, 4))
+    xl, xt = t64(x, True), torch.tensor(x, requires_grad=True)
+    yl, yt = lm(xl), tm(xt)
+    np.testing.assert_allclose(npy(yl), yt.detach().numpy(), rtol=1e-10, atol=1e-12)
+    yl.sum().backward()
+    yt.sum().backward()
+    np.testing.assert_allclose(npy(lm.weight_orig.grad), tm.weight_orig.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (5, 3), (3, 5)])
+@pytest.mark.parametrize("omap", ["matrix_exp", "cayley", "householder"])
+def test_orthogonal(shape, omap):
+    lucid.manual_seed(0)
+    m = P.orthogonal(nn.Linear(shape[1], shape[0]).to(lucid.float64), orthogonal_map=omap)
+    noise = RNG.normal(size=shape) * 0.3
+    np.fill_diagonal(noise, 0.0)  # householder reads the signs of the diagonal (truncated, as PyTorch)
+    with lucid.no_grad():
+        m.parametrizations.weight.original.add_(lucid.tensor(noise))
+    w = npy(m.weight)
+    gram = w.T @ w if shape[0] >= shape[1] else w @ w.T
+    np.testing.assert_allclose(gram, np.eye(min(shape)), atol=1e-12)
+    x = t64(RNG.normal(size=(2, shape[1])))
+    m(x).sum().backward()
+    assert np.isfinite(npy(m.parametrizations.weight.original.grad)).all()
+    q = np.linalg.qr(RNG.normal(size=(max(shape), min(shape))))[0]
+    q = q if shape[0] >= shape[1] else q.T
+    m.weight = t64(q)  # right_inverse: an orthogonal value is kept as is
+    np.testing.assert_allclose(npy(m.weight), q, atol=1e-12)
+
+
+def test_torch_parity_orthogonal():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    for omap in ("matrix_exp", "cayley", "householder"):
+        tm = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(4, 4).double(), orthogonal_map=omap)
+        lm = P.orthogonal(nn.Linear(4, 4).to(lucid.float64), orthogonal_map=omap)
+        with torch.no_grad():
+            tm.parametrizations.weight.original.add_(torch.randn(4, 4, dtype=torch.float64) * 0.3)
+        assert sorted(tm.state_dict()) == sorted(lm.state_dict())
+        lm.load_state_dict({k: v.detach().numpy().copy() for k, v in tm.state_dict().items()})
+        x = RNG.normal(size=(2, 4))
+        yl, yt = lm(t64(x)), tm(torch.tensor(x))
+        np.testing.assert_allclose(npy(yl), yt.detach().numpy(), rtol=1e-10, atol=1e-12)
+        yl.sum().backward()
+        yt.sum().backward()
+        np.testing.assert_allclose(npy(lm.parametrizations.weight.original.grad),
+                                   tm.parametrizations.weight.original.grad.numpy(), rtol=1e-8, atol=1e-12)

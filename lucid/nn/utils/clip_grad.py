@@ -7,7 +7,7 @@ import numpy as np
 
 from ..._core.tensor import Tensor, _wrap
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "get_total_norm"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "get_total_norm", "clip_grads_with_norm_"]
 
 
 def _grads(parameters):
@@ -76,3 +76,26 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
     for g in _grads(parameters):
         g._data = np.clip(g._data, -clip_value, clip_value)
         g._version[0] += 1
+
+
+def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
+    """Scale every gradient by ``min(1, max_norm / (total_norm + 1e-6))`` in place (the second
+    half of :func:`clip_grad_norm_`, with a norm from :func:`get_total_norm`).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.nn.utils import clip_grads_with_norm_, get_total_norm
+    >>> p = lucid.tensor([3.0, 4.0], requires_grad=True)
+    >>> (p * lucid.tensor([3.0, 4.0])).sum().backward()
+    >>> clip_grads_with_norm_([p], 1.0, get_total_norm([p.grad]))
+    >>> [round(v, 2) for v in p.grad.tolist()]
+    [0.6, 0.8]
+    """
+    grads = _grads(parameters)
+    total = float(total_norm.item() if isinstance(total_norm, Tensor) else total_norm)
+    coef = float(max_norm) / (total + 1e-6)
+    if coef < 1.0 or math.isnan(coef):
+        for g in grads:
+            g._data = (g._data * coef).astype(g.dtype, copy=False)
+            g._version[0] += 1

@@ -1,5 +1,5 @@
-"""New-style parametrizations (``torch.nn.utils.parametrizations``): ``weight_norm`` and
-``spectral_norm``, registered with :func:`lucid.nn.utils.parametrize.register_parametrization`
+"""New-style parametrizations (``torch.nn.utils.parametrizations``): ``orthogonal``,
+``weight_norm`` and ``spectral_norm``, registered with :func:`lucid.nn.utils.parametrize.register_parametrization`
 (state-dict keys ``parametrizations.weight.original0/1``, ``...original`` + ``...0._u/_v``).
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from .. import functional as F
 from ..module import Module
 from . import parametrize
 
-__all__ = ["weight_norm", "spectral_norm"]
+__all__ = ["weight_norm", "spectral_norm", "orthogonal"]
 
 
 def _norm_except_dim(v, dim):
@@ -121,4 +121,117 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     if dim is None:
         dim = 1 if "ConvTranspose" in type(module).__name__ else 0
     parametrize.register_parametrization(module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))
+    return module
+
+
+def _make_orthogonal(a):
+    """Q of the QR decomposition with diag(R) > 0 (NumPy; used without gradient)."""
+    import numpy as np
+
+    q, r = np.linalg.qr(a)
+    return q * np.where(np.diagonal(r, axis1=-2, axis2=-1) < 0, -1.0, 1.0)[..., None, :]
+
+
+class _Orthogonal(Module):
+    """PyTorch's ``_Orthogonal``: ``Q = base @ map(X)`` with map the matrix exponential or the
+    Cayley transform of the skew part of ``X.tril()``, or a product of Householder reflectors."""
+
+    def __init__(self, weight, orthogonal_map, use_trivialization=True):
+        super().__init__()
+        if weight.dtype.kind == "c" and orthogonal_map == "householder":
+            raise ValueError("orthogonal: the householder parametrization does not support complex tensors")
+        self.shape, self.orthogonal_map = tuple(weight.shape), orthogonal_map
+        if use_trivialization:
+            self.register_buffer("base", None)
+
+    def forward(self, X):
+        import lucid
+
+        n, k = X.shape[-2], X.shape[-1]
+        transposed = n < k
+        if transposed:
+            X = X.transpose(-2, -1)
+            n, k = k, n
+        if self.orthogonal_map in ("matrix_exp", "cayley"):
+            X = X.tril()
+            if n != k:
+                X = lucid.cat([X, lucid.zeros(*X.shape[:-1], n - k, dtype=X.dtype)], -1)
+            A = X - X.transpose(-2, -1)
+            if self.orthogonal_map == "matrix_exp":
+                Q = lucid.linalg.matrix_exp(A)
+            else:
+                eye = lucid.eye(n, dtype=A.dtype)
+                Q = lucid.linalg.solve(eye - 0.5 * A, eye + 0.5 * A)
+            if n != k:
+                Q = Q[..., :k]
+        else:
+            A = X.tril(-1)
+            tau = 2.0 / (1.0 + (A * A).sum(-2))
+            Q = lucid.linalg.householder_product(A, tau)
+            signs = X.detach().diagonal(dim1=-2, dim2=-1).trunc()  # PyTorch casts the diagonal to int
+            Q = Q * signs.unsqueeze(-2)
+        if self.__dict__["_buffers"].get("base") is not None:
+            Q = self.base @ Q
+        if transposed:
+            Q = Q.transpose(-2, -1)
+        return Q
+
+    def right_inverse(self, Q):
+        import numpy as np
+
+        import lucid
+
+        if tuple(Q.shape) != self.shape:
+            raise ValueError(f"orthogonal: expected a matrix of shape {self.shape}, got {tuple(Q.shape)}")
+        if "base" not in self._buffers:
+            raise NotImplementedError("orthogonal: assigning with use_trivialization=False is not supported")
+        q = np.asarray(Q.detach()._data)
+        n, k = q.shape[-2:]
+        transpose = n < k
+        if transpose:
+            q = np.swapaxes(q, -2, -1)
+            n, k = k, n
+        if n == k:
+            eye = np.eye(k)
+            ortho = np.allclose(np.swapaxes(q, -2, -1).conj() @ q, eye, atol=10.0 * n * np.finfo(q.dtype).eps)
+            q = q.copy() if ortho else _make_orthogonal(q)
+        else:
+            extra = lucid.randn(*(q.shape[:-2] + (n, n - k)), dtype=Q.dtype)._data
+            q = _make_orthogonal(np.concatenate([q, extra], -1))
+        self.base = lucid.tensor(q.astype(Q._data.dtype))
+        neg_id = np.zeros(tuple(Q.shape), Q._data.dtype)
+        d = min(neg_id.shape[-2:])
+        neg_id[..., range(d), range(d)] = -1.0
+        return lucid.tensor(neg_id)
+
+
+def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization=True):
+    """Constrain ``module.<name>`` (a matrix, or batch of matrices) to be orthogonal.
+
+    ``orthogonal_map``: 'matrix_exp' (default for square matrices), 'cayley' or
+    'householder' (default otherwise). With ``use_trivialization`` (the default, and the only
+    supported mode here) the parametrization is ``base @ map(X)`` and the initial value is kept
+    (made orthogonal by QR if it is not).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> from lucid.nn.utils.parametrizations import orthogonal
+    >>> m = orthogonal(nn.Linear(3, 3))
+    >>> bool(lucid.allclose(m.weight @ m.weight.T, lucid.eye(3), atol=1e-5))
+    True
+    """
+    weight = getattr(module, name, None)
+    if weight is None or weight.ndim < 2:
+        raise ValueError(f"orthogonal: expected a matrix or batch of matrices for {name}, got "
+                         f"{None if weight is None else tuple(weight.shape)}")
+    if orthogonal_map is None:
+        orthogonal_map = "matrix_exp" if weight.shape[-2] == weight.shape[-1] or weight.dtype.kind == "c" \
+            else "householder"
+    if orthogonal_map not in ("matrix_exp", "cayley", "householder"):
+        raise ValueError(f"orthogonal: orthogonal_map has to be one of 'matrix_exp', 'cayley', 'householder', "
+                         f"got {orthogonal_map!r}")
+    if not use_trivialization:
+        raise NotImplementedError("orthogonal: use_trivialization=False is not supported")
+    parametrize.register_parametrization(module, name, _Orthogonal(weight, orthogonal_map), unsafe=True)
     return module
