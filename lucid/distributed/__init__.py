@@ -4,7 +4,7 @@ Start the processes with ``lucid-run -n 2 script.py`` (or ``mpiexec``); in the s
 :func:`init_process_group` and use the collectives, ``lucid.nn.parallel.DistributedDataParallel``
 and ``lucid.utils.data.distributed.DistributedSampler``. Needs the ``distributed`` extra
 (``pip install 'lucid-autograd[distributed]'``); ``mpi4py`` is imported only when a process
-group is made (NOTE [MPI stays lazy] in group.py).
+group is made (NOTE [MPI stays lazy] in process_group.py).
 
 Examples
 --------
@@ -16,7 +16,7 @@ from .collectives import (ReduceOp, Work, all_gather, all_gather_into_tensor, al
                           all_to_all_single, barrier,
                           broadcast, gather, irecv, isend, recv, reduce, reduce_scatter,
                           reduce_scatter_tensor, scatter, send)
-from .group import (GroupMember, ProcessGroup, destroy_process_group, get_backend, get_global_rank,
+from .process_group import (GroupMember, ProcessGroup, destroy_process_group, get_backend, get_global_rank,
                     get_group_rank, get_process_group_ranks, get_rank, get_world_size, group,
                     init_process_group, is_available, is_gloo_available, is_initialized,
                     is_mpi_available, is_nccl_available, new_group)

@@ -9,7 +9,7 @@ written tensor gets its version bumped, as an in-place op would (NOTE [In-place
 semantics]), and one that requires grad is refused while grad mode is on or when it is
 inside a graph: autograd can't see a collective's write (call it on ``t.detach()`` or
 under ``no_grad``). Arguments are checked the same way on every rank. See NOTE [Same
-checks on every rank] in group.py.
+checks on every rank] in process_group.py.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from .._core.grad_mode import STATE
 from .._core.tensor import Tensor
-from .group import _mpi, _resolve
+from .process_group import _mpi, _resolve
 
 
 class ReduceOp(enum.Enum):
@@ -241,6 +241,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     >>> # (with 2 ranks)
     """
     api = "all_reduce"
+    _resolve(group, api)  # first: "not initialized" beats "no mpi4py"
     target = _Target(tensor, api)
     mop, avg = _mpi_op(op, target.tmp.dtype, api)
     pg, comm = _member(group, api)
@@ -257,6 +258,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     The other ranks' tensors are left unchanged.
     """
     api = "reduce"
+    _resolve(group, api)
     target = _Target(tensor, api)
     mop, avg = _mpi_op(op, target.tmp.dtype, api)
     pg, comm = _member(group, api)
@@ -278,6 +280,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     """Copy rank ``src``'s ``tensor`` (``src`` is a global rank) into every rank's ``tensor``."""
     api = "broadcast"
+    _resolve(group, api)
     target = _Target(tensor, api)
     pg, comm = _member(group, api)
     root = _root(pg, src, group_src, api, "src")

@@ -5,7 +5,7 @@ Objects travel pickled (mpi4py's lowercase calls): use them for small metadata, 
 from __future__ import annotations
 
 from .collectives import _member, _root
-from .group import _resolve
+from .process_group import _resolve
 
 
 def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None):

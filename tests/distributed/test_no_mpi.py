@@ -32,6 +32,20 @@ def test_calls_before_init_process_group_say_so():
     assert dist.get_backend.__name__ == "get_backend" and not dist.is_nccl_available()
 
 
+def test_without_mpi4py_init_says_how_to_install(monkeypatch):
+    from lucid.distributed import process_group as group
+
+    if group._MPI[0] is not None:
+        pytest.skip("MPI already started in this process")
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # import mpi4py now fails
+    with pytest.raises(ImportError, match=r"init_process_group: .*mpi4py.*\[distributed\]"):
+        dist.init_process_group("mpi")
+    assert not dist.is_initialized()
+    for fn in (lambda: dist.all_reduce(lucid.zeros(1)), lambda: dist.broadcast(lucid.zeros(1), 0)):
+        with pytest.raises(ValueError, match="init_process_group"):
+            fn()
+
+
 def opts(*argv):
     return run._parser().parse_args(list(argv))
 
