@@ -123,9 +123,11 @@ def _analytical_row(out, x, r, api):
     return _as_real_coords(g.detach()._data)
 
 
-def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
-              check_undefined_grad=True, nondet_tol=0.0, fast_mode=False):
-    """Compare analytical vector-Jacobian products with central finite differences.
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, nondet_tol=0.0,
+              check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
+              check_batched_forward_grad=False, check_forward_ad=False, check_backward_ad=True,
+              fast_mode=False, masked=None):
+    """Compare analytical derivatives with central finite differences.
 
     The finite differences are always taken in float64 (floating inputs are upcast), and
     the analytical gradient, computed in the inputs' own dtype, is compared after a cast
@@ -144,17 +146,34 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         Tolerances (raised to at least 1e-4/1e-3 for float32 inputs, 1e-2/1e-2 for float16).
     raise_exception : bool
         Raise :class:`GradcheckError` on a mismatch (else return False).
+    nondet_tol : float
+        How far two backward passes on the same inputs may differ (0: bitwise equal).
+    check_undefined_grad : bool
+        A zero cotangent must give zero (or no) gradients.
+    check_grad_dtypes : bool
+        Each gradient must have its input's dtype.
+    check_batched_grad : bool
+        Also compute every vjp row at once with ``lucid.func.vmap`` and compare.
+    check_forward_ad : bool
+        Also compare forward-mode columns (``lucid.func.jvp``) with the finite differences.
+    check_backward_ad : bool
+        Check the reverse-mode rows (the default); False checks only what else is asked.
+    fast_mode : bool
+        Check one random projection ``v^T J u`` per input/output pair instead of the full
+        Jacobian (one pair of evaluations instead of one per input element).
+    check_batched_forward_grad, masked : optional
+        Accepted for PyTorch compatibility.
 
     Returns
     -------
     bool
-        True when every checked gradient matches.
+        True when every check passes.
 
     Examples
     --------
     >>> import lucid
     >>> x = lucid.tensor([0.3, 0.7], dtype=lucid.float64, requires_grad=True)
-    >>> lucid.autograd.gradcheck(lambda t: (t * t).sum(), (x,))
+    >>> lucid.autograd.gradcheck(lambda t: (t * t).sum(), (x,), check_forward_ad=True)
     True
     """
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
@@ -164,26 +183,187 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     atol, rtol = _tolerances(inputs, diff_idx, atol, rtol)
     inputs64 = tuple(_upcast(a) for a in inputs)  # See NOTE [Gradcheck in float64]
     outs = _outputs(func, inputs)
-    for i in diff_idx:
-        num = _numerical_jacobian(func, inputs64, i, eps)
-        for j, out in enumerate(outs):
-            if not out.requires_grad:
+    tol = (atol, rtol)
+    try:
+        for i in diff_idx:
+            if fast_mode:
+                _check_fast(func, inputs, inputs64, i, outs, eps, tol, check_backward_ad, check_forward_ad)
                 continue
-            for r in range(num[j].shape[0] if num[j] is not None else 0):
-                ana = _analytical_row(out, inputs[i], r, "gradcheck")
-                numr = num[j][r]
-                bad = ~np.isclose(ana, numr, rtol=rtol, atol=atol)
-                if bad.any():
-                    k = int(np.argmax(bad))
-                    msg = (f"gradcheck: Jacobian mismatch for output {j} with respect to input {i}, "
-                           f"at output element {_coord(out, r)} and input element "
-                           f"{_coord(inputs[i], k)}: numerical "
-                           f"{numr[k]:.8g} vs analytical {ana[k]:.8g}\n"
-                           f"numerical row: {numr}\nanalytical row: {ana}")
-                    if raise_exception:
-                        raise GradcheckError(msg)
-                    return False
+            num = _numerical_jacobian(func, inputs64, i, eps)
+            if check_backward_ad:
+                _check_rows(outs, inputs, i, num, tol)
+            if check_batched_grad:
+                _check_batched(func, inputs, i, num, tol)
+            if check_forward_ad:
+                _check_forward(func, inputs, i, num, tol)
+        if check_backward_ad:
+            _check_backward_extras(outs, inputs, diff_idx, nondet_tol, check_grad_dtypes, check_undefined_grad)
+    except GradcheckError:
+        if raise_exception:
+            raise
+        return False
     return True
+
+
+def _mismatch(kind, out, j, x, i, r, k, numr, ana):
+    return GradcheckError(
+        f"gradcheck: {kind} mismatch for output {j} with respect to input {i}, at output element "
+        f"{_coord(out, r)} and input element {_coord(x, k)}: numerical {numr[k]:.8g} vs analytical "
+        f"{ana[k]:.8g}\nnumerical row: {numr}\nanalytical row: {ana}")
+
+
+def _compare(kind, out, j, x, i, r, numr, ana, tol):
+    bad = ~np.isclose(ana, numr, rtol=tol[1], atol=tol[0])
+    if bad.any():
+        raise _mismatch(kind, out, j, x, i, r, int(np.argmax(bad)), numr, ana)
+
+
+def _check_rows(outs, inputs, i, num, tol):
+    """Reverse mode: one vjp per output coordinate, against the numerical rows."""
+    for j, out in enumerate(outs):
+        if not out.requires_grad or num[j] is None:
+            continue
+        for r in range(num[j].shape[0]):
+            ana = _analytical_row(out, inputs[i], r, "gradcheck")
+            _compare("Jacobian", out, j, inputs[i], i, r, num[j][r], ana, tol)
+
+
+def _restricted(func, inputs, i):
+    """``func`` as a function of input ``i`` alone (the others detached constants)."""
+    fixed = [a.detach() if isinstance(a, Tensor) else a for a in inputs]
+
+    def f(xi):
+        args = list(fixed)
+        args[i] = xi
+        return tuple(_outputs(func, args))
+
+    return f, fixed[i]
+
+
+def _seeds(out):
+    """One cotangent per real output coordinate (see NOTE [Complex gradcheck]), stacked."""
+    n = out.numel()
+    if out.dtype.kind == "c":
+        seeds = np.zeros((2 * n, n), out.dtype)
+        seeds[0::2][np.arange(n), np.arange(n)] = 1
+        seeds[1::2][np.arange(n), np.arange(n)] = 1j
+    else:
+        seeds = np.eye(n, dtype=out.dtype)
+    return seeds.reshape((seeds.shape[0],) + tuple(out.shape))
+
+
+def _check_batched(func, inputs, i, num, tol):
+    """All vjp rows of each output at once, through ``lucid.func.vmap``."""
+    from ..func import vjp as fvjp, vmap
+    from .._core.primitive import TN
+
+    f, x = _restricted(func, inputs, i)
+    outs, vjp_fn = fvjp(f, x)
+    for j, out in enumerate(outs):
+        if num[j] is None or out.numel() == 0:
+            continue
+
+        def one(ct, j=j):
+            return vjp_fn(tuple(ct if jj == j else TN.zeros_like(o) for jj, o in enumerate(outs)))[0]
+
+        rows = vmap(one)(_wrap(_seeds(out)))._data
+        for r in range(num[j].shape[0]):
+            _compare("batched Jacobian (vmap)", out, j, inputs[i], i, r, num[j][r],
+                     _as_real_coords(rows[r]), tol)
+
+
+def _check_forward(func, inputs, i, num, tol):
+    """Forward mode: one ``lucid.func.jvp`` per input coordinate, against the numerical columns."""
+    from ..func import jvp as fjvp
+
+    f, x = _restricted(func, inputs, i)
+    base = x._data
+    steps = (1, 1j) if base.dtype.kind == "c" else (1,)
+    c = 0
+    for k in range(base.size):
+        for step in steps:
+            t = np.zeros(base.size, base.dtype)
+            t[k] = step
+            _, tans = fjvp(f, (x,), (_wrap(t.reshape(base.shape)),))
+            for j, tan in enumerate(tans):
+                if num[j] is None:
+                    continue
+                col = _as_real_coords(tan._data)
+                bad = ~np.isclose(col, num[j][:, c], rtol=tol[1], atol=tol[0])
+                if bad.any():
+                    r = int(np.argmax(bad))
+                    raise GradcheckError(
+                        f"gradcheck: forward-mode Jacobian mismatch for output {j} with respect to input "
+                        f"{i}, at output element {_coord(tans[j], r)} and input element {_coord(x, c)}: "
+                        f"numerical {num[j][r, c]:.8g} vs forward {col[r]:.8g}\nnumerical column: "
+                        f"{num[j][:, c]}\nforward column: {col}")
+            c += 1
+
+
+def _check_fast(func, inputs, inputs64, i, outs, eps, tol, backward, forward):
+    """``v^T J u`` for random ``u`` (input coordinates) and ``v`` (output coordinates)."""
+    rng = np.random.default_rng(0)
+    x64 = inputs64[i]
+    base = x64.detach()._data
+    complex_in = base.dtype.kind == "c"
+    u = rng.standard_normal(base.size * (2 if complex_in else 1))
+    du = (u[0::2] + 1j * u[1::2] if complex_in else u).reshape(base.shape)
+    vals = []
+    for sgn in (1, -1):
+        args = list(inputs64)
+        args[i] = _wrap(base + sgn * eps * du)
+        args[i]._rg = x64._rg  # a function that differentiates internally needs it (gradgradcheck)
+        vals.append([_as_real_coords(o.detach()._data) for o in _outputs(func, args)])
+    for j, out in enumerate(outs):
+        ju = (vals[0][j] - vals[1][j]) / (2 * eps)  # J u by central differences
+        v = rng.standard_normal(ju.size)
+        expect = float(v @ ju)
+        seed = v[0::2] + 1j * v[1::2] if out.dtype.kind == "c" else v
+        checks = []
+        if backward and out.requires_grad:
+            g = _grad(out, inputs[i], grad_outputs=_wrap(seed.reshape(out.shape).astype(out.dtype)),
+                      retain_graph=True, allow_unused=True)
+            checks.append(("reverse", 0.0 if g is None else float(_as_real_coords(g.detach()._data) @ u)))
+        if forward:
+            from ..func import jvp as fjvp
+
+            f, x = _restricted(func, inputs, i)
+            tan = fjvp(f, (x,), (_wrap(du.astype(x.dtype)),))[1][j]
+            checks.append(("forward", float(v @ _as_real_coords(tan._data))))
+        for kind, got in checks:
+            if not np.isclose(got, expect, rtol=tol[1], atol=tol[0] * max(1.0, np.abs(v).sum())):
+                raise GradcheckError(
+                    f"gradcheck (fast_mode): {kind}-mode mismatch for output {j} with respect to input "
+                    f"{i}: v^T J u numerical {expect:.8g} vs analytical {got:.8g}")
+
+
+def _check_backward_extras(outs, inputs, diff_idx, nondet_tol, check_dtypes, check_undefined):
+    """Reentrancy (two backward passes agree), gradient dtypes, zero cotangents."""
+    live = [o for o in outs if o.requires_grad]
+    if not live:
+        return
+    xs = [inputs[i] for i in diff_idx]
+    seeds = [_wrap(np.ones(o.shape, o.dtype)) for o in live]
+    first = _grad(live, xs, grad_outputs=seeds, retain_graph=True, allow_unused=True)
+    second = _grad(live, xs, grad_outputs=seeds, retain_graph=True, allow_unused=True)
+    for i, a, b in zip(diff_idx, first, second):
+        if a is None or b is None:
+            continue
+        diff = np.max(np.abs(a.detach()._data - b.detach()._data), initial=0.0)
+        if diff > nondet_tol:
+            raise GradcheckError(
+                f"gradcheck: backward is not reentrant: two backward passes gave gradients for input {i} "
+                f"that differ by {diff:.3g} (more than nondet_tol={nondet_tol})")
+        if check_dtypes and a.dtype != inputs[i].dtype:
+            raise GradcheckError(f"gradcheck: the gradient of input {i} has dtype {a.dtype}, but the input "
+                                 f"has dtype {inputs[i].dtype}")
+    if check_undefined:
+        zeros = [_wrap(np.zeros(o.shape, o.dtype)) for o in live]
+        got = _grad(live, xs, grad_outputs=zeros, retain_graph=True, allow_unused=True)
+        for i, g in zip(diff_idx, got):
+            if g is not None and np.any(g.detach()._data != 0):
+                raise GradcheckError(f"gradcheck: a zero output gradient gave a non-zero gradient for "
+                                     f"input {i}")
 
 
 def _random(rng, o):
@@ -194,7 +374,9 @@ def _random(rng, o):
 
 
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
-                  raise_exception=True, gen_non_contig_grad_outputs=False):
+                  gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0,
+                  check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
+                  check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False, masked=None):
     """Check second derivatives: ``gradcheck`` of the function ``(inputs, v) -> vjp(v)``.
 
     Parameters
@@ -211,6 +393,11 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
         Tolerances.
     raise_exception : bool
         Raise on a mismatch (else return False).
+    nondet_tol, check_undefined_grad, check_grad_dtypes, check_batched_grad, fast_mode
+        As in :func:`gradcheck`, applied to the first-order function.
+    check_fwd_over_rev, check_rev_over_rev : bool
+        Check forward-over-reverse (``check_forward_ad`` of the first-order function) and
+        reverse-over-reverse (the default) second derivatives.
 
     Returns
     -------
@@ -243,5 +430,25 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
         gs = _grad(outs_, diff_in, grad_outputs=gos, create_graph=True, allow_unused=True)
         return tuple(g for g in gs if g is not None)
 
+    def first_order_func(*args):
+        # Built on lucid.func.vjp, so jvp (fwd-over-rev) and vmap (batched) compose with it.
+        from ..func import vjp as fvjp
+
+        ins, gos = list(args[:n]), args[n:]
+
+        def f(*d):
+            for i, v in zip(diff_idx, d):
+                ins[i] = v
+            return tuple(_outputs(func, ins))
+
+        _, vjp_fn = fvjp(f, *[args[i] for i in diff_idx])
+        return tuple(vjp_fn(tuple(gos)))
+
+    if check_fwd_over_rev or check_batched_grad:
+        first_order = first_order_func  # noqa: F811
+    # The same float64 policy as gradcheck (it applies it): NOTE [Gradcheck in float64].
     return gradcheck(first_order, inputs + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,
-                     raise_exception=raise_exception)
+                     raise_exception=raise_exception, nondet_tol=nondet_tol,
+                     check_undefined_grad=check_undefined_grad, check_grad_dtypes=check_grad_dtypes,
+                     check_batched_grad=check_batched_grad, check_forward_ad=check_fwd_over_rev,
+                     check_backward_ad=check_rev_over_rev, fast_mode=fast_mode)
