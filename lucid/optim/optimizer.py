@@ -212,9 +212,10 @@ class Optimizer:
             if group.get("differentiable", False):
                 self._graph_update(p, grad, state, group)
             else:
-                new = self._update(p._data, grad._data, state, group)
-                if new is not None and new is not p._data:
-                    np.copyto(p._data, new, casting="same_kind")
+                arr = _real_view(p._data)  # complex: re and im as two reals, as PyTorch's view_as_real
+                new = self._update(arr, _real_view(grad._data), state, group)
+                if new is not None and new is not arr:
+                    np.copyto(arr, new, casting="same_kind")
                 p._version[0] += 1
         return loss
 
@@ -370,6 +371,17 @@ class Optimizer:
 # Keys that learning-rate schedulers add to parameter groups.
 _SCHEDULER_KEYS = frozenset({"initial_lr", "max_lr", "min_lr", "base_lr", "max_momentum", "base_momentum",
                              "swa_lr"})
+
+
+def _real_view(a):
+    """A complex array as its interleaved (re, im) float view (shares memory), so every update
+    rule treats the real and imaginary parts as independent real parameters (PyTorch does the
+    same with view_as_real); other arrays unchanged."""
+    if a.dtype.kind != "c":
+        return a
+    if a.ndim and a.strides[-1] != a.itemsize:
+        a = np.ascontiguousarray(a)  # only gradients can be non-contiguous; parameters are owned arrays
+    return a.view(a.real.dtype)
 
 
 def _export(v):

@@ -327,3 +327,24 @@ def test_complex_creation():
     assert lucid.randn_like(z).dtype == lucid.complex64
     r = lucid.rand(1000, dtype=lucid.complex128)
     assert 0 <= float(r.real.min()) and float(r.imag.max()) < 1
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])
+def test_optimizers_treat_re_and_im_as_two_real_parameters(name):
+    # PyTorch optimizes a complex parameter as view_as_real of it; so does Lucid
+    rng = np.random.default_rng(0)
+    z0 = rng.standard_normal((3, 2)) + 1j * rng.standard_normal((3, 2))
+    target = lucid.tensor(rng.standard_normal((3, 2)) + 1j * rng.standard_normal((3, 2)))
+    z = lucid.tensor(z0, requires_grad=True)
+    r = lucid.tensor(np.stack([z0.real, z0.imag], -1), requires_grad=True)
+    kw = {"lr": 0.05, **({"momentum": 0.9} if name == "SGD" else {})}
+    oz, orr = getattr(lucid.optim, name)([z], **kw), getattr(lucid.optim, name)([r], **kw)
+    for _ in range(10):
+        oz.zero_grad()
+        ((z - target).abs() ** 3).sum().backward()
+        oz.step()
+        orr.zero_grad()
+        ((lucid.view_as_complex(r) - target).abs() ** 3).sum().backward()
+        orr.step()
+    np.testing.assert_allclose(lucid.view_as_real(z.detach()).numpy(), r.detach().numpy(), rtol=1e-12, atol=1e-14)
+    assert not np.allclose(z.detach().numpy(), z0)

@@ -63,6 +63,12 @@ def _mats(rng, *shapes, real_first=False):
 
 _IDX = np.array([2, 0, 2])
 
+
+def _np_scatter_add(z, v):
+    out = z.copy()
+    np.add.at(out[0], [0, 2, 0], v[0])
+    return out
+
 OPS = [
     # -- elementwise (holomorphic: vjp g * conj(f'), jvp t * f')
     _b("add", lambda a, b: a + b, np.add),
@@ -80,6 +86,21 @@ OPS = [
     _u("reciprocal", lambda z: 1 / z, _right_half),
     _u("square", np.square),
     _u("neg", np.negative),
+    _u("tan", np.tan),
+    _u("sinh", np.sinh),
+    _u("cosh", np.cosh),
+    _u("asin", np.arcsin),
+    _u("acos", np.arccos),
+    _u("atan", np.arctan),
+    _u("asinh", np.arcsinh),
+    _u("acosh", np.arccosh, _right_half),
+    _u("atanh", np.arctanh),
+    _u("expm1", np.expm1),
+    _u("exp2", np.exp2),
+    _u("log2", np.log2, _right_half),
+    _u("log10", np.log10, _right_half),
+    _u("log1p", np.log1p, _right_half),
+    _u("rsqrt", lambda z: 1 / np.sqrt(z), _right_half),
     # -- non-holomorphic abs: grad g z/|z|
     _u("abs", np.abs, _away_from_zero),
     # -- reductions
@@ -108,6 +129,10 @@ OPS = [
            lambda z: np.take_along_axis(z, np.array([[0, 2], [1, 1]]), 1), lambda rng: [Sample((cfloats(rng, 2, 3),))]),
     OpInfo("complex_index_select", lambda z: lucid.index_select(z, 1, lucid.tensor(_IDX)), lambda z: np.take(z, _IDX, 1),
            lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_masked_fill", lambda z: z.masked_fill(lucid.tensor([True, False, True]), 0.5),
+           lambda z: np.where([True, False, True], 0.5, z), lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_scatter_add", lambda z, v: z.scatter_add(1, lucid.tensor([[0, 2, 0]]), v),
+           lambda z, v: _np_scatter_add(z, v), lambda rng: [Sample((cfloats(rng, 1, 3), cfloats(rng, 1, 3)))]),
     OpInfo("complex_where", lambda a, b: lucid.where(lucid.tensor([True, False, True]), a, b),
            lambda a, b: np.where([True, False, True], a, b),
            lambda rng: [Sample((cfloats(rng, 2, 3), cfloats(rng, 3)))]),
