@@ -29,7 +29,7 @@ from .._core import dtypes
 from .._core.backend import xp
 from .._core.primitive import AN, REGISTRY, bind, defprim
 from .._core.tensor import Tensor, tensor_method
-from . import elementwise as _elementwise, reduce as _reduce  # noqa: F401  (register the prims guarded below)
+from . import elementwise as _elementwise, reduce as _reduce, special as _special  # noqa: F401  (the prims guarded below)
 from ._family import _as_tensor, batch_elementwise, move_bdim
 
 _REAL_OF = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
@@ -378,6 +378,22 @@ def view_as_complex(input):
     return bind(view_as_complex_p, (input,), {})
 
 
+def vdot(input, other):
+    """``sum(conj(input) * other)`` of two 1-D tensors (the first argument conjugated).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.vdot(lucid.tensor([1j]), lucid.tensor([1j]))
+    tensor(1.+0.j, dtype=lucid.complex64)
+    """
+    input, other = _as_tensor(input), _as_tensor(other)
+    if input.ndim != 1 or other.ndim != 1 or input.shape != other.shape:
+        raise RuntimeError(f"vdot: expected two 1-D tensors of one size, got shapes {tuple(input.shape)} "
+                           f"and {tuple(other.shape)}")
+    return (conj(input) * other).sum()
+
+
 # ------------------------------------------------------------------- predicates
 
 
@@ -441,16 +457,21 @@ def sgn(input):
 _ORDERED = ("lt", "le", "gt", "ge", "maximum", "minimum", "clamp", "amax", "amin", "argmax",
             "argmin", "argsort", "cumarg", "relu", "floor", "ceil", "trunc", "round", "frac",
             "floor_divide", "remainder", "fmod", "sign", "atan2", "hypot", "logaddexp", "logaddexp2")
+# Real functions PyTorch does not implement for complex inputs either.
+_REAL_FUNCTIONS = ("softmax", "log_softmax", "softplus", "cross_entropy", "erf", "erfc", "erfcx", "erfinv",
+                   "lgamma", "digamma", "polygamma", "i0", "i0e", "i1", "i1e", "ndtri", "log_ndtr", "zeta",
+                   "entr", "xlogy", "xlog1py", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
+                   "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+                   "scaled_modified_bessel_k1", "spherical_bessel_j0")
 
 
-def _real_only(prim):
+def _real_only(prim, why):
     impl = prim.impl
 
     def checked(*args, **params):
         for a in args:
             if getattr(a, "dtype", None) is not None and a.dtype.kind == "c":
-                raise TypeError(f"not supported for complex tensors (complex numbers have no order; "
-                                f"compare .abs() or .real instead)")
+                raise TypeError(f"not supported for complex tensors ({why})")
         return impl(*args, **params)
 
     prim.impl = checked
@@ -459,8 +480,11 @@ def _real_only(prim):
 
 for _name in _ORDERED:
     if _name in REGISTRY:
-        _real_only(REGISTRY[_name])
+        _real_only(REGISTRY[_name], "complex numbers have no order; compare .abs() or .real instead")
+for _name in _REAL_FUNCTIONS:
+    if _name in REGISTRY:
+        _real_only(REGISTRY[_name], "a function of real arguments, as in PyTorch")
 
 
-__all__ = ["complex", "polar", "sgn", "real", "imag", "conj", "conj_physical", "resolve_conj", "is_conj",
+__all__ = ["complex", "polar", "sgn", "vdot", "real", "imag", "conj", "conj_physical", "resolve_conj", "is_conj",
            "angle", "view_as_real", "view_as_complex", "is_complex", "isreal"]

@@ -216,6 +216,8 @@ class Optimizer:
                 new = self._update(arr, _real_view(grad._data), state, group)
                 if new is not None and new is not arr:
                     np.copyto(arr, new, casting="same_kind")
+                if arr is not p._data and not np.shares_memory(arr, p._data):  # a non-contiguous complex p
+                    p._data[...] = arr.view(p._data.dtype)
                 p._version[0] += 1
         return loss
 
@@ -380,7 +382,7 @@ def _real_view(a):
     if a.dtype.kind != "c":
         return a
     if a.ndim and a.strides[-1] != a.itemsize:
-        a = np.ascontiguousarray(a)  # only gradients can be non-contiguous; parameters are owned arrays
+        a = np.ascontiguousarray(a)  # a copy: step() writes a parameter's copy back
     return a.view(a.real.dtype)
 
 

@@ -348,3 +348,17 @@ def test_optimizers_treat_re_and_im_as_two_real_parameters(name):
         orr.step()
     np.testing.assert_allclose(lucid.view_as_real(z.detach()).numpy(), r.detach().numpy(), rtol=1e-12, atol=1e-14)
     assert not np.allclose(z.detach().numpy(), z0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda z: lucid.softmax(z, 0), lambda z: lucid.erf(z), lambda z: lucid.special.gammaln(z),
+    lambda z: lucid.special.i0(z),
+], ids=["softmax", "erf", "gammaln", "i0"])
+def test_real_functions_refuse_complex(call):
+    with pytest.raises(TypeError, match=r"not supported for complex tensors \(a function of real arguments"):
+        call(lucid.tensor([1 + 1j, 2j]))
+
+
+def test_vdot_conjugates_its_first_argument():
+    a, b = lucid.tensor([1 + 2j, 3j]), lucid.tensor([2 - 1j, 1 + 1j])
+    np.testing.assert_allclose(lucid.vdot(a, b).numpy(), np.vdot(a.numpy(), b.numpy()))
