@@ -132,7 +132,10 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     The finite differences are always taken in float64 (floating inputs are upcast), and
     the analytical gradient, computed in the inputs' own dtype, is compared after a cast
     to float64 with tolerances no tighter than that dtype allows; so float32 inputs can be
-    checked too. The error names the input, output and element that disagree.
+    checked too. Complex inputs and outputs are checked as pairs of real coordinates (the
+    real and imaginary parts perturbed separately, as PyTorch does; NOTE [Complex
+    gradcheck]), and a real input must receive a real gradient. The error names the input,
+    output and element (and re/im part) that disagree.
 
     Parameters
     ----------
