@@ -159,6 +159,25 @@ def _zeta_dx(ns, x, q, o):
 zeta_p = binary("zeta", _scipy("zeta"), _zeta_dx, lambda ns, x, q, o: -x * ns.zeta(x + 1, q))
 
 
+def _not_in_a(name):
+    def dx(ns, a, x, o):
+        raise NotImplementedError(f"special.{name}: not differentiable with respect to the shape a (the "
+                                  f"derivative for '{name}' in its first argument is not implemented, as in PyTorch)")
+
+    return dx
+
+
+def _gamma_density(ns, a, x):
+    """``x^(a-1) e^-x / Gamma(a)``, the x-derivative of the regularized lower incomplete gamma."""
+    return ns.exp(ns.xlogy(a - 1, x) - x - ns.lgamma(a))
+
+
+gammainc_p = binary("gammainc", _scipy("gammainc"), _not_in_a("gammainc"),
+                    lambda ns, a, x, o: _gamma_density(ns, a, x))
+gammaincc_p = binary("gammaincc", _scipy("gammaincc"), _not_in_a("gammaincc"),
+                     lambda ns, a, x, o: -_gamma_density(ns, a, x))
+
+
 # ------------------------------------------------------------ public functions
 
 def _unary_public(name, prim, summary, example, methods=()):
@@ -360,6 +379,39 @@ Examples
 1.644934
 """)
 tensor_method("xlogy")(xlogy)
+gammainc = _doc(_binary_public("gammainc", gammainc_p), """Regularized lower incomplete gamma ``P(a, x)``; differentiable in ``x`` only.
+
+Parameters
+----------
+input : Tensor or number
+    ``a > 0`` (no derivative, as in PyTorch: asking for one raises).
+other : Tensor or number
+    ``x >= 0``.
+
+Examples
+--------
+>>> import lucid
+>>> round(lucid.special.gammainc(lucid.tensor([1.0]), lucid.tensor([2.0])).item(), 6)
+0.864665
+""")
+gammaincc = _doc(_binary_public("gammaincc", gammaincc_p), """Regularized upper incomplete gamma ``Q(a, x) = 1 - P(a, x)``; differentiable in ``x`` only.
+
+Parameters
+----------
+input : Tensor or number
+    ``a > 0`` (no derivative, as in PyTorch: asking for one raises).
+other : Tensor or number
+    ``x >= 0``.
+
+Examples
+--------
+>>> import lucid
+>>> round(lucid.special.gammaincc(lucid.tensor([1.0]), lucid.tensor([2.0])).item(), 6)
+0.135335
+""")
+igamma, igammac = gammainc, gammaincc
+Tensor.igamma = lambda self, other: gammainc(self, other)
+Tensor.igammac = lambda self, other: gammaincc(self, other)
 
 
 def multigammaln(input, p):
@@ -395,4 +447,4 @@ mvlgamma = multigammaln
 Tensor.mvlgamma = lambda self, p: multigammaln(self, p)
 
 
-__all__ = ["digamma", "erfinv", "i0", "lgamma", "mvlgamma", "polygamma", "sinc", "xlogy"]
+__all__ = ["digamma", "erfinv", "i0", "igamma", "igammac", "lgamma", "mvlgamma", "polygamma", "sinc", "xlogy"]

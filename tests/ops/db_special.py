@@ -49,6 +49,13 @@ def _zeta_samples(rng):
             Sample((3.5, positive(rng, 2, 2)), name="python scalar x")]
 
 
+def _gammainc_samples(rng):
+    # a (no derivative, as in PyTorch) is an integer array or a Python float: vmapped, never differentiated
+    return [Sample((np.array([1, 2, 5], dtype=np.int64), positive(rng, 3, low=0.3, high=4.0))),
+            Sample((np.array([[1], [3]], dtype=np.int64), positive(rng, 3, low=0.3, high=4.0)), name="broadcast"),
+            Sample((2.5, positive(rng, 2, 2, low=0.3, high=4.0)), name="python scalar a")]
+
+
 def _poly(name, fn, ref, make, degrees=(0, 1, 2, 5)):
     def samples(rng):
         return [Sample((make(rng, 2, 3), n), name=f"n={n}") for n in degrees] + [
@@ -95,6 +102,8 @@ OPS = [
     OpInfo("xlogy", S.xlogy, sp.xlogy, _xy_samples(positive)),
     OpInfo("xlog1py", S.xlog1py, sp.xlog1py, _xy_samples(between(-0.5, 1.0))),
     OpInfo("zeta", S.zeta, sp.zeta, _zeta_samples),
+    OpInfo("gammainc", S.gammainc, sp.gammainc, _gammainc_samples),
+    OpInfo("gammaincc", S.gammaincc, sp.gammaincc, _gammainc_samples),
     OpInfo("multigammaln", S.multigammaln, lambda x, p: sp.multigammaln(x, p) if np.ndim(x) == 0
            else np.vectorize(lambda v: sp.multigammaln(v, p))(x), _mvlgamma_samples),
     _poly("chebyshev_polynomial_t", S.chebyshev_polynomial_t, sp.eval_chebyt, floats),
