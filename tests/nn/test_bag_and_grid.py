@@ -148,3 +148,15 @@ def test_torch_parity_bag_and_grid():
                 np.testing.assert_allclose(npy(xl.grad), xt.grad.numpy(), rtol=1e-10, atol=1e-12)
                 ggrad = np.zeros_like(g) if gl.grad is None else npy(gl.grad)
                 np.testing.assert_allclose(ggrad, gt.grad.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_embedding_scale_grad_by_freq():
+    idx = np.array([[1, 2, 1], [1, 5, 0]])
+    w = t64(W, True)
+    out = F.embedding(lucid.tensor(idx), w, scale_grad_by_freq=True)
+    np.testing.assert_array_equal(npy(out), W[idx])
+    (out * t64(np.ones((2, 3, 3)))).sum().backward()
+    want = np.zeros_like(W)
+    for i in (1, 2, 5, 0):
+        want[i] = 1.0  # each occurrence contributes 1 / (its count), summed over the occurrences
+    np.testing.assert_allclose(npy(w.grad), want, rtol=1e-12)

@@ -90,19 +90,34 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise RuntimeError(f"embedding: indices must be an integer (long) tensor, got {idx.dtype}")
     if weight.ndim != 2:
         raise RuntimeError(f"embedding: weight must be 2-D, got shape {tuple(weight.shape)}")
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not supported")
+    if sparse:
+        raise NotImplementedError("embedding: sparse gradients are not supported (use sparse=False)")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
     if max_norm is not None:
         _renorm_rows(weight, idx._data, max_norm, norm_type)
     out = weight[idx]
+    if scale_grad_by_freq:
+        out = _scale_grad_by_freq(out, idx._data, extra_dims=1)
     if padding_idx is not None and weight.requires_grad:
         import lucid
 
         keep = (idx != padding_idx).unsqueeze(-1)
         out = lucid.where(keep, out, out.detach())
     return out
+
+
+def _scale_grad_by_freq(rows, idx, extra_dims):
+    """``rows`` with the same value and each row's gradient divided by how often its index
+    occurs in ``idx`` (PyTorch's ``scale_grad_by_freq``)."""
+    from ..._core.tensor import _wrap
+
+    if not rows.requires_grad:
+        return rows
+    _, inverse, counts = np.unique(idx.reshape(-1), return_inverse=True, return_counts=True)
+    c = (1.0 / counts[inverse]).reshape(idx.shape + (1,) * extra_dims).astype(rows.dtype)
+    c = _wrap(c)
+    return rows * c + (rows * (1.0 - c)).detach()
 
 
 def _renorm_rows(weight, idx, max_norm, norm_type):
