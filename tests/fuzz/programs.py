@@ -7,7 +7,8 @@ both share, so the same program runs on both. Binary ops whose operands do not b
 read the second operand's sum instead (a 0-d value broadcasts with anything), and ops that
 need a dim or a non-empty tensor fall back to the identity, so every drawn program runs.
 
-The ops cover elementwise math, reductions (``keepdim`` both ways), views and copies of
+The ops cover elementwise math, special functions, FFT round trips and complex parts,
+matmul, reductions (``keepdim`` both ways), views and copies of
 several kinds (transpose, flip, slicing with steps, select, diagonal, expand, reshape,
 unsqueeze), joining, cumulative ops, and in-place changes of intermediates read through
 views made before the change (NOTE [View replay]).
@@ -109,6 +110,29 @@ def _inplace_add_view(L, k, x, y):
     return c
 
 
+def _matmul(L, k, x, y):
+    if x.ndim == 0 or y.ndim == 0 or x.shape[-1] != y.shape[-2 if y.ndim > 1 else -1]:
+        y = x.reshape(-1)[:1].sum() + y.sum()
+        return x * y
+    return x @ y
+
+
+def _fft_round_trip(L, k, x):
+    d = _dim(x, k)
+    if d is None or x.shape[d] == 0:
+        return x * 1
+    spectrum = L.fft.rfft(x, dim=d, norm=("backward", "ortho", "forward")[k % 3])
+    return L.fft.irfft(spectrum * spectrum, n=x.shape[d], dim=d) + spectrum.real.sum()
+
+
+def _fft_parts(L, k, x):
+    d = _dim(x, k)
+    if d is None or x.shape[d] == 0:
+        return x * 1
+    z = L.fft.fft(x, dim=d)
+    return z.real * 0.5 + z.imag * z.imag
+
+
 def _cat(L, k, x, y):
     return L.cat([x.reshape(-1), y.reshape(-1)])
 
@@ -141,6 +165,12 @@ UNARY = {
     "clamp": lambda L, k, x: x.clamp(-0.8, 0.8),
     "sign_mul": lambda L, k, x: x.sign() * x,
     "scale": lambda L, k, x: x * 0.5 - 0.25,
+    "gammaln_pos": lambda L, k, x: L.special.gammaln(x * x + 0.5),
+    "digamma_pos": lambda L, k, x: L.special.digamma(x * x + 0.5),
+    "expit": lambda L, k, x: L.special.expit(x),
+    "erfc": lambda L, k, x: L.special.erfc(x),
+    "fft_round_trip": _fft_round_trip,
+    "fft_parts": _fft_parts,
 }
 
 BINARY = {
@@ -154,6 +184,8 @@ BINARY = {
     "hypot": _binary(lambda L, x, y: L.hypot(x, y + 1.0)),
     "pow_pos": _binary(lambda L, x, y: (x * x + 0.5) ** y),
     "where": _binary(lambda L, x, y: L.where(x > y, x, y * 2)),
+    "xlogy_pos": _binary(lambda L, x, y: L.special.xlogy(x, y * y + 0.5)),
+    "matmul": _matmul,
     "inplace_mul_view": _inplace_mul_through_view,
     "inplace_setitem": _inplace_setitem,
     "inplace_add_view": _inplace_add_view,
