@@ -208,9 +208,16 @@ def test_matches_pytorch(request):
         ts = [torch.tensor(a, requires_grad=True) for a in arrays]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ref = prog.run(torch, *ts)
+            try:
+                ref = prog.run(torch, *ts)
+            except RuntimeError:
+                # PyTorch's own failures on empty tensors (its MKL FFT refuses a zero-size
+                # batch) leave no reference; anywhere else Lucid should have refused too.
+                assume(not any(0 in shape for shape in prog.shapes))
+                raise
         assert str(out.dtype).replace("lucid.", "") == str(ref.dtype).replace("torch.", "")
-        tol = 1e-5 if out.dtype == lucid.float32 else 1e-10
+        mixed = any(dt == np.float32 for dt in prog.dtypes)  # float32 rounding somewhere inside
+        tol = 1e-5 if mixed else 1e-10
         np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=tol, atol=tol)
         w = np.random.default_rng(prog.seed + 1).uniform(0.5, 1.5, size=tuple(out.shape))
         (out * lucid.tensor(w, dtype=out.dtype)).sum().backward()
@@ -221,7 +228,6 @@ def test_matches_pytorch(request):
                 continue
             # A program that touches float32 anywhere may round in float32 somewhere in either
             # library (PyTorch's atan2 backward with a float32 operand does, into a float64 grad)
-            mixed = any(dt == np.float32 for dt in prog.dtypes)
             gtol = 1e-4 if mixed else 1e-9
             np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=gtol, atol=gtol)
 
