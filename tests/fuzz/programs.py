@@ -114,7 +114,7 @@ def _matmul(L, k, x, y):
     if x.ndim == 0 or y.ndim == 0 or x.shape[-1] != y.shape[-2 if y.ndim > 1 else -1]:
         y = x.reshape(-1)[:1].sum() + y.sum()
         return x * y
-    return x @ y
+    return x @ y.to(x.dtype)  # PyTorch refuses mixed dtypes in matmul; Lucid promotes
 
 
 def _fft_round_trip(L, k, x):
