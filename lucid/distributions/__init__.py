@@ -26,6 +26,7 @@ from .counts import Binomial, Geometric, Multinomial, Poisson
 from .categorical import Bernoulli, Categorical, OneHotCategorical, OneHotCategoricalStraightThrough
 from .constraint_registry import biject_to, transform_to
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .gamma import (Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, InverseGamma, Kumaraswamy, NegativeBinomial,
                     StudentT)
 from .kl import kl_divergence, register_kl
@@ -42,7 +43,7 @@ from .transforms import *  # noqa: F401,F403
 
 __all__ = [
     "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet",
-    "Distribution", "ExpRelaxedCategorical", "Exponential", "FisherSnedecor", "Gamma", "Geometric", "Gumbel",
+    "Distribution", "ExpRelaxedCategorical", "Exponential", "ExponentialFamily", "FisherSnedecor", "Gamma", "Geometric", "Gumbel",
     "HalfCauchy", "HalfNormal", "Independent", "InverseGamma", "Kumaraswamy", "LKJCholesky", "Laplace",
     "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli", "LowRankMultivariateNormal", "MixtureSameFamily",
     "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical", "Poisson",

@@ -8,6 +8,7 @@ import numpy as np
 import lucid
 from . import constraints
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .utils import broadcast_all, finfo, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli", "Categorical", "OneHotCategorical", "OneHotCategoricalStraightThrough"]
@@ -23,7 +24,7 @@ def _bce_with_logits(logits, target):
     return lucid.relu(logits) - logits * target + lucid.log1p(lucid.exp(-logits.abs()))
 
 
-class Bernoulli(Distribution):
+class Bernoulli(ExponentialFamily):
     """Bernoulli distribution: 1 with probability ``probs`` (or ``sigmoid(logits)``), else 0.
 
     Parameters
@@ -98,6 +99,15 @@ class Bernoulli(Distribution):
 
     def entropy(self):
         return _bce_with_logits(self.logits, self.probs)
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self):
+        return (self.logits,)
+
+    def _log_normalizer(self, x):
+        return lucid.relu(x) + lucid.log1p(lucid.exp(-x.abs()))  # log(1 + e^x)
 
     def enumerate_support(self, expand=True):
         values = lucid.arange(2, dtype=self._param.dtype)

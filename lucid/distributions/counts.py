@@ -8,6 +8,7 @@ from . import constraints
 from ._sampling import binomial_icdf, poisson_icdf
 from .categorical import Categorical, _bce_with_logits, _one_of
 from .distribution import Distribution, _holds
+from .exp_family import ExponentialFamily
 from .utils import broadcast_all, concrete, finfo, lazy_property, logits_to_probs, probs_to_logits, special
 
 __all__ = ["Poisson", "Geometric", "Binomial", "Multinomial"]
@@ -19,7 +20,7 @@ def _uniform_open(shape, dtype=lucid.float64):
     return lucid.rand(shape, dtype=dtype).clamp(min=float(finfo(dtype).tiny))
 
 
-class Poisson(Distribution):
+class Poisson(ExponentialFamily):
     """Poisson distribution with ``rate`` (mean number of events).
 
     Examples
@@ -61,6 +62,13 @@ class Poisson(Distribution):
             self._validate_sample(value)
         rate, value = broadcast_all(self.rate, value)
         return special("xlogy")(value, rate) - rate - special("lgamma")(value + 1)
+
+    @property
+    def _natural_params(self):
+        return (self.rate.log(),)
+
+    def _log_normalizer(self, x):
+        return lucid.exp(x)
 
 
 class Geometric(Distribution):

@@ -13,6 +13,7 @@ from ._gamma import standard_gamma
 from ._sampling import poisson_icdf
 from .categorical import _one_of
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .normal import Uniform
 from .transformed_distribution import TransformedDistribution
 from .transforms import AffineTransform, PowerTransform
@@ -42,7 +43,7 @@ def _gamma_draw(concentration, shape):
     return standard_gamma(concentration.expand(shape), u)
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
     """Gamma distribution with shape ``concentration`` and inverse scale ``rate``.
 
     ``rsample`` is differentiable in both parameters (implicit reparameterisation).
@@ -96,6 +97,15 @@ class Gamma(Distribution):
             self._validate_sample(value)
         return special("gammainc")(self.concentration, self.rate * value)
 
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self):
+        return (self.concentration - 1, -self.rate)
+
+    def _log_normalizer(self, x, y):
+        return _lgamma(x + 1) + (x + 1) * lucid.log(-y.reciprocal())
+
 
 class Chi2(Gamma):
     """Chi-squared distribution with ``df`` degrees of freedom (``Gamma(df / 2, 1 / 2)``).
@@ -122,7 +132,7 @@ class Chi2(Gamma):
         return self.concentration * 2
 
 
-class Dirichlet(Distribution):
+class Dirichlet(ExponentialFamily):
     """Dirichlet distribution on the simplex with ``concentration`` (last dim = categories).
 
     ``rsample`` normalises standard-gamma draws, so it is differentiable in ``concentration``.
@@ -186,8 +196,21 @@ class Dirichlet(Distribution):
         return (_lgamma(c).sum(-1) - _lgamma(a0) - (k - a0) * _digamma(a0)
                 - ((c - 1.0) * _digamma(c)).sum(-1))
 
+    @property
+    def _mean_carrier_measure(self):
+        # h(x) = prod 1 / x_i, so E[log h] = -sum E[log x_i] = -sum (digamma(c_i) - digamma(c_0)).
+        c = self.concentration
+        return -(_digamma(c) - _digamma(c.sum(-1, keepdim=True))).sum(-1)
 
-class Beta(Distribution):
+    @property
+    def _natural_params(self):
+        return (self.concentration,)
+
+    def _log_normalizer(self, x):
+        return _lgamma(x).sum(-1) - _lgamma(x.sum(-1))
+
+
+class Beta(ExponentialFamily):
     """Beta distribution with ``concentration1`` (alpha) and ``concentration0`` (beta).
 
     Examples
@@ -248,6 +271,19 @@ class Beta(Distribution):
 
     def entropy(self):
         return self._dirichlet.entropy()
+
+    @property
+    def _mean_carrier_measure(self):
+        # h(x) = 1 / (x (1 - x)), so E[log h] = -(E[log x] + E[log(1 - x)]).
+        c1, c0 = self.concentration1, self.concentration0
+        return -(_digamma(c1) + _digamma(c0) - 2 * _digamma(c1 + c0))
+
+    @property
+    def _natural_params(self):
+        return (self.concentration1, self.concentration0)
+
+    def _log_normalizer(self, x, y):
+        return _lgamma(x) + _lgamma(y) - _lgamma(x + y)
 
     def cdf(self, value):
         if self._validate_args:

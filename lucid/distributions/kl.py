@@ -14,6 +14,7 @@ from .gamma import Beta, Dirichlet, Gamma
 from .relaxed import ContinuousBernoulli
 from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal, _batch_mahalanobis, _solve_tril
 from .distribution import Distribution
+from .exp_family import ExponentialFamily, _grad_log_normalizer
 from .normal import Cauchy, Exponential, Laplace, Normal, Uniform
 from .transformed_distribution import (Gumbel, HalfNormal, Independent, Pareto, TransformedDistribution)
 from .utils import euler_constant, special, sum_rightmost
@@ -135,6 +136,21 @@ def _softplus(x):
 
 
 # ------------------------------------------------------------- same family
+
+@register_kl(ExponentialFamily, ExponentialFamily)
+def _kl_expfamily_expfamily(p, q):
+    """The Bregman divergence of the log normaliser: F(theta_q) - F(theta_p) - <theta_q - theta_p, dF(theta_p)>."""
+    if type(p) is not type(q):
+        raise NotImplementedError("The cross KL-divergence between different exponential families cannot be "
+                                  "computed using Bregman divergences")
+    p_nparams = list(p._natural_params)
+    q_nparams = list(q._natural_params)
+    lg_normal, gradients = _grad_log_normalizer(p, p_nparams)
+    result = q._log_normalizer(*q_nparams) - lg_normal
+    for pnp, qnp, g in zip(p_nparams, q_nparams, gradients):
+        result = result - sum_rightmost((qnp - pnp) * g, len(q.event_shape))
+    return result
+
 
 @register_kl(Bernoulli, Bernoulli)
 def _kl_bernoulli_bernoulli(p, q):

@@ -6,6 +6,7 @@ import math
 import lucid
 from . import constraints
 from .distribution import Distribution, _holds
+from .exp_family import ExponentialFamily
 from .utils import broadcast_all, finfo, special
 
 __all__ = ["Normal", "Uniform", "Exponential", "Laplace", "Cauchy"]
@@ -17,7 +18,7 @@ def _batch(*params):
     return tuple(params[0].shape)
 
 
-class Normal(Distribution):
+class Normal(ExponentialFamily):
     """Normal (Gaussian) distribution with mean ``loc`` and standard deviation ``scale``.
 
     Parameters
@@ -82,6 +83,13 @@ class Normal(Distribution):
 
     def entropy(self):
         return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()
+
+    @property
+    def _natural_params(self):
+        return (self.loc / self.scale.pow(2), -0.5 * self.scale.pow(2).reciprocal())
+
+    def _log_normalizer(self, x, y):
+        return -0.25 * x.pow(2) / y + 0.5 * lucid.log(-math.pi / y)
 
 
 class Uniform(Distribution):
@@ -152,7 +160,7 @@ class Uniform(Distribution):
         return lucid.log(self.high - self.low)
 
 
-class Exponential(Distribution):
+class Exponential(ExponentialFamily):
     """Exponential distribution with ``rate`` (density ``rate * exp(-rate x)`` on ``x >= 0``).
 
     Examples
@@ -208,6 +216,15 @@ class Exponential(Distribution):
 
     def entropy(self):
         return 1.0 - self.rate.log()
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self):
+        return (-self.rate,)
+
+    def _log_normalizer(self, x):
+        return -lucid.log(-x)
 
 
 class Laplace(Distribution):

@@ -9,6 +9,7 @@ import lucid
 from . import constraints
 from .categorical import Categorical, _bce_with_logits, _one_of
 from .distribution import Distribution, _holds
+from .exp_family import ExponentialFamily
 from .transformed_distribution import TransformedDistribution
 from .transforms import ExpTransform, SigmoidTransform
 from .utils import as_float, broadcast_all, clamp_probs, concrete, lazy_property, logits_to_probs, probs_to_logits
@@ -206,7 +207,7 @@ class RelaxedOneHotCategorical(TransformedDistribution):
         return self.base_dist.probs
 
 
-class ContinuousBernoulli(Distribution):
+class ContinuousBernoulli(ExponentialFamily):
     """Continuous Bernoulli on [0, 1]: density proportional to ``p^x (1 - p)^(1 - x)``.
 
     Near ``probs = 0.5`` (inside ``lims``) the normaliser, mean and variance use Taylor
@@ -324,3 +325,17 @@ class ContinuousBernoulli(Distribution):
         log_probs0 = lucid.log1p(-self.probs)
         log_probs1 = lucid.log(self.probs)
         return self.mean * (log_probs0 - log_probs1) - self._cont_bern_log_norm() - log_probs0
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self):
+        return (self.logits,)
+
+    def _log_normalizer(self, x):
+        """Log normaliser in the natural parameter (a Taylor expansion near 0, as PyTorch)."""
+        out_unst_reg = (x <= self._lims[0] - 0.5) | (x > self._lims[1] - 0.5)
+        cut_nat_params = lucid.where(out_unst_reg, x, (self._lims[0] - 0.5) * lucid.ones_like(x))
+        log_norm = lucid.log((lucid.exp(cut_nat_params) - 1.0).abs()) - lucid.log(cut_nat_params.abs())
+        taylor = 0.5 * x + x ** 2 / 24.0 - x ** 4 / 2880.0
+        return lucid.where(out_unst_reg, log_norm, taylor)
