@@ -235,3 +235,74 @@ OPS += [
     OpInfo("linalg.cholesky_ex", lambda a: L.cholesky_ex(a @ a.mT + 3 * lucid.eye(3, dtype=a.dtype)).L,
            lambda a: np.linalg.cholesky(a @ a.T + 3 * np.eye(3)), lambda rng: [Sample((floats(rng, 3, 3),))]),
 ]
+
+
+# ------------------------------------------------------------------ complex samples
+
+def cplx(rng, *shape):
+    return (floats(rng, *shape) + 1j * floats(rng, *shape)).astype(np.complex128)
+
+
+def cwell(rng, *shape):
+    return cplx(rng, *shape) * 0.5 + shape[-1] * np.eye(shape[-1])
+
+
+def _herm_t(x):
+    return x @ x.mT.conj() + 3 * lucid.eye(x.shape[-1], dtype=x.dtype)
+
+
+def _herm_np(x):
+    return x @ np.conj(np.swapaxes(x, -1, -2)) + 3 * np.eye(x.shape[-1])
+
+
+def _c_eigh(a):
+    w, v = L.eigh(a + a.mT.conj())
+    return w, (v * v.conj()).real
+
+
+def _np_c_eigh(a):
+    w, v = np.linalg.eigh(a + np.conj(np.swapaxes(a, -1, -2)))
+    return w, np.abs(v) ** 2
+
+
+def _c_svd(a):
+    u, s, vh = L.svd(a, full_matrices=False)
+    return s, u @ vh
+
+
+def _np_c_svd(a):
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    return s, u @ vh
+
+
+def _c_qr(a):
+    q, r = L.qr(a)
+    return q, r
+
+
+OPS += [
+    OpInfo("complex.mm", lucid.mm, np.matmul, lambda rng: [Sample((cplx(rng, 2, 3), cplx(rng, 3, 2)))]),
+    OpInfo("complex.einsum", lambda a, b: lucid.einsum("bij,jk->bik", a, b), lambda a, b: np.einsum("bij,jk->bik", a, b),
+           lambda rng: [Sample((cplx(rng, 2, 2, 3), cplx(rng, 3, 2)))]),
+    OpInfo("complex.linalg.inv", L.inv, np.linalg.inv, lambda rng: [Sample((cwell(rng, 3, 3),))]),
+    OpInfo("complex.linalg.det", L.det, np.linalg.det,
+           lambda rng: [Sample((cwell(rng, 3, 3),)), Sample((np.outer([1, 2j], [1 - 1j, 2]),), name="singular")]),
+    OpInfo("complex.linalg.slogdet", lambda a: tuple(L.slogdet(a)), lambda a: tuple(np.linalg.slogdet(a)),
+           lambda rng: [Sample((cwell(rng, 3, 3),))]),
+    OpInfo("complex.linalg.solve", L.solve, np.linalg.solve, lambda rng: [Sample((cwell(rng, 3, 3), cplx(rng, 3, 2)))]),
+    OpInfo("complex.linalg.cholesky", lambda x: L.cholesky(_herm_t(x)), lambda x: np.linalg.cholesky(_herm_np(x)),
+           lambda rng: [Sample((cplx(rng, 3, 3),))]),
+    OpInfo("complex.linalg.qr", _c_qr, lambda a: tuple(np.linalg.qr(a)),
+           lambda rng: [Sample((cplx(rng, 3, 2),)), Sample((cplx(rng, 2, 3),))], atol=1e-8),
+    OpInfo("complex.linalg.eigh", _c_eigh, _np_c_eigh, lambda rng: [Sample((cplx(rng, 3, 3),))], atol=1e-8),
+    OpInfo("complex.linalg.svd", _c_svd, _np_c_svd, lambda rng: [Sample((cplx(rng, 3, 2),)), Sample((cplx(rng, 2, 3),))],
+           atol=1e-8),
+    OpInfo("complex.linalg.matrix_exp", lambda a: L.matrix_exp(a), sl.expm, lambda rng: [Sample((cplx(rng, 2, 2),))]),
+    OpInfo("complex.linalg.solve_triangular", lambda a, b: L.solve_triangular(a, b, upper=False),
+           lambda a, b: np.linalg.solve(np.tril(a), b), lambda rng: [Sample((cwell(rng, 3, 3), cplx(rng, 3, 1)))]),
+    OpInfo("complex.linalg.lu", lambda a: tuple(L.lu(a))[1:], lambda a: tuple(sl.lu(a))[1:],
+           lambda rng: [Sample((cwell(rng, 3, 3),))], atol=1e-10),
+    OpInfo("complex.linalg.pinv", L.pinv, np.linalg.pinv, lambda rng: [Sample((cplx(rng, 3, 2),))], atol=1e-8),
+    OpInfo("complex.linalg.vector_norm", lambda x: L.vector_norm(x, 3, dim=-1),
+           lambda x: np.sum(np.abs(x) ** 3, axis=-1) ** (1 / 3), lambda rng: [Sample((cplx(rng, 2, 3),))]),
+]
