@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import time
 import traceback
 
 
@@ -28,6 +29,10 @@ def _abort(status, message):
     sys.stderr.write(message)
     sys.stderr.flush()
     sys.stdout.flush()
+    # Give mpiexec's I/O proxy a moment to forward the traceback before the abort tears the
+    # job down: on a loaded machine the message was occasionally lost (an empty log in the
+    # fault tests).
+    time.sleep(0.25)
     try:
         from mpi4py import MPI
 
