@@ -46,6 +46,8 @@ for _n in ("lerp", "addcmul", "addcdiv", "hypot", "atan2", "fmod", "remainder", 
            "baddbmm", "renorm"):
     _method(f"{_n}_", _n)
 Tensor.arctan2_ = Tensor.atan2_
+Tensor.__ilshift__ = Tensor.bitwise_left_shift_
+Tensor.__irshift__ = Tensor.bitwise_right_shift_
 
 # Indexing and scatter: arguments are (dim, index, ...), keyword options pass through.
 for _n in ("scatter", "scatter_add", "scatter_reduce", "index_add", "index_fill", "index_copy", "index_put",

@@ -303,8 +303,8 @@ def combinations(input, r=2, with_replacement=False):
         raise RuntimeError(f"combinations: r must be non-negative, got {r}")
     pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
     idx = np.array(list(pick(range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
-    if r == 0 or idx.shape[0] == 0:
-        return input[_wrap(np.zeros((0,), np.int64))]
+    if r == 0 or idx.shape[0] == 0:  # no combinations: an empty (0, r) result, as PyTorch
+        return input[_wrap(np.zeros((0, r), np.int64))]
     return input[_wrap(idx)]
 
 

@@ -491,7 +491,8 @@ def unflatten(input, dim, sizes):
 
 @tensor_method("contiguous")
 def contiguous(input, memory_format=None):
-    """This tensor (lucid does not expose strides).
+    """This tensor if its elements lie in row-major order (``is_contiguous()``), else a
+    row-major copy (differentiable, as ``clone``).
 
     Parameters
     ----------
@@ -504,10 +505,14 @@ def contiguous(input, memory_format=None):
     --------
     >>> import lucid
     >>> x = lucid.zeros(2, 3).t()
-    >>> x.contiguous().shape
-    (3, 2)
+    >>> x.is_contiguous(), x.contiguous().is_contiguous(), x.contiguous().shape
+    (False, True, (3, 2))
     """
-    return input
+    if input._data.flags.c_contiguous:
+        return input
+    from ..elementwise import clone
+
+    return clone(input, memory_format="contiguous_format")
 
 
 __all__ = ['broadcast_to', 'contiguous', 'expand', 'expand_as', 'flatten', 'moveaxis', 'movedim', 'permute', 'reshape', 'squeeze', 'swapaxes', 'swapdims', 't', 'transpose', 'unflatten', 'unsqueeze', 'view']
