@@ -60,6 +60,10 @@ def quiet_call(fn, *args, **params):
 
 
 _PY_SCALARS = (int, float, bool, complex)
+ndarray = np.ndarray
+# Membership in a set of dtypes is cheaper than ``dtype.kind == "c"`` on the hot backward path
+# (one hash against two attribute reads); lucid.dtype objects hash like NumPy's.
+_COMPLEX_DTYPES = frozenset((np.dtype(np.complex64), np.dtype(np.complex128)))
 
 
 def scalar_operand(ns, v, like):
@@ -274,7 +278,7 @@ def conj_if_complex(ns, v):
 def _unary_vjp(deriv):
     def vjp(ns, g, out, x):
         d = deriv(ns, x, out)
-        if g.dtype.kind == "c":  # See NOTE [Holomorphic vjp]
+        if g.dtype in _COMPLEX_DTYPES:  # See NOTE [Holomorphic vjp]
             d = _conj(ns, d)
         r = g * d
         # A derivative built from masks or Python floats may widen the dtype: cast back.
@@ -329,18 +333,18 @@ def binary(name, impl, dx, dy, *, save_out=False, save_inputs=True):
     # A Python-scalar operand (no gradient of its own) enters the partials of the other as a
     # 0-d value in the namespace. See NOTE [Silent floating-point errors].
     def vjp_x(ns, g, out, x, y):
-        if y.__class__ in _PY_SCALARS:
+        if y.__class__ is not ndarray and y.__class__ in _PY_SCALARS:
             y = scalar_operand(ns, y, g)
         d = dx(ns, x, y, out)
-        if g.dtype.kind == "c":  # See NOTE [Holomorphic vjp]
+        if g.dtype in _COMPLEX_DTYPES:  # See NOTE [Holomorphic vjp]
             d = _conj(ns, d)
         return sum_to_shape(ns, same_dtype(ns, g * d, g), shape_of(x))
 
     def vjp_y(ns, g, out, x, y):
-        if x.__class__ in _PY_SCALARS:
+        if x.__class__ is not ndarray and x.__class__ in _PY_SCALARS:
             x = scalar_operand(ns, x, g)
         d = dy(ns, x, y, out)
-        if g.dtype.kind == "c":
+        if g.dtype in _COMPLEX_DTYPES:
             d = _conj(ns, d)
         return sum_to_shape(ns, same_dtype(ns, g * d, g), shape_of(y))
 
