@@ -71,7 +71,8 @@ def abs(input):
     >>> lucid.abs(lucid.tensor([-1.5, 2.0])).tolist()
     [1.5, 2.0]
     """
-    if getattr(input, "dtype", None) == dtypes.bool_:
+    data = input._data if input.__class__ is Tensor else None  # the cheap check for plain tensors
+    if (data.dtype.kind == "b") if data is not None else getattr(input, "dtype", None) == dtypes.bool_:
         raise RuntimeError("abs: not implemented for 'Bool' tensors (use the tensor itself, or .int())")
     return _abs_any_dtype(input)
 
