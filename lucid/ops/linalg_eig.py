@@ -17,7 +17,8 @@ import numpy as np
 
 from .._core.backend import xp
 from .._core.primitive import defprim
-from .linalg import _batch_front, _diag, _diag_embed, _col, _mH, _offdiag, _row
+from .linalg import _mH
+from .linalg_decomp import _batch_front, _col, _diag, _diag_embed, _offdiag, _row
 
 _COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128),
             np.dtype(np.complex64): np.dtype(np.complex64), np.dtype(np.complex128): np.dtype(np.complex128)}

@@ -12,7 +12,8 @@ import numpy as np
 from .._core.backend import xp
 from .._core.primitive import TN, bind, defprim
 from ._family import move_bdim, sum_to_shape
-from .linalg import _batch_front, _lapack, _mH, _mT, batch_leading
+from .linalg import _mH, _mT, batch_leading
+from .linalg_decomp import _batch_front, _lapack
 
 
 def _nondiff_jvp(ns, primals, tangents, out, **params):

@@ -1,0 +1,111 @@
+"""Spectral decompositions: the ``eigh``, ``svd`` and ``svdvals`` primitives behind
+:mod:`lucid.linalg` (the general ``eig`` is in ``linalg_eig``), each with its vjp, jvp and
+batching rule.
+"""
+from __future__ import annotations
+
+from .._core.backend import xp
+from .._core.primitive import defprim
+from .linalg_decomp import _batch_front, _col, _diag, _diag_embed, _gap, _lapack, _mH, _offdiag, _row
+
+# eigh (symmetric, lower triangle read): A = V diag(L) V^T,
+#   vjp: gA = V (diag(gL) + skew(V^T gV) / E) V^T,  E[i, j] = L[j] - L[i], skew(X) = (X - X^T)/2
+#   jvp: P = V^T dA V; dL = diag(P); dV = V (P / E off the diagonal)
+def _eigh_vjp(ns, g, out, a):
+    (gl, gv), (lam, v) = g, out
+    vt = _mH(ns, v)
+    vgv = ns.matmul(vt, gv)
+    inner = (vgv - _mH(ns, vgv)) * 0.5 / _gap(ns, lam) + _diag_embed(ns, gl)
+    return ns.matmul(v, ns.matmul(inner, vt))
+
+
+def _eigh_jvp(ns, primals, tangents, out):
+    lam, v = out
+    p = ns.matmul(_mH(ns, v), ns.matmul(tangents[0], v))
+    f = p * _offdiag(p.shape[-1], p.dtype) / _gap(ns, lam)
+    d = _diag(ns, p)
+    return (ns.real(d) if d.dtype.kind == "c" else d), ns.matmul(v, f)
+
+
+eigh_p = defprim("linalg_eigh", lambda a: tuple(xp.linalg.eigh(a)),
+                 vjp=(_eigh_vjp,), jvp=_eigh_jvp, nout=2, save_inputs=False, save_out=True)
+eigh_p.batch = _batch_front(eigh_p)
+
+
+# svd (reduced): A = U diag(S) Vh, k = min(m, n).  E[i, j] = S[j]^2 - S[i]^2.
+#   vjp (PyTorch's svd_backward, real case), with skew(X) = X - X^T:
+#     inner = (skew(U^T gU) S_j + S_i skew(V^T gV)) / E + diag(gS)
+#     m > k: gA = [U inner + (I - U U^T) gU / S] Vh;  n > k: gA = U [inner Vh + gVh/S (I - V V^T)]
+#   jvp: P = U^T dA V, dS = diag(P), dU = U (F o (P S + S P^T)) + (I - U U^T) dA V / S,
+#        dV = V (F o (S P + P^T S)) + (I - V V^T) dA^T U / S,  F = 1/E off the diagonal.
+def _svd_vjp(ns, g, out, a, full_matrices=False):
+    # (full_matrices=True reaches the rules only for square inputs: see linalg.svd)
+    (gu, gs, gvh), (u, s, vh) = g, out
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    ut = _mH(ns, u)
+    ugu = ns.matmul(ut, gu)
+    vgv = ns.matmul(vh, _mH(ns, gvh))
+    skew_u = ugu - _mH(ns, ugu)
+    inner = (skew_u * _row(ns, s) + _col(ns, s) * (vgv - _mH(ns, vgv))) / _gap(ns, s * s)
+    inner = inner + _diag_embed(ns, gs)
+    if u.dtype.kind == "c":  # the phase term: diag(U^H gU - (U^H gU)^H) / (2 S) (PyTorch's)
+        from .linalg_eig import phase_check
+
+        phase_check("svd", ns.imag(_diag(ns, ugu)) + ns.imag(_diag(ns, vgv)), "singular vectors")
+        inner = inner + _diag_embed(ns, _diag(ns, skew_u) / (s * 2))
+    if m > k:
+        gus = gu / _row(ns, s)
+        return ns.matmul(ns.matmul(u, inner) + gus - ns.matmul(u, ns.matmul(ut, gus)), vh)
+    if n > k:
+        sgv = gvh / _col(ns, s)
+        return ns.matmul(u, ns.matmul(inner, vh) + sgv - ns.matmul(ns.matmul(sgv, _mH(ns, vh)), vh))
+    return ns.matmul(u, ns.matmul(inner, vh))
+
+
+def _svd_jvp(ns, primals, tangents, out, full_matrices=False):
+    a, (ta,), (u, s, vh) = primals[0], tangents, out
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    v, ut = _mH(ns, vh), _mH(ns, u)
+    dav = ns.matmul(ta, v)
+    p = ns.matmul(ut, dav)
+    f = _offdiag(k, p.dtype) / _gap(ns, s * s)
+    pt = _mH(ns, p)
+    du = ns.matmul(u, f * (p * _row(ns, s) + _col(ns, s) * pt))
+    dv = ns.matmul(v, f * (_col(ns, s) * p + pt * _row(ns, s)))
+    dp = _diag(ns, p)
+    if p.dtype.kind == "c":  # the phase term, the adjoint of the vjp's (PyTorch's choice of gauge)
+        im = ns.imag(dp) / s
+        du = du + u * _row(ns, ns.complex(ns.zeros_like(im), im))
+        dp = ns.real(dp)
+    if m > k:
+        du = du + (dav - ns.matmul(u, p)) / _row(ns, s)
+    if n > k:
+        datu = ns.matmul(_mH(ns, ta), u)
+        dv = dv + (datu - ns.matmul(v, ns.matmul(vh, datu))) / _row(ns, s)
+    return du, dp, _mH(ns, dv)
+
+
+svd_p = defprim("linalg_svd", _lapack("svd", lambda a, full_matrices=False: tuple(xp.linalg.svd(
+                    a, full_matrices=full_matrices))),
+                vjp=(_svd_vjp,), jvp=_svd_jvp, nout=3, save_out=True)
+svd_p.batch = _batch_front(svd_p)
+
+
+# svdvals: its own primitive so that norms built on it never divide by gaps of
+# (possibly repeated) singular values: gA = U diag(g) Vh.
+def _svdvals_vjp(ns, g, out, a):
+    u, _, vh = ns.linalg_svd(a)
+    return ns.matmul(u, _col(ns, g) * vh)
+
+
+def _svdvals_jvp(ns, primals, tangents, out):
+    u, _, vh = ns.linalg_svd(primals[0])
+    d = _diag(ns, ns.matmul(_mH(ns, u), ns.matmul(tangents[0], _mH(ns, vh))))
+    return ns.real(d) if d.dtype.kind == "c" else d
+
+
+svdvals_p = defprim("linalg_svdvals", _lapack("svd", lambda a: xp.linalg.svd(a, compute_uv=False)),
+                    vjp=(_svdvals_vjp,), jvp=_svdvals_jvp)
+svdvals_p.batch = _batch_front(svdvals_p)
