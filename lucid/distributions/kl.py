@@ -147,8 +147,10 @@ def _kl_expfamily_expfamily(p, q):
     q_nparams = list(q._natural_params)
     lg_normal, gradients = _grad_log_normalizer(p, p_nparams)
     result = q._log_normalizer(*q_nparams) - lg_normal
+    # Each natural parameter's own trailing dims are summed (PyTorch sums len(event_shape) dims of
+    # every parameter, which for Wishart's scalar (df - p - 1) / 2 folds the batch dims together).
     for pnp, qnp, g in zip(p_nparams, q_nparams, gradients):
-        result = result - sum_rightmost((qnp - pnp) * g, len(q.event_shape))
+        result = result - sum_rightmost((qnp - pnp) * g, max(pnp.ndim - len(p.batch_shape), 0))
     return result
 
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 
 import lucid
 from . import constraints
 from .distribution import Distribution, _holds
+from .exp_family import ExponentialFamily
 from .gamma import Beta, Chi2
 from .multivariate_normal import _precision_to_scale_tril, _solve_tril
-from .utils import broadcast_all, finfo, lazy_property, special
+from .utils import broadcast_all, concrete, finfo, lazy_property, special
 
 __all__ = ["Wishart", "LKJCholesky"]
 
@@ -24,12 +26,18 @@ def _mvdigamma(x, p):
     return special("digamma")(x.unsqueeze(-1) + offsets).sum(-1)
 
 
-class Wishart(Distribution):
+class Wishart(ExponentialFamily):
     """Wishart distribution over positive-definite matrices with ``df`` degrees of freedom and
     one of ``covariance_matrix``, ``precision_matrix`` or ``scale_tril`` (the scale matrix).
 
     ``rsample`` uses the Bartlett decomposition (chi-squared diagonal through the
     standard-gamma primitive, normal off-diagonal), so it is differentiable in every parameter.
+    A draw that comes out singular (likely when ``ndim - 1 < df < ndim``, or in float32) is
+    redrawn, with a warning, up to ``max_try_correction`` times (see :meth:`rsample`).
+
+    As an exponential family its natural parameters are ``-precision_matrix / 2`` and
+    ``(df - ndim - 1) / 2`` (sufficient statistics ``X`` and ``log det X``, carrier measure 1),
+    so ``ExponentialFamily.entropy`` and the Bregman KL between two Wisharts apply.
 
     Examples
     --------
@@ -42,6 +50,7 @@ class Wishart(Distribution):
 
     support = constraints.positive_definite
     has_rsample = True
+    _mean_carrier_measure = 0
 
     def __init__(self, df, covariance_matrix=None, precision_matrix=None, scale_tril=None, validate_args=None):
         if (covariance_matrix is not None) + (scale_tril is not None) + (precision_matrix is not None) != 1:
@@ -66,6 +75,9 @@ class Wishart(Distribution):
         name = ("scale_tril" if scale_tril is not None else
                 "covariance_matrix" if covariance_matrix is not None else "precision_matrix")
         setattr(self, name, param.expand(batch_shape + event_shape))
+        if not _holds(constraints.greater_than_eq(p), self.df):
+            warnings.warn("Wishart: low df values detected. Singular samples are highly likely to occur for "
+                          f"ndim - 1 < df < ndim (ndim = {p}).", stacklevel=2)
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
         if scale_tril is not None:
             self._unbroadcasted_scale_tril = scale_tril
@@ -136,8 +148,7 @@ class Wishart(Distribution):
         diag_V = V.diagonal(0, -2, -1)
         return self._df() * (V.pow(2) + diag_V.unsqueeze(-1) * diag_V.unsqueeze(-2))
 
-    def rsample(self, sample_shape=()):
-        sample_shape = tuple(sample_shape) if not isinstance(sample_shape, int) else (sample_shape,)
+    def _bartlett_sampling(self, sample_shape):
         p = self._event_shape[-1]
         tiny = float(finfo(self.df.dtype).eps)
         diag = self._dist_chi2.rsample(sample_shape).sqrt().clamp(min=tiny)
@@ -150,6 +161,51 @@ class Wishart(Distribution):
         noise = lower + diag.diag_embed()
         chol = self._unbroadcasted_scale_tril @ noise
         return chol @ chol.mT
+
+    def _singular(self, sample, sample_shape):
+        """Which draws (one flag per ``sample_shape`` index, as PyTorch: a singular matrix anywhere in
+        the batch redraws the whole batch) are not positive definite."""
+        with lucid.no_grad():
+            bad = ~self.support.check(sample)
+            if self._batch_shape:
+                bad = bad.reshape(sample_shape + (-1,)).any(-1)
+        return bad
+
+    def rsample(self, sample_shape=(), max_try_correction=None):
+        """A reparameterised draw (Bartlett decomposition).
+
+        A draw that is not numerically positive definite (its Bartlett diagonal underflowed, most
+        likely for ``ndim - 1 < df < ndim``) is redrawn, with a warning, up to
+        ``max_try_correction`` times (default 10, as PyTorch); one still singular after that is
+        returned as it is, and its ``log_prob`` may be ``-inf``. Redraws replace whole
+        ``sample_shape`` entries through ``where``, so this works under grad and vmap.
+
+        Examples
+        --------
+        >>> import lucid
+        >>> from lucid.distributions import Wishart
+        >>> d = Wishart(lucid.tensor(3.0), scale_tril=lucid.eye(2))
+        >>> d.rsample((5,), max_try_correction=3).shape
+        (5, 2, 2)
+        """
+        sample_shape = tuple(sample_shape) if not isinstance(sample_shape, int) else (sample_shape,)
+        if max_try_correction is None:
+            max_try_correction = 10
+        sample = self._bartlett_sampling(sample_shape)
+        bad = self._singular(sample, sample_shape)
+        # NOTE: PyTorch 2.13 tests the support without negating it, so it warns on (and redraws)
+        # every good draw and keeps the singular ones; this redraws only the singular ones.
+        if bool(concrete(bad).any()):
+            warnings.warn("Wishart.rsample: singular sample detected; redrawing it (at most "
+                          f"max_try_correction={max_try_correction} times).", stacklevel=2)
+            pad = (1,) * (len(self._batch_shape) + 2)
+            for _ in range(max_try_correction):
+                new = self._bartlett_sampling(sample_shape)
+                sample = lucid.where(bad.reshape(tuple(bad.shape) + pad), new, sample)
+                bad = bad & self._singular(new, sample_shape)
+                if not bool(concrete(bad).any()):
+                    break
+        return sample
 
     def log_prob(self, value):
         if self._validate_args:
@@ -171,6 +227,17 @@ class Wishart(Distribution):
         L = self._unbroadcasted_scale_tril
         return ((p + 1) * (p * _LOG_2 / 2 + L.diagonal(0, -2, -1).log().sum(-1))
                 + special("multigammaln")(nu / 2, p) - (nu - p - 1) / 2 * _mvdigamma(nu / 2, p) + nu * p / 2)
+
+    @property
+    def _natural_params(self):
+        return -self.precision_matrix / 2, (self.df - self._event_shape[-1] - 1) / 2
+
+    def _log_normalizer(self, x, y):
+        # F = (df / 2)(p log 2 + log det Sigma) + log Gamma_p(df / 2), with Sigma^{-1} = -2 x and
+        # df / 2 = y + (p + 1) / 2.
+        p = self._event_shape[-1]
+        half_df = y + (p + 1) / 2
+        return half_df * (p * _LOG_2 - lucid.linalg.slogdet(-2 * x)[1]) + special("multigammaln")(half_df, p)
 
 
 class LKJCholesky(Distribution):
