@@ -21,8 +21,15 @@ __all__ = ["linear", "bilinear"]
 # ``x^T g`` and transposed it, a strided copy as large as W for every step — while
 # ``db = sum(g)`` is one reduction. Positional args are ``(x, w)`` or ``(x, w, b)``;
 # ``x`` has >= 2 dims (the public function routes 1-D inputs to the composite).
+#
+# Inputs with more than 2 dims are folded to one (rows, in) matrix first: NumPy runs a stacked
+# ``(B, m, k) @ (k, n)`` as B small GEMMs (see NOTE [matmul folding]); one GEMM over all rows is
+# the same arithmetic per output element.
 def _linear_impl(x, w, *b):
-    out = xp.matmul(x, w.T)
+    if x.ndim > 2:
+        out = xp.matmul(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
+    else:
+        out = xp.matmul(x, w.T)
     if b:
         out += b[0]
     return out
