@@ -44,7 +44,8 @@ class _NormBase(Module):
         if self.track_running_stats:
             init.zeros_(self.running_mean)
             init.ones_(self.running_var)
-            self.num_batches_tracked._data = np.zeros((), np.int64)
+            self.num_batches_tracked._data[...] = 0
+            self.num_batches_tracked._version[0] += 1
 
     def reset_parameters(self):
         self.reset_running_stats()
@@ -76,7 +77,9 @@ class _BatchNorm(_NormBase):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            self.num_batches_tracked._data = self.num_batches_tracked._data + 1
+            # In place, like running_mean: ``_data`` stays a 0-d int64 array (``a + 1`` on a
+            # 0-d array gives a NumPy scalar, which state_dict consumers and DDP can't write into).
+            self.num_batches_tracked._data += 1
             self.num_batches_tracked._version[0] += 1
             if self.momentum is None:  # cumulative moving average
                 factor = 1.0 / float(self.num_batches_tracked._data)

@@ -34,7 +34,8 @@ class MultiheadAttention(Module):
     ``forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
     average_attn_weights=True, is_causal=False)`` returns ``(output, weights)``. Inputs are
     (L, N, E), or (N, L, E) with ``batch_first=True``, or unbatched (L, E). Boolean masks are
-    True where attention is *not* allowed; float masks are added to the scores.
+    True where attention is *not* allowed; float masks are added to the scores. ``is_causal``
+    is a hint that ``attn_mask`` is causal: as in PyTorch it needs ``attn_mask`` (else raises).
     Limitations: no ``bias_k``/``bias_v``/``add_zero_attn``.
 
     Parameters

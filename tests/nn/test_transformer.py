@@ -73,7 +73,8 @@ def test_causal_mask_makes_earlier_outputs_independent_of_later_targets():
     tgt2[:, 3] += 1.0
     for kw in ({"tgt_mask": nn.Transformer.generate_square_subsequent_mask(4, dtype=lucid.float64)},
                {"tgt_mask": nn.Transformer.generate_square_subsequent_mask(4) != 0},
-               {"tgt_is_causal": True}):
+               {"tgt_mask": nn.Transformer.generate_square_subsequent_mask(4, dtype=lucid.float64),
+                "tgt_is_causal": True}):
         a, b = npy(m(src, t64(tgt), **kw)), npy(m(src, t64(tgt2), **kw))
         np.testing.assert_allclose(a[:, :3], b[:, :3], rtol=1e-12, atol=1e-12)
         assert np.abs(a[:, 3] - b[:, 3]).max() > 1e-3

@@ -137,6 +137,9 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
         Output projection.
     key_padding_mask, attn_mask : Tensor, optional
         Masks (True = not allowed).
+    is_causal : bool
+        A hint that ``attn_mask`` is the causal mask; as in PyTorch it does not replace it
+        (``is_causal=True`` without ``attn_mask`` raises).
     need_weights, average_attn_weights : bool
         What weights to return.
     dropout_p : float
@@ -155,6 +158,9 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
     if E % num_heads:
         raise RuntimeError(f"multi_head_attention_forward: embed_dim {E} is not divisible by num_heads {num_heads}")
     hd = E // num_heads
+    if is_causal and attn_mask is None:  # PyTorch's rule: is_causal is only a hint about attn_mask
+        raise RuntimeError("multi_head_attention_forward: Need attn_mask if specifying the is_causal hint. You may "
+                           "use the Transformer module method `generate_square_subsequent_mask` to create this mask.")
     if in_proj_weight is not None:
         wq, wk, wv = in_proj_weight.chunk(3, 0)
     else:
@@ -164,8 +170,6 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
     heads = lambda t, n: t.reshape(n, N, num_heads, hd).permute(1, 2, 0, 3)  # noqa: E731  (N, h, n, hd)
     q, k, v = heads(q, L), heads(k, S), heads(v, S)
     scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-    if attn_mask is None and is_causal:
-        scores = scores + _causal(L, S, scores.dtype)
     mask = _additive(attn_mask, scores.dtype, True, "multi_head_attention_forward")
     if mask is not None:
         if mask.ndim == 3:

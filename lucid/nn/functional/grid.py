@@ -152,7 +152,13 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     coords = [_pad_coords(c, m, padding_mode, align) for c, m in zip(coords, sp)]
     if mode == "nearest":
         corner = [np.rint(c.detach()._data).astype(np.int64) for c in coords]  # half to even, as nearbyint
-        return _gather(x_flat, sp, corner, _inside(corner, sp))
+        out = _gather(x_flat, sp, corner, _inside(corner, sp))
+        if grid.requires_grad:
+            # The output is piecewise constant in the grid: connect the grid with a zero
+            # gradient (``where`` never selects it, so the values stay exact), so that
+            # ``grid.grad`` is zeros as in PyTorch instead of None.
+            out = lucid.where(True, out, grid[..., 0].unsqueeze(1))
+        return out
     lows = [np.floor(c.detach()._data).astype(np.int64) for c in coords]
     fracs = [c - _wrap(lo.astype(c.dtype)) for c, lo in zip(coords, lows)]
     out = None

@@ -225,7 +225,7 @@ class DistributedDataParallel(Module):
                 for t in group:
                     n = t._data.size
                     value = flat[at:at + n].reshape(t._data.shape)
-                    if isinstance(t._data, np.ndarray) and t._data.flags.writeable:
+                    if t._data.flags.writeable:  # every buffer is an array (num_batches_tracked too)
                         t._data[...] = value
                     else:
                         t._data = value.copy()
