@@ -506,3 +506,145 @@ for _p in (Exponential, Gamma):
         register_kl(_p, _q)(_kl_infinite)
 for _q in (Bernoulli, Binomial):
     register_kl(Poisson, _q)(_kl_infinite)
+
+
+# ------------------------------------------------------------- PyTorch's rarer cross-family pairs
+
+def _x_log_x(x):
+    return lucid.xlogy(x, x)  # 0 at x == 0
+
+
+def _mean_log_uniform(p):
+    """E[log X] for X ~ Uniform(low, high) with low >= 0."""
+    width = p.high - p.low
+    return (_x_log_x(p.high) - _x_log_x(p.low)) / width - 1
+
+
+def _neg_log_cont_bern(p, q):
+    """-E_p[log q(X)] for a ContinuousBernoulli q: needs only p's mean."""
+    return -p.mean * q.logits - lucid.log1p(-q.probs) - q._cont_bern_log_norm()
+
+
+@register_kl(Beta, ContinuousBernoulli)
+def _kl_beta_continuous_bernoulli(p, q):
+    return -p.entropy() + _neg_log_cont_bern(p, q)
+
+
+@register_kl(Uniform, ContinuousBernoulli)
+def _kl_uniform_continuous_bernoulli(p, q):
+    # q's support is the closed [0, 1]: finite exactly when [low, high] lies inside it (PyTorch also
+    # calls low == 0 or high == 1 infinite).
+    result = -p.entropy() + _neg_log_cont_bern(p, q)
+    return _inf_where((p.low < 0) | (p.high > 1), result)
+
+
+@register_kl(ContinuousBernoulli, Exponential)
+def _kl_continuous_bernoulli_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.mean
+
+
+@register_kl(ContinuousBernoulli, Normal)
+def _kl_continuous_bernoulli_normal(p, q):
+    t1 = -p.entropy()
+    t2 = 0.5 * (math.log(2.0 * math.pi) + (q.loc / q.scale).pow(2)) + q.scale.log()
+    t3 = (p.variance + p.mean.pow(2) - 2.0 * q.loc * p.mean) / (2.0 * q.scale.pow(2))
+    return t1 + t2 + t3
+
+
+@register_kl(ContinuousBernoulli, Uniform)
+def _kl_continuous_bernoulli_uniform(p, q):
+    # finite exactly when [0, 1] lies inside [low, high] (PyTorch also calls low == 0 or high == 1 infinite)
+    result = -p.entropy() + (q.high - q.low).log()
+    return _inf_where((q.low > 0) | (q.high < 1), result)
+
+
+def _pareto_safe_alpha(p, bound):
+    """alpha where the moment exists, a harmless stand-in elsewhere (those entries become inf), so
+    neither the value nor its gradient sees a division by zero."""
+    ok = p.alpha > bound
+    return ok, lucid.where(ok, p.alpha, lucid.full_like(p.alpha, bound + 1.0))
+
+
+@register_kl(Pareto, Exponential)
+def _kl_pareto_exponential(p, q):
+    ok, a = _pareto_safe_alpha(p, 1)  # E[X] is infinite for alpha <= 1
+    scale_rate_prod = p.scale * q.rate
+    t1 = (a / scale_rate_prod).log()
+    t2 = a.reciprocal()
+    t3 = a * scale_rate_prod / (a - 1)
+    return _inf_where(~ok, t1 - t2 + t3 - 1)
+
+
+@register_kl(Pareto, Gamma)
+def _kl_pareto_gamma(p, q):
+    ok, a = _pareto_safe_alpha(p, 1)
+    lgamma = special("lgamma")
+    common_term = p.scale.log() + a.reciprocal()  # E[log X]
+    t1 = a.log() - common_term
+    t2 = lgamma(q.concentration) - q.concentration * q.rate.log()
+    t3 = (1 - q.concentration) * common_term
+    t4 = q.rate * a * p.scale / (a - 1)
+    return _inf_where(~ok, t1 + t2 + t3 + t4 - 1)
+
+
+@register_kl(Pareto, Normal)
+def _kl_pareto_normal(p, q):
+    ok, a = _pareto_safe_alpha(p, 2)  # E[X^2] is infinite for alpha <= 2
+    var_normal = 2 * q.scale.pow(2)
+    common_term = p.scale / (a - 1)
+    t1 = (math.sqrt(2 * math.pi) * q.scale * a / p.scale).log()
+    t2 = a.reciprocal()
+    t3 = a * common_term.pow(2) / (a - 2)  # Var[X]
+    t4 = (a * common_term - q.loc).pow(2)  # (E[X] - loc)^2
+    return _inf_where(~ok, t1 - t2 + (t3 + t4) / var_normal - 1)
+
+
+def _uniform_inside(p, low, high, inside):
+    """p's bounds where ``inside``, the stand-in interval [low, high] elsewhere (those entries
+    become inf): no log of a negative width or of a negative x in either branch."""
+    lo = lucid.where(inside, p.low, lucid.broadcast_to(low, tuple(inside.shape)).to(p.low.dtype))
+    hi = lucid.where(inside, p.high, lucid.broadcast_to(high, tuple(inside.shape)).to(p.high.dtype))
+    return lo, hi
+
+
+@register_kl(Uniform, Beta)
+def _kl_uniform_beta(p, q):
+    lgamma = special("lgamma")
+    inside = (p.low >= 0) & (p.high <= 1)
+    low, high = _uniform_inside(p, lucid.zeros_like(p.low), lucid.ones_like(p.high), inside)
+    width = high - low
+    t1 = width.log()
+    t2 = (q.concentration1 - 1) * (_x_log_x(high) - _x_log_x(low) - width) / width  # (a - 1) E[log X]
+    t3 = (q.concentration0 - 1) * (_x_log_x(1 - high) - _x_log_x(1 - low) + width) / width  # -(b - 1) E[log(1 - X)]
+    t4 = lgamma(q.concentration1) + lgamma(q.concentration0) - lgamma(q.concentration1 + q.concentration0)
+    return _inf_where(~inside, t3 + t4 - t1 - t2)
+
+
+@register_kl(Uniform, Gamma)
+def _kl_uniform_gamma(p, q):
+    lgamma = special("lgamma")
+    inside = p.low >= 0
+    low, high = _uniform_inside(p, lucid.zeros_like(p.low), lucid.ones_like(p.high), inside)
+    width = high - low
+    t1 = width.log()
+    t2 = lgamma(q.concentration) - q.concentration * q.rate.log()
+    t3 = (1 - q.concentration) * (_x_log_x(high) - _x_log_x(low) - width) / width  # (1 - c) E[log X]
+    t4 = q.rate * (high + low) / 2
+    return _inf_where(~inside, -t1 + t2 + t3 + t4)
+
+
+@register_kl(Uniform, Pareto)
+def _kl_uniform_pareto(p, q):
+    inside = p.low >= q.scale
+    low, high = _uniform_inside(p, q.scale, q.scale + 1, inside)
+    width = high - low
+    t1 = (q.alpha * q.scale.pow(q.alpha) * width).log()
+    t2 = (_x_log_x(high) - _x_log_x(low) - width) / width  # E[log X]
+    return _inf_where(~inside, t2 * (q.alpha + 1) - t1)
+
+
+for _p, _q in ((Beta, Pareto), (ContinuousBernoulli, Pareto), (Pareto, Beta), (Pareto, ContinuousBernoulli),
+               (Pareto, Uniform), (Exponential, ContinuousBernoulli), (Gamma, ContinuousBernoulli),
+               (Gumbel, ContinuousBernoulli), (Laplace, ContinuousBernoulli), (Normal, ContinuousBernoulli),
+               (Cauchy, ContinuousBernoulli)):
+    register_kl(_p, _q)(_kl_infinite)
