@@ -196,6 +196,10 @@ def qr(A, mode="reduced"):
 def eigh(A, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors of a symmetric matrix (lower triangle read).
 
+    Gradients as PyTorch's: at exactly repeated eigenvalues a loss that uses the
+    eigenvectors gets an inf/nan gradient (the rule divides by the eigenvalue gaps), while
+    a loss of the eigenvalues alone keeps its exact gradient (NOTE [Spectral ties]).
+
     Parameters
     ----------
     A : Tensor
@@ -238,6 +242,10 @@ def eigvalsh(A, UPLO="L"):
 
 def svd(A, full_matrices=True):
     """SVD ``A = U diag(S) Vh``; ``full_matrices=True`` (PyTorch's default) gives square U and Vh.
+
+    Gradients as PyTorch's: at exactly repeated singular values (or zero ones when the matrix
+    is not square) a loss that uses U or Vh gets an inf/nan gradient, while a loss of S alone
+    keeps its exact gradient ``U diag(g) Vh`` (NOTE [Spectral ties]).
 
     For a non-square input with ``full_matrices=True``, S is differentiable (it is
     :func:`svdvals`) but U and Vh carry no gradient (their extra columns are arbitrary;

@@ -8,7 +8,8 @@ PyTorch: float32 -> complex64). Rules as PyTorch's ``linalg_eig_backward`` / ``_
   vjp:  M = V^H gV - V^H V diag(re(diag(V^H gV)));  gA = V^-H (M / conj(E) off the diagonal
         + diag(gL)) V^H, and its real part for a real A (a real input gets a real gradient).
 Repeated eigenvalues make E vanish: the gradient is then inf/nan, as in PyTorch, which
-documents eig's gradient as well defined only for distinct eigenvalues. A loss that
+documents eig's gradient as well defined only for distinct eigenvalues (NOTE [Spectral ties]:
+a loss of the eigenvalues alone keeps its finite gradient there). A loss that
 depends on the phase of the eigenvectors (which geev fixes arbitrarily) is ill-defined.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .._core.backend import xp
 from .._core.primitive import defprim
 from .linalg import _mH
 from .linalg_decomp import _batch_front, _col, _diag, _diag_embed, _offdiag, _row
+from .linalg_spectral import _skip, _tdiv, _unused
 
 _COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128),
             np.dtype(np.complex64): np.dtype(np.complex64), np.dtype(np.complex128): np.dtype(np.complex128)}
@@ -66,7 +68,8 @@ def _eig_vjp(ns, g, out, a):
     re_diag = ns.real(_diag(ns, vhgv))
     m = vhgv - ns.matmul(vh, v * _row(ns, _as_complex(ns, re_diag, v)))
     n = lam.shape[-1]
-    inner = m / ns.conj(_gap(ns, lam)) * _offdiag(n, lam.dtype) + _diag_embed(ns, gl)
+    mix = _skip(ns, _unused(ns, gv), _tdiv(ns, m * _offdiag(n, lam.dtype), ns.conj(_gap(ns, lam))))
+    inner = mix + _diag_embed(ns, gl)
     ga = ns.linalg_solve(vh, ns.matmul(inner, vh))
     return ga if a.dtype.kind == "c" else ns.real(ga)
 
@@ -76,7 +79,7 @@ def _eig_jvp(ns, primals, tangents, out):
     da = _as_complex(ns, tangents[0], v)
     dp = ns.linalg_solve(v, ns.matmul(da, v))
     n = lam.shape[-1]
-    dv = ns.matmul(v, dp / _gap(ns, lam) * _offdiag(n, lam.dtype))
+    dv = ns.matmul(v, _tdiv(ns, dp * _offdiag(n, lam.dtype), _gap(ns, lam)))
     norm = ns.real(_diag(ns, ns.matmul(_mH(ns, v), dv)))
     dv = dv - v * _row(ns, _as_complex(ns, norm, v))
     return _diag(ns, dp), dv

@@ -4,9 +4,54 @@ batching rule.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from .._core.backend import xp
 from .._core.primitive import defprim
-from .linalg_decomp import _batch_front, _col, _diag, _diag_embed, _gap, _lapack, _mH, _offdiag, _row
+from .linalg_decomp import _batch_front, _col, _diag, _diag_embed, _lapack, _mH, _offdiag, _row
+
+
+# NOTE [Spectral ties]
+# The eigh / svd / eig rules divide by gaps E[i, j] = L[j] - L[i] (S[j]^2 - S[i]^2 for svd; the
+# diagonal divides by 1), and tall / wide svd also by S. At an exactly repeated eigen- or singular
+# value (or S = 0 there) a gap is 0 and we do what PyTorch does, whose documentation says these
+# gradients are then undefined: x / 0 = +-inf and 0 / 0 = nan (nan for complex), which the
+# products with V spread into inf/nan; never an exception and never a finite wrong value. PyTorch
+# skips the terms of an output whose cotangent is undefined (not used by the loss); the engine
+# here passes zeros for it instead, so a term is skipped where its cotangent is exactly zero for
+# the whole matrix. So a loss of the eigen- / singular values alone keeps its exact, finite
+# gradient V diag(gL) V^H at ties, as in PyTorch, and any loss of the vectors is inf/nan there,
+# as in PyTorch, even one invariant under rotations inside the eigenspace (a projector U U^T): its
+# gradient exists, but the rule cannot tell it from an ill-defined one. The divisions select
+# instead of dividing by 0, so no floating-point warnings are raised.
+def _tdiv(ns, num, den):
+    """``num / den`` with IEEE results at ``den == 0`` (+-inf, 0/0 = nan; nan for complex), warning-free."""
+    zero = den == 0
+    q = num / ns.where(zero, 1.0, den)
+    if q.dtype.kind == "c":
+        return ns.where(zero, math.nan, q)
+    blow = q * ns.where(ns.logical_and(zero, q != 0), math.inf, ns.ones_like(q))  # never 0 * inf
+    return ns.where(ns.logical_and(zero, q == 0), math.nan, blow)
+
+
+def _gap_div(ns, num, v):
+    """``num / E``, ``E[i, j] = v[j] - v[i]`` off the diagonal and 1 on it (NOTE [Spectral ties])."""
+    n = v.shape[-1]
+    return _tdiv(ns, num, _row(ns, v) - _col(ns, v) + np.eye(n, dtype=v.dtype))
+
+
+def _unused(ns, g):
+    """Per matrix (kept as (..., 1, 1)): is the cotangent ``g`` all zero (its output unused)?"""
+    nd = len(g.shape)
+    return ns.sum(ns.abs(g), axis=(nd - 2, nd - 1), keepdims=True) == 0
+
+
+def _skip(ns, unused, term):
+    """``term``, or 0 for the matrices whose cotangent was unused (PyTorch skips the term)."""
+    return ns.where(unused, 0.0, term)
+
 
 # eigh (symmetric, lower triangle read): A = V diag(L) V^T,
 #   vjp: gA = V (diag(gL) + skew(V^T gV) / E) V^T,  E[i, j] = L[j] - L[i], skew(X) = (X - X^T)/2
@@ -15,14 +60,15 @@ def _eigh_vjp(ns, g, out, a):
     (gl, gv), (lam, v) = g, out
     vt = _mH(ns, v)
     vgv = ns.matmul(vt, gv)
-    inner = (vgv - _mH(ns, vgv)) * 0.5 / _gap(ns, lam) + _diag_embed(ns, gl)
+    mix = _skip(ns, _unused(ns, gv), _gap_div(ns, (vgv - _mH(ns, vgv)) * 0.5, lam))
+    inner = mix + _diag_embed(ns, gl)
     return ns.matmul(v, ns.matmul(inner, vt))
 
 
 def _eigh_jvp(ns, primals, tangents, out):
     lam, v = out
     p = ns.matmul(_mH(ns, v), ns.matmul(tangents[0], v))
-    f = p * _offdiag(p.shape[-1], p.dtype) / _gap(ns, lam)
+    f = _gap_div(ns, p * _offdiag(p.shape[-1], p.dtype), lam)
     d = _diag(ns, p)
     return (ns.real(d) if d.dtype.kind == "c" else d), ns.matmul(v, f)
 
@@ -47,19 +93,20 @@ def _svd_vjp(ns, g, out, a, full_matrices=False):
     ugu = ns.matmul(ut, gu)
     vgv = ns.matmul(vh, _mH(ns, gvh))
     skew_u = ugu - _mH(ns, ugu)
-    inner = (skew_u * _row(ns, s) + _col(ns, s) * (vgv - _mH(ns, vgv))) / _gap(ns, s * s)
-    inner = inner + _diag_embed(ns, gs)
+    no_u, no_v = _unused(ns, gu), _unused(ns, gvh)
+    mix = _gap_div(ns, skew_u * _row(ns, s) + _col(ns, s) * (vgv - _mH(ns, vgv)), s * s)
+    inner = _skip(ns, ns.logical_and(no_u, no_v), mix) + _diag_embed(ns, gs)
     if u.dtype.kind == "c":  # the phase term: diag(U^H gU - (U^H gU)^H) / (2 S) (PyTorch's)
         from .linalg_eig import phase_check
 
         phase_check("svd", ns.imag(_diag(ns, ugu)) + ns.imag(_diag(ns, vgv)), "singular vectors")
-        inner = inner + _diag_embed(ns, _diag(ns, skew_u) / (s * 2))
+        inner = inner + _skip(ns, no_u, _diag_embed(ns, _tdiv(ns, _diag(ns, skew_u), s * 2)))
     if m > k:
-        gus = gu / _row(ns, s)
-        return ns.matmul(ns.matmul(u, inner) + gus - ns.matmul(u, ns.matmul(ut, gus)), vh)
+        gus = _tdiv(ns, gu, _row(ns, s))
+        return ns.matmul(ns.matmul(u, inner) + _skip(ns, no_u, gus - ns.matmul(u, ns.matmul(ut, gus))), vh)
     if n > k:
-        sgv = gvh / _col(ns, s)
-        return ns.matmul(u, ns.matmul(inner, vh) + sgv - ns.matmul(ns.matmul(sgv, _mH(ns, vh)), vh))
+        sgv = _tdiv(ns, gvh, _col(ns, s))
+        return ns.matmul(u, ns.matmul(inner, vh) + _skip(ns, no_v, sgv - ns.matmul(ns.matmul(sgv, _mH(ns, vh)), vh)))
     return ns.matmul(u, ns.matmul(inner, vh))
 
 
@@ -70,20 +117,20 @@ def _svd_jvp(ns, primals, tangents, out, full_matrices=False):
     v, ut = _mH(ns, vh), _mH(ns, u)
     dav = ns.matmul(ta, v)
     p = ns.matmul(ut, dav)
-    f = _offdiag(k, p.dtype) / _gap(ns, s * s)
+    off = _offdiag(k, p.dtype)
     pt = _mH(ns, p)
-    du = ns.matmul(u, f * (p * _row(ns, s) + _col(ns, s) * pt))
-    dv = ns.matmul(v, f * (_col(ns, s) * p + pt * _row(ns, s)))
+    du = ns.matmul(u, _gap_div(ns, off * (p * _row(ns, s) + _col(ns, s) * pt), s * s))
+    dv = ns.matmul(v, _gap_div(ns, off * (_col(ns, s) * p + pt * _row(ns, s)), s * s))
     dp = _diag(ns, p)
     if p.dtype.kind == "c":  # the phase term, the adjoint of the vjp's (PyTorch's choice of gauge)
-        im = ns.imag(dp) / s
+        im = _tdiv(ns, ns.imag(dp), s)
         du = du + u * _row(ns, ns.complex(ns.zeros_like(im), im))
         dp = ns.real(dp)
     if m > k:
-        du = du + (dav - ns.matmul(u, p)) / _row(ns, s)
+        du = du + _tdiv(ns, dav - ns.matmul(u, p), _row(ns, s))
     if n > k:
         datu = ns.matmul(_mH(ns, ta), u)
-        dv = dv + (datu - ns.matmul(v, ns.matmul(vh, datu))) / _row(ns, s)
+        dv = dv + _tdiv(ns, datu - ns.matmul(v, ns.matmul(vh, datu)), _row(ns, s))
     return du, dp, _mH(ns, dv)
 
 
