@@ -11,7 +11,8 @@ themselves convolutions of the same family:
 
 Each of the three is the vjp of the other two, so every rule below is one call of a
 sibling primitive and derivatives of any order stay inside the family (and at BLAS
-speed). All three run, a batch chunk at a time, as an ``im2col`` (a copy per kernel
+speed). For complex tensors the adjoint is the conjugate transpose (NOTE [Holomorphic
+vjp]): each vjp conjugates the saved primal operand, ``conv_transpose(g, conj(w))``. All three run, a batch chunk at a time, as an ``im2col`` (a copy per kernel
 offset, never per pixel) and a batched matmul over the groups, or for the transposed conv
 a matmul and a ``col2im`` (NOTE [Chunked columns], [Flat shifts]). See NOTE [Conv layout]
 for why outputs come back as channel-major views.
@@ -32,7 +33,7 @@ import numpy as np
 from .._core.backend import xp
 from .._core.grad_mode import STATE
 from .._core.primitive import TN, bind, defprim
-from ._family import _as_tensor, move_bdim
+from ._family import _as_tensor, conj_if_complex, move_bdim
 
 # ----------------------------------------------------------------- array helpers
 
@@ -448,13 +449,13 @@ def _lo(padding):
 
 
 def _conv_vjp_x(ns, g, out, x, w, *b, stride, padding, dilation, groups):
-    return ns.conv_transpose(g, w, stride=stride, padding=_lo(padding), dilation=dilation, groups=groups,
-                             out_size=tuple(x.shape[2:]))
+    return ns.conv_transpose(g, conj_if_complex(ns, w), stride=stride, padding=_lo(padding), dilation=dilation,
+                             groups=groups, out_size=tuple(x.shape[2:]))
 
 
 def _conv_vjp_w(ns, g, out, x, w, *b, stride, padding, dilation, groups):
-    return ns.conv_weight(x, g, stride=stride, padding=padding, dilation=dilation, groups=groups,
-                          ksize=tuple(w.shape[2:]))
+    return ns.conv_weight(conj_if_complex(ns, x), g, stride=stride, padding=padding, dilation=dilation,
+                          groups=groups, ksize=tuple(w.shape[2:]))
 
 
 def _conv_vjp_b(ns, g, out, x, w, b, stride, padding, dilation, groups):
@@ -467,22 +468,22 @@ def _convt_pairs(out_shape, x, w, stride, padding, dilation):
 
 def _convt_vjp_x(ns, g, out, x, w, stride, padding, dilation, groups, out_size):
     pairs = _convt_pairs((0, 0) + tuple(out_size), x, w, stride, padding, dilation)
-    return ns.conv(g, w, stride=stride, padding=pairs, dilation=dilation, groups=groups)
+    return ns.conv(g, conj_if_complex(ns, w), stride=stride, padding=pairs, dilation=dilation, groups=groups)
 
 
 def _convt_vjp_w(ns, g, out, x, w, stride, padding, dilation, groups, out_size):
     pairs = _convt_pairs((0, 0) + tuple(out_size), x, w, stride, padding, dilation)
-    return ns.conv_weight(g, x, stride=stride, padding=pairs, dilation=dilation, groups=groups,
-                          ksize=tuple(w.shape[2:]))
+    return ns.conv_weight(g, conj_if_complex(ns, x), stride=stride, padding=pairs, dilation=dilation,
+                          groups=groups, ksize=tuple(w.shape[2:]))
 
 
 def _convw_vjp_x(ns, c, out, x, g, stride, padding, dilation, groups, ksize):
-    return ns.conv_transpose(g, c, stride=stride, padding=_lo(padding), dilation=dilation, groups=groups,
-                             out_size=tuple(x.shape[2:]))
+    return ns.conv_transpose(conj_if_complex(ns, g), c, stride=stride, padding=_lo(padding), dilation=dilation,
+                             groups=groups, out_size=tuple(x.shape[2:]))
 
 
 def _convw_vjp_g(ns, c, out, x, g, stride, padding, dilation, groups, ksize):
-    return ns.conv(x, c, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return ns.conv(conj_if_complex(ns, x), c, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 def _bilinear_jvp(name):

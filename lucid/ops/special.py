@@ -19,8 +19,10 @@ import numpy as np
 from .._core.backend import xp
 from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
-from ._family import _promote_float, batch_elementwise, binary, unary
-from .elementwise.arithmetic import _floatify
+from .._core import dtypes
+from ._family import (_PY_SCALARS, _as_tensor, _promote_float, batch_elementwise, binary,
+                      broadcast_tangent, same_dtype, scalar_operand, shape_of, sum_to_shape, unary)
+from .elementwise.arithmetic import _floatify, cast
 
 _SQRT_PI = math.sqrt(math.pi)
 _SQRT_2PI = math.sqrt(2 * math.pi)
@@ -33,6 +35,8 @@ def _scipy(name, *fixed):
         from scipy import special
 
         dt = next((a.dtype for a in arrays if isinstance(a, np.ndarray)), np.dtype(np.float64))
+        if any(getattr(a, "dtype", dt).kind == "c" for a in arrays):  # float64 would drop the imaginary part
+            raise TypeError("not supported for complex tensors (a function of real arguments, as in PyTorch)")
         args = [np.asarray(a, dtype=np.float64) for a in arrays]
         with np.errstate(all="ignore"):
             out = getattr(special, name)(*fixed, *args)
@@ -176,6 +180,54 @@ gammainc_p = binary("gammainc", _scipy("gammainc"), _not_in_a("gammainc"),
                     lambda ns, a, x, o: _gamma_density(ns, a, x))
 gammaincc_p = binary("gammaincc", _scipy("gammaincc"), _not_in_a("gammaincc"),
                      lambda ns, a, x, o: -_gamma_density(ns, a, x))
+
+
+# NOTE [betainc derivatives]
+# I_x(a, b) is differentiated in x only: dI/dx = x^(a-1) (1-x)^(b-1) / B(a, b), the Beta
+# density. The derivatives in a and b have no closed form (they need a 3F2 series); JAX's
+# betainc raises for them too and torch.special has no betainc at all, so asking for one
+# raises "not differentiable with respect to a/b" (as gammainc does for its shape a).
+def _beta_density(ns, a, b, x):
+    """``x^(a-1) (1-x)^(b-1) / B(a, b)`` (xlogy/xlog1py: finite at the ends when a = 1 or b = 1)."""
+    return ns.exp(ns.xlogy(a - 1, x) + ns.xlog1py(b - 1, -x) - ns.lgamma(a) - ns.lgamma(b) + ns.lgamma(a + b))
+
+
+def _betainc_operands(ns, a, b, like):
+    if a.__class__ in _PY_SCALARS:
+        a = scalar_operand(ns, a, like)
+    if b.__class__ in _PY_SCALARS:
+        b = scalar_operand(ns, b, like)
+    return a, b
+
+
+def _betainc_not_in(which):
+    def vjp(ns, g, out, a, b, x):
+        raise NotImplementedError(f"special.betainc: not differentiable with respect to {which} (the derivative "
+                                  f"of the regularized incomplete beta in {which} is not implemented, as in JAX; "
+                                  f"only x is differentiable)")
+
+    return vjp
+
+
+def _betainc_vjp_x(ns, g, out, a, b, x):
+    a, b = _betainc_operands(ns, a, b, g)
+    return sum_to_shape(ns, same_dtype(ns, g * _beta_density(ns, a, b, x), g), shape_of(x))
+
+
+def _betainc_jvp(ns, primals, tangents, out):
+    ta, tb, tx = tangents
+    if ta is not None or tb is not None:
+        _betainc_not_in("a" if ta is not None else "b")(ns, None, out, *primals)
+    if tx is None:
+        return None
+    a, b = _betainc_operands(ns, primals[0], primals[1], out)
+    d = same_dtype(ns, _beta_density(ns, a, b, primals[2]), out)
+    return broadcast_tangent(ns, same_dtype(ns, tx * d, out), shape_of(out))
+
+
+betainc_p = defprim("betainc", _scipy("betainc"),
+                    vjp=(_betainc_not_in("a"), _betainc_not_in("b"), _betainc_vjp_x), jvp=_betainc_jvp)
+betainc_p.batch = batch_elementwise(betainc_p)
 
 
 # ------------------------------------------------------------ public functions
@@ -414,6 +466,40 @@ Tensor.igamma = lambda self, other: gammainc(self, other)
 Tensor.igammac = lambda self, other: gammaincc(self, other)
 
 
+def betainc(a, b, x):
+    """Regularized incomplete beta function ``I_x(a, b)`` (SciPy's ``betainc``).
+
+    ``I_x(a, b) = B(x; a, b) / B(a, b)``, the CDF of ``Beta(a, b)`` at ``x``. Differentiable in
+    ``x`` only (the Beta density), as JAX's betainc; a gradient in ``a`` or ``b`` raises.
+    See NOTE [betainc derivatives].
+
+    Parameters
+    ----------
+    a, b : Tensor or number
+        Positive shape parameters (no derivative).
+    x : Tensor or number
+        Points in ``[0, 1]`` (nan outside). All three broadcast; integers become the
+        default float dtype.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.special.betainc(2.0, 3.0, lucid.tensor([0.5])).tolist()
+    [0.6875]
+    """
+    args = [v if isinstance(v, Tensor) or v.__class__ in (int, float) else _as_tensor(v) for v in (a, b, x)]
+    if not isinstance(args[2], Tensor):
+        args[2] = _as_tensor(float(args[2]))
+    dt = dtypes.result_type(*args)
+    if dt.kind not in "biuf":
+        raise TypeError(f"special.betainc: expected real inputs, got dtype {dt} (complex is not supported, "
+                        f"as in SciPy)")
+    if dt.kind in "biu":
+        dt = dtypes.get_default_dtype()
+    args = [(v if v.dtype == dt else cast(v, dt)) if isinstance(v, Tensor) else float(v) for v in args]
+    return bind(betainc_p, tuple(args), {})
+
+
 def multigammaln(input, p):
     """Multivariate log-gamma ``log Gamma_p(x) = p(p-1)/4 log(pi) + sum_j lgamma(x - j/2)``, ``j < p``.
 
@@ -435,6 +521,9 @@ def multigammaln(input, p):
     if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
         raise RuntimeError(f"multigammaln: p must be an int >= 1, got {p!r}")
     x = _promote_float(input)
+    if x.dtype.kind == "c":
+        raise TypeError(f"multigammaln: not supported for complex tensors (a function of real arguments, as in "
+                        f"PyTorch) (input of shape {tuple(x.shape)}, dtype {x.dtype})")
     if x.__class__ is Tensor and x.numel() and not bool(np.all(x._data > (p - 1) / 2)):
         raise RuntimeError(f"multigammaln: all elements must be greater than (p-1)/2 = {(p - 1) / 2} "
                            f"(input of shape {tuple(x.shape)})")

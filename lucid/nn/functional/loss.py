@@ -56,6 +56,22 @@ def _reduce(loss, reduction, name):
                      "(expected 'none', 'mean' or 'sum')")
 
 
+# NOTE [Losses refuse complex input]
+# PyTorch computes l1_loss (|d| is real), triplet_margin_loss, poisson_nll_loss and
+# gaussian_nll_loss for complex input and refuses every other loss (mse "not implemented for
+# 'ComplexDouble'", kl_div "Complex inputs not supported"...). Those losses check their
+# inputs here, before any work, so the error names the loss rather than whichever op inside
+# it happens to fail first, or, worse, a complex "loss" comes back (mse_loss of complex d is
+# mean(d * d), not mean(|d|^2)).
+def _refuse_complex(name, *tensors):
+    for t in tensors:
+        dt = getattr(t, "dtype", None)
+        if dt is not None and dt.kind == "c":
+            got = ", ".join(str(getattr(v, "dtype", type(v).__name__)) for v in tensors)
+            raise TypeError(f"{name}: complex inputs are not supported, as in PyTorch (got {got}); compare "
+                            f"real coordinates (lucid.view_as_real) or magnitudes (.abs()) instead")
+
+
 def _check_same_shape(input, target, name):
     if tuple(input.shape) != tuple(target.shape):
         warnings.warn(
@@ -75,6 +91,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     >>> F.mse_loss(lucid.tensor([1.0, 2.0]), lucid.tensor([0.0, 0.0]))
     tensor(2.5)
     """
+    _refuse_complex("mse_loss", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_same_shape(input, target, "mse_loss")
     d = input - target
@@ -96,6 +113,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
+    _refuse_complex("smooth_l1_loss", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss: beta must be non-negative")
@@ -111,6 +129,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d^2`` where ``|d| <= delta``, else ``delta (|d| - 0.5 delta)``."""
+    _refuse_complex("huber_loss", input, target)
     if delta <= 0:
         raise RuntimeError("huber_loss: delta must be positive")
     _check_same_shape(input, target, "huber_loss")
@@ -400,6 +419,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     >>> F.nll_loss(lucid.tensor([[-1.0, -2.0]]), lucid.tensor([1]))
     tensor(2.)
     """
+    _refuse_complex("nll_loss", input)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     target = _as_tensor(target)
     mask = _class_mask(target, input, weight, ignore_index, "nll_loss")
@@ -430,6 +450,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     >>> round(F.cross_entropy(lucid.tensor([[0.0, 0.0]]), lucid.tensor([0])).item(), 4)
     0.6931
     """
+    _refuse_complex("cross_entropy", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
@@ -493,6 +514,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     >>> round(F.binary_cross_entropy(lucid.tensor([0.5]), lucid.tensor([1.0])).item(), 4)
     0.6931
     """
+    _refuse_complex("binary_cross_entropy", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(
@@ -524,6 +546,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     >>> round(F.binary_cross_entropy_with_logits(lucid.tensor([0.0]), lucid.tensor([1.0])).item(), 4)
     0.6931
     """
+    _refuse_complex("binary_cross_entropy_with_logits", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(
@@ -546,6 +569,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     ``reduction='batchmean'`` divides the sum by the batch size (the mathematically
     correct KL); 'mean' divides by the number of elements (PyTorch's default, with a warning).
     """
+    _refuse_complex("kl_div", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     lucid = _lucid()
     if log_target:
@@ -565,6 +589,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """``log(1 + exp(-t x))``."""
+    _refuse_complex("soft_margin_loss", input, target)
     return _reduce(_softplus(-target * input), _legacy_reduction(size_average, reduce, reduction),
                    "soft_margin_loss")
 
@@ -616,11 +641,13 @@ def _clamp_value(x, dim, eps):
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                         reduction="mean"):
+    _refuse_complex("margin_ranking_loss", input1, input2, target)
     loss = _lucid().relu(-target * (input1 - input2) + margin)
     return _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "margin_ranking_loss")
 
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    _refuse_complex("hinge_embedding_loss", input, target)
     lucid = _lucid()
     loss = lucid.where(target == 1, input, 0.0) + lucid.where(target == -1, lucid.relu(margin - input), 0.0)
     return _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "hinge_embedding_loss")

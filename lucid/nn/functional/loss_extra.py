@@ -13,7 +13,7 @@ from ..._core.tensor import _wrap
 from ...ops._family import _as_tensor
 from .activation import logsigmoid
 from .distance import pairwise_distance
-from .loss import _legacy_reduction, _lucid, _reduce
+from .loss import _legacy_reduction, _lucid, _reduce, _refuse_complex
 
 __all__ = ["gaussian_nll_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss",
            "cosine_embedding_loss", "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
@@ -112,6 +112,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     >>> F.cosine_embedding_loss(x, x, lucid.tensor([1])).item()
     0.0
     """
+    _refuse_complex("cosine_embedding_loss", input1, input2, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if input1.ndim not in (1, 2) or tuple(input1.shape) != tuple(input2.shape):
         raise RuntimeError(f"cosine_embedding_loss: expected 1-D or 2-D inputs of one shape, got "
@@ -146,6 +147,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     >>> round(F.multi_margin_loss(lucid.tensor([[0.1, 0.2, 0.4, 0.8]]), lucid.tensor([3])).item(), 4)
     0.325
     """
+    _refuse_complex("multi_margin_loss", input)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if p not in (1, 2):
         raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 supported, got {p}")
@@ -177,6 +179,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     >>> round(F.multilabel_margin_loss(lucid.tensor([[0.1, 0.2, 0.4, 0.8]]), lucid.tensor([[3, 0, -1, 1]])).item(), 4)
     0.85
     """
+    _refuse_complex("multilabel_margin_loss", input)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     target = _class_targets(input, target, "multilabel_margin_loss")
     if tuple(target.shape) != tuple(input.shape):
@@ -208,6 +211,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     >>> round(F.multilabel_soft_margin_loss(lucid.zeros(1, 2), lucid.tensor([[1.0, 0.0]])).item(), 4)
     0.6931
     """
+    _refuse_complex("multilabel_soft_margin_loss", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     target = _as_tensor(target).to(input.dtype)
     loss = -(target * logsigmoid(input) + (1.0 - target) * logsigmoid(-input))
@@ -255,6 +259,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     >>> round(F.ctc_loss(lp, lucid.tensor([[1]]), [1], [1], reduction="sum").item(), 4)
     0.6931
     """
+    _refuse_complex("ctc_loss", log_probs)
     lucid = _lucid()
     unbatched = log_probs.ndim == 2
     lp = log_probs.unsqueeze(1) if unbatched else log_probs

@@ -275,6 +275,9 @@ def logit(input, eps=None):
     [0.0]
     """
     x = _promote_float(input)
+    if x.dtype.kind == "c":  # PyTorch: "logit_cpu" not implemented for complex (a probability is real)
+        raise TypeError(f"logit: not supported for complex tensors (a function of real arguments, as in "
+                        f"PyTorch) (input of shape {tuple(x.shape)}, dtype {x.dtype})")
     if eps is not None:
         x = clamp(x, eps, 1 - eps)
     return log(x) - log1p(-x)

@@ -7,7 +7,7 @@ import numpy as np
 from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
-from .._family import _promote_float, batch_unary_axis
+from .._family import _promote_float, batch_unary_axis, conj_if_complex
 from ._common import _float_input, _lift0d, expand_reduced, norm_axes
 
 
@@ -19,8 +19,11 @@ def _logsumexp_impl(x, axis, keepdims):
     if x.size == 0:
         with np.errstate(divide="ignore"):
             return xp.asarray(xp.log(xp.sum(xp.exp(x), axis=axis, keepdims=keepdims)))
-    m = xp.max(x, axis=axis, keepdims=True)
-    m = xp.where(xp.isfinite(m), m, 0).astype(x.dtype, copy=False)
+    # A complex x is shifted by its largest real part (a real shift, as PyTorch): the imaginary
+    # part of the result is then the principal arg of the sum, in (-pi, pi].
+    re = x.real if x.dtype.kind == "c" else x
+    m = xp.max(re, axis=axis, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, 0).astype(re.dtype, copy=False)
     with np.errstate(divide="ignore"):
         out = xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True)) + m
     return out if keepdims else xp.asarray(out.reshape(tuple(s for i, s in enumerate(out.shape) if i not in axis)))
@@ -28,9 +31,10 @@ def _logsumexp_impl(x, axis, keepdims):
 
 logsumexp_p = defprim(
     "logsumexp", _logsumexp_impl,
-    # d lse / dx = softmax(x) = exp(x - lse): stable, written in ns ops.
+    # d lse / dx = softmax(x) = exp(x - lse): stable, written in ns ops; conjugated for a
+    # complex x (NOTE [Holomorphic vjp]).
     vjp=(lambda ns, g, out, x, axis, keepdims: expand_reduced(ns, g, x.shape, axis, keepdims)
-         * ns.exp(x - expand_reduced(ns, out, x.shape, axis, keepdims)),),
+         * conj_if_complex(ns, ns.exp(x - expand_reduced(ns, out, x.shape, axis, keepdims))),),
     jvp=lambda ns, primals, tangents, out, axis, keepdims: ns.sum(
         tangents[0] * ns.exp(primals[0] - expand_reduced(ns, out, primals[0].shape, axis, keepdims)),
         axis=axis, keepdims=keepdims),

@@ -1,0 +1,114 @@
+"""Op database entries: betainc, and complex samples of the ops db_complex.py left out
+(logsumexp, index_add / index_copy / masked_scatter, conv and conv_transpose, nn.Linear and
+nn.Conv1d as modules through functional_call, and lucid.special's complex-capable names).
+
+Complex samples are complex128 (``cfloats``); the generic checks treat each complex element
+as two real coordinates (NOTE [Complex gradcheck]), so a vjp that forgets the conjugation of
+NOTE [Holomorphic vjp] fails here (conv and logsumexp did, before this file).
+"""
+import numpy as np
+import scipy.special as sp
+
+import lucid
+import lucid.nn.functional as F
+import lucid.special as S
+from db_complex import cfloats
+from db_conv import ref_conv, ref_conv_transpose
+from opinfo import OpInfo, Sample, floats, positive
+
+
+def _cx(ref):
+    """A reference for a bilinear op written for real arrays, extended to complex ones."""
+    def run(x, w, *rest, **kw):
+        xr, xi, wr, wi = np.real(x), np.imag(x), np.real(w), np.imag(w)
+        out = (ref(xr, wr, **kw) - ref(xi, wi, **kw)) + 1j * (ref(xr, wi, **kw) + ref(xi, wr, **kw))
+        if rest and rest[0] is not None:  # a bias, added per output channel
+            out = out + rest[0].reshape((-1,) + (1,) * (w.ndim - 2))
+        return out
+
+    return run
+
+
+def _np_index_add(x, dim, idx, src, alpha=1):
+    out = x.copy()
+    np.add.at(np.moveaxis(out, dim, 0), idx, np.moveaxis(src * alpha, dim, 0))
+    return out
+
+
+def _np_index_copy(x, dim, idx, src):
+    out = np.moveaxis(x.copy(), dim, 0)
+    out[idx] = np.moveaxis(src, dim, 0)
+    return np.moveaxis(out, 0, dim)
+
+
+_MASK = np.array([[True, False, True], [False, True, True]])
+
+
+def _np_masked_scatter(x, src):
+    out = x.copy()
+    out[_MASK] = src.reshape(-1)[: _MASK.sum()]
+    return out
+
+
+def _np_logsumexp(z, axis):
+    return np.log(np.exp(z).sum(axis))
+
+
+# Built once, without the random init (vmap refuses random draws, and the parameters are
+# replaced by functional_call anyway).
+_LINEAR = lucid.nn.utils.skip_init(lucid.nn.Linear, 3, 2, dtype=lucid.complex128)
+_CONV1D = lucid.nn.utils.skip_init(lucid.nn.Conv1d, 2, 3, 2, padding=1, dtype=lucid.complex128)
+
+
+def _linear_module(x, w, b):
+    return lucid.func.functional_call(_LINEAR, {"weight": w, "bias": b}, (x,))
+
+
+def _conv1d_module(x, w, b):
+    return lucid.func.functional_call(_CONV1D, {"weight": w, "bias": b}, (x,))
+
+
+def _betainc_samples(rng):
+    # a and b have no derivative (as in JAX): integer arrays or Python floats, vmapped, never differentiated
+    return [Sample((np.array([1, 2, 5], dtype=np.int64), np.array([2, 1, 3], dtype=np.int64), floats(rng, 3, low=0.1, high=0.8))),
+            Sample((np.array([[1], [3]], dtype=np.int64), 2.5, floats(rng, 3, low=0.1, high=0.8)), name="broadcast"),
+            Sample((0.7, 1.6, floats(rng, 2, 2, low=0.1, high=0.8)), name="python scalar a, b")]
+
+
+OPS = [
+    OpInfo("betainc", S.betainc, sp.betainc, _betainc_samples),
+    # -- complex samples
+    OpInfo("complex_logsumexp", lambda z: lucid.logsumexp(z, 1), lambda z: _np_logsumexp(z, 1),
+           lambda rng: [Sample((cfloats(rng, 2, 3),)), Sample((cfloats(rng, 3, 1),), name="one term")]),
+    OpInfo("complex_logsumexp_all", lambda z: z.logsumexp((0, 1), keepdim=True),
+           lambda z: _np_logsumexp(z.reshape(-1), 0).reshape(1, 1), lambda rng: [Sample((cfloats(rng, 2, 2),))]),
+    OpInfo("complex_special_logsumexp", lambda z: S.logsumexp(z, 0), lambda z: _np_logsumexp(z, 0),
+           lambda rng: [Sample((cfloats(rng, 3),))]),
+    OpInfo("complex_special_sinc", S.sinc, np.sinc, lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_special_expit", S.expit, lambda z: 1 / (1 + np.exp(-z)), lambda rng: [Sample((cfloats(rng, 3),))]),
+    OpInfo("complex_special_exp2_expm1_log1p", lambda z: S.exp2(z) + S.expm1(z) * S.log1p(z),
+           lambda z: np.exp2(z) + np.expm1(z) * np.log1p(z), lambda rng: [Sample((cfloats(rng, 3) * 0.5,))]),
+    OpInfo("complex_index_add", lambda x, s: lucid.index_add(x, 1, lucid.tensor([2, 0, 2]), s, alpha=0.5 - 1j),
+           lambda x, s: _np_index_add(x, 1, [2, 0, 2], s, 0.5 - 1j),
+           lambda rng: [Sample((cfloats(rng, 2, 3), cfloats(rng, 2, 3))),
+                        Sample((floats(rng, 2, 3).astype(np.complex128), cfloats(rng, 2, 3)), name="real-valued x")]),
+    OpInfo("complex_index_copy", lambda x, s: lucid.index_copy(x, 0, lucid.tensor([2, 0]), s),
+           lambda x, s: _np_index_copy(x, 0, [2, 0], s), lambda rng: [Sample((cfloats(rng, 3, 2), cfloats(rng, 2, 2)))]),
+    OpInfo("complex_masked_scatter", lambda x, s: lucid.masked_scatter(x, lucid.tensor(_MASK), s), _np_masked_scatter,
+           lambda rng: [Sample((cfloats(rng, 2, 3), cfloats(rng, 5)))]),
+    OpInfo("complex_conv1d", lambda x, w, b: F.conv1d(x, w, b, padding=1), _cx(lambda x, w: ref_conv(x, w, padding=1)),
+           lambda rng: [Sample((cfloats(rng, 2, 2, 5), cfloats(rng, 3, 2, 3), cfloats(rng, 3))),
+                        Sample((cfloats(rng, 2, 4), cfloats(rng, 3, 2, 2), cfloats(rng, 3)), name="unbatched")]),
+    OpInfo("complex_conv2d", lambda x, w: F.conv2d(x, w, stride=2, groups=2), _cx(lambda x, w: ref_conv(x, w, stride=2, groups=2)),
+           lambda rng: [Sample((cfloats(rng, 1, 2, 4, 4), cfloats(rng, 2, 1, 2, 2)))]),
+    OpInfo("complex_conv_transpose1d", lambda x, w: F.conv_transpose1d(x, w, stride=2),
+           _cx(lambda x, w: ref_conv_transpose(x, w, stride=2)),
+           lambda rng: [Sample((cfloats(rng, 1, 2, 3), cfloats(rng, 2, 3, 2)))]),
+    OpInfo("complex_conv_transpose2d", lambda x, w: F.conv_transpose2d(x, w),
+           _cx(lambda x, w: ref_conv_transpose(x, w)), lambda rng: [Sample((cfloats(rng, 1, 2, 2, 2), cfloats(rng, 2, 1, 2, 2)))]),
+    OpInfo("complex_nn_Linear", _linear_module, lambda x, w, b: x @ w.T + b,
+           lambda rng: [Sample((cfloats(rng, 4, 3), cfloats(rng, 2, 3), cfloats(rng, 2))),
+                        Sample((cfloats(rng, 3), cfloats(rng, 2, 3), cfloats(rng, 2)), name="unbatched")]),
+    OpInfo("complex_nn_Conv1d", _conv1d_module, _cx(lambda x, w: ref_conv(x, w, padding=1)),
+           lambda rng: [Sample((cfloats(rng, 1, 2, 4), cfloats(rng, 3, 2, 2), cfloats(rng, 3)))]),
+]
