@@ -305,6 +305,8 @@ def _check_forward(func, inputs, i, num, tol):
 
 def _check_fast(func, inputs, inputs64, i, outs, eps, tol, backward, forward):
     """``v^T J u`` for random ``u`` (input coordinates) and ``v`` (output coordinates)."""
+    if inputs64[i].dtype.kind == "c" or any(o.dtype.kind == "c" for o in outs):
+        return _check_fast_complex(func, inputs, inputs64, i, outs, eps, tol, backward, forward)
     rng = np.random.default_rng(0)
     x64 = inputs64[i]
     base = x64.detach()._data
@@ -338,6 +340,62 @@ def _check_fast(func, inputs, inputs64, i, outs, eps, tol, backward, forward):
                 raise GradcheckError(
                     f"gradcheck (fast_mode): {kind}-mode mismatch for output {j} with respect to input "
                     f"{i}: v^T J u numerical {expect:.8g} vs analytical {got:.8g}")
+
+
+# NOTE [Complex fast gradcheck]
+# fast_mode with complex inputs or outputs checks the real and imaginary parts separately, as
+# PyTorch's fast gradcheck does: u perturbs only the real parts of a complex input, then only
+# the imaginary parts (u real, then i u), and v weighs only the real parts of a complex
+# output, then only the imaginary parts (cotangent v, then i v; NOTE [Complex gradcheck]).
+# Each of the (up to) four pairs is one scalar v^T J u with its own tolerance, so an error in
+# one part is not diluted by the others, and the message names the part that is wrong.
+_PARTS = (("real", 1.0), ("imaginary", 1j))
+
+
+def _check_fast_complex(func, inputs, inputs64, i, outs, eps, tol, backward, forward):
+    """:func:`_check_fast` part by part for complex inputs/outputs. See NOTE [Complex fast gradcheck]."""
+    rng = np.random.default_rng(0)
+    x64 = inputs64[i]
+    base = x64.detach()._data
+    in_parts = _PARTS if base.dtype.kind == "c" else ((None, 1.0),)
+    for in_part, in_unit in in_parts:
+        du = rng.standard_normal(base.shape) * in_unit
+        vals = []
+        for sgn in (1, -1):
+            args = list(inputs64)
+            args[i] = _wrap((base + sgn * eps * du).astype(base.dtype, copy=False))
+            args[i]._rg = x64._rg
+            vals.append([o.detach()._data.astype(np.complex128 if o.dtype.kind == "c" else np.float64)
+                         for o in _outputs(func, args)])
+        tangents = None
+        if forward:
+            from ..func import jvp as fjvp
+
+            f, x = _restricted(func, inputs, i)
+            tangents = fjvp(f, (x,), (_wrap(du.astype(x.dtype)),))[1]
+        for j, out in enumerate(outs):
+            ju = (vals[0][j] - vals[1][j]) / (2 * eps)  # J du by central differences
+            for out_part, out_unit in (_PARTS if out.dtype.kind == "c" else ((None, 1.0),)):
+                v = rng.standard_normal(out.shape)
+                pick = (lambda a: a.real) if out_unit == 1.0 else (lambda a: a.imag)
+                expect = float(np.sum(v * pick(ju)))
+                checks = []
+                if backward and out.requires_grad:
+                    seed = _wrap((v * out_unit).astype(out.dtype))
+                    g = _grad(out, inputs[i], grad_outputs=seed, retain_graph=True, allow_unused=True)
+                    # <g, du> in real coordinates: g = dL/d(re x) + i dL/d(im x) (NOTE [Complex gradients])
+                    got = 0.0 if g is None else float(np.sum((np.conj(g.detach()._data) * du).real))
+                    checks.append(("reverse", got))
+                if tangents is not None:
+                    checks.append(("forward", float(np.sum(v * pick(np.asarray(tangents[j]._data))))))
+                for kind, got in checks:
+                    if not np.isclose(got, expect, rtol=tol[1], atol=tol[0] * max(1.0, np.abs(v).sum())):
+                        parts = [f"the {p} part of the {what}" for p, what in ((in_part, "input"), (out_part, "output"))
+                                 if p is not None]
+                        raise GradcheckError(
+                            f"gradcheck (fast_mode): {kind}-mode mismatch for output {j} with respect to input "
+                            f"{i}, considering {' and '.join(parts)} only: v^T J u numerical {expect:.8g} vs "
+                            f"analytical {got:.8g}")
 
 
 def _check_backward_extras(outs, inputs, diff_idx, nondet_tol, check_dtypes, check_undefined):

@@ -62,6 +62,14 @@ class Adafactor(Optimizer):
         super().__init__(params, dict(lr=lr, beta2_decay=beta2_decay, eps=tuple(eps), d=d,
                                       weight_decay=weight_decay, foreach=foreach, maximize=maximize))
 
+    def _gradients(self):
+        work = super()._gradients()
+        for p, _, _ in work:  # checked before any update, as every gradient is
+            if p.dtype.kind == "c":  # the row/column factoring has no meaning for re/im pairs
+                raise RuntimeError(f"Adafactor does not support complex parameters (got dtype {p.dtype}, shape "
+                                   f"{tuple(p.shape)}), as in PyTorch")
+        return work
+
     def _update(self, p, g, state, group):
         lr, wd, d = group["lr"], group["weight_decay"], group["d"]
         eps1, eps2 = group["eps"]

@@ -34,12 +34,17 @@ def _strong_wolfe(obj, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-
     t_prev, f_prev, g_prev, gtd_prev = 0.0, f, g, gtd
     done = False
     while ls_iter < max_ls:
-        if f_new > f + c1 * t * gtd or (ls_iter > 1 and f_new >= f_prev) or gtd_new >= 0:
+        if f_new > f + c1 * t * gtd or (ls_iter > 1 and f_new >= f_prev):
             bracket, bf, bg, bgtd = [t_prev, t], [f_prev, f_new], [g_prev, g_new.copy()], [gtd_prev, gtd_new]
             break
+        # The Wolfe test comes before the sign test (PyTorch's order): a point past the minimum
+        # (gtd_new >= 0) whose slope is small enough is accepted, not bracketed.
         if abs(gtd_new) <= -c2 * gtd:
             bracket, bf, bg, bgtd = [t], [f_new], [g_new], [gtd_new]
             done = True
+            break
+        if gtd_new >= 0:
+            bracket, bf, bg, bgtd = [t_prev, t], [f_prev, f_new], [g_prev, g_new.copy()], [gtd_prev, gtd_new]
             break
         tmp = t
         t = _cubic_interpolate(t_prev, f_prev, gtd_prev, t, f_new, gtd_new,
@@ -80,6 +85,18 @@ def _strong_wolfe(obj, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-
                 bracket[high], bf[high], bg[high], bgtd[high] = bracket[low], bf[low], bg[low], bgtd[low]
             bracket[low], bf[low], bg[low], bgtd[low] = t, f_new, g_new.copy(), gtd_new
     return bf[low], bg[low], bracket[low], evals
+
+
+def _ncoords(p):
+    """Real coordinates of a parameter: 2 per complex element. See NOTE [LBFGS on complex parameters]."""
+    return p.numel() * (2 if p.dtype.kind == "c" else 1)
+
+
+def _coords(a):
+    """Flat float64 coordinates of an array, complex elements as interleaved (re, im)."""
+    if a.dtype.kind == "c":
+        return np.ascontiguousarray(a, dtype=np.complex128).reshape(-1).view(np.float64)
+    return a.reshape(-1).astype(np.float64)
 
 
 class LBFGS(Optimizer):
@@ -132,15 +149,22 @@ class LBFGS(Optimizer):
             raise ValueError("LBFGS: doesn't support per-parameter options (parameter groups)")
         self._params = self.param_groups[0]["params"]
 
+    # NOTE [LBFGS on complex parameters]
+    # As PyTorch's LBFGS (view_as_real), a complex parameter of n elements is 2n real
+    # coordinates, interleaved (re, im), in the flat gradient and direction vectors; by the
+    # convention of NOTE [Complex gradients] its grad's (re, im) are exactly dL/d(re, im).
     def _flat_grad(self):
-        return np.concatenate([np.zeros(p.numel()) if p._grad is None else p._grad._data.reshape(-1).astype(np.float64)
+        return np.concatenate([np.zeros(_ncoords(p)) if p._grad is None else _coords(p._grad._data)
                                for p in self._params])
 
     def _add(self, t, d):
         off = 0
         for p in self._params:
-            n = p.numel()
-            p._data += (t * d[off:off + n]).reshape(p.shape).astype(p.dtype)
+            n = _ncoords(p)
+            step = t * d[off:off + n]
+            if p.dtype.kind == "c":
+                step = step[0::2] + 1j * step[1::2]
+            p._data += step.reshape(p.shape).astype(p.dtype)
             p._version[0] += 1
             off += n
 

@@ -235,7 +235,11 @@ class Optimizer:
                 state[k] = _wrap(v.copy())
         with enable_grad():
             # the rule reads a clone, so the graph it builds never sees ``p`` change
-            p.copy_(self._update(p.clone(), grad, state, group))
+            if p.dtype.kind == "c":  # re and im as two reals, in the layout of the eager path's _real_view
+                new = self._update(_real_pairs(p.clone()), _real_pairs(grad), state, group)
+                p.copy_(_from_real_pairs(new, tuple(p.shape)))
+            else:
+                p.copy_(self._update(p.clone(), grad, state, group))
 
     def _gradients(self):
         """``(param, grad array, group)`` for every parameter that has a gradient, validated."""
@@ -277,7 +281,7 @@ class Optimizer:
         for g in self.param_groups:
             for p in g["params"]:
                 if p in self.state:
-                    state[index[id(p)]] = {k: _export(v) for k, v in self.state[p].items()}
+                    state[index[id(p)]] = {k: _export_for(p, v) for k, v in self.state[p].items()}
         return {"state": state, "param_groups": groups}
 
     # Whether every non-scalar Tensor in a parameter's state has the parameter's shape
@@ -291,6 +295,9 @@ class Optimizer:
                 entry[name] = _import(v)
                 continue
             arr = np.array(v._data)
+            if p.dtype.kind == "c" and arr.dtype.kind == "c" and arr.shape == tuple(p.shape):
+                entry[name] = _real_view(arr.astype(p.dtype)).copy()  # See NOTE [Complex optimizer state]
+                continue
             if name != "step" and arr.ndim and self._state_like_params and arr.shape != tuple(p.shape):
                 raise ValueError(f"{type(self).__name__}.load_state_dict: state {name!r} has shape "
                                  f"{arr.shape} but its parameter (index {index}) has shape {tuple(p.shape)}")
@@ -378,12 +385,49 @@ _SCHEDULER_KEYS = frozenset({"initial_lr", "max_lr", "min_lr", "base_lr", "max_m
 def _real_view(a):
     """A complex array as its interleaved (re, im) float view (shares memory), so every update
     rule treats the real and imaginary parts as independent real parameters (PyTorch does the
-    same with view_as_real); other arrays unchanged."""
+    same with view_as_real); other arrays unchanged. A 0-d complex array becomes shape (2,)."""
     if a.dtype.kind != "c":
         return a
-    if a.ndim and a.strides[-1] != a.itemsize:
+    if a.ndim == 0:
+        a = a.reshape(1)  # a view: NumPy changes the itemsize of a view only with a last dim
+    elif a.strides[-1] != a.itemsize:
         a = np.ascontiguousarray(a)  # a copy: step() writes a parameter's copy back
     return a.view(a.real.dtype)
+
+
+# NOTE [Complex optimizer state]
+# The update rules see a complex parameter as its (re, im) pairs (_real_view), so its state
+# (moments, momentum buffers) is kept in that real layout. state_dict hands it out as PyTorch
+# keeps it, complex and of the parameter's shape, and load_state_dict converts back, so
+# checkpoints of complex parameters round-trip and read like PyTorch's.
+def _export_for(p, v):
+    """:func:`_export` of one state entry of ``p``; pair-layout state of a complex ``p`` as complex."""
+    if p.dtype.kind == "c":
+        arr = v._data if isinstance(v, Tensor) else v
+        shape = tuple(p.shape)
+        pairs = shape[:-1] + (2 * shape[-1],) if shape else (2,)
+        if isinstance(arr, np.ndarray) and arr.dtype.kind == "f" and arr.shape == pairs:
+            cdt = np.complex64 if arr.dtype.itemsize <= 4 else np.complex128
+            return _wrap(np.ascontiguousarray(arr, dtype=np.float32 if cdt is np.complex64 else np.float64)
+                         .view(cdt).reshape(shape).copy())
+    return _export(v)
+
+
+def _real_pairs(t):
+    """:func:`_real_view` for a Tensor in the graph (differentiable=True): ``view_as_real``, with
+    the pair dim merged into the last one, so the state has the eager path's layout."""
+    from ..ops.complex import view_as_real
+
+    r = view_as_real(t.contiguous())
+    shape = tuple(t.shape)
+    return r.reshape(shape[:-1] + (2 * shape[-1],) if shape else (2,))
+
+
+def _from_real_pairs(r, shape):
+    """Inverse of :func:`_real_pairs`: the complex Tensor of ``shape``."""
+    from ..ops.complex import view_as_complex
+
+    return view_as_complex(r.reshape(tuple(shape) + (2,)).contiguous())
 
 
 def _export(v):
