@@ -10,13 +10,6 @@ import numpy as np
 from .._core.tensor import Tensor, _wrap, tensor_method
 
 
-def _storage_root(arr):
-    """The ndarray that owns ``arr``'s memory (the end of the ``.base`` chain)."""
-    while isinstance(arr.base, np.ndarray):
-        arr = arr.base
-    return arr
-
-
 @tensor_method("stride")
 def stride(input, dim=None):
     """Steps, in elements, between neighbours along each dimension (PyTorch's strides).
@@ -53,7 +46,8 @@ def is_contiguous(input, memory_format=None):
 
 @tensor_method("storage_offset")
 def storage_offset(input):
-    """Index, in elements, of this tensor's first element in the storage it views.
+    """Index, in elements, of this tensor's first element in the storage it views (the memory
+    of its root base, from its lowest address), as ``as_strided`` counts it.
 
     Examples
     --------
@@ -62,10 +56,13 @@ def storage_offset(input):
     >>> x.storage_offset(), x[2:].storage_offset()
     (0, 2)
     """
-    arr = input._data
-    root = _storage_root(arr)
-    delta = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-    return delta // arr.itemsize
+    from .shape.strided import storage_geometry
+
+    geom = storage_geometry(input._data)  # the units as_strided counts in (NOTE [Strided views])
+    if geom is None:
+        raise RuntimeError(f"storage_offset: the tensor (shape {tuple(input.shape)}) starts at no whole "
+                           "number of elements from its storage's start (a reinterpreting dtype view)")
+    return geom[2]
 
 
 @tensor_method("data_ptr")

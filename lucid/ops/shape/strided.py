@@ -2,13 +2,30 @@
 
 NOTE [Strided views]
 Both are real views: the output aliases the input's memory (``is_view``), so writes through
-it reach the input, as in PyTorch. Each is a primitive paired with its adjoint, which
+it reach the input, as in PyTorch. ``unfold`` is a primitive paired with its adjoint, which
 scatter-adds a cotangent back into the input's shape; the two are each other's vjp (and,
-being linear, their own jvp), so derivatives of any order work. ``as_strided`` reads the
-input as its contiguous row-major layout, offsets and strides counted in elements from its
-first element (PyTorch counts from the start of the storage: equal for a tensor that owns
-its storage). A non-contiguous input is made contiguous first, so the result then is a
-copy, not a view — as ``reshape`` does.
+being linear, their own jvp), so derivatives of any order work.
+
+``as_strided`` counts ``size``, ``stride`` and ``storage_offset`` in the *storage*, as PyTorch:
+the memory of the ndarray owning the input's bytes (the end of its ``.base`` chain), in
+elements from its lowest address -- the units ``Tensor.stride()``/``storage_offset()`` report
+(``storage_geometry``). So ``x.t().as_strided(...)`` or ``x[1:].as_strided(...)`` is a view
+of the root base's memory; it shares the root's version counter and view registry (NOTE
+[View replay]) even when it reaches only storage outside its input (``_join_storage``).
+The primitive carries the input's geometry ``geom = (shape, strides, offset)``. As a function
+of the input's values the output is ``G_out D^-1 S_in x``: scatter-add x into a storage buffer
+at its own positions, divide by how often each position is covered (an input with repeated
+memory, an expand, holds equal values there), gather at the requested positions; storage
+the input does not cover is a constant (no gradient, as PyTorch's AsStridedBackward). The
+adjoint ``G_in D^-1 S_out g`` (repeated output positions accumulate) is ``as_strided_adjoint``;
+the two are each other's vjp, and the jvp applies the functional form (``view=False``) to the
+tangent, so any order works. The eager forward is a real view when the input lies where
+``geom`` says; without memory (tangents, batches, replayed positions) it is the functional form.
+Under transforms a tracer has no memory of its own: under grad/jvp the geometry is its
+primal's; under vmap each example is its own storage (the vmap root example, row-major, with
+the view chain replayed on its positions), so vmap equals a loop over fresh examples. Under
+any transform the view must stay within its input's elements (the rest would be another
+example's, or a constant of the enclosing level), or it raises.
 """
 from __future__ import annotations
 
@@ -105,71 +122,240 @@ def unfold(input, dimension, size, step):
 
 
 # -------------------------------------------------------------------- as_strided
+# See NOTE [Strided views]. A geometry is ``(size, stride, offset)`` in elements of a storage.
 
 
-def _strided_index(n, size, stride, offset):
-    """Flat positions (in a contiguous input of ``n`` elements) of an as_strided result."""
-    base = np.arange(n, dtype=np.intp)
-    return np.lib.stride_tricks.as_strided(base[offset:], size, tuple(s * base.itemsize for s in stride))
+def _owner(arr):
+    """The ndarray whose memory ``arr`` lies in: the end of its ``.base`` chain, walking through
+    the holders NumPy's ``as_strided`` (and ours) leave as ``.base``."""
+    while True:
+        b = arr.base
+        if isinstance(b, np.ndarray):
+            arr = b
+        elif isinstance(getattr(b, "base", None), np.ndarray) and hasattr(b, "__array_interface__"):
+            arr = b.base
+        else:
+            return arr
 
 
-def _as_strided_impl(x, size, stride, offset):
-    flat = xp.ascontiguousarray(x).reshape(-1)
-    return np.lib.stride_tricks.as_strided(flat[offset:], size, tuple(s * flat.itemsize for s in stride),
-                                           writeable=flat.flags.writeable)
+def _byte_span(arr):
+    """(lowest address, bytes up to one past the highest element) of ``arr``'s elements."""
+    ptr = arr.__array_interface__["data"][0]
+    if arr.size == 0:
+        return ptr, 0
+    lo = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides) if s > 0)
+    return ptr + lo, hi - lo + arr.itemsize
 
 
-def _as_strided_adjoint_impl(g, shape, size, stride, offset):
-    n = int(np.prod(shape, dtype=np.int64))
-    out = xp.zeros(n, g.dtype)
-    np.add.at(out, _strided_index(n, size, stride, offset), g)
-    return out.reshape(shape)
+def storage_geometry(arr):
+    """``(shape, strides, storage_offset, storage_size)`` of ``arr`` in its own elements, counted
+    from the lowest address of the array owning its memory (PyTorch's storage), or None where
+    the layout is no whole number of elements (e.g. a reinterpreting dtype view)."""
+    item = arr.itemsize
+    start, nbytes = _byte_span(_owner(arr))
+    delta = arr.__array_interface__["data"][0] - start
+    if delta % item or any(s % item for s in arr.strides):
+        return None
+    return tuple(arr.shape), tuple(s // item for s in arr.strides), delta // item, nbytes // item
 
 
-as_strided_p = defprim(
-    "as_strided", _as_strided_impl,
-    vjp=(lambda ns, g, out, x, size, stride, offset: ns.as_strided_adjoint(
-        g, shape=tuple(x.shape), size=size, stride=stride, offset=offset),),
-    save_inputs=False, is_view=True,
-)
-as_strided_p.jvp = linear_jvp(as_strided_p)
+class _StorageRef:
+    """The ``.base`` of a view made by ``as_strided``: its array interface, and the owner it keeps alive."""
+
+    __slots__ = ("__array_interface__", "base")
+
+    def __init__(self, interface, base):
+        self.__array_interface__ = interface
+        self.base = base
+
+
+def _storage_view(x, size, stride, offset):
+    """A view of ``x``'s storage (bounds already checked) with the given geometry."""
+    owner = _owner(x)
+    start, _ = _byte_span(owner)
+    item = x.itemsize
+    # A dimension that repeats one element is read-only, like expand's (PyTorch refuses to write
+    # through such a tensor too); overlapping windows with nonzero strides stay writable.
+    repeats = any(st == 0 and n > 1 for n, st in zip(size, stride))
+    interface = {"version": 3, "shape": tuple(size), "typestr": x.dtype.str, "descr": x.dtype.descr,
+                 "strides": tuple(s * item for s in stride),
+                 "data": (start + offset * item, repeats or not owner.flags.writeable)}
+    return np.asarray(_StorageRef(interface, owner))
+
+
+def _extent(size, stride, offset):
+    """(lowest, highest) storage position of a geometry; None when it has no elements."""
+    if 0 in size:
+        return None
+    lo = offset + sum((n - 1) * s for n, s in zip(size, stride) if s < 0)
+    hi = offset + sum((n - 1) * s for n, s in zip(size, stride) if s > 0)
+    return lo, hi
+
+
+def _positions(size, stride, offset, like):
+    """Storage position of every element of a geometry (int64, shape ``size``), on ``like``'s device."""
+    nd = len(size)
+    pos = np.full_like(like, offset, dtype=np.int64, shape=(1,) * nd)
+    for d, (n, s) in enumerate(zip(size, stride)):
+        shp = [1] * nd
+        shp[d] = n
+        pos = pos + (np.arange(n, dtype=np.int64, like=like) * s).reshape(shp)
+    return pos
+
+
+def _may_overlap(size, stride):
+    """False only if no two elements of the geometry share a position (PyTorch's test)."""
+    dims = sorted((abs(s), n) for n, s in zip(size, stride) if n > 1)
+    reach = 0
+    for s, n in dims:
+        if s <= reach:
+            return True
+        reach += (n - 1) * s
+    return False
+
+
+def _relayout(x, src, dst, cnt):
+    """``G_dst · D_cnt⁻¹ · S_src x`` over the trailing dims (leading dims are a batch): scatter-add
+    ``x`` into a storage buffer at the ``src`` positions, divide by how often ``cnt`` covers each
+    position, gather at the ``dst`` positions. Positions nothing was scattered to read 0."""
+    nlead = x.ndim - len(src[0])
+    lead = x.shape[:nlead]
+    ext = [e for e in (_extent(*src), _extent(*dst), _extent(*cnt)) if e is not None]
+    lo = min(e[0] for e in ext) if ext else 0
+    span = max(e[1] for e in ext) - lo + 1 if ext else 0
+    nb = int(np.prod(lead, dtype=np.int64))
+    buf = np.zeros_like(x, shape=(nb, span))
+    ps = (_positions(*src, like=x) - lo).reshape(-1)
+    xs = x.reshape(nb, ps.size)
+    if _may_overlap(src[0], src[1]):
+        np.add.at(buf, (slice(None), ps), xs)  # repeated positions accumulate
+    else:
+        buf[:, ps] = xs
+    if _may_overlap(cnt[0], cnt[1]) and x.dtype.kind != "b":
+        count = np.zeros_like(ps, shape=(span,))
+        np.add.at(count, (_positions(*cnt, like=x) - lo).reshape(-1), 1)
+        count = np.maximum(count, 1)
+        if x.dtype.kind in "fc":
+            buf /= count
+        else:
+            buf //= count
+    pd = (_positions(*dst, like=x) - lo).reshape(-1)
+    return buf[:, pd].reshape(lead + tuple(dst[0]))
+
+
+def _as_strided_impl(x, size, stride, offset, geom, view):
+    if view and x.ndim == len(geom[0]):
+        g = storage_geometry(x)
+        if g is not None and g[:3] == tuple(geom) and (_extent(size, stride, offset) or (0, -1))[1] < g[3]:
+            return _storage_view(x, size, stride, offset)  # x lies where geom says: a real view
+    # No memory to view (a tangent, a batch, positions being replayed): the functional form.
+    return _relayout(x, geom, (size, stride, offset), geom)
+
+
+def _as_strided_adjoint_impl(g, size, stride, offset, geom):
+    return _relayout(g, (size, stride, offset), geom, geom)
+
+
+def _as_strided_vjp(ns, g, out, x, size, stride, offset, geom, view):
+    return ns.as_strided_adjoint(g, size=size, stride=stride, offset=offset, geom=geom)
+
+
+def _as_strided_jvp(ns, primals, tangents, out, size, stride, offset, geom, view):
+    return bind(as_strided_p, (tangents[0],), {"size": size, "stride": stride, "offset": offset,
+                                               "geom": geom, "view": False})
+
+
+as_strided_p = defprim("as_strided", _as_strided_impl, vjp=(_as_strided_vjp,), jvp=_as_strided_jvp,
+                       save_inputs=False, is_view=True)
 
 as_strided_adjoint_p = defprim(
     "as_strided_adjoint", _as_strided_adjoint_impl,
-    vjp=(lambda ns, g, out, gy, shape, size, stride, offset: ns.as_strided(g, size=size, stride=stride,
-                                                                           offset=offset),),
+    vjp=(lambda ns, g, out, gy, size, stride, offset, geom: ns.as_strided(
+        g, size=size, stride=stride, offset=offset, geom=geom, view=False),),
     save_inputs=None,
 )
 as_strided_adjoint_p.jvp = linear_jvp(as_strided_adjoint_p)
 
 
-def _as_strided_batch(vals, bdims, size, stride, offset):
-    # Example b of the contiguous batched input starts b * n elements in: one more leading dim.
-    v = move_bdim(vals[0], bdims[0], 0)
-    n = int(np.prod(v.shape[1:], dtype=np.int64))
-    return bind(as_strided_p, (v,), {"size": (v.shape[0],) + size, "stride": (n,) + stride,
-                                     "offset": offset}), 0
+def _lead_batch(prim):
+    """Batching rule: both impls treat leading dims as a batch of independent examples."""
+
+    def batch(vals, bdims, **params):
+        return bind(prim, (move_bdim(vals[0], bdims[0], 0),), params), 0
+
+    return batch
 
 
-def _as_strided_adjoint_batch(vals, bdims, shape, size, stride, offset):
-    v = move_bdim(vals[0], bdims[0], 0)
-    n = int(np.prod(shape, dtype=np.int64))
-    params = {"shape": (v.shape[0],) + tuple(shape), "size": (v.shape[0],) + size,
-              "stride": (n,) + stride, "offset": offset}
-    return bind(as_strided_adjoint_p, (v,), params), 0
+as_strided_p.batch = _lead_batch(as_strided_p)
+as_strided_adjoint_p.batch = _lead_batch(as_strided_adjoint_p)
 
 
-as_strided_p.batch = _as_strided_batch
-as_strided_adjoint_p.batch = _as_strided_adjoint_batch
+def _is_vmap_tracer(t):
+    return getattr(getattr(t, "_trace", None), "kind", None) == "vmap"
+
+
+def _example_geometry(t):
+    """Geometry of a vmap tracer with each example as its own storage: its view chain
+    (``_view_src``) replayed on the positions of its root example, laid out row-major."""
+    from ..._core.tensor import Tensor, _wrap
+
+    chain, v = [], t
+    while v._base is not None and v._view_src is not None and v is not v._base:
+        chain.append(v._view_src)
+        v = v._view_src[2][0]
+    root_shape = tuple(v.shape)
+    n = int(np.prod(root_shape, dtype=np.int64))
+    pos = _wrap(np.arange(n, dtype=np.int64).reshape(root_shape))
+    for prim, params, args in reversed(chain):
+        pos = bind(prim, (pos,) + tuple(args[1:]), params)
+        if type(pos) is not Tensor:  # a view with traced operands: keep the tensor's own layout
+            break
+    shape = tuple(t.shape)
+    if type(pos) is Tensor and tuple(pos.shape) == shape:
+        p = np.asarray(pos._data)
+        offset = int(p.reshape(-1)[0]) if p.size else 0
+        stride = tuple(int(p[(0,) * d + (1,) + (0,) * (p.ndim - d - 1)]) - offset if k > 1 else 0
+                       for d, k in enumerate(shape))
+        if p.size == 0 or np.array_equal(_positions(shape, stride, offset, like=p), p):
+            return shape, stride, offset, n
+    # Not expressible as a strided view of the root (a copying reshape): its own storage.
+    return shape, tuple(int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))), 0, \
+        int(np.prod(shape, dtype=np.int64))
+
+
+def _geometry(t):
+    """``(shape, strides, storage_offset, storage_size)`` of a Tensor or tracer (in elements)."""
+    if _is_vmap_tracer(t):
+        return _example_geometry(t)
+    primal = getattr(t, "_primal", None)  # grad / jvp tracers: the primal's memory
+    return _geometry(primal) if primal is not None else storage_geometry(t._data)
+
+
+def _join_storage(out, input, params):
+    """A view reaching only storage outside its input's bytes still aliases the input's storage:
+    share the root's version counter and view registry, as ``bind`` does for overlapping views."""
+    from ..._core import primitive
+    from ..._core.grad_mode import STATE
+
+    out._version = input._version
+    root = input if input._base is None else input._base
+    out._base = root
+    if STATE.grad_enabled and not (root._rg and root.grad_fn is None):
+        out._view_src = (as_strided_p, params, (input,))
+        primitive._register_view(root, out)
 
 
 @tensor_method("as_strided")
-def as_strided(input, size, stride, storage_offset=0):
-    """A view with the given ``size`` and ``stride`` (in elements) into ``input``'s elements.
+def as_strided(input, size, stride, storage_offset=None):
+    """A view of ``input``'s storage with the given ``size``, ``stride`` and ``storage_offset``.
 
-    Offsets count from ``input``'s first element in its row-major layout; elements may repeat
-    (overlapping windows), and writes through the view reach ``input`` (for a contiguous
-    input). See NOTE [Strided views].
+    As in PyTorch, all three count elements of the *storage* that ``input`` views (the memory
+    of its root base), the units of ``Tensor.stride()`` and ``Tensor.storage_offset()``;
+    ``storage_offset=None`` means ``input.storage_offset()``. Elements may repeat (overlapping
+    windows: their gradients add up), and writes through the view reach ``input``, its base and
+    its other views. Under ``vmap`` each example is its own storage, and under any transform
+    the view must stay within ``input``'s elements. See NOTE [Strided views].
 
     Examples
     --------
@@ -177,20 +363,48 @@ def as_strided(input, size, stride, storage_offset=0):
     >>> lucid.arange(6.0).as_strided((2, 3), (1, 1))
     tensor([[0., 1., 2.],
             [1., 2., 3.]])
+    >>> x = lucid.arange(6.0).reshape(2, 3)
+    >>> x.t().as_strided((2,), (4,), 0)  # offsets and strides are the storage's, not x.t()'s
+    tensor([0., 4.])
     """
     input = _as_tensor(input)
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
     if len(size) != len(stride):
-        raise RuntimeError(f"as_strided: size {size} and stride {stride} must have the same length")
-    if any(s < 0 for s in size) or any(s < 0 for s in stride) or storage_offset < 0:
-        raise RuntimeError(f"as_strided: size, stride and storage_offset must be non-negative, got "
-                           f"size {size}, stride {stride}, storage_offset {storage_offset}")
-    n = input.numel()
-    last = storage_offset + sum((sz - 1) * st for sz, st in zip(size, stride)) if all(size) else -1
-    if last >= n or (storage_offset > n):
-        raise RuntimeError(f"as_strided: size {size}, stride {stride} and storage_offset {storage_offset} "
-                           f"reach element {last}, out of bounds for a tensor of {n} elements")
-    return bind(as_strided_p, (input,), {"size": size, "stride": stride, "offset": int(storage_offset)})
+        raise RuntimeError(f"as_strided: size {list(size)} and stride {list(stride)} must have the same length")
+    if any(s < 0 for s in size):
+        raise RuntimeError(f"as_strided: sizes must be non-negative, got {list(size)}")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"as_strided: negative strides are not supported, got {list(stride)}")
+    geom = _geometry(input)
+    if geom is None:
+        raise RuntimeError(f"as_strided: the input (shape {tuple(input.shape)}) is laid out in its memory "
+                           "in no whole number of elements (a reinterpreting dtype view); clone() it first")
+    shape, in_stride, in_offset, n_storage = geom
+    offset = in_offset if storage_offset is None else int(storage_offset)
+    if offset < 0:
+        raise RuntimeError(f"as_strided: storage offset must be non-negative, got {offset}")
+    item = input.dtype.itemsize
+    ext = _extent(size, stride, offset)
+    if ext is not None and ext[1] >= n_storage:
+        raise RuntimeError(
+            f"as_strided: setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, "
+            f"and itemsize {item} requiring a storage size of {(ext[1] + 1) * item} are out of bounds "
+            f"for storage of size {n_storage * item}")
+    traced = input._level > 0
+    if traced and ext is not None:
+        held = _positions(shape, in_stride, in_offset, like=np.empty(0)).reshape(-1)
+        if not np.isin(_positions(size, stride, offset, like=held).reshape(-1), held).all():
+            raise RuntimeError(
+                f"as_strided: under {input._trace.kind} the view must stay within the elements of its "
+                f"input: sizes {list(size)}, strides {list(stride)}, storage offset {offset} reach storage "
+                f"the input (shape {list(shape)}, strides {list(in_stride)}, storage offset {in_offset}) "
+                "does not cover")
+    params = {"size": size, "stride": stride, "offset": offset,
+              "geom": (tuple(shape), tuple(in_stride), in_offset), "view": True}
+    out = bind(as_strided_p, (input,), params)
+    if not traced and out._base is None and isinstance(out._data.base, _StorageRef):
+        _join_storage(out, input, params)
+    return out
 
 
 __all__ = ["as_strided"]
