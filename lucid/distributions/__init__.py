@@ -27,6 +27,7 @@ from .categorical import Bernoulli, Categorical, OneHotCategorical, OneHotCatego
 from .constraint_registry import biject_to, transform_to
 from .distribution import Distribution
 from .exp_family import ExponentialFamily
+from .generalized_pareto import GeneralizedPareto
 from .gamma import (Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, InverseGamma, Kumaraswamy, NegativeBinomial,
                     StudentT)
 from .kl import kl_divergence, register_kl
@@ -40,10 +41,11 @@ from .transformed_distribution import (Gumbel, HalfCauchy, HalfNormal, Independe
                                        Pareto, TransformedDistribution, Weibull)
 from .von_mises import VonMises
 from .transforms import *  # noqa: F401,F403
+from . import _torch_paths
 
 __all__ = [
     "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet",
-    "Distribution", "ExpRelaxedCategorical", "Exponential", "ExponentialFamily", "FisherSnedecor", "Gamma", "Geometric", "Gumbel",
+    "Distribution", "ExpRelaxedCategorical", "Exponential", "ExponentialFamily", "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel",
     "HalfCauchy", "HalfNormal", "Independent", "InverseGamma", "Kumaraswamy", "LKJCholesky", "Laplace",
     "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli", "LowRankMultivariateNormal", "MixtureSameFamily",
     "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical", "Poisson",
@@ -52,3 +54,5 @@ __all__ = [
     "OneHotCategoricalStraightThrough", "Pareto", "TransformedDistribution", "Uniform", "Weibull",
     "constraints", "kl_divergence", "register_kl", "transforms",
 ] + transforms.__all__
+
+_torch_paths.install(__name__)  # NOTE [Distribution module paths]

@@ -23,6 +23,7 @@ __all__ = [
     "multinomial", "nonnegative", "nonnegative_integer", "one_hot", "positive",
     "positive_semidefinite", "positive_definite", "positive_integer", "real", "real_vector",
     "simplex", "square", "stack", "symmetric", "unit_interval", "open_interval", "circular",
+    "MixtureSameFamilyConstraint",
 ]
 
 
@@ -381,6 +382,47 @@ class _Stack(Constraint):
     def check(self, value):
         vs = [value.select(self.dim, i) for i in range(value.shape[self.dim])]
         return lucid.stack([c.check(v) for v, c in zip(vs, self.cseq)], self.dim)
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """The support of a :class:`~lucid.distributions.MixtureSameFamily`: ``value`` (without the
+    component dim) is checked against every component's ``base_constraint`` by adding the
+    component dim back; an event is valid when every component's support holds it (PyTorch's).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.distributions import constraints
+    >>> c = constraints.MixtureSameFamilyConstraint(constraints.interval(lucid.zeros(2, 3), lucid.ones(2, 3)))
+    >>> c.check(lucid.tensor([0.5, 1.5])).tolist()
+    [True, False]
+    """
+
+    def __init__(self, base_constraint):
+        if not isinstance(base_constraint, Constraint):
+            raise TypeError("MixtureSameFamilyConstraint: base_constraint must be a Constraint, got "
+                            f"{type(base_constraint).__name__}")
+        self.base_constraint = base_constraint
+
+    @property
+    def is_discrete(self):
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self):
+        return self.base_constraint.event_dim
+
+    def check(self, value):
+        event_dim = self.event_dim
+        if value.ndim < event_dim:
+            raise ValueError(f"MixtureSameFamilyConstraint: expected value.ndim >= {event_dim} but got "
+                             f"{value.ndim} (shape {tuple(value.shape)})")
+        result = self.base_constraint.check(value.unsqueeze(-1 - event_dim))
+        keep = value.ndim - event_dim
+        return result.reshape(tuple(result.shape[:keep]) + (-1,)).all(-1)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.base_constraint!r})"
 
 
 class _Circular(_Interval):

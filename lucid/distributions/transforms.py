@@ -854,6 +854,11 @@ class CatTransform(Transform):
     def event_dim(self):
         return max(t.event_dim for t in self.transforms)
 
+    @property
+    def length(self):
+        """The total length along ``dim`` (the sum of ``lengths``)."""
+        return sum(self.lengths)
+
     def with_cache(self, cache_size=1):
         if self._cache_size == cache_size:
             return self

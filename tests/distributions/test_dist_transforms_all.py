@@ -32,6 +32,8 @@ CASES = {
     "HalfCauchy": (lambda s: D.HalfCauchy(s), ([1.0, 2.0],), [0.5, 1.5], True),
     "Exponential": (lambda r: D.Exponential(r), ([1.0, 2.0],), [0.5, 1.5], True),
     "Pareto": (lambda sc, a: D.Pareto(sc, a), ([0.5, 0.8], [2.0, 3.0]), [1.0, 1.5], True),
+    "GeneralizedPareto": (lambda m, s, c: D.GeneralizedPareto(m, s, c), ([0.1, -0.3], [1.0, 2.0], [0.3, -0.2]),
+                          [0.5, 1.0], True),
     "Weibull": (lambda sc, k: D.Weibull(sc, k), ([1.0, 2.0], [1.5, 3.0]), [0.5, 1.5], True),
     "Gamma": (lambda c, r: D.Gamma(c, r), ([1.5, 3.0], [1.0, 2.0]), [0.5, 1.5], True),
     "Chi2": (lambda k: D.Chi2(k), ([1.5, 3.0],), [0.5, 1.5], True),
