@@ -456,7 +456,8 @@ def sgn(input):
 # the op]) before anything is computed.
 _ORDERED = ("lt", "le", "gt", "ge", "maximum", "minimum", "clamp", "amax", "amin", "argmax",
             "argmin", "argsort", "cumarg", "relu", "floor", "ceil", "trunc", "round", "frac",
-            "floor_divide", "remainder", "fmod", "sign", "atan2", "hypot", "logaddexp", "logaddexp2")
+            "floor_divide", "remainder", "fmod", "sign", "atan2", "hypot", "logaddexp", "logaddexp2",
+            "pool_argmax")  # max pooling picks each window's largest element
 # Real functions PyTorch does not implement for complex inputs either.
 _REAL_FUNCTIONS = ("softmax", "log_softmax", "softplus", "cross_entropy", "erf", "erfc", "erfcx", "erfinv",
                    "lgamma", "digamma", "polygamma", "i0", "i0e", "i1", "i1e", "ndtri", "log_ndtr", "zeta",

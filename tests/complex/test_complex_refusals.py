@@ -88,3 +88,44 @@ def test_real_functions_refuse_complex(call):
     # Before: gammainc silently dropped the imaginary part (SciPy's float64 cast).
     with pytest.raises(TypeError, match="complex"):
         call(lucid.tensor([0.3 + 0.2j]))
+
+
+Z4 = RNG.standard_normal((2, 4, 4, 4)) + 1j * RNG.standard_normal((2, 4, 4, 4))
+
+NN_REFUSED = {
+    "layer_norm": lambda z: F.layer_norm(z, (4,)),
+    "group_norm": lambda z: F.group_norm(z, 2),
+    "batch_norm": lambda z: F.batch_norm(z, None, None, training=True),
+    "instance_norm": lambda z: F.instance_norm(z),
+    "local_response_norm": lambda z: F.local_response_norm(z, 2),
+    "mish": F.mish,
+    "logsigmoid": F.logsigmoid,
+    "glu": lambda z: F.glu(z, 1),
+    "adaptive_avg_pool1d": lambda z: F.adaptive_avg_pool1d(z[0], 2),
+    "adaptive_avg_pool2d": lambda z: F.adaptive_avg_pool2d(z, 2),
+    "adaptive_avg_pool3d": lambda z: F.adaptive_avg_pool3d(z, 2),
+    "interpolate": lambda z: F.interpolate(z, scale_factor=2),
+    "embedding_bag": lambda z: F.embedding_bag(lucid.tensor([[0, 1]]), z[0, 0]),
+    "cosine_similarity": lambda z: F.cosine_similarity(z, z),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NN_REFUSED))
+def test_nn_functions_pytorch_refuses_on_complex_refuse(name):
+    with pytest.raises(TypeError, match=f"^{name}: complex inputs are not supported, as in PyTorch"):
+        NN_REFUSED[name](lucid.tensor(Z4))
+
+
+def test_max_pool_refuses_complex_and_modules_refuse_too():
+    # Before: max pooling ordered complex numbers lexicographically (PyTorch refuses).
+    for name, f in (("max_pool2d", lambda z: F.max_pool2d(z, 2)), ("max_pool1d", lambda z: F.max_pool1d(z[0], 2)),
+                    ("max_pool2d", lambda z: lucid.nn.MaxPool2d(2)(z))):
+        with pytest.raises(TypeError, match=f"^{name}: complex inputs are not supported"):
+            f(lucid.tensor(Z4))
+    from lucid._core.primitive import TN  # the primitive itself refuses too (NOTE [No order on complex numbers])
+    with pytest.raises(TypeError, match="pool_argmax: not supported for complex tensors"):
+        TN.pool_argmax(lucid.tensor(Z4), ksize=(2, 2), stride=(2, 2), padding=((0, 0), (0, 0)), dilation=(1, 1))
+    with pytest.raises(TypeError, match="^layer_norm: complex inputs"):
+        lucid.nn.LayerNorm(4, dtype=lucid.complex128)(lucid.tensor(Z4))
+    real = lucid.tensor(Z4.real)
+    assert F.layer_norm(real, (4,)).shape == (2, 4, 4, 4) and F.max_pool2d(real, 2).shape == (2, 4, 2, 2)

@@ -13,7 +13,7 @@ import lucid
 import lucid.nn.functional as F
 import lucid.special as S
 from db_complex import cfloats
-from db_conv import ref_conv, ref_conv_transpose
+from db_conv import ref_conv, ref_conv_transpose, ref_unfold
 from opinfo import OpInfo, Sample, floats, positive
 
 
@@ -111,4 +111,48 @@ OPS = [
                         Sample((cfloats(rng, 3), cfloats(rng, 2, 3), cfloats(rng, 2)), name="unbatched")]),
     OpInfo("complex_nn_Conv1d", _conv1d_module, _cx(lambda x, w: ref_conv(x, w, padding=1)),
            lambda rng: [Sample((cfloats(rng, 1, 2, 4), cfloats(rng, 3, 2, 2), cfloats(rng, 3)))]),
+]
+
+
+# -- nn functional ops PyTorch computes for complex input (the others refuse: tests/complex)
+def _pixel_shuffle(x, r):
+    n, c, h, w = x.shape
+    return x.reshape(n, c // (r * r), r, r, h, w).transpose(0, 1, 4, 2, 5, 3).reshape(n, c // (r * r), h * r, w * r)
+
+
+def _normalize(x, dim):
+    return x / np.maximum(np.sqrt((np.abs(x) ** 2).sum(dim, keepdims=True)), 1e-12)
+
+
+def _rms_norm(x):
+    # PyTorch squares the complex values themselves (x * x, not |x|^2) for complex input
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + np.finfo(np.float64).eps)
+
+
+_IDX3 = np.array([0, 2, 4])
+
+OPS += [
+    OpInfo("complex_nn_pad", lambda x: F.pad(x, (1, 2)), lambda x: np.pad(x, ((0, 0), (0, 0), (1, 2))),
+           lambda rng: [Sample((cfloats(rng, 2, 2, 3),))]),
+    OpInfo("complex_nn_pad_reflect", lambda x: F.pad(x, (2, 1), mode="reflect"),
+           lambda x: np.pad(x, ((0, 0), (0, 0), (2, 1)), mode="reflect"), lambda rng: [Sample((cfloats(rng, 1, 2, 4),))]),
+    OpInfo("complex_nn_pixel_shuffle", lambda x: F.pixel_shuffle(x, 2), lambda x: _pixel_shuffle(x, 2),
+           lambda rng: [Sample((cfloats(rng, 1, 4, 2, 3),))]),
+    OpInfo("complex_nn_unfold", lambda x: F.unfold(x, 2), lambda x: ref_unfold(x.real, 2) + 1j * ref_unfold(x.imag, 2),
+           lambda rng: [Sample((cfloats(rng, 1, 2, 3, 3),))]),
+    OpInfo("complex_nn_normalize", lambda x: F.normalize(x, dim=1), lambda x: _normalize(x, 1),
+           lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_nn_pairwise_distance", F.pairwise_distance,
+           lambda a, b: np.sqrt((np.abs(a - b + 1e-6) ** 2).sum(-1)), lambda rng: [Sample((cfloats(rng, 2, 3), cfloats(rng, 2, 3)))]),
+    OpInfo("complex_nn_rms_norm", lambda x: F.rms_norm(x, (3,)), _rms_norm, lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_nn_softsign", F.softsign, lambda x: x / (1 + np.abs(x)), lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_nn_tanhshrink", F.tanhshrink, lambda x: x - np.tanh(x), lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_nn_embedding", lambda w: F.embedding(lucid.tensor(_IDX3), w), lambda w: w[_IDX3],
+           lambda rng: [Sample((cfloats(rng, 5, 2),))]),
+    OpInfo("complex_nn_bilinear", F.bilinear, lambda a, b, w, c: np.einsum("ni,oij,nj->no", a, w, b) + c,
+           lambda rng: [Sample((cfloats(rng, 2, 3), cfloats(rng, 2, 2), cfloats(rng, 4, 3, 2), cfloats(rng, 4)))]),
+    OpInfo("complex_nn_conv3d", lambda x, w: F.conv3d(x, w), _cx(ref_conv),
+           lambda rng: [Sample((cfloats(rng, 1, 1, 3, 3, 2), cfloats(rng, 2, 1, 2, 2, 2)))]),
+    OpInfo("complex_nn_dropout_eval", lambda x: F.dropout(x, 0.5, training=False), lambda x: x,
+           lambda rng: [Sample((cfloats(rng, 2, 3),))]),
 ]

@@ -13,6 +13,7 @@ import numpy as np
 from ..._core.tensor import Tensor
 from ...ops import elementwise as _elementwise
 from ...ops._family import _promote_float, unary
+from ._complex import refuse_complex as _refuse_complex
 
 __all__ = [
     "relu", "relu_", "leaky_relu", "elu", "gelu", "silu", "mish", "tanh", "sigmoid", "softplus",
@@ -302,6 +303,7 @@ def mish(input, inplace=False):
     >>> F.mish(lucid.tensor([0.0])).tolist()
     [0.0]
     """
+    _refuse_complex("mish", input)
     return _apply("mish_", _t(input), inplace, lambda x: x * _lucid().tanh(_softplus(x)))
 
 
@@ -433,6 +435,7 @@ def logsigmoid(input):
     >>> round(F.logsigmoid(lucid.tensor([0.0])).item(), 4)
     -0.6931
     """
+    _refuse_complex("logsigmoid", input)
     return -_softplus(-_t(input))
 
 
@@ -492,6 +495,7 @@ def glu(input, dim=-1):
     >>> F.glu(lucid.tensor([2.0, 0.0])).tolist()
     [1.0]
     """
+    _refuse_complex("glu", input)
     n = input.shape[dim]
     if n % 2:
         raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} is size {n}")

@@ -18,6 +18,7 @@ from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import Tensor, _wrap
 from ...ops._family import _as_tensor, move_bdim
 from .activation import _softplus, log_softmax
+from ._complex import refuse_complex as _refuse_complex
 from .sparse import one_hot
 
 __all__ = [
@@ -54,22 +55,6 @@ def _reduce(loss, reduction, name):
         return loss.sum()
     raise ValueError(f"{name}: {reduction!r} is not a valid value for reduction "
                      "(expected 'none', 'mean' or 'sum')")
-
-
-# NOTE [Losses refuse complex input]
-# PyTorch computes l1_loss (|d| is real), triplet_margin_loss, poisson_nll_loss and
-# gaussian_nll_loss for complex input and refuses every other loss (mse "not implemented for
-# 'ComplexDouble'", kl_div "Complex inputs not supported"...). Those losses check their
-# inputs here, before any work, so the error names the loss rather than whichever op inside
-# it happens to fail first, or, worse, a complex "loss" comes back (mse_loss of complex d is
-# mean(d * d), not mean(|d|^2)).
-def _refuse_complex(name, *tensors):
-    for t in tensors:
-        dt = getattr(t, "dtype", None)
-        if dt is not None and dt.kind == "c":
-            got = ", ".join(str(getattr(v, "dtype", type(v).__name__)) for v in tensors)
-            raise TypeError(f"{name}: complex inputs are not supported, as in PyTorch (got {got}); compare "
-                            f"real coordinates (lucid.view_as_real) or magnitudes (.abs()) instead")
 
 
 def _check_same_shape(input, target, name):
@@ -622,6 +607,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     >>> round(F.cosine_similarity(lucid.tensor([[1.0, 0.0]]), lucid.tensor([[1.0, 1.0]])).item(), 4)
     0.7071
     """
+    _refuse_complex("cosine_similarity", x1, x2)
     lucid = _lucid()
     x1, x2 = _as_tensor(x1), _as_tensor(x2)
     try:

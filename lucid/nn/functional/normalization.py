@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._core.grad_mode import no_grad
+from ._complex import refuse_complex as _refuse_complex
 
 __all__ = ["layer_norm", "group_norm", "batch_norm", "instance_norm", "normalize", "rms_norm", "local_response_norm"]
 
@@ -62,6 +63,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     >>> F.layer_norm(lucid.tensor([[1.0, 3.0]]), (2,), eps=0.0)
     tensor([[-1.,  1.]])
     """
+    _refuse_complex("layer_norm", input)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
@@ -133,6 +135,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     >>> F.group_norm(lucid.tensor([[1.0, 3.0]]), 1, eps=0.0)
     tensor([[-1.,  1.]])
     """
+    _refuse_complex("group_norm", input)
     if input.ndim < 2:
         raise RuntimeError(f"group_norm: expected an input of shape (N, C, *), got {tuple(input.shape)}")
     n, c = input.shape[:2]
@@ -178,6 +181,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     tensor([[-1.],
            [ 1.]])
     """
+    _refuse_complex("batch_norm", input)
     lucid = _lucid()
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got {tuple(input.shape)}")
@@ -248,6 +252,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     >>> F.instance_norm(lucid.tensor([[[1.0, 3.0]]]), eps=0.0).tolist()
     [[[-1.0, 1.0]]]
     """
+    _refuse_complex("instance_norm", input)
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     out = _standardize(input, tuple(range(2, input.ndim)), eps)
@@ -317,6 +322,7 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     >>> F.local_response_norm(lucid.ones(1, 3, 2), 1, alpha=1.0, beta=1.0).tolist()
     [[[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]]
     """
+    _refuse_complex("local_response_norm", input)
     if input.ndim < 3:
         raise ValueError(f"local_response_norm: expected 3D or higher dimensionality input (got {input.ndim} "
                          "dimensions)")

@@ -19,6 +19,7 @@ from ..._core.primitive import bind
 from ..._core.tensor import _wrap
 from ...ops._family import _as_tensor
 from ...ops.conv import _tuple, conv_p, pool_argmax_p, take_last_p
+from ._complex import refuse_complex as _refuse_complex
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
@@ -61,6 +62,7 @@ def _pool_geometry(sp, kernel_size, stride, padding, dilation, ceil_mode, op):
 
 
 def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nsp, op):
+    _refuse_complex(op, input)  # complex numbers have no order (pool_argmax refuses them too)
     x, unbatched = _batched(input, nsp, op)
     n, c = x.shape[:2]
     sp = tuple(x.shape[2:])
@@ -203,6 +205,7 @@ def _adaptive_avg(input, output_size, nsp, op):
 
 def adaptive_avg_pool1d(input, output_size):
     """Average pooling to a fixed output length (windows ``[floor(i*L/o), ceil((i+1)*L/o))``)."""
+    _refuse_complex("adaptive_avg_pool1d", input)
     return _adaptive_avg(input, output_size, 1, "adaptive_avg_pool1d")
 
 
@@ -216,6 +219,7 @@ def adaptive_avg_pool2d(input, output_size):
     >>> F.adaptive_avg_pool2d(lucid.ones(2, 3, 5, 7), 1).shape
     (2, 3, 1, 1)
     """
+    _refuse_complex("adaptive_avg_pool2d", input)
     return _adaptive_avg(input, output_size, 2, "adaptive_avg_pool2d")
 
 

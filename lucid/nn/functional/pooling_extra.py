@@ -12,6 +12,7 @@ from ..._core.primitive import bind
 from ..._core.tensor import _wrap
 from ...ops.conv import take_last_p
 from .pooling import _adaptive_avg, _adaptive_max, _batched, avg_pool1d, avg_pool2d, avg_pool3d
+from ._complex import refuse_complex as _refuse_complex
 
 __all__ = ["adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
            "max_unpool2d", "max_unpool3d", "fractional_max_pool2d", "fractional_max_pool3d"]
@@ -44,6 +45,7 @@ def adaptive_avg_pool3d(input, output_size):
     >>> F.adaptive_avg_pool3d(lucid.ones(1, 2, 3, 4, 5), 1).shape
     (1, 2, 1, 1, 1)
     """
+    _refuse_complex("adaptive_avg_pool3d", input)
     return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
 
 

@@ -7,6 +7,7 @@ from ..._core.backend import xp
 from ..._core.grad_mode import no_grad
 from ..._core.primitive import bind, defprim
 from ...ops._family import _as_tensor, move_bdim
+from ._complex import refuse_complex as _refuse_complex
 
 __all__ = ["one_hot", "embedding", "embedding_bag"]
 
@@ -169,6 +170,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     >>> F.embedding_bag(lucid.tensor([0, 1, 2]), w, lucid.tensor([0, 2]), mode="sum").tolist()
     [[4.0, 6.0], [5.0, 6.0]]
     """
+    _refuse_complex("embedding_bag", weight)
     import lucid
 
     from ..._core.tensor import _wrap

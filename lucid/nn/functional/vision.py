@@ -12,6 +12,7 @@ import numpy as np
 
 from ..._core.tensor import _wrap
 from ...ops._family import _as_tensor
+from ._complex import refuse_complex as _refuse_complex
 
 __all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle",
            "channel_shuffle"]
@@ -122,6 +123,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     >>> F.interpolate(lucid.tensor([[[1.0, 2.0]]]), scale_factor=2).tolist()
     [[[1.0, 1.0, 2.0, 2.0]]]
     """
+    _refuse_complex("interpolate", input)
     x = _as_tensor(input)
     nsp = x.ndim - 2
     if nsp < 1:
