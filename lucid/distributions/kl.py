@@ -495,7 +495,10 @@ def _kl_gumbel_normal(p, q):
 
 def _kl_infinite(p, q):
     """A support of p not contained in q's: the divergence is infinite."""
-    return _infinite_like(p.mean if not isinstance(p, Cauchy) else p.loc)
+    inf = _infinite_like(p.loc if isinstance(p, Cauchy) else p.mean)
+    # the pair's batch shape (PyTorch returns p's alone, which is narrower when q's batch is wider)
+    shape = tuple(np.broadcast_shapes(tuple(p.batch_shape), tuple(q.batch_shape)))
+    return inf if tuple(inf.shape) == shape else lucid.broadcast_to(inf, shape)
 
 
 for _p in (Normal, Laplace, Gumbel, Cauchy):

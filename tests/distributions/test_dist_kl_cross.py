@@ -142,6 +142,13 @@ def test_cross_kl_infinite_cases(i):
     assert kl.shape == () and math.isinf(kl.item()) and kl.item() > 0
 
 
+def test_infinite_kl_has_the_pairs_batch_shape():
+    kl = kl_divergence(Normal(f64(np.zeros(3)), f64(1.0)), ContinuousBernoulli(probs=f64([[0.3], [0.6]])))
+    assert kl.shape == (2, 3) and np.isposinf(kl.numpy()).all()
+    kl = kl_divergence(Pareto(f64([[1.0], [2.0]]), f64(2.0)), Uniform(f64(0.0), f64([1.0, 2.0, 3.0])))
+    assert kl.shape == (2, 3) and np.isposinf(kl.numpy()).all()
+
+
 def test_cross_kl_batched_mixed_finite_and_infinite_with_clean_gradients():
     # one entry finite, one infinite: the infinite entry must not poison the gradient of the other
     alpha = f64([3.0, 0.8]).requires_grad_()
