@@ -21,8 +21,13 @@ def stride(input, dim=None):
     >>> x.stride(), x.t().stride(), x.stride(-1)
     ((3, 1), (1, 3), 1)
     """
-    arr = input._data
-    st = tuple(s // arr.itemsize for s in arr.strides)
+    if input._level:  # a tracer: the geometry as_strided counts in (NOTE [Strided views])
+        from .shape.strided import _geometry
+
+        st = _geometry(input)[1]
+    else:
+        arr = input._data
+        st = tuple(s // arr.itemsize for s in arr.strides)
     if dim is None:
         return st
     if not -len(st) <= dim < max(len(st), 1):
@@ -56,9 +61,10 @@ def storage_offset(input):
     >>> x.storage_offset(), x[2:].storage_offset()
     (0, 2)
     """
-    from .shape.strided import storage_geometry
+    from .shape.strided import _geometry, storage_geometry
 
-    geom = storage_geometry(input._data)  # the units as_strided counts in (NOTE [Strided views])
+    # The units as_strided counts in (NOTE [Strided views]); under vmap each example's own.
+    geom = _geometry(input) if input._level else storage_geometry(input._data)
     if geom is None:
         raise RuntimeError(f"storage_offset: the tensor (shape {tuple(input.shape)}) starts at no whole "
                            "number of elements from its storage's start (a reinterpreting dtype view)")

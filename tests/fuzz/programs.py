@@ -8,9 +8,9 @@ read the second operand's sum instead (a 0-d value broadcasts with anything), an
 need a dim or a non-empty tensor fall back to the identity, so every drawn program runs.
 
 The ops cover elementwise math, special functions, FFT round trips and complex parts,
-matmul, reductions (``keepdim`` both ways), views and copies of
-several kinds (transpose, flip, slicing with steps, select, diagonal, expand, reshape,
-unsqueeze), joining, cumulative ops, and in-place changes of intermediates read through
+matmul, reductions (``keepdim`` both ways), views and copies of several kinds (transpose,
+flip, slicing with steps, select, diagonal, expand, reshape, unsqueeze, as_strided windows in
+storage units), joining, cumulative ops, and in-place changes of intermediates read through
 views made before the change (NOTE [View replay]).
 """
 from __future__ import annotations
@@ -79,6 +79,19 @@ def _step_slice(L, k, x):
     if x.ndim == 0:
         return x * 1
     return x[..., ::2]
+
+
+def _as_strided_window(L, k, x):
+    # x.narrow(d, s, n - s) with its dims reversed, asked of as_strided in storage units
+    # (x.stride(), x.storage_offset()): they must agree with as_strided on any view, under any
+    # transform. NOTE [Strided views]
+    d = _dim(x, k)
+    if d is None or x.shape[d] == 0:
+        return x * 1
+    s = k % x.shape[d]
+    st = x.stride()
+    size = [n - (s if i == d else 0) for i, n in enumerate(x.shape)]
+    return x.as_strided(size[::-1], st[::-1], x.storage_offset() + s * st[d])
 
 
 def _inplace_mul_through_view(L, k, x, y):
@@ -213,6 +226,7 @@ REDUCE_AND_SHAPE = {
     "reshape_flat": lambda L, k, x: x.reshape(-1),
     "unsqueeze": lambda L, k, x: x.unsqueeze(k % (x.ndim + 1)),
     "expand": lambda L, k, x: x.expand(2, *x.shape),
+    "as_strided_window": _as_strided_window,
 }
 
 OPS = {**{n: (1, f) for n, f in {**UNARY, **REDUCE_AND_SHAPE}.items()}, **{n: (2, f) for n, f in BINARY.items()}}

@@ -16,11 +16,14 @@ The primitive carries the input's geometry ``geom = (shape, strides, offset)``. 
 of the input's values the output is ``G_out D^-1 S_in x``: scatter-add x into a storage buffer
 at its own positions, divide by how often each position is covered (an input with repeated
 memory, an expand, holds equal values there), gather at the requested positions; storage
-the input does not cover is a constant (no gradient, as PyTorch's AsStridedBackward). The
-adjoint ``G_in D^-1 S_out g`` (repeated output positions accumulate) is ``as_strided_adjoint``;
-the two are each other's vjp, and the jvp applies the functional form (``view=False``) to the
-tangent, so any order works. The eager forward is a real view when the input lies where
-``geom`` says; without memory (tangents, batches, replayed positions) it is the functional form.
+the input does not cover is a constant there. So that the derivative reaches those elements
+too, an eager view reaching them is bound on the root base instead, when the input's history
+is a view chain of the root's (PyTorch's AsStridedBackward drops them, except after view
+replay); a detached input keeps its own. The adjoint ``G_in D^-1 S_out g`` (repeated output
+positions accumulate) is ``as_strided_adjoint``; the two are each other's vjp, and the jvp
+applies the functional form (``view=False``) to the tangent, so any order works. The eager
+forward is a real view when the input lies where ``geom`` says; without memory (tangents,
+batches, replayed positions) it is the functional form.
 Under transforms a tracer has no memory of its own: under grad/jvp the geometry is its
 primal's; under vmap each example is its own storage (the vmap root example, row-major, with
 the view chain replayed on its positions), so vmap equals a loop over fresh examples. Under
@@ -141,8 +144,9 @@ def _owner(arr):
 def _byte_span(arr):
     """(lowest address, bytes up to one past the highest element) of ``arr``'s elements."""
     ptr = arr.__array_interface__["data"][0]
-    if arr.size == 0:
-        return ptr, 0
+    flags = arr.flags
+    if flags.c_contiguous or flags.f_contiguous:  # the common owner: one block from ptr
+        return ptr, arr.nbytes
     lo = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides) if s < 0)
     hi = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides) if s > 0)
     return ptr + lo, hi - lo + arr.itemsize
@@ -312,16 +316,16 @@ def _example_geometry(t):
         if type(pos) is not Tensor:  # a view with traced operands: keep the tensor's own layout
             break
     shape = tuple(t.shape)
-    if type(pos) is Tensor and tuple(pos.shape) == shape:
+    row_major = tuple(int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape)))
+    if type(pos) is Tensor and tuple(pos.shape) == shape and pos.numel():
         p = np.asarray(pos._data)
-        offset = int(p.reshape(-1)[0]) if p.size else 0
-        stride = tuple(int(p[(0,) * d + (1,) + (0,) * (p.ndim - d - 1)]) - offset if k > 1 else 0
-                       for d, k in enumerate(shape))
-        if p.size == 0 or np.array_equal(_positions(shape, stride, offset, like=p), p):
+        offset = int(p.reshape(-1)[0])
+        stride = tuple(int(p[(0,) * d + (1,) + (0,) * (p.ndim - d - 1)]) - offset if k > 1 else row_major[d]
+                       for d, k in enumerate(shape))  # a dim of length 1 has any stride: say row-major's
+        if np.array_equal(_positions(shape, stride, offset, like=p), p):
             return shape, stride, offset, n
-    # Not expressible as a strided view of the root (a copying reshape): its own storage.
-    return shape, tuple(int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))), 0, \
-        int(np.prod(shape, dtype=np.int64))
+    # Empty, or not a strided view of the root (a copying reshape): its own storage.
+    return shape, row_major, 0, int(np.prod(shape, dtype=np.int64))
 
 
 def _geometry(t):
@@ -370,7 +374,8 @@ def as_strided(input, size, stride, storage_offset=None):
     input = _as_tensor(input)
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
     if len(size) != len(stride):
-        raise RuntimeError(f"as_strided: size {list(size)} and stride {list(stride)} must have the same length")
+        raise RuntimeError(f"as_strided: size {list(size)} and stride {list(stride)} must have the same "
+                           "length")
     if any(s < 0 for s in size):
         raise RuntimeError(f"as_strided: sizes must be non-negative, got {list(size)}")
     if any(s < 0 for s in stride):
@@ -391,20 +396,42 @@ def as_strided(input, size, stride, storage_offset=None):
             f"and itemsize {item} requiring a storage size of {(ext[1] + 1) * item} are out of bounds "
             f"for storage of size {n_storage * item}")
     traced = input._level > 0
-    if traced and ext is not None:
-        held = _positions(shape, in_stride, in_offset, like=np.empty(0)).reshape(-1)
-        if not np.isin(_positions(size, stride, offset, like=held).reshape(-1), held).all():
-            raise RuntimeError(
-                f"as_strided: under {input._trace.kind} the view must stay within the elements of its "
-                f"input: sizes {list(size)}, strides {list(stride)}, storage offset {offset} reach storage "
-                f"the input (shape {list(shape)}, strides {list(in_stride)}, storage offset {in_offset}) "
-                "does not cover")
+    if traced and ext is not None and not _covers((shape, in_stride, in_offset), size, stride, offset):
+        raise RuntimeError(
+            f"as_strided: under {input._trace.kind} the view must stay within the elements of its "
+            f"input: sizes {list(size)}, strides {list(stride)}, storage offset {offset} reach storage "
+            f"the input (shape {list(shape)}, strides {list(in_stride)}, storage offset {in_offset}) "
+            "does not cover")
+    src = input
+    if not traced and input._rg and input._base is not None and ext is not None:
+        root = input._base
+        # A view reaching storage its input does not cover reads the root's elements there, so
+        # its derivative flows through the root when the input's history is a view chain of the
+        # root's (a registered view, or a view of a leaf); a detached view keeps its input.
+        derived = input._view_src is not None or (root._rg and root.grad_fn is None
+                                                  and input.grad_fn is not None)
+        if derived and not _covers((shape, in_stride, in_offset), size, stride, offset):
+            root_geom = storage_geometry(root._data)
+            if root_geom is not None:
+                src, (shape, in_stride, in_offset, _) = root, root_geom
     params = {"size": size, "stride": stride, "offset": offset,
               "geom": (tuple(shape), tuple(in_stride), in_offset), "view": True}
-    out = bind(as_strided_p, (input,), params)
+    out = bind(as_strided_p, (src,), params)
     if not traced and out._base is None and isinstance(out._data.base, _StorageRef):
-        _join_storage(out, input, params)
+        _join_storage(out, src, params)
     return out
 
+
+def _covers(geom, size, stride, offset):
+    """Whether every storage position of the view is one of the input's (``geom``)."""
+    lo, hi = _extent(size, stride, offset)
+    in_ext = _extent(*geom)
+    if in_ext is None or lo < in_ext[0] or hi > in_ext[1]:
+        return False
+    n_in = int(np.prod(geom[0], dtype=np.int64))
+    if in_ext[1] - in_ext[0] + 1 == n_in and not _may_overlap(geom[0], geom[1]):
+        return True  # the input fills its extent densely
+    held = _positions(*geom, like=np.empty(0)).reshape(-1)
+    return bool(np.isin(_positions(size, stride, offset, like=held).reshape(-1), held).all())
 
 __all__ = ["as_strided"]
