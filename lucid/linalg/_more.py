@@ -14,6 +14,7 @@ import numpy as np
 from .._core.primitive import bind
 from .._core.tensor import Tensor, tensor_method
 from ..ops import linalg_eig as _eig
+from ..ops import linalg_ex as _ex
 from ..ops._family import _as_tensor, normalize_axis
 
 EigResult = collections.namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
@@ -131,6 +132,9 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None):
 def cond(A, p=None):
     """Condition number in the ``p`` norm: ``||A|| ||A^-1||`` (2 / None: ``S.max() / S.min()``).
 
+    As PyTorch and NumPy, a singular matrix has condition number inf (never an error); for
+    ``'nuc'`` it is PyTorch's ``sum(S) * sum(1 / S)`` (nan for the zero matrix).
+
     Parameters
     ----------
     A : Tensor
@@ -143,6 +147,8 @@ def cond(A, p=None):
     >>> import lucid
     >>> lucid.linalg.cond(lucid.tensor([[2.0, 0.0], [0.0, 0.5]])).item()
     4.0
+    >>> lucid.linalg.cond(lucid.tensor([[1.0, 2.0], [2.0, 4.0]]), 1).item()
+    inf
     """
     L = _L()
     A = _float_matrix(A, "cond", square=p not in (None, 2, -2))
@@ -151,7 +157,23 @@ def cond(A, p=None):
         return S[..., 0] / S[..., -1] if p != -2 else S[..., -1] / S[..., 0]
     if p not in ("fro", "nuc", math.inf, -math.inf, 1, -1):
         raise RuntimeError(f"linalg.cond: p={p!r} is not supported (None, 2, -2, 'fro', 'nuc', inf, -inf, 1, -1)")
-    return L.matrix_norm(A, p) * L.matrix_norm(L.inv(A), p)
+    from ..ops.creation import eye
+    from ..ops.elementwise import isinf, logical_and, nan_to_num, where
+
+    if p == "nuc":  # PyTorch's: sum(S) sum(1 / S), inf for a singular matrix (0 * inf = nan for 0)
+        S = L.svdvals(A)
+        s_sum, s_inv = S.sum(-1), (1.0 / S).sum(-1)
+        inf = isinf(s_inv)  # select rather than compute 0 * inf (no floating-point warning)
+        return where(logical_and(inf, s_sum == 0), math.nan, where(inf, 1.0, s_sum) * s_inv)
+    # PyTorch's (and NumPy's): the inverse of a singular matrix (LU info > 0) is all inf, so the
+    # condition number is inf (0 * inf too). Never raises; per matrix (inv_ex), under vmap too. The
+    # singular matrices are swapped for I before the differentiable inverse, so their (zero)
+    # gradient does not become inf/nan and leak into parameters shared with the good ones.
+    bad = inv_ex(A.detach()).info.unsqueeze(-1).unsqueeze(-1) > 0
+    inv = where(bad, math.inf, inv_ex(where(bad, eye(A.shape[-1], dtype=A.dtype), A)).inverse)
+    n_inv = L.matrix_norm(inv, p)
+    n_a = where(isinf(n_inv), 1.0, L.matrix_norm(A, p))  # inf, not 0 * inf (and no warning)
+    return nan_to_num(n_a * n_inv, nan=math.inf, posinf=math.inf, neginf=-math.inf)
 
 
 # ----------------------------------------------------------------------- lstsq
@@ -226,27 +248,36 @@ def _mH(x):
 
 
 # ---------------------------------------------------------------- *_ex variants
+# Primitives that never raise and report LAPACK's info per matrix (NOTE [_ex per matrix]).
 
-def _info_of(fn, arrays):
-    """Per-matrix LAPACK ``info`` of ``fn`` (a scipy.linalg.lapack routine returning info last)."""
-    flat = arrays.reshape((-1,) + arrays.shape[-2:])
-    info = np.array([int(fn(m)[-1]) for m in flat], dtype=np.int32)
-    return info.reshape(arrays.shape[:-2])
+def _check_info(op, info, what):
+    """``check_errors=True``: raise for the first failing matrix, naming it (as PyTorch)."""
+    if info.__class__ is not Tensor:
+        raise RuntimeError(f"linalg.{op}: check_errors=True needs concrete values; it is not supported under "
+                           "vmap or other transforms (check the returned info instead)")
+    flat = info.numpy().reshape(-1)
+    bad = np.flatnonzero(flat > 0)
+    if bad.size:
+        where = f"(Batch element {int(bad[0])}): " if info.ndim else ""
+        raise RuntimeError(f"linalg.{op}: {where}{what(int(flat[bad[0]]))}")
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False):
-    """``(L, info)``: :func:`cholesky` that reports failure in ``info`` (the order of the failing minor).
+    """``(L, info)``: :func:`cholesky` that reports failure in ``info`` instead of raising.
 
-    Where ``info > 0`` the factor is LAPACK's partial one and carries no gradient.
+    ``info`` (int32, A's batch shape) is 0 where the factorisation succeeded, else the order of
+    the leading minor that is not positive-definite; that matrix's factor is the partial one
+    LAPACK leaves (its gradient is garbage, as in PyTorch). The other matrices of the batch get
+    exact factors and gradients, also under vmap (NOTE [_ex per matrix]).
 
     Parameters
     ----------
     A : Tensor
-        (..., n, n), symmetric positive-definite.
+        (..., n, n), symmetric (Hermitian) positive-definite; the lower triangle is read.
     upper : bool
-        Return the upper factor.
+        Return the upper factor ``L^H``.
     check_errors : bool
-        Raise instead of reporting.
+        Raise if some matrix failed.
 
     Examples
     --------
@@ -254,43 +285,27 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     >>> lucid.linalg.cholesky_ex(lucid.tensor([[1.0, 2.0], [2.0, 1.0]])).info.item()
     2
     """
-    L = _L()
     A = _float_matrix(A, "cholesky_ex", square=True)
-    try:
-        F = L.cholesky(A, upper=upper)
-        return CholeskyExResult(F, _as_tensor(np.zeros(tuple(A.shape[:-2]), np.int32)))
-    except RuntimeError:
-        if check_errors or A.__class__ is not Tensor:
-            raise
-    from scipy.linalg import lapack
-
-    a = A.detach().numpy()
-    potrf = lapack.get_lapack_funcs("potrf", (a,))
-    info = _info_of(lambda m: potrf(m, lower=1), a)
-    flat = a.reshape((-1,) + a.shape[-2:])
-    fac = np.stack([np.tril(potrf(m, lower=1)[0]) for m in flat]).reshape(a.shape) if a.size else a.copy()
-    out = _as_tensor(np.ascontiguousarray(np.swapaxes(fac, -1, -2).conj() if upper else fac))
-    return CholeskyExResult(out, _as_tensor(info))
-
-
-def _getrf_info(a):
-    from scipy.linalg import lapack
-
-    getrf = lapack.get_lapack_funcs("getrf", (a,))
-    return _info_of(getrf, a)
+    F, info = bind(_ex.cholesky_ex_p, (A,), {})
+    if check_errors:
+        _check_info("cholesky_ex", info, lambda k: "The factorization could not be completed because the input is "
+                    f"not positive-definite (the leading minor of order {k} is not positive-definite).")
+    return CholeskyExResult(_mH(F) if upper else F, info)
 
 
 def inv_ex(A, *, check_errors=False):
     """``(inverse, info)``: :func:`inv` that reports a singular matrix in ``info`` instead of raising.
 
-    Where ``info > 0`` the inverse is NaN (and carries no gradient).
+    ``info`` (int32, A's batch shape) is 0 for an invertible matrix, else the index (from 1)
+    of the zero pivot of its LU factorisation; that matrix's inverse is LAPACK's inf/nan (as
+    PyTorch's). The other matrices get exact inverses and gradients, also under vmap.
 
     Parameters
     ----------
     A : Tensor
         (..., n, n).
     check_errors : bool
-        Raise instead of reporting.
+        Raise if some matrix is singular.
 
     Examples
     --------
@@ -299,21 +314,19 @@ def inv_ex(A, *, check_errors=False):
     2
     """
     A = _float_matrix(A, "inv_ex", square=True)
-    try:
-        return InvExResult(_L().inv(A), _as_tensor(np.zeros(tuple(A.shape[:-2]), np.int32)))
-    except RuntimeError:
-        if check_errors or A.__class__ is not Tensor:
-            raise
-    a = A.detach().numpy()
-    info = _getrf_info(a)
-    flat = a.reshape((-1,) + a.shape[-2:])
-    inv = np.stack([np.linalg.inv(m) if k == 0 else np.full_like(m, np.nan)
-                    for m, k in zip(flat, info.reshape(-1))]).reshape(a.shape)
-    return InvExResult(_as_tensor(inv), _as_tensor(info))
+    inv, info = bind(_ex.inv_ex_p, (A,), {})
+    if check_errors:
+        _check_info("inv_ex", info, lambda k: f"The diagonal element {k} is zero, the inversion could not be "
+                    "completed because the input matrix is singular.")
+    return InvExResult(inv, info)
 
 
 def solve_ex(A, B, *, left=True, check_errors=False):
     """``(result, info)``: :func:`solve` that reports a singular ``A`` in ``info`` instead of raising.
+
+    ``info`` has A's batch shape (as PyTorch's), 0 where A is invertible, else the index of the
+    zero pivot; that system's solution is LAPACK's inf/nan. The other systems get exact
+    solutions and gradients, also under vmap. Batch dims of A and B broadcast.
 
     Parameters
     ----------
@@ -322,9 +335,9 @@ def solve_ex(A, B, *, left=True, check_errors=False):
     B : Tensor
         (..., n, k) or (..., n).
     left : bool
-        Solve ``A X = B`` (else ``X A = B``).
+        Solve ``A X = B`` (else ``X A = B``; then info is that of ``A^T``).
     check_errors : bool
-        Raise instead of reporting.
+        Raise if some A is singular.
 
     Examples
     --------
@@ -332,19 +345,27 @@ def solve_ex(A, B, *, left=True, check_errors=False):
     >>> lucid.linalg.solve_ex(lucid.eye(2), lucid.tensor([1.0, 2.0])).result.tolist()
     [1.0, 2.0]
     """
+    from ..ops.elementwise import promote
+
     A = _float_matrix(A, "solve_ex", square=True)
-    try:
-        return SolveExResult(_L().solve(A, B, left=left), _as_tensor(np.zeros(tuple(A.shape[:-2]), np.int32)))
-    except RuntimeError as e:
-        if check_errors or A.__class__ is not Tensor or "singular" not in str(e):
-            raise
-    inv, info = inv_ex(A)
     B = _as_tensor(B)
-    if not left:
-        return SolveExResult(B @ inv, info)
+    if B.dtype.kind not in "fc":
+        raise RuntimeError(f"linalg.solve_ex: expected B to be a floating point tensor, got dtype {B.dtype}")
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        if B.ndim < 2:
+            raise RuntimeError(f"linalg.solve_ex: left=False needs B of at least 2 dims, got shape {tuple(B.shape)}")
+        X, info = solve_ex(A.mT, B.mT, check_errors=check_errors)
+        return SolveExResult(X.mT, info)
+    A, B = promote(A, B)
     vec = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
-    res = (inv @ B.unsqueeze(-1)).squeeze(-1) if vec else inv @ B
-    return SolveExResult(res, info)
+    if vec:
+        B = B.unsqueeze(-1)
+    if B.ndim < 2 or B.shape[-2] != A.shape[-1]:
+        raise RuntimeError(f"linalg.solve_ex: incompatible shapes of A {tuple(A.shape)} and B {tuple(B.shape)}")
+    X, info = bind(_ex.solve_ex_p, (A, B), {})
+    if check_errors:
+        _check_info("solve_ex", info, lambda k: "The solver failed because the input matrix is singular.")
+    return SolveExResult(X.squeeze(-1) if vec else X, info)
 
 
 # ---------------------------------------------------------------- products etc.
