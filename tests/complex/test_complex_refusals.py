@@ -129,3 +129,26 @@ def test_max_pool_refuses_complex_and_modules_refuse_too():
         lucid.nn.LayerNorm(4, dtype=lucid.complex128)(lucid.tensor(Z4))
     real = lucid.tensor(Z4.real)
     assert F.layer_norm(real, (4,)).shape == (2, 4, 4, 4) and F.max_pool2d(real, 2).shape == (2, 4, 2, 2)
+
+
+ORDER_REFUSED = {
+    "searchsorted": lambda z: lucid.searchsorted(z[0], z[1]),
+    "bucketize": lambda z: lucid.bucketize(z, z[0]),
+    "histc": lambda z: lucid.histc(z),
+    "histogram": lambda z: lucid.histogram(z),
+    "unique": lambda z: lucid.unique(z),
+    "unique_consecutive": lambda z: lucid.unique_consecutive(z),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ORDER_REFUSED))
+def test_ops_built_on_an_order_refuse_complex(name):
+    # Before: NumPy ordered complex numbers lexicographically (histc dropped the imaginary part).
+    with pytest.raises(TypeError, match=f"^{name}: not supported for complex tensors .complex numbers have no order"):
+        ORDER_REFUSED[name](c())
+    ORDER_REFUSED[name](lucid.tensor(np.sort(R, axis=-1)))  # real input still works
+
+
+def test_cdist_refuses_complex_as_pytorch():
+    with pytest.raises(TypeError, match="^cdist: complex inputs are not supported, as in PyTorch"):
+        lucid.cdist(c(), c(W))

@@ -156,3 +156,59 @@ OPS += [
     OpInfo("complex_nn_dropout_eval", lambda x: F.dropout(x, 0.5, training=False), lambda x: x,
            lambda rng: [Sample((cfloats(rng, 2, 3),))]),
 ]
+
+
+# -- comparisons, predicates and the remaining shape/indexing primitives on complex input
+def _special_values(rng):
+    z = cfloats(rng, 2, 3)
+    z[0, 1], z[1, 0], z[1, 2] = complex(np.nan, 1.0), complex(np.inf, -1.0), complex(0.5, -np.inf)
+    return z
+
+
+def _with_ties(rng):
+    z = cfloats(rng, 2, 3)
+    z[1, 2] = z[0, 2]
+    return z
+
+
+def _np_scatter_dim1(z, src):
+    out = z.copy()
+    out[0, [2, 0]] = src[0, :2]
+    return out
+
+
+def _setitem(z, v):
+    y = z.clone() + 0.0 * v.sum()  # batched whenever v is (an unbatched tensor can't take a batched value)
+    y[0, 1:] = v
+    y[1, 0] = 0.25 - 2j
+    return y
+
+
+def _np_setitem(z, v):
+    y = z.copy()
+    y[0, 1:] = v
+    y[1, 0] = 0.25 - 2j
+    return y
+
+
+OPS += [
+    OpInfo("complex_eq_ne_isclose", lambda a, b: (a == b, a != b, lucid.isclose(a, b)),
+           lambda a, b: (a == b, a != b, np.isclose(a, b, rtol=1e-5, atol=1e-8)),
+           lambda rng: [Sample((_with_ties(rng), _with_ties(rng))), Sample((cfloats(rng, 2, 3), 0.5 + 0j), name="scalar")],
+           grad=False),
+    OpInfo("complex_isfinite_isnan_isinf", lambda z: (lucid.isfinite(z), lucid.isnan(z), lucid.isinf(z)),
+           lambda z: (np.isfinite(z), np.isnan(z), np.isinf(z)), lambda rng: [Sample((_special_values(rng),))], grad=False),
+    OpInfo("complex_nan_to_num_special", lambda z: lucid.nan_to_num(z, nan=0.5, posinf=9.0, neginf=-9.0),
+           lambda z: np.nan_to_num(z, nan=0.5, posinf=9.0, neginf=-9.0), lambda rng: [Sample((_special_values(rng),))],
+           grad=False),
+    OpInfo("complex_nan_to_num", lambda z: lucid.nan_to_num(z), np.nan_to_num, lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_any_all", lambda z: (z.any(1), z.all(0)), lambda z: (z.any(1), z.all(0)),
+           lambda rng: [Sample((np.where([[True, False, True], [False, False, False]], cfloats(rng, 2, 3), 0),))],
+           grad=False),
+    OpInfo("complex_as_strided", lambda z: z.as_strided((2, 2), (1, 2)),
+           lambda z: z.reshape(-1)[np.array([[0, 2], [1, 3]])], lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_clone", lambda z: z.clone() * 1.0, lambda z: z, lambda rng: [Sample((cfloats(rng, 2, 3),))]),
+    OpInfo("complex_scatter", lambda z, s: z.scatter(1, lucid.tensor([[2, 0]]), s), _np_scatter_dim1,
+           lambda rng: [Sample((cfloats(rng, 2, 3), cfloats(rng, 1, 3)))]),
+    OpInfo("complex_setitem", _setitem, _np_setitem, lambda rng: [Sample((cfloats(rng, 2, 3), cfloats(rng, 2)))]),
+]

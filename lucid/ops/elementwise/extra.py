@@ -430,6 +430,8 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
     import lucid
 
     a, b = _t(x1), _t(x2)
+    if a.dtype.kind == "c" or b.dtype.kind == "c":  # PyTorch: "cdist only supports floating-point dtypes"
+        raise TypeError(f"cdist: complex inputs are not supported, as in PyTorch (got {a.dtype} and {b.dtype})")
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-1]:
         raise RuntimeError(f"cdist: expected (..., P, M) and (..., R, M) tensors, got shapes "
                            f"{tuple(a.shape)} and {tuple(b.shape)}")

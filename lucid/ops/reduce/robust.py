@@ -428,6 +428,15 @@ searchsorted_p = defprim("searchsorted", _searchsorted_impl, vjp=None,
 searchsorted_p.batch = _searchsorted_batch
 
 
+def _no_complex(op, *tensors):
+    """Ops built on an order refuse complex input, as PyTorch does (NOTE [No order on complex
+    numbers]); NumPy would order complex numbers lexicographically."""
+    for t in tensors:
+        if isinstance(t, Tensor) and t.dtype.kind == "c":
+            raise TypeError(f"{op}: not supported for complex tensors (complex numbers have no order; compare "
+                            f".abs() or .real instead)")
+
+
 def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None):
     """Indices where ``input``'s values would be inserted to keep ``sorted_sequence`` sorted.
 
@@ -443,6 +452,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     """
     L = _L()
     seq = _as_tensor(sorted_sequence)
+    _no_complex("searchsorted", seq, input)
     scalar = not isinstance(input, Tensor)
     v = _as_tensor(input)
     if side is not None:
@@ -476,6 +486,7 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
     [0, 0, 2]
     """
     b = _as_tensor(boundaries)
+    _no_complex("bucketize", b, input)
     if b.ndim != 1:
         raise RuntimeError(f"bucketize: boundaries must be 1-d, got shape {tuple(b.shape)}")
     return searchsorted(b, input, out_int32=out_int32, right=right)
@@ -520,6 +531,7 @@ def histc(input, bins=100, min=0, max=0):
     >>> lucid.histc(lucid.tensor([1.0, 2.0, 1.0]), bins=4, min=0, max=3).tolist()
     [0.0, 2.0, 1.0, 0.0]
     """
+    _no_complex("histc", input)
     x = _float_input(input, "histc")
     arr = _concrete("histc", x).astype(np.float64)
     lo, hi = float(min), float(max)
@@ -547,6 +559,7 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     >>> h.hist.tolist(), h.bin_edges.tolist()
     ([0.0, 3.0], [0.0, 1.0, 2.0])
     """
+    _no_complex("histogram", input)
     x = _float_input(input, "histogram")
     arr = _concrete("histogram", x)
     b = _concrete("histogram", bins) if isinstance(bins, Tensor) else int(bins)
@@ -605,6 +618,7 @@ def _unique_dim(arr, dim, sorted_, return_inverse, return_counts, consecutive):
 
 def _unique(op, input, sorted_, return_inverse, return_counts, dim, consecutive):
     x = _as_tensor(input)
+    _no_complex(op, x)
     arr = _concrete(op, x)
     d = None if dim is None else normalize_axis(dim, x.ndim, op)
     out, inverse, counts = _unique_dim(arr, d, sorted_, return_inverse, return_counts, consecutive)
