@@ -278,3 +278,27 @@ def test_stride_and_storage_offset_under_vmap_agree_with_as_strided():
     got = F.vmap(f)(lucid.tensor(batch)).numpy()
     np.testing.assert_array_equal(got, np.stack([f(lucid.tensor(b.copy())).numpy() for b in batch]))
     np.testing.assert_array_equal(got, batch[:, 1:3, 1:3])
+
+
+def test_in_place_through_the_view_under_grad_and_jvp():
+    def f(x):
+        t = x * 1
+        t[1:].t().as_strided((2,), (4,), 5).pow_(2)  # t[1, 1] and t[2, 1] squared in place
+        return t
+
+    rng = np.random.default_rng(6)
+    a, ta = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    want = a.copy()
+    want[1:, 1] **= 2
+    out, tout = F.jvp(f, (lucid.tensor(a),), (lucid.tensor(ta),))
+    np.testing.assert_array_equal(out.numpy(), want)
+    want_t = ta.copy()
+    want_t[1:, 1] *= 2 * a[1:, 1]
+    np.testing.assert_allclose(tout.numpy(), want_t, rtol=1e-14)
+    g = F.grad(lambda x: (f(x) ** 3).sum())(lucid.tensor(a))
+    x = lucid.tensor(a, requires_grad=True)
+    (f(x) ** 3).sum().backward()
+    want_g = 3 * want ** 2
+    want_g[1:, 1] *= 2 * a[1:, 1]
+    np.testing.assert_allclose(g.numpy(), want_g, rtol=1e-13)
+    np.testing.assert_allclose(x.grad.numpy(), want_g, rtol=1e-13)
