@@ -32,6 +32,7 @@ class _GlobalHooks:
     def __init__(self):
         self.forward_pre, self.forward, self.backward, self.backward_pre = (OrderedDict() for _ in range(4))
         self.forward_with_kwargs = set()
+        self.forward_always_called = set()
 
     @property
     def any(self):
@@ -53,6 +54,13 @@ def _add_hook(module, attr, hook, prepend=False):
 
 
 
+def _add_id(module, attr, hid):
+    ids = module.__dict__.get(attr)
+    if ids is None:
+        ids = module.__dict__[attr] = set()
+    ids.add(hid)
+
+
 def _addindent(s, n):
     lines = s.split("\n")
     if len(lines) == 1:
@@ -72,6 +80,8 @@ def _checked_value(key, value, target, assign):
     if arr.dtype.kind not in "biufc":
         return None, (f"value for {key} is not numeric (dtype {arr.dtype}, "
                       f"{type(value).__name__}); expected a tensor or numeric array.")
+    if target.ndim == 0 and tuple(arr.shape) == (1,):  # PyTorch loads a (1,) value into a 0-d tensor
+        arr = arr.reshape(())
     if tuple(arr.shape) != tuple(target.shape):
         return None, (f"size mismatch for {key}: copying a param with shape {tuple(arr.shape)} from "
                       f"checkpoint, the shape in current model is {tuple(target.shape)}.")
@@ -81,6 +91,79 @@ def _checked_value(key, value, target, assign):
         return None, (f"value for {key} is complex ({arr.dtype}) but the module's tensor is "
                       f"{target.dtype}.")
     return np.asarray(arr, dtype=target.dtype), None
+
+
+def _key_errors(missing, unexpected):
+    """PyTorch's strict-mode messages: missing keys first, then unexpected ones."""
+    out = []
+    if missing:
+        out.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
+    if unexpected:
+        out.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+    return out
+
+
+def _write_state(slots, arrays, assign):
+    """Write checked ``arrays`` (see ``_checked_value``) into the tensors of ``slots``."""
+    with no_grad():
+        for k, arr in arrays.items():
+            target = slots[k]
+            if assign:
+                target._data = arr
+            else:  # arr already has the target's dtype: this copy can't fail
+                np.copyto(target._data, arr)
+            target._version[0] += 1
+
+
+def _load_pre_hooks(m, state_dict, prefix, local_metadata, missing, unexpected, errors):
+    """One module's part of ``load_state_dict`` before the checks: a class's own upgrade of old
+    checkpoints (first, as PyTorch's ``_load_from_state_dict``), the pre-hooks, lazy shapes."""
+    cls = type(m)
+    if hasattr(cls, "_upgrade_state_dict"):
+        m._upgrade_state_dict(state_dict, prefix, local_metadata)
+    for hook in m.__dict__.get("_load_state_dict_pre_hooks", {}).values():
+        hook(m, state_dict, prefix, local_metadata, True, missing, unexpected, errors)
+    if hasattr(cls, "_materialize_from_state_dict"):
+        m._materialize_from_state_dict(state_dict, prefix)
+
+
+def _unexpected_by_prefix(root, state_dict, locals_):
+    """PyTorch's unexpected keys, grouped by the prefix of the module that reports them: each
+    key is followed down the module tree to the first module that has neither a child nor an
+    entry of that name (a key under a child set to None is ignored, as in PyTorch)."""
+    out = {}
+    for key in state_dict:
+        if not isinstance(key, str):
+            out.setdefault("", []).append(key)
+            continue
+        m, at = root, 0
+        while m is not None:
+            head, dot, _ = key[at:].partition(".")
+            if dot and head in m._modules:
+                m, at = m._modules[head], at + len(head) + 1
+                continue
+            if dot or head not in locals_[id(m)]:
+                out.setdefault(key[:at], []).append(key)
+            break
+    return out
+
+
+def _post_order(module):
+    """Every submodule (repeats included) children first: the order of PyTorch's load post-hooks."""
+    for child in module._modules.values():
+        if child is not None:
+            yield from _post_order(child)
+    yield module
+
+
+class _NoModuleHook:
+    """A load pre-hook registered with ``with_module=False``: called without the module."""
+
+    def __init__(self, hook):
+        self.hook = hook
+
+    def __call__(self, module, *args):
+        return self.hook(*args)
 
 
 class Module:
@@ -457,6 +540,10 @@ class Module:
                 keep_vars = args[2]
         if destination is None:
             destination = OrderedDict()
+            destination._metadata = OrderedDict()  # See NOTE [State-dict metadata]
+        local_metadata = {"version": self._version}
+        if hasattr(destination, "_metadata"):
+            destination._metadata[prefix[:-1]] = local_metadata
         hooks = self.__dict__
         for hook in hooks.get("_state_dict_pre_hooks", {}).values():
             hook(self, prefix, keep_vars)
@@ -470,30 +557,37 @@ class Module:
             if m is not None:
                 m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
         for hook in hooks.get("_state_dict_hooks", {}).values():
-            res = hook(self, destination, prefix, {})
+            res = hook(self, destination, prefix, local_metadata)
             if res is not None:
                 destination = res
         return destination
 
-    def _state_slots(self):
-        """``{dotted name: (module, dict name, key)}`` for every entry of ``state_dict``."""
-        slots = OrderedDict()
-        for mprefix, m in self.named_modules(remove_duplicate=False):
-            pre = mprefix + "." if mprefix else ""
-            for k, p in m._parameters.items():
-                if p is not None:
-                    slots[pre + k] = p
-            for k, b in m._buffers.items():
-                if b is not None and k not in m._non_persistent_buffers_set:
-                    slots[pre + k] = b
-        return slots
+    def _local_state(self):
+        """This module's own state-dict entries (not its children's), by local name."""
+        out = OrderedDict((k, p) for k, p in self._parameters.items() if p is not None)
+        out.update((k, b) for k, b in self._buffers.items()
+                   if b is not None and k not in self._non_persistent_buffers_set)
+        return out
 
+    # NOTE [State-dict metadata]
+    # As in PyTorch, ``state_dict()`` returns an OrderedDict with a ``_metadata`` attribute:
+    # ``{module prefix without the dot: {"version": type(module)._version}}``. ``load_state_dict``
+    # hands each module's entry (``{}`` when the dict has none, e.g. after ``dict(sd)`` or
+    # ``lucid.load``) to its load pre-hooks as ``local_metadata``, so a module whose layout
+    # changed can upgrade old checkpoints (``_NormBase`` does, for num_batches_tracked).
     def load_state_dict(self, state_dict, strict=True, assign=False):
         """Copy values from ``state_dict`` into this module's parameters and buffers.
 
-        Every value is validated (shape, a numeric dtype, conversion to the target's dtype)
-        before anything is written, so a failed load changes nothing; the error names the keys.
-        With ``assign=True`` the module's tensors take the values' arrays (copied) and dtypes.
+        The modules' load pre-hooks run first, top-down, on a copy of ``state_dict`` (the
+        caller's dict is never changed) with their ``local_metadata`` (see NOTE [State-dict
+        metadata]) and the ``missing_keys``/``unexpected_keys``/``error_msgs`` lists, which they
+        may extend; as in PyTorch they are passed ``strict=True``. Every value is then
+        validated (shape, a numeric dtype, conversion to the target's dtype) before anything
+        is written, so a failed load changes nothing; the error names the keys. With
+        ``assign=True`` the module's tensors take the values' arrays (copied) and dtypes.
+        Load post-hooks run bottom-up after the values are written and may edit the
+        incompatible keys in place; with ``strict=True`` the key check follows them (and a
+        failure then restores the previous values).
 
         Returns
         -------
@@ -502,51 +596,50 @@ class Module:
         Raises
         ------
         RuntimeError
-            With ``strict=True``, on missing or unexpected keys; always, on shape mismatches.
+            With ``strict=True``, on missing or unexpected keys; always, on shape mismatches
+            or messages added to ``error_msgs`` by a pre-hook.
         """
         if not hasattr(state_dict, "items"):
             raise TypeError(f"load_state_dict: expected a dict-like state_dict, got {type(state_dict).__name__}")
-        for name, m in self.named_modules():  # pre-hooks may rewrite the dict; lazy layers read shapes
-            pre = name + "." if name else ""
-            for hook in m.__dict__.get("_load_state_dict_pre_hooks", {}).values():
-                hook(m, state_dict, pre, {}, strict, [], [], [])
-            fill = getattr(m, "_materialize_from_state_dict", None)
-            if fill is not None:
-                fill(state_dict, pre)
-        slots = self._state_slots()
-        missing = [k for k in slots if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in slots]
-        errors = []
-        if strict:
-            if unexpected:
-                errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
-            if missing:
-                errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
-        arrays = {}
-        for k, target in slots.items():
-            if k not in state_dict:
-                continue
-            arr, err = _checked_value(k, state_dict[k], target, assign)
-            if err is not None:
-                errors.append(err)
-                continue
-            arrays[k] = arr
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)
+        if metadata is not None:
+            state_dict._metadata = metadata
+        missing, unexpected, errors, arrays = [], [], [], {}
+        modules = [(name + "." if name else "", m) for name, m in self.named_modules(remove_duplicate=False)]
+        for pre, m in modules:  # every pre-hook first (top-down), then the checks
+            local_metadata = {} if metadata is None else dict(metadata.get(pre[:-1], {}))
+            if assign:
+                local_metadata["assign_to_params_buffers"] = True
+            _load_pre_hooks(m, state_dict, pre, local_metadata, missing, unexpected, errors)
+        locals_ = {id(m): m._local_state() for _, m in modules}
+        stray = _unexpected_by_prefix(self, state_dict, locals_)
+        for pre, m in modules:  # PyTorch's per-module order: missing keys, value checks, strays
+            for k, target in locals_[id(m)].items():
+                if pre + k not in state_dict:
+                    missing.append(pre + k)
+                    continue
+                arr, err = _checked_value(pre + k, state_dict[pre + k], target, assign)
+                if err is not None:
+                    errors.append(err)
+                else:
+                    arrays[pre + k] = arr
+            unexpected.extend(stray.get(pre, ()))
+        slots = {pre + k: t for pre, m in modules for k, t in locals_[id(m)].items()}
+        post = [(m, h) for m in _post_order(self) for h in m.__dict__.get("_load_state_dict_post_hooks", {}).values()]
+        errors = _key_errors(missing, unexpected) + errors if strict and not post else errors
         if errors:
-            raise RuntimeError(
-                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors)
-            )
-        with no_grad():
-            for k, arr in arrays.items():
-                target = slots[k]
-                if assign:
-                    target._data = arr
-                else:  # arr already has the target's dtype: this copy can't fail
-                    np.copyto(target._data, arr)
-                target._version[0] += 1
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
+        old = {k: (slots[k]._data if assign else slots[k]._data.copy()) for k in arrays} if strict and post else None
+        _write_state(slots, arrays, assign)
         result = _IncompatibleKeys(missing, unexpected)
-        for _, m in self.named_modules():
-            for hook in m.__dict__.get("_load_state_dict_post_hooks", {}).values():
-                hook(m, result)
+        for m, hook in post:
+            if hook(m, result) is not None:
+                raise AssertionError("load_state_dict post-hooks must return None; edit incompatible_keys in place")
+        if strict and post and (missing or unexpected):
+            _write_state(slots, old, assign)
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                               + "\n\t".join(_key_errors(missing, unexpected)))
         return result
 
     def register_state_dict_pre_hook(self, hook):
@@ -561,8 +654,13 @@ class Module:
 
     def register_load_state_dict_pre_hook(self, hook):
         """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-        error_msgs)`` runs before ``load_state_dict`` validates (it may edit ``state_dict``)."""
+        error_msgs)`` runs before ``load_state_dict`` validates: it may edit ``state_dict`` (a
+        copy of the caller's) and extend the three lists (see :meth:`load_state_dict`)."""
         return _add_hook(self, "_load_state_dict_pre_hooks", hook)
+
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+        """PyTorch's private form: ``hook`` is called without the module unless ``with_module``."""
+        return _add_hook(self, "_load_state_dict_pre_hooks", hook if with_module else _NoModuleHook(hook))
 
     def register_load_state_dict_post_hook(self, hook):
         """``hook(module, incompatible_keys)`` runs after a successful ``load_state_dict``."""
@@ -582,12 +680,18 @@ class Module:
             self._forward_pre_hooks.move_to_end(handle.id, last=False)
         return handle
 
-    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False):
-        """``hook(module, args, output)`` runs after ``forward``; a non-None return replaces the output."""
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        """``hook(module, args, output)`` runs after ``forward``; a non-None return replaces the output.
+
+        With ``always_call=True`` it also runs (with the output so far, None if ``forward``
+        raised) when the call fails, before the error propagates.
+        """
         handle = RemovableHandle(self._forward_hooks)
         self._forward_hooks[handle.id] = hook
         if with_kwargs:
             self._forward_hooks_with_kwargs.add(handle.id)
+        if always_call:
+            _add_id(self, "_forward_hooks_always_called", handle.id)
         if prepend:
             self._forward_hooks.move_to_end(handle.id, last=False)
         return handle
@@ -626,6 +730,38 @@ class Module:
         if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or bpre
                 or _GLOBAL_HOOKS.any):
             return self.forward(*args, **kwargs)
+        always = self.__dict__.get("_forward_hooks_always_called")
+        if not (always or _GLOBAL_HOOKS.forward_always_called):
+            return self._hooked_call(bpre, [args, kwargs, None], None)
+        state, called = [args, kwargs, None], set()
+        try:
+            return self._hooked_call(bpre, state, called)
+        except Exception:
+            self._run_always_called_hooks(state, called)
+            raise
+
+    def _run_always_called_hooks(self, state, called):
+        """PyTorch's ``always_call=True`` forward hooks that the failed call did not reach (global
+        ones first); one that raises in turn is reported by a warning, the original error wins."""
+        import warnings
+
+        g, args, kwargs, result = _GLOBAL_HOOKS, *state
+        own = self.__dict__.get("_forward_hooks_always_called") or ()
+        for hid, hook in list(g.forward.items()) + list(self._forward_hooks.items()):
+            if hid in called or (hid not in g.forward_always_called and hid not in own):
+                continue
+            try:
+                with_kwargs = hid in self._forward_hooks_with_kwargs or hid in g.forward_with_kwargs
+                res = hook(self, args, kwargs, result) if with_kwargs else hook(self, args, result)
+                result = result if res is None else res
+            except Exception as e:
+                warnings.warn(f"module forward hook with always_call=True raised an exception that was silenced "
+                              f"as another error was raised in forward: {e}", stacklevel=3)
+
+    def _hooked_call(self, bpre, state, called):
+        """A call with hooks; ``state`` = [args, kwargs, result] is kept current for
+        ``_run_always_called_hooks``, and ``called`` collects the forward hooks that ran."""
+        args, kwargs = state[0], state[1]
         g = _GLOBAL_HOOKS
         for hid, hook in list(g.forward_pre.items()) + list(self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:
@@ -636,6 +772,7 @@ class Module:
                 res = hook(self, args)
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
+            state[0], state[1] = args, kwargs
         bw = None
         full = list(g.backward.values()) + list(self._backward_hooks.values())
         pre = list(g.backward_pre.values()) + list((bpre or {}).values())
@@ -643,13 +780,15 @@ class Module:
             from ._hooks import BackwardHook
 
             bw = BackwardHook(self, full, pre)
-            args = bw.setup_input_hook(args)
-        out = self.forward(*args, **kwargs)
+            args = state[0] = bw.setup_input_hook(args)
+        out = state[2] = self.forward(*args, **kwargs)
         for hid, hook in list(g.forward.items()) + list(self._forward_hooks.items()):
+            if called is not None:
+                called.add(hid)
             with_kwargs = hid in self._forward_hooks_with_kwargs or hid in g.forward_with_kwargs
             res = hook(self, args, kwargs, out) if with_kwargs else hook(self, args, out)
             if res is not None:
-                out = res
+                out = state[2] = res
         if bw is not None:
             out = bw.setup_output_hook(out)
         return out

@@ -19,6 +19,8 @@ def _lucid():
 
 
 class _NormBase(Module):
+    _version = 2  # version 2 added num_batches_tracked (PyTorch's numbering)
+
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
                  device=None, dtype=None):
         super().__init__()
@@ -39,6 +41,16 @@ class _NormBase(Module):
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
+
+    def _upgrade_state_dict(self, state_dict, prefix, local_metadata):
+        """PyTorch's rule: a checkpoint older than version 2, or without metadata, may lack
+        ``num_batches_tracked``; the module's current count is kept then. See NOTE
+        [State-dict metadata]."""
+        version = local_metadata.get("version")
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats and key not in state_dict:
+            nbt = self.num_batches_tracked
+            state_dict[key] = nbt if nbt is not None else _lucid().tensor(0, dtype=_lucid().int64)
 
     def reset_running_stats(self):
         if self.track_running_stats:

@@ -77,6 +77,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         Renormalise looked-up rows (in place) to at most this norm.
     norm_type : float
         The p of that norm.
+    scale_grad_by_freq : bool
+        Divide each row's gradient by how often its index occurs in ``input``.
+    sparse : bool
+        Accepted for PyTorch compatibility: Lucid has no sparse tensors, so the gradient is
+        dense (a warning says so once). See NOTE [Sparse embedding gradients].
 
     Examples
     --------
@@ -92,7 +97,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     if weight.ndim != 2:
         raise RuntimeError(f"embedding: weight must be 2-D, got shape {tuple(weight.shape)}")
     if sparse:
-        raise NotImplementedError("embedding: sparse gradients are not supported (use sparse=False)")
+        _warn_sparse("embedding")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
     if max_norm is not None:
@@ -108,6 +113,23 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     return out
 
 
+# NOTE [Sparse embedding gradients]
+# Lucid has no sparse tensors. ``sparse=True`` (Embedding, EmbeddingBag, their functionals) is
+# accepted so PyTorch code runs unchanged, and gives the same gradient as a dense one: zero rows
+# for indices that were not looked up. optim.SparseAdam reads those zero rows as "not looked up".
+# A UserWarning says so once per process; PyTorch's own refusals (max mode) are kept.
+_SPARSE_WARNED = [False]
+
+
+def _warn_sparse(op):
+    if not _SPARSE_WARNED[0]:
+        _SPARSE_WARNED[0] = True
+        import warnings
+
+        warnings.warn(f"{op}: sparse=True gives a dense gradient (Lucid has no sparse tensors); rows that "
+                      f"were not looked up are zero", UserWarning, stacklevel=3)
+
+
 def _scale_grad_by_freq(rows, idx, extra_dims):
     """``rows`` with the same value and each row's gradient divided by how often its index
     occurs in ``idx`` (PyTorch's ``scale_grad_by_freq``)."""
@@ -117,8 +139,9 @@ def _scale_grad_by_freq(rows, idx, extra_dims):
         return rows
     _, inverse, counts = np.unique(idx.reshape(-1), return_inverse=True, return_counts=True)
     c = (1.0 / counts[inverse]).reshape(idx.shape + (1,) * extra_dims).astype(rows.dtype)
-    c = _wrap(c)
-    return rows * c + (rows * (1.0 - c)).detach()
+    # value exactly ``rows`` (the second term is an exact zero), gradient ``c * g``
+    frozen = rows.detach()
+    return frozen + (rows - frozen) * _wrap(c)
 
 
 def _renorm_rows(weight, idx, max_norm, norm_type):
@@ -163,6 +186,11 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     are differentiable. Sum and mean are one matmul with a constant bag matrix; max gathers
     each bag into a padded block.
 
+    ``scale_grad_by_freq`` divides the gradient reaching each looked-up row by how often its
+    index occurs in the bags (PyTorch's documented rule; PyTorch 2.13's CPU kernel divides some
+    rows by another index's count, pytorch/pytorch#190063). ``sparse=True`` gives a dense
+    gradient (see NOTE [Sparse embedding gradients]). Mode 'max' refuses both, as in PyTorch.
+
     Examples
     --------
     >>> import lucid, lucid.nn.functional as F
@@ -183,8 +211,12 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         raise ValueError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError(f"{op}: per_sample_weights is only supported for mode='sum' (got mode={mode!r})")
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError(f"{op}: scale_grad_by_freq and sparse are not supported")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError(f"{op}: max mode does not support scaling the gradient by the frequency")
+    if mode == "max" and sparse:
+        raise ValueError(f"{op}: max mode does not support sparse weights")
+    if sparse:
+        _warn_sparse(op)
     flat, seg, nbags = _bags(idx, offsets, include_last_offset, op)
     if flat.size and (flat.min() < 0 or flat.max() >= weight.shape[0]):
         raise IndexError(f"{op}: index out of range for a table of {weight.shape[0]} rows")
@@ -194,6 +226,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         _renorm_rows(weight, flat, max_norm, norm_type)
     keep = np.ones(len(flat), bool) if padding_idx is None else flat != padding_idx
     rows = weight[_wrap(flat.astype(np.int64))]  # (L, D)
+    if scale_grad_by_freq:
+        rows = _scale_grad_by_freq(rows, flat, extra_dims=1)
     if mode == "max":
         return _bag_max(lucid, rows, seg[keep], np.flatnonzero(keep), nbags, weight)
     m = np.zeros((nbags, len(flat)), dtype=weight.dtype)

@@ -33,10 +33,14 @@ def register_module_forward_pre_hook(hook):
 
 def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
     """``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) after every
-    module's ``forward``; a non-None return replaces the output."""
+    module's ``forward``; a non-None return replaces the output. With ``always_call=True``
+    it also runs when a module's call raises (``output`` is None if ``forward`` itself
+    raised), before the error propagates; an error in the hook then only warns."""
     handle = _register(_GLOBAL_HOOKS.forward, hook)
     if with_kwargs:
         _GLOBAL_HOOKS.forward_with_kwargs.add(handle.id)
+    if always_call:
+        _GLOBAL_HOOKS.forward_always_called.add(handle.id)
     return handle
 
 

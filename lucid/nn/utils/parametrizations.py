@@ -50,8 +50,21 @@ def weight_norm(module, name="weight", dim=0):
     >>> m = weight_norm(nn.Linear(3, 2))
     >>> sorted(m.state_dict())
     ['bias', 'parametrizations.weight.original0', 'parametrizations.weight.original1']
+
+    A checkpoint of the old-style :func:`lucid.nn.utils.weight_norm` (keys ``<name>_g`` and
+    ``<name>_v``) loads into the module: a load pre-hook renames them, as in PyTorch.
     """
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+
+    def _weight_norm_compat_hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                 error_msgs):
+        g_key, v_key = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g_key in state_dict and v_key in state_dict:
+            original0, original1 = state_dict.pop(g_key), state_dict.pop(v_key)
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = original0
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = original1
+
+    module._register_load_state_dict_pre_hook(_weight_norm_compat_hook)
     return module
 
 
@@ -184,7 +197,7 @@ class _Orthogonal(Module):
         if tuple(Q.shape) != self.shape:
             raise ValueError(f"orthogonal: expected a matrix of shape {self.shape}, got {tuple(Q.shape)}")
         if "base" not in self._buffers:
-            raise NotImplementedError("orthogonal: assigning with use_trivialization=False is not supported")
+            return self._right_inverse_no_base(Q)
         q = np.asarray(Q.detach()._data)
         n, k = q.shape[-2:]
         transpose = n < k
@@ -205,13 +218,40 @@ class _Orthogonal(Module):
         return lucid.tensor(neg_id)
 
 
+    def _right_inverse_no_base(self, Q):
+        """PyTorch's inverse of the map itself (no ``base``): only the Householder map has one.
+        ``geqrf(Q)`` gives the reflectors below the diagonal; the diagonal becomes sign(R),
+        flipped where LAPACK skipped a reflection (tau == 0), which the forward's
+        ``tau = 2 / (1 + |v|^2)`` then turns into a sign flip of that column."""
+        import numpy as np
+
+        import lucid
+
+        if self.orthogonal_map != "householder":
+            raise NotImplementedError("orthogonal: it is not possible to assign to the matrix exponential or the "
+                                      "Cayley parametrizations when use_trivialization=False")
+        q = Q.detach()._data
+        transpose = q.shape[-2] < q.shape[-1]
+        if transpose:
+            q = np.swapaxes(q, -2, -1)
+        h, tau = np.linalg.qr(q, mode="raw")  # h is geqrf's A transposed
+        a = np.swapaxes(h, -2, -1).astype(q.dtype, copy=True)
+        k = tau.shape[-1]
+        diag = np.sign(a[..., range(k), range(k)])
+        a[..., range(k), range(k)] = np.where(tau == 0.0, -diag, diag)
+        return lucid.tensor(np.swapaxes(a, -2, -1) if transpose else a)
+
+
 def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization=True):
     """Constrain ``module.<name>`` (a matrix, or batch of matrices) to be orthogonal.
 
     ``orthogonal_map``: 'matrix_exp' (default for square matrices), 'cayley' or
-    'householder' (default otherwise). With ``use_trivialization`` (the default, and the only
-    supported mode here) the parametrization is ``base @ map(X)`` and the initial value is kept
-    (made orthogonal by QR if it is not).
+    'householder' (default otherwise). With ``use_trivialization`` (the default) the
+    parametrization is ``base @ map(X)`` (``base`` a buffer, reset on every assignment) and the
+    initial value is kept (made orthogonal by QR if it is not). With
+    ``use_trivialization=False`` it is ``map(X)`` itself: 'householder' keeps the initial value
+    (orthogonalised by QR) and can be assigned to; 'matrix_exp' and 'cayley' start from
+    ``map(original)`` and assigning to them raises NotImplementedError, as in PyTorch.
 
     Examples
     --------
@@ -231,7 +271,6 @@ def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization
     if orthogonal_map not in ("matrix_exp", "cayley", "householder"):
         raise ValueError(f"orthogonal: orthogonal_map has to be one of 'matrix_exp', 'cayley', 'householder', "
                          f"got {orthogonal_map!r}")
-    if not use_trivialization:
-        raise NotImplementedError("orthogonal: use_trivialization=False is not supported")
-    parametrize.register_parametrization(module, name, _Orthogonal(weight, orthogonal_map), unsafe=True)
+    parametrize.register_parametrization(module, name, _Orthogonal(weight, orthogonal_map, use_trivialization),
+                                         unsafe=True)
     return module

@@ -67,7 +67,10 @@ class ParametrizationList(ModuleList):
             new = original
             for m in reversed(list(self)):
                 if hasattr(m, "right_inverse"):
-                    new = m.right_inverse(new)
+                    try:
+                        new = m.right_inverse(new)
+                    except NotImplementedError:  # as PyTorch: then it is taken as the identity
+                        pass
         if isinstance(new, Tensor):
             self.is_tensor, self.ntensors = True, 1
             if not unsafe and (tuple(new.shape) != tuple(original.shape) or new.dtype != original.dtype):
