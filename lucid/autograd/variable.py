@@ -2,6 +2,26 @@
 from __future__ import annotations
 
 from .._core.tensor import Tensor
+from .engine import queue_callback as _queue_callback
+
+
+class _ExecutionEngine:
+    """``Variable._execution_engine``: the engine methods PyTorch code reaches through it.
+
+    Only ``queue_callback`` (what DistributedDataParallel-style code calls) is provided; it
+    is :func:`lucid.autograd.queue_callback`.
+    """
+
+    __slots__ = ()
+
+    @staticmethod
+    def queue_callback(callback):
+        """Run ``callback()`` once the running backward has finished (see
+        :func:`lucid.autograd.queue_callback`)."""
+        return _queue_callback(callback)
+
+    def __repr__(self):
+        return "<lucid autograd engine>"
 
 
 class _VariableMeta(type):
@@ -25,7 +45,12 @@ class Variable(metaclass=_VariableMeta):
     tensor([2., 4.])
     >>> isinstance(v, Variable)
     True
+
+    ``Variable._execution_engine.queue_callback(fn)`` is PyTorch's spelling of
+    :func:`lucid.autograd.queue_callback`.
     """
+
+    _execution_engine = _ExecutionEngine()
 
     def __new__(cls, data=None, requires_grad=False, volatile=False):
         if data is None:

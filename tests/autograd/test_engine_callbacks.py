@@ -183,3 +183,27 @@ def test_failed_backward_runs_no_callback_and_leaves_unhooked_grads_alone():
     assert log == [] and x.grad is None
     with pytest.raises(RuntimeError):  # the failed backward's list is gone
         queue_callback(lambda: None)
+
+
+def test_pytorch_spelling_execution_engine_queue_callback():
+    # PyTorch code (DDP-style reducers) reaches the engine through Variable._execution_engine.
+    from lucid.autograd import Variable
+
+    engine = Variable._execution_engine
+    assert lucid.autograd.variable.Variable._execution_engine is engine
+    w = _leaf([3.0, -1.0])
+    log = []
+
+    def hook(t):  # queued mid-backward: runs after w.grad is final
+        engine.queue_callback(lambda: log.append(w.grad.numpy().tolist()))
+
+    w.register_post_accumulate_grad_hook(hook)
+    (w * w).sum().backward()
+    assert log == [[6.0, -2.0]]
+    with pytest.raises(RuntimeError, match="queue_callback: .*during a backward"):
+        engine.queue_callback(lambda: None)
+    w.grad = None
+    w2 = _leaf([1.0])
+    w2.register_hook(lambda g: engine.queue_callback(None))
+    with pytest.raises(TypeError, match="callable"):
+        (w2 * 2.0).sum().backward()
