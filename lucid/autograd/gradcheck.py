@@ -157,6 +157,11 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         Each gradient must have its input's dtype.
     check_batched_grad : bool
         Also compute every vjp row at once with ``lucid.func.vmap`` and compare.
+    check_batched_forward_grad : bool
+        Also compute jvps for a stack of random tangents at once (``lucid.func.vmap`` of
+        ``lucid.func.jvp``) and compare them with one jvp per tangent, as PyTorch does;
+        this exercises the batching rules of the forward-mode rules. Needs
+        ``check_forward_ad=True``.
     check_forward_ad : bool
         Also compare forward-mode columns (``lucid.func.jvp``) with the finite differences.
     check_backward_ad : bool
@@ -164,8 +169,9 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     fast_mode : bool
         Check one random projection ``v^T J u`` per input/output pair instead of the full
         Jacobian (one pair of evaluations instead of one per input element).
-    check_batched_forward_grad, masked : optional
-        Accepted for PyTorch compatibility.
+    masked : bool, optional
+        PyTorch's switch for the masked semantics of sparse tensors. Lucid has no sparse
+        tensors and, as in PyTorch for dense inputs, it changes nothing.
 
     Returns
     -------
@@ -179,6 +185,8 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     >>> lucid.autograd.gradcheck(lambda t: (t * t).sum(), (x,), check_forward_ad=True)
     True
     """
+    if check_batched_forward_grad and not check_forward_ad:
+        raise ValueError("gradcheck: check_batched_forward_grad=True requires check_forward_ad=True")
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     diff_idx = [i for i, a in enumerate(inputs) if isinstance(a, Tensor) and a.requires_grad]
     if not diff_idx:
@@ -199,6 +207,9 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                 _check_batched(func, inputs, i, num, tol)
             if check_forward_ad:
                 _check_forward(func, inputs, i, num, tol)
+        if check_batched_forward_grad:
+            for i in diff_idx:
+                _check_batched_forward(func, inputs, i, tol)
         if check_backward_ad:
             _check_backward_extras(outs, inputs, diff_idx, nondet_tol, check_grad_dtypes, check_undefined_grad)
     except GradcheckError:
@@ -301,6 +312,35 @@ def _check_forward(func, inputs, i, num, tol):
                         f"numerical {num[j][r, c]:.8g} vs forward {col[r]:.8g}\nnumerical column: "
                         f"{num[j][:, c]}\nforward column: {col}")
             c += 1
+
+
+def _check_batched_forward(func, inputs, i, tol, n=3):
+    """Forward mode under vmap: the jvps of ``n`` random tangents computed at once
+    (``vmap`` of ``jvp``) against one ``jvp`` per tangent (PyTorch's check)."""
+    from ..func import jvp as fjvp, vmap
+
+    f, x = _restricted(func, inputs, i)
+    if x.numel() == 0:
+        return
+    rng = np.random.default_rng(0)
+    tangents = np.stack([_random(rng, x) for _ in range(n)])
+
+    def tangents_of(t):
+        return tuple(fjvp(f, (x,), (t,))[1])
+
+    expected = [tangents_of(_wrap(t)) for t in tangents]
+    try:
+        got = vmap(tangents_of)(_wrap(tangents))
+    except Exception as e:  # name what was being checked, keep the cause
+        raise GradcheckError(f"gradcheck: batched forward-mode gradients (vmap of jvp) with respect to "
+                             f"input {i} failed: {type(e).__name__}: {e}") from e
+    for j, res in enumerate(got):
+        exp = np.stack([e[j]._data for e in expected])
+        res = res._data
+        if res.shape != exp.shape or not np.allclose(res, exp, rtol=tol[1], atol=tol[0]):
+            raise GradcheckError(
+                f"gradcheck: batched forward-mode gradient (vmap of jvp) mismatch for output {j} with "
+                f"respect to input {i}: {n} tangents at once gave\n{res}\nbut one at a time gave\n{exp}")
 
 
 def _check_fast(func, inputs, inputs64, i, outs, eps, tol, backward, forward):

@@ -111,3 +111,74 @@ def test_gradgradcheck_options():
 
     with pytest.raises(GradcheckError):
         gradgradcheck(WrongSecond.apply, (x,))
+
+
+# ----------------------------------------------------- check_batched_forward_grad, masked
+
+
+@pytest.fixture
+def position_scale():
+    """A linear primitive ``x * [1, 2, ..., n]`` (weights along the last dim) with a correct
+    vjp and jvp but a wrong batching rule (it batches along the last dim), registered for one
+    test only."""
+    from lucid._core.primitive import AN, REGISTRY, TN, bind, defprim
+    from lucid.ops._family import linear_jvp, move_bdim
+
+    name = "_test_position_scale"
+
+    def impl(x):
+        return x * np.arange(1, x.shape[-1] + 1, dtype=x.dtype)
+
+    def bad_batch(vals, bdims):
+        (v,), (b,) = vals, bdims
+        return bind(prim, (move_bdim(v, b, -1),), {}), v.ndim - 1  # weights now run along the batch
+
+    prim = defprim(name, impl, vjp=(lambda ns, g, out, x: getattr(ns, name)(g),), save_inputs=False,
+                   batch=bad_batch)
+    prim.jvp = linear_jvp(prim)
+    try:
+        yield lambda x: bind(prim, (x,), {})
+    finally:
+        del REGISTRY[name]
+        delattr(AN, name)
+        delattr(TN, name)
+
+
+def test_batched_forward_grad_catches_a_wrong_batching_rule(position_scale):
+    x = t([0.5, -1.0, 2.0, 0.25])
+    f = lambda a: position_scale(a).tanh()  # noqa: E731
+    # the rules themselves are right: unbatched forward and reverse checks pass
+    assert gradcheck(f, (x,), check_forward_ad=True)
+    np.testing.assert_allclose(lucid.func.jacfwd(f)(x.detach()).numpy(),
+                               np.diag((1 - np.tanh(x.detach().numpy() * [1, 2, 3, 4]) ** 2) * [1, 2, 3, 4]))
+    with pytest.raises(GradcheckError, match=r"batched forward-mode gradient \(vmap of jvp\) mismatch "
+                                             r"for output 0 with respect to input 0"):
+        gradcheck(f, (x,), check_forward_ad=True, check_batched_forward_grad=True)
+    assert gradcheck(f, (x,), check_forward_ad=True, check_batched_forward_grad=True,
+                     raise_exception=False) is False
+
+
+def test_batched_forward_grad_passes_correct_functions():
+    a, b = t(X), t([[1.0, 2.0], [0.5, -1.0], [3.0, 0.1]])
+    assert gradcheck(lambda u, v: ((u @ v).softmax(-1), u.sin() * 2), (a, b),
+                     check_forward_ad=True, check_batched_forward_grad=True)
+    assert gradcheck(make(), (t(X),), check_forward_ad=True, check_batched_forward_grad=True)  # custom jvp
+    z = lucid.tensor(np.array([1 + 2j, -0.5j]), requires_grad=True)
+    assert gradcheck(lambda u: (u * u).exp(), (z,), check_forward_ad=True, check_batched_forward_grad=True)
+    assert gradcheck(lambda u: u.exp(), (t(X, lucid.float32),), check_forward_ad=True,
+                     check_batched_forward_grad=True, fast_mode=True)
+
+
+def test_batched_forward_grad_needs_forward_ad():
+    with pytest.raises(ValueError, match="check_batched_forward_grad=True requires check_forward_ad=True"):
+        gradcheck(make(), (t(X),), check_batched_forward_grad=True)
+
+
+def test_masked_changes_nothing_on_dense_tensors():
+    # masked selects PyTorch's sparse masked semantics; Lucid has no sparse tensors, and (as in
+    # PyTorch with dense inputs) the verdicts stay the same
+    for masked in (None, False, True):
+        assert gradcheck(make(), (t(X),), masked=masked)
+        with pytest.raises(GradcheckError, match="Jacobian mismatch"):
+            gradcheck(make(backward_scale=3.0), (t(X),), masked=masked)
+        assert gradgradcheck(lambda a: (a ** 3).sum(), (t(X),), masked=masked)
