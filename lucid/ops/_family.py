@@ -13,50 +13,155 @@ functions, so that they run on arrays and on Tensors alike.
 """
 from __future__ import annotations
 
+import contextvars
+
 import numpy as np
 
 from .._core import dtypes
 from .._core.backend import xp
-from .._core.primitive import TN, Meta, bind, defprim
+from .._core.primitive import AN, TN, Meta, bind, defprim
 from .._core.tensor import Tensor, _wrap
 
 
 # NOTE [Silent floating-point errors]
 # PyTorch never prints NumPy's RuntimeWarnings: x / 0 is inf, log(0) is -inf, sqrt(-1) is
-# nan, exp(1000) is inf, silently. Ops whose values can get there run their impl under an
-# "ignore" error state (``quiet``), and every backward runs under one (``run_backward`` in
-# autograd/engine.py), so no rule warns either. ``np.errstate`` costs ~1.5 us a call, too
-# much for per-op use; ``quiet`` sets the context variable behind it directly when NumPy
-# exposes it (~0.3 us) and falls back to ``np.errstate`` otherwise.
+# nan, inf - inf is nan, 0 * inf is nan, sin(inf) is nan, exp(1000) is inf, silently. Ops
+# whose values can get there run their impl under an "ignore" error state (``quiet``), and
+# every backward runs under one (``run_backward`` in autograd/engine.py), so no rule warns
+# either (the array namespace ``AN`` used by rules therefore gets the bare impls). The error
+# state never leaks: NumPy code outside lucid keeps its own settings and warnings (setting
+# "ignore" once at import would silence the user's NumPy code too).
+#
+# Cost matters: add, sub, mul, sum and sin are on the W1 hot path. ``np.errstate`` costs
+# ~1.5 us a call; setting and resetting NumPy's context variable ~0.2 us. ``quiet`` runs the
+# impl through ``Context.run`` of one private context in which that variable is already
+# "ignore" (a C-level switch of the current context, ~0.02 us); the wrapper's own frame is
+# most of the rest (~0.1 us over a bare ufunc's 0.3 us for a 16-element add; a ``**params``
+# in the wrapper would add ~0.07 us, so ufuncs get fixed-arity wrappers). A context can be
+# entered by one caller at a time: when it is busy (another thread is inside a quiet impl
+# that released the GIL, or a quiet impl calls another) ``Context.run`` raises and the call
+# falls back to set/reset. Nothing but array code runs in that context (no other context
+# variable is read there); rules, which bind primitives, use ``quiet_call``'s set/reset so
+# the impls they reach find the context free. Where NumPy does not expose the variable
+# (another layout), ``np.errstate`` is the fallback.
 try:
     from numpy._core._ufunc_config import _extobj_contextvar as _ERR_VAR
     from numpy._core.umath import _make_extobj
 
     _ERR_IGNORE = _make_extobj(all="ignore")
+    _QUIET_CONTEXT = contextvars.Context()
+    _QUIET_CONTEXT.run(_ERR_VAR.set, _ERR_IGNORE)
 except Exception:  # another NumPy layout: the public (slower) errstate
     _ERR_VAR = None
 
 
-def quiet(impl):
-    """``impl`` run with NumPy's floating-point warnings off. See NOTE [Silent floating-point errors]."""
+def _raw_for_rules(prim, impl):
+    """Rules run under the ignore state already (backward, ``quiet_call``): the array
+    namespace gets ``impl`` without its quiet wrapper (a backward's ``ns.cos`` is hot)."""
+    raw = getattr(impl, "__wrapped__", None) if getattr(impl, "_lucid_quiet", False) else None
+    if raw is not None:
+        setattr(AN, prim.name, raw)
+
+
+def _quiet_slow(impl, args, params):
+    """``impl`` under the ignore state by set/reset (the quiet context is busy)."""
+    token = _ERR_VAR.set(_ERR_IGNORE)
+    try:
+        return impl(*args, **params)
+    finally:
+        _ERR_VAR.reset(token)
+
+
+def _busy(e):
+    return e.__class__ is RuntimeError and str(e).startswith("cannot enter context")
+
+
+def quiet(impl, nargs=None):
+    """``impl`` run with NumPy's floating-point warnings off. See NOTE [Silent floating-point errors].
+
+    A ufunc gets a wrapper of its own fixed arity without keyword parameters (the cheapest:
+    a ``**params`` in the wrapper costs as much as the quiet context itself); ``nargs`` (1 or
+    2) gives a Python impl a wrapper of that many positional arrays plus keyword parameters.
+    """
+    if getattr(impl, "_lucid_quiet", False):
+        return impl
     if _ERR_VAR is None:
-        return np.errstate(all="ignore")(impl)
-    var, state = _ERR_VAR, _ERR_IGNORE
+        run = np.errstate(all="ignore")(impl)
+        run._lucid_quiet = True
+        return run
+    enter = _QUIET_CONTEXT.run
+    nin = impl.nin if isinstance(impl, np.ufunc) else None
+    if nin == 1:
+        def run(x):
+            try:
+                return enter(impl, x)
+            except RuntimeError as e:
+                if not _busy(e):
+                    raise
+                return _quiet_slow(impl, (x,), {})
+    elif nin == 2:
+        def run(x, y):
+            try:
+                return enter(impl, x, y)
+            except RuntimeError as e:
+                if not _busy(e):
+                    raise
+                return _quiet_slow(impl, (x, y), {})
+    elif nargs == 1:
+        def run(x, **params):
+            try:
+                return enter(impl, x, **params)
+            except RuntimeError as e:
+                if not _busy(e):
+                    raise
+                return _quiet_slow(impl, (x,), params)
+    elif nargs == 2:
+        def run(x, y, **params):
+            try:
+                return enter(impl, x, y, **params)
+            except RuntimeError as e:
+                if not _busy(e):
+                    raise
+                return _quiet_slow(impl, (x, y), params)
+    else:
+        def run(*args, **params):
+            try:
+                return enter(impl, *args, **params)
+            except RuntimeError as e:
+                if not _busy(e):
+                    raise
+                return _quiet_slow(impl, args, params)
 
-    def run(*args, **params):
-        token = var.set(state)
-        try:
-            return impl(*args, **params)
-        finally:
-            var.reset(token)
-
-    run.__name__ = getattr(impl, "__name__", "impl")
+    run.__name__ = run.__qualname__ = getattr(impl, "__name__", "impl")
+    run.__doc__ = getattr(impl, "__doc__", None)
+    run.__wrapped__ = impl
+    run._lucid_quiet = True
     return run
 
 
+def quiet_apply(fn, *args):
+    """``fn(*args)`` for array code (an in-place ufunc write) with NumPy's floating-point
+    warnings off, through the quiet context. See NOTE [Silent floating-point errors]."""
+    if _ERR_VAR is None:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    try:
+        return _QUIET_CONTEXT.run(fn, *args)
+    except RuntimeError as e:
+        if not _busy(e):
+            raise
+        return _quiet_slow(fn, args, {})
+
+
 def quiet_call(fn, *args, **params):
-    """``fn(*args, **params)`` with NumPy's floating-point warnings off (forward-mode rules)."""
-    return quiet(fn)(*args, **params)
+    """``fn(*args, **params)`` with NumPy's floating-point warnings off (forward-mode rules).
+
+    By set/reset, not through the quiet context: ``fn`` binds primitives, whose quiet
+    impls then find that context free."""
+    if _ERR_VAR is None:
+        with np.errstate(all="ignore"):
+            return fn(*args, **params)
+    return _quiet_slow(fn, args, params)
 
 
 _PY_SCALARS = (int, float, bool, complex)
@@ -305,6 +410,7 @@ def unary(name, impl, deriv, *, save_out=False, save_inputs=True, float_only=Tru
         save_inputs=None if save_inputs is False else save_inputs,
     )
     prim.batch = batch_elementwise(prim)
+    _raw_for_rules(prim, impl)
 
     if float_only:
         def fn(input):
@@ -369,6 +475,7 @@ def binary(name, impl, dx, dy, *, save_out=False, save_inputs=True):
     prim = defprim(name, impl, vjp=(vjp_x if dx else None, vjp_y if dy else None), jvp=jvp,
                    save_out=save_out, save_inputs=save_inputs)
     prim.batch = batch_elementwise(prim)
+    _raw_for_rules(prim, impl)
     return prim
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from .._core.backend import xp
 from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
-from ._family import _as_tensor, move_bdim, normalize_axis
+from ._family import _as_tensor, move_bdim, normalize_axis, quiet
 
 
 class _Placeholder:
@@ -110,7 +110,7 @@ getitem_p = defprim(
 )
 
 index_scatter_p = defprim(
-    "index_scatter", _scatter_impl,
+    "index_scatter", quiet(_scatter_impl),
     vjp=lambda i, ns, g, out, gg, *idx, key, shape: ns.getitem(g, *idx, key=key) if i == 0 else None,
     jvp=lambda ns, primals, tangents, out, key, shape:
         bind(index_scatter_p, (tangents[0],) + tuple(primals[1:]), {"key": key, "shape": shape}),
@@ -367,7 +367,7 @@ gather_p = defprim(
 gather_p.jvp = lambda ns, primals, tangents, out, axis: bind(gather_p, (tangents[0], primals[1]), {"axis": axis})
 
 scatter_add_p = defprim(
-    "scatter_add", _scatter_add_impl,
+    "scatter_add", quiet(_scatter_add_impl),
     vjp=(lambda ns, g, out, x, index, src, axis: g, None,
          lambda ns, g, out, x, index, src, axis: ns.gather(g, index, axis=axis)),
     jvp=lambda ns, primals, tangents, out, axis: bind(scatter_add_p, (

@@ -46,7 +46,7 @@ from .._core.backend import xp
 from .._core.grad_mode import STATE, no_grad
 from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
-from ._family import _as_tensor, move_bdim, sum_to_shape
+from ._family import _as_tensor, move_bdim, quiet_apply, sum_to_shape
 from .indexing import (IDX, _batch_size, _batched_out_dim, batched_index_key, batched_index_perm,
                        check_unbatched_masks, concrete, fill_key, split_key)
 
@@ -191,8 +191,8 @@ def _inplace(name, x, args, fn, direct=None, needs_old=True):
     _check_writeable(name, x)
     if direct is not None:
         arrays = [a._data if isinstance(a, Tensor) else a for a in args]
-        try:
-            direct(x._data, *arrays)
+        try:  # quiet: x += inf where x is -inf is nan, silently (NOTE [Silent floating-point errors])
+            quiet_apply(direct, x._data, *arrays)
         except (TypeError, ValueError) as e:  # numpy's casting errors are TypeErrors
             raise _direct_error(name, x, args, e) from None
     else:

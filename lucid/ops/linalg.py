@@ -18,7 +18,7 @@ import numpy as np
 from .._core.backend import xp
 from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, tensor_method
-from ._family import _as_tensor, move_bdim, shape_of, sum_to_shape
+from ._family import _as_tensor, move_bdim, quiet, shape_of, sum_to_shape
 from .elementwise import cast, promote
 from .shape import broadcast_to, errors_as, squeeze, unsqueeze
 
@@ -99,7 +99,7 @@ def _matmul_impl(a, b):
 
 matmul_p = defprim(
     "matmul",
-    _matmul_impl,
+    quiet(_matmul_impl, 2),  # 0 * inf is nan, silently. See NOTE [Silent floating-point errors]
     vjp=(lambda ns, g, out, x, y: sum_to_shape(ns, ns.matmul(g, _mH(ns, y)), tuple(x.shape)),
          lambda ns, g, out, x, y: sum_to_shape(ns, ns.matmul(_mH(ns, x), g), tuple(y.shape))),
     jvp=_matmul_jvp,

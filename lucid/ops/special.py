@@ -21,7 +21,8 @@ from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
 from .._core import dtypes
 from ._family import (_PY_SCALARS, _as_tensor, _promote_float, batch_elementwise, binary,
-                      broadcast_tangent, same_dtype, scalar_operand, shape_of, sum_to_shape, unary)
+                      broadcast_tangent, quiet, same_dtype, scalar_operand, shape_of, sum_to_shape,
+                      unary)
 from .elementwise.arithmetic import _floatify, cast
 
 _SQRT_PI = math.sqrt(math.pi)
@@ -136,7 +137,7 @@ def _sinc_impl(x):
     return xp.sinc(x).astype(x.dtype, copy=False)
 
 
-sinc_p, _sinc = unary("sinc", _sinc_impl,
+sinc_p, _sinc = unary("sinc", quiet(_sinc_impl, 1),
                       lambda ns, x, o: _at_zero(ns, x, x * (-math.pi ** 2 / 3), (ns.cos(x * math.pi) - o) / _safe(ns, x)),
                       save_out=True)
 # entr' = -(1 + log x): +inf at 0 and nan below, as in PyTorch.

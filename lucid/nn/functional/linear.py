@@ -9,7 +9,7 @@ import math
 from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import Tensor
-from ...ops._family import conj_if_complex, move_bdim
+from ...ops._family import conj_if_complex, move_bdim, quiet
 
 __all__ = ["linear", "bilinear"]
 
@@ -89,7 +89,7 @@ def _linear_batch(vals, bdims):
     return TN.reshape(out, shape=tuple(x.shape[:1 + lead]) + (out.shape[-1],)), 0
 
 
-linear_p = defprim("linear", _linear_impl, vjp=(_linear_vjp_x, _linear_vjp_w, _linear_vjp_b),
+linear_p = defprim("linear", quiet(_linear_impl), vjp=(_linear_vjp_x, _linear_vjp_w, _linear_vjp_b),
                    jvp=_linear_jvp, batch=_linear_batch)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import Tensor, _wrap
-from ...ops._family import _as_tensor, move_bdim
+from ...ops._family import _as_tensor, move_bdim, quiet
 from .activation import _softplus, log_softmax
 from ._complex import refuse_complex as _refuse_complex
 from .sparse import one_hot
@@ -381,7 +381,7 @@ def _ce_batch(vals, bdims, ignore_index, reduction):
     return total / _safe_count(TN, count) + _nan_if_zero(TN, count), 0
 
 
-cross_entropy_p = defprim("cross_entropy", _ce_impl, vjp=(_ce_vjp, None), jvp=_ce_jvp, batch=_ce_batch)
+cross_entropy_p = defprim("cross_entropy", quiet(_ce_impl), vjp=(_ce_vjp, None), jvp=_ce_jvp, batch=_ce_batch)
 
 
 def _fused_ce(input, target, weight, reduction, label_smoothing):

@@ -106,9 +106,9 @@ def _floatify(a, b):
 
 # ------------------------------------------------------------------ arithmetic
 
-add_p = binary("add", xp.add, lambda ns, x, y, o: 1, lambda ns, x, y, o: 1, save_inputs=False)
-sub_p = binary("sub", xp.subtract, lambda ns, x, y, o: 1, lambda ns, x, y, o: -1, save_inputs=False)
-mul_p = binary("mul", xp.multiply, lambda ns, x, y, o: y, lambda ns, x, y, o: x)
+add_p = binary("add", quiet(xp.add), lambda ns, x, y, o: 1, lambda ns, x, y, o: 1, save_inputs=False)
+sub_p = binary("sub", quiet(xp.subtract), lambda ns, x, y, o: 1, lambda ns, x, y, o: -1, save_inputs=False)
+mul_p = binary("mul", quiet(xp.multiply), lambda ns, x, y, o: y, lambda ns, x, y, o: x)
 div_p = binary("div", quiet(xp.true_divide), lambda ns, x, y, o: 1 / y, lambda ns, x, y, o: -o / y, save_out=True)
 
 

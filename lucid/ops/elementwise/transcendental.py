@@ -22,8 +22,8 @@ from .comparison import _BINARY_PARAMS, clamp, where
 
 exp_p, exp = unary("exp", quiet(xp.exp), lambda ns, x, o: o, save_out=True, save_inputs=False)
 log_p, log = unary("log", quiet(xp.log), lambda ns, x, o: 1 / x)
-sin_p, sin = unary("sin", xp.sin, lambda ns, x, o: ns.cos(x))
-cos_p, cos = unary("cos", xp.cos, lambda ns, x, o: -ns.sin(x))
+sin_p, sin = unary("sin", quiet(xp.sin), lambda ns, x, o: ns.cos(x))
+cos_p, cos = unary("cos", quiet(xp.cos), lambda ns, x, o: -ns.sin(x))
 tanh_p, tanh = unary("tanh", xp.tanh, lambda ns, x, o: 1 - o * o, save_out=True, save_inputs=False)
 sqrt_p, sqrt = unary("sqrt", quiet(xp.sqrt), lambda ns, x, o: 0.5 / o, save_out=True, save_inputs=False)
 abs_p, abs = unary("abs", xp.abs, lambda ns, x, o: ns.sign(x), float_only=False)
@@ -126,7 +126,7 @@ rsqrt_p, rsqrt = unary("rsqrt", quiet(lambda x: 1 / xp.sqrt(x)), lambda ns, x, o
 square_p, square = unary("square", quiet(xp.square), lambda ns, x, o: 2 * x, float_only=False)
 reciprocal_p, reciprocal = unary("reciprocal", quiet(lambda x: 1 / x), lambda ns, x, o: -(o * o),
                                  save_out=True, save_inputs=False)
-tan_p, tan = unary("tan", xp.tan, lambda ns, x, o: 1 + o * o, save_out=True, save_inputs=False)
+tan_p, tan = unary("tan", quiet(xp.tan), lambda ns, x, o: 1 + o * o, save_out=True, save_inputs=False)
 asin_p, asin = unary("asin", quiet(xp.arcsin), lambda ns, x, o: 1 / ns.sqrt(1 - x * x))
 acos_p, acos = unary("acos", quiet(xp.arccos), lambda ns, x, o: -1 / ns.sqrt(1 - x * x))
 atan_p, atan = unary("atan", xp.arctan, lambda ns, x, o: 1 / (1 + x * x))
@@ -298,12 +298,12 @@ floor_p, floor = unary("floor", _keep_int(xp.floor), _zero, save_inputs=False, f
 ceil_p, ceil = unary("ceil", _keep_int(xp.ceil), _zero, save_inputs=False, float_only=False)
 trunc_p, trunc = unary("trunc", _keep_int(xp.trunc), _zero, save_inputs=False, float_only=False)
 # frac = x - trunc(x): its gradient is 1 (PyTorch's convention), so a primitive of its own.
-frac_p, frac = unary("frac", lambda x: x - xp.trunc(x), lambda ns, x, o: 1, save_inputs=False)
+frac_p, frac = unary("frac", quiet(lambda x: x - xp.trunc(x), 1), lambda ns, x, o: 1, save_inputs=False)
 frac_p.vjp = (lambda ns, g, out, x: g,)
 frac_p.jvp = lambda ns, primals, tangents, out: tangents[0]
 
 round_p = defprim(
-    "round", lambda x, decimals: xp.round(x, decimals),
+    "round", quiet(lambda x, decimals: xp.round(x, decimals), 1),
     vjp=(lambda ns, g, out, x, decimals: g * 0,),
     jvp=lambda ns, primals, tangents, out, decimals: tangents[0] * 0,
     save_inputs=False,
@@ -354,9 +354,9 @@ def _atan2_d(ns, a, b, num):
 atan2_p = binary("atan2", xp.arctan2, lambda ns, a, b, o: _atan2_d(ns, a, b, b),
                  lambda ns, a, b, o: _atan2_d(ns, a, b, -a))
 hypot_p = binary("hypot", quiet(xp.hypot), lambda ns, a, b, o: a / o, lambda ns, a, b, o: b / o, save_out=True)
-logaddexp_p = binary("logaddexp", xp.logaddexp, lambda ns, a, b, o: ns.exp(a - o),
+logaddexp_p = binary("logaddexp", quiet(xp.logaddexp), lambda ns, a, b, o: ns.exp(a - o),
                      lambda ns, a, b, o: ns.exp(b - o), save_out=True)
-logaddexp2_p = binary("logaddexp2", xp.logaddexp2, lambda ns, a, b, o: ns.exp2(a - o),
+logaddexp2_p = binary("logaddexp2", quiet(xp.logaddexp2), lambda ns, a, b, o: ns.exp2(a - o),
                       lambda ns, a, b, o: ns.exp2(b - o), save_out=True)
 
 atan2 = _floating_binary("atan2", atan2_p, """Angle of the point ``(other, input)``: ``atan(input / other)`` in the right quadrant.

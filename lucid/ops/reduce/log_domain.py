@@ -2,12 +2,10 @@
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
-from .._family import _promote_float, batch_unary_axis, conj_if_complex
+from .._family import _promote_float, batch_unary_axis, conj_if_complex, quiet
 from ._common import _float_input, _lift0d, expand_reduced, norm_axes
 
 
@@ -16,21 +14,20 @@ from ._common import _float_input, _lift0d, expand_reduced, norm_axes
 
 def _logsumexp_impl(x, axis, keepdims):
     # Shift by the max so exp never overflows; an infinite max (all -inf, or +inf) is not shifted.
+    # Runs quiet (log(0) is -inf). See NOTE [Silent floating-point errors].
     if x.size == 0:
-        with np.errstate(divide="ignore"):
-            return xp.asarray(xp.log(xp.sum(xp.exp(x), axis=axis, keepdims=keepdims)))
+        return xp.asarray(xp.log(xp.sum(xp.exp(x), axis=axis, keepdims=keepdims)))
     # A complex x is shifted by its largest real part (a real shift, as PyTorch): the imaginary
     # part of the result is then the principal arg of the sum, in (-pi, pi].
     re = x.real if x.dtype.kind == "c" else x
     m = xp.max(re, axis=axis, keepdims=True)
     m = xp.where(xp.isfinite(m), m, 0).astype(re.dtype, copy=False)
-    with np.errstate(divide="ignore"):
-        out = xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True)) + m
+    out = xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True)) + m
     return out if keepdims else xp.asarray(out.reshape(tuple(s for i, s in enumerate(out.shape) if i not in axis)))
 
 
 logsumexp_p = defprim(
-    "logsumexp", _logsumexp_impl,
+    "logsumexp", quiet(_logsumexp_impl, 1),
     # d lse / dx = softmax(x) = exp(x - lse): stable, written in ns ops; conjugated for a
     # complex x (NOTE [Holomorphic vjp]).
     vjp=(lambda ns, g, out, x, axis, keepdims: expand_reduced(ns, g, x.shape, axis, keepdims)
@@ -70,6 +67,8 @@ def logsumexp(input, dim=None, keepdim=False):
 # ------------------------------------------------------ softmax / log_softmax
 
 
+# An all -inf row gives nan (-inf - -inf), as in PyTorch; quiet, as every op here. See NOTE
+# [Silent floating-point errors].
 def _softmax_impl(x, axis):
     if x.shape[axis] == 0:
         return x.copy()
@@ -88,7 +87,7 @@ def _log_softmax_impl(x, axis):
 
 # Primitives for stability and speed (one pass forward; the backward needs only the output).
 softmax_p = defprim(
-    "softmax", _softmax_impl,
+    "softmax", quiet(_softmax_impl, 1),
     vjp=(lambda ns, g, out, x, axis: out * (g - ns.sum(g * out, axis=(axis,), keepdims=True)),),
     jvp=lambda ns, primals, tangents, out, axis:
         out * (tangents[0] - ns.sum(tangents[0] * out, axis=(axis,), keepdims=True)),
@@ -97,7 +96,7 @@ softmax_p = defprim(
 softmax_p.batch = batch_unary_axis(softmax_p)
 
 log_softmax_p = defprim(
-    "log_softmax", _log_softmax_impl,
+    "log_softmax", quiet(_log_softmax_impl, 1),
     vjp=(lambda ns, g, out, x, axis: g - ns.exp(out) * ns.sum(g, axis=(axis,), keepdims=True),),
     jvp=lambda ns, primals, tangents, out, axis:
         tangents[0] - ns.sum(ns.exp(out) * tangents[0], axis=(axis,), keepdims=True),

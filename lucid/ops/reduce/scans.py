@@ -6,7 +6,7 @@ from ..._core import dtypes
 from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
-from .._family import _as_tensor, batch_unary_axis, conj_if_complex, linear_jvp
+from .._family import _as_tensor, batch_unary_axis, conj_if_complex, linear_jvp, quiet
 from ._common import _lift0d, _linear_scan, _nondiff, _shift, return_types
 from .extrema import _select_along
 
@@ -24,7 +24,7 @@ def _cum_impl(fn):
 
 
 cumsum_p = defprim(
-    "cumsum", _cum_impl(xp.cumsum),
+    "cumsum", quiet(_cum_impl(xp.cumsum), 1),
     # The adjoint of a running sum is the running sum taken from the other end.
     vjp=(lambda ns, g, out, x, axis, reverse: ns.cumsum(g, axis=axis, reverse=not reverse),),
     save_inputs=False,
@@ -47,7 +47,7 @@ def _cumprod_jvp(ns, primals, tangents, out, axis, reverse):
     return _linear_scan(ns, primals[0], tangents[0] * excl, axis, reverse)
 
 
-cumprod_p = defprim("cumprod", _cum_impl(xp.cumprod), vjp=(_cumprod_vjp,), jvp=_cumprod_jvp, save_out=True)
+cumprod_p = defprim("cumprod", quiet(_cum_impl(xp.cumprod), 1), vjp=(_cumprod_vjp,), jvp=_cumprod_jvp, save_out=True)
 cumprod_p.batch = batch_unary_axis(cumprod_p)
 
 

@@ -10,7 +10,7 @@ from ..._core import dtypes
 from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
-from .._family import _as_tensor, batch_unary_axis, conj_if_complex, linear_jvp
+from .._family import _as_tensor, batch_unary_axis, conj_if_complex, linear_jvp, quiet
 from ._common import _nondiff, _shift, expand_reduced, norm_axes
 from ..linalg_norm import vector_norm_p
 from .extrema import amax, amin
@@ -28,7 +28,7 @@ def _sum_impl(x, axis, keepdims):
 
 sum_p = defprim(
     "sum",
-    _sum_impl,
+    quiet(_sum_impl, 1),  # inf + -inf is nan, silently. See NOTE [Silent floating-point errors]
     vjp=(lambda ns, g, out, x, axis, keepdims:
          ns.broadcast_to(expand_reduced(ns, g, x.shape, axis, keepdims), shape=tuple(x.shape)),),
     save_inputs=False,
@@ -135,7 +135,7 @@ def _prod_others(ns, x, axis):
 
 prod_p = defprim(
     "prod",
-    lambda x, axis, keepdims: xp.asarray(xp.prod(x, axis=axis, keepdims=keepdims)),
+    quiet(lambda x, axis, keepdims: xp.asarray(xp.prod(x, axis=axis, keepdims=keepdims)), 1),
     vjp=(lambda ns, g, out, x, axis, keepdims:
          expand_reduced(ns, g, x.shape, axis, keepdims) * conj_if_complex(ns, _prod_others(ns, x, axis)),),
     jvp=lambda ns, primals, tangents, out, axis, keepdims:

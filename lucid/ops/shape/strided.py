@@ -37,7 +37,7 @@ import numpy as np
 from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
-from .._family import _as_tensor, linear_jvp, move_bdim, normalize_axis
+from .._family import _as_tensor, linear_jvp, move_bdim, normalize_axis, quiet
 
 # ------------------------------------------------------------------------ unfold
 
@@ -65,7 +65,7 @@ unfold_p = defprim(
 unfold_p.jvp = linear_jvp(unfold_p)
 
 unfold_adjoint_p = defprim(
-    "unfold_adjoint", _unfold_adjoint_impl,
+    "unfold_adjoint", quiet(_unfold_adjoint_impl, 1),
     vjp=(lambda ns, g, out, gy, shape, dim, size, step: ns.unfold(g, dim=dim, size=size, step=step),),
     save_inputs=None,
 )
