@@ -151,7 +151,7 @@ def cholesky(A, *, upper=False):
     A : Tensor
         A matrix or a batch of them, (..., n, n). Symmetric positive-definite.
     upper : bool
-        Return the upper factor ``L^T``.
+        Return the upper factor ``U = L^H`` (``A = U^H U``).
 
     Examples
     --------
@@ -160,7 +160,9 @@ def cholesky(A, *, upper=False):
     [[2.0, 0.0], [1.0, 1.0]]
     """
     L = bind(_ops.cholesky_p, (_matrix(A, "cholesky", True),), {})
-    return L.mT if upper else L
+    if upper:  # U = L^H (PyTorch's; the conjugate matters for complex A)
+        return L.mT.conj() if L.dtype.kind == "c" else L.mT
+    return L
 
 
 def qr(A, mode="reduced"):

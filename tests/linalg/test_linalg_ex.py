@@ -214,3 +214,10 @@ def test_cond_torch_parity():
                 continue  # SVD-based: 1 / (a rounding-noise singular value) differs between LAPACK calls
             got, want = L.cond(lucid.tensor(a), p).item(), torch.linalg.cond(torch.tensor(a), p).item()
             assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want, rel=1e-6), (p, a)
+
+
+def test_cholesky_upper_is_the_conjugate_transpose_for_complex():
+    z = np.array([[2.0, 1j], [-1j, 2.0]])
+    for u in (L.cholesky(lucid.tensor(z), upper=True).numpy(), L.cholesky_ex(lucid.tensor(z), upper=True).L.numpy()):
+        np.testing.assert_allclose(u.conj().T @ u, z, atol=1e-14)
+        np.testing.assert_allclose(u, np.linalg.cholesky(z).conj().T, atol=1e-14)
