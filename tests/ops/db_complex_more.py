@@ -212,3 +212,7 @@ OPS += [
            lambda rng: [Sample((cfloats(rng, 2, 3), cfloats(rng, 1, 3)))]),
     OpInfo("complex_setitem", _setitem, _np_setitem, lambda rng: [Sample((cfloats(rng, 2, 3), cfloats(rng, 2)))]),
 ]
+OPS += [
+    OpInfo("complex_logcumsumexp", lambda z: lucid.logcumsumexp(z, -1), lambda z: np.log(np.cumsum(np.exp(z), -1)),
+           lambda rng: [Sample((cfloats(rng, 2, 5),)), Sample((cfloats(rng, 3),), name="1-d")]),
+]

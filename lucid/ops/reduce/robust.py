@@ -131,13 +131,30 @@ def logcumsumexp(input, dim):
         return x.clone()
     d = normalize_axis(dim, x.ndim, "logcumsumexp")
     n = x.shape[d]
+    add = _complex_logaddexp if x.dtype.kind == "c" else L.logaddexp
     y, k = x, 1
     while k < n:
         pad = [0, 0] * (x.ndim - 1 - d) + [k, 0]
         shifted = L.pad(y, tuple(pad), value=float("-inf"))[(slice(None),) * d + (slice(0, n),)]
-        y = L.logaddexp(y, shifted)
+        y = add(y, shifted)
         k *= 2
     return y
+
+
+def _complex_logaddexp(a, b):
+    """``log(exp(a) + exp(b))`` for complex tensors, PyTorch's way: the operand with the larger
+    real part plus ``log1p(exp(min - max))`` (so nothing overflows, and the imaginary part is
+    the larger operand's, adjusted by less than pi/2); ``-inf`` (the scan's padding) stays ``-inf``.
+    Composed of holomorphic ops and selections, so its gradients follow NOTE [Complex gradients].
+    (``logaddexp`` itself refuses complex input, as PyTorch's does.)"""
+    L = _L()
+    a_big = a.real >= b.real
+    mx, mn = L.where(a_big, a, b), L.where(a_big, b, a)
+    rmx = mx.real
+    empty = L.isinf(rmx) & (rmx < 0)  # both -inf: exp(-inf) + exp(-inf) = 0, and mn - mx would be nan
+    zero = L.zeros_like(mx)
+    safe_mx, safe_mn = L.where(empty, zero, mx), L.where(empty, zero, mn)
+    return L.where(empty, mx, safe_mx + L.log1p(L.exp(safe_mn - safe_mx)))
 
 
 # ------------------------------------------------------------------------- covariance
