@@ -33,7 +33,7 @@ import numpy as np
 from .._core.backend import xp
 from .._core.grad_mode import STATE
 from .._core.primitive import TN, bind, defprim
-from ._family import _as_tensor, conj_if_complex, move_bdim
+from ._family import _as_tensor, conj_if_complex, move_bdim, quiet
 
 # ----------------------------------------------------------------- array helpers
 
@@ -611,11 +611,11 @@ def _convw_batch(vals, bdims, stride, padding, dilation, groups, ksize):
     return _split(dw, 0, b), 0
 
 
-conv_p = defprim("conv", _conv_impl, vjp=(_conv_vjp_x, _conv_vjp_w, _conv_vjp_b), jvp=_conv_jvp,
+conv_p = defprim("conv", quiet(_conv_impl), vjp=(_conv_vjp_x, _conv_vjp_w, _conv_vjp_b), jvp=_conv_jvp,
                  batch=_conv_batch)
-conv_transpose_p = defprim("conv_transpose", _conv_transpose_impl, vjp=(_convt_vjp_x, _convt_vjp_w),
+conv_transpose_p = defprim("conv_transpose", quiet(_conv_transpose_impl), vjp=(_convt_vjp_x, _convt_vjp_w),
                            jvp=_bilinear_jvp("conv_transpose"), batch=_convt_batch)
-conv_weight_p = defprim("conv_weight", _conv_weight_impl, vjp=(_convw_vjp_x, _convw_vjp_g),
+conv_weight_p = defprim("conv_weight", quiet(_conv_weight_impl), vjp=(_convw_vjp_x, _convw_vjp_g),
                         jvp=_bilinear_jvp("conv_weight"), batch=_convw_batch)
 
 # ------------------------------------------------------------------ pooling

@@ -24,6 +24,7 @@ import numbers
 import numpy as np
 
 from .._core.tensor import Tensor, _wrap
+from ..ops._family import quiet_call
 
 
 class _TensorOps:
@@ -213,7 +214,9 @@ class Optimizer:
                 self._graph_update(p, grad, state, group)
             else:
                 arr = _real_view(p._data)  # complex: re and im as two reals, as PyTorch's view_as_real
-                new = self._update(arr, _real_view(grad._data), state, group)
+                # inf/nan gradients give inf/nan parameters silently, as in PyTorch
+                # (NOTE [Silent floating-point errors]).
+                new = quiet_call(self._update, arr, _real_view(grad._data), state, group)
                 if new is not None and new is not arr:
                     np.copyto(arr, new, casting="same_kind")
                 if arr is not p._data and not np.shares_memory(arr, p._data):  # a non-contiguous complex p

@@ -67,6 +67,10 @@ CASES = {
                              [[nan] * 3, [1 / 3] * 3]),
     "linear": (lambda: F.linear(T([[inf, 1.0]]), T([[0.0, 1.0]])), [[nan]]),
     "scatter_add": (lambda: lucid.scatter_add(T([inf, 1.0]), 0, T([0, 0]), T([-inf, 1.0])), [nan, 1.0]),
+    "cast to float16 overflows": (lambda: T(np.array([1e5, inf, nan, -1e300])).half(), np.array([inf, inf, nan, -inf], np.float16)),
+    "cast of nan to int": (lambda: T(np.array([nan, inf])).long(), None),  # value unspecified, as in PyTorch
+    "conv1d": (lambda: F.conv1d(T([[[inf, 1.0, 2.0]]]), T([[[0.0, 1.0]]])), [[[nan, 2.0]]]),
+    "avg_pool1d": (lambda: F.avg_pool1d(T([[[inf, -inf]]]), 2), [[[nan]]]),
     "gelu": (lambda: F.gelu(T(A)), None),
     "layer_norm": (lambda: F.layer_norm(T(ROWS), (3,)), None),
 }
@@ -95,6 +99,26 @@ def test_inplace_arithmetic_is_silent(name):
     np.testing.assert_array_equal(x.numpy(), _np(ref, A, B))
 
 
+def test_optimizer_steps_and_clipping_on_infinite_gradients_are_silent():
+    p_sgd, p_adam, p_clip = (lucid.nn.Parameter(lucid.tensor([1.0, 2.0], dtype=lucid.float64)) for _ in range(3))
+    sgd = lucid.optim.SGD([p_sgd], lr=0.1, momentum=0.9)
+    adam = lucid.optim.Adam([p_adam], lr=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for g in ([inf, 1.0], [-inf, 1.0]):
+            for p, opt in ((p_sgd, sgd), (p_adam, adam)):
+                p.grad = lucid.tensor(g, dtype=lucid.float64)
+                opt.step()
+        p_clip.grad = lucid.tensor([inf, 1.0], dtype=lucid.float64)
+        total = lucid.nn.utils.clip_grad_norm_([p_clip], 1.0)
+    # SGD: 1 - 0.1 inf = -inf, then the momentum buffer inf * 0.9 - inf is nan
+    assert np.isnan(p_sgd.detach().numpy()[0]) and np.isfinite(p_sgd.detach().numpy()[1])
+    # Adam: m / sqrt(v) = inf / inf is nan
+    assert np.isnan(p_adam.detach().numpy()[0]) and np.isfinite(p_adam.detach().numpy()[1])
+    assert total.item() == inf
+    np.testing.assert_array_equal(p_clip.grad.numpy(), [nan, 0.0])  # scaled by 1 / (inf + 1e-6) = 0
+
+
 def test_gradients_through_infinite_values_are_silent():
     x = lucid.tensor([inf, 1.0], requires_grad=True)
     y = lucid.tensor([-inf, 2.0], requires_grad=True)
@@ -118,6 +142,8 @@ def test_parity_with_torch():
         (torch.tensor(A) * torch.tensor(B), "mul"),
         (torch.tensor([inf, -inf, 1.0]).sum(), "sum"),
         (torch.tensor([inf, 0.0, 2.0]).cumprod(0), "cumprod"),
+        (torch.tensor([1e5, inf, nan, -1e300], dtype=torch.float64).half(), "cast to float16 overflows"),
+        (torch.nn.functional.conv1d(torch.tensor([[[inf, 1.0, 2.0]]]), torch.tensor([[[0.0, 1.0]]])), "conv1d"),
     ]
     for ref, name in pairs:
         np.testing.assert_allclose(CASES[name][0]().numpy(), ref.numpy(), rtol=1e-14, atol=0, err_msg=name)

@@ -62,7 +62,8 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     coef = float(max_norm) / (float(total.item()) + 1e-6)
     if coef < 1.0 or math.isnan(coef):
         for g in grads:
-            g._data = (g._data * coef).astype(g.dtype, copy=False)
+            with np.errstate(invalid="ignore"):  # an inf gradient times 0 is nan, silently (as PyTorch)
+                g._data = (g._data * coef).astype(g.dtype, copy=False)
             g._version[0] += 1
     return total
 
@@ -97,5 +98,6 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     coef = float(max_norm) / (total + 1e-6)
     if coef < 1.0 or math.isnan(coef):
         for g in grads:
-            g._data = (g._data * coef).astype(g.dtype, copy=False)
+            with np.errstate(invalid="ignore"):  # an inf gradient times 0 is nan, silently (as PyTorch)
+                g._data = (g._data * coef).astype(g.dtype, copy=False)
             g._version[0] += 1

@@ -27,7 +27,7 @@ def _cast_impl(x, dtype):
 
 cast_p = defprim(
     "cast",
-    _cast_impl,
+    quiet(_cast_impl, 1),  # 1e300 to float32 is inf, nan to int is arbitrary, silently (as PyTorch)
     # The gradient flows back in the input's dtype; none flows to integer inputs.
     vjp=(lambda ns, g, out, x, dtype: ns.cast(g, dtype=x.dtype) if x.dtype.kind in "fc" else None,),
     jvp=lambda ns, primals, tangents, out, dtype: ns.cast(tangents[0], dtype=dtype) if dtype.kind in "fc" else None,
