@@ -1,73 +1,204 @@
-"""``lucid.cuda``: the CUDA probes tutorials call first, answered truthfully (no GPU here).
+"""``lucid.cuda``: CUDA devices through CuPy (``pip install 'lucid[gpu]'``).
 
-This build runs on the CPU only (NOTE [Devices] in ``lucid/_core/backend.py``), so
-``is_available()`` is False and ``device_count()`` is 0. The seeding calls are accepted and
-do nothing, as PyTorch's do without a GPU; calls that need a GPU raise a clear error.
+CuPy is imported the first time something here (or a ``"cuda"`` device) is used, never by
+``import lucid``. Without CuPy or without a GPU, ``is_available()`` is False,
+``device_count()`` is 0, the seeding and cache calls do nothing (as PyTorch's do without a
+GPU) and calls that need a GPU raise a RuntimeError that says why. See NOTE [Backends] in
+``lucid/_core/backend.py``.
 
 Examples
 --------
 >>> import lucid
->>> lucid.cuda.is_available(), lucid.cuda.device_count()
-(False, 0)
 >>> device = "cuda" if lucid.cuda.is_available() else "cpu"
->>> lucid.zeros(2, device=device).device
-device(type='cpu')
+>>> lucid.zeros(2, device=device).device.type == device
+True
 """
 from __future__ import annotations
 
-from ._core.backend import _unavailable
+from ._core import backend as _backend
+
+_STATE = {"device": None, "seed": None}
 
 
 def is_available() -> bool:
-    """False: this lucid build has no CUDA backend."""
-    return False
+    """Whether CuPy is installed and sees at least one CUDA device."""
+    return bool(_backend._load_cuda())
+
+
+def _cupy(name):
+    if not is_available():
+        raise RuntimeError(f"lucid.cuda.{name}: {_backend._unavailable('cuda')}")
+    import cupy
+
+    return cupy
 
 
 def device_count() -> int:
-    """0: no CUDA devices are visible to this build."""
-    return 0
+    """How many CUDA devices CuPy sees (0 without CuPy or a GPU)."""
+    if not is_available():
+        return 0
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceCount()
 
 
 def is_initialized() -> bool:
-    """False: CUDA is never initialised in this build."""
-    return False
+    """Whether the CUDA backend has been set up in this process."""
+    return "cuda" in _backend._BACKENDS
+
+
+def current_device() -> int:
+    """The index of the current CUDA device."""
+    return _cupy("current_device").cuda.runtime.getDevice()
+
+
+def set_device(device) -> None:
+    """Make ``device`` (an index, ``"cuda:N"`` or a :class:`lucid.device`) the current one."""
+    cupy = _cupy("set_device")
+    index = device if isinstance(device, int) else _backend.device(device).index or 0
+    cupy.cuda.runtime.setDevice(index)
+
+
+def _index(device, name):
+    cupy = _cupy(name)
+    if device is None:
+        return cupy, cupy.cuda.runtime.getDevice()
+    return cupy, device if isinstance(device, int) else (_backend.device(device).index or 0)
+
+
+def get_device_name(device=None) -> str:
+    """The GPU's name, e.g. ``'NVIDIA H100 80GB HBM3'``."""
+    cupy, i = _index(device, "get_device_name")
+    name = cupy.cuda.runtime.getDeviceProperties(i)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def get_device_properties(device=None) -> dict:
+    """CuPy's property record of the device (name, totalGlobalMem, major, minor ...)."""
+    cupy, i = _index(device, "get_device_properties")
+    return cupy.cuda.runtime.getDeviceProperties(i)
+
+
+def get_device_capability(device=None) -> tuple:
+    """``(major, minor)`` compute capability."""
+    props = get_device_properties(device)
+    return props["major"], props["minor"]
+
+
+def synchronize(device=None) -> None:
+    """Wait for every queued kernel on the device to finish (timings need it)."""
+    cupy, i = _index(device, "synchronize")
+    with cupy.cuda.Device(i):
+        cupy.cuda.runtime.deviceSynchronize()
 
 
 def manual_seed(seed) -> None:
-    """Accepted and ignored (no CUDA generator exists), as PyTorch does without a GPU."""
-    int(seed)
+    """Seed the CUDA random generator (ignored without a GPU, as in PyTorch)."""
+    seed = int(seed)
+    _STATE["seed"] = seed
+    if is_initialized():
+        from .ops import random as _random
+
+        _random.seed_device("cuda", seed)
 
 
-def manual_seed_all(seed) -> None:
-    """Accepted and ignored (no CUDA generators exist), as PyTorch does without a GPU."""
-    int(seed)
+manual_seed_all = manual_seed
 
 
 def seed() -> None:
-    """Accepted and ignored (no CUDA generator exists)."""
+    """Seed the CUDA generator from a random number (ignored without a GPU)."""
+    import random
+
+    manual_seed(random.randrange(2 ** 63))
 
 
 seed_all = seed
 
 
+def memory_allocated(device=None) -> int:
+    """Bytes held by live CUDA arrays (CuPy's memory pool: used bytes)."""
+    cupy, _ = _index(device, "memory_allocated")
+    return cupy.get_default_memory_pool().used_bytes()
+
+
+_PEAK = [0]
+
+
+def max_memory_allocated(device=None) -> int:
+    """The largest :func:`memory_allocated` seen so far (sampled at each call here and at
+    :func:`reset_peak_memory_stats`; CuPy's pool keeps no peak of its own: its total bytes
+    held are used as an upper bound)."""
+    cupy, _ = _index(device, "max_memory_allocated")
+    pool = cupy.get_default_memory_pool()
+    _PEAK[0] = max(_PEAK[0], pool.used_bytes(), pool.total_bytes())
+    return _PEAK[0]
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _PEAK[0] = 0
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes CuPy's memory pool holds from the driver (used + cached)."""
+    cupy, _ = _index(device, "memory_reserved")
+    return cupy.get_default_memory_pool().total_bytes()
+
+
 def empty_cache() -> None:
-    """Nothing to free: no CUDA memory is ever allocated."""
+    """Give cached, unused blocks of CuPy's memory pool back to the driver."""
+    if is_initialized():
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
 
 
-def _needs_gpu(name):
-    def fn(*args, **kwargs):
-        raise RuntimeError(f"lucid.cuda.{name}: {_unavailable('cuda')}")
+class Stream:
+    """A CUDA stream (CuPy's), usable as a context manager: ``with lucid.cuda.Stream(): ...``."""
 
-    fn.__name__ = name
-    fn.__doc__ = "Raise: this build has no CUDA device."
-    return fn
+    def __init__(self, device=None, priority=0):
+        cupy = _cupy("Stream")
+        self._stream = cupy.cuda.Stream(non_blocking=True)
+
+    def synchronize(self):
+        self._stream.synchronize()
+
+    def wait_stream(self, other):
+        self._stream.wait_event(other._stream.record())
+
+    def __enter__(self):
+        self._stream.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._stream.__exit__(*exc)
 
 
-current_device = _needs_gpu("current_device")
-set_device = _needs_gpu("set_device")
-get_device_name = _needs_gpu("get_device_name")
-get_device_properties = _needs_gpu("get_device_properties")
-get_device_capability = _needs_gpu("get_device_capability")
-synchronize = _needs_gpu("synchronize")
-memory_allocated = _needs_gpu("memory_allocated")
-max_memory_allocated = _needs_gpu("max_memory_allocated")
+def current_stream(device=None):
+    s = object.__new__(Stream)
+    s._stream = _cupy("current_stream").cuda.get_current_stream()
+    return s
+
+
+class Event:
+    """A CUDA event for timing: ``e.record(); ...; e2.record(); e2.synchronize();
+    e.elapsed_time(e2)`` (milliseconds)."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        cupy = _cupy("Event")
+        self._event = cupy.cuda.Event(block=blocking, disable_timing=not enable_timing,
+                                      interprocess=interprocess)
+
+    def record(self, stream=None):
+        self._event.record(None if stream is None else stream._stream)
+
+    def synchronize(self):
+        self._event.synchronize()
+
+    def query(self):
+        return self._event.done
+
+    def elapsed_time(self, end_event):
+        import cupy
+
+        return cupy.cuda.get_elapsed_time(self._event, end_event._event)

@@ -35,7 +35,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ._core.backend import check_device
+from ._core.backend import check_device, host, to_device
 from ._core.tensor import Tensor, _wrap
 
 __all__ = ["save", "load"]
@@ -85,7 +85,11 @@ class _Encoder:
         if isinstance(obj, Tensor):
             if type(obj).__name__.endswith("Tracer"):
                 raise TypeError(f"lucid.save: can't save a transform tracer at {path or '<root>'!r}")
-            node = {"t": self.array(obj._data, obj, path), "rg": bool(obj._rg)}
+            # Values are written from the host (one explicit copy for a device tensor); the
+            # device is recorded so load() puts them back there (PyTorch's default).
+            node = {"t": self.array(host(obj._data), obj, path), "rg": bool(obj._rg)}
+            if obj._data.__class__ is not np.ndarray:
+                node["device"] = str(obj.device)
             if obj._data.dtype.kind == "c":
                 node["complex"] = True
             if type(obj).__name__ == "Parameter":
@@ -297,8 +301,11 @@ def load(f, map_location=None, weights_only=True):
     Parameters
     ----------
     f : str, os.PathLike or binary file object
-    map_location : None, str or device
-        Only the CPU exists; accepted for PyTorch compatibility.
+    map_location : None, str, device, dict or callable
+        Where tensors go. None: the device each was saved from (a CUDA tensor needs a GPU
+        here: pass ``map_location="cpu"`` on a CPU-only machine, as in PyTorch); a device:
+        all there; a dict ``{"cuda:0": "cpu"}``: saved device -> device; a callable
+        ``f(tensor, saved_location) -> tensor`` gets each tensor on the CPU.
     weights_only : bool
         Accepted for PyTorch compatibility. Lucid files never hold code, so loading is
         always "weights only".
@@ -324,12 +331,12 @@ def load(f, map_location=None, weights_only=True):
     [tensor([1, 2]), (None, 2.5)]
     """
     if map_location is not None and not callable(map_location) and not isinstance(map_location, dict):
-        check_device(map_location)
+        map_location = check_device(map_location)
     if hasattr(f, "read"):
-        return _Decoder(f, str(getattr(f, "name", None) or repr(f))).run()
+        return _Decoder(f, str(getattr(f, "name", None) or repr(f)), map_location).run()
     where = os.fspath(f)
     with open(where, "rb") as fh:
-        return _Decoder(fh, str(where)).run()
+        return _Decoder(fh, str(where), map_location).run()
 
 
 # NOTE [Load memory]
@@ -339,9 +346,28 @@ def load(f, map_location=None, weights_only=True):
 # peak is the size of the tensors, not twice the file. (This beats a memory map, which
 # would still need one copy per tensor for Tensors to own writable memory.)
 class _Decoder:
-    def __init__(self, fh, where):
-        self.fh, self.where = fh, where
+    def __init__(self, fh, where, map_location=None):
+        self.fh, self.where, self.map_location = fh, where, map_location
         self.cache = {}
+
+    def place(self, arr, saved):
+        """``arr`` (host) on the device ``map_location`` assigns to one saved from ``saved``."""
+        where = self.map_location
+        if where is None:
+            target = saved
+        elif isinstance(where, dict):
+            target = where.get(saved, saved)
+        else:
+            target = where
+        if target == "cpu" or target is None:
+            return arr
+        try:
+            return to_device(arr, check_device(target))
+        except RuntimeError as e:
+            raise RuntimeError(
+                f"lucid.load: {self.where!r} holds a tensor saved on {saved!r}, which this machine "
+                f"can't place ({e}). If you are running on a CPU-only machine, use "
+                "lucid.load(..., map_location='cpu') to map it to the CPU.") from None
 
     def fail(self, msg):
         return ValueError(f"lucid.load: {self.where!r} is not a valid checkpoint: {msg}")
@@ -484,6 +510,14 @@ class _Decoder:
     def build(self, arr, node):
         if "nd" in node:
             return arr
+        saved = node.get("device", "cpu")
+        if not isinstance(saved, str):
+            raise self.fail(f"a tensor's device must be a string, got {saved!r}")
+        if callable(self.map_location) and not isinstance(self.map_location, dict):
+            t = self.map_location(_wrap(arr), saved)
+            arr = t._data if isinstance(t, Tensor) else arr
+        else:
+            arr = self.place(arr, saved)
         if node.get("param"):
             from .nn.parameter import Parameter
 

@@ -7,3 +7,19 @@ def pytest_addoption(parser):
                      help="run tests/fuzz with a large example budget (by hand; minutes)")
     parser.addoption("--fuzz-examples", type=int, default=None,
                      help="examples per fuzz test (overrides the CI and --fuzz-long budgets)")
+    parser.addoption("--lucid-device", default="cpu",
+                     help="the default device for the run: 'cpu', 'strict' (the CPU stand-in that "
+                          "behaves like CuPy, NOTE [Strict stand-in device]) or 'cuda'")
+
+
+def pytest_configure(config):
+    dev = config.getoption("--lucid-device", default="cpu")
+    if dev == "cpu":
+        return
+    import lucid
+
+    if dev == "strict":
+        from lucid.testing import strict_device
+
+        strict_device.enable()
+    lucid.set_default_device(dev)

@@ -1,46 +1,89 @@
-"""The array-namespace seam: every array call in op definitions goes through ``xp``.
+"""Array backends: one per device type, and the only place that knows which exist.
 
-Today ``xp`` is NumPy and the only device is ``"cpu"``. A CUDA backend would bind
-``xp`` to CuPy per device; op definitions would not change, because they only ever
-call ``xp.<fn>`` (never ``np.<fn>`` directly) in their impls.
+NOTE [Backends]
+A tensor's device is the type of its array: ``numpy.ndarray`` is "cpu", ``cupy.ndarray`` is
+"cuda:N" (``lucid.cuda``; CuPy is imported on first use only), and tests register a strict CPU
+stand-in (``lucid.testing.strict_device``) that behaves like CuPy without a GPU. A
+:class:`Backend` names its device type, its array module (``xp``), its array type, and the
+explicit host transfers (``to_numpy``/``from_numpy``).
+
+Op impls call NumPy's functions (``xp.exp``, ``np.sum`` ...) on their operands. Those calls
+dispatch on the operand's type (NEP 13 ``__array_ufunc__``, NEP 18 ``__array_function__``), so an
+impl runs on its operands' device through that device's namespace with no lookup at all: the
+CPU eager path pays nothing, and the device is chosen once per call, by the arrays. Only
+arrays made from nothing (``zeros(shape)``) need the namespace itself: :func:`namespace_of`
+gives it, from an operand. Host transfers are explicit (``Tensor.cpu()``, ``.numpy()``,
+``.item()``, ``.tolist()``, printing); inside ops and the engine none happens, and the strict
+stand-in refuses every implicit one (``__array__``), which the test suite checks.
 
 NOTE [Devices]
 ``lucid.device`` parses every device string PyTorch knows (``"cuda:1"``, ``"mps"``,
-``"metal"`` ...), so code that only *names* a device runs; ``check_device`` is where a
-device must actually exist, and it raises one clear error for any device this build lacks.
-A GPU backend adds its type to ``AVAILABLE_DEVICES`` and binds ``xp`` for it here.
+``"metal"`` ...), so code that only *names* a device runs; :func:`check_device` is where a
+device must actually exist, and it raises one clear error for any device this machine lacks.
 """
 from __future__ import annotations
 
-import numpy as xp  # noqa: F401  (re-exported: the active array namespace)
+import types
 
-AVAILABLE_DEVICES = ("cpu",)
-# Device types PyTorch code names (plus Apple's "metal"); only "cpu" is available here.
-KNOWN_DEVICE_TYPES = ("cpu", "cuda", "mps", "metal", "meta", "xpu", "xla", "hip", "ipu",
+import numpy as np
+
+# NumPy's namespace as op impls see it (NOTE [Backends]): ``xp.f(operand)`` dispatches to the
+# operand's device, and the conversions ``asarray``/``array``/``ascontiguousarray`` keep a
+# device array on its device (NumPy's would pull it to the host, or raise).
+xp = types.ModuleType("lucid.xp", "NumPy, with device-preserving conversions (NOTE [Backends]).")
+xp.__dict__.update({k: v for k, v in np.__dict__.items() if not k.startswith("__")})
+xp.__getattr__ = lambda name: getattr(np, name)  # NumPy's lazily imported submodules
+_DEVICE_TYPES = set()  # array types of every backend but the CPU's
+_np_asarray, _np_array, _np_ascontiguousarray = np.asarray, np.array, np.ascontiguousarray
+
+
+def _xp_asarray(a, dtype=None, order=None, **kwargs):
+    if a.__class__ in _DEVICE_TYPES:
+        return a if dtype is None else a.astype(dtype, copy=False)
+    return _np_asarray(a, dtype, order, **kwargs)
+
+
+def _xp_array(a, dtype=None, *, copy=True, order="K", **kwargs):
+    if a.__class__ in _DEVICE_TYPES:
+        return a.astype(a.dtype if dtype is None else dtype, copy=bool(copy))
+    return _np_array(a, dtype, copy=copy, order=order, **kwargs)
+
+
+def _xp_ascontiguousarray(a, dtype=None, **kwargs):
+    if a.__class__ in _DEVICE_TYPES:
+        return namespace_of(a).ascontiguousarray(a, dtype)
+    return _np_ascontiguousarray(a, dtype, **kwargs)
+
+
+xp.asarray, xp.array, xp.ascontiguousarray = _xp_asarray, _xp_array, _xp_ascontiguousarray
+
+AVAILABLE_DEVICES = ["cpu"]
+# Device types PyTorch code names (plus Apple's "metal"); which exist is decided at run time.
+KNOWN_DEVICE_TYPES = ["cpu", "cuda", "mps", "metal", "meta", "xpu", "xla", "hip", "ipu",
                       "vulkan", "mkldnn", "opengl", "opencl", "ideep", "ort", "hpu", "mtia",
-                      "privateuseone")
+                      "privateuseone"]
 
 
 def _unavailable(name: str) -> RuntimeError:
     kind = name.split(":")[0]
     if kind in ("cuda", "hip"):
-        probe = "lucid.cuda.is_available() is False"
+        why = _cuda_missing_reason()
+        probe = f"lucid.cuda.is_available() is False: {why}"
     elif kind in ("mps", "metal"):
         probe = "lucid.backends.mps.is_available() is False"
     else:
-        probe = f"only {AVAILABLE_DEVICES} exist"
+        probe = f"the available device types are {AVAILABLE_DEVICES}"
     return RuntimeError(
-        f"device {name!r} is not available: this lucid build runs on the CPU only ({probe}). "
-        "There is no GPU backend yet (one would plug in at lucid/_core/backend.py); run on "
-        "'cpu', e.g. device = 'cuda' if lucid.cuda.is_available() else 'cpu'"
+        f"device {name!r} is not available ({probe}); run on 'cpu', e.g. "
+        "device = 'cuda' if lucid.cuda.is_available() else 'cpu'"
     )
 
 
 class device:
     """A device handle: ``lucid.device("cpu")``, ``lucid.device("cuda", 0)``.
 
-    Any device PyTorch names can be *described*; only ``"cpu"`` can hold tensors in this
-    build (see NOTE [Devices]).
+    Any device PyTorch names can be *described*; only available ones (``"cpu"``, and
+    ``"cuda"`` with CuPy and a GPU) can hold tensors (see NOTE [Devices]).
 
     Examples
     --------
@@ -101,21 +144,196 @@ class device:
 CPU = device("cpu")
 
 
-def check_device(dev) -> str:
-    """Validate a ``device`` argument; raise a clear error for any device but the CPU."""
-    if dev is None or dev is CPU or dev == "cpu":
-        return "cpu"
+class Backend:
+    """One device type's arrays: its array module, array type and explicit host transfers.
+
+    Parameters
+    ----------
+    type : str
+        The device type it serves (``"cpu"``, ``"cuda"`` ...).
+    xp : module
+        Its array module (NumPy's API: ``zeros``, ``arange`` ...), for arrays made from nothing.
+    array_type : type
+        The class of its arrays; a tensor's device is found from it.
+    device_of : callable
+        ``device_of(array) -> device``.
+    to_numpy : callable
+        ``to_numpy(array) -> numpy.ndarray``: the explicit device-to-host copy.
+    from_numpy : callable
+        ``from_numpy(ndarray, index) -> array``: the explicit host-to-device copy.
+    numpy_view : bool
+        Whether ``Tensor.numpy()`` may hand out host memory (False on a GPU, as in PyTorch).
+    special : callable, optional
+        Returns the module of special functions (scipy.special or cupyx.scipy.special).
+
+    Examples
+    --------
+    >>> from lucid._core import backend
+    >>> backend.backend_of(backend.np.zeros(2)).type
+    'cpu'
+    """
+
+    def __init__(self, type, xp, array_type, *, device_of, to_numpy, from_numpy,  # noqa: A002
+                 numpy_view=True, special=None, implicit_numpy=None, synchronize=None):
+        self.type, self.xp, self.array_type = type, xp, array_type
+        self.device_of, self.to_numpy, self.from_numpy = device_of, to_numpy, from_numpy
+        self.numpy_view = numpy_view
+        self._special = special
+        self.implicit_numpy = implicit_numpy or to_numpy
+        self.synchronize = synchronize or (lambda: None)
+
+    def special(self):
+        if self._special is None:
+            import scipy.special
+
+            return scipy.special
+        return self._special()
+
+    def __repr__(self):
+        return f"<lucid backend {self.type!r} ({self.xp.__name__})>"
+
+
+CPU_BACKEND = Backend("cpu", np, np.ndarray, device_of=lambda a: CPU, to_numpy=lambda a: a,
+                      from_numpy=lambda a, index=None: a)
+_BACKENDS = {"cpu": CPU_BACKEND}
+_BY_TYPE = {np.ndarray: CPU_BACKEND}
+_DEFAULT = [CPU]
+
+
+def register_backend(b: Backend) -> None:
+    """Make ``b``'s device type available (a GPU backend, or the tests' strict stand-in)."""
+    _BACKENDS[b.type] = b
+    _BY_TYPE[b.array_type] = b
+    _DEVICE_TYPES.add(b.array_type)
+    if b.type not in KNOWN_DEVICE_TYPES:
+        KNOWN_DEVICE_TYPES.append(b.type)
+    if b.type not in AVAILABLE_DEVICES:
+        AVAILABLE_DEVICES.append(b.type)
+
+
+def unregister_backend(type_name: str) -> None:  # noqa: A002
+    """Remove a backend registered with :func:`register_backend` (tests)."""
+    b = _BACKENDS.pop(type_name, None)
+    if b is None or b is CPU_BACKEND:
+        return
+    _BY_TYPE.pop(b.array_type, None)
+    _DEVICE_TYPES.discard(b.array_type)
+    if type_name in AVAILABLE_DEVICES:
+        AVAILABLE_DEVICES.remove(type_name)
+    if _DEFAULT[0].type == type_name:
+        _DEFAULT[0] = CPU
+
+
+def backend_of(arr) -> Backend:
+    """The backend an array belongs to (NumPy scalars and anything unknown: the CPU's)."""
+    return _BY_TYPE.get(arr.__class__, CPU_BACKEND)
+
+
+def namespace_of(*arrays):
+    """The array module for making new arrays beside ``arrays`` (NumPy unless one is on a device).
+
+    Accepts arrays, Tensors and :class:`~lucid._core.primitive.Meta` records.
+
+    Examples
+    --------
+    >>> from lucid._core.backend import namespace_of
+    >>> import numpy as np
+    >>> namespace_of(np.ones(2)) is np
+    True
+    """
+    for a in arrays:
+        cls = a.__class__
+        if cls is np.ndarray:
+            continue
+        while getattr(cls, "_inner_value", None) is not None:  # a transform's tracer: its value
+            a = a._inner_value()
+            cls = a.__class__
+        d = getattr(a, "__dict__", None)
+        if d is not None and "_data" in d:  # a Tensor
+            a = d["_data"]
+            cls = a.__class__
+            if cls is np.ndarray:
+                continue
+        cls = getattr(a, "array_cls", cls)  # a Meta remembers its array's class
+        b = _BY_TYPE.get(cls)
+        if b is not None and b is not CPU_BACKEND:
+            return b.xp
+    return np
+
+
+def array_cls_of(t):
+    """The class of the array behind a Tensor or tracer (``numpy.ndarray`` for anything else)."""
+    cls = t.__class__
+    while getattr(cls, "_inner_value", None) is not None:
+        t = t._inner_value()
+        cls = t.__class__
+    d = getattr(t, "__dict__", None)
+    data = d.get("_data") if d is not None else None
+    return np.ndarray if data is None else data.__class__
+
+
+def device_of_array(arr) -> device:
+    if arr.__class__ is np.ndarray:
+        return CPU
+    return backend_of(arr).device_of(arr)
+
+
+def as_array(out):
+    """``out`` as an array of its own backend (NumPy scalars and sequences become ndarrays)."""
+    if out.__class__ in _BY_TYPE:
+        return out
+    return np.asarray(out)
+
+
+def to_device(arr, dev):
+    """``arr`` on device ``dev`` (a checked :class:`device`): the one explicit transfer."""
+    src = backend_of(arr)
+    dst = _BACKENDS[dev.type]
+    if src is dst:
+        if dst is CPU_BACKEND or src.device_of(arr) == dev:
+            return arr
+    host = src.to_numpy(arr)
+    return dst.from_numpy(host, dev.index)
+
+
+def host(arr) -> np.ndarray:
+    """An explicit host (NumPy) copy of ``arr`` (``arr`` itself on the CPU)."""
+    if arr.__class__ is np.ndarray:
+        return arr
+    return backend_of(arr).to_numpy(arr)
+
+
+def check_device(dev) -> device:
+    """Validate a ``device`` argument: the :class:`device` it names (None: the default device).
+
+    Raises a clear RuntimeError for a device this machine lacks.
+    """
+    if dev is None:
+        return _DEFAULT[0]
+    if dev is CPU or dev == "cpu":
+        return CPU
     try:
         d = device(dev)
     except (RuntimeError, TypeError) as e:
         raise RuntimeError(str(e)) from None
-    if d.type not in AVAILABLE_DEVICES:
+    if d.type not in _BACKENDS and not (d.type == "cuda" and _load_cuda()):
         raise _unavailable(str(d))
-    return "cpu"
+    if d.type == "cpu":
+        return CPU
+    if d.type == "cuda":
+        import lucid.cuda as lc
+
+        n = lc.device_count()
+        index = lc.current_device() if d.index is None else d.index
+        if index >= n:
+            raise RuntimeError(f"device {str(d)!r} is not available: CUDA error: invalid device "
+                               f"ordinal (there are {n} CUDA device(s))")
+        return device("cuda", index)
+    return d if d.index is not None or d.type == "cpu" else device(d.type, 0)
 
 
 def set_default_device(dev) -> None:
-    """Set the device factory functions use; only ``"cpu"`` (or ``None``) exists in this build.
+    """Set the device factory functions (``zeros``, ``tensor`` ...) use when given none.
 
     Examples
     --------
@@ -124,11 +342,47 @@ def set_default_device(dev) -> None:
     device(type='cpu')
     """
     try:
-        check_device(dev)
+        _DEFAULT[0] = CPU if dev is None else check_device(dev)
     except RuntimeError as e:
         raise RuntimeError(f"set_default_device: {e}") from None
 
 
 def get_default_device() -> device:
-    """The device new tensors are made on: always ``device(type='cpu')`` in this build."""
-    return CPU
+    """The device new tensors are made on (``device(type='cpu')`` unless set)."""
+    return _DEFAULT[0]
+
+
+# ------------------------------------------------------------------------- CUDA (CuPy)
+
+_CUDA_STATE = {"loaded": False, "reason": None}
+
+
+def _cuda_missing_reason():
+    _load_cuda()
+    return _CUDA_STATE["reason"] or "no CUDA device"
+
+
+def _load_cuda():
+    """Register the CuPy backend on first use; False (with a reason) when it can't be had.
+
+    CuPy is never imported by ``import lucid``: only when a CUDA device is first named.
+    """
+    if _CUDA_STATE["loaded"]:
+        return "cuda" in _BACKENDS
+    _CUDA_STATE["loaded"] = True
+    try:
+        import cupy
+    except Exception as e:  # not installed (pip install 'lucid[gpu]'), or a broken install
+        _CUDA_STATE["reason"] = f"CuPy is not importable ({type(e).__name__}: {e}); install lucid[gpu]"
+        return False
+    try:
+        if not cupy.is_available():
+            _CUDA_STATE["reason"] = "CuPy sees no CUDA device"
+            return False
+    except Exception as e:
+        _CUDA_STATE["reason"] = f"CUDA is not usable ({e})"
+        return False
+    from . import cuda_backend
+
+    register_backend(cuda_backend.make_backend(cupy))
+    return True

@@ -20,6 +20,7 @@ import weakref
 
 import numpy as np
 
+from . import backend
 from .grad_mode import ACTIVE_TRACES, STATE
 
 # NOTE [Two namespaces]
@@ -48,16 +49,22 @@ AN.is_tensor_ns = False
 TN.is_tensor_ns = True
 
 REGISTRY: dict[str, "Primitive"] = {}
+ndarray_cls = np.ndarray
 
 
 class Meta:
-    """Shape and dtype of an argument a rule needs only the metadata of."""
+    """Shape and dtype of an argument a rule needs only the metadata of.
 
-    __slots__ = ("shape", "dtype")
+    ``array_cls`` is the class of the array it describes, so ``ns.zeros_like(meta)`` makes
+    its zeros on the same device (NOTE [Backends]).
+    """
 
-    def __init__(self, shape, dtype):
+    __slots__ = ("shape", "dtype", "array_cls")
+
+    def __init__(self, shape, dtype, array_cls=ndarray_cls):
         self.shape = shape
         self.dtype = dtype
+        self.array_cls = array_cls
 
     @property
     def ndim(self):
@@ -125,6 +132,7 @@ def defprim(name, impl, *, vjp=None, jvp=None, batch=None, save_inputs=True,
 # --------------------------------------------------------------------------- bind
 
 _Tensor = None  # set by tensor.py (avoids an import cycle)
+_as_array = backend.as_array
 ndarray = np.ndarray
 _record = None  # set by autograd/engine.py
 _wrap = None
@@ -176,7 +184,7 @@ def bind(prim, args, params):
     if prim.nout == 1:
         # _wrap, inlined: this is the hot path of every eager op.
         t = object.__new__(Tensor)
-        t._data = out if out.__class__ is ndarray else np.asarray(out)
+        t._data = out if out.__class__ is ndarray else _as_array(out)
         t._version = [0]
         if prim.is_view:
             _share_version(t, args[0], prim, params, args)
@@ -277,7 +285,7 @@ def _op_error(prim, args, err):
 
 
 # Helpers every rule may use, in both namespaces (not primitives: no rules of their own).
-AN.zeros_like = lambda x: np.zeros(x.shape, x.dtype)
-AN.ones_like = lambda x: np.ones(x.shape, x.dtype)
-TN.zeros_like = lambda x: _wrap(np.zeros(x.shape, x.dtype))
-TN.ones_like = lambda x: _wrap(np.ones(x.shape, x.dtype))
+AN.zeros_like = lambda x: backend.namespace_of(x).zeros(x.shape, x.dtype)
+AN.ones_like = lambda x: backend.namespace_of(x).ones(x.shape, x.dtype)
+TN.zeros_like = lambda x: _wrap(backend.namespace_of(x).zeros(x.shape, x.dtype))
+TN.ones_like = lambda x: _wrap(backend.namespace_of(x).ones(x.shape, x.dtype))

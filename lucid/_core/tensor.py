@@ -50,8 +50,11 @@ class Tensor:
     _retains = False
 
     def __init__(self, data=None, requires_grad=False, dtype=None, device=None):
-        backend.check_device(device)
+        dev = backend.check_device(device if device is not None or not isinstance(data, Tensor)
+                                   else data.device)
         arr = _to_array(data if data is not None else [], dtype)
+        if dev is not backend.CPU or arr.__class__ is not np.ndarray:
+            arr = backend.to_device(arr, dev)
         self._data = arr
         self._rg = False
         self._grad = None
@@ -86,7 +89,15 @@ class Tensor:
 
     @property
     def device(self):
-        return backend.CPU
+        arr = self._data
+        if arr.__class__ is np.ndarray:
+            return backend.CPU
+        return backend.device_of_array(arr)
+
+    def get_device(self):
+        """The CUDA ordinal of this tensor's device, or -1 on the CPU (PyTorch's rule)."""
+        d = self.device
+        return -1 if d.type == "cpu" else (d.index or 0)
 
     def numel(self):
         return int(np.prod(self.shape, dtype=np.int64))
@@ -169,7 +180,11 @@ class Tensor:
 
     @property
     def is_cuda(self):
-        return False
+        return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self):
+        return self._data.__class__ is np.ndarray
 
     # ------------------------------------------------------------- conversions
     def numpy(self, *, force=False):
@@ -189,14 +204,22 @@ class Tensor:
         >>> w.detach().numpy().flags.writeable
         True
         """
+        arr = self._data
+        if arr.__class__ is not np.ndarray:
+            b = backend.backend_of(arr)
+            if not b.numpy_view:
+                b.implicit_numpy(arr)  # raises PyTorch's "Use Tensor.cpu()" error
+            arr = b.to_numpy(arr)
         if self._rg and not force:
-            view = self._data.view()
+            view = arr.view()
             view.flags.writeable = False
             return view
-        return self._data
+        return arr
 
     def __array__(self, dtype=None, copy=None):
         arr = self._data
+        if arr.__class__ is not np.ndarray:
+            arr = backend.backend_of(arr).implicit_numpy(arr)
         return arr if dtype is None else arr.astype(dtype, copy=False)
 
     def item(self):
@@ -244,10 +267,12 @@ class Tensor:
 
     def __repr__(self):
         body = np.array2string(
-            self._data, separator=", ", prefix="tensor(",
+            backend.host(self._data), separator=", ", prefix="tensor(",
             formatter=None, threshold=1000,
         )
         extras = []
+        if self._data.__class__ is not np.ndarray:
+            extras.append(f"device='{self.device}'")
         if self._data.dtype not in (dtypes.float32, dtypes.int64, dtypes.bool_):
             extras.append(f"dtype=lucid.{self._data.dtype}")
         if self.grad_fn is not None:
@@ -259,8 +284,11 @@ class Tensor:
     __str__ = __repr__
 
     def __reduce_ex__(self, protocol):
-        # Pickling (e.g. to DataLoader workers) keeps values and the requires_grad flag.
-        return (_rebuild, (self._data, self._rg))
+        # Pickling (e.g. to DataLoader workers) keeps values, the requires_grad flag and the
+        # device (as a string; the values travel as a host array).
+        if self._data.__class__ is np.ndarray:
+            return (_rebuild, (self._data, self._rg))
+        return (_rebuild, (backend.host(self._data), self._rg, str(self.device)))
 
     # --------------------------------------------------------------- autograd
     def detach(self):
@@ -376,8 +404,11 @@ class _PostHookHandle(RemovableHandle):
         super().remove()
 
 
-def _rebuild(data, requires_grad):
-    t = _wrap(np.array(data))
+def _rebuild(data, requires_grad, device=None):
+    arr = np.array(data)
+    if device is not None:
+        arr = backend.to_device(arr, backend.check_device(device))
+    t = _wrap(arr)
     t._rg = requires_grad
     return t
 
@@ -385,7 +416,7 @@ def _rebuild(data, requires_grad):
 def _wrap(arr):
     """A fresh eager Tensor around ``arr`` — the hot path, so no checks and no __init__."""
     t = object.__new__(Tensor)
-    t._data = arr if arr.__class__ is np.ndarray else np.asarray(arr)
+    t._data = arr if arr.__class__ is np.ndarray else backend.as_array(arr)
     t._version = [0]
     return t
 
@@ -396,6 +427,8 @@ def _to_array(data, dtype):
     if isinstance(data, Tensor):
         arr = data._data
         return arr.astype(dtype) if dtype is not None and arr.dtype != dtype else arr.copy()
+    if data.__class__ in backend._BY_TYPE and data.__class__ is not np.ndarray:  # a device array
+        return data.astype(dtype) if dtype is not None and data.dtype != dtype else data.copy()
     if isinstance(data, np.ndarray):
         arr = np.array(data, dtype=dtype, copy=True)
     elif isinstance(data, (list, tuple)) and _contains_tensor(data):

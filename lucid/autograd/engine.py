@@ -17,10 +17,12 @@ from heapq import heappop, heappush
 
 import numpy as np
 
-from .._core import primitive
+from .._core import backend, primitive
 from .._core.grad_mode import PROFILING, STATE, enable_grad, no_grad
 from .._core.primitive import AN, TN, Meta
 from .._core.tensor import _POST_HOOKS, Tensor, _wrap
+
+_as_array = backend.as_array
 
 
 _SEQ = itertools.count()
@@ -187,6 +189,10 @@ class Node:
         self.freed = True
 
 
+def _meta(a):
+    return Meta(a.shape, a.dtype, backend.array_cls_of(a))
+
+
 def _saved_inputs(prim, args, eager):
     """(saved values, their versions) for a node; unsaved tensor inputs become Meta."""
     save = prim.save_inputs
@@ -195,9 +201,9 @@ def _saved_inputs(prim, args, eager):
     elif save is None:
         return _NOTHING[len(args)], None
     elif save is False:
-        return [Meta(a.shape, a.dtype) if isinstance(a, Tensor) else a for a in args], None
+        return [_meta(a) if isinstance(a, Tensor) else a for a in args], None
     else:  # an int k: only the arguments from position k on are needed
-        saved = tuple(Meta(a.shape, a.dtype) if i < save and isinstance(a, Tensor) else a
+        saved = tuple(_meta(a) if i < save and isinstance(a, Tensor) else a
                       for i, a in enumerate(args))
     if not eager:
         return saved, None
@@ -207,7 +213,7 @@ def _saved_inputs(prim, args, eager):
 def make_node(prim, args, params, out, parents, eager):
     """Build the tape node for one call (shared by the eager tape and func.grad)."""
     saved, versions = _saved_inputs(prim, args, eager)
-    meta = None if prim.nout == 1 else tuple((o.shape, o.dtype) for o in out)
+    meta = None if prim.nout == 1 else tuple((o.shape, o.dtype, o.__class__) for o in out)
     node = Node(prim, params, saved, versions, out if prim.save_out else None, meta, parents, eager)
     if STATE.anomaly:
         node.stack = traceback.extract_stack(limit=12)[:-3]
@@ -238,7 +244,8 @@ def record(prim, args, params, out):
     elif save is None:  # the rules need nothing of the inputs (e.g. exp: g * out)
         saved = _NOTHING[len(args)]
     elif save is False:  # only shapes are needed (inlined _saved_inputs: hot path)
-        saved = [Meta(a._data.shape, a._data.dtype) if isinstance(a, Tensor) else a for a in args]
+        saved = [Meta(a._data.shape, a._data.dtype, a._data.__class__) if isinstance(a, Tensor) else a
+                 for a in args]
     else:
         saved, versions = _saved_inputs(prim, args, True)
     if prim.nout == 1:
@@ -246,7 +253,7 @@ def record(prim, args, params, out):
         if STATE.anomaly:
             node.stack = traceback.extract_stack(limit=12)[:-3]
         t = object.__new__(Tensor)  # _wrap, inlined
-        t._data = out if out.__class__ is np.ndarray else np.asarray(out)
+        t._data = out if out.__class__ is np.ndarray else _as_array(out)
         t._version = [0]
         t.grad_fn = node
         t._rg = True
@@ -558,8 +565,8 @@ def _prepare_output_grads(node, grads, captured, wanted, tensor_mode):
     keep_none = getattr(node, "keeps_none", False)  # a custom Function without materialize_grads
     for i, g in enumerate(grads):
         if g is None and not keep_none:
-            shape, dtype = node.out_meta[i] if node.out_meta else (None, None)
-            z = np.zeros(shape, dtype)
+            shape, dtype, cls = node.out_meta[i] if node.out_meta else (None, None, np.ndarray)
+            z = np.zeros(shape, dtype) if cls is np.ndarray else backend.namespace_of(Meta(shape, dtype, cls)).zeros(shape, dtype)
             grads[i] = _wrap(z) if tensor_mode else z
     if node.hooks:
         for i, hooks in node.hooks.items():
@@ -574,7 +581,7 @@ def _prepare_output_grads(node, grads, captured, wanted, tensor_mode):
             t = ref()
             if t is not None and grads[i] is not None:
                 g = _as_tensor(grads[i])
-                t._grad = g if tensor_mode else _wrap(np.array(g._data))
+                t._grad = g if tensor_mode else _wrap(g._data.copy())
     if wanted is not None:
         for i in range(len(grads)):
             k = (id(node), i)
@@ -623,7 +630,7 @@ def _accumulate(leaf, g, own_ids, tensor_mode):
             g = g.to(leaf.dtype)
         leaf._grad = g if leaf._grad is None else leaf._grad + g
         return
-    g = g._data if isinstance(g, Tensor) else np.asarray(g)
+    g = g._data if isinstance(g, Tensor) else g if g.__class__ is np.ndarray else _as_array(g)
     if g.shape != leaf.shape:
         raise RuntimeError(
             f"backward: internal error, gradient of shape {g.shape} for a leaf of shape {leaf.shape}"
@@ -631,13 +638,14 @@ def _accumulate(leaf, g, own_ids, tensor_mode):
     if leaf._grad is None:
         # Own the buffer: a rule may pass the same array (or a view of it) to several
         # leaves, and .grad is later changed in place (zero_, clip_grad_norm_ ...).
-        if id(g) in own_ids or g.dtype != leaf.dtype or not g.flags.owndata or not g.flags.writeable:
-            g = np.array(g, dtype=leaf.dtype)
+        if (id(g) in own_ids or g.dtype != leaf.dtype or not g.flags.owndata
+                or not getattr(g.flags, "writeable", True)):  # device arrays (CuPy) have no flag
+            g = g.astype(leaf.dtype, copy=True)
         own_ids.add(id(g))
         leaf._grad = _wrap(g)
     else:
         buf = leaf._grad._data
-        if buf.flags.writeable:
+        if getattr(buf.flags, "writeable", True):
             buf += g
             leaf._grad._version[0] += 1
         else:
@@ -648,8 +656,8 @@ def _check_anomaly(node, in_grads):
     for i, g in enumerate(in_grads):
         if g is None:
             continue
-        arr = g._data if isinstance(g, Tensor) else np.asarray(g)
-        if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
+        arr = g._data if isinstance(g, Tensor) else _as_array(g)
+        if arr.dtype.kind in "fc" and not bool(np.isfinite(arr).all()):  # anomaly mode: a sync
             where = ""
             if node.stack:
                 frames = [f for f in node.stack if "/lucid/" not in f.filename.replace("\\", "/")]
@@ -682,8 +690,11 @@ def _seed(out, g, api):
                 f"output has dtype {out.dtype}; take a real loss (e.g. .abs()) or pass a gradient. "
                 "See NOTE [Complex gradients]"
             )
-        return np.ones(out.shape, out.dtype)
-    arr = g._data if isinstance(g, Tensor) else np.asarray(g, dtype=out.dtype)
+        return backend.namespace_of(out).ones(out.shape, out.dtype)
+    if isinstance(g, Tensor):
+        arr = g._data
+    else:
+        arr = backend.to_device(np.asarray(g, dtype=out.dtype), out.device)
     if arr.shape != out.shape:
         if arr.size == out.numel() and arr.size == 1:
             return arr.reshape(out.shape).astype(out.dtype)

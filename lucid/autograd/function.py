@@ -5,6 +5,8 @@ import functools
 
 import numpy as np
 
+from .._core.backend import array_cls_of
+
 from .._core.grad_mode import STATE, enable_grad, no_grad
 from .._core.primitive import _owning_trace
 from .._core.tensor import Tensor, _wrap
@@ -182,7 +184,7 @@ def _make_function_node(cls, ctx, args, outs, parents, eager):
     node.nout = len(outs)
     node.n_args = len(args)
     node.arg_meta = tuple((tuple(a.shape), a.dtype) if isinstance(a, Tensor) else ((), None) for a in args)
-    node.out_meta = tuple((tuple(o.shape), o.dtype) for o in outs)
+    node.out_meta = tuple((tuple(o.shape), o.dtype, array_cls_of(o)) for o in outs)
     node.undefined = set()
     return node
 

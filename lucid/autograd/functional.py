@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.backend import namespace_of
+
 from .._core.tensor import Tensor, _wrap
 from ..func import api as _fapi
 from ..func.pytree import tree_map
@@ -76,7 +78,7 @@ def _check_v(v, ref, api, what):
                 f"{api}: the vector v can only be None if the {what} is a single Tensor with a single "
                 f"element; got {what} of shapes {[tuple(r.shape) for r in ref]}"
             )
-        return (_wrap(np.ones(ref[0].shape, ref[0].dtype)),)
+        return (_wrap(namespace_of(ref[0]).ones(ref[0].shape, ref[0].dtype)),)
     _, vs = _as_tuple(v, "v", api)
     if len(vs) != len(ref):
         raise RuntimeError(f"{api}: v has {len(vs)} Tensor(s) but the {what} has {len(ref)}")
@@ -95,7 +97,7 @@ def _fill_none(vals, refs, strict, api, message):
         if g is None:
             if strict:
                 raise RuntimeError(f"{api}: {message.format(i=i)}. This is not allowed in strict mode.")
-            g = _wrap(np.zeros(r.shape, r.dtype))
+            g = _wrap(namespace_of(r).zeros(r.shape, r.dtype))
         out.append(g)
     return tuple(out)
 
@@ -254,12 +256,12 @@ def _jacobian_rows(f, ins, strict, api):
     for i, o in enumerate(outs):
         rows = [[] for _ in ins]
         used = [False] * len(ins)
-        flat = np.eye(o.numel(), dtype=o.dtype).reshape((o.numel(),) + tuple(o.shape))
+        flat = namespace_of(o).eye(o.numel(), dtype=o.dtype).reshape((o.numel(),) + tuple(o.shape))
         for k in range(o.numel()):
-            cts = tuple(_wrap(flat[k]) if j == i else _wrap(np.zeros(p.shape, p.dtype)) for j, p in enumerate(outs))
+            cts = tuple(_wrap(flat[k]) if j == i else _wrap(namespace_of(p).zeros(p.shape, p.dtype)) for j, p in enumerate(outs))
             for j, (g, x) in enumerate(zip(vjp_fn(cts, _keep_none=True), ins)):
                 used[j] |= g is not None
-                rows[j].append(g if g is not None else _wrap(np.zeros(x.shape, x.dtype)))
+                rows[j].append(g if g is not None else _wrap(namespace_of(x).zeros(x.shape, x.dtype)))
         block = []
         for j, x in enumerate(ins):
             if strict and not used[j]:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.backend import namespace_of
+
 from .._core.grad_mode import enable_grad, no_grad
 from .._core.tensor import Tensor, _wrap
 from .engine import UnusedInputError, _edge_of, _seed, run_backward
@@ -83,7 +85,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             continue
         if g is None and o.dtype.kind == "c":
             _seed(o, None, "grad")  # raises: a complex output needs a gradient. See NOTE [Complex gradients]
-        seed = np.ones(o.shape, o.dtype) if g is None else _seed(o, g, "grad")
+        seed = namespace_of(o).ones(o.shape, o.dtype) if g is None else _seed(o, g, "grad")
         seeds.append(_wrap(seed) if create_graph else seed)
     for i, t in enumerate(ins):
         if not isinstance(t, Tensor) or not t._rg:
@@ -103,10 +105,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 raise _unused_error(i, t)
             if materialize_grads:
 
-                g = np.zeros(t.shape, t.dtype)
+                g = namespace_of(t).zeros(t.shape, t.dtype)
         if g is not None and not isinstance(g, Tensor):
 
-            g = _wrap(np.array(g, dtype=t.dtype))
+            g = _wrap(g.astype(t.dtype, copy=True) if hasattr(g, "astype") else np.array(g, dtype=t.dtype))
         elif g is not None and g.dtype != t.dtype:
             g = g.to(t.dtype)
         result.append(g)

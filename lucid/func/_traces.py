@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.backend import namespace_of
+
 from .._core.dtypes import _LUCID
 from .._core.grad_mode import STATE, pop_trace, push_trace
 from .._core.primitive import TN, bind
@@ -57,6 +59,10 @@ class _Tracer(Tensor):
     @property
     def _data(self):
         return self._inner_value()._data
+
+    @property
+    def device(self):
+        return self._inner_value().device
 
     def __repr__(self):
         return f"{type(self).__name__}(level={self._level}, {self._inner_value()!r})"
@@ -239,7 +245,7 @@ class JVPTrace(Trace):
         else:  # combined style: forward(ctx, *args) fills ctx itself, as PyTorch allows
             ctx.needs_input_grad = tuple(self.owns(a) for a in args)
             out = cls.forward(ctx, *vals, **kwargs)
-        tans = tuple(t if t is not None or not isinstance(v, Tensor) else _wrap(np.zeros(v.shape, v.dtype))
+        tans = tuple(t if t is not None or not isinstance(v, Tensor) else _wrap(namespace_of(v).zeros(v.shape, v.dtype))
                      for t, v in zip(tans, vals))
         t_out = cls.jvp(ctx, *tans)
         if isinstance(out, tuple):

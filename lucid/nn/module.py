@@ -13,7 +13,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from .._core import dtypes
+from .._core import backend, dtypes
 from .._core.grad_mode import no_grad
 from .._core.tensor import Tensor, _wrap
 from .parameter import Buffer, Parameter
@@ -489,21 +489,35 @@ class Module:
         return self
 
     def to(self, *args, dtype=None, device=None, **kwargs):
-        """Cast floating point parameters and buffers to ``dtype`` (``device`` must be cpu)."""
+        """Move and/or cast parameters, gradients and buffers in place: ``m.to("cuda")``,
+        ``m.to(lucid.float64)``, ``m.to(device, dtype)``, ``m.to(tensor)``.
+
+        Only floating point and complex values change dtype (integer buffers keep theirs, as
+        in PyTorch). The Parameter objects stay the same, so an optimizer built before the
+        move keeps working (its state follows on the next step, see ``Optimizer``).
+        """
         for a in args:
             if isinstance(a, Tensor):
-                dtype = a.dtype
-            elif isinstance(a, str) or a is None or type(a).__name__ == "device":
-                device_arg(a, "Module.to")
-            else:
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, (str, int)) and not isinstance(a, bool) or type(a).__name__ == "device":
+                device = a
+            elif a is not None:
                 dtype = a
-        device_arg(device, "Module.to")
-        if dtype is None:
+        dev = None if device is None else device_arg(device, "Module.to")
+        dt = None
+        if dtype is not None:
+            dt = dtypes.to_dtype(dtype)
+            if dt.kind not in "fc":
+                raise TypeError(f"Module.to: only floating point or complex dtypes are accepted, got {dt}")
+        if dt is None and dev is None:
             return self
-        dt = dtypes.to_dtype(dtype)
-        if dt.kind not in "fc":
-            raise TypeError(f"Module.to: only floating point or complex dtypes are accepted, got {dt}")
-        return self._apply(lambda a: a.astype(dt, copy=False) if a.dtype.kind in "fc" else a)
+
+        def convert(a):
+            if dt is not None and a.dtype.kind in "fc":
+                a = a.astype(dt, copy=False)
+            return a if dev is None else backend.to_device(a, dev)
+
+        return self._apply(convert)
 
     def float(self):
         return self.to(dtypes.float32)
@@ -518,13 +532,12 @@ class Module:
         return self.to(dst_type)
 
     def cpu(self):
-        return self
+        """Move every parameter and buffer to the CPU (in place); returns ``self``."""
+        return self.to("cpu")
 
     def cuda(self, device=None):
-        """Raise: this build has no CUDA device (see NOTE [Devices] in lucid/_core/backend.py)."""
-        device_arg("cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}",
-                   "Module.cuda")
-        return self
+        """Move every parameter and buffer to a CUDA device (in place); returns ``self``."""
+        return self.to("cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}")
 
     # ------------------------------------------------------------------ state
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):

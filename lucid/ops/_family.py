@@ -18,7 +18,7 @@ import contextvars
 import numpy as np
 
 from .._core import dtypes
-from .._core.backend import xp
+from .._core.backend import namespace_of, xp
 from .._core.primitive import AN, TN, Meta, bind, defprim
 from .._core.tensor import Tensor, _wrap
 
@@ -174,7 +174,10 @@ _COMPLEX_DTYPES = frozenset((np.dtype(np.complex64), np.dtype(np.complex128)))
 def scalar_operand(ns, v, like):
     """A Python-scalar operand as a 0-d value of ``like``'s dtype in ``ns``, so a rule's
     arithmetic on it follows array semantics (``1 / 0.0`` is inf, not ZeroDivisionError)."""
-    arr = np.asarray(v, dtype=like.dtype)
+    if like.__class__ is ndarray or namespace_of(like) is np:
+        arr = np.asarray(v, dtype=like.dtype)
+    else:  # made on like's device (NOTE [Backends])
+        arr = namespace_of(like).asarray(v, dtype=np.dtype(like.dtype))
     return _wrap(arr) if ns.is_tensor_ns else arr
 
 

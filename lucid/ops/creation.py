@@ -5,12 +5,13 @@ import numpy as np
 
 from .._core import backend, dtypes
 from .._core.backend import xp
+from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _to_array, _wrap, tensor_method
 from .elementwise import cast
 
 
 def device_arg(device, op):
-    """``backend.check_device`` with errors that name ``op`` (only "cpu" exists in this build)."""
+    """``backend.check_device`` with errors that name ``op``: the :class:`lucid.device` meant."""
     try:
         return backend.check_device(device)
     except RuntimeError as e:
@@ -18,7 +19,9 @@ def device_arg(device, op):
 
 
 def _finish(arr, requires_grad, device, op):
-    device_arg(device, op)
+    dev = device_arg(device, op)
+    if dev is not backend.CPU:  # made on the host, then one explicit copy to the device
+        arr = backend.to_device(arr, dev)
     t = _wrap(arr)
     if requires_grad:
         t.requires_grad = True
@@ -59,8 +62,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         Nested lists, numbers, NumPy arrays or Tensors.
     dtype : dtype, optional
         Default: inferred (Python floats become the default dtype, ints int64).
-    device : str, optional
-        Only 'cpu' exists.
+    device : str or lucid.device, optional
+        Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
 
@@ -71,6 +74,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     tensor([1., 2.], requires_grad=True)
     """
     if isinstance(data, Tensor):
+        if device is None:
+            device = data.device
         data = data._data
     try:
         arr = _to_array(data, dtype_arg(dtype, "tensor"))
@@ -88,8 +93,8 @@ def as_tensor(data, dtype=None, device=None):
         The data.
     dtype : dtype, optional
         Convert to this dtype.
-    device : str, optional
-        Only 'cpu' exists.
+    device : str or lucid.device, optional
+        Where to make it (default: the default device, see ``lucid.set_default_device``).
 
     Examples
     --------
@@ -99,13 +104,17 @@ def as_tensor(data, dtype=None, device=None):
     >>> t.tolist()
     [5.0, 0.0]
     """
-    device_arg(device, "as_tensor")
+    dev = device_arg(device, "as_tensor") if device is not None else None
     dtype = dtype_arg(dtype, "as_tensor")
     if isinstance(data, Tensor):
-        return data if dtype is None or data.dtype == dtype else cast(data, dtype)
+        out = data if dtype is None or data.dtype == dtype else cast(data, dtype)
+        return out if dev is None else to_device(out, dev)
     if isinstance(data, np.ndarray):
-        return _wrap(data if dtype is None or data.dtype == dtype else data.astype(dtype))
-    return _wrap(_to_array(data, dtype))
+        out = _wrap(data if dtype is None or data.dtype == dtype else data.astype(dtype))
+    else:
+        out = _wrap(_to_array(data, dtype))
+    dev = dev or backend.get_default_device()
+    return out if dev is backend.CPU else to_device(out, dev)
 
 
 def from_numpy(array):
@@ -136,8 +145,8 @@ def zeros(*size, dtype=None, device=None, requires_grad=False):
         The shape.
     dtype : dtype, optional
         The dtype (default: the default dtype).
-    device : str, optional
-        Only 'cpu' exists.
+    device : str or lucid.device, optional
+        Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
 
@@ -159,8 +168,8 @@ def ones(*size, dtype=None, device=None, requires_grad=False):
         The shape.
     dtype : dtype, optional
         The dtype (default: the default dtype).
-    device : str, optional
-        Only 'cpu' exists.
+    device : str or lucid.device, optional
+        Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
 
@@ -182,8 +191,8 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
         The shape.
     dtype : dtype, optional
         The dtype (default: the default dtype).
-    device : str, optional
-        Only 'cpu' exists.
+    device : str or lucid.device, optional
+        Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
 
@@ -207,8 +216,8 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
         The value.
     dtype : dtype, optional
         Default: bool, int64 or the default float, from ``fill_value``.
-    device : str, optional
-        Only 'cpu' exists.
+    device : str or lucid.device, optional
+        Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
 
@@ -230,15 +239,21 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     return _finish(xp.full(size, fill_value, dtype_arg(dtype, "full")), requires_grad, device, "full")
 
 
+def _device_of(t):
+    """The device of ``t`` (PyTorch's ``*_like`` default); None for a value that names none."""
+    return getattr(t, "device", None)
+
+
 def _like(fn):
     def like(input, dtype=None, device=None, requires_grad=False, **kw):
-        return fn(*input.shape, dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
+        return fn(*input.shape, dtype=dtype or input.dtype, device=device or _device_of(input),
+                  requires_grad=requires_grad)
 
     like.__name__ = fn.__name__ + "_like"
     like.__doc__ = (f"``{fn.__name__}`` with the shape (and by default dtype) of ``input``.\n\n"
                     "    Parameters\n    ----------\n    input : Tensor\n        Gives the shape.\n"
                     "    dtype : dtype, optional\n        Default: ``input.dtype``.\n"
-                    "    device : str, optional\n        Only 'cpu' exists.\n"
+                    "    device : str, optional\n        Default: ``input``'s device.\n"
                     "    requires_grad : bool\n        Make the result a leaf that requires grad.\n\n"
                     "    Examples\n    --------\n    >>> import lucid\n"
                     f"    >>> lucid.{fn.__name__}_like(lucid.zeros(2, 3)).shape\n    (2, 3)\n    ")
@@ -259,8 +274,8 @@ def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
         The value.
     dtype : dtype, optional
         Default: ``input.dtype``.
-    device : str, optional
-        Only 'cpu' exists.
+    device : str or lucid.device, optional
+        Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
 
@@ -270,7 +285,8 @@ def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
     >>> lucid.full_like(lucid.zeros(2), 3.0).tolist()
     [3.0, 3.0]
     """
-    return full(input.shape, fill_value, dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
+    return full(input.shape, fill_value, dtype=dtype or input.dtype, device=device or _device_of(input),
+                requires_grad=requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
@@ -286,8 +302,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         Spacing (nonzero).
     dtype : dtype, optional
         Default int64 for int arguments, else the default float.
-    device : str, optional
-        Only 'cpu' exists.
+    device : str or lucid.device, optional
+        Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
 
@@ -318,8 +334,8 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
         Number of values.
     dtype : dtype, optional
         A floating dtype (default: the default dtype).
-    device : str, optional
-        Only 'cpu' exists.
+    device : str or lucid.device, optional
+        Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
 
@@ -346,8 +362,8 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
         The base.
     dtype : dtype, optional
         A floating dtype (default: the default dtype).
-    device : str, optional
-        Only 'cpu' exists.
+    device : str or lucid.device, optional
+        Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
 
@@ -378,8 +394,8 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
         Columns (default ``n``).
     dtype : dtype, optional
         A floating dtype (default: the default dtype).
-    device : str, optional
-        Only 'cpu' exists.
+    device : str or lucid.device, optional
+        Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
 
@@ -406,12 +422,47 @@ def _is_device(a):
     return isinstance(a, int) and not isinstance(a, bool)  # PyTorch: an ordinal is a CUDA device
 
 
+# NOTE [Moving between devices]
+# ``to_device`` is a primitive, so moving is differentiable (the cotangent goes back to the
+# source device, the tangent forward to the target) and batchable (vmap keeps the batch dim).
+def _to_device_impl(x, device, src):
+    return backend.to_device(x, device)
+
+
+to_device_p = defprim(
+    "to_device",
+    _to_device_impl,
+    vjp=(lambda ns, g, out, x, device, src: ns.to_device(g, device=src, src=device),),
+    jvp=lambda ns, primals, tangents, out, device, src: ns.to_device(tangents[0], device=device, src=src),
+    save_inputs=None,
+)
+to_device_p.batch = lambda vals, bdims, device, src: (
+    bind(to_device_p, (vals[0],), {"device": device, "src": src}), bdims[0])
+
+
+def to_device(x, device):
+    """``x`` on ``device`` (itself when already there); gradients flow back across the move.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.ops.creation.to_device(lucid.ones(2), "cpu").device
+    device(type='cpu')
+    """
+    dev = device_arg(device, "to")
+    src = x.device
+    if src == dev:
+        return x
+    return bind(to_device_p, (x,), {"device": dev, "src": src})
+
+
 @tensor_method("to")
 def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False, memory_format=None):
-    """Convert dtype and check the device: ``x.to(lucid.float64)``, ``x.to("cpu")``, ``x.to(other)``.
+    """Convert dtype and/or move: ``x.to(lucid.float64)``, ``x.to("cuda")``, ``x.to(other)``.
 
-    Moving to a device this build lacks (``"cuda"``, ``"mps"``, ``"metal"`` ...) raises a
-    RuntimeError naming it. See NOTE [Devices].
+    Moving to a device this machine lacks (``"cuda"`` without a GPU, ``"mps"`` ...) raises a
+    RuntimeError naming it (NOTE [Devices]). The move is differentiable (NOTE [Moving between
+    devices]); ``non_blocking`` is accepted (copies are synchronous).
 
     Examples
     --------
@@ -421,16 +472,19 @@ def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False, me
     """
     for a in args:
         if isinstance(a, Tensor):
-            dtype = a.dtype
+            dtype, device = a.dtype, a.device
         elif _is_device(a):
-            device_arg(a, "to")
+            device = a
         elif a is not None:
             dtype = a
-    device_arg(device, "to")
-    if dtype is None:
-        return input.clone() if copy else input
-    out = cast(input, dtype_arg(dtype, "to"))
-    return out.clone() if copy and out is input else out
+    out = input
+    if device is not None:
+        out = to_device(out, device)
+    if dtype is not None:
+        out = cast(out, dtype_arg(dtype, "to"))
+    if copy and out is input:
+        out = out.clone()
+    return out
 
 
 def _conv(dtype, name):
@@ -483,41 +537,41 @@ def type_(input, dtype=None, non_blocking=False):
 
 @tensor_method("cpu")
 def cpu(input, memory_format=None):
-    """This tensor (it already lives on the CPU, the only device of this build)."""
-    return input
+    """This tensor on the CPU (itself when it is there already): the explicit host copy."""
+    return to_device(input, "cpu")
 
 
 @tensor_method("cuda")
 def cuda(input, device=None, non_blocking=False, memory_format=None):
-    """Raise: this build has no CUDA device (``lucid.cuda.is_available()`` is False)."""
-    device_arg("cuda" if device is None else device if isinstance(device, (str, backend.device))
-               else f"cuda:{device}", "cuda")
-    return input
+    """This tensor on a CUDA device (``lucid.cuda.is_available()`` must be True)."""
+    return to_device(input, "cuda" if device is None else device
+                     if isinstance(device, (str, backend.device)) else f"cuda:{device}")
 
 
 @tensor_method("new_tensor")
-def new_tensor(input, data, dtype=None, requires_grad=False):
-    return tensor(data, dtype=dtype or input.dtype, requires_grad=requires_grad)
+def new_tensor(input, data, dtype=None, device=None, requires_grad=False):
+    return tensor(data, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
 
 
 @tensor_method("new_zeros")
-def new_zeros(input, *size, dtype=None, requires_grad=False):
-    return zeros(*size, dtype=dtype or input.dtype, requires_grad=requires_grad)
+def new_zeros(input, *size, dtype=None, device=None, requires_grad=False):
+    return zeros(*size, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
 
 
 @tensor_method("new_ones")
-def new_ones(input, *size, dtype=None, requires_grad=False):
-    return ones(*size, dtype=dtype or input.dtype, requires_grad=requires_grad)
+def new_ones(input, *size, dtype=None, device=None, requires_grad=False):
+    return ones(*size, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
 
 
 @tensor_method("new_full")
-def new_full(input, size, fill_value, dtype=None, requires_grad=False):
-    return full(size, fill_value, dtype=dtype or input.dtype, requires_grad=requires_grad)
+def new_full(input, size, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(size, fill_value, dtype=dtype or input.dtype, device=device or input.device,
+                requires_grad=requires_grad)
 
 
 @tensor_method("new_empty")
-def new_empty(input, *size, dtype=None, requires_grad=False):
-    return zeros(*size, dtype=dtype or input.dtype, requires_grad=requires_grad)
+def new_empty(input, *size, dtype=None, device=None, requires_grad=False):
+    return zeros(*size, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
 
 
 __all__ = ['arange', 'as_tensor', 'empty', 'empty_like', 'eye', 'from_numpy', 'full', 'full_like', 'linspace', 'logspace', 'ones', 'ones_like', 'tensor', 'zeros', 'zeros_like']

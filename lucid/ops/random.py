@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core import dtypes
+from .._core import backend, dtypes
 from .._core.backend import xp
 from .._core.grad_mode import STATE
 from .._core.tensor import Tensor, _wrap, tensor_method
@@ -94,7 +94,7 @@ default_generator = Generator()
 
 
 def manual_seed(seed):
-    """Seed the default generator; returns it.
+    """Seed the default generator (and the on-device ones); returns it.
 
     Parameters
     ----------
@@ -115,6 +115,7 @@ def manual_seed(seed):
     >>> bool((lucid.randn(3) == a).all())
     True
     """
+    seed_device("cuda", seed)
     return default_generator.manual_seed(seed)
 
 
@@ -226,12 +227,50 @@ def _gen(generator, op):
     return generator._np
 
 
-def _draw(op, shape, sample, generator=None):
-    """``sample(rng, full_shape) -> ndarray`` as a Tensor, under NOTE [vmap randomness]."""
-    rng = _gen(generator, op)
+# NOTE [Random numbers on devices]
+# Draws are made by NumPy's PCG64 on the host and copied to the tensor's device, except on
+# CUDA, where the common samplers (uniform, normal, Bernoulli masks: those marked ``native``)
+# run on CuPy's own generator, one per device, seeded by ``lucid.manual_seed`` /
+# ``lucid.cuda.manual_seed`` (so, as in PyTorch, CPU and CUDA streams differ). An explicit
+# ``generator=`` is a host generator: its draws are copied to the device.
+_DEVICE_RNG: dict = {}
+_DEVICE_SEED = [_DEFAULT_SEED]
+
+
+def seed_device(device_type, seed):
+    """Reseed the on-device generators (called by ``lucid.manual_seed`` and ``lucid.cuda.manual_seed``)."""
+    _DEVICE_SEED[0] = int(seed) % 2 ** 64
+    _DEVICE_RNG.clear()
+
+
+def _device_rng(dev):
+    rng = _DEVICE_RNG.get(dev)
+    if rng is None:
+        xp_dev = backend._BACKENDS[dev.type].xp
+        with xp_dev.cuda.Device(dev.index or 0):
+            rng = _DEVICE_RNG[dev] = xp_dev.random.default_rng(_DEVICE_SEED[0] + (dev.index or 0))
+    return rng
+
+
+def native(sample):
+    """Mark ``sample`` as runnable on a device generator (its ``rng`` calls exist in CuPy's)."""
+    sample.native = True
+    return sample
+
+
+def _draw(op, shape, sample, generator=None, device=None):
+    """``sample(rng, full_shape) -> array`` as a Tensor on ``device`` (default: the default
+    device), under NOTE [vmap randomness] and NOTE [Random numbers on devices]."""
+    dev = device if isinstance(device, backend.device) else backend.check_device(device)
     levels = _vmap_levels(op) if STATE.traces else ()
     lead = tuple(t.size for t in levels)
-    out = _wrap(np.asarray(sample(rng, lead + tuple(shape))))
+    if dev is backend.CPU:
+        out = _wrap(np.asarray(sample(_gen(generator, op), lead + tuple(shape))))
+    elif dev.type == "cuda" and generator is None and getattr(sample, "native", False):
+        out = _wrap(sample(_device_rng(dev), lead + tuple(shape)))
+    else:
+        arr = np.asarray(sample(_gen(generator, op), lead + tuple(shape)))
+        out = _wrap(backend.to_device(arr, dev))
     if levels:
         from ..func._traces import BatchTracer
 
@@ -258,7 +297,7 @@ def _complex_sampler(make, dt, scale):
         re = part(rng, shape)
         return ((re + 1j * part(rng, shape)) * scale).astype(dt, copy=False)
 
-    return sample
+    return native(sample)
 
 
 def _uniform01(dt):
@@ -269,7 +308,7 @@ def _uniform01(dt):
             return np.minimum(rng.random(shape, dtype=np.float32).astype(dt), np.float16(0.9995))
         return rng.random(shape, dtype=dt)
 
-    return sample
+    return native(sample)
 
 
 def _normal01(dt):
@@ -277,7 +316,7 @@ def _normal01(dt):
         wide = np.float32 if dt == np.float16 else dt
         return rng.standard_normal(shape, dtype=wide).astype(dt, copy=False)
 
-    return sample
+    return native(sample)
 
 
 def _finish(t, requires_grad):
@@ -311,9 +350,10 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     >>> x.shape, bool(((x >= 0) & (x < 1)).all())
     ((2, 3), True)
     """
-    device_arg(device, "rand")
+    device = device_arg(device, "rand")
     dt = _float_dtype(dtype, "rand", complex_ok=True)
-    return _finish(_draw("rand", size_arg(size, "rand"), _complex_sampler(_uniform01, dt, 1.0), generator),
+    return _finish(_draw("rand", size_arg(size, "rand"), _complex_sampler(_uniform01, dt, 1.0), generator,
+                         device),
                    requires_grad)
 
 
@@ -339,9 +379,10 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     >>> lucid.randn(4, dtype=lucid.float64).dtype == lucid.float64
     True
     """
-    device_arg(device, "randn")
+    device = device_arg(device, "randn")
     dt = _float_dtype(dtype, "randn", complex_ok=True)
-    return _finish(_draw("randn", size_arg(size, "randn"), _complex_sampler(_normal01, dt, 0.5 ** 0.5), generator),
+    return _finish(_draw("randn", size_arg(size, "randn"), _complex_sampler(_normal01, dt, 0.5 ** 0.5),
+                         generator, device),
                    requires_grad)
 
 
@@ -415,11 +456,12 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     >>> x.dtype == lucid.int64, bool(((x >= 3) & (x < 7)).all())
     (True, True)
     """
-    device_arg(device, "randint")
+    device = device_arg(device, "randint")
     low, high, size = _randint_args(args, size, "randint")
     dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.int64
     shape = size_arg((size,) if isinstance(size, int) else (tuple(size),), "randint")
-    return _draw("randint", shape, lambda rng, s: rng.integers(low, high, s, dtype=np.int64).astype(dt), generator)
+    return _draw("randint", shape, lambda rng, s: rng.integers(low, high, s, dtype=np.int64).astype(dt), generator,
+                 device)
 
 
 def rand_like(input, *, generator=None, dtype=None, requires_grad=False):
@@ -444,7 +486,7 @@ def rand_like(input, *, generator=None, dtype=None, requires_grad=False):
     """
     input = _as_tensor(input)
     return rand(tuple(input.shape), generator=generator, dtype=dtype or _like_float(input),
-                requires_grad=requires_grad)
+                device=_device(input), requires_grad=requires_grad)
 
 
 def randn_like(input, *, generator=None, dtype=None, requires_grad=False):
@@ -469,7 +511,7 @@ def randn_like(input, *, generator=None, dtype=None, requires_grad=False):
     """
     input = _as_tensor(input)
     return randn(tuple(input.shape), generator=generator, dtype=dtype or _like_float(input),
-                 requires_grad=requires_grad)
+                 device=_device(input), requires_grad=requires_grad)
 
 
 def randint_like(input, low=0, high=None, *, generator=None, dtype=None):
@@ -495,7 +537,13 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None):
     input = _as_tensor(input)
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(input.shape), generator=generator, dtype=dtype or input.dtype)
+    return randint(low, high, tuple(input.shape), generator=generator, dtype=dtype or input.dtype,
+                   device=_device(input))
+
+
+def _device(t):
+    """A tensor's device (tracers included: they carry their values' arrays)."""
+    return getattr(t, "device", None)
 
 
 def _like_float(t):
@@ -522,7 +570,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     >>> sorted(lucid.randperm(5).tolist())
     [0, 1, 2, 3, 4]
     """
-    device_arg(device, "randperm")
+    device = device_arg(device, "randperm")
     n = int(n)
     if n < 0:
         raise RuntimeError(f"randperm: n must be non-negative, got {n}")
@@ -533,7 +581,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
             return rng.permutation(n).astype(dt)
         return np.argsort(rng.random(shape), axis=-1, kind="stable").astype(dt)
 
-    return _draw("randperm", (n,), sample, generator)
+    return _draw("randperm", (n,), sample, generator, device)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False):
@@ -582,7 +630,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires
     shape = np.broadcast_shapes(*[tuple(t.shape) for t in tensors])
     if size is not None and tuple(size_arg((size,) if isinstance(size, int) else (tuple(size),), "normal")) != shape:
         raise RuntimeError(f"normal: size {tuple(size)} does not match the broadcast shape {shape} of mean and std")
-    eps = _draw("normal", shape, _normal01(dt), generator)
+    eps = _draw("normal", shape, _normal01(dt), generator, _device(tensors[0]))
     m = mean.detach().to(dt) if isinstance(mean, Tensor) else mean
     s = std.detach().to(dt) if isinstance(std, Tensor) else std
     return add(mul(eps, s), m)
@@ -623,11 +671,11 @@ def bernoulli(input, p=None, *, generator=None):
         _check_probs(probs, "bernoulli")
     elif not 0 <= probs <= 1:
         raise RuntimeError(f"bernoulli: expected 0 <= p <= 1, got {p}")
-    u = _draw("bernoulli", tuple(input.shape), _uniform01(np.dtype(np.float64)), generator)
+    u = _draw("bernoulli", tuple(input.shape), _uniform01(np.dtype(np.float64)), generator, _device(input))
     return (u < probs).to(input.dtype)
 
 
-def bernoulli_mask(shape, p, dtype=None, *, generator=None):
+def bernoulli_mask(shape, p, dtype=None, *, generator=None, device=None):
     """A 0/1 mask of ``shape``, 1 with probability ``p`` (a float) — for dropout-like layers.
 
     Follows the vmap randomness rules like every sampler (NOTE [vmap randomness]).
@@ -643,14 +691,15 @@ def bernoulli_mask(shape, p, dtype=None, *, generator=None):
         raise RuntimeError(f"bernoulli_mask: expected 0 <= p <= 1, got {p}")
     dt = _float_dtype(dtype, "bernoulli_mask")
     shape = tuple(shape)
-    return _draw("bernoulli_mask", shape, lambda rng, s: (rng.random(s) < p).astype(dt), generator)
+    return _draw("bernoulli_mask", shape, native(lambda rng, s: (rng.random(s) < p).astype(dt)), generator,
+                 device)
 
 
-def dropout_mask(shape, p, dtype=None, *, generator=None):
+def dropout_mask(shape, p, dtype=None, *, generator=None, device=None):
     """Inverted-dropout mask: 0 with probability ``p``, else ``1 / (1 - p)`` (all zeros if ``p == 1``)."""
     if p == 1:
-        return bernoulli_mask(shape, 0.0, dtype, generator=generator)
-    return bernoulli_mask(shape, 1.0 - p, dtype, generator=generator) * (1.0 / (1.0 - p))
+        return bernoulli_mask(shape, 0.0, dtype, generator=generator, device=device)
+    return bernoulli_mask(shape, 1.0 - p, dtype, generator=generator, device=device) * (1.0 / (1.0 - p))
 
 
 # multinomial: a non-differentiable primitive over (weights, noise), so that batched
@@ -712,7 +761,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
                                "weight; cannot sample without replacement")
     # With replacement: one uniform per sample (inverse CDF); without: one per category (Gumbel keys).
     u = _draw("multinomial", tuple(input.shape[:-1]) + (k if replacement else n,),
-              lambda rng, s: rng.random(s), generator)
+              native(lambda rng, s: rng.random(s)), generator, _device(input))
     from .._core.primitive import bind
 
     probs = input.detach().to(dtypes.float64)

@@ -21,7 +21,7 @@ def _fill(name, self, sample, generator=None):
         raise RuntimeError(f"{name}: expected a floating point tensor, got {self.dtype}")
 
     def fn(x):
-        return _draw(name, tuple(x.shape), sample, generator).to(x.dtype)
+        return _draw(name, tuple(x.shape), sample, generator, getattr(x, "device", None)).to(x.dtype)
 
     return _inplace(name, self, (), fn, None, needs_old=False)
 

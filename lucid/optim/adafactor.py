@@ -78,8 +78,8 @@ class Adafactor(Optimizer):
         if "step" not in state:
             state["step"] = 0.0
             if g.ndim > 1:
-                state["row_var"] = np.zeros(g.shape[:-1] + (1,), p.dtype)
-                state["col_var"] = np.zeros(g.shape[:-2] + (1,) + g.shape[-1:], p.dtype)
+                state["row_var"] = np.zeros_like(p, shape=g.shape[:-1] + (1,))  # on p's device
+                state["col_var"] = np.zeros_like(p, shape=g.shape[:-2] + (1,) + g.shape[-1:])
             else:
                 state["variance"] = np.zeros_like(p)
         state["step"] += 1

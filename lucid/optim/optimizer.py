@@ -23,8 +23,15 @@ import numbers
 
 import numpy as np
 
+from .._core import backend
 from .._core.tensor import Tensor, _wrap
 from ..ops._family import quiet_call
+
+_ARRAY_TYPES = backend._BY_TYPE  # every backend's array type (NOTE [Backends]): updates run in place
+
+
+def _is_array(x):
+    return type(x) is np.ndarray or type(x) in _ARRAY_TYPES
 
 
 class _TensorOps:
@@ -57,13 +64,13 @@ _TENSOR_OPS = _TensorOps()
 
 def _ops(x):
     """NumPy for arrays, Tensor functions for Tensors. See NOTE [Differentiable steps]."""
-    return np if type(x) is np.ndarray else _TENSOR_OPS
+    return np if _is_array(x) else _TENSOR_OPS
 
 
 def _sub(p, x):
     """``p - x``: in place on the parameter's array (the fast path), a new Tensor in the graph
     with differentiable=True. See NOTE [Differentiable steps]."""
-    if type(p) is np.ndarray:
+    if _is_array(p):
         p -= x
         return p
     return p - x
@@ -71,7 +78,7 @@ def _sub(p, x):
 
 def _scale(p, f):
     """``p * f``, in place on arrays (as :func:`_sub`)."""
-    if type(p) is np.ndarray:
+    if _is_array(p):
         p *= f
         return p
     return p * f
@@ -81,7 +88,7 @@ def _decay_add(state, key, decay, x):
     """``state[key] = state[key] * decay + x``: in place for arrays, functional for Tensors
     (earlier steps' graphs saved the old Tensor)."""
     a = state[key]
-    if type(a) is np.ndarray:
+    if _is_array(a):
         a *= decay
         a += x
         return a
@@ -234,7 +241,7 @@ class Optimizer:
                 f"the graph, so a parameter (shape {tuple(p.shape)}) can't be a leaf that requires grad; "
                 "optimize a non-leaf copy instead (e.g. p = w.clone())")
         for k, v in state.items():
-            if isinstance(v, np.ndarray):  # e.g. state loaded from a checkpoint
+            if _is_array(v):  # e.g. state loaded from a checkpoint
                 state[k] = _wrap(v.copy())
         with enable_grad():
             # the rule reads a clone, so the graph it builds never sees ``p`` change
@@ -297,15 +304,18 @@ class Optimizer:
             if not isinstance(v, Tensor):
                 entry[name] = _import(v)
                 continue
-            arr = np.array(v._data)
+            arr = v._data.copy()
             if p.dtype.kind == "c" and arr.dtype.kind == "c" and arr.shape == tuple(p.shape):
-                entry[name] = _real_view(arr.astype(p.dtype)).copy()  # See NOTE [Complex optimizer state]
+                arr = _real_view(arr.astype(p.dtype)).copy()  # See NOTE [Complex optimizer state]
+                entry[name] = backend.to_device(arr, p.device)
                 continue
             if name != "step" and arr.ndim and self._state_like_params and arr.shape != tuple(p.shape):
                 raise ValueError(f"{type(self).__name__}.load_state_dict: state {name!r} has shape "
                                  f"{arr.shape} but its parameter (index {index}) has shape {tuple(p.shape)}")
             if name != "step" and arr.shape == p.shape:
                 arr = arr.astype(p.dtype)
+            if name != "step":  # state follows its parameter's device (PyTorch's rule)
+                arr = backend.to_device(arr, p.device)
             entry[name] = arr
         return entry
 
@@ -394,7 +404,7 @@ def _real_view(a):
     if a.ndim == 0:
         a = a.reshape(1)  # a view: NumPy changes the itemsize of a view only with a last dim
     elif a.strides[-1] != a.itemsize:
-        a = np.ascontiguousarray(a)  # a copy: step() writes a parameter's copy back
+        a = a.copy()  # a (contiguous) copy: step() writes a parameter's copy back
     return a.view(a.real.dtype)
 
 
@@ -436,9 +446,9 @@ def _from_real_pairs(r, shape):
 def _export(v):
     """State value -> checkpoint value: ndarrays (also inside lists, e.g. LBFGS history) become Tensor copies."""
     if isinstance(v, Tensor):  # differentiable=True keeps Tensors (in the graph): save their values
-        return _wrap(np.array(v._data))
-    if isinstance(v, np.ndarray):
-        return _wrap(np.array(v))
+        return _wrap(v._data.copy())
+    if _is_array(v):
+        return _wrap(v.copy())
     if isinstance(v, (list, tuple)):
         return type(v)(_export(x) for x in v)
     if isinstance(v, dict):
@@ -449,7 +459,7 @@ def _export(v):
 def _import(v):
     """Inverse of :func:`_export`: Tensors become private ndarray copies."""
     if isinstance(v, Tensor):
-        return np.array(v._data)
+        return v._data.copy()
     if isinstance(v, (list, tuple)):
         return type(v)(_import(x) for x in v)
     if isinstance(v, dict):

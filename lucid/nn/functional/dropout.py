@@ -20,7 +20,7 @@ def _apply_mask(input, mask_shape, p):
 
     # The mask is a random op, so vmap's `randomness` rule applies to it (error / same /
     # different), exactly as for lucid.rand.
-    return input * dropout_mask(mask_shape, p, input.dtype)
+    return input * dropout_mask(mask_shape, p, input.dtype, device=getattr(input, "device", None))
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
@@ -168,7 +168,8 @@ def _alpha(input, p, training, inplace, name, mask_shape):
     b = -a * alpha * p
 
     def fn(x):
-        kt = bernoulli_mask(tuple(x.shape) if mask_shape is None else mask_shape, 1.0 - p, x.dtype)
+        kt = bernoulli_mask(tuple(x.shape) if mask_shape is None else mask_shape, 1.0 - p, x.dtype,
+                            device=getattr(x, "device", None))
         return (x * kt + alpha * (1 - kt)) * a + b
 
     return _maybe_inplace(name + "_", input, inplace, fn)

@@ -1,0 +1,44 @@
+"""The CUDA backend: CuPy arrays behind ``device="cuda:N"``. See NOTE [Backends].
+
+Imported only by ``backend._load_cuda`` once CuPy is importable and sees a GPU, so ``import
+lucid`` never imports CuPy. Op impls reach CuPy through NumPy's dispatch (``np.exp(cupy_array)``
+runs ``cupy.exp``); what CuPy has under another name (scipy.special -> cupyx.scipy.special)
+is given by the backend.
+"""
+from __future__ import annotations
+
+from .backend import Backend, device
+
+
+def _cuda_numpy_error(arr):
+    raise TypeError(
+        f"can't convert cuda:{arr.device.id} device type tensor to numpy. Use Tensor.cpu() to "
+        "copy the tensor to host memory first."
+    )
+
+
+def make_backend(cupy):
+    """The :class:`~lucid._core.backend.Backend` for CuPy (``cupy`` already imported)."""
+
+    def from_numpy(arr, index=None):
+        with cupy.cuda.Device(cupy.cuda.runtime.getDevice() if index is None else index):
+            return cupy.asarray(arr)
+
+    def special():
+        import cupyx.scipy.special
+
+        return cupyx.scipy.special
+
+    def synchronize():
+        cupy.cuda.runtime.deviceSynchronize()
+
+    return Backend(
+        "cuda", cupy, cupy.ndarray,
+        device_of=lambda a: device("cuda", a.device.id),
+        to_numpy=cupy.asnumpy,
+        from_numpy=from_numpy,
+        numpy_view=False,
+        special=special,
+        implicit_numpy=_cuda_numpy_error,
+        synchronize=synchronize,
+    )

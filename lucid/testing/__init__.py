@@ -1,0 +1,1 @@
+"""Testing helpers: the strict stand-in device (``lucid.testing.strict_device``)."""

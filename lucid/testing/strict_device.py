@@ -1,0 +1,382 @@
+"""A strict CPU stand-in for a GPU backend: device ``"strict"``, for tests only.
+
+NOTE [Strict stand-in device]
+CI has no GPU, yet every op and rule must run on CuPy. This device proves it on the CPU: its
+arrays (:class:`StrictArray`) wrap NumPy arrays and follow CuPy's rules, strictly:
+
+* no implicit conversion to NumPy (``np.asarray(a)`` raises, as CuPy's ``__array__`` does), so
+  an impl or rule that escapes to host NumPy fails loudly;
+* NumPy ufuncs and functions dispatch to it (NEP 13/18) only where CuPy 14 has the same
+  function: ``scipy.special`` ufuncs and the NumPy functions CuPy lacks (``_NO_CUPY_FUNCTIONS``,
+  listed from CuPy 14.2's namespaces) raise, so code must use the backend's ``special()``;
+* operands may be its own arrays, Python or NumPy scalars, never host arrays (CuPy refuses
+  them too): mixing devices fails inside the op, and ``bind`` names both devices;
+* reductions return 0-d arrays, not NumPy scalars; ``flags`` has no ``writeable``;
+* every device-to-host read (``item``, ``tolist``, ``bool``, ``float``, ``get``) is counted in
+  :data:`HOST_READS`, so a test can assert that a training step makes none.
+
+Explicit transfers stay allowed: ``Tensor.numpy()`` returns the wrapped host memory (shared,
+so existing tests that write through it keep working) and ``np.asarray(tensor)`` from test code
+works, but from inside the ``lucid`` package it raises (a hidden copy).
+
+Examples
+--------
+>>> import lucid
+>>> from lucid.testing import strict_device
+>>> strict_device.enable()
+>>> x = lucid.ones(2, device="strict")
+>>> (x * 2).device, type(x._data).__name__
+(device(type='strict', index=0), 'StrictArray')
+>>> strict_device.disable()
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+from .._core import backend as _backend
+
+HOST_READS = [0]
+
+# NumPy functions (NEP 18) CuPy 14.2 has no counterpart of (read off cupy-cuda12x 14.2.0 by
+# comparing numpy.testing.overrides.get_overridable_numpy_array_functions() with CuPy's
+# namespaces; string and datetime functions left out: no tensor op uses them).
+_NO_CUPY_FUNCTIONS = frozenset("""
+numpy.block numpy.einsum_path numpy.geomspace numpy.histogram_bin_edges numpy.insert
+numpy.lib.stride_tricks.sliding_window_view numpy.linalg.diagonal numpy.linalg.matrix_norm
+numpy.linalg.multi_dot numpy.linalg.outer numpy.linalg.svdvals numpy.linalg.tensordot
+numpy.linalg.trace numpy.linalg.vecdot numpy.linalg.vector_norm numpy.nanpercentile
+numpy.nanquantile numpy.polyder numpy.polydiv numpy.polyint numpy.unstack
+numpy.lib.scimath.sqrt numpy.lib.scimath.log numpy.lib.scimath.power
+""".split())
+_NO_CUPY_UFUNCS = frozenset(("matvec", "vecmat", "vecdot", "spacing", "isnat"))
+
+
+def _strict_error(what):
+    return TypeError(f"strict device: {what}")
+
+
+def _unwrap(x, allow_host=False):
+    cls = x.__class__
+    if cls is StrictArray:
+        return x._a
+    if cls is np.ndarray:
+        if allow_host:
+            return x
+        raise _strict_error(
+            f"a host NumPy array of shape {x.shape} met a device array (CuPy refuses implicit "
+            "host-to-device copies; mixed devices or an array made with NumPy instead of the "
+            "operand's namespace, see NOTE [Backends])")
+    if cls is list or cls is tuple:
+        return cls(_unwrap(v, allow_host) for v in x)
+    if cls is dict:
+        return {k: _unwrap(v, allow_host) for k, v in x.items()}
+    return x
+
+
+def _wrap(x):
+    cls = x.__class__
+    if cls is np.ndarray:
+        return StrictArray(x)
+    if isinstance(x, np.generic):  # CuPy reductions return 0-d arrays, never scalars
+        return StrictArray(np.asarray(x))
+    if cls is tuple or cls is list:
+        return cls(_wrap(v) for v in x)
+    return x
+
+
+class _Flags:
+    """CuPy's flags: contiguity and ownership only (no ``writeable``)."""
+
+    __slots__ = ("c_contiguous", "f_contiguous", "owndata")
+
+    def __init__(self, f):
+        self.c_contiguous, self.f_contiguous, self.owndata = f.c_contiguous, f.f_contiguous, f.owndata
+
+    def __getitem__(self, key):
+        return {"C_CONTIGUOUS": self.c_contiguous, "F_CONTIGUOUS": self.f_contiguous,
+                "OWNDATA": self.owndata}[key]
+
+
+class StrictArray(NDArrayOperatorsMixin):
+    """A NumPy array behind CuPy's rules (see NOTE [Strict stand-in device])."""
+
+    __slots__ = ("_a",)
+
+    def __init__(self, a):
+        self._a = a
+
+    # -- what CuPy refuses
+    def __array__(self, dtype=None, copy=None):
+        raise _strict_error(
+            "implicit conversion to a NumPy array is not allowed (a hidden device-to-host copy); "
+            "use Tensor.cpu() / .numpy() explicitly")
+
+    @property
+    def ctypes(self):
+        raise _strict_error("device memory has no ctypes interface")
+
+    # -- dispatch
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        name = ufunc.__name__
+        if getattr(np, name, None) is not ufunc or name in _NO_CUPY_UFUNCS:
+            raise _strict_error(
+                f"ufunc {getattr(ufunc, '__module__', '?')}.{name} has no CuPy counterpart that "
+                "NumPy dispatch can reach; use the backend's namespace (e.g. backend.special())")
+        out = kwargs.get("out")
+        args = _unwrap(inputs)
+        if out is not None:
+            kwargs["out"] = _unwrap(out)
+        if "where" in kwargs:
+            kwargs["where"] = _unwrap(kwargs["where"])
+        res = getattr(ufunc, method)(*args, **kwargs)
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        return _wrap(res)
+
+    def __array_function__(self, func, types, args, kwargs):
+        mod = func.__module__ or "numpy"
+        qual = f"{mod}.{func.__name__}"
+        if qual in _NO_CUPY_FUNCTIONS:
+            raise _strict_error(f"{qual} has no CuPy counterpart")
+        res = func(*_unwrap(args), **_unwrap(kwargs))
+        return _wrap(res)
+
+    # -- attributes and methods: forwarded, unwrapping and wrapping arrays
+    @property
+    def flags(self):
+        return _Flags(self._a.flags)
+
+    @property
+    def shape(self):
+        return self._a.shape
+
+    @property
+    def dtype(self):
+        return self._a.dtype
+
+    @property
+    def ndim(self):
+        return self._a.ndim
+
+    @property
+    def size(self):
+        return self._a.size
+
+    @property
+    def strides(self):
+        return self._a.strides
+
+    @property
+    def itemsize(self):
+        return self._a.itemsize
+
+    @property
+    def nbytes(self):
+        return self._a.nbytes
+
+    @property
+    def base(self):
+        b = self._a.base
+        return None if b is None else StrictArray(b) if b.__class__ is np.ndarray else b
+
+    @property
+    def T(self):  # noqa: N802
+        return StrictArray(self._a.T)
+
+    @property
+    def real(self):
+        return StrictArray(self._a.real)
+
+    @real.setter
+    def real(self, v):
+        self._a.real = _unwrap(v)
+
+    @property
+    def imag(self):
+        return StrictArray(self._a.imag)
+
+    @imag.setter
+    def imag(self, v):
+        self._a.imag = _unwrap(v)
+
+    @property
+    def device(self):
+        return _StrictDeviceId
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        attr = getattr(self._a, name)
+        if not callable(attr):
+            return _wrap(attr)
+
+        def method(*args, **kwargs):
+            return _wrap(attr(*_unwrap(args), **_unwrap(kwargs)))
+
+        method.__name__ = name
+        return method
+
+    def __getitem__(self, key):
+        return _wrap(self._a[_unwrap(key, allow_host=True)])
+
+    def __setitem__(self, key, value):
+        self._a[_unwrap(key, allow_host=True)] = _unwrap(value)
+
+    def __len__(self):
+        return len(self._a)
+
+    def __iter__(self):
+        return (_wrap(v) for v in self._a)
+
+    def __copy__(self):
+        return StrictArray(self._a.copy())
+
+    def __deepcopy__(self, memo):
+        return StrictArray(self._a.copy())
+
+    def __reduce__(self):
+        return (StrictArray, (self._a,))
+
+    def __repr__(self):
+        return f"StrictArray({self._a!r})"
+
+    # -- counted device-to-host reads (CuPy syncs on each)
+    def _read(self):
+        HOST_READS[0] += 1
+        return self._a
+
+    def get(self, stream=None, order="C", out=None):
+        return np.array(self._read(), order=order)
+
+    def item(self, *args):
+        return self._read().item(*args)
+
+    def tolist(self):
+        return self._read().tolist()
+
+    def __bool__(self):
+        return bool(self._read())
+
+    def __float__(self):
+        return float(self._read())
+
+    def __int__(self):
+        return int(self._read())
+
+    def __complex__(self):
+        return complex(self._read())
+
+    def __index__(self):
+        return self._read().__index__()
+
+
+class _StrictDeviceId:
+    id = 0
+
+
+class _Namespace:
+    """The stand-in's array module: NumPy's creation functions returning StrictArrays.
+
+    Everything that takes an array dispatches anyway (NEP 13/18); only functions that make
+    arrays from Python values need wrapping, plus the submodules CuPy has (linalg, fft, random).
+    """
+
+    __name__ = "lucid.testing.strict_device.xp"
+
+    def __init__(self, module):
+        self._m = module
+
+    def __getattr__(self, name):
+        attr = getattr(self._m, name)
+        if isinstance(attr, type(np)):
+            return _Namespace(attr)
+        if not callable(attr) or isinstance(attr, type):
+            return attr
+
+        def fn(*args, **kwargs):
+            return _wrap(attr(*_unwrap(args, allow_host=True), **_unwrap(kwargs, allow_host=True)))
+
+        fn.__name__ = name
+        return fn
+
+
+xp = _Namespace(np)
+
+
+def _special():
+    import scipy.special
+
+    class _Special:
+        """scipy.special restricted to what cupyx.scipy.special has, on StrictArrays."""
+
+        def __getattr__(self, name):
+            if name not in _CUPYX_SPECIAL:
+                raise _strict_error(f"scipy.special.{name} has no cupyx.scipy.special counterpart")
+            fn = getattr(scipy.special, name)
+
+            def call(*args, **kwargs):
+                return _wrap(fn(*_unwrap(args), **_unwrap(kwargs)))
+
+            call.__name__ = name
+            return call
+
+    return _Special()
+
+
+# cupyx.scipy.special's functions in CuPy 14.2 (read off its namespace).
+_CUPYX_SPECIAL = frozenset("""
+bdtr bdtrc bdtri beta betainc betaincinv betaln binom boxcox boxcox1p btdtr btdtri cbrt chdtr
+chdtrc chdtri cosdg cosm1 cotdg digamma ellipeinc ellipj ellipk ellipkinc ellipkm1 entr erf erfc
+erfcinv erfcx erfinv exp1 exp10 exp2 expi expit expm1 expn exprel fdtr fdtrc fdtri gamma
+gammainc gammaincc gammainccinv gammaincinv gammaln gammasgn gdtr gdtrc huber i0 i0e i1 i1e
+inv_boxcox inv_boxcox1p j0 j1 k0 k0e k1 k1e kl_div lambertw log1p log_expit log_ndtr log_softmax
+loggamma logit logsumexp lpmv multigammaln nbdtr nbdtrc nbdtri ndtr ndtri pdtr pdtrc pdtri poch
+polygamma pseudo_huber psi radian rel_entr rgamma round shichi sici sinc sindg softmax sph_harm
+sph_harm_y spherical_yn tandg wright_bessel xlog1py xlogy y0 y1 yn zeta zetac
+""".split())
+
+
+def _implicit_numpy(arr):
+    """``np.asarray(tensor)``: allowed from test code, refused from inside lucid (a hidden copy)."""
+    frame = sys._getframe(2)  # Tensor.__array__ -> here; frame 2 called np.asarray
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("numpy"):
+        frame = frame.f_back
+    mod = frame.f_globals.get("__name__", "") if frame is not None else ""
+    if mod.startswith("lucid.") and not mod.startswith("lucid.testing"):
+        raise _strict_error(f"{mod} converted a device tensor to NumPy implicitly (a hidden "
+                            "device-to-host copy)")
+    return arr._a
+
+
+def _to_numpy(arr):
+    return arr._a
+
+
+def _from_numpy(arr, index=None):
+    return StrictArray(np.array(arr, copy=True) if arr.__class__ is np.ndarray else np.asarray(arr))
+
+
+DEVICE = _backend.device  # set in enable()
+
+
+def make_backend():
+    return _backend.Backend(
+        "strict", xp, StrictArray,
+        device_of=lambda a: _backend.device("strict", 0),
+        to_numpy=_to_numpy, from_numpy=_from_numpy,
+        numpy_view=True, special=_special, implicit_numpy=_implicit_numpy,
+    )
+
+
+def enable():
+    """Register the ``"strict"`` device (idempotent)."""
+    if "strict" not in _backend._BACKENDS:
+        _backend.register_backend(make_backend())
+
+
+def disable():
+    """Unregister it (tensors made on it stay valid as values, but name no device)."""
+    _backend.unregister_backend("strict")
