@@ -249,9 +249,9 @@ def svd(A, full_matrices=True):
     is not square) a loss that uses U or Vh gets an inf/nan gradient, while a loss of S alone
     keeps its exact gradient ``U diag(g) Vh`` (NOTE [Spectral ties]).
 
-    For a non-square input with ``full_matrices=True``, S is differentiable (it is
-    :func:`svdvals`) but U and Vh carry no gradient (their extra columns are arbitrary;
-    PyTorch refuses to differentiate them too): use ``full_matrices=False`` for those.
+    For a non-square input with ``full_matrices=True`` the extra columns of U (rows of Vh) are
+    an arbitrary basis of a complement: as in PyTorch, gradients flow through the first
+    ``min(m, n)`` only (the cotangent of the extra ones is ignored, their tangent is zero).
 
     Parameters
     ----------
@@ -269,10 +269,8 @@ def svd(A, full_matrices=True):
     (3, 3)
     """
     A = _matrix(A, "svd")
-    if full_matrices and A.shape[-1] != A.shape[-2]:
-        U, _, Vh = bind(_ops.svd_p, (A.detach(),), {"full_matrices": True})
-        return SVDResult(U, svdvals(A), Vh)
-    return SVDResult(*bind(_ops.svd_p, (A,), {}))
+    full = full_matrices and A.shape[-1] != A.shape[-2]
+    return SVDResult(*bind(_ops.svd_p, (A,), {"full_matrices": True} if full else {}))
 
 
 def svdvals(A):

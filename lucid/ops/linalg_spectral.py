@@ -84,11 +84,30 @@ eigh_p.batch = _batch_front(eigh_p)
 #     m > k: gA = [U inner + (I - U U^T) gU / S] Vh;  n > k: gA = U [inner Vh + gVh/S (I - V V^T)]
 #   jvp: P = U^T dA V, dS = diag(P), dU = U (F o (P S + S P^T)) + (I - U U^T) dA V / S,
 #        dV = V (F o (S P + P^T S)) + (I - V V^T) dA^T U / S,  F = 1/E off the diagonal.
+def _first(n, k, dtype):
+    """Constant selection (n, k): ``X @ S`` keeps the first k columns, ``T @ S^T`` pads them back with zeros."""
+    return np.eye(n, dtype=dtype)[:, :k]
+
+
+def _narrow(ns, u, vh, m, n, k):
+    """U[..., :k] and Vh[..., :k, :] of full factors (non-square A with full_matrices=True)."""
+    if m > k:
+        u = ns.matmul(u, _first(m, k, u.dtype))
+    if n > k:
+        vh = ns.matmul(_first(n, k, vh.dtype).T, vh)
+    return u, vh
+
+
+# full_matrices=True with a non-square A (PyTorch 2.13's rules): the extra columns of U (rows of
+# Vh) are an arbitrary basis of a complement, so the vjp ignores their cotangent and the jvp gives
+# them a zero tangent; the first k are the reduced factors and use the rules above.
 def _svd_vjp(ns, g, out, a, full_matrices=False):
-    # (full_matrices=True reaches the rules only for square inputs: see linalg.svd)
     (gu, gs, gvh), (u, s, vh) = g, out
     m, n = a.shape[-2:]
     k = min(m, n)
+    if full_matrices and m != n:
+        u, vh = _narrow(ns, u, vh, m, n, k)
+        gu, gvh = _narrow(ns, gu, gvh, m, n, k)
     ut = _mH(ns, u)
     ugu = ns.matmul(ut, gu)
     vgv = ns.matmul(vh, _mH(ns, gvh))
@@ -114,6 +133,9 @@ def _svd_jvp(ns, primals, tangents, out, full_matrices=False):
     a, (ta,), (u, s, vh) = primals[0], tangents, out
     m, n = a.shape[-2:]
     k = min(m, n)
+    full = full_matrices and m != n
+    if full:
+        u, vh = _narrow(ns, u, vh, m, n, k)
     v, ut = _mH(ns, vh), _mH(ns, u)
     dav = ns.matmul(ta, v)
     p = ns.matmul(ut, dav)
@@ -131,7 +153,13 @@ def _svd_jvp(ns, primals, tangents, out, full_matrices=False):
     if n > k:
         datu = ns.matmul(_mH(ns, ta), u)
         dv = dv + _tdiv(ns, datu - ns.matmul(v, ns.matmul(vh, datu)), _row(ns, s))
-    return du, dp, _mH(ns, dv)
+    dvh = _mH(ns, dv)
+    if full:  # zero tangents for the extra columns of U / rows of Vh
+        if m > k:
+            du = ns.matmul(du, _first(m, k, du.dtype).T)
+        if n > k:
+            dvh = ns.matmul(_first(n, k, dvh.dtype), dvh)
+    return du, dp, dvh
 
 
 svd_p = defprim("linalg_svd", _lapack("svd", lambda a, full_matrices=False: tuple(xp.linalg.svd(

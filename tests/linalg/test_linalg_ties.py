@@ -183,3 +183,36 @@ def test_torch_parity_of_the_inf_nan_pattern():
         np.testing.assert_array_equal(np.isinf(gl), np.isinf(gt))
         fin = np.isfinite(gt)
         np.testing.assert_allclose(gl[fin], gt[fin], atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(4, 2), (2, 4)])
+def test_svd_full_matrices_nonsquare_ignores_the_extra_columns(shape):
+    """As PyTorch 2.13: the cotangent of the extra columns of U / rows of Vh is ignored (the
+    gradient equals the reduced one), and their jvp tangent is zero."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(shape)
+    m, n = shape
+    k = min(m, n)
+    wu, wv = rng.standard_normal((m, m)), rng.standard_normal((n, n))
+
+    def loss(t, full):
+        u, s, vh = L.svd(t, full_matrices=full)
+        return (u * u * lucid.tensor(wu[:, : u.shape[-1]])).sum() + (vh * vh * lucid.tensor(wv[: vh.shape[-2]])).sum() \
+            + (s * lucid.tensor(C3[:k])).sum()
+
+    g_full = grad_of(lambda t: loss(t, True), a)
+    g_red = grad_of(lambda t: loss(t, False), a)
+    np.testing.assert_allclose(g_full, g_red, atol=1e-13)
+
+    def loss_np(x):
+        u, s, vh = np.linalg.svd(x, full_matrices=False)
+        return (u * u * wu[:, :k]).sum() + (vh * vh * wv[:k]).sum() + (s * C3[:k]).sum()
+
+    np.testing.assert_allclose(g_red, fd_grad(loss_np, a), atol=1e-6)
+    da = rng.standard_normal(shape)
+    _, (du, ds, dvh) = F.jvp(lambda t: tuple(L.svd(t)), (lucid.tensor(a),), (lucid.tensor(da),))
+    assert tuple(du.shape) == (m, m) and tuple(dvh.shape) == (n, n)
+    np.testing.assert_array_equal(du.numpy()[:, k:], 0)
+    np.testing.assert_array_equal(dvh.numpy()[k:], 0)
+    _, (du_r, ds_r, dvh_r) = F.jvp(lambda t: tuple(L.svd(t, full_matrices=False)), (lucid.tensor(a),), (lucid.tensor(da),))
+    np.testing.assert_allclose(ds.numpy(), ds_r.numpy(), atol=1e-13)

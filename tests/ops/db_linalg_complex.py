@@ -1,5 +1,6 @@
 """Op database entries: complex samples for eig / eigvals, lstsq, ldl_factor / ldl_solve and the
-``_ex`` variants (cholesky_ex, inv_ex, solve_ex), plus batched real samples of the ``_ex`` variants.
+``_ex`` variants (cholesky_ex, inv_ex, solve_ex), batched real samples of the ``_ex`` variants,
+and svd with full_matrices=True of non-square inputs (differentiable through the first k columns).
 
 eig's eigenvectors are fixed only up to a phase each, so the entries check phase-free functions
 (the eigenvalues and ``|V|^2``); ldl is not differentiable (as in PyTorch), so its entries check
@@ -9,7 +10,7 @@ import numpy as np
 from scipy.linalg import lapack
 
 import lucid
-from db_linalg import wellcond
+from db_linalg import svd_input, wellcond
 from opinfo import OpInfo, Sample, floats
 
 L = lucid.linalg
@@ -38,6 +39,19 @@ def c_svd_input(rng, *shape):
     u, _ = np.linalg.qr(cplx(rng, *batch, m, k))
     v, _ = np.linalg.qr(cplx(rng, *batch, n, k))
     return np.einsum("...ij,j,...kj->...ik", u, np.array([3.0, 2.0, 1.2, 0.5][:k]), v.conj())
+
+
+def _full_svd_parts(a):
+    """Gauge-free functions of the first min(m, n) columns of the full factors, and S."""
+    u, s, vh = L.svd(a, full_matrices=True)
+    k = s.shape[-1]
+    uk, vk = u[..., :k], vh[..., :k, :]
+    return s, uk @ vk, (uk * uk.conj()).real @ (vk * vk.conj()).real
+
+
+def _np_full_svd_parts(a):
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    return s, u @ vh, np.abs(u) ** 2 @ np.abs(vh) ** 2
 
 
 def _eig_parts(a):
@@ -137,6 +151,9 @@ OPS = [
     OpInfo("complex.linalg.cholesky_ex_upper", lambda x: L.cholesky_ex(_herm_t(x), upper=True).L,
            lambda x: np.conj(np.swapaxes(np.linalg.cholesky(_herm_np(x)), -1, -2)),
            lambda rng: [Sample((cplx(rng, 2, 2),))]),
+    OpInfo("linalg.svd_full_matrices_nonsquare", _full_svd_parts, _np_full_svd_parts,
+           lambda rng: [Sample((svd_input(rng, 3, 2),), name="tall"), Sample((svd_input(rng, 2, 2, 3),), name="wide"),
+                        Sample((c_svd_input(rng, 3, 2),), name="complex")], atol=1e-8),
     # batched real samples of the _ex variants (their vmap rules: info is batched too)
     OpInfo("linalg.inv_ex_batched", lambda a: tuple(L.inv_ex(a)),
            lambda a: (np.linalg.inv(a), np.zeros(a.shape[:-2], np.int32)),
