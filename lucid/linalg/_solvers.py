@@ -143,16 +143,31 @@ def lu_factor_ex(A, *, pivot=True, check_errors=False):
     """
     if not pivot:
         raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU (as in PyTorch)")
+    from ..ops.elementwise import where
+
     _, L, U, piv = _lu_all(A, "lu_factor")
-    d = np.abs(np.diagonal(U.detach().numpy(), axis1=-2, axis2=-1)) if U.__class__ is Tensor else None
-    info = np.zeros(tuple(U.shape[:-2]), np.int32)
-    if d is not None and d.size:
-        zero = d == 0
-        info = np.where(zero.any(-1), zero.argmax(-1) + 1, 0).astype(np.int32)
-        if check_errors and info.any():
-            raise RuntimeError(f"linalg.lu_factor: U[{int(info.reshape(-1).max())}, {int(info.reshape(-1).max())}] "
-                               f"is zero, the factorization cannot be used to solve (input shape {tuple(U.shape)})")
+    # info = the first exactly zero pivot (1-based), 0 if none: LAPACK's getrf. Built from ops, so
+    # it is per matrix under vmap too.
+    if min(U.shape[-2:]) == 0:
+        info = _as_tensor(np.zeros(tuple(U.shape[:-2]), np.int32))
+    else:
+        zero = (_diagonal(U.detach()) == 0).to(int32)
+        info = where(zero.amax(-1) > 0, zero.argmax(-1) + 1, 0).to(int32)
+    if check_errors:
+        if info.__class__ is not Tensor:
+            raise RuntimeError("linalg.lu_factor_ex: check_errors=True needs concrete values; it is not supported "
+                               "under vmap or other transforms (check the returned info instead)")
+        if info.numpy().any():
+            k = int(info.numpy().reshape(-1).max())
+            raise RuntimeError(f"linalg.lu_factor: U[{k}, {k}] is zero, the factorization cannot be used to solve "
+                               f"(input shape {tuple(U.shape)})")
     return LUFactorExResult(_compact(L, U), piv, _as_tensor(info))
+
+
+def _diagonal(x):
+    from . import diagonal
+
+    return diagonal(x)
 
 
 def lu_factor(A, *, pivot=True):

@@ -42,7 +42,24 @@ def _tri_matrix(a, upper, unitriangular):
 def _solve_tri_impl(a, b, upper, unitriangular):
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     t = xp.broadcast_to(_tri_matrix(a, upper, unitriangular), batch + a.shape[-2:])
-    return xp.linalg.solve(t, xp.broadcast_to(b, batch + b.shape[-2:]))
+    b = xp.broadcast_to(b, batch + b.shape[-2:])
+    try:
+        return xp.linalg.solve(t, b)
+    except np.linalg.LinAlgError:  # a zero on some diagonal: substitute, as LAPACK's trsm
+        return _substitute(t, b, upper)
+
+
+def _substitute(t, b, upper):
+    """Back / forward substitution, batched: a zero diagonal entry gives inf/nan (PyTorch's
+    solve_triangular, i.e. trsm, never raises), in that matrix's slice only."""
+    n = t.shape[-1]
+    x = xp.zeros_like(b, dtype=np.result_type(t, b))
+    with np.errstate(all="ignore"):
+        for i in (range(n - 1, -1, -1) if upper else range(n)):
+            # rows not computed yet are 0 and meet only the zero triangle: no 0 * inf from there
+            acc = b[..., i, :] - xp.einsum("...j,...jk->...k", t[..., i, :], x)
+            x[..., i, :] = acc / t[..., i, i][..., None]
+    return x
 
 
 def _solve_tri_gb(ns, g, a, upper, unitriangular):

@@ -221,3 +221,35 @@ def test_cholesky_upper_is_the_conjugate_transpose_for_complex():
     for u in (L.cholesky(lucid.tensor(z), upper=True).numpy(), L.cholesky_ex(lucid.tensor(z), upper=True).L.numpy()):
         np.testing.assert_allclose(u.conj().T @ u, z, atol=1e-14)
         np.testing.assert_allclose(u, np.linalg.cholesky(z).conj().T, atol=1e-14)
+
+
+# ------------------------------------------- solve_triangular / lu_factor_ex on singular input
+
+def test_solve_triangular_with_a_zero_diagonal_gives_inf_not_an_error():
+    """As PyTorch (LAPACK's trsm): substitution through a zero pivot gives inf/nan, per matrix."""
+    u = np.array([[1.0, 2.0], [0.0, 0.0]])
+    x = L.solve_triangular(lucid.tensor(np.stack([u, np.triu(GOOD[:2, :2])])), lucid.tensor(np.ones((2, 2, 1))),
+                           upper=True).numpy()
+    np.testing.assert_array_equal(x[0], [[-math.inf], [math.inf]])
+    np.testing.assert_allclose(x[1], np.linalg.solve(np.triu(GOOD[:2, :2]), np.ones((2, 1))), atol=1e-15)
+    lo = L.solve_triangular(lucid.tensor(u.T), lucid.tensor(np.ones((2, 1))), upper=False).numpy()
+    np.testing.assert_array_equal(lo, [[1.0], [-math.inf]])
+
+
+def test_lu_factor_ex_per_matrix_gradient_and_vmap_info():
+    batch = np.stack([GOOD, SINGULAR, np.zeros((3, 3))])
+    A = lucid.tensor(batch, requires_grad=True)
+    LU, piv, info = L.lu_factor_ex(A)
+    assert info.tolist() == [0, 3, 1]  # LAPACK's getrf (PyTorch gives the same)
+    (LU[0] * lucid.tensor(W)).sum().backward()  # used to raise: the rules solve with the singular U
+
+    def lu_np(a):
+        import scipy.linalg as sl
+
+        return (sl.lu_factor(a)[0] * W).sum()
+
+    np.testing.assert_allclose(A.grad.numpy()[0], fd_grad(lu_np, GOOD), atol=1e-6)
+    _, _, vinfo = F.vmap(lambda x: tuple(L.lu_factor_ex(x)))(lucid.tensor(batch))
+    assert vinfo.tolist() == [0, 3, 1]  # was silently all zero under vmap
+    with pytest.raises(RuntimeError, match="check_errors=True needs concrete values"):
+        F.vmap(lambda x: tuple(L.lu_factor_ex(x, check_errors=True)))(lucid.tensor(batch))
