@@ -32,7 +32,7 @@ import numpy as np
 
 from .._core.backend import xp
 from .._core.primitive import bind, defprim
-from ._family import batch_unary_axis, linear_jvp
+from ._family import batch_unary_axis, linear_jvp, quiet
 
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
@@ -61,7 +61,7 @@ def _c2c_impl(x, *, axes, norm, inverse):
 
 
 fft_c2c_p = defprim(
-    "fft_c2c", _c2c_impl,
+    "fft_c2c", quiet(_c2c_impl, 1),  # NOTE [Silent floating-point errors]
     vjp=(lambda ns, g, out, x, axes, norm, inverse:
          ns.fft_c2c(g, axes=axes, norm=_DUAL[norm], inverse=not inverse),),
     save_inputs=None,
@@ -80,7 +80,7 @@ def _r2c_vjp(ns, g, out, x, axis, norm):
 
 
 fft_r2c_p = defprim(
-    "fft_r2c", lambda x, *, axis, norm: xp.fft.rfft(x, axis=axis, norm=norm),
+    "fft_r2c", quiet(lambda x, *, axis, norm: xp.fft.rfft(x, axis=axis, norm=norm), 1),
     vjp=(_r2c_vjp,), save_inputs=False,
 )
 fft_r2c_p.jvp = linear_jvp(fft_r2c_p)
@@ -96,7 +96,7 @@ def _c2r_vjp(ns, g, out, x, axis, n, norm):
 
 
 fft_c2r_p = defprim(
-    "fft_c2r", lambda x, *, axis, n, norm: xp.fft.irfft(x, n=n, axis=axis, norm=norm),
+    "fft_c2r", quiet(lambda x, *, axis, n, norm: xp.fft.irfft(x, n=n, axis=axis, norm=norm), 1),
     vjp=(_c2r_vjp,), save_inputs=None,
 )
 fft_c2r_p.jvp = linear_jvp(fft_c2r_p)

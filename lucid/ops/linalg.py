@@ -239,7 +239,7 @@ def _einsum_batch(vals, bdims, subscripts):
     return bind(einsum_p, tuple(new_vals), {"subscripts": ",".join(new_ins) + "->" + z + osub}), 0
 
 
-einsum_p = defprim("einsum", _einsum_impl, vjp=_einsum_vjp, jvp=_einsum_jvp, batch=_einsum_batch)
+einsum_p = defprim("einsum", quiet(_einsum_impl), vjp=_einsum_vjp, jvp=_einsum_jvp, batch=_einsum_batch)
 
 
 def _ein(ns, subscripts, *ops):

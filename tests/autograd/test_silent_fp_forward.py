@@ -71,6 +71,10 @@ CASES = {
     "cast of nan to int": (lambda: T(np.array([nan, inf])).long(), None),  # value unspecified, as in PyTorch
     "conv1d": (lambda: F.conv1d(T([[[inf, 1.0, 2.0]]]), T([[[0.0, 1.0]]])), [[[nan, 2.0]]]),
     "avg_pool1d": (lambda: F.avg_pool1d(T([[[inf, -inf]]]), 2), [[[nan]]]),
+    "einsum": (lambda: lucid.einsum("i,i->", T([inf, 1.0]), T([0.0, 1.0])), nan),
+    "fft": (lambda: lucid.fft.fft(T(np.array([1e308, 1e308, 1.0]))), _np(np.fft.fft, np.array([1e308, 1e308, 1.0]))),
+    "rfft": (lambda: lucid.fft.rfft(T(np.array([1e308, 1e308, 1.0]))), _np(np.fft.rfft, np.array([1e308, 1e308, 1.0]))),
+    "irfft": (lambda: lucid.fft.irfft(T(np.array([1e308, 1e308, 1.0]))), _np(np.fft.irfft, np.array([1e308, 1e308, 1.0]))),
     "gelu": (lambda: F.gelu(T(A)), None),
     "layer_norm": (lambda: F.layer_norm(T(ROWS), (3,)), None),
 }
