@@ -20,6 +20,8 @@ for path in sorted(glob.glob("tests/ops/db_*.py")):
 only = sys.argv[1:] 
 fails = collections.defaultdict(list)
 def loc_of(e):
+    while e.__cause__ is not None:  # bind re-raises impl errors naming the op: look inside
+        e = e.__cause__
     loc = "?"
     for f in traceback.extract_tb(e.__traceback__):
         if "/lucid/" in f.filename and "strict_device" not in f.filename:

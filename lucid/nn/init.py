@@ -12,6 +12,8 @@ import warnings
 
 import numpy as np
 
+from .._core import backend
+
 __all__ = [
     "calculate_gain", "uniform_", "normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_",
     "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
@@ -24,8 +26,8 @@ def _uniform01(shape):
     import lucid
 
     if hasattr(lucid, "rand"):
-        return np.asarray(lucid.rand(*shape, dtype=lucid.float64)._data) if shape else \
-            np.asarray(lucid.rand(1, dtype=lucid.float64)._data).reshape(())
+        return lucid.rand(*shape, dtype=lucid.float64, device="cpu")._data if shape else \
+            lucid.rand(1, dtype=lucid.float64, device="cpu")._data.reshape(())
     return np.random.random_sample(shape)
 
 
@@ -33,18 +35,25 @@ def _standard_normal(shape):
     import lucid
 
     if hasattr(lucid, "randn"):
-        return np.asarray(lucid.randn(*shape, dtype=lucid.float64)._data) if shape else \
-            np.asarray(lucid.randn(1, dtype=lucid.float64)._data).reshape(())
+        return lucid.randn(*shape, dtype=lucid.float64, device="cpu")._data if shape else \
+            lucid.randn(1, dtype=lucid.float64, device="cpu")._data.reshape(())
     return np.random.standard_normal(shape)
 
 
 def _write(tensor, values):
-    """Write ``values`` into ``tensor`` in place (no graph), bumping its version."""
+    """Write host ``values`` into ``tensor`` in place (no graph), bumping its version.
+
+    Values are computed on the host from lucid's CPU generator and copied once to the
+    tensor's device, so a seed initialises a model identically on every device.
+    """
     arr = tensor._data
-    if arr.ndim == 0 or not arr.flags.writeable:
-        tensor._data = np.asarray(values, dtype=arr.dtype).reshape(arr.shape).copy()
+    values = np.asarray(values, dtype=arr.dtype)
+    if arr.__class__ is not np.ndarray:
+        values = backend.to_device(values, tensor.device)
+    if arr.ndim == 0 or not getattr(arr.flags, "writeable", True):
+        tensor._data = values.reshape(arr.shape).copy()
     else:
-        arr[...] = np.asarray(values).astype(arr.dtype, copy=False)
+        arr[...] = values
     tensor._version[0] += 1
     return tensor
 
