@@ -290,6 +290,9 @@ class Beta(ExponentialFamily):
             self._validate_sample(value)
         return special("betainc")(self.concentration1, self.concentration0, value)
 
+    def icdf(self, value):
+        return special("betaincinv")(self.concentration1, self.concentration0, value)
+
 
 class StudentT(Distribution):
     """Student's t distribution with ``df`` degrees of freedom, location ``loc``, scale ``scale``.

@@ -231,6 +231,38 @@ betainc_p = defprim("betainc", _scipy("betainc"),
 betainc_p.batch = batch_elementwise(betainc_p)
 
 
+# betaincinv(a, b, y) = x with I_x(a, b) = y: dx/dy = 1 / (the Beta density at x) (inverse
+# function rule, from the saved output); no derivative in a or b, as betainc.
+def _betaincinv_not_in(which):
+    def vjp(ns, g, out, a, b, y):
+        raise NotImplementedError(f"special.betaincinv: not differentiable with respect to {which} (as betainc; "
+                                  f"only y is differentiable)")
+
+    return vjp
+
+
+def _betaincinv_vjp_y(ns, g, out, a, b, y):
+    a, b = _betainc_operands(ns, a, b, g)
+    return sum_to_shape(ns, same_dtype(ns, g / _beta_density(ns, a, b, out), g), shape_of(y))
+
+
+def _betaincinv_jvp(ns, primals, tangents, out):
+    ta, tb, ty = tangents
+    if ta is not None or tb is not None:
+        _betaincinv_not_in("a" if ta is not None else "b")(ns, None, out, *primals)
+    if ty is None:
+        return None
+    a, b = _betainc_operands(ns, primals[0], primals[1], out)
+    d = same_dtype(ns, _beta_density(ns, a, b, out), out)
+    return broadcast_tangent(ns, same_dtype(ns, ty / d, out), shape_of(out))
+
+
+betaincinv_p = defprim("betaincinv", _scipy("betaincinv"),
+                       vjp=(_betaincinv_not_in("a"), _betaincinv_not_in("b"), _betaincinv_vjp_y),
+                       jvp=_betaincinv_jvp, save_out=True)
+betaincinv_p.batch = batch_elementwise(betaincinv_p)
+
+
 # ------------------------------------------------------------ public functions
 
 def _unary_public(name, prim, summary, example, methods=()):
@@ -488,17 +520,44 @@ def betainc(a, b, x):
     >>> lucid.special.betainc(2.0, 3.0, lucid.tensor([0.5])).tolist()
     [0.6875]
     """
+    return bind(betainc_p, _betainc_args("betainc", a, b, x), {})
+
+
+def _betainc_args(name, a, b, x):
+    """``(a, b, x)`` in one real float dtype (Python-scalar a, b stay scalars; x becomes a Tensor)."""
     args = [v if isinstance(v, Tensor) or v.__class__ in (int, float) else _as_tensor(v) for v in (a, b, x)]
     if not isinstance(args[2], Tensor):
         args[2] = _as_tensor(float(args[2]))
     dt = dtypes.result_type(*args)
     if dt.kind not in "biuf":
-        raise TypeError(f"special.betainc: expected real inputs, got dtype {dt} (complex is not supported, "
+        raise TypeError(f"special.{name}: expected real inputs, got dtype {dt} (complex is not supported, "
                         f"as in SciPy)")
     if dt.kind in "biu":
         dt = dtypes.get_default_dtype()
-    args = [(v if v.dtype == dt else cast(v, dt)) if isinstance(v, Tensor) else float(v) for v in args]
-    return bind(betainc_p, tuple(args), {})
+    return tuple((v if v.dtype == dt else cast(v, dt)) if isinstance(v, Tensor) else float(v) for v in args)
+
+
+def betaincinv(a, b, y):
+    """Inverse of :func:`betainc` in ``x``: the ``x`` in ``[0, 1]`` with ``I_x(a, b) = y`` (SciPy's
+    ``betaincinv``; the quantile function of ``Beta(a, b)``).
+
+    Differentiable in ``y`` only: ``dx/dy = 1 / (x^(a-1) (1-x)^(b-1) / B(a, b))``; a gradient in
+    ``a`` or ``b`` raises, as for :func:`betainc`.
+
+    Parameters
+    ----------
+    a, b : Tensor or number
+        Positive shape parameters (no derivative).
+    y : Tensor or number
+        Probabilities in ``[0, 1]``. All three broadcast.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.special.betaincinv(1.0, 1.0, lucid.tensor([0.25])).tolist()
+    [0.25]
+    """
+    return bind(betaincinv_p, _betainc_args("betaincinv", a, b, y), {})
 
 
 def multigammaln(input, p):

@@ -77,6 +77,7 @@ def _betainc_samples(rng):
 
 OPS = [
     OpInfo("betainc", S.betainc, sp.betainc, _betainc_samples),
+    OpInfo("betaincinv", S.betaincinv, sp.betaincinv, _betainc_samples),
     # -- complex samples
     OpInfo("complex_logsumexp", lambda z: lucid.logsumexp(z, 1), lambda z: _np_logsumexp(z, 1),
            lambda rng: [Sample((cfloats(rng, 2, 3),)), Sample((cfloats(rng, 3, 1),), name="one term")]),

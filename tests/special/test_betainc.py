@@ -98,3 +98,33 @@ def test_beta_cdf():
     np.testing.assert_allclose(v.grad.numpy(), d.log_prob(v.detach()).exp().numpy(), rtol=1e-12)
     with pytest.raises(ValueError):
         Beta(c1, c0, validate_args=True).cdf(t64(1.5, 0.2, 0.3))
+
+
+def test_betaincinv_inverts_betainc_with_the_inverse_function_derivative():
+    a, b = t64(0.7, 2.0, 5.5), t64(1.3, 0.4, 3.0)
+    y = t64(0.1, 0.5, 0.95).requires_grad_()
+    x = S.betaincinv(a, b, y)
+    np.testing.assert_allclose(x.detach().numpy(), sp.betaincinv(a.numpy(), b.numpy(), y.detach().numpy()), rtol=1e-13)
+    np.testing.assert_allclose(S.betainc(a, b, x).detach().numpy(), y.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(S.betaincinv(1.0, 1.0, t64(0.25, 0.8)).numpy(), [0.25, 0.8], rtol=1e-14)  # uniform
+    np.testing.assert_allclose(S.betaincinv(2.0, 1.0, t64(0.25)).numpy(), [0.5], rtol=1e-14)  # x^2 = y
+    x.sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), 1 / st.beta.pdf(x.detach().numpy(), a.numpy(), b.numpy()), rtol=1e-11)
+    f = lambda v: S.betaincinv(a.reshape(3, 1), 1.4, v)  # noqa: E731
+    v = t64(0.2, 0.6).requires_grad_()
+    assert lucid.autograd.gradcheck(f, (v,), check_forward_ad=True, check_batched_grad=True)
+    assert lucid.autograd.gradgradcheck(f, (v,))
+    with pytest.raises(NotImplementedError, match="betaincinv: not differentiable with respect to b"):
+        S.betaincinv(2.0, t64(3.0).requires_grad_(), t64(0.4)).backward()
+
+
+def test_beta_icdf():
+    c1, c0 = t64(2.0, 0.5, 4.0), t64(3.0, 0.5, 1.5)
+    d = Beta(c1, c0)
+    q = t64(0.6875, 0.3, 0.9).requires_grad_()
+    x = d.icdf(q)
+    np.testing.assert_allclose(x.detach().numpy(), st.beta.ppf(q.detach().numpy(), c1.numpy(), c0.numpy()), rtol=1e-12)
+    assert x.detach().numpy()[0] == pytest.approx(0.5, rel=1e-13)  # I_0.5(2, 3) = 11/16
+    np.testing.assert_allclose(d.cdf(x).detach().numpy(), q.detach().numpy(), rtol=1e-12)
+    x.sum().backward()  # d icdf / d q = 1 / density
+    np.testing.assert_allclose(q.grad.numpy(), 1 / d.log_prob(x.detach()).exp().numpy(), rtol=1e-11)
