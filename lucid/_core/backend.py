@@ -174,11 +174,13 @@ class Backend:
     """
 
     def __init__(self, type, xp, array_type, *, device_of, to_numpy, from_numpy,  # noqa: A002
-                 numpy_view=True, special=None, implicit_numpy=None, synchronize=None):
+                 numpy_view=True, special=None, scipy_linalg=None, implicit_numpy=None,
+                 synchronize=None):
         self.type, self.xp, self.array_type = type, xp, array_type
         self.device_of, self.to_numpy, self.from_numpy = device_of, to_numpy, from_numpy
         self.numpy_view = numpy_view
         self._special = special
+        self._scipy_linalg = scipy_linalg
         self.implicit_numpy = implicit_numpy or to_numpy
         self.synchronize = synchronize or (lambda: None)
 
@@ -188,6 +190,13 @@ class Backend:
 
             return scipy.special
         return self._special()
+
+    def scipy_linalg(self):
+        if self._scipy_linalg is None:
+            import scipy.linalg
+
+            return scipy.linalg
+        return self._scipy_linalg()
 
     def __repr__(self):
         return f"<lucid backend {self.type!r} ({self.xp.__name__})>"
@@ -270,6 +279,49 @@ def array_cls_of(t):
     d = getattr(t, "__dict__", None)
     data = d.get("_data") if d is not None else None
     return np.ndarray if data is None else data.__class__
+
+
+def _backend_among(arrays):
+    for a in arrays:
+        cls = a.__class__
+        if cls is not np.ndarray and cls in _DEVICE_TYPES:
+            return _BY_TYPE[cls]
+    return CPU_BACKEND
+
+
+def special_of(*arrays):
+    """scipy.special, or its counterpart on the arrays' device (cupyx.scipy.special on CUDA)."""
+    return _backend_among(arrays).special()
+
+
+def scipy_linalg_of(*arrays):
+    """scipy.linalg, or its counterpart on the arrays' device (cupyx.scipy.linalg on CUDA)."""
+    return _backend_among(arrays).scipy_linalg()
+
+
+# NOTE [Host fallback]
+# A few ops have no kernel in CuPy (LDL, Schur, some special functions ...). Their impls are
+# wrapped in ``host_fallback``: on a device, the operands are copied to the host explicitly,
+# the NumPy/SciPy impl runs there, and the results are copied back: correct, synchronous, and
+# listed in the README (PyTorch's MPS fallback works the same way). On the CPU the wrapper
+# costs one type check.
+def host_fallback(impl):
+    """Run ``impl`` on host copies of device operands, returning results on their device."""
+
+    def run(*args, **params):
+        b = _backend_among(args)
+        if b is CPU_BACKEND:
+            return impl(*args, **params)
+        dev = next(b.device_of(a) for a in args if a.__class__ is b.array_type)
+        host_args = [b.to_numpy(a) if a.__class__ is b.array_type else a for a in args]
+        out = impl(*host_args, **params)
+        if isinstance(out, tuple):
+            return tuple(b.from_numpy(np.asarray(o), dev.index) for o in out)
+        return b.from_numpy(np.asarray(out), dev.index)
+
+    run.__name__ = getattr(impl, "__name__", "impl")
+    run.host_fallback = True
+    return run
 
 
 def device_of_array(arr) -> device:

@@ -29,6 +29,11 @@ def make_backend(cupy):
 
         return cupyx.scipy.special
 
+    def scipy_linalg():
+        import cupyx.scipy.linalg
+
+        return cupyx.scipy.linalg
+
     def synchronize():
         cupy.cuda.runtime.deviceSynchronize()
 
@@ -39,6 +44,7 @@ def make_backend(cupy):
         from_numpy=from_numpy,
         numpy_view=False,
         special=special,
+        scipy_linalg=scipy_linalg,
         implicit_numpy=_cuda_numpy_error,
         synchronize=synchronize,
     )

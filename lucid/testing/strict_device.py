@@ -306,24 +306,42 @@ class _Namespace:
 xp = _Namespace(np)
 
 
+class _Restricted:
+    """A SciPy module restricted to what its CuPy counterpart has, on StrictArrays."""
+
+    def __init__(self, module, names, counterpart):
+        self._m, self._names, self._cp = module, names, counterpart
+
+    def __getattr__(self, name):
+        if name not in self._names:
+            raise _strict_error(f"{self._m.__name__}.{name} has no {self._cp} counterpart")
+        fn = getattr(self._m, name)
+
+        def call(*args, **kwargs):
+            return _wrap(fn(*_unwrap(args), **_unwrap(kwargs)))
+
+        call.__name__ = name
+        return call
+
+
 def _special():
     import scipy.special
 
-    class _Special:
-        """scipy.special restricted to what cupyx.scipy.special has, on StrictArrays."""
+    return _Restricted(scipy.special, _CUPYX_SPECIAL, "cupyx.scipy.special")
 
-        def __getattr__(self, name):
-            if name not in _CUPYX_SPECIAL:
-                raise _strict_error(f"scipy.special.{name} has no cupyx.scipy.special counterpart")
-            fn = getattr(scipy.special, name)
 
-            def call(*args, **kwargs):
-                return _wrap(fn(*_unwrap(args), **_unwrap(kwargs)))
+def _scipy_linalg():
+    import scipy.linalg
 
-            call.__name__ = name
-            return call
+    return _Restricted(scipy.linalg, _CUPYX_LINALG, "cupyx.scipy.linalg")
 
-    return _Special()
+
+# cupyx.scipy.linalg's functions in CuPy 14.2.
+_CUPYX_LINALG = frozenset("""
+solve_triangular lu lu_factor lu_solve expm khatri_rao bandwidth block_diag circulant companion
+convolution_matrix dft fiedler fiedler_companion hadamard hankel helmert hilbert kron
+leslie toeplitz
+""".split())
 
 
 # cupyx.scipy.special's functions in CuPy 14.2 (read off its namespace).
@@ -367,7 +385,7 @@ def make_backend():
         "strict", xp, StrictArray,
         device_of=lambda a: _backend.device("strict", 0),
         to_numpy=_to_numpy, from_numpy=_from_numpy,
-        numpy_view=True, special=_special, implicit_numpy=_implicit_numpy,
+        numpy_view=True, special=_special, scipy_linalg=_scipy_linalg, implicit_numpy=_implicit_numpy,
     )
 
 
