@@ -25,6 +25,8 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     if not arrays:
         return _wrap(np.array(0.0, np.float32))
     dtype = np.result_type(*[a.dtype for a in arrays])
+    if dtype.kind == "c":  # the norm of complex gradients is real (|g|), as in PyTorch
+        dtype = np.finfo(dtype).dtype
     if norm_type == math.inf:
         total = max(float(np.max(np.abs(a))) if a.size else 0.0 for a in arrays)
     elif norm_type == 2.0:
@@ -74,7 +76,13 @@ clip_grad_norm = clip_grad_norm_
 def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamp every gradient entry to ``[-clip_value, clip_value]`` in place."""
     clip_value = float(clip_value)
-    for g in _grads(parameters):
+    grads = _grads(parameters)
+    for g in grads:  # all checked before any is changed
+        if g.dtype.kind == "c":
+            raise TypeError(f"clip_grad_value_: complex gradients (dtype {g.dtype}, shape {tuple(g.shape)}) are "
+                            "not supported, as in PyTorch (clamping has no meaning for complex numbers; "
+                            "clip_grad_norm_ works)")
+    for g in grads:
         g._data = np.clip(g._data, -clip_value, clip_value)
         g._version[0] += 1
 
