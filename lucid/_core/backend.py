@@ -324,6 +324,51 @@ def host_fallback(impl):
     return run
 
 
+def on_device_of(arr, like):
+    """``arr`` (e.g. a host index array) on ``like``'s device; itself when both are on the CPU."""
+    cls = like.__class__
+    if cls is np.ndarray or cls not in _DEVICE_TYPES or arr.__class__ is cls:
+        return arr
+    if isinstance(arr, (list, tuple)):
+        return type(arr)(on_device_of(a, like) for a in arr)
+    if isinstance(arr, np.ndarray):
+        b = _BY_TYPE[cls]
+        return b.from_numpy(arr, b.device_of(like).index)
+    return arr
+
+
+def is_array(a) -> bool:
+    """Whether ``a`` is an array of some backend (NumPy's or a device's)."""
+    return a.__class__ is np.ndarray or a.__class__ in _DEVICE_TYPES or isinstance(a, np.ndarray)
+
+
+def writeable(arr) -> bool:
+    """NumPy's writeable flag; device arrays (CuPy) have none and are always writeable."""
+    return getattr(arr.flags, "writeable", True)
+
+
+def as_strided(x, shape, strides, writeable=True):
+    """``numpy.lib.stride_tricks.as_strided`` on any backend (NumPy's is not dispatched)."""
+    if x.__class__ is np.ndarray or x.__class__ not in _DEVICE_TYPES:
+        return np.lib.stride_tricks.as_strided(x, shape=shape, strides=strides, writeable=writeable)
+    return namespace_of(x).lib.stride_tricks.as_strided(x, shape=shape, strides=strides)
+
+
+def sliding_window_view(x, size, axis):
+    """NumPy's ``sliding_window_view`` along one axis, on any backend (CuPy has none)."""
+    if x.__class__ is np.ndarray or x.__class__ not in _DEVICE_TYPES:
+        return np.lib.stride_tricks.sliding_window_view(x, size, axis=axis, writeable=writeable(x))
+    n = x.shape[axis] - size + 1
+    shape = x.shape[:axis] + (n,) + x.shape[axis + 1:] + (size,)
+    return as_strided(x, shape, x.strides + (x.strides[axis],))
+
+
+def data_pointer(arr) -> int:
+    """The address of ``arr``'s first element, host or device."""
+    iface = getattr(arr, "__cuda_array_interface__", None) or arr.__array_interface__
+    return iface["data"][0]
+
+
 def device_of_array(arr) -> device:
     if arr.__class__ is np.ndarray:
         return CPU

@@ -367,6 +367,17 @@ def _as_tensor(x):
     return _wrap(_to_array(x, None))
 
 
+def _as_tensor_like(x, like):
+    """``x`` (a constant: complex scalar, list, array) as a Tensor on ``like``'s device."""
+    if isinstance(x, Tensor):
+        return x
+    from .._core.tensor import _to_array, _wrap
+
+    arr = _to_array(x, None)
+    xp_ = namespace_of(like)
+    return _wrap(arr if xp_ is np else xp_.asarray(arr))
+
+
 # NOTE [Holomorphic vjp]
 # Under PyTorch's convention (NOTE [Complex gradients] in ops/complex.py) the vjp of a
 # holomorphic f is ``g * conj(f'(x))`` while its jvp stays ``t * f'(x)``. The family

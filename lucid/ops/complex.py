@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import dtypes
-from .._core.backend import xp
+from .._core.backend import namespace_of, xp
 from .._core.primitive import AN, REGISTRY, bind, defprim
 from .._core.tensor import Tensor, tensor_method
 from . import elementwise as _elementwise, reduce as _reduce, special as _special  # noqa: F401  (the prims guarded below)
@@ -46,7 +46,8 @@ def _need_complex(name, x):
 
 
 def _complex_impl(re, im):
-    out = xp.empty(np.broadcast_shapes(np.shape(re), np.shape(im)), _COMPLEX_OF[np.result_type(re, im)])
+    out = namespace_of(re, im).empty(np.broadcast_shapes(np.shape(re), np.shape(im)),
+                                     _COMPLEX_OF[np.result_type(re, im)])
     out.real = re
     out.imag = im
     return out
@@ -308,7 +309,7 @@ def _view_as_real_impl(x):
 
 def _view_as_complex_impl(x):
     if x.strides[-1] != x.itemsize:
-        x = np.ascontiguousarray(x)
+        x = xp.ascontiguousarray(x)
     return x.view(_COMPLEX_OF[x.dtype])[..., 0]
 
 

@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from .._core.backend import xp
+from .._core.backend import namespace_of, on_device_of, xp
 from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, move_bdim, normalize_axis, quiet
@@ -84,7 +84,7 @@ def split_key(key):
 def _getitem_impl(x, *idx, key):
     k = fill_key(key, idx)
     out = x[k]
-    if out.__class__ is not np.ndarray:
+    if out.__class__ is not x.__class__:
         # An integer for every dim gives a NumPy scalar (a copy); with a trailing Ellipsis it is
         # a 0-d view, so y[0] sees later in-place changes of y, as in PyTorch.
         out = x[(k if isinstance(k, tuple) else (k,)) + (Ellipsis,)]
@@ -92,7 +92,9 @@ def _getitem_impl(x, *idx, key):
 
 
 def _scatter_impl(g, *idx, key, shape):
-    z = xp.zeros(shape, g.dtype)
+    z = namespace_of(g).zeros(shape, g.dtype)
+    if g.__class__ is not np.ndarray:  # host index arrays (constants of the op) go to g's device
+        idx = on_device_of(idx, g)
     k = fill_key(key, idx)
     if idx:
         xp.add.at(z, k, g)  # advanced indices may repeat: accumulate
@@ -316,8 +318,9 @@ def getitem(input, key):
 
 def along_axis_key(index, axis):
     nd = index.ndim
+    arange = namespace_of(index).arange
     return tuple(index if d == axis else
-                 xp.arange(index.shape[d]).reshape((1,) * d + (-1,) + (1,) * (nd - d - 1))
+                 arange(index.shape[d]).reshape((1,) * d + (-1,) + (1,) * (nd - d - 1))
                  for d in range(nd))
 
 
@@ -697,7 +700,7 @@ def masked_fill(input, mask, value):
                                f"one with shape {tuple(value.shape)}")
         value = value if value.dtype == input.dtype else value.to(input.dtype)
     else:
-        value = _wrap(np.asarray(value).astype(input.dtype))
+        value = _wrap(namespace_of(input).asarray(value, dtype=np.dtype(input.dtype)))
     from .shape import errors_as
 
     with errors_as("masked_fill"):

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import primitive
-from .._core.backend import xp
+from .._core.backend import host, namespace_of, xp
 from .._core.grad_mode import STATE, no_grad
 from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
@@ -79,8 +79,8 @@ def _indexed_shape(shape, key, idx):
     dummy = np.broadcast_to(np.zeros((), np.bool_), tuple(shape))
     arrays = []
     for i in idx:
-        if getattr(i, "dtype", None) == np.bool_:
-            arrays.append(concrete(i) if isinstance(i, Tensor) else i)
+        if getattr(i, "dtype", None) == np.bool_:  # the values decide the shape: read them
+            arrays.append(host(concrete(i) if isinstance(i, Tensor) else i))
         else:
             arrays.append(np.zeros(tuple(getattr(i, "shape", ())), np.intp))
     return dummy[fill_key(key, arrays)].shape
@@ -145,13 +145,21 @@ def index_put_value(input, key, value):
     return bind(setitem_p, (input, value) + idx, {"key": template})
 
 
+def _scalar_for(arr, value):
+    """A non-tensor right-hand side for ``arr[k] = value``: Python numbers as they are, array-likes
+    made on arr's device (a host array can't be written into device memory implicitly)."""
+    if isinstance(value, (bool, int, float, complex)) or arr.__class__ is np.ndarray:
+        return value
+    return namespace_of(arr).asarray(value, dtype=arr.dtype)
+
+
 def _value_for(x, value):
     """The right-hand side of ``x[key] = value`` in x's dtype (scalars stay scalars)."""
     if isinstance(value, Tensor):
         return value if value.dtype == x.dtype else value.to(x.dtype)
     if isinstance(value, (bool, int, float)):
         return value
-    return _wrap(np.asarray(value, dtype=x.dtype))
+    return _wrap(namespace_of(x).asarray(value, dtype=np.dtype(x.dtype)))
 
 
 # --------------------------------------------------------------- the machinery
@@ -205,7 +213,7 @@ def _inplace(name, x, args, fn, direct=None, needs_old=True):
 
 
 def _check_writeable(name, x):
-    if not x._data.flags.writeable:
+    if not getattr(x._data.flags, "writeable", True):  # device arrays have no such flag
         raise RuntimeError(
             f"{name}: unsupported operation: the tensor (shape {tuple(x.shape)}) is a read-only "
             "view (e.g. from expand/broadcast_to) whose elements share memory; clone() it first"
@@ -252,7 +260,7 @@ def _keep_in_graph(old, res):
     """``res`` as a function of ``old`` with zero derivative (x keeps requiring grad)."""
     from .elementwise import where
 
-    return where(_wrap(np.zeros(tuple(old.shape), np.bool_)), old, res)
+    return where(_wrap(namespace_of(old).zeros(tuple(old.shape), np.bool_)), old, res)
 
 
 def _fit(name, x, old, res, args, owned=None):
@@ -596,6 +604,8 @@ def copy_(self, src, non_blocking=False):
     def direct(a, s):
         np.copyto(a, s, casting="unsafe")
 
+    if isinstance(src, Tensor) and src.device != self.device:  # PyTorch copies across devices
+        src = src.to(self.device)
     try:
         np.broadcast_shapes(tuple(src.shape), tuple(self.shape))
         ok = np.broadcast_shapes(tuple(src.shape), tuple(self.shape)) == tuple(self.shape)
@@ -689,7 +699,7 @@ def setitem(self, key, value):
         _check_leaf("setitem", self)
     k = fill_key(template, [i._data for i in idx])
     try:
-        self._data[k] = value._data if isinstance(value, Tensor) else value
+        self._data[k] = value._data if isinstance(value, Tensor) else _scalar_for(self._data, value)
     except ValueError as e:
         raise RuntimeError(
             f"setitem: shape mismatch: a value of shape {tuple(getattr(value, 'shape', ()))} can't "

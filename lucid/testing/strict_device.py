@@ -206,6 +206,12 @@ class StrictArray(NDArrayOperatorsMixin):
     def device(self):
         return _StrictDeviceId
 
+    @property
+    def __cuda_array_interface__(self):  # CuPy's: the device pointer, shape and strides
+        iface = dict(self._a.__array_interface__)
+        iface["version"] = 3
+        return iface
+
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)

@@ -11,7 +11,7 @@ from ..._core import dtypes
 from ..._core.backend import xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _to_array, _wrap, tensor_method
-from .._family import _as_tensor, batch_elementwise, binary, broadcast_tangent, quiet, sum_to_shape, unary
+from .._family import _as_tensor, _as_tensor_like, batch_elementwise, binary, broadcast_tangent, quiet, sum_to_shape, unary
 
 
 # --------------------------------------------------------------------- casting
@@ -64,12 +64,12 @@ def promote(a, b):
         if _scalar_ok(b):
             dt = dtypes.result_type(a, b)
             return (a if dt == a.dtype else cast(a, dt)), _fit_int(b, dt)
-        return promote(a, _wrap(_to_array(b, None)))
+        return promote(a, _as_tensor_like(b, a))
     if _scalar_ok(a):
         if isinstance(b, Tensor):
             dt = dtypes.result_type(a, b)
             return _fit_int(a, dt), (b if dt == b.dtype else cast(b, dt))
-    return promote(_as_tensor(a), b)
+    return promote(_as_tensor_like(a, b) if isinstance(b, Tensor) else _as_tensor(a), b)
 
 
 _INT_RANGE = {}

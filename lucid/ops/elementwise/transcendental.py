@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..._core import dtypes
-from ..._core.backend import xp
+from ..._core.backend import special_of, xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, tensor_method
 from .._family import _as_tensor, _promote_float, batch_elementwise, binary, nondiff, quiet, unary
@@ -240,13 +240,13 @@ def _special():
 
 
 def _erf_impl(x):
-    sp = _special()
+    sp = _special() if x.__class__ is np.ndarray else special_of(x)
     out = sp.erf(x.astype(np.float64)) if sp is not None else _erf_numpy(x)
     return xp.asarray(out).astype(x.dtype, copy=False)
 
 
 def _erfc_impl(x):
-    sp = _special()
+    sp = _special() if x.__class__ is np.ndarray else special_of(x)
     out = sp.erfc(x.astype(np.float64)) if sp is not None else _erfc_numpy(x)
     return xp.asarray(out).astype(x.dtype, copy=False)
 

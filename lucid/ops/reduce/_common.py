@@ -8,7 +8,7 @@ import collections
 import math
 
 
-from ..._core.backend import xp
+from ..._core.backend import namespace_of, xp
 from ..._core.primitive import TN, bind, defprim
 from .._family import (_as_tensor, _promote_float, batch_unary_axis, linear_jvp, move_bdim, normalize_axis,
                       unary)
@@ -152,7 +152,7 @@ def _scatter_along_impl(g, idx, axis, shape):
     lin = 0
     stride = 1
     for d in range(nd - 1, -1, -1):
-        coord = idx if d == axis else xp.arange(g.shape[d]).reshape((-1,) + (1,) * (nd - 1 - d))
+        coord = idx if d == axis else namespace_of(idx).arange(g.shape[d]).reshape((-1,) + (1,) * (nd - 1 - d))
         lin = lin + coord * stride
         stride *= shape[d]
     lin = xp.broadcast_to(lin, g.shape).reshape(-1)

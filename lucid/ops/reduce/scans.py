@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..._core import dtypes
-from ..._core.backend import xp
+from ..._core.backend import namespace_of, xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
 from .._family import _as_tensor, batch_unary_axis, conj_if_complex, linear_jvp, quiet
@@ -118,7 +118,7 @@ def _cumarg_impl(x, axis, largest):
     hit = x == run
     if x.dtype.kind == "f":
         hit |= x != x
-    pos = xp.arange(x.shape[axis]).reshape((-1,) + (1,) * (x.ndim - axis - 1))
+    pos = namespace_of(x).arange(x.shape[axis]).reshape((-1,) + (1,) * (x.ndim - axis - 1))
     return xp.maximum.accumulate(xp.where(hit, pos, 0), axis=axis)
 
 

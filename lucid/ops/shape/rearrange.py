@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._core import backend
 from ..._core.backend import xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _wrap, tensor_method
@@ -212,8 +213,10 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
                                    f"got repeats shape {tuple(reps.shape)} and input size {input.shape[d]}")
             if (reps < 0).any():
                 raise RuntimeError("repeat_interleave: repeats can not be negative")
-            idx = _wrap(np.repeat(np.arange(input.shape[d]), reps))
-            return index_select(input, d, idx)
+            # The output's length depends on the repeats' values: read them (one explicit host copy,
+            # as PyTorch syncs here too unless given output_size).
+            idx = np.repeat(np.arange(input.shape[d]), backend.host(reps))
+            return index_select(input, d, _wrap(backend.on_device_of(idx, reps)))
     if repeats < 0:
         raise RuntimeError(f"repeat_interleave: repeats can not be negative, got {repeats}")
     return _interleave_int(input, int(repeats), d)

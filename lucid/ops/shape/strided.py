@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._core.backend import xp
+from ..._core import backend
+from ..._core.backend import namespace_of, xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
 from .._family import _as_tensor, linear_jvp, move_bdim, normalize_axis, quiet
@@ -43,12 +44,12 @@ from .._family import _as_tensor, linear_jvp, move_bdim, normalize_axis, quiet
 
 
 def _unfold_impl(x, dim, size, step):
-    win = np.lib.stride_tricks.sliding_window_view(x, size, axis=dim, writeable=x.flags.writeable)
+    win = backend.sliding_window_view(x, size, axis=dim)
     return win[(slice(None),) * dim + (slice(None, None, step),)]
 
 
 def _unfold_adjoint_impl(g, shape, dim, size, step):
-    out = xp.zeros(shape, g.dtype)
+    out = namespace_of(g).zeros(shape, g.dtype)
     n = g.shape[dim]
     for k in range(size):  # window position k of window i sits at k + i * step
         dst = (slice(None),) * dim + (slice(k, k + (n - 1) * step + 1, step),)
@@ -133,7 +134,7 @@ def _owner(arr):
     the holders NumPy's ``as_strided`` (and ours) leave as ``.base``."""
     while True:
         b = arr.base
-        if isinstance(b, np.ndarray):
+        if b is not None and backend.is_array(b):
             arr = b
         elif isinstance(getattr(b, "base", None), np.ndarray) and hasattr(b, "__array_interface__"):
             arr = b.base
@@ -143,7 +144,7 @@ def _owner(arr):
 
 def _byte_span(arr):
     """(lowest address, bytes up to one past the highest element) of ``arr``'s elements."""
-    ptr = arr.__array_interface__["data"][0]
+    ptr = backend.data_pointer(arr)
     flags = arr.flags
     if flags.c_contiguous or flags.f_contiguous:  # the common owner: one block from ptr
         return ptr, arr.nbytes
@@ -158,7 +159,7 @@ def storage_geometry(arr):
     the layout is no whole number of elements (e.g. a reinterpreting dtype view)."""
     item = arr.itemsize
     start, nbytes = _byte_span(_owner(arr))
-    delta = arr.__array_interface__["data"][0] - start
+    delta = backend.data_pointer(arr) - start
     if delta % item or any(s % item for s in arr.strides):
         return None
     return tuple(arr.shape), tuple(s // item for s in arr.strides), delta // item, nbytes // item
@@ -177,8 +178,11 @@ class _StorageRef:
 def _storage_view(x, size, stride, offset):
     """A view of ``x``'s storage (bounds already checked) with the given geometry."""
     owner = _owner(x)
-    start, _ = _byte_span(owner)
     item = x.itemsize
+    if owner.__class__ is not np.ndarray:  # a device array: a strided view of its flat memory
+        flat = owner.reshape(-1)
+        return backend.as_strided(flat[offset:], tuple(size), tuple(s * item for s in stride))
+    start, _ = _byte_span(owner)
     # A dimension that repeats one element is read-only, like expand's (PyTorch refuses to write
     # through such a tensor too); overlapping windows with nonzero strides stay writable.
     repeats = any(st == 0 and n > 1 for n, st in zip(size, stride))

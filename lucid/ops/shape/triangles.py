@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
+from ..._core.backend import as_strided, namespace_of, writeable
 
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import _wrap, tensor_method
@@ -21,8 +21,9 @@ def _tri(op, input, diagonal, lower):
     if input.ndim < 2:
         raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions, got shape {tuple(input.shape)}")
     n, m = input.shape[-2:]
-    mask = np.tri(n, m, k=diagonal, dtype=bool) if lower else ~np.tri(n, m, k=diagonal - 1, dtype=bool)
-    return where(_wrap(mask), input, _wrap(np.zeros((), input.dtype)))
+    xp_ = namespace_of(input)
+    mask = xp_.tri(n, m, k=diagonal, dtype=bool) if lower else ~xp_.tri(n, m, k=diagonal - 1, dtype=bool)
+    return where(_wrap(mask), input, _wrap(xp_.zeros((), input.dtype)))
 
 
 @tensor_method("tril")
@@ -78,7 +79,7 @@ def _diagonal_view_impl(x, rows, cols, key):
         return as_strided(x, shape=x.shape[:-2] + (0,), strides=x.strides[:-2] + (0,))
     sub = x[..., int(rows[0]):, int(cols[0]):]
     return as_strided(sub, shape=sub.shape[:-2] + (n,), strides=sub.strides[:-2] + (sub.strides[-2] + sub.strides[-1],),
-                      writeable=x.flags.writeable)
+                      writeable=writeable(x))
 
 
 def _diagonal_prim():
