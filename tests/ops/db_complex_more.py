@@ -166,6 +166,13 @@ def _special_values(rng):
     return z
 
 
+def _nan_values(rng):
+    # no infinities: the vmap checks scale samples, and inf * 0 inside a complex product warns
+    z = cfloats(rng, 2, 3)
+    z[0, 1], z[1, 2] = complex(np.nan, 1.0), complex(0.5, np.nan)
+    return z
+
+
 def _with_ties(rng):
     z = cfloats(rng, 2, 3)
     z[1, 2] = z[0, 2]
@@ -198,10 +205,16 @@ OPS += [
            lambda rng: [Sample((_with_ties(rng), _with_ties(rng))), Sample((cfloats(rng, 2, 3), 0.5 + 0j), name="scalar")],
            grad=False),
     OpInfo("complex_isfinite_isnan_isinf", lambda z: (lucid.isfinite(z), lucid.isnan(z), lucid.isinf(z)),
-           lambda z: (np.isfinite(z), np.isnan(z), np.isinf(z)), lambda rng: [Sample((_special_values(rng),))], grad=False),
+           lambda z: (np.isfinite(z), np.isnan(z), np.isinf(z)), lambda rng: [Sample((_nan_values(rng),))], grad=False),
+    OpInfo("complex_isfinite_isnan_isinf_inf", lambda z: (lucid.isfinite(z), lucid.isnan(z), lucid.isinf(z)),
+           lambda z: (np.isfinite(z), np.isnan(z), np.isinf(z)), lambda rng: [Sample((_special_values(rng),))],
+           grad=False, vmap=False),
     OpInfo("complex_nan_to_num_special", lambda z: lucid.nan_to_num(z, nan=0.5, posinf=9.0, neginf=-9.0),
-           lambda z: np.nan_to_num(z, nan=0.5, posinf=9.0, neginf=-9.0), lambda rng: [Sample((_special_values(rng),))],
+           lambda z: np.nan_to_num(z, nan=0.5, posinf=9.0, neginf=-9.0), lambda rng: [Sample((_nan_values(rng),))],
            grad=False),
+    OpInfo("complex_nan_to_num_inf", lambda z: lucid.nan_to_num(z, nan=0.5, posinf=9.0, neginf=-9.0),
+           lambda z: np.nan_to_num(z, nan=0.5, posinf=9.0, neginf=-9.0), lambda rng: [Sample((_special_values(rng),))],
+           grad=False, vmap=False),
     OpInfo("complex_nan_to_num", lambda z: lucid.nan_to_num(z), np.nan_to_num, lambda rng: [Sample((cfloats(rng, 2, 3),))]),
     OpInfo("complex_any_all", lambda z: (z.any(1), z.all(0)), lambda z: (z.any(1), z.all(0)),
            lambda rng: [Sample((np.where([[True, False, True], [False, False, False]], cfloats(rng, 2, 3), 0),))],
