@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .._core.backend import xp
+from .._core.backend import namespace_of, special_of, xp
 from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
 from .._core import dtypes
@@ -33,14 +33,13 @@ def _scipy(name, *fixed):
     """Forward ``scipy.special.<name>(*fixed, *arrays)`` in float64, cast back. See NOTE [SciPy forwards]."""
 
     def impl(*arrays):
-        from scipy import special
-
-        dt = next((a.dtype for a in arrays if isinstance(a, np.ndarray)), np.dtype(np.float64))
+        dt = next((a.dtype for a in arrays if hasattr(a, "shape")), np.dtype(np.float64))
         if any(getattr(a, "dtype", dt).kind == "c" for a in arrays):  # float64 would drop the imaginary part
             raise TypeError("not supported for complex tensors (a function of real arguments, as in PyTorch)")
-        args = [np.asarray(a, dtype=np.float64) for a in arrays]
+        # On a device the arrays stay there (special_of: cupyx.scipy.special on CUDA).
+        args = [a.astype(np.float64, copy=False) if hasattr(a, "shape") else np.float64(a) for a in arrays]
         with np.errstate(all="ignore"):
-            out = getattr(special, name)(*fixed, *args)
+            out = getattr(special_of(*arrays), name)(*fixed, *args)
         return xp.asarray(out).astype(dt, copy=False)
 
     impl.__name__ = name
@@ -587,7 +586,7 @@ def multigammaln(input, p):
     if x.__class__ is Tensor and x.numel() and not bool(np.all(x._data > (p - 1) / 2)):
         raise RuntimeError(f"multigammaln: all elements must be greater than (p-1)/2 = {(p - 1) / 2} "
                            f"(input of shape {tuple(x.shape)})")
-    offsets = _wrap(np.arange(p, dtype=x.dtype) * 0.5)
+    offsets = _wrap(namespace_of(x).arange(p, dtype=x.dtype) * 0.5)
     terms = gammaln(x.unsqueeze(-1) - offsets)
     return terms.sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
 
