@@ -30,7 +30,7 @@ import weakref
 
 import numpy as np
 
-from .._core.backend import xp
+from .._core.backend import namespace_of, xp
 from .._core.grad_mode import STATE
 from .._core.primitive import TN, bind, defprim
 from ._family import _as_tensor, conj_if_complex, move_bdim, quiet
@@ -49,7 +49,7 @@ def _pad_crop(x, padding, value=0.0):
     if not any(lo or hi for lo, hi in pos):
         return x
     shape = x.shape[:2] + tuple(n + lo + hi for (lo, hi), n in zip(pos, x.shape[2:]))
-    out = xp.full(shape, value, dtype=x.dtype)
+    out = namespace_of(x).full(shape, value, dtype=x.dtype)
     out[(slice(None), slice(None)) + tuple(slice(lo, lo + n) for (lo, _), n in zip(pos, x.shape[2:]))] = x
     return out
 
@@ -324,6 +324,10 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
         raise ValueError(f"expected input with {w.shape[1] * groups} channels (weight {tuple(w.shape)}, "
                          f"groups={groups}), got {c} channels")
     wg = w.reshape(groups, o // groups, -1)
+    if x.__class__ is not np.ndarray:  # See NOTE [Conv on a device]
+        out = xp.matmul(wg, _device_cols(x, ksize, stride, padding, dilation, groups, out_sp))
+        out = out.reshape((n, o) + tuple(out_sp))
+        return out + bias[0].reshape((o,) + (1,) * len(out_sp)) if bias else out
     out = xp.empty((o, n) + tuple(out_sp), dtype=xp.result_type(x.dtype, w.dtype))
     bias = bias[0].reshape((o,) + (1,) * (len(out_sp) + 1)) if bias else None  # (O, 1, *1): channel-major
     columns = _column_geometry(x, ksize, stride, padding, dilation, out_sp)
@@ -352,6 +356,21 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
     return _channel_major(out)
 
 
+# NOTE [Conv on a device]
+# On a device (CuPy; cuDNN is not in CuPy 14) the convs are a plain im2col, one strided
+# slice per kernel offset stacked into (N, G, Cg*K, P) columns, and one batched matmul
+# (cuBLAS). The CPU path's machinery (scratch pools, column cache, flat shifts) exists to
+# save host memory traffic and page faults; CuPy's memory pool already reuses blocks, and
+# its arrays need not support weak references, so the device path keeps none of it.
+def _device_cols(x, ksize, stride, padding, dilation, groups, out_sp):
+    """im2col of a device array: columns (N, G, Cg*K, prod(out_sp))."""
+    xpd = _pad_crop(x, padding)
+    n, c = x.shape[:2]
+    lead = (slice(None), slice(None))
+    cols = xp.stack([xpd[lead + _window(off, stride, dilation, out_sp)] for off in _offsets(ksize)], axis=2)
+    return cols.reshape(n, groups, (c // groups) * math.prod(ksize), math.prod(out_sp))
+
+
 def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     n, cin = x.shape[:2]
     in_sp = x.shape[2:]
@@ -364,12 +383,12 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     alloc = tuple(max(f, lo + o) for f, lo, o in zip(full, padding, out_size))
     crop = (slice(None), slice(None)) + tuple(slice(lo, lo + o) for lo, o in zip(padding, out_size))
     flat = _flat_geometry(alloc, ksize, stride, dilation)
-    if flat is not None:
+    if flat is not None and x.__class__ is np.ndarray:  # See NOTE [Conv on a device]
         return _channel_major(_flat_transpose(x, w, groups, flat, alloc, crop, out_size))
     w2 = w.reshape(groups, cin // groups, -1).transpose(0, 2, 1)
     x2 = _channel_major(x).reshape(groups, cin // groups, -1)
     cg = xp.matmul(w2, x2).reshape((cout,) + tuple(ksize) + (n,) + tuple(in_sp))
-    y = xp.zeros((cout, n) + alloc, dtype=cg.dtype)
+    y = namespace_of(cg).zeros((cout, n) + alloc, dtype=cg.dtype)
     lead = (slice(None), slice(None))
     for off in _offsets(ksize):
         y[lead + _window(off, stride, dilation, in_sp)] += cg[(slice(None),) + off]
@@ -409,8 +428,14 @@ def _conv_weight_impl(x, g, stride, padding, dilation, groups, ksize):
     n, c = x.shape[:2]
     o = g.shape[1]
     if n == 0:  # an empty batch contributes nothing
-        return xp.zeros((o, c // groups) + tuple(ksize), dtype=xp.result_type(x.dtype, g.dtype))
+        return namespace_of(x, g).zeros((o, c // groups) + tuple(ksize), dtype=xp.result_type(x.dtype, g.dtype))
     out_sp = tuple(g.shape[2:])
+    if x.__class__ is not np.ndarray:  # See NOTE [Conv on a device]
+        cols = _device_cols(x, ksize, stride, padding, dilation, groups, out_sp)  # (N, G, Cg*K, P)
+        g2 = g.reshape(n, groups, o // groups, -1)
+        dw = xp.matmul(g2.transpose(1, 2, 0, 3).reshape(groups, o // groups, -1),
+                       cols.transpose(1, 0, 3, 2).reshape(groups, -1, cols.shape[2]))
+        return dw.reshape((o, c // groups) + tuple(ksize))
     columns = _column_geometry(x, ksize, stride, padding, dilation, out_sp)
     flat, per_image = columns
     if flat is not None:  # See NOTE [Flat shifts]
@@ -627,7 +652,8 @@ def _pool_argmax_impl(x, ksize, stride, padding, dilation):
     out_sp = conv_out_size(x.shape[2:], ksize, stride, padding, dilation)
     sp = x.shape[2:]
     # flat index of each output window's first element, in unpadded input coordinates
-    coords = xp.meshgrid(*[xp.arange(n) * s - lo for n, s, (lo, _) in zip(out_sp, stride, padding)], indexing="ij")
+    ns = namespace_of(x)
+    coords = xp.meshgrid(*[ns.arange(n) * s - lo for n, s, (lo, _) in zip(out_sp, stride, padding)], indexing="ij")
     base = sum(c * math.prod(sp[i + 1:]) for i, c in enumerate(coords))
     best = bidx = None
     for off in _offsets(ksize):
@@ -667,7 +693,7 @@ def _scatter_last_impl(g, idx, size):
     g = xp.broadcast_to(g, lead + g.shape[-1:])
     idx = xp.broadcast_to(idx, lead + idx.shape[-1:])
     rows = math.prod(lead)
-    flat = (xp.arange(rows).reshape(lead + (1,)) * size + idx).ravel()
+    flat = (namespace_of(g, idx).arange(rows).reshape(lead + (1,)) * size + idx).ravel()
     out = xp.bincount(flat, weights=g.ravel(), minlength=rows * size)
     return out.astype(g.dtype, copy=False).reshape(lead + (size,))
 

@@ -16,16 +16,17 @@ from ...ops.conv import (_tuple, conv1d, conv2d, conv3d, conv_transpose1d, conv_
 from ...ops._family import _as_tensor
 from ..._core.primitive import bind
 from ..._core.tensor import _wrap
+from ._device import const_like
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
            "unfold", "fold"]
 
 
-def _eye_kernel(channels, ksize, dtype):
+def _eye_kernel(channels, ksize, dtype, like):
     """(C*K, 1, *k) one-hot kernel: output channel c*K + j copies kernel position j of channel c."""
     k = math.prod(ksize)
     eye = np.eye(k, dtype=dtype).reshape((k, 1) + tuple(ksize))
-    return _wrap(np.tile(eye, (channels,) + (1,) * (len(ksize) + 1)))
+    return const_like(np.tile(eye, (channels,) + (1,) * (len(ksize) + 1)), like)
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
@@ -48,7 +49,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     dil, pad, st = (_tuple(v, 2, n, "unfold") for v, n in ((dilation, "dilation"), (padding, "padding"),
                                                            (stride, "stride")))
     c = input.shape[1]
-    w = _eye_kernel(c, ks, input.dtype)
+    w = _eye_kernel(c, ks, input.dtype, input)
     out = bind(conv_p, (input, w), dict(stride=st, padding=tuple((p, p) for p in pad), dilation=dil, groups=c))
     out = out.reshape(out.shape[0], out.shape[1], -1)
     return out.squeeze(0) if unbatched else out
@@ -83,6 +84,6 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
                            f"(channels must divide by {k}) and {math.prod(blocks)} blocks for output_size {osz}")
     c = ck // k
     x = input.reshape((n, ck) + blocks)
-    out = bind(conv_transpose_p, (x, _eye_kernel(c, ks, input.dtype)),
+    out = bind(conv_transpose_p, (x, _eye_kernel(c, ks, input.dtype, input)),
                dict(stride=st, padding=pad, dilation=dil, groups=c, out_size=osz))
     return out.squeeze(0) if unbatched else out

@@ -265,7 +265,10 @@ def _ce_impl(x, t, *, ignore_index, reduction):
     every = _targets_are_classes(t, c, ignore_index)
     if every:
         if x.ndim <= 2:  # See NOTE [Cross-entropy residual]
-            _CE_LAST.value = (weakref.ref(x), weakref.ref(t), e, sums)
+            try:
+                _CE_LAST.value = (weakref.ref(x), weakref.ref(t), e, sums)
+            except TypeError:  # a device array type without weak references: no cache
+                pass
         valid = safe = t
     else:
         valid = t != ignore_index

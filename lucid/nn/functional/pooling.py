@@ -17,6 +17,7 @@ import numpy as np
 
 from ..._core.primitive import bind
 from ..._core.tensor import _wrap
+from ._device import const_like
 from ...ops._family import _as_tensor
 from ...ops.conv import _tuple, conv_p, pool_argmax_p, take_last_p
 from ._complex import refuse_complex as _refuse_complex
@@ -131,14 +132,14 @@ def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
     n, c = x.shape[:2]
     sp = tuple(x.shape[2:])
     k, s, d, pads, out_sp = _pool_geometry(sp, kernel_size, stride, padding, 1, ceil_mode, op)
-    ones = _wrap(np.ones((1, 1) + k, dtype=x.dtype))
+    ones = const_like(np.ones((1, 1) + k, dtype=x.dtype), x)
     summed = bind(conv_p, (x.reshape((n * c, 1) + sp), ones), dict(stride=s, padding=pads, dilation=d, groups=1))
     summed = summed.reshape((n, c) + out_sp)
     if divisor_override:
         out = summed / float(divisor_override)
     else:
         div = _avg_divisor(sp, k, s, pads, out_sp, count_include_pad)
-        out = summed * _wrap((1.0 / div).astype(x.dtype))
+        out = summed * const_like((1.0 / div).astype(x.dtype), x)
     return out.squeeze(0) if unbatched else out
 
 
@@ -198,7 +199,7 @@ def _adaptive_avg(input, output_size, nsp, op):
             lo, hi = _adaptive_bounds(m, o)
             cols = np.arange(m)
             a = ((cols >= lo[:, None]) & (cols < hi[:, None])) / (hi - lo)[:, None]
-            out = out.movedim(2 + i, -1) @ _wrap(a.T.astype(x.dtype))
+            out = out.movedim(2 + i, -1) @ const_like(a.T.astype(x.dtype), x)
             out = out.movedim(-1, 2 + i)
     return out.squeeze(0) if unbatched else out
 
@@ -238,16 +239,15 @@ def _adaptive_max(input, output_size, return_indices, nsp, op):
     coords = [per_dim[i][grids[i], grids[nsp + i]] for i in range(nsp)]
     flat = np.ravel_multi_index(coords, sp).reshape(math.prod(osz), -1)
     kk = flat.shape[1]
-    win = bind(take_last_p, (x.reshape(n, c, -1), _wrap(flat.reshape(1, 1, -1))), {})
+    win = bind(take_last_p, (x.reshape(n, c, -1), const_like(flat.reshape(1, 1, -1), x)), {})
     win = win.reshape(n, c, math.prod(osz), kk)
     out = win.amax(dim=-1).reshape((n, c) + osz)  # repeated elements share, then re-sum, their gradient
     if unbatched:
         out = out.squeeze(0)
     if not return_indices:
         return out
-    arg = np.argmax(win.detach().numpy(), axis=-1)
-    idx = _wrap(np.take_along_axis(np.broadcast_to(flat, arg.shape + (kk,)), arg[..., None], -1)[..., 0]
-                .reshape((n, c) + osz))
+    arg = win.detach().argmax(dim=-1, keepdim=True)  # on the device: no host round trip
+    idx = const_like(flat, x).expand(n, c, math.prod(osz), kk).gather(-1, arg).reshape((n, c) + osz)
     return out, (idx.squeeze(0) if unbatched else idx)
 
 
