@@ -273,6 +273,11 @@ def _escaped(trace):
 # Failures inside an impl (NumPy shape errors, bad axes ...) are re-raised with the
 # op's name and the argument shapes, so users see which lucid call broke.
 def _op_error(prim, args, err):
+    mixed = _mixed_devices(args)
+    if mixed is not None:  # PyTorch's message, naming the op
+        return RuntimeError(
+            f"{prim.name}: Expected all tensors to be on the same device, but found at least two "
+            f"devices, {mixed[0]} and {mixed[1]}! (move one with .to(device))")
     desc = ", ".join(
         f"Tensor(shape={tuple(a.shape)}, dtype={a.dtype})" if hasattr(a, "shape") and not isinstance(a, (int, float)) else repr(a)
         for a in args
@@ -282,6 +287,23 @@ def _op_error(prim, args, err):
         return cls(f"{prim.name}: {err} (arguments: {desc})")
     except Exception:
         return RuntimeError(f"{prim.name}: {err} (arguments: {desc})")
+
+
+def _mixed_devices(args):
+    """The first two different devices among the Tensor arguments, or None (only read when an
+    impl has failed: mixing devices is diagnosed after the fact, costing the hot path nothing)."""
+    seen = None
+    for a in args:
+        if isinstance(a, _Tensor):
+            try:
+                d = a.device
+            except Exception:  # a tracer whose value is not concrete
+                continue
+            if seen is None:
+                seen = d
+            elif d != seen:
+                return seen, d
+    return None
 
 
 # Helpers every rule may use, in both namespaces (not primitives: no rules of their own).

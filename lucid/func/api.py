@@ -9,6 +9,8 @@ import functools
 
 import numpy as np
 
+from .._core.backend import namespace_of, on_device_of
+
 from .._core.grad_mode import STATE, enable_grad, pop_trace, push_trace
 from .._core.primitive import TN
 from .._core.tensor import Tensor, _wrap
@@ -596,7 +598,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             if o.numel() == 1:  # a one-row basis: one vjp, no vmap level (and no batched backward)
                 rows = one(TN.ones_like(o))
             else:
-                rows = _vmap_over_basis(one, o.numel(), tuple(o.shape), o.dtype, chunk_size)
+                rows = _vmap_over_basis(one, o.numel(), tuple(o.shape), o.dtype, chunk_size, like=o)
             per_out.append([_reshape_to(r, tuple(o.shape) + tuple(x.shape)) for r, x in zip(rows, in_leaves)])
         jac = _assemble(per_out, o_def, diff, argnums)
         return (jac, aux) if has_aux else jac
@@ -608,7 +610,12 @@ def _reshape_to(t, shape):
     return t if tuple(t.shape) == shape else TN.reshape(t, shape=shape)
 
 
-def _vmap_over_basis(fn, n, shape, dtype, chunk_size):
+def array_of(t):
+    """A sample array of ``t``'s device (tracers included), for placing constants beside it."""
+    return namespace_of(t).zeros((), np.float32) if namespace_of(t) is not np else np.zeros(())
+
+
+def _vmap_over_basis(fn, n, shape, dtype, chunk_size, like=None):
     """``vmap(fn)`` over the rows of the identity (as ``(n, *shape)``), ``chunk_size`` rows at a
     time; only one chunk of the basis and of the intermediates exists at once."""
     from ..ops.shape import cat
@@ -619,6 +626,8 @@ def _vmap_over_basis(fn, n, shape, dtype, chunk_size):
         m = min(step, n - start)
         eye = np.zeros((m, n), dtype=dtype)
         eye[np.arange(m), np.arange(start, start + m)] = 1
+        if like is not None:  # the basis lives on the output's device (one explicit copy)
+            eye = on_device_of(eye, array_of(like))
         pieces.append(vmap(fn)(_wrap(eye.reshape((m,) + shape))))
     if len(pieces) == 1:
         return pieces[0]
@@ -651,7 +660,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         sizes = [x.numel() for x in in_leaves]
         total = sum(sizes)
         dt = in_leaves[0].dtype
-        eye = np.eye(total, dtype=dt)
+        eye = namespace_of(in_leaves[0]).eye(total, dtype=dt)
         basis, start = [], 0
         for x, n in zip(in_leaves, sizes):
             basis.append(_wrap(eye[:, start:start + n].reshape((total,) + tuple(x.shape)).astype(x.dtype)))

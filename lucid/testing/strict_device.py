@@ -103,7 +103,7 @@ class _Flags:
 class StrictArray(NDArrayOperatorsMixin):
     """A NumPy array behind CuPy's rules (see NOTE [Strict stand-in device])."""
 
-    __slots__ = ("_a",)
+    __slots__ = ("_a", "__weakref__")  # CuPy arrays take weak references too
 
     def __init__(self, a):
         self._a = a

@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from ..._core.backend import xp
+from ..._core.backend import namespace_of, xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import Tensor, _wrap
 from ...ops._family import _as_tensor, move_bdim, quiet
@@ -229,11 +229,15 @@ def _ce_mask_impl(t, *, num_classes, ignore_index, dtype):
     valid = t != ignore_index
     safe = xp.where(valid, t, 0)
     _check_classes(safe, num_classes)
-    return ((safe[..., None] == xp.arange(num_classes)) & valid[..., None]).astype(dtype)
+    return ((safe[..., None] == namespace_of(t).arange(num_classes)) & valid[..., None]).astype(dtype)
 
 
 def _check_classes(safe, num_classes):
-    # one reduction: negative values wrap to huge unsigned ones
+    # one reduction: negative values wrap to huge unsigned ones. On a device the check would
+    # read back to the host every step, so it is skipped there (PyTorch's CUDA kernels check
+    # asynchronously with a device-side assert); see README "Differences from PyTorch".
+    if safe.__class__ is not np.ndarray:
+        return
     if safe.size and xp.max(safe.astype(np.uint64, copy=False)) >= num_classes:
         raise ValueError(f"target class values must be in [0, {num_classes}) (or be ignore_index) to one_hot "
                          "encode them, "
@@ -272,7 +276,7 @@ def _ce_impl(x, t, *, ignore_index, reduction):
         valid = safe = t
     else:
         valid = t != ignore_index
-        every = bool(valid.all())
+        every = t.__class__ is np.ndarray and bool(valid.all())  # no host read on a device
         safe = t if every else xp.where(valid, t, 0)
         _check_classes(safe, c)
     if s.ndim == 2:
@@ -281,7 +285,7 @@ def _ce_impl(x, t, *, ignore_index, reduction):
         picked = xp.take_along_axis(s, safe[..., None], axis=-1)[..., 0]
     loss = lse - picked
     if not every:
-        loss = xp.where(valid, loss, xp.zeros((), x.dtype))
+        loss = xp.where(valid, loss, x.dtype.type(0))  # a scalar: no host array beside device ones
     if reduction == "none":
         return loss
     total = xp.add.reduce(loss, axis=None)
@@ -309,8 +313,11 @@ def _ce_scale(ns, g, mask, reduction):
 
 
 def _targets_are_classes(t, c, ignore_index):
-    """One reduction proving every target is a class in [0, C) (hence none is ignored)."""
-    return t.size > 0 and not 0 <= ignore_index < c and \
+    """One reduction proving every target is a class in [0, C) (hence none is ignored).
+
+    On a device the proof would be a device-to-host read every step: the general (masked)
+    path runs instead, as fast there."""
+    return t.size > 0 and t.__class__ is np.ndarray and not 0 <= ignore_index < c and \
         int(xp.maximum.reduce(t.astype(np.uint64, copy=False), axis=None)) < c  # negatives wrap
 
 

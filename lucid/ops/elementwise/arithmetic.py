@@ -124,7 +124,8 @@ def _nonzero_constant(y):
     """Whether ``y`` is a 0-d exponent whose value can be read here (an array or a plain
     Tensor, e.g. a Python scalar operand; not a tracer) and is nonzero."""
     data = y if y.__class__ is np.ndarray else (y._data if y.__class__ is Tensor else None)
-    return data is not None and data.ndim == 0 and bool(data != 0)
+    # Host values only: reading a device value would be a device-to-host copy per call.
+    return data.__class__ is np.ndarray and data.ndim == 0 and bool(data != 0)
 
 
 def _pow_dx(ns, x, y, out):

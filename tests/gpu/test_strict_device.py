@@ -1,0 +1,177 @@
+"""The device seam, proven on the strict stand-in device (NOTE [Strict stand-in device]).
+
+Everything a CUDA user does — moves, mixed-device errors, training steps with optimizer state,
+transforms, save/load across devices, random numbers — runs on device "strict", whose arrays
+refuse every implicit host conversion, and is compared with the same computation on the CPU.
+"""
+import io
+
+import numpy as np
+import pytest
+
+import lucid
+import lucid.func as F
+from lucid import nn
+from lucid.testing import strict_device
+
+strict_device.enable()
+S = lucid.device("strict", 0)
+
+
+def _mlp():
+    lucid.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.25), nn.Linear(16, 3))
+
+
+def _cnn():
+    lucid.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(4 * 4 * 4, 3))
+
+
+def _train(model, x, y, device, steps=3, opt_cls=lucid.optim.Adam):
+    model.to(device)
+    opt = opt_cls(model.parameters(), lr=0.01)
+    x, y = x.to(device), y.to(device)
+    lucid.manual_seed(1)
+    losses = []
+    reads = strict_device.HOST_READS[0]
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss)
+    hidden_reads = strict_device.HOST_READS[0] - reads
+    return [l.item() for l in losses], [p.detach().cpu().numpy() for p in model.parameters()], opt, hidden_reads
+
+
+@pytest.mark.parametrize("make,shape", [(_mlp, (8, 6)), (_cnn, (4, 1, 8, 8))], ids=["mlp", "cnn"])
+@pytest.mark.parametrize("opt_cls", [lucid.optim.SGD, lucid.optim.Adam], ids=["sgd", "adam"])
+def test_training_steps_match_the_cpu_and_read_nothing_back(make, shape, opt_cls):
+    rng = np.random.default_rng(0)
+    x = lucid.tensor(rng.standard_normal(shape), dtype=lucid.float32)
+    y = lucid.tensor(rng.integers(0, 3, shape[0]))
+    cpu_losses, cpu_params, _, _ = _train(make(), x, y, "cpu", opt_cls=opt_cls)
+    dev_losses, dev_params, opt, reads = _train(make(), x, y, "strict", opt_cls=opt_cls)
+    assert reads == 0  # no hidden device-to-host copy in forward, backward or the step
+    np.testing.assert_allclose(dev_losses, cpu_losses, rtol=1e-5)
+    for a, b in zip(dev_params, cpu_params):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for st in opt.state.values():  # optimizer state lives beside its parameters
+        for v in st.values():
+            if hasattr(v, "shape") and getattr(v, "ndim", 0):
+                assert type(v).__name__ == "StrictArray"
+
+
+def test_moves_are_differentiable_and_keep_values():
+    x = lucid.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    y = x.to("strict")
+    assert y.device == S and y.is_cpu is False and x.device.type == "cpu"
+    z = (y * y).sum()
+    z.backward()
+    assert x.grad.device.type == "cpu"
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, -4.0, 6.0])
+    back = y.cpu()
+    assert back.device == "cpu" and np.array_equal(back.numpy(), x.detach().numpy())
+    assert y.to("strict") is y and x.to("cpu") is x
+    w = lucid.tensor([1.0, 2.0]).to("strict", lucid.float64)
+    assert w.device == S and w.dtype is lucid.float64
+
+
+def test_mixing_devices_names_the_op_and_both_devices():
+    a, b = lucid.ones(2, device="strict"), lucid.ones(2)
+    with pytest.raises(RuntimeError, match=r"^add: Expected all tensors to be on the same device, but "
+                                           r"found at least two devices, strict:0 and cpu!"):
+        a + b
+    with pytest.raises(RuntimeError, match=r"^matmul: Expected all tensors.*cpu and strict:0"):
+        lucid.matmul(b.reshape(1, 2), a.reshape(2, 1))
+
+
+def test_creation_random_and_like_functions_follow_the_device():
+    lucid.set_default_device("strict")
+    try:
+        for t in (lucid.zeros(2), lucid.ones(2, 3), lucid.arange(4), lucid.eye(2), lucid.randn(3),
+                  lucid.rand(2), lucid.tensor([1.0]), lucid.full((2,), 3.0)):
+            assert t.device == S
+    finally:
+        lucid.set_default_device("cpu")
+    x = lucid.ones(2, 2, device="strict")
+    for t in (lucid.zeros_like(x), lucid.randn_like(x), x.new_zeros(3), x.new_tensor([1.0]),
+              lucid.bernoulli(lucid.full((4,), 0.5, device="strict"))):
+        assert t.device == S
+    lucid.manual_seed(3)
+    a = lucid.randn(5)
+    lucid.manual_seed(3)
+    b = lucid.randn(5, device="strict")
+    np.testing.assert_array_equal(a.numpy(), b.numpy())  # host draws copied: the same stream
+
+
+def test_transforms_stay_on_the_device():
+    x = lucid.tensor(np.linspace(-1, 1, 12).reshape(4, 3), device="strict")
+    w = lucid.tensor(np.array([0.5, -1.0, 2.0]), device="strict")
+
+    def loss(w, xi):
+        return lucid.tanh((xi * w).sum()) ** 2
+
+    per_example = F.vmap(F.grad(loss), in_dims=(None, 0))(w, x)
+    assert per_example.device == S
+    reads = strict_device.HOST_READS[0]
+    hess = F.hessian(lambda w: loss(w, x[0]))(w)
+    assert hess.device == S and strict_device.HOST_READS[0] == reads
+    want = np.stack([F.grad(loss)(w.cpu(), xi.cpu()).numpy() for xi in x.cpu()])
+    np.testing.assert_allclose(per_example.numpy(), want, rtol=1e-12)
+
+
+def test_save_and_load_across_devices(tmp_path):
+    m = nn.Linear(3, 2).to("strict")
+    path = tmp_path / "m.lucid"
+    lucid.save(m.state_dict(), path)
+    back = lucid.load(path)  # tensors return to the device they were saved from
+    assert all(v.device == S for v in back.values())
+    on_cpu = lucid.load(path, map_location="cpu")
+    assert all(v.device == "cpu" for v in on_cpu.values())
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(on_cpu[k].numpy(), v.cpu().numpy())
+    mapped = lucid.load(path, map_location={"strict:0": "cpu"})
+    assert all(v.device == "cpu" for v in mapped.values())
+    seen = []
+    lucid.load(path, map_location=lambda t, where: seen.append(where) or t)
+    assert set(seen) == {"strict:0"}
+    buf = io.BytesIO()
+    lucid.save({"t": lucid.arange(3.0)}, buf)
+    buf.seek(0)
+    assert lucid.load(buf, map_location="strict")["t"].device == S
+
+
+def test_optimizer_state_loaded_follows_its_parameters():
+    m = nn.Linear(2, 2)
+    opt = lucid.optim.Adam(m.parameters())
+    m(lucid.ones(1, 2)).sum().backward()
+    opt.step()
+    saved = opt.state_dict()
+    m.to("strict")
+    opt2 = lucid.optim.Adam(m.parameters())
+    opt2.load_state_dict(saved)
+    for st in opt2.state.values():
+        assert type(st["exp_avg"]).__name__ == "StrictArray"
+    m(lucid.ones(1, 2, device="strict")).sum().backward()
+    opt2.step()  # runs on the device
+
+
+def test_host_conversions_are_explicit():
+    x = lucid.tensor([1.5, 2.5], device="strict")
+    assert x.tolist() == [1.5, 2.5] and x[0].item() == 1.5 and float(x[1]) == 2.5
+    assert "device='strict:0'" in repr(x)
+    with pytest.raises(TypeError, match="implicit conversion"):
+        np.asarray(x._data)  # the stand-in refuses what CuPy refuses
+    restored = __import__("pickle").loads(__import__("pickle").dumps(x))
+    assert restored.device == S and restored.tolist() == [1.5, 2.5]
+
+
+def test_unknown_and_missing_devices_raise_clearly():
+    with pytest.raises(RuntimeError, match="device 'mps' is not available"):
+        lucid.ones(1).to("mps")
+    if not lucid.cuda.is_available():
+        with pytest.raises(RuntimeError, match=r"device 'cuda' is not available \(lucid.cuda.is_available"):
+            lucid.ones(1, device="cuda")
