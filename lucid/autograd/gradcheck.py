@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.backend import host, to_device
+
 from .._core.tensor import Tensor, _wrap
 from .grad import grad as _grad
 
@@ -43,7 +45,7 @@ _WIDE = {"f": np.float64, "c": np.complex128}
 def _upcast(value):
     """A float64 / complex128 copy of a floating tensor (keeping requires_grad); anything else unchanged."""
     if isinstance(value, Tensor) and value.dtype.kind in "fc" and value.dtype != _WIDE[value.dtype.kind]:
-        up = _wrap(value.detach()._data.astype(_WIDE[value.dtype.kind]))
+        up = _wrap_here(value.detach()._data.astype(_WIDE[value.dtype.kind]))
         up._rg = value._rg
         return up
     return value
@@ -55,6 +57,52 @@ def _tolerances(inputs, diff_idx, atol, rtol):
         floor_atol, floor_rtol = _TOLERANCE_FLOOR.get(np.dtype(inputs[i].dtype), (0.0, 0.0))
         atol, rtol = max(atol, floor_atol), max(rtol, floor_rtol)
     return atol, rtol
+
+
+# NOTE [Gradcheck on devices]
+# The finite differences are host arithmetic: values are read back with explicit copies
+# (``_h``), and every array gradcheck makes (perturbed inputs, seeds, tangents) is placed on
+# the device of the checked inputs (``_wrap_here``), so the function runs on that device.
+_DEVICE = [None]
+
+
+def _h(t):
+    """A tensor's values on the host (an explicit copy for a device tensor)."""
+    return host(t.detach()._data)
+
+
+def _wrap_here(arr):
+    dev = _DEVICE[0]
+    if dev is not None:
+        arr = to_device(arr if hasattr(arr, "dtype") and not isinstance(arr, np.generic) else np.asarray(arr), dev)
+    return _wrap(arr)
+
+
+def _device_of_inputs(inputs):
+    for t in inputs if isinstance(inputs, (tuple, list)) else (inputs,):
+        if isinstance(t, Tensor):
+            try:
+                d = t.device
+            except Exception:
+                continue
+            return None if d.type == "cpu" else d
+    return None
+
+
+def _on_inputs_device(check):
+    """Run ``check(func, inputs, ...)`` with its arrays placed on the inputs' device."""
+    import functools
+
+    @functools.wraps(check)
+    def run(func, inputs, *args, **kwargs):
+        prev = _DEVICE[0]
+        _DEVICE[0] = _device_of_inputs(inputs)
+        try:
+            return check(func, inputs, *args, **kwargs)
+        finally:
+            _DEVICE[0] = prev
+
+    return run
 
 
 def _outputs(fn, inputs):
@@ -83,7 +131,7 @@ def _numerical_jacobian(fn, inputs, idx, eps):
     """d(output coordinates)/d(input coordinates) by central differences: one list per
     output of (n_out_coords, n_in_coords) arrays. See NOTE [Complex gradcheck]."""
     x = inputs[idx]
-    base = x.detach()._data
+    base = _h(x)
     steps = (eps, 1j * eps) if base.dtype.kind == "c" else (eps,)
     cols = []
     for k in range(base.size):
@@ -93,9 +141,9 @@ def _numerical_jacobian(fn, inputs, idx, eps):
                 pert = base.copy().reshape(-1)
                 pert[k] = pert[k] + sgn * step
                 args = list(inputs)
-                args[idx] = _wrap(pert.reshape(base.shape))
+                args[idx] = _wrap_here(pert.reshape(base.shape))
                 args[idx]._rg = x._rg
-                vals.append([_as_real_coords(o.detach()._data) for o in _outputs(fn, args)])
+                vals.append([_as_real_coords(_h(o)) for o in _outputs(fn, args)])
             cols.append([(a - b) / (2 * eps) for a, b in zip(*vals)])
     n_out = len(cols[0]) if cols else len(_outputs(fn, inputs))
     return [np.stack([c[j] for c in cols], axis=1) if cols else None for j in range(n_out)]
@@ -114,15 +162,16 @@ def _analytical_row(out, x, r, api):
         seed[r // 2] = 1 if r % 2 == 0 else 1j
     else:
         seed[r] = 1
-    g = _grad(out, x, grad_outputs=_wrap(seed.reshape(out.shape)), retain_graph=True, allow_unused=True)
+    g = _grad(out, x, grad_outputs=_wrap_here(seed.reshape(out.shape)), retain_graph=True, allow_unused=True)
     if g is None:
         return np.zeros(x.numel() * (2 if x.dtype.kind == "c" else 1))
     if g.dtype.kind == "c" and x.dtype.kind != "c":
         raise GradcheckError(f"{api}: the gradient of a real input (dtype {x.dtype}) is complex "
                              f"({g.dtype}); a real input must receive a real gradient")
-    return _as_real_coords(g.detach()._data)
+    return _as_real_coords(_h(g))
 
 
+@_on_inputs_device
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, nondet_tol=0.0,
               check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
               check_batched_forward_grad=False, check_forward_ad=False, check_backward_ad=True,
@@ -280,7 +329,7 @@ def _check_batched(func, inputs, i, num, tol):
         def one(ct, j=j):
             return vjp_fn(tuple(ct if jj == j else TN.zeros_like(o) for jj, o in enumerate(outs)))[0]
 
-        rows = vmap(one)(_wrap(_seeds(out)))._data
+        rows = _h(vmap(one)(_wrap_here(_seeds(out))))
         for r in range(num[j].shape[0]):
             _compare("batched Jacobian (vmap)", out, j, inputs[i], i, r, num[j][r],
                      _as_real_coords(rows[r]), tol)
@@ -291,18 +340,18 @@ def _check_forward(func, inputs, i, num, tol):
     from ..func import jvp as fjvp
 
     f, x = _restricted(func, inputs, i)
-    base = x._data
+    base = _h(x)
     steps = (1, 1j) if base.dtype.kind == "c" else (1,)
     c = 0
     for k in range(base.size):
         for step in steps:
             t = np.zeros(base.size, base.dtype)
             t[k] = step
-            _, tans = fjvp(f, (x,), (_wrap(t.reshape(base.shape)),))
+            _, tans = fjvp(f, (x,), (_wrap_here(t.reshape(base.shape)),))
             for j, tan in enumerate(tans):
                 if num[j] is None:
                     continue
-                col = _as_real_coords(tan._data)
+                col = _as_real_coords(_h(tan))
                 bad = ~np.isclose(col, num[j][:, c], rtol=tol[1], atol=tol[0])
                 if bad.any():
                     r = int(np.argmax(bad))
@@ -328,15 +377,15 @@ def _check_batched_forward(func, inputs, i, tol, n=3):
     def tangents_of(t):
         return tuple(fjvp(f, (x,), (t,))[1])
 
-    expected = [tangents_of(_wrap(t)) for t in tangents]
+    expected = [tangents_of(_wrap_here(t)) for t in tangents]
     try:
-        got = vmap(tangents_of)(_wrap(tangents))
+        got = vmap(tangents_of)(_wrap_here(tangents))
     except Exception as e:  # name what was being checked, keep the cause
         raise GradcheckError(f"gradcheck: batched forward-mode gradients (vmap of jvp) with respect to "
                              f"input {i} failed: {type(e).__name__}: {e}") from e
     for j, res in enumerate(got):
-        exp = np.stack([e[j]._data for e in expected])
-        res = res._data
+        exp = np.stack([_h(e[j]) for e in expected])
+        res = _h(res)
         if res.shape != exp.shape or not np.allclose(res, exp, rtol=tol[1], atol=tol[0]):
             raise GradcheckError(
                 f"gradcheck: batched forward-mode gradient (vmap of jvp) mismatch for output {j} with "
@@ -349,16 +398,16 @@ def _check_fast(func, inputs, inputs64, i, outs, eps, tol, backward, forward):
         return _check_fast_complex(func, inputs, inputs64, i, outs, eps, tol, backward, forward)
     rng = np.random.default_rng(0)
     x64 = inputs64[i]
-    base = x64.detach()._data
+    base = _h(x64)
     complex_in = base.dtype.kind == "c"
     u = rng.standard_normal(base.size * (2 if complex_in else 1))
     du = (u[0::2] + 1j * u[1::2] if complex_in else u).reshape(base.shape)
     vals = []
     for sgn in (1, -1):
         args = list(inputs64)
-        args[i] = _wrap(base + sgn * eps * du)
+        args[i] = _wrap_here(base + sgn * eps * du)
         args[i]._rg = x64._rg  # a function that differentiates internally needs it (gradgradcheck)
-        vals.append([_as_real_coords(o.detach()._data) for o in _outputs(func, args)])
+        vals.append([_as_real_coords(_h(o)) for o in _outputs(func, args)])
     for j, out in enumerate(outs):
         ju = (vals[0][j] - vals[1][j]) / (2 * eps)  # J u by central differences
         v = rng.standard_normal(ju.size)
@@ -366,15 +415,15 @@ def _check_fast(func, inputs, inputs64, i, outs, eps, tol, backward, forward):
         seed = v[0::2] + 1j * v[1::2] if out.dtype.kind == "c" else v
         checks = []
         if backward and out.requires_grad:
-            g = _grad(out, inputs[i], grad_outputs=_wrap(seed.reshape(out.shape).astype(out.dtype)),
+            g = _grad(out, inputs[i], grad_outputs=_wrap_here(seed.reshape(out.shape).astype(out.dtype)),
                       retain_graph=True, allow_unused=True)
-            checks.append(("reverse", 0.0 if g is None else float(_as_real_coords(g.detach()._data) @ u)))
+            checks.append(("reverse", 0.0 if g is None else float(_as_real_coords(_h(g)) @ u)))
         if forward:
             from ..func import jvp as fjvp
 
             f, x = _restricted(func, inputs, i)
-            tan = fjvp(f, (x,), (_wrap(du.astype(x.dtype)),))[1][j]
-            checks.append(("forward", float(v @ _as_real_coords(tan._data))))
+            tan = fjvp(f, (x,), (_wrap_here(du.astype(x.dtype)),))[1][j]
+            checks.append(("forward", float(v @ _as_real_coords(_h(tan)))))
         for kind, got in checks:
             if not np.isclose(got, expect, rtol=tol[1], atol=tol[0] * max(1.0, np.abs(v).sum())):
                 raise GradcheckError(
@@ -396,23 +445,23 @@ def _check_fast_complex(func, inputs, inputs64, i, outs, eps, tol, backward, for
     """:func:`_check_fast` part by part for complex inputs/outputs. See NOTE [Complex fast gradcheck]."""
     rng = np.random.default_rng(0)
     x64 = inputs64[i]
-    base = x64.detach()._data
+    base = _h(x64)
     in_parts = _PARTS if base.dtype.kind == "c" else ((None, 1.0),)
     for in_part, in_unit in in_parts:
         du = rng.standard_normal(base.shape) * in_unit
         vals = []
         for sgn in (1, -1):
             args = list(inputs64)
-            args[i] = _wrap((base + sgn * eps * du).astype(base.dtype, copy=False))
+            args[i] = _wrap_here((base + sgn * eps * du).astype(base.dtype, copy=False))
             args[i]._rg = x64._rg
-            vals.append([o.detach()._data.astype(np.complex128 if o.dtype.kind == "c" else np.float64)
+            vals.append([_h(o).astype(np.complex128 if o.dtype.kind == "c" else np.float64)
                          for o in _outputs(func, args)])
         tangents = None
         if forward:
             from ..func import jvp as fjvp
 
             f, x = _restricted(func, inputs, i)
-            tangents = fjvp(f, (x,), (_wrap(du.astype(x.dtype)),))[1]
+            tangents = fjvp(f, (x,), (_wrap_here(du.astype(x.dtype)),))[1]
         for j, out in enumerate(outs):
             ju = (vals[0][j] - vals[1][j]) / (2 * eps)  # J du by central differences
             for out_part, out_unit in (_PARTS if out.dtype.kind == "c" else ((None, 1.0),)):
@@ -421,13 +470,13 @@ def _check_fast_complex(func, inputs, inputs64, i, outs, eps, tol, backward, for
                 expect = float(np.sum(v * pick(ju)))
                 checks = []
                 if backward and out.requires_grad:
-                    seed = _wrap((v * out_unit).astype(out.dtype))
+                    seed = _wrap_here((v * out_unit).astype(out.dtype))
                     g = _grad(out, inputs[i], grad_outputs=seed, retain_graph=True, allow_unused=True)
                     # <g, du> in real coordinates: g = dL/d(re x) + i dL/d(im x) (NOTE [Complex gradients])
-                    got = 0.0 if g is None else float(np.sum((np.conj(g.detach()._data) * du).real))
+                    got = 0.0 if g is None else float(np.sum((np.conj(_h(g)) * du).real))
                     checks.append(("reverse", got))
                 if tangents is not None:
-                    checks.append(("forward", float(np.sum(v * pick(np.asarray(tangents[j]._data))))))
+                    checks.append(("forward", float(np.sum(v * pick(_h(tangents[j]))))))
                 for kind, got in checks:
                     if not np.isclose(got, expect, rtol=tol[1], atol=tol[0] * max(1.0, np.abs(v).sum())):
                         parts = [f"the {p} part of the {what}" for p, what in ((in_part, "input"), (out_part, "output"))
@@ -444,13 +493,13 @@ def _check_backward_extras(outs, inputs, diff_idx, nondet_tol, check_dtypes, che
     if not live:
         return
     xs = [inputs[i] for i in diff_idx]
-    seeds = [_wrap(np.ones(o.shape, o.dtype)) for o in live]
+    seeds = [_wrap_here(np.ones(o.shape, o.dtype)) for o in live]
     first = _grad(live, xs, grad_outputs=seeds, retain_graph=True, allow_unused=True)
     second = _grad(live, xs, grad_outputs=seeds, retain_graph=True, allow_unused=True)
     for i, a, b in zip(diff_idx, first, second):
         if a is None or b is None:
             continue
-        diff = np.max(np.abs(a.detach()._data - b.detach()._data), initial=0.0)
+        diff = np.max(np.abs(_h(a) - _h(b)), initial=0.0)
         if diff > nondet_tol:
             raise GradcheckError(
                 f"gradcheck: backward is not reentrant: two backward passes gave gradients for input {i} "
@@ -459,10 +508,10 @@ def _check_backward_extras(outs, inputs, diff_idx, nondet_tol, check_dtypes, che
             raise GradcheckError(f"gradcheck: the gradient of input {i} has dtype {a.dtype}, but the input "
                                  f"has dtype {inputs[i].dtype}")
     if check_undefined:
-        zeros = [_wrap(np.zeros(o.shape, o.dtype)) for o in live]
+        zeros = [_wrap_here(np.zeros(o.shape, o.dtype)) for o in live]
         got = _grad(live, xs, grad_outputs=zeros, retain_graph=True, allow_unused=True)
         for i, g in zip(diff_idx, got):
-            if g is not None and np.any(g.detach()._data != 0):
+            if g is not None and np.any(_h(g) != 0):
                 raise GradcheckError(f"gradcheck: a zero output gradient gave a non-zero gradient for "
                                      f"input {i}")
 
@@ -474,6 +523,7 @@ def _random(rng, o):
     return v.astype(o.dtype)
 
 
+@_on_inputs_device
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
                   gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0,
                   check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
@@ -517,7 +567,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     outs = _outputs(func, inputs)
     rng = np.random.default_rng(0)
     if grad_outputs is None:
-        grad_outputs = [_wrap(_random(rng, o)) for o in outs]
+        grad_outputs = [_wrap_here(_random(rng, o)) for o in outs]
         for g in grad_outputs:
             g.requires_grad = True
     grad_outputs = list(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else [grad_outputs]

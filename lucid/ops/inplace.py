@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import primitive
-from .._core.backend import host, namespace_of, xp
+from .._core.backend import data_pointer, host, namespace_of, on_device_of, xp
 from .._core.grad_mode import STATE, no_grad
 from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
@@ -340,7 +340,7 @@ def _rebase(x, res):
 
 def _addresses(a):
     """Byte address of every element of ``a``."""
-    addr = np.full(a.shape, a.__array_interface__["data"][0], dtype=np.int64)
+    addr = np.full(a.shape, data_pointer(a), dtype=np.int64)  # host metadata arithmetic
     for d, (n, s) in enumerate(zip(a.shape, a.strides)):
         shp = [1] * a.ndim
         shp[d] = n
@@ -370,7 +370,7 @@ def _rebase_base(base, x, res):
         from .complex import view_as_real
 
         old = view_as_real(old)
-    pos = _wrap(_view_positions(old._data, x._data))
+    pos = _wrap(on_device_of(_view_positions(old._data, x._data), x._data))
     new = bind(setitem_p, (reshape(old, -1), reshape(res, -1), pos), {"key": (IDX,)})
     new = reshape(new, tuple(old.shape))
     if real_view:

@@ -1,5 +1,7 @@
 """gradcheck's PyTorch options: forward mode, batched vjp, fast mode, reentrancy, dtypes, zero cotangents."""
 import numpy as np
+
+from lucid._core.backend import namespace_of
 import pytest
 
 import lucid
@@ -127,7 +129,7 @@ def position_scale():
     name = "_test_position_scale"
 
     def impl(x):
-        return x * np.arange(1, x.shape[-1] + 1, dtype=x.dtype)
+        return x * namespace_of(x).arange(1, x.shape[-1] + 1, dtype=x.dtype)  # on x's device
 
     def bad_batch(vals, bdims):
         (v,), (b,) = vals, bdims
