@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from .._core.backend import namespace_of
 from .._core.primitive import bind
 from .._core.tensor import Tensor, tensor_method
 from ..ops import linalg_eig as _eig
@@ -86,7 +87,8 @@ def _tolerance(S, atol, rtol, m, n):
         rtol = np.finfo(np.dtype(S.dtype)).eps * max(m, n)
 
     def kept(v):
-        v = _as_tensor(np.asarray(0.0 if v is None else v, dtype=np.dtype(S.dtype))) if not isinstance(v, Tensor) \
+        v = _as_tensor(namespace_of(S).asarray(0.0 if v is None else v, dtype=np.dtype(S.dtype))) \
+            if not isinstance(v, Tensor) \
             else v.to(S.dtype)
         return v.unsqueeze(-1) if v.ndim else v
 
@@ -224,13 +226,14 @@ def lstsq(A, B, rcond=None, *, driver=None):
     rank = matrix_rank(A, rtol=rtol)
     full = bool((rank.numpy() == min(m, n)).all()) if rank.__class__ is Tensor else False
     X = _lstsq_qr(A, B, m, n) if full else _L().pinv(A, rtol=rtol) @ B
-    empty = _as_tensor(np.zeros((0,), dtype=np.dtype(A.dtype)))
+    mod = namespace_of(A)
+    empty = _as_tensor(mod.zeros((0,), dtype=np.dtype(A.dtype)))
     residuals = empty
     if m > n and full and m:
         r = A @ X - B
         residuals = (r.conj() * r).real.sum(-2) if r.dtype.kind == "c" else (r * r).sum(-2)
     sv = _L().svdvals(A).detach() if driver in ("gelsd", "gelss") else empty
-    rank_out = rank if driver != "gels" else _as_tensor(np.zeros((0,), np.int64))
+    rank_out = rank if driver != "gels" else _as_tensor(mod.zeros((0,), np.int64))
     return LstsqResult(X.squeeze(-1) if vec else X, residuals, rank_out, sv)
 
 
@@ -548,8 +551,10 @@ def householder_product(A, tau):
     if m < n or k > n or tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
         raise RuntimeError(f"linalg.householder_product: expected A (..., m, n) with m >= n and tau (..., k) "
                            f"with k <= n and the same batch dims, got {tuple(A.shape)} and {tuple(tau.shape)}")
-    Q = eye(m, dtype=A.dtype) + A[..., :1, :1] * 0 if A.ndim > 2 else eye(m, dtype=A.dtype)
-    rows = np.arange(m)
+    Q = eye(m, dtype=A.dtype, device=A.device)
+    if A.ndim > 2:
+        Q = Q + A[..., :1, :1] * 0
+    rows = namespace_of(A).arange(m)
     for i in range(k):
         below = _as_tensor((rows > i).astype(np.dtype(A.dtype)))
         unit = _as_tensor((rows == i).astype(np.dtype(A.dtype)))

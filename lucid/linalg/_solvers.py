@@ -9,6 +9,7 @@ import collections
 
 import numpy as np
 
+from .._core.backend import namespace_of
 from .._core.dtypes import int32
 from .._core.primitive import bind
 from .._core.tensor import Tensor, tensor_method
@@ -149,7 +150,7 @@ def lu_factor_ex(A, *, pivot=True, check_errors=False):
     # info = the first exactly zero pivot (1-based), 0 if none: LAPACK's getrf. Built from ops, so
     # it is per matrix under vmap too.
     if min(U.shape[-2:]) == 0:
-        info = _as_tensor(np.zeros(tuple(U.shape[:-2]), np.int32))
+        info = _as_tensor(namespace_of(U).zeros(tuple(U.shape[:-2]), np.int32))
     else:
         zero = (_diagonal(U.detach()) == 0).to(int32)
         info = where(zero.amax(-1) > 0, zero.argmax(-1) + 1, 0).to(int32)

@@ -30,17 +30,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.backend import xp
+from .._core.backend import namespace_of, xp
 from .._core.primitive import bind, defprim
 from ._family import batch_unary_axis, linear_jvp, quiet
 
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 
-def _bin_weights(n, ndim, axis, dtype, interior):
-    """``(m, 1, ..., 1)`` weights along ``axis``: 1 at DC (and Nyquist for even n), ``interior`` elsewhere."""
+def _bin_weights(n, ndim, axis, dtype, interior, like):
+    """``(m, 1, ..., 1)`` weights along ``axis``: 1 at DC (and Nyquist for even n), ``interior``
+    elsewhere; on ``like``'s device."""
     m = n // 2 + 1
-    w = xp.full(m, interior, dtype)
+    w = namespace_of(like).full(m, interior, dtype)
     w[0] = 1
     if n % 2 == 0:
         w[-1] = 1
@@ -75,7 +76,7 @@ fft_c2c_p.batch = batch_unary_axis(fft_c2c_p, ("axes",))
 
 def _r2c_vjp(ns, g, out, x, axis, norm):
     n = x.shape[axis]
-    w = _bin_weights(n, len(x.shape), axis, _real_dtype(g.dtype), 0.5)  # See NOTE [FFT adjoints]
+    w = _bin_weights(n, len(x.shape), axis, _real_dtype(g.dtype), 0.5, g)  # See NOTE [FFT adjoints]
     return ns.fft_c2r(g * w, axis=axis, n=n, norm=_DUAL[norm])
 
 
@@ -91,7 +92,7 @@ fft_r2c_p.batch = batch_unary_axis(fft_r2c_p)
 
 
 def _c2r_vjp(ns, g, out, x, axis, n, norm):
-    w = _bin_weights(n, len(g.shape), axis, g.dtype, 2.0)  # See NOTE [FFT adjoints]
+    w = _bin_weights(n, len(g.shape), axis, g.dtype, 2.0, g)  # See NOTE [FFT adjoints]
     return ns.fft_r2c(g, axis=axis, norm=_DUAL[norm]) * w
 
 
@@ -113,7 +114,7 @@ def _resize_impl(x, *, axes, sizes):
     keep = tuple(slice(0, min(o, s)) for o, s in zip(x.shape, shape))
     if all(s <= o for o, s in zip(x.shape, shape)):  # trimming only: one copy of the kept part
         return xp.ascontiguousarray(x[keep])
-    out = xp.zeros(shape, x.dtype)
+    out = namespace_of(x).zeros(shape, x.dtype)
     out[keep] = x[keep]
     return out
 

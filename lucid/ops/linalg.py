@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .._core.backend import xp
+from .._core.backend import namespace_of, xp
 from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, tensor_method
 from ._family import _as_tensor, move_bdim, quiet, shape_of, sum_to_shape
@@ -201,7 +201,7 @@ def _einsum_vjp(i, ns, g, out, *args, subscripts):
         if c in seen:  # a diagonal: fresh letter tied to c by the identity
             nc = _fresh(used)
             subs.append(c + nc)
-            ops.append(xp.eye(x.shape[pos], dtype=g.dtype))
+            ops.append(namespace_of(g).eye(x.shape[pos], dtype=g.dtype))
             c = nc
         seen.add(c)
         target.append(c)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.backend import xp
+from .._core.backend import namespace_of, xp
 from .._core.primitive import AN, bind, defprim
 from ._family import move_bdim, sum_to_shape
 from .linalg import _ein, _mH, _mT, batch_leading
@@ -31,14 +31,23 @@ def _diag(ns, x):
 
 
 def _diag_embed(ns, v):
-    return _ein(ns, "~i,ij->~ij", v, xp.eye(v.shape[-1], dtype=v.dtype))
+    return _ein(ns, "~i,ij->~ij", v, _eye(v))
 
 
-def _tril_mask(n, dtype, diag=1.0, k=0):
-    """Constant lower-triangular mask (``diag`` on the diagonal), for rules."""
-    m = np.tril(np.ones((n, n), dtype=dtype), k)
-    if k == 0:
-        m[np.diag_indices(n)] = diag
+# Constants of rules and impls are made on their operand's device (NOTE [Backends]): ``like``
+# is an operand (array, Tensor or tracer) giving the namespace and the dtype.
+def _eye(like, n=None):
+    """Identity of ``like``'s dtype and device, ``n`` x ``n`` (default: ``like``'s last dim)."""
+    return namespace_of(like).eye(like.shape[-1] if n is None else n, dtype=like.dtype)
+
+
+def _tril_mask(like, diag=1.0, k=0):
+    """Constant lower-triangular mask (``diag`` on the diagonal) of ``like``'s last dim, for rules."""
+    n = like.shape[-1]
+    mod = namespace_of(like)
+    m = mod.tril(mod.ones((n, n), dtype=like.dtype), k)
+    if k == 0 and diag != 1.0:
+        m = m + (diag - 1.0) * mod.eye(n, dtype=like.dtype)
     return m
 
 
@@ -48,8 +57,11 @@ def _gap(ns, v):
     return ns.where(e == 0, 1.0, e)
 
 
-def _offdiag(n, dtype):
-    return np.ones((n, n), dtype=dtype) - np.eye(n, dtype=dtype)
+def _offdiag(like):
+    """Ones off the diagonal (``like``'s last dim, dtype and device)."""
+    n = like.shape[-1]
+    mod = namespace_of(like)
+    return mod.ones((n, n), dtype=like.dtype) - mod.eye(n, dtype=like.dtype)
 
 
 def _batch_front(prim):
@@ -103,7 +115,7 @@ inv_p.batch = _batch_front(inv_p)
 def _cofactor_products(ns, s):
     """``P[..., i, k] = prod_{l not in {i, k}} s_l`` (the diagonal: ``prod_{l != i} s_l``)."""
     n = s.shape[-1]
-    idx = np.arange(n)
+    idx = namespace_of(s).arange(n)
     keep = (idx[None, None, :] != idx[:, None, None]) & (idx[None, None, :] != idx[None, :, None])
     lead = tuple(s.shape[:-1])
     sl = ns.reshape(s, shape=lead + (1, 1, n))
@@ -134,7 +146,7 @@ def _adj_parts(ns, a):
     c = ns.linalg_det(u) * ns.linalg_det(vh)
     if c.dtype.kind != "c":
         c = ns.sign(c)  # piecewise constant
-    p = _cofactor_products(ns, s) * _offdiag(s.shape[-1], s.dtype)
+    p = _cofactor_products(ns, s) * _offdiag(s)
     return u, vh, _col(ns, _col(ns, c)), p
 
 
@@ -240,7 +252,7 @@ def _solve_rhs(ns, tangents, out):
 
 # cholesky (lower): gA = sym(L^-T Phi(L^T gL) L^-1), Phi = lower triangle with half diagonal.
 def _phi(ns, x):
-    return x * _tril_mask(x.shape[-1], x.dtype, 0.5)
+    return x * _tril_mask(x, 0.5)
 
 
 def _cholesky_vjp(ns, g, out, a):
@@ -283,17 +295,17 @@ def _right_inv(ns, x, r):
     return _mT(ns, ns.linalg_solve(_mT(ns, r), _mT(ns, x)))
 
 
-def _split(m, n, dtype):
+def _split(m, n, like):
     """Selection matrices (n, m) and (n, n - m): ``A @ e1`` is A's first m columns."""
-    eye = np.eye(n, dtype=dtype)
+    eye = _eye(like, n)
     return eye[:, :m], eye[:, m:]
 
 
 def _qr_square_vjp(ns, gq, gr, q, r):
     m = ns.matmul(r, _mH(ns, gr)) - ns.matmul(_mH(ns, gq), q)
     n = m.shape[-1]
-    low = m * _tril_mask(n, m.dtype)
-    copyltu = low + _mH(ns, m * _tril_mask(n, m.dtype, 0.0, -1))
+    low = m * _tril_mask(m)
+    copyltu = low + _mH(ns, m * _tril_mask(m, 0.0, -1))
     if m.dtype.kind == "c":  # the adjoint of the jvp's real-diagonal gauge: Re(diag(M)) only
         im = ns.imag(_diag(ns, m))
         copyltu = copyltu - _diag_embed(ns, ns.complex(ns.zeros_like(im), im))
@@ -306,7 +318,7 @@ def _qr_vjp(ns, g, out, a, mode):
     m, n = a.shape[-2:]
     if m >= n:
         return _qr_square_vjp(ns, gq, gr, q, r)
-    e1, e2 = _split(m, n, r.dtype)
+    e1, e2 = _split(m, n, r)
     r1, gr1, gr2 = ns.matmul(r, e1), ns.matmul(gr, e1), ns.matmul(gr, e2)
     y = ns.matmul(ns.matmul(q, r), e2)
     gx = _qr_square_vjp(ns, gq + ns.matmul(y, _mH(ns, gr2)), gr1, q, r1)
@@ -316,7 +328,7 @@ def _qr_vjp(ns, g, out, a, mode):
 def _qr_square_jvp(ns, da, q, r):
     dar = _right_inv(ns, da, r)
     c = ns.matmul(_mH(ns, q), dar)
-    low = c * _tril_mask(c.shape[-1], c.dtype, 0.0, -1)
+    low = c * _tril_mask(c, 0.0, -1)
     cw = c - (low - _mH(ns, low))
     if c.dtype.kind == "c":  # keep R's diagonal real (LAPACK's gauge): drop i Im(diag(C))
         im = ns.imag(_diag(ns, c))
@@ -330,7 +342,7 @@ def _qr_jvp(ns, primals, tangents, out, mode):
     m, n = primals[0].shape[-2:]
     if m >= n:
         return _qr_square_jvp(ns, tangents[0], q, r)
-    e1, e2 = _split(m, n, r.dtype)
+    e1, e2 = _split(m, n, r)
     dq, dr1 = _qr_square_jvp(ns, ns.matmul(tangents[0], e1), q, ns.matmul(r, e1))
     dr2 = ns.matmul(_mH(ns, q), ns.matmul(tangents[0], e2) - ns.matmul(dq, ns.matmul(r, e2)))
     return dq, ns.matmul(dr1, _mT(ns, e1)) + ns.matmul(dr2, _mT(ns, e2))

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.backend import xp
+from .._core.backend import namespace_of, xp
 from .._core.primitive import defprim
 from .linalg import _mH
-from .linalg_decomp import _batch_front, _col, _diag, _diag_embed, _offdiag, _row
+from .linalg_decomp import _batch_front, _col, _diag, _diag_embed, _eye, _offdiag, _row
 from .linalg_spectral import _skip, _tdiv, _unused
 
 _COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128),
@@ -34,15 +34,15 @@ def _eig_impl(a):
     cd = complex_dtype(a.dtype)
     if a.size == 0:
         n = a.shape[-1]
-        return np.zeros(a.shape[:-1], cd), np.zeros(a.shape[:-2] + (n, n), cd)
+        mod = namespace_of(a)
+        return mod.zeros(a.shape[:-1], cd), mod.zeros(a.shape[:-2] + (n, n), cd)
     w, v = xp.linalg.eig(a)
     return w.astype(cd, copy=False), v.astype(cd, copy=False)
 
 
 def _gap(ns, lam):
     """``E[i, j] = L[j] - L[i]`` with the diagonal set to 1."""
-    n = lam.shape[-1]
-    return (_row(ns, lam) - _col(ns, lam)) * _offdiag(n, lam.dtype) + np.eye(n, dtype=lam.dtype)
+    return (_row(ns, lam) - _col(ns, lam)) * _offdiag(lam) + _eye(lam)
 
 
 def _as_complex(ns, x, like):
@@ -67,8 +67,7 @@ def _eig_vjp(ns, g, out, a):
     phase_check("linalg_eig", ns.imag(_diag(ns, vhgv)), "eigenvectors")
     re_diag = ns.real(_diag(ns, vhgv))
     m = vhgv - ns.matmul(vh, v * _row(ns, _as_complex(ns, re_diag, v)))
-    n = lam.shape[-1]
-    mix = _skip(ns, _unused(ns, gv), _tdiv(ns, m * _offdiag(n, lam.dtype), ns.conj(_gap(ns, lam))))
+    mix = _skip(ns, _unused(ns, gv), _tdiv(ns, m * _offdiag(lam), ns.conj(_gap(ns, lam))))
     inner = mix + _diag_embed(ns, gl)
     ga = ns.linalg_solve(vh, ns.matmul(inner, vh))
     return ga if a.dtype.kind == "c" else ns.real(ga)
@@ -78,8 +77,7 @@ def _eig_jvp(ns, primals, tangents, out):
     lam, v = out
     da = _as_complex(ns, tangents[0], v)
     dp = ns.linalg_solve(v, ns.matmul(da, v))
-    n = lam.shape[-1]
-    dv = ns.matmul(v, _tdiv(ns, dp * _offdiag(n, lam.dtype), _gap(ns, lam)))
+    dv = ns.matmul(v, _tdiv(ns, dp * _offdiag(lam), _gap(ns, lam)))
     norm = ns.real(_diag(ns, ns.matmul(_mH(ns, v), dv)))
     dv = dv - v * _row(ns, _as_complex(ns, norm, v))
     return _diag(ns, dp), dv
@@ -100,7 +98,7 @@ __all__: list = []
 # and the vjp is its adjoint (PyTorch's pinv_backward, arranged for the smaller of m, n).
 def _pinv_impl(a, atol, rtol, hermitian):
     if a.size == 0:
-        return np.zeros(a.shape[:-2] + a.shape[-2:][::-1], a.dtype)
+        return namespace_of(a).zeros(a.shape[:-2] + a.shape[-2:][::-1], a.dtype)
     if hermitian:
         w, v = xp.linalg.eigh(a)
         s = np.abs(w)

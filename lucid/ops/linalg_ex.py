@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.backend import xp
+from .._core.backend import host_fallback, namespace_of, xp
 from .._core.primitive import TN, bind, defprim
 from ._family import move_bdim, shape_of, sum_to_shape
 from .linalg import _mH
@@ -39,6 +39,12 @@ def _per_matrix(fn, *arrays):
     return tuple(np.stack([o[i] for o in outs]).reshape(lead + np.shape(outs[0][i])) for i in range(len(outs[0])))
 
 
+def _per_matrix_host(fn, *arrays):
+    """``_per_matrix`` with SciPy's LAPACK, on host copies of device operands (NOTE [Host
+    fallback]): only reached when some matrix failed, to report LAPACK's ``info`` per matrix."""
+    return host_fallback(lambda *xs: _per_matrix(fn, *xs))(*arrays)
+
+
 # ----------------------------------------------------------------- cholesky_ex
 
 def _potrf(m):
@@ -54,11 +60,11 @@ def _cholesky_ex_impl(a):
         return xp.linalg.cholesky(a), _info_zeros(a)
     except np.linalg.LinAlgError:
         pass
-    return _per_matrix(_potrf, a)
+    return _per_matrix_host(_potrf, a)
 
 
 def _phi(ns, x):
-    return x * _tril_mask(x.shape[-1], x.dtype, 0.5)
+    return x * _tril_mask(x, 0.5)
 
 
 def _linv(ns, lo):
@@ -113,11 +119,11 @@ def _solve_ex_impl(a, b):
         pass
     if a.shape[-1] == 0:
         return xp.zeros_like(xp.broadcast_to(b, batch + b.shape[-2:])), _info_zeros(a)
-    info = _per_matrix(lambda m: (_getrf_info(m),), a)[0]
-    ab, bb = np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b, batch + b.shape[-2:])
+    info = _per_matrix_host(lambda m: (_getrf_info(m),), a)[0]
+    ab, bb = xp.broadcast_to(a, batch + a.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])
     if b.shape[-1] == 0:
-        return np.zeros(bb.shape, np.result_type(a, b)), info
-    return _per_matrix(lambda m, r: (_lu_solve_one(m, r)[0],), ab, bb)[0], info
+        return namespace_of(a).zeros(bb.shape, np.result_type(a.dtype, b.dtype)), info
+    return _per_matrix_host(lambda m, r: (_lu_solve_one(m, r)[0],), ab, bb)[0], info
 
 
 def _solve_ex_gb(ns, g, a):
@@ -174,7 +180,7 @@ def _inv_ex_impl(a):
         return xp.linalg.inv(a), _info_zeros(a)
     except np.linalg.LinAlgError:
         pass
-    return _per_matrix(lambda m: _lu_solve_one(m, np.eye(m.shape[-1], dtype=m.dtype)), a)
+    return _per_matrix_host(lambda m: _lu_solve_one(m, np.eye(m.shape[-1], dtype=m.dtype)), a)
 
 
 # d(A^-1) = -A^-1 dA A^-1 (as inv; the output is all the rules need)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.backend import xp
+from .._core.backend import host_fallback, namespace_of, scipy_linalg_of, xp
 from .._core.primitive import TN, bind, defprim
 from ._family import move_bdim, sum_to_shape
 from .linalg import _mH, _mT, batch_leading
@@ -20,23 +20,25 @@ def _nondiff_jvp(ns, primals, tangents, out, **params):
     return None
 
 
-def _tri_mask(n, dtype, upper, strict):
-    """Constant mask of the triangle a triangular solve reads (strict: without the diagonal)."""
-    k = 1 if strict else 0
-    return (np.triu(np.ones((n, n)), k) if upper else np.tril(np.ones((n, n)), -k)).astype(dtype)
+# Constants are made on the device of ``like`` (an operand: array, Tensor or tracer), in its dtype.
+def _tri_mask(like, upper, strict, n=None):
+    """Constant mask (n, n) of the triangle a triangular solve reads (strict: without the
+    diagonal); ``n`` defaults to ``like``'s last dim."""
+    n, k, mod = like.shape[-1] if n is None else n, 1 if strict else 0, namespace_of(like)
+    ones = mod.ones((n, n), dtype=like.dtype)
+    return mod.triu(ones, k) if upper else mod.tril(ones, -k)
 
 
-def _cols(n, lo, hi, dtype):
+def _cols(n, lo, hi, like):
     """Selection matrix (n, hi - lo): ``X @ S`` keeps columns lo:hi, ``Y @ S^T`` puts them back."""
-    return np.eye(n, dtype=dtype)[:, lo:hi]
+    return namespace_of(like).eye(n, dtype=like.dtype)[:, lo:hi]
 
 
 # ------------------------------------------------------------ solve_triangular
 
 def _tri_matrix(a, upper, unitriangular):
-    n = a.shape[-1]
-    t = a * _tri_mask(n, a.dtype, upper, unitriangular)
-    return t + np.eye(n, dtype=a.dtype) if unitriangular else t
+    t = a * _tri_mask(a, upper, unitriangular)
+    return t + namespace_of(a).eye(a.shape[-1], dtype=a.dtype) if unitriangular else t
 
 
 def _solve_tri_impl(a, b, upper, unitriangular):
@@ -69,7 +71,7 @@ def _solve_tri_gb(ns, g, a, upper, unitriangular):
 # X = T^-1 B with T the triangle of A: gB = T^-H g, gA = -tri(gB X^H); dX = T^-1 (dB - tri(dA) X).
 def _solve_tri_vjp_a(ns, g, out, a, b, upper, unitriangular):
     gb = _solve_tri_gb(ns, g, a, upper, unitriangular)
-    ga = -ns.matmul(gb, _mH(ns, out)) * _tri_mask(a.shape[-1], g.dtype, upper, unitriangular)
+    ga = -ns.matmul(gb, _mH(ns, out)) * _tri_mask(g, upper, unitriangular, a.shape[-1])
     return sum_to_shape(ns, ga, tuple(a.shape))
 
 
@@ -80,7 +82,7 @@ def _solve_tri_vjp_b(ns, g, out, a, b, upper, unitriangular):
 def _solve_tri_jvp(ns, primals, tangents, out, upper, unitriangular):
     a = primals[0]
     ta, tb = tangents
-    rhs = None if ta is None else -ns.matmul(ta * _tri_mask(a.shape[-1], ta.dtype, upper, unitriangular), out)
+    rhs = None if ta is None else -ns.matmul(ta * _tri_mask(ta, upper, unitriangular), out)
     if tb is not None:
         rhs = tb if rhs is None else rhs + tb
     if tuple(rhs.shape) != tuple(out.shape):
@@ -119,17 +121,20 @@ def _lu_impl(a):
     m, n = a.shape[-2:]
     if a.size == 0:
         k = min(m, n)
-        z = np.zeros
-        return (z(a.shape[:-2] + (m, m), a.dtype), z(a.shape[:-2] + (m, k), a.dtype), z(a.shape[:-2] + (k, n), a.dtype),
+        z = namespace_of(a).zeros
+        return (z(a.shape[:-2] + (m, m), a), z(a.shape[:-2] + (m, k), a), z(a.shape[:-2] + (k, n), a),
                 z(a.shape[:-2] + (k,), np.int32))
-    p, lo, up = scipy.linalg.lu(a, check_finite=False)
+    if a.__class__ is np.ndarray:
+        p, lo, up = scipy.linalg.lu(a, check_finite=False)
+    else:  # cupyx.scipy.linalg.lu factors one matrix at a time
+        lu = scipy_linalg_of(a).lu
+        p, lo, up = _per_matrix(lambda x: tuple(lu(x, check_finite=False)), a)
     return p.astype(a.dtype, copy=False), lo, up, lu_pivots(p)[..., :min(m, n)]
 
 
 def _lu_core_vjp(ns, gl_t, gu_u, l, u):
     """``L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H`` with the two products given."""
-    k = l.shape[-1]
-    m = gl_t * _tri_mask(k, gl_t.dtype, False, True) + gu_u * _tri_mask(k, gu_u.dtype, True, False)
+    m = gl_t * _tri_mask(gl_t, False, True) + gu_u * _tri_mask(gu_u, True, False)
     return _tri_left(ns, _mH(ns, l), _tri_right(ns, m, _mH(ns, u), False), True, True)
 
 
@@ -139,14 +144,14 @@ def _lu_vjp(ns, g, out, a):
     if m == n:
         core = _lu_core_vjp(ns, ns.matmul(_mH(ns, l), gl), ns.matmul(gu, _mH(ns, u)), l, u)
     elif m > n:  # tall
-        top, bot = _cols(m, 0, n, l.dtype), _cols(m, n, m, l.dtype)
+        top, bot = _cols(m, 0, n, l), _cols(m, n, m, l)
         l1, l2 = ns.matmul(_mT(ns, top), l), ns.matmul(_mT(ns, bot), l)
         gl1, gl2 = ns.matmul(_mT(ns, top), gl), ns.matmul(_mT(ns, bot), gl)
         gu_u = ns.matmul(gu, _mH(ns, u)) - ns.matmul(_mH(ns, l2), gl2)
         x1 = _lu_core_vjp(ns, ns.matmul(_mH(ns, l1), gl1), gu_u, l1, u)
         core = ns.matmul(top, x1) + ns.matmul(bot, _tri_right(ns, gl2, _mH(ns, u), False))
     else:  # wide
-        left, right = _cols(n, 0, m, u.dtype), _cols(n, m, n, u.dtype)
+        left, right = _cols(n, 0, m, u), _cols(n, m, n, u)
         u1, u2 = ns.matmul(u, left), ns.matmul(u, right)
         gu1, gu2 = ns.matmul(gu, left), ns.matmul(gu, right)
         lt_gl = ns.matmul(_mH(ns, l), gl) - ns.matmul(gu2, _mH(ns, u2))
@@ -158,8 +163,7 @@ def _lu_vjp(ns, g, out, a):
 
 def _lu_core_jvp(ns, dx, l, u):
     phi = _tri_left(ns, l, _tri_right(ns, dx, u, True), False, True)
-    k = phi.shape[-1]
-    return ns.matmul(l, phi * _tri_mask(k, phi.dtype, False, True)), ns.matmul(phi * _tri_mask(k, phi.dtype, True, False), u)
+    return ns.matmul(l, phi * _tri_mask(phi, False, True)), ns.matmul(phi * _tri_mask(phi, True, False), u)
 
 
 def _lu_jvp(ns, primals, tangents, out):
@@ -169,13 +173,13 @@ def _lu_jvp(ns, primals, tangents, out):
     if m == n:
         dl, du = _lu_core_jvp(ns, dx, l, u)
     elif m > n:
-        top, bot = _cols(m, 0, n, l.dtype), _cols(m, n, m, l.dtype)
+        top, bot = _cols(m, 0, n, l), _cols(m, n, m, l)
         l1, l2 = ns.matmul(_mT(ns, top), l), ns.matmul(_mT(ns, bot), l)
         dl1, du = _lu_core_jvp(ns, ns.matmul(_mT(ns, top), dx), l1, u)
         dl2 = _tri_right(ns, ns.matmul(_mT(ns, bot), dx) - ns.matmul(l2, du), u, True)
         dl = ns.matmul(top, dl1) + ns.matmul(bot, dl2)
     else:
-        left, right = _cols(n, 0, m, u.dtype), _cols(n, m, n, u.dtype)
+        left, right = _cols(n, 0, m, u), _cols(n, m, n, u)
         dl, du1 = _lu_core_jvp(ns, ns.matmul(dx, left), l, ns.matmul(u, left))
         du2 = _tri_left(ns, l, ns.matmul(dx, right) - ns.matmul(dl, ns.matmul(u, right)), False, True)
         du = ns.matmul(du1, _mT(ns, left)) + ns.matmul(du2, _mT(ns, right))
@@ -192,10 +196,11 @@ def lu_pivots(p):
     perm = np.argmax(np.swapaxes(p, -1, -2), axis=-1)  # row i of L U is row perm[i] of A
     m = perm.shape[-1]
     flat = perm.reshape(-1, m)
-    cur = np.tile(np.arange(m), (flat.shape[0], 1))
+    mod = namespace_of(p)
+    cur = mod.tile(mod.arange(m), (flat.shape[0], 1))
     where = cur.copy()  # where[v] = position of original row v in cur
     piv = np.zeros_like(flat)
-    rows = np.arange(flat.shape[0])
+    rows = mod.arange(flat.shape[0])
     for i in range(m):
         j = where[rows, flat[:, i]]
         piv[:, i] = j
@@ -209,8 +214,9 @@ def pivots_to_perm(piv):
     """The permutation (row order) that LAPACK pivots describe: ``A[perm] = L U``."""
     m = piv.shape[-1]
     flat = piv.reshape(-1, m).astype(np.int64) - 1
-    perm = np.tile(np.arange(m), (flat.shape[0], 1))
-    rows = np.arange(flat.shape[0])
+    mod = namespace_of(piv)
+    perm = mod.tile(mod.arange(m), (flat.shape[0], 1))
+    rows = mod.arange(flat.shape[0])
     for i in range(m):
         j = flat[:, i]
         a, b = perm[rows, i].copy(), perm[rows, j].copy()
@@ -221,7 +227,7 @@ def pivots_to_perm(piv):
 def _perm_matrix_impl(piv, dtype):
     perm = pivots_to_perm(piv)
     m = perm.shape[-1]
-    p = np.zeros(perm.shape + (m,), dtype=dtype)
+    p = namespace_of(perm).zeros(perm.shape + (m,), dtype=dtype)
     np.put_along_axis(p, perm[..., None, :], 1, axis=-2)  # P[perm[i], i] = 1: A = P L U
     return p
 
@@ -245,12 +251,17 @@ def _expm_impl(a):
     if a.size == 0:
         return a.copy()
     work = a if a.dtype in (np.float64, np.complex128) else a.astype(np.result_type(a.dtype, np.float64))
-    return xp.asarray(scipy.linalg.expm(work)).astype(a.dtype, copy=False)
+    if work.__class__ is np.ndarray:
+        out = scipy.linalg.expm(work)
+    else:  # cupyx.scipy.linalg.expm takes one matrix at a time
+        expm = scipy_linalg_of(work).expm
+        out = _per_matrix(expm, work)
+    return xp.asarray(out).astype(a.dtype, copy=False)
 
 
 def _expm_frechet(ns, a, e):
     n = a.shape[-1]
-    s1, s2 = _cols(2 * n, 0, n, a.dtype), _cols(2 * n, n, 2 * n, a.dtype)
+    s1, s2 = _cols(2 * n, 0, n, a), _cols(2 * n, n, 2 * n, a)
     big = (ns.matmul(s1, ns.matmul(a, _mT(ns, s1))) + ns.matmul(s1, ns.matmul(e, _mT(ns, s2)))
            + ns.matmul(s2, ns.matmul(a, _mT(ns, s2))))
     return ns.matmul(_mT(ns, s1), ns.matmul(ns.linalg_matrix_exp(big), s2))
@@ -274,8 +285,8 @@ def _per_matrix(fn, *arrays):
     flat = [x.reshape((-1,) + x.shape[len(lead):]) for x in arrays]
     outs = [fn(*xs) for xs in zip(*flat)]
     if isinstance(outs[0], tuple):
-        return tuple(np.stack([o[i] for o in outs]).reshape(lead + outs[0][i].shape) for i in range(len(outs[0])))
-    return np.stack(outs).reshape(lead + outs[0].shape)
+        return tuple(xp.stack([o[i] for o in outs]).reshape(lead + outs[0][i].shape) for i in range(len(outs[0])))
+    return xp.stack(outs).reshape(lead + outs[0].shape)
 
 
 def _sytrf(a, hermitian):
@@ -345,10 +356,11 @@ def _batch_cores(prim, cores):
     return rule
 
 
-ldl_factor_p = defprim("linalg_ldl_factor", _ldl_factor_impl, jvp=_nondiff_jvp, nout=3, differentiable=False,
-                       save_inputs=False)
+# NOTE [Host fallback]: CuPy has no LDL^T (sytrf/sytrs), so these two run on host copies.
+ldl_factor_p = defprim("linalg_ldl_factor", host_fallback(_ldl_factor_impl), jvp=_nondiff_jvp, nout=3,
+                       differentiable=False, save_inputs=False)
 ldl_factor_p.batch = _batch_front(ldl_factor_p)
-ldl_solve_p = defprim("linalg_ldl_solve", _ldl_solve_impl, jvp=_nondiff_jvp, differentiable=False,
+ldl_solve_p = defprim("linalg_ldl_solve", host_fallback(_ldl_solve_impl), jvp=_nondiff_jvp, differentiable=False,
                       save_inputs=False)
 ldl_solve_p.batch = _batch_cores(ldl_solve_p, (2, 1, 2))
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._core.backend import xp
 from .._core.primitive import defprim
-from .linalg_decomp import _batch_front, _col, _diag, _diag_embed, _lapack, _mH, _offdiag, _row
+from .linalg_decomp import _batch_front, _col, _diag, _diag_embed, _eye, _lapack, _mH, _offdiag, _row
 
 
 # NOTE [Spectral ties]
@@ -38,8 +38,7 @@ def _tdiv(ns, num, den):
 
 def _gap_div(ns, num, v):
     """``num / E``, ``E[i, j] = v[j] - v[i]`` off the diagonal and 1 on it (NOTE [Spectral ties])."""
-    n = v.shape[-1]
-    return _tdiv(ns, num, _row(ns, v) - _col(ns, v) + np.eye(n, dtype=v.dtype))
+    return _tdiv(ns, num, _row(ns, v) - _col(ns, v) + _eye(v))
 
 
 def _unused(ns, g):
@@ -68,7 +67,7 @@ def _eigh_vjp(ns, g, out, a):
 def _eigh_jvp(ns, primals, tangents, out):
     lam, v = out
     p = ns.matmul(_mH(ns, v), ns.matmul(tangents[0], v))
-    f = _gap_div(ns, p * _offdiag(p.shape[-1], p.dtype), lam)
+    f = _gap_div(ns, p * _offdiag(p), lam)
     d = _diag(ns, p)
     return (ns.real(d) if d.dtype.kind == "c" else d), ns.matmul(v, f)
 
@@ -84,17 +83,17 @@ eigh_p.batch = _batch_front(eigh_p)
 #     m > k: gA = [U inner + (I - U U^T) gU / S] Vh;  n > k: gA = U [inner Vh + gVh/S (I - V V^T)]
 #   jvp: P = U^T dA V, dS = diag(P), dU = U (F o (P S + S P^T)) + (I - U U^T) dA V / S,
 #        dV = V (F o (S P + P^T S)) + (I - V V^T) dA^T U / S,  F = 1/E off the diagonal.
-def _first(n, k, dtype):
+def _first(n, k, like):
     """Constant selection (n, k): ``X @ S`` keeps the first k columns, ``T @ S^T`` pads them back with zeros."""
-    return np.eye(n, dtype=dtype)[:, :k]
+    return _eye(like, n)[:, :k]
 
 
 def _narrow(ns, u, vh, m, n, k):
     """U[..., :k] and Vh[..., :k, :] of full factors (non-square A with full_matrices=True)."""
     if m > k:
-        u = ns.matmul(u, _first(m, k, u.dtype))
+        u = ns.matmul(u, _first(m, k, u))
     if n > k:
-        vh = ns.matmul(_first(n, k, vh.dtype).T, vh)
+        vh = ns.matmul(_first(n, k, vh).T, vh)
     return u, vh
 
 
@@ -139,7 +138,7 @@ def _svd_jvp(ns, primals, tangents, out, full_matrices=False):
     v, ut = _mH(ns, vh), _mH(ns, u)
     dav = ns.matmul(ta, v)
     p = ns.matmul(ut, dav)
-    off = _offdiag(k, p.dtype)
+    off = _offdiag(p)
     pt = _mH(ns, p)
     du = ns.matmul(u, _gap_div(ns, off * (p * _row(ns, s) + _col(ns, s) * pt), s * s))
     dv = ns.matmul(v, _gap_div(ns, off * (_col(ns, s) * p + pt * _row(ns, s)), s * s))
@@ -156,9 +155,9 @@ def _svd_jvp(ns, primals, tangents, out, full_matrices=False):
     dvh = _mH(ns, dv)
     if full:  # zero tangents for the extra columns of U / rows of Vh
         if m > k:
-            du = ns.matmul(du, _first(m, k, du.dtype).T)
+            du = ns.matmul(du, _first(m, k, du).T)
         if n > k:
-            dvh = ns.matmul(_first(n, k, dvh.dtype), dvh)
+            dvh = ns.matmul(_first(n, k, dvh), dvh)
     return du, dp, dvh
 
 

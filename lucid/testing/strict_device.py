@@ -84,6 +84,8 @@ def _wrap(x):
         return StrictArray(np.asarray(x))
     if cls is tuple or cls is list:
         return cls(_wrap(v) for v in x)
+    if isinstance(x, tuple):  # NumPy's named results (EighResult, SVDResult ...): CuPy's are plain
+        return tuple(_wrap(v) for v in x)
     return x
 
 
