@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.backend import xp
+from .._core.backend import special_of, xp
 from .._core.primitive import bind
 from ..ops._family import binary
 
@@ -26,13 +26,15 @@ _TINY = {np.dtype(np.float16): float(np.finfo(np.float16).tiny), np.dtype(np.flo
 
 
 def _standard_gamma_impl(alpha, u):
-    from scipy import special
-
-    dt = alpha.dtype if isinstance(alpha, np.ndarray) and alpha.dtype.kind == "f" else np.dtype(np.float64)
-    with np.errstate(all="ignore"):
-        x = special.gammaincinv(np.asarray(alpha, dtype=np.float64), np.asarray(u, dtype=np.float64))
+    dt = alpha.dtype if hasattr(alpha, "shape") and alpha.dtype.kind == "f" else np.dtype(np.float64)
+    with np.errstate(all="ignore"):  # special_of: cupyx.scipy.special on a device
+        x = special_of(alpha, u).gammaincinv(_f64(alpha), _f64(u))
     # A draw that underflows (tiny alpha) is clamped to the smallest normal number, as PyTorch does.
     return xp.asarray(np.maximum(x, _TINY.get(np.dtype(dt), 0.0))).astype(dt, copy=False)
+
+
+def _f64(a):
+    return a.astype(np.float64, copy=False) if hasattr(a, "shape") else np.float64(a)
 
 
 # The bivariate rational approximation's coefficients (PyTorch, aten/src/ATen/native/Distributions.h).

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.backend import xp
+from .._core.backend import host_fallback, xp
 from .._core.primitive import bind
 from ..ops._family import nondiff
 
@@ -42,7 +42,8 @@ def _discrete_ppf(cont_inverse, cdf, int_k=False):
 
 
 # pdtrik(u, rate): the continuous k with P(X <= k) = u; pdtr(k, rate) the Poisson cdf.
-poisson_icdf_p = nondiff("poisson_icdf", _discrete_ppf("pdtrik", "pdtr"))
+# On a device these run on the host (NOTE [Host fallback]): CuPy has no pdtrik/bdtrik.
+poisson_icdf_p = nondiff("poisson_icdf", host_fallback(_discrete_ppf("pdtrik", "pdtr")))
 
 
 def _binomial_impl(u, n, p):
@@ -54,7 +55,7 @@ def _binomial_impl(u, n, p):
     return xp.asarray(out).astype(u.dtype if u.dtype.kind == "f" else np.float64, copy=False)
 
 
-binomial_icdf_p = nondiff("binomial_icdf", _binomial_impl)
+binomial_icdf_p = nondiff("binomial_icdf", host_fallback(_binomial_impl))
 
 
 def poisson_icdf(u, rate):

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 import lucid
-from .._core.backend import xp
+from .._core.backend import host_fallback, xp
 from .._core.primitive import bind
 from ..ops._family import nondiff
 from . import constraints
@@ -64,7 +64,8 @@ def _von_mises_impl(concentration, key):
     return xp.asarray(x.reshape(shape)).astype(dt, copy=False)
 
 
-von_mises_sample_p = nondiff("von_mises_sample", _von_mises_impl)
+# A data-dependent rejection loop: on a device it runs on the host (NOTE [Host fallback]).
+von_mises_sample_p = nondiff("von_mises_sample", host_fallback(_von_mises_impl))
 
 
 class VonMises(Distribution):

@@ -280,7 +280,7 @@ def _ce_impl(x, t, *, ignore_index, reduction):
         safe = t if every else xp.where(valid, t, 0)
         _check_classes(safe, c)
     if s.ndim == 2:
-        picked = s[xp.arange(len(safe)), safe]
+        picked = s[namespace_of(s).arange(len(safe)), safe]
     else:  # (C,) or, under vmap, (B, N, C)
         picked = xp.take_along_axis(s, safe[..., None], axis=-1)[..., 0]
     loss = lse - picked
@@ -342,7 +342,7 @@ def _ce_vjp_arrays(g, x, t, ignore_index, reduction):
         return None
     e /= sums
     if e.ndim == 2:
-        e[xp.arange(len(t)), t] -= 1
+        e[namespace_of(e).arange(len(t)), t] -= 1
     else:
         e[..., t] -= 1
     if reduction == "none":

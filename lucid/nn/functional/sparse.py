@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._core.backend import xp
+from ..._core.backend import namespace_of, xp
 from ..._core.grad_mode import no_grad
 from ..._core.primitive import bind, defprim
 from ...ops._family import _as_tensor, move_bdim
@@ -16,7 +16,7 @@ def _one_hot_impl(t, *, num_classes):
     if t.size and (t.min() < 0 or t.max() >= num_classes):
         raise ValueError(f"one_hot: class values must be in [0, {num_classes}), got range "
                          f"[{t.min()}, {t.max()}] for indices of shape {t.shape}")
-    return (t[..., None] == xp.arange(num_classes)).astype(np.int64)
+    return (t[..., None] == namespace_of(t).arange(num_classes)).astype(np.int64)
 
 
 def _one_hot_batch(vals, bdims, num_classes):

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ..._core.tensor import _wrap
+from ._device import const_like
 from ...ops._family import _as_tensor
 from ._complex import refuse_complex as _refuse_complex
 
@@ -90,7 +91,7 @@ def _separable(x, sp, osz, matrix):
     out = x
     for i, (n, o) in enumerate(zip(sp, osz)):
         a = matrix(i, n, o)
-        out = (out.movedim(2 + i, -1) @ _wrap(a.T.astype(x.dtype))).movedim(-1, 2 + i)
+        out = (out.movedim(2 + i, -1) @ const_like(a.T.astype(x.dtype), x)).movedim(-1, 2 + i)
     return out
 
 
