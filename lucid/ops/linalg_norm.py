@@ -21,10 +21,12 @@ from ._family import batch_unary_axis
 def _pow2_scale(ax, axis, p):
     """A power of two <= max|x| (p > 0) or min|x| (p < 0) over ``axis`` (kept); 1 where 0/inf/nan."""
     with np.errstate(all="ignore"):
-        if p > 0:
-            ref = xp.max(ax, axis=axis, keepdims=True, initial=0)
+        if ax.size == 0:  # an empty reduction: max|x| = 0, min|x| = inf (CuPy's max/min take no `initial`)
+            ref = xp.sum(ax, axis=axis, keepdims=True) + (0.0 if p > 0 else np.inf)
+        elif p > 0:
+            ref = xp.max(ax, axis=axis, keepdims=True)
         else:
-            ref = xp.min(ax, axis=axis, keepdims=True, initial=np.inf)
+            ref = xp.min(ax, axis=axis, keepdims=True)
     ok = np.isfinite(ref) & (ref > 0)
     _, e = np.frexp(np.where(ok, ref, 1))
     return np.where(ok, np.ldexp(np.ones_like(ref), e - 1), 1).astype(ax.dtype, copy=False)
