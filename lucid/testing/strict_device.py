@@ -181,8 +181,12 @@ class StrictArray(NDArrayOperatorsMixin):
 
     @property
     def base(self):
+        # CuPy's .base is the device array owning the memory; NumPy may put a holder object
+        # (as_strided's) in between: walk through it, never handing out host memory.
         b = self._a.base
-        return None if b is None else StrictArray(b) if b.__class__ is np.ndarray else b
+        while b is not None and not isinstance(b, np.ndarray):
+            b = getattr(b, "base", None)
+        return None if b is None else StrictArray(b)
 
     @property
     def T(self):  # noqa: N802

@@ -95,8 +95,8 @@ def _floatify(a, b):
     ``uint8 / tensor(-2)`` to the integer dtype first would wrap the divisor (PyTorch
     divides the true values).
     """
-    a = a if isinstance(a, Tensor) or _scalar_ok(a) else _as_tensor(a)
-    b = b if isinstance(b, Tensor) or _scalar_ok(b) else _as_tensor(b)
+    a = a if isinstance(a, Tensor) or _scalar_ok(a) else _as_tensor_like(a, b) if isinstance(b, Tensor) else _as_tensor(a)
+    b = b if isinstance(b, Tensor) or _scalar_ok(b) else _as_tensor_like(b, a) if isinstance(a, Tensor) else _as_tensor(b)
     if dtypes.result_type(a, b).kind in "biu":
         dt = dtypes.get_default_dtype()
         a = cast(a, dt) if isinstance(a, Tensor) else float(a)

@@ -14,12 +14,18 @@ from ..._core import dtypes
 from ..._core.backend import xp
 from ..._core.primitive import bind
 from ..._core.tensor import Tensor, _wrap, tensor_method
-from .._family import _as_tensor, nondiff, normalize_axis
+from .._family import _as_tensor, _as_tensor_like, nondiff, normalize_axis
 from .arithmetic import _floatify, promote
 
 
 def _t(x):
     return _as_tensor(x)
+
+
+def _pair(a, b):
+    """Both operands as Tensors, a constant made on the other's device."""
+    return (a if isinstance(a, Tensor) else _as_tensor_like(a, b) if isinstance(b, Tensor) else _t(a),
+            b if isinstance(b, Tensor) else _as_tensor_like(b, a) if isinstance(a, Tensor) else _t(b))
 
 
 def _scaled(beta, input, alpha, prod):
@@ -154,8 +160,7 @@ def copysign(input, other):
     """
     import lucid
 
-    a, b = _floatify(input, other)
-    a, b = _t(a), _t(b)
+    a, b = _pair(*_floatify(input, other))
     return lucid.where(_signbit(b), -a.abs(), a.abs())
 
 
@@ -163,8 +168,7 @@ def _nan_aware(name, pick):
     def fn(input, other):
         import lucid
 
-        a, b = promote(input, other)
-        a, b = _t(a), _t(b)
+        a, b = _pair(*promote(input, other))
         if a.dtype.kind not in "fc":
             return pick(a, b)
         return lucid.where(b.isnan(), a, lucid.where(a.isnan(), b, pick(a, b)))

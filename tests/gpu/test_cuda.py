@@ -1,0 +1,123 @@
+"""The CUDA backend (CuPy) on a real GPU. Skipped where ``lucid.cuda.is_available()`` is False.
+
+The whole op database, autograd and func suites also run on CUDA with
+``pytest tests/ops/test_opdb.py tests/autograd tests/func --lucid-device=cuda`` (README, "GPU").
+"""
+import io
+
+import numpy as np
+import pytest
+
+import lucid
+import lucid.func as F
+from lucid import nn
+
+pytestmark = pytest.mark.skipif(not lucid.cuda.is_available(),
+                                reason="no CUDA device (CuPy is not installed or sees no GPU)")
+
+
+def _mlp():
+    lucid.manual_seed(0)
+    return nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 5))
+
+
+def _cnn():
+    lucid.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(8 * 4 * 4, 5))
+
+
+def _steps(model, x, y, device):
+    model.to(device)
+    opt = lucid.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = x.to(device), y.to(device)
+    for _ in range(3):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+    return loss.item(), [p.detach().cpu().numpy() for p in model.parameters()], opt
+
+
+@pytest.mark.parametrize("make,shape", [(_mlp, (16, 20)), (_cnn, (8, 1, 8, 8))], ids=["mlp", "cnn"])
+def test_training_steps_on_cuda_match_the_cpu(make, shape):
+    rng = np.random.default_rng(0)
+    x = lucid.tensor(rng.standard_normal(shape), dtype=lucid.float32)
+    y = lucid.tensor(rng.integers(0, 5, shape[0]))
+    cpu_loss, cpu_params, _ = _steps(make(), x, y, "cpu")
+    gpu_loss, gpu_params, opt = _steps(make(), x, y, "cuda")
+    np.testing.assert_allclose(gpu_loss, cpu_loss, rtol=1e-4)
+    for a, b in zip(gpu_params, cpu_params):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    import cupy
+
+    for st in opt.state.values():
+        assert isinstance(st["exp_avg"], cupy.ndarray)
+
+
+def test_tensors_live_on_the_gpu_and_moves_are_differentiable():
+    import cupy
+
+    x = lucid.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    y = x.cuda()
+    assert y.is_cuda and y.device == lucid.device("cuda", 0) and isinstance(y._data, cupy.ndarray)
+    (y * y).sum().backward()
+    assert x.grad.device.type == "cpu"
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, -4.0, 6.0])
+    with pytest.raises(TypeError, match=r"can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu\(\)"):
+        y.numpy()
+    assert y.tolist() == [1.0, -2.0, 3.0] and "device='cuda:0'" in repr(y)
+
+
+def test_mixing_cuda_and_cpu_names_both_devices():
+    with pytest.raises(RuntimeError, match=r"Expected all tensors to be on the same device, but found at "
+                                           r"least two devices, cuda:0 and cpu!"):
+        lucid.ones(2, device="cuda") + lucid.ones(2)
+
+
+def test_transforms_on_cuda_stay_on_the_device():
+    import cupy
+
+    w = lucid.tensor([0.5, -1.0, 2.0], device="cuda")
+    x = lucid.tensor(np.linspace(-1, 1, 12).reshape(4, 3), device="cuda")
+    g = F.vmap(F.grad(lambda w, xi: lucid.tanh((xi * w).sum()) ** 2), in_dims=(None, 0))(w, x)
+    assert isinstance(g._data, cupy.ndarray)
+    want = F.vmap(F.grad(lambda w, xi: lucid.tanh((xi * w).sum()) ** 2), in_dims=(None, 0))(w.cpu(), x.cpu())
+    np.testing.assert_allclose(g.cpu().numpy(), want.numpy(), rtol=1e-10)
+
+
+def test_save_on_cuda_load_anywhere():
+    m = nn.Linear(3, 2).cuda()
+    buf = io.BytesIO()
+    lucid.save(m.state_dict(), buf)
+    buf.seek(0)
+    assert all(v.is_cuda for v in lucid.load(buf).values())
+    buf.seek(0)
+    cpu = lucid.load(buf, map_location="cpu")
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(cpu[k].numpy(), v.cpu().numpy())
+
+
+def test_random_numbers_are_drawn_on_the_device_and_seeded():
+    lucid.manual_seed(5)
+    a = lucid.randn(1000, device="cuda")
+    lucid.manual_seed(5)
+    b = lucid.randn(1000, device="cuda")
+    assert a.is_cuda and np.array_equal(a.cpu().numpy(), b.cpu().numpy())
+    assert abs(float(a.mean())) < 0.15 and abs(float(a.std()) - 1) < 0.15
+
+
+def test_cuda_runtime_api():
+    assert lucid.cuda.device_count() >= 1 and isinstance(lucid.cuda.get_device_name(), str)
+    x = lucid.ones(1024, 1024, device="cuda")
+    assert lucid.cuda.memory_allocated() >= x.numel() * 4
+    assert lucid.cuda.max_memory_allocated() >= lucid.cuda.memory_allocated()
+    start, end = lucid.cuda.Event(enable_timing=True), lucid.cuda.Event(enable_timing=True)
+    start.record()
+    y = x @ x
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) >= 0 and float(y[0, 0]) == 1024.0
+    del x, y
+    lucid.cuda.empty_cache()
+    lucid.cuda.synchronize()
