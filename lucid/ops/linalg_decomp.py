@@ -126,13 +126,16 @@ def _adjugate_impl(a):
     n = a.shape[-1]
     if n == 0:
         return a.copy()
-    try:
-        with np.errstate(all="ignore"):
-            adj = xp.linalg.det(a)[..., None, None] * xp.linalg.inv(a)
-        if np.all(np.isfinite(adj)):
-            return adj
-    except np.linalg.LinAlgError:
-        pass
+    # On a device the SVD form (valid for every matrix) is used directly: choosing by the LU
+    # result's finiteness would read it back to the host on every call.
+    if a.__class__ is np.ndarray:
+        try:
+            with np.errstate(all="ignore"):
+                adj = xp.linalg.det(a)[..., None, None] * xp.linalg.inv(a)
+            if np.all(np.isfinite(adj)):
+                return adj
+        except np.linalg.LinAlgError:
+            pass
     u, s, vh = xp.linalg.svd(a)
     c = xp.linalg.det(u) * xp.linalg.det(vh)
     c = c if c.dtype.kind == "c" else np.sign(c)
