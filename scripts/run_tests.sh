@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up (a local .venv with the test and distributed (mpi4py + mpich) extras) and run the whole test suite, in parallel.
+# Set up (a local .venv with the test and distributed (mpi4py + mpich) extras) and run the whole test suite, in parallel,
+# then the device-seam suites again on the strict stand-in device.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -12,4 +13,8 @@ targets=(tests)
 if [ -d ../shared/acceptance ]; then targets+=(../shared/acceptance); fi
 # One BLAS thread per test worker: two workers on two cores, no oversubscription.
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
-exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider "${targets[@]}" "$@"
+.venv/bin/python -m pytest -n 2 -p no:cacheprovider "${targets[@]}" "$@"
+# Second pass: the op database and the autograd, func and GPU suites on the strict stand-in
+# device, which behaves like CuPy on the CPU (README "GPU"; NOTE [Strict stand-in device]).
+exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict \
+  tests/ops/test_opdb.py tests/autograd tests/func tests/gpu "$@"

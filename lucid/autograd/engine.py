@@ -213,7 +213,8 @@ def _saved_inputs(prim, args, eager):
 def make_node(prim, args, params, out, parents, eager):
     """Build the tape node for one call (shared by the eager tape and func.grad)."""
     saved, versions = _saved_inputs(prim, args, eager)
-    meta = None if prim.nout == 1 else tuple((o.shape, o.dtype, o.__class__) for o in out)
+    meta = None if prim.nout == 1 else tuple(
+        (o.shape, o.dtype, backend.array_cls_of(o) if isinstance(o, Tensor) else o.__class__) for o in out)
     node = Node(prim, params, saved, versions, out if prim.save_out else None, meta, parents, eager)
     if STATE.anomaly:
         node.stack = traceback.extract_stack(limit=12)[:-3]

@@ -65,7 +65,7 @@ def test_training_steps_match_the_cpu_and_read_nothing_back(make, shape, opt_cls
 
 
 def test_moves_are_differentiable_and_keep_values():
-    x = lucid.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    x = lucid.tensor([1.0, -2.0, 3.0], requires_grad=True, device="cpu")
     y = x.to("strict")
     assert y.device == S and y.is_cpu is False and x.device.type == "cpu"
     z = (y * y).sum()
@@ -80,7 +80,7 @@ def test_moves_are_differentiable_and_keep_values():
 
 
 def test_mixing_devices_names_the_op_and_both_devices():
-    a, b = lucid.ones(2, device="strict"), lucid.ones(2)
+    a, b = lucid.ones(2, device="strict"), lucid.ones(2, device="cpu")
     with pytest.raises(RuntimeError, match=r"^add: Expected all tensors to be on the same device, but "
                                            r"found at least two devices, strict:0 and cpu!"):
         a + b
@@ -89,19 +89,20 @@ def test_mixing_devices_names_the_op_and_both_devices():
 
 
 def test_creation_random_and_like_functions_follow_the_device():
+    prev = lucid.get_default_device()
     lucid.set_default_device("strict")
     try:
         for t in (lucid.zeros(2), lucid.ones(2, 3), lucid.arange(4), lucid.eye(2), lucid.randn(3),
                   lucid.rand(2), lucid.tensor([1.0]), lucid.full((2,), 3.0)):
             assert t.device == S
     finally:
-        lucid.set_default_device("cpu")
+        lucid.set_default_device(prev)
     x = lucid.ones(2, 2, device="strict")
     for t in (lucid.zeros_like(x), lucid.randn_like(x), x.new_zeros(3), x.new_tensor([1.0]),
               lucid.bernoulli(lucid.full((4,), 0.5, device="strict"))):
         assert t.device == S
     lucid.manual_seed(3)
-    a = lucid.randn(5)
+    a = lucid.randn(5, device="cpu")
     lucid.manual_seed(3)
     b = lucid.randn(5, device="strict")
     np.testing.assert_array_equal(a.numpy(), b.numpy())  # host draws copied: the same stream
@@ -175,3 +176,14 @@ def test_unknown_and_missing_devices_raise_clearly():
     if not lucid.cuda.is_available():
         with pytest.raises(RuntimeError, match=r"device 'cuda' is not available \(lucid.cuda.is_available"):
             lucid.ones(1, device="cuda")
+
+
+def test_import_lucid_never_imports_cupy():
+    import subprocess
+    import sys
+
+    code = ("import sys, time; t = time.perf_counter(); import lucid; dt = time.perf_counter() - t; "
+            "x = lucid.ones(2); d = lucid.device('cuda:0'); (x * 2).sum().item(); "
+            "print('cupy' in sys.modules, 'lucid.testing' in sys.modules, 'lucid._core.cuda_backend' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False", "False"]
