@@ -11,6 +11,7 @@ The engine is iterative (a dependency count and a ready stack), so a chain of
 from __future__ import annotations
 
 import itertools
+import os
 import traceback
 import weakref
 from heapq import heappop, heappush
@@ -653,6 +654,15 @@ def _accumulate(leaf, g, own_ids, tensor_mode):
             leaf._grad = _wrap(buf + g)
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../lucid
+
+
+def _in_package(filename):
+    """Whether a stack frame's file is part of lucid itself, by location (a checkout may itself
+    sit in a folder called "lucid", so a "/lucid/" substring test hides the user's frames)."""
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
+
+
 def _check_anomaly(node, in_grads):
     for i, g in enumerate(in_grads):
         if g is None:
@@ -661,7 +671,7 @@ def _check_anomaly(node, in_grads):
         if arr.dtype.kind in "fc" and not bool(np.isfinite(arr).all()):  # anomaly mode: a sync
             where = ""
             if node.stack:
-                frames = [f for f in node.stack if "/lucid/" not in f.filename.replace("\\", "/")]
+                frames = [f for f in node.stack if not _in_package(f.filename)]
                 if frames:
                     f = frames[-1]
                     where = f"\nThe forward op was created at {f.filename}:{f.lineno}: {f.line}"
