@@ -254,16 +254,8 @@ def namespace_of(*arrays):
         cls = a.__class__
         if cls is np.ndarray:
             continue
-        while getattr(cls, "_inner_value", None) is not None:  # a transform's tracer: its value
-            a = a._inner_value()
-            cls = a.__class__
-        d = getattr(a, "__dict__", None)
-        if d is not None and "_data" in d:  # a Tensor
-            a = d["_data"]
-            cls = a.__class__
-            if cls is np.ndarray:
-                continue
-        cls = getattr(a, "array_cls", cls)  # a Meta remembers its array's class
+        if cls not in _BY_TYPE:  # a Meta remembers its array's class; a Tensor or tracer has one
+            cls = getattr(a, "array_cls", None) or array_cls_of(a)
         b = _BY_TYPE.get(cls)
         if b is not None and b is not CPU_BACKEND:
             return b.xp
@@ -339,7 +331,7 @@ def on_device_of(arr, like):
 
 def is_array(a) -> bool:
     """Whether ``a`` is an array of some backend (NumPy's or a device's)."""
-    return a.__class__ is np.ndarray or a.__class__ in _DEVICE_TYPES or isinstance(a, np.ndarray)
+    return isinstance(a, np.ndarray) or a.__class__ in _DEVICE_TYPES
 
 
 def writeable(arr) -> bool:

@@ -307,7 +307,7 @@ def _mixed_devices(args):
 
 
 # Helpers every rule may use, in both namespaces (not primitives: no rules of their own).
-AN.zeros_like = lambda x: backend.namespace_of(x).zeros(x.shape, x.dtype)
-AN.ones_like = lambda x: backend.namespace_of(x).ones(x.shape, x.dtype)
+AN.zeros_like = lambda x: (np if x.__class__ is ndarray else backend.namespace_of(x)).zeros(x.shape, x.dtype)
+AN.ones_like = lambda x: (np if x.__class__ is ndarray else backend.namespace_of(x)).ones(x.shape, x.dtype)
 TN.zeros_like = lambda x: _wrap(backend.namespace_of(x).zeros(x.shape, x.dtype))
 TN.ones_like = lambda x: _wrap(backend.namespace_of(x).ones(x.shape, x.dtype))

@@ -74,7 +74,7 @@ def _h(t):
 def _wrap_here(arr):
     dev = _DEVICE[0]
     if dev is not None:
-        arr = to_device(arr if hasattr(arr, "dtype") and not isinstance(arr, np.generic) else np.asarray(arr), dev)
+        arr = to_device(arr if hasattr(arr, "shape") else np.asarray(arr), dev)
     return _wrap(arr)
 
 

@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from .._core.backend import namespace_of, on_device_of
+from .._core.backend import namespace_of, to_device
 
 from .._core.grad_mode import STATE, enable_grad, pop_trace, push_trace
 from .._core.primitive import TN
@@ -610,11 +610,6 @@ def _reshape_to(t, shape):
     return t if tuple(t.shape) == shape else TN.reshape(t, shape=shape)
 
 
-def array_of(t):
-    """A sample array of ``t``'s device (tracers included), for placing constants beside it."""
-    return namespace_of(t).zeros((), np.float32) if namespace_of(t) is not np else np.zeros(())
-
-
 def _vmap_over_basis(fn, n, shape, dtype, chunk_size, like=None):
     """``vmap(fn)`` over the rows of the identity (as ``(n, *shape)``), ``chunk_size`` rows at a
     time; only one chunk of the basis and of the intermediates exists at once."""
@@ -627,7 +622,7 @@ def _vmap_over_basis(fn, n, shape, dtype, chunk_size, like=None):
         eye = np.zeros((m, n), dtype=dtype)
         eye[np.arange(m), np.arange(start, start + m)] = 1
         if like is not None:  # the basis lives on the output's device (one explicit copy)
-            eye = on_device_of(eye, array_of(like))
+            eye = to_device(eye, like.device)
         pieces.append(vmap(fn)(_wrap(eye.reshape((m,) + shape))))
     if len(pieces) == 1:
         return pieces[0]

@@ -174,10 +174,8 @@ _COMPLEX_DTYPES = frozenset((np.dtype(np.complex64), np.dtype(np.complex128)))
 def scalar_operand(ns, v, like):
     """A Python-scalar operand as a 0-d value of ``like``'s dtype in ``ns``, so a rule's
     arithmetic on it follows array semantics (``1 / 0.0`` is inf, not ZeroDivisionError)."""
-    if like.__class__ is ndarray or namespace_of(like) is np:
-        arr = np.asarray(v, dtype=like.dtype)
-    else:  # made on like's device (NOTE [Backends])
-        arr = namespace_of(like).asarray(v, dtype=np.dtype(like.dtype))
+    xp_ = np if like.__class__ is ndarray else namespace_of(like)
+    arr = xp_.asarray(v, dtype=np.dtype(like.dtype))  # on like's device (NOTE [Backends])
     return _wrap(arr) if ns.is_tensor_ns else arr
 
 
@@ -359,22 +357,14 @@ def _promote_float(x):
     return _as_tensor(x)
 
 
-def _as_tensor(x):
-    if isinstance(x, Tensor):
-        return x
-    from .._core.tensor import _to_array, _wrap
-
-    return _wrap(_to_array(x, None))
-
-
-def _as_tensor_like(x, like):
-    """``x`` (a constant: complex scalar, list, array) as a Tensor on ``like``'s device."""
+def _as_tensor(x, like=None):
+    """``x`` as a Tensor; a constant (number, list, array) is made on ``like``'s device."""
     if isinstance(x, Tensor):
         return x
     from .._core.tensor import _to_array, _wrap
 
     arr = _to_array(x, None)
-    xp_ = namespace_of(like)
+    xp_ = np if like is None else namespace_of(like)
     return _wrap(arr if xp_ is np else xp_.asarray(arr))
 
 

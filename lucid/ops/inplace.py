@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import primitive
-from .._core.backend import data_pointer, host, namespace_of, on_device_of, xp
+from .._core.backend import data_pointer, host, namespace_of, on_device_of, writeable, xp
 from .._core.grad_mode import STATE, no_grad
 from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
@@ -213,7 +213,7 @@ def _inplace(name, x, args, fn, direct=None, needs_old=True):
 
 
 def _check_writeable(name, x):
-    if not getattr(x._data.flags, "writeable", True):  # device arrays have no such flag
+    if not writeable(x._data):
         raise RuntimeError(
             f"{name}: unsupported operation: the tensor (shape {tuple(x.shape)}) is a read-only "
             "view (e.g. from expand/broadcast_to) whose elements share memory; clone() it first"

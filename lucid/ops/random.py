@@ -18,7 +18,7 @@ from .._core.backend import xp
 from .._core.grad_mode import STATE
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, nondiff
-from .creation import device_arg, dtype_arg, size_arg
+from .creation import _device_of, device_arg, dtype_arg, size_arg
 from .linalg import batch_leading
 
 _DEFAULT_SEED = 67280421310721  # PyTorch's default seed
@@ -486,7 +486,7 @@ def rand_like(input, *, generator=None, dtype=None, requires_grad=False):
     """
     input = _as_tensor(input)
     return rand(tuple(input.shape), generator=generator, dtype=dtype or _like_float(input),
-                device=_device(input), requires_grad=requires_grad)
+                device=_device_of(input), requires_grad=requires_grad)
 
 
 def randn_like(input, *, generator=None, dtype=None, requires_grad=False):
@@ -511,7 +511,7 @@ def randn_like(input, *, generator=None, dtype=None, requires_grad=False):
     """
     input = _as_tensor(input)
     return randn(tuple(input.shape), generator=generator, dtype=dtype or _like_float(input),
-                 device=_device(input), requires_grad=requires_grad)
+                 device=_device_of(input), requires_grad=requires_grad)
 
 
 def randint_like(input, low=0, high=None, *, generator=None, dtype=None):
@@ -538,12 +538,7 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None):
     if high is None:
         low, high = 0, low
     return randint(low, high, tuple(input.shape), generator=generator, dtype=dtype or input.dtype,
-                   device=_device(input))
-
-
-def _device(t):
-    """A tensor's device (tracers included: they carry their values' arrays)."""
-    return getattr(t, "device", None)
+                   device=_device_of(input))
 
 
 def _like_float(t):
@@ -630,7 +625,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires
     shape = np.broadcast_shapes(*[tuple(t.shape) for t in tensors])
     if size is not None and tuple(size_arg((size,) if isinstance(size, int) else (tuple(size),), "normal")) != shape:
         raise RuntimeError(f"normal: size {tuple(size)} does not match the broadcast shape {shape} of mean and std")
-    eps = _draw("normal", shape, _normal01(dt), generator, _device(tensors[0]))
+    eps = _draw("normal", shape, _normal01(dt), generator, _device_of(tensors[0]))
     m = mean.detach().to(dt) if isinstance(mean, Tensor) else mean
     s = std.detach().to(dt) if isinstance(std, Tensor) else std
     return add(mul(eps, s), m)
@@ -671,7 +666,7 @@ def bernoulli(input, p=None, *, generator=None):
         _check_probs(probs, "bernoulli")
     elif not 0 <= probs <= 1:
         raise RuntimeError(f"bernoulli: expected 0 <= p <= 1, got {p}")
-    u = _draw("bernoulli", tuple(input.shape), _uniform01(np.dtype(np.float64)), generator, _device(input))
+    u = _draw("bernoulli", tuple(input.shape), _uniform01(np.dtype(np.float64)), generator, _device_of(input))
     return (u < probs).to(input.dtype)
 
 
@@ -761,7 +756,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
                                "weight; cannot sample without replacement")
     # With replacement: one uniform per sample (inverse CDF); without: one per category (Gumbel keys).
     u = _draw("multinomial", tuple(input.shape[:-1]) + (k if replacement else n,),
-              native(lambda rng, s: rng.random(s)), generator, _device(input))
+              native(lambda rng, s: rng.random(s)), generator, _device_of(input))
     from .._core.primitive import bind
 
     probs = input.detach().to(dtypes.float64)

@@ -11,7 +11,7 @@ from ..._core import dtypes
 from ..._core.backend import xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _to_array, _wrap, tensor_method
-from .._family import _as_tensor, _as_tensor_like, batch_elementwise, binary, broadcast_tangent, quiet, sum_to_shape, unary
+from .._family import _as_tensor, batch_elementwise, binary, broadcast_tangent, quiet, sum_to_shape, unary
 
 
 # --------------------------------------------------------------------- casting
@@ -64,12 +64,12 @@ def promote(a, b):
         if _scalar_ok(b):
             dt = dtypes.result_type(a, b)
             return (a if dt == a.dtype else cast(a, dt)), _fit_int(b, dt)
-        return promote(a, _as_tensor_like(b, a))
+        return promote(a, _as_tensor(b, like=a))
     if _scalar_ok(a):
         if isinstance(b, Tensor):
             dt = dtypes.result_type(a, b)
             return _fit_int(a, dt), (b if dt == b.dtype else cast(b, dt))
-    return promote(_as_tensor_like(a, b) if isinstance(b, Tensor) else _as_tensor(a), b)
+    return promote(_as_tensor(a, like=b), b)
 
 
 _INT_RANGE = {}
@@ -95,8 +95,8 @@ def _floatify(a, b):
     ``uint8 / tensor(-2)`` to the integer dtype first would wrap the divisor (PyTorch
     divides the true values).
     """
-    a = a if isinstance(a, Tensor) or _scalar_ok(a) else _as_tensor_like(a, b) if isinstance(b, Tensor) else _as_tensor(a)
-    b = b if isinstance(b, Tensor) or _scalar_ok(b) else _as_tensor_like(b, a) if isinstance(a, Tensor) else _as_tensor(b)
+    a = a if _scalar_ok(a) else _as_tensor(a, like=b)
+    b = b if _scalar_ok(b) else _as_tensor(b, like=a)
     if dtypes.result_type(a, b).kind in "biu":
         dt = dtypes.get_default_dtype()
         a = cast(a, dt) if isinstance(a, Tensor) else float(a)

@@ -14,7 +14,7 @@ from ..._core import dtypes
 from ..._core.backend import xp
 from ..._core.primitive import bind
 from ..._core.tensor import Tensor, _wrap, tensor_method
-from .._family import _as_tensor, _as_tensor_like, nondiff, normalize_axis
+from .._family import _as_tensor, nondiff, normalize_axis
 from .arithmetic import _floatify, promote
 
 
@@ -24,8 +24,7 @@ def _t(x):
 
 def _pair(a, b):
     """Both operands as Tensors, a constant made on the other's device."""
-    return (a if isinstance(a, Tensor) else _as_tensor_like(a, b) if isinstance(b, Tensor) else _t(a),
-            b if isinstance(b, Tensor) else _as_tensor_like(b, a) if isinstance(a, Tensor) else _t(b))
+    return _as_tensor(a, like=b), _as_tensor(b, like=a)
 
 
 def _scaled(beta, input, alpha, prod):
