@@ -145,22 +145,23 @@ def hsplit(input, indices_or_sections):
     return _split_at(input, indices_or_sections, 1 if input.ndim > 1 else 0, "hsplit")
 
 
+def _split_dim(input, indices_or_sections, dim, min_ndim, op):
+    input = _as_tensor(input)
+    if input.ndim < min_ndim:
+        raise RuntimeError(f"{op}: expected a tensor with at least {min_ndim} dimensions, got {input.ndim}")
+    return _split_at(input, indices_or_sections, dim, op)
+
+
 @tensor_method("vsplit")
 def vsplit(input, indices_or_sections):
     """Split along dim 0 of a tensor with at least 2 dims (views)."""
-    input = _as_tensor(input)
-    if input.ndim < 2:
-        raise RuntimeError(f"vsplit: expected a tensor with at least 2 dimensions, got {input.ndim}")
-    return _split_at(input, indices_or_sections, 0, "vsplit")
+    return _split_dim(input, indices_or_sections, 0, 2, "vsplit")
 
 
 @tensor_method("dsplit")
 def dsplit(input, indices_or_sections):
     """Split along dim 2 of a tensor with at least 3 dims (views)."""
-    input = _as_tensor(input)
-    if input.ndim < 3:
-        raise RuntimeError(f"dsplit: expected a tensor with at least 3 dimensions, got {input.ndim}")
-    return _split_at(input, indices_or_sections, 2, "dsplit")
+    return _split_dim(input, indices_or_sections, 2, 3, "dsplit")
 
 
 @tensor_method("fliplr")
