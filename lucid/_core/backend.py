@@ -34,6 +34,8 @@ xp = types.ModuleType("lucid.xp", "NumPy, with device-preserving conversions (NO
 xp.__dict__.update({k: v for k, v in np.__dict__.items() if not k.startswith("__")})
 xp.__getattr__ = lambda name: getattr(np, name)  # NumPy's lazily imported submodules
 _DEVICE_TYPES = set()  # array types of every backend but the CPU's
+# Array type -> array module, for every backend but the CPU's (NOTE [Device ufuncs] in ops/_family.py).
+DEVICE_NAMESPACES: dict = {}
 _np_asarray, _np_array, _np_ascontiguousarray = np.asarray, np.array, np.ascontiguousarray
 
 
@@ -214,6 +216,7 @@ def register_backend(b: Backend) -> None:
     _BACKENDS[b.type] = b
     _BY_TYPE[b.array_type] = b
     _DEVICE_TYPES.add(b.array_type)
+    DEVICE_NAMESPACES[b.array_type] = b.xp
     if b.type not in KNOWN_DEVICE_TYPES:
         KNOWN_DEVICE_TYPES.append(b.type)
     if b.type not in AVAILABLE_DEVICES:
@@ -227,6 +230,7 @@ def unregister_backend(type_name: str) -> None:  # noqa: A002
         return
     _BY_TYPE.pop(b.array_type, None)
     _DEVICE_TYPES.discard(b.array_type)
+    DEVICE_NAMESPACES.pop(b.array_type, None)
     if type_name in AVAILABLE_DEVICES:
         AVAILABLE_DEVICES.remove(type_name)
     if _DEFAULT[0].type == type_name:
@@ -316,6 +320,54 @@ def host_fallback(impl):
     return run
 
 
+# The dtypes CuPy's ``add.at`` scatters (its atomicAdd kernels).
+DEVICE_SCATTER_DTYPES = frozenset(("int32", "int64", "float16", "float32", "float64", "uint32", "uint64"))
+
+
+def add_at(target, index, values) -> None:
+    """``np.add.at(target, index, values)`` on any backend: add ``values`` into ``target`` at
+    ``index`` in place, repeated positions accumulating.
+
+    CuPy's ``add.at`` is reached only through its own namespace: NumPy's dispatch hands the
+    index tuple to ``__array_ufunc__`` as an operand, and CuPy refuses it.
+    """
+    if target.__class__ is np.ndarray:
+        np.add.at(target, index, values)
+        return
+    add = namespace_of(target).add
+    kind = target.dtype.kind
+    if kind == "c":  # CuPy scatters real types only: the real and imaginary parts (views) apart
+        add.at(target.real, index, getattr(values, "real", values))
+        if getattr(values, "dtype", np.dtype(type(values))).kind == "c":
+            add.at(target.imag, index, values.imag)
+    elif target.dtype.name in DEVICE_SCATTER_DTYPES:
+        add.at(target, index, values)
+    else:  # bool and small integers: accumulate in a wide type, then cast back
+        wide = target.astype(np.float32 if kind == "f" else np.int64)
+        add.at(wide, index, values)
+        target[...] = wide.astype(target.dtype)
+
+
+def running_extreme(x, axis, largest):
+    """``np.maximum.accumulate`` (``largest``) or ``np.minimum.accumulate`` along ``axis``, on
+    any backend. NaN propagates forward, as NumPy's.
+
+    CuPy has neither accumulation: on a device a log-step (Hillis-Steele) scan does it in
+    ceil(log2 n) whole-array steps, each reading the previous step's values.
+    """
+    op = np.maximum if largest else np.minimum
+    if x.__class__ is np.ndarray:
+        return op.accumulate(x, axis=axis)
+    out = x.copy()
+    n, shift = x.shape[axis], 1
+    lead = (slice(None),) * (axis % x.ndim)
+    while shift < n:
+        later, earlier = lead + (slice(shift, None),), lead + (slice(None, n - shift),)
+        out[later] = op(out[later], out[earlier])  # the right side is a new array: no aliasing
+        shift *= 2
+    return out
+
+
 def on_device_of(arr, like):
     """``arr`` (e.g. a host index array) on ``like``'s device; itself when both are on the CPU."""
     cls = like.__class__
@@ -335,8 +387,13 @@ def is_array(a) -> bool:
 
 
 def writeable(arr) -> bool:
-    """NumPy's writeable flag; device arrays (CuPy) have none and are always writeable."""
-    return getattr(arr.flags, "writeable", True)
+    """NumPy's writeable flag. Device arrays (CuPy) have none: there a view whose elements
+    share memory (a stride of 0 over 2 or more elements, as expand makes) counts as read-only,
+    as NumPy marks it, since a write to it would race."""
+    flag = getattr(arr.flags, "writeable", None)
+    if flag is not None:
+        return flag
+    return all(s or n < 2 for s, n in zip(arr.strides, arr.shape))
 
 
 def as_strided(x, shape, strides, writeable=True):

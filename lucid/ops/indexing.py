@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from .._core.backend import namespace_of, on_device_of, xp
+from .._core.backend import add_at, namespace_of, on_device_of, xp
 from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, move_bdim, normalize_axis, quiet
@@ -97,7 +97,7 @@ def _scatter_impl(g, *idx, key, shape):
         idx = on_device_of(idx, g)
     k = fill_key(key, idx)
     if idx:
-        xp.add.at(z, k, g)  # advanced indices may repeat: accumulate
+        add_at(z, k, g)  # advanced indices may repeat: accumulate
     else:
         z[k] = g  # basic indexing touches each element at most once
     return z
@@ -332,7 +332,7 @@ def _scatter_impl_(x, index, src, axis):
 
 def _scatter_add_impl(x, index, src, axis):
     out = x.copy()
-    xp.add.at(out, along_axis_key(index, axis), src)
+    add_at(out, along_axis_key(index, axis), src)
     return out
 
 

@@ -25,8 +25,9 @@ from .linalg_decomp import _batch_front, _tril_mask
 
 
 def _info_zeros(a):
-    """int32 zeros of ``a``'s batch shape (derived from ``a``: no array made from nothing)."""
-    return xp.zeros_like(a, dtype=np.int32, shape=a.shape[:-2])
+    """int32 zeros of ``a``'s batch shape, on ``a``'s device. (Not ``zeros_like(a, shape=...)``:
+    CuPy's takes an empty shape, a single matrix's, for "a's own shape".)"""
+    return namespace_of(a).zeros(a.shape[:-2], np.int32)
 
 
 def _per_matrix(fn, *arrays):

@@ -72,7 +72,9 @@ digamma_p, _digamma = unary("digamma", _scipy("psi"), lambda ns, x, o: ns.polyga
 
 
 def _polygamma_impl(x, n):
-    return _scipy("polygamma", n)(x)
+    # cupyx.scipy.special.polygamma broadcasts n against x as an array: give it one there.
+    order = n if x.__class__ is np.ndarray else namespace_of(x).full(x.shape, n, np.float64)
+    return _scipy("polygamma", order)(x)
 
 
 polygamma_p = defprim(

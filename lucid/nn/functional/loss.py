@@ -255,7 +255,8 @@ ce_target_mask_p = defprim("ce_target_mask", _ce_mask_impl, vjp=None, batch=_ce_
 
 def _shifted_exp(x):
     """``(s, exp(s), sum of exp(s) over the last dim, kept)`` with ``s = x - max(x)`` (rows)."""
-    s = x - (xp.maximum.reduce(x, axis=-1, keepdims=True) if x.shape[-1] else 0)
+    # A method, not np.maximum.reduce: CuPy's ufuncs reduce only for add and multiply.
+    s = x - (x.max(axis=-1, keepdims=True) if x.shape[-1] else 0)
     e = xp.exp(s)
     return s, e, xp.add.reduce(e, axis=-1, keepdims=True)
 
@@ -318,7 +319,7 @@ def _targets_are_classes(t, c, ignore_index):
     On a device the proof would be a device-to-host read every step: the general (masked)
     path runs instead, as fast there."""
     return t.size > 0 and t.__class__ is np.ndarray and not 0 <= ignore_index < c and \
-        int(xp.maximum.reduce(t.astype(np.uint64, copy=False), axis=None)) < c  # negatives wrap
+        int(t.astype(np.uint64, copy=False).max()) < c  # negatives wrap
 
 
 # NOTE [Cross-entropy residual]

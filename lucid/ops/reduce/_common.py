@@ -8,7 +8,7 @@ import collections
 import math
 
 
-from ..._core.backend import namespace_of, xp
+from ..._core.backend import add_at, namespace_of, xp
 from ..._core.primitive import TN, bind, defprim
 from .._family import (_as_tensor, _promote_float, batch_unary_axis, linear_jvp, move_bdim, normalize_axis,
                       unary)
@@ -161,7 +161,7 @@ def _scatter_along_impl(g, idx, axis, shape):
         flat = xp.bincount(lin, weights=g.reshape(-1), minlength=size)
         return flat.astype(g.dtype, copy=False).reshape(shape)
     out = xp.zeros(size, g.dtype)
-    xp.add.at(out, lin, g.reshape(-1))
+    add_at(out, lin, g.reshape(-1))
     return out.reshape(shape)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..._core import dtypes
-from ..._core.backend import namespace_of, xp
+from ..._core.backend import namespace_of, running_extreme, xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
 from .._family import _as_tensor, batch_unary_axis, conj_if_complex, linear_jvp, quiet
@@ -114,12 +114,12 @@ def cumprod(input, dim, *, dtype=None):
 
 def _cumarg_impl(x, axis, largest):
     # Index of the running extreme; ties and NaNs take the latest index (as PyTorch).
-    run = (xp.maximum if largest else xp.minimum).accumulate(x, axis=axis)
+    run = running_extreme(x, axis, largest)
     hit = x == run
     if x.dtype.kind == "f":
         hit |= x != x
     pos = namespace_of(x).arange(x.shape[axis]).reshape((-1,) + (1,) * (x.ndim - axis - 1))
-    return xp.maximum.accumulate(xp.where(hit, pos, 0), axis=axis)
+    return running_extreme(xp.where(hit, pos, 0), axis, largest=True)
 
 
 cumarg_p = _nondiff("cumarg", _cumarg_impl)

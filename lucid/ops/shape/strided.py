@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._core import backend
-from ..._core.backend import namespace_of, xp
+from ..._core.backend import add_at, namespace_of, xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
 from .._family import _as_tensor, linear_jvp, move_bdim, normalize_axis, quiet
@@ -204,7 +204,7 @@ def _extent(size, stride, offset):
 def _positions(size, stride, offset, like):
     """Storage position of every element of a geometry (int64, shape ``size``), on ``like``'s device."""
     nd = len(size)
-    pos = np.full_like(like, offset, dtype=np.int64, shape=(1,) * nd)
+    pos = namespace_of(like).full((1,) * nd, offset, np.int64)  # not full_like: CuPy's drops shape=()
     for d, (n, s) in enumerate(zip(size, stride)):
         shp = [1] * nd
         shp[d] = n
@@ -237,12 +237,12 @@ def _relayout(x, src, dst, cnt):
     ps = (_positions(*src, like=x) - lo).reshape(-1)
     xs = x.reshape(nb, ps.size)
     if _may_overlap(src[0], src[1]):
-        np.add.at(buf, (slice(None), ps), xs)  # repeated positions accumulate
+        add_at(buf, (slice(None), ps), xs)  # repeated positions accumulate
     else:
         buf[:, ps] = xs
     if _may_overlap(cnt[0], cnt[1]) and x.dtype.kind != "b":
         count = np.zeros_like(ps, shape=(span,))
-        np.add.at(count, (_positions(*cnt, like=x) - lo).reshape(-1), 1)
+        add_at(count, (_positions(*cnt, like=x) - lo).reshape(-1), 1)
         count = np.maximum(count, 1)
         if x.dtype.kind in "fc":
             buf /= count
