@@ -30,7 +30,7 @@ import weakref
 
 import numpy as np
 
-from .._core.backend import namespace_of, xp
+from .._core.backend import as_strided, namespace_of, xp
 from .._core.grad_mode import STATE
 from .._core.primitive import TN, bind, defprim
 from ._family import _as_tensor, conj_if_complex, move_bdim, quiet
@@ -357,17 +357,24 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
 
 
 # NOTE [Conv on a device]
-# On a device (CuPy; cuDNN is not in CuPy 14) the convs are a plain im2col, one strided
-# slice per kernel offset stacked into (N, G, Cg*K, P) columns, and one batched matmul
-# (cuBLAS). The CPU path's machinery (scratch pools, column cache, flat shifts) exists to
+# On a device (CuPy; cuDNN is not in CuPy 14) the convs are a plain im2col, one strided view
+# (N, C, *K, *out) of the padded input copied once into (N, G, Cg*K, P) columns, and one
+# batched matmul (cuBLAS). A stride-1 transposed conv (the input gradient of a stride-1
+# conv) is the conv of its input with the flipped kernel; other strides scatter the GEMM's
+# columns back one kernel offset at a time. The CPU path's machinery (scratch pools, column cache, flat shifts) exists to
 # save host memory traffic and page faults; CuPy's memory pool already reuses blocks, and
 # its arrays need not support weak references, so the device path keeps none of it.
 def _device_cols(x, ksize, stride, padding, dilation, groups, out_sp):
     """im2col of a device array: columns (N, G, Cg*K, prod(out_sp))."""
     xpd = _pad_crop(x, padding)
     n, c = x.shape[:2]
-    lead = (slice(None), slice(None))
-    cols = xp.stack([xpd[lead + _window(off, stride, dilation, out_sp)] for off in _offsets(ksize)], axis=2)
+    # One strided view (N, C, *K, *out) of the padded input, copied once: a single kernel,
+    # where stacking one slice per kernel offset cost a launch each plus CuPy's concatenate.
+    sp = xpd.strides[2:]
+    view = as_strided(xpd, (n, c) + tuple(ksize) + tuple(out_sp),
+                      xpd.strides[:2] + tuple(st * d for st, d in zip(sp, dilation))
+                      + tuple(st * s for st, s in zip(sp, stride)))
+    cols = xp.ascontiguousarray(view)
     return cols.reshape(n, groups, (c // groups) * math.prod(ksize), math.prod(out_sp))
 
 
@@ -382,6 +389,8 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     full = [(m - 1) * s + d * (k - 1) + 1 for m, s, d, k in zip(in_sp, stride, dilation, ksize)]
     alloc = tuple(max(f, lo + o) for f, lo, o in zip(full, padding, out_size))
     crop = (slice(None), slice(None)) + tuple(slice(lo, lo + o) for lo, o in zip(padding, out_size))
+    if x.__class__ is not np.ndarray and all(s == 1 for s in stride):  # See NOTE [Conv on a device]
+        return _transpose_as_conv(x, w, padding, dilation, groups, out_size)
     flat = _flat_geometry(alloc, ksize, stride, dilation)
     if flat is not None and x.__class__ is np.ndarray:  # See NOTE [Conv on a device]
         return _channel_major(_flat_transpose(x, w, groups, flat, alloc, crop, out_size))
@@ -393,6 +402,20 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     for off in _offsets(ksize):
         y[lead + _window(off, stride, dilation, in_sp)] += cg[(slice(None),) + off]
     return _channel_major(y[crop])
+
+
+def _transpose_as_conv(x, w, padding, dilation, groups, out_size):
+    """A stride-1 transposed conv as a conv (one im2col and one GEMM, NOTE [Conv on a device]):
+    of ``x`` padded by ``d (k - 1) - lo`` before (negative: cropped), with the kernel flipped
+    in space and its in/out channels swapped within each group."""
+    cing, coutg, ksize = x.shape[1] // groups, w.shape[1], tuple(w.shape[2:])
+    wc = w.reshape((groups, cing, coutg) + ksize).swapaxes(1, 2).reshape((groups * coutg, cing) + ksize)
+    wc = wc[(Ellipsis,) + (slice(None, None, -1),) * len(ksize)]
+    pads = []
+    for n_in, k, d, lo, o in zip(x.shape[2:], ksize, dilation, padding, out_size):
+        before = d * (k - 1) - lo
+        pads.append((before, o - n_in - before + d * (k - 1)))
+    return _conv_impl(x, wc, stride=(1,) * len(ksize), padding=tuple(pads), dilation=dilation, groups=groups)
 
 
 def _flat_transpose(x, w, groups, flat, alloc, crop, out_size):

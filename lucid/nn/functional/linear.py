@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import Tensor
@@ -28,6 +30,8 @@ __all__ = ["linear", "bilinear"]
 def _linear_impl(x, w, *b):
     if x.ndim > 2:
         out = xp.matmul(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
+    elif x.__class__ is not np.ndarray:
+        out = x.dot(w.T)  # See NOTE [Device GEMM] in ops/linalg.py
     else:
         out = xp.matmul(x, w.T)
     if b:
