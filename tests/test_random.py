@@ -286,3 +286,23 @@ def test_random_inside_grad_and_vmap_of_grad():
     per = F.vmap(F.grad(loss), randomness="different")(lucid.ones(4, 3, dtype=lucid.float64))
     lucid.manual_seed(10)
     np.testing.assert_allclose(per.numpy(), lucid.randn(4, 3, dtype=lucid.float64).numpy())
+
+
+def test_device_generator_states_repeat_the_draws_after_them(monkeypatch):
+    # NOTE [Device generator states], with NumPy generators standing in for CuPy's (CI has no
+    # GPU; tests/gpu/test_cuda.py and the autograd suite on --lucid-device=cuda run the real ones).
+    from lucid.ops import random as R
+
+    monkeypatch.setattr(R, "_make_device_rng", lambda dev, seed: np.random.default_rng(seed))
+    monkeypatch.setattr(R, "_DEVICE_RNG", {})
+    gpu0, gpu1 = lucid.device("cuda", 0), lucid.device("cuda", 1)
+    before = R._device_rng(gpu0).random(3)
+    states = R.device_rng_states()
+    after = R._device_rng(gpu0).random(3)
+    made_later = R._device_rng(gpu1).random(2)  # a generator made after the states were taken
+    R.set_device_rng_states(states)
+    np.testing.assert_array_equal(R._device_rng(gpu0).random(3), after)
+    np.testing.assert_array_equal(R._device_rng(gpu1).random(2), made_later)  # restarts from its seed
+    assert not np.array_equal(before, after)
+    again = R.device_rng_states()  # each take moves on to a new seed of the sequence
+    assert again[gpu0] != states[gpu0] and set(again) == {gpu0, gpu1}

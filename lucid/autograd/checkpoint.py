@@ -25,15 +25,15 @@ __all__ = ["checkpoint"]
 
 
 def _rng_state():
-    import lucid
+    from ..ops.random import all_rng_states
 
-    return lucid.get_rng_state()
+    return all_rng_states()
 
 
 def _set_rng_state(state):
-    import lucid
+    from ..ops.random import set_all_rng_states
 
-    lucid.set_rng_state(state)
+    set_all_rng_states(state)
 
 
 # NOTE [Checkpoint by recomputed saved values]

@@ -462,7 +462,7 @@ def _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, chunk_size):
 
 def _vmap_isolated(func, args, kwargs, in_dims, out_dims, randomness):
     """``vmap(strategy="isolated")``: one plain call per example, outputs stacked."""
-    from ..ops.random import get_rng_state, set_rng_state
+    from ..ops.random import all_rng_states, set_all_rng_states
     from ..ops.shape import stack
 
     api = _VMAP_API
@@ -481,11 +481,11 @@ def _vmap_isolated(func, args, kwargs, in_dims, out_dims, randomness):
         size = n
     if size is None:
         raise ValueError(f"{api}: at least one input must be batched (in_dims all None)")
-    state = get_rng_state() if randomness == "same" else None
+    state = all_rng_states() if randomness == "same" else None  # the devices' generators too
     results = []
     for i in range(size):
         if state is not None:
-            set_rng_state(state)
+            set_all_rng_states(state)
         piece = [x if d is None else x[(slice(None),) * (d % x.ndim) + (i,)] for x, d in zip(leaves, dims)]
         results.append(func(*tree_unflatten(piece, treedef), **kwargs))
     first, o_def = tree_flatten(results[0])

@@ -237,19 +237,70 @@ _DEVICE_RNG: dict = {}
 _DEVICE_SEED = [_DEFAULT_SEED]
 
 
+_DEVICE_STATES_TAKEN = [0]
+
+
 def seed_device(device_type, seed):
     """Reseed the on-device generators (called by ``lucid.manual_seed`` and ``lucid.cuda.manual_seed``)."""
     _DEVICE_SEED[0] = int(seed) % 2 ** 64
+    _DEVICE_STATES_TAKEN[0] = 0
     _DEVICE_RNG.clear()
+
+
+def _make_device_rng(dev, seed):
+    """A fresh generator on ``dev`` (CuPy's ``default_rng``), seeded with ``seed``."""
+    xp_dev = backend._BACKENDS[dev.type].xp
+    with xp_dev.cuda.Device(dev.index or 0):
+        return xp_dev.random.default_rng(seed)
 
 
 def _device_rng(dev):
     rng = _DEVICE_RNG.get(dev)
     if rng is None:
-        xp_dev = backend._BACKENDS[dev.type].xp
-        with xp_dev.cuda.Device(dev.index or 0):
-            rng = _DEVICE_RNG[dev] = xp_dev.random.default_rng(_DEVICE_SEED[0] + (dev.index or 0))
+        rng = _DEVICE_RNG[dev] = _make_device_rng(dev, _DEVICE_SEED[0] + (dev.index or 0))
     return rng
+
+
+# NOTE [Device generator states]
+# CuPy's generators expose no state to save and restore, yet checkpoint's replay and
+# vmap(randomness="same", strategy="isolated") must repeat a device's draws. So a device
+# generator's state is a seed: *taking* the states reseeds each generator in use with the next
+# seed of a sequence fixed by ``lucid.manual_seed`` and returns those seeds; restoring them
+# reseeds with them (and drops generators made since, which restart from the seed). The draws
+# after a restore repeat those after the take. Unlike PyTorch's, taking the state moves the
+# stream on (deterministically: runs stay reproducible).
+def device_rng_states():
+    """The on-device generators' states, for :func:`set_device_rng_states` (see NOTE
+    [Device generator states]): ``{device: seed}`` for each generator in use."""
+    states = {}
+    for dev in list(_DEVICE_RNG):
+        _DEVICE_STATES_TAKEN[0] += 1
+        seed = (_DEVICE_SEED[0] + 0x9E3779B97F4A7C15 * _DEVICE_STATES_TAKEN[0] + (dev.index or 0)) % 2 ** 64
+        _DEVICE_RNG[dev] = _make_device_rng(dev, seed)
+        states[dev] = seed
+    return states
+
+
+def all_rng_states():
+    """The CPU generator's state and the device generators' (NOTE [Device generator states]):
+    what checkpoint's replay and vmap(randomness="same") restore, as PyTorch's checkpoint
+    saves the CUDA states beside the CPU's."""
+    return get_rng_state(), device_rng_states()
+
+
+def set_all_rng_states(states):
+    """Restore :func:`all_rng_states`."""
+    set_rng_state(states[0])
+    set_device_rng_states(states[1])
+
+
+def set_device_rng_states(states):
+    """Restore states from :func:`device_rng_states`: later draws repeat those made after it."""
+    for dev in list(_DEVICE_RNG):
+        if dev not in states:
+            del _DEVICE_RNG[dev]
+    for dev, seed in states.items():
+        _DEVICE_RNG[dev] = _make_device_rng(dev, seed)
 
 
 def native(sample):
