@@ -16,7 +16,8 @@ def t64(a, rg=False):
 
 
 def test_numpy_is_read_only_when_requires_grad():
-    w = t64([1.0, 2.0], rg=True)
+    # Host memory semantics: on the CPU explicitly (a GPU tensor's .numpy() raises, as PyTorch's)
+    w = lucid.tensor([1.0, 2.0], dtype=lucid.float64, requires_grad=True, device="cpu")
     a = w.numpy()
     np.testing.assert_array_equal(a, [1.0, 2.0])
     with pytest.raises(ValueError, match="read-only"):
@@ -25,7 +26,7 @@ def test_numpy_is_read_only_when_requires_grad():
     d = w.detach().numpy()
     d[0] = 5.0  # detached: a writable view of the same memory, as in PyTorch
     assert w.tolist() == [5.0, 2.0]
-    plain = t64([1.0])
+    plain = lucid.tensor([1.0], dtype=lucid.float64, device="cpu")
     plain.numpy()[0] = 3.0
     assert plain.item() == 3.0
     assert w.numpy(force=True).flags.writeable

@@ -11,6 +11,7 @@ import pytest
 import lucid
 import lucid.func as F
 from lucid import nn
+from lucid.testing.strict_device import user_host_rules
 
 pytestmark = pytest.mark.skipif(not lucid.cuda.is_available(),
                                 reason="no CUDA device (CuPy is not installed or sees no GPU)")
@@ -58,13 +59,14 @@ def test_training_steps_on_cuda_match_the_cpu(make, shape):
 def test_tensors_live_on_the_gpu_and_moves_are_differentiable():
     import cupy
 
-    x = lucid.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    x = lucid.tensor([1.0, -2.0, 3.0], requires_grad=True, device="cpu")
     y = x.cuda()
     assert y.is_cuda and y.device == lucid.device("cuda", 0) and isinstance(y._data, cupy.ndarray)
     (y * y).sum().backward()
     assert x.grad.device.type == "cpu"
     np.testing.assert_allclose(x.grad.numpy(), [2.0, -4.0, 6.0])
-    with pytest.raises(TypeError, match=r"can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu\(\)"):
+    with user_host_rules("cuda"), pytest.raises(
+            TypeError, match=r"can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu\(\)"):
         y.numpy()
     assert y.tolist() == [1.0, -2.0, 3.0] and "device='cuda:0'" in repr(y)
 
@@ -72,7 +74,7 @@ def test_tensors_live_on_the_gpu_and_moves_are_differentiable():
 def test_mixing_cuda_and_cpu_names_both_devices():
     with pytest.raises(RuntimeError, match=r"Expected all tensors to be on the same device, but found at "
                                            r"least two devices, cuda:0 and cpu!"):
-        lucid.ones(2, device="cuda") + lucid.ones(2)
+        lucid.ones(2, device="cuda") + lucid.ones(2, device="cpu")
 
 
 def test_transforms_on_cuda_stay_on_the_device():

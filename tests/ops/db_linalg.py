@@ -7,7 +7,7 @@ matrices with separated singular values for svd (their gradients need distinct v
 import numpy as np
 
 import lucid
-from opinfo import OpInfo, Sample, floats
+from opinfo import OpInfo, Sample, eigh_gauge, floats, svd_gauge
 
 L = lucid.linalg
 
@@ -152,13 +152,14 @@ OPS = [
            mats(floats, (3, 2), (2, 3, 2)), atol=1e-8, grad=False),
     OpInfo("linalg.qr_r", lambda a: L.qr(a, mode="r").R, lambda a: np.linalg.qr(a, "r"),
            mats(floats, (3, 2), (2, 3), (2, 3, 3)), atol=1e-8, grad=False),
-    OpInfo("linalg.eigh", lambda a: L.eigh(a + a.mT), _np_eigh, mats(separated, (3, 3), (2, 2, 2)), atol=1e-8),
+    OpInfo("linalg.eigh", lambda a: L.eigh(a + a.mT), _np_eigh, mats(separated, (3, 3), (2, 2, 2)), atol=1e-8,
+           gauge=eigh_gauge),
     OpInfo("linalg.eigvalsh", lambda a: L.eigvalsh(a + a.mT), lambda a: np.linalg.eigvalsh(_sym(a)),
            mats(separated, (3, 3))),
     OpInfo("linalg.svd_full_S", lambda a: L.svd(a).S, lambda a: np.linalg.svd(a, compute_uv=False),
            mats(svd_input, (3, 2), (2, 3))),
     OpInfo("linalg.svd", lambda a: tuple(L.svd(a, full_matrices=False)), lambda a: tuple(np.linalg.svd(a, full_matrices=False)),
-           mats(svd_input, (3, 3), (3, 2), (2, 3), (2, 3, 2)), atol=1e-8),
+           mats(svd_input, (3, 3), (3, 2), (2, 3), (2, 3, 2)), atol=1e-8, gauge=svd_gauge),
     OpInfo("linalg.svd_gauge_free", _gauge_free_svd, _np_gauge_free_svd, mats(svd_input, (3, 2), (2, 3)), atol=1e-8),
     OpInfo("linalg.svdvals", L.svdvals, lambda a: np.linalg.svd(a, compute_uv=False), mats(svd_input, (3, 2), (2, 2, 3))),
     OpInfo("linalg.pinv", L.pinv, np.linalg.pinv, mats(svd_input, (3, 2), (2, 3), (2, 2, 2)), atol=1e-8),

@@ -46,6 +46,11 @@ class OpInfo:
     grad_atol: float = 1e-5
     grad_rtol: float = 1e-3
     vmap_in_dims: tuple = (0, 1, -1)
+    # For ops whose outputs are defined only up to a sign or phase per vector (eigenvectors,
+    # singular vectors): maps the outputs (NumPy arrays, in order, any leading batch dims) to
+    # a gauge-fixed tuple before values are compared. LAPACK and cuSOLVER, or one matrix and a
+    # batch on a GPU, fix the gauge differently; both are right.
+    gauge: Callable | None = None
     extra: dict = dataclasses.field(default_factory=dict)
 
 
@@ -88,3 +93,24 @@ def binary_samples(make_x=floats, make_y=floats):
         ]
 
     return samples
+
+
+def unit_phases(v):
+    """(..., 1, k): per column of ``v`` (..., m, k), the unit sign or phase of its entry of
+    largest magnitude (1 for a zero column). Dividing the column by it fixes the gauge."""
+    lead = np.take_along_axis(v, np.argmax(np.abs(v), axis=-2)[..., None, :], axis=-2)
+    mag = np.abs(lead)
+    return np.where(mag > 0, lead / np.where(mag > 0, mag, 1), 1)
+
+
+def eigh_gauge(w, v):
+    """Eigenvalues and eigenvectors with each vector's largest entry made real positive."""
+    return w, v / unit_phases(v)
+
+
+def svd_gauge(u, s, vh):
+    """``U S Vh`` with each left vector's largest entry made real positive, and the matching
+    row of ``Vh`` turned the other way so the product is unchanged."""
+    ph = unit_phases(u)
+    return u / ph, s, vh * np.swapaxes(ph, -1, -2)
+

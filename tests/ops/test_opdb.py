@@ -83,8 +83,14 @@ def test_forward_matches_numpy(info, sample):
     got = got if isinstance(got, (tuple, list)) else (got,)
     want = want if isinstance(want, (tuple, list)) else (want,)
     for g, w in zip(got, want):
-        np.testing.assert_allclose(_wide(g.detach().numpy()), _wide(w), rtol=info.rtol, atol=info.atol)
         assert tuple(g.shape) == np.shape(w)
+    for g, w in zip(_gauge_fixed(info, [g.detach().numpy() for g in got]), _gauge_fixed(info, want)):
+        np.testing.assert_allclose(_wide(g), _wide(w), rtol=info.rtol, atol=info.atol)
+
+
+def _gauge_fixed(info, outs):
+    """``outs`` with the op's sign/phase gauge fixed, where it has one (OpInfo.gauge)."""
+    return list(info.gauge(*outs)) if info.gauge is not None else list(outs)
 
 
 # ------------------------------------------------------------ reverse mode
@@ -223,8 +229,8 @@ def _vmapped_call(info, sample, dims, out_dims=0):
 @pytest.mark.parametrize("info,sample", _cases(lambda i: i.vmap))
 def test_vmap_matches_loop(info, sample):
     for dims in _dims_options(sample, info.vmap_in_dims):
-        got = _vmapped_call(info, sample, dims)
-        want = _loop_reference(info, sample, dims)
+        got = _gauge_fixed(info, _vmapped_call(info, sample, dims))
+        want = _gauge_fixed(info, _loop_reference(info, sample, dims))
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12, err_msg=f"in_dims={dims}")
 
@@ -234,11 +240,12 @@ def test_vmap_out_dims_and_nested(info, sample):
     dims = {p: 0 for p, a in enumerate(sample.args) if isinstance(a, np.ndarray)}
     if not dims:
         pytest.skip("no tensor inputs")
-    want = _loop_reference(info, sample, dims)
+    want = _gauge_fixed(info, _loop_reference(info, sample, dims))
     if all(w.ndim >= 2 for w in want):
         got = _vmapped_call(info, sample, dims, out_dims=-1)
+        got = _gauge_fixed(info, [np.moveaxis(g, -1, 0) for g in got])
         for g, w in zip(got, want):
-            np.testing.assert_allclose(g, np.moveaxis(w, 0, -1), rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
     # nested: an outer batch of 2 over an inner batch of B, all in dim 0
     pos = sorted(dims)
     fixed = _tensorize(sample.args)
@@ -259,6 +266,6 @@ def test_vmap_out_dims_and_nested(info, sample):
             args = list(fixed)
             for p, o in zip(pos, outer):
                 args[p] = lucid.tensor(o[k, b])
-            ref = _outputs(info.op(*args, **sample.kwargs), info)
-            for g, r in zip(got, ref):
-                np.testing.assert_allclose(g.numpy()[k, b], r.numpy(), rtol=1e-10, atol=1e-12)
+            ref = _gauge_fixed(info, [r.numpy() for r in _outputs(info.op(*args, **sample.kwargs), info)])
+            for g, r in zip(_gauge_fixed(info, [g.numpy()[k, b] for g in got]), ref):
+                np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-12)
