@@ -52,6 +52,12 @@ def overhead_table():
     if torch is not None and torch.cuda.is_available():
         ta, tb = torch.from_numpy(host).cuda(), torch.from_numpy(host).cuda()
         rows.append(("torch cuda a+b", lambda: ta + tb, torch.cuda.synchronize))
+    rows.append(("numpy-dispatched add", lambda: np.add(ca, cb), lucid.cuda.synchronize))
+    rows.append(("cupy.add", lambda: cupy.add(ca, cb), lucid.cuda.synchronize))
+    ga, gb = cupy.ones((128, 784), np.float32), cupy.ones((512, 784), np.float32)
+    rows.append(("cupy.matmul x @ W.T", lambda: cupy.matmul(ga, gb.T), lucid.cuda.synchronize))
+    rows.append(("x.dot(W.T)", lambda: ga.dot(gb.T), lucid.cuda.synchronize))
+    rows.append(("sum over batch", lambda: ga.sum(axis=0), lucid.cuda.synchronize))
     for name, fn, sync in rows:
         print(f"{name:<24}{_per_call_us(fn, sync):>10.2f} us/op")
 
