@@ -2,7 +2,7 @@
 # The CUDA proof of issue 13, for a lent GPU machine (the device tool) with CuPy, PyTorch and
 # pytest preinstalled and no network: every step is time-boxed and logs under $OUT, so a run
 # cut short still reports. Usage: [T_CUDA=s T_BENCH=s T_PROFILE=s T_OPDB=s T_AUTOGRAD=s] bash
-# scripts/gpu_check.sh [quick]   (each T_* bounds one step; 0 skips it)
+# scripts/gpu_check.sh [quick]   (each T_* bounds one step, T_RERUN the quick rerun; 0 skips it)
 #   (default) environment, tests/gpu/test_cuda.py, bench_gpu.py, gpu_profile.py, the op
 #             database and the autograd/func suites on --lucid-device=cuda
 #   quick     environment, the CUDA tests, bench_gpu.py, and the tests listed in $RERUN (a file)
@@ -28,7 +28,7 @@ timeout ${T_BENCH:-100} $PY benchmarks/bench_gpu.py 2>&1 | tee "$OUT/bench.txt"
 if [ "${1:-}" = quick ]; then
   if [ -n "${RERUN:-}" ] && [ -s "$RERUN" ]; then
     step rerun
-    timeout 200 $PT -n 8 --lucid-device=cuda --timeout 60 $(cat "$RERUN") 2>&1 | tail -40 | tee "$OUT/rerun.log"
+    timeout ${T_RERUN:-200} $PT -n 8 --lucid-device=cuda --timeout 60 $(cat "$RERUN") 2>&1 | tail -40 | tee "$OUT/rerun.log"
   fi
 else
   step profile

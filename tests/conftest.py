@@ -57,8 +57,8 @@ def pytest_runtest_logreport(report):
     import os
 
     path = os.environ.get("LUCID_FAILURE_LOG")
-    if not path or not report.failed:
-        return
+    if not path or not report.failed or os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # with xdist the controller writes each report once
     crash = getattr(report.longrepr, "reprcrash", None)
     why = crash.message.splitlines()[0][:300] if crash is not None and crash.message else str(report.longrepr)[-300:]
     with open(path, "a") as fh:

@@ -361,9 +361,10 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
 # (N, C, *K, *out) of the padded input copied once into (N, G, Cg*K, P) columns, and one
 # batched matmul (cuBLAS). A stride-1 transposed conv (the input gradient of a stride-1
 # conv) is the conv of its input with the flipped kernel; other strides scatter the GEMM's
-# columns back one kernel offset at a time. The CPU path's machinery (scratch pools, column cache, flat shifts) exists to
-# save host memory traffic and page faults; CuPy's memory pool already reuses blocks, and
-# its arrays need not support weak references, so the device path keeps none of it.
+# columns back one kernel offset at a time. The CPU path's machinery (scratch pools, column
+# cache, flat shifts) exists to save host memory traffic and page faults; CuPy's memory pool
+# already reuses blocks, and its arrays need not support weak references, so the device path
+# keeps none of it.
 def _device_cols(x, ksize, stride, padding, dilation, groups, out_sp):
     """im2col of a device array: columns (N, G, Cg*K, prod(out_sp))."""
     xpd = _pad_crop(x, padding)

@@ -1,0 +1,95 @@
+"""Count the device calls of one W2 and one W5 training step on the strict stand-in device.
+
+On a GPU a Lucid step is bound by host time per kernel launch (README "GPU", measured), so the
+number of device calls a step makes is the figure to cut; the stand-in counts them on any
+machine, in seconds. Counts every ufunc, NumPy function, array method, indexing and namespace
+call that reaches a device array (some, like reshape or transpose, launch no kernel).
+
+    python scripts/device_calls.py [--top 25]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import lucid  # noqa: E402
+from lucid import nn  # noqa: E402
+from lucid.testing import strict_device as sd  # noqa: E402
+
+CALLS = collections.Counter()
+
+
+def _counted(name, fn):
+    def call(*args, **kwargs):
+        CALLS[name] += 1
+        return fn(*args, **kwargs)
+    return call
+
+
+def instrument():
+    """Wrap the stand-in's entry points so that each device call is counted by name."""
+    arr = sd.StrictArray
+    ufunc, function, getattr_ = arr.__array_ufunc__, arr.__array_function__, arr.__getattr__
+
+    def array_ufunc(self, uf, method, *inputs, **kwargs):
+        CALLS[f"ufunc {uf.__name__}" + ("" if method == "__call__" else f".{method}")] += 1
+        return ufunc(self, uf, method, *inputs, **kwargs)
+
+    def array_function(self, func, types, args, kwargs):
+        CALLS[f"np.{func.__name__}"] += 1
+        return function(self, func, types, args, kwargs)
+
+    def attribute(self, name):
+        value = getattr_(self, name)
+        return _counted(f".{name}()", value) if callable(value) else value
+
+    arr.__array_ufunc__, arr.__array_function__, arr.__getattr__ = array_ufunc, array_function, attribute
+    arr.__getitem__ = _counted("getitem", arr.__getitem__)
+    arr.__setitem__ = _counted("setitem", arr.__setitem__)
+    namespace = sd._Namespace.__getattr__
+
+    def module_attribute(self, name):
+        value = namespace(self, name)
+        if callable(value) and not isinstance(value, (sd._Namespace, sd._Ufunc)):
+            return _counted(f"xp.{name}", value)
+        return value
+
+    sd._Namespace.__getattr__ = module_attribute
+    call = sd._Ufunc.__call__
+    sd._Ufunc.__call__ = lambda self, *a, **k: (CALLS.update([f"xp.{self.__name__}"]), call(self, *a, **k))[1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--top", type=int, default=25)
+    args = ap.parse_args()
+    from bench_gpu import _cnn, _data, _mlp
+
+    sd.enable()
+    instrument()
+    for name, make, shape in (("W2 MLP", _mlp, (128, 784)), ("W5 CNN", _cnn, (64, 1, 28, 28))):
+        xs, ys = _data(shape)
+        net = make(nn).to("strict")
+        opt = lucid.optim.SGD(net.parameters(), lr=0.01)
+        x, y = lucid.tensor(xs, device="strict"), lucid.tensor(ys, device="strict")
+
+        def step():
+            opt.zero_grad()
+            nn.functional.cross_entropy(net(x), y).backward()
+            opt.step()
+
+        step()  # the first step makes optimizer state and caches
+        CALLS.clear()
+        step()
+        print(f"{name}: {sum(CALLS.values())} device calls per step")
+        for k, v in CALLS.most_common(args.top):
+            print(f"  {v:4d}  {k}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
