@@ -230,7 +230,7 @@ def _gen(generator, op):
 # NOTE [Random numbers on devices]
 # Draws are made by NumPy's PCG64 on the host and copied to the tensor's device, except on
 # CUDA, where the common samplers (uniform, normal, Bernoulli masks: those marked ``native``)
-# run on CuPy's own generator, one per device, seeded by ``lucid.manual_seed`` /
+# run on CuPy's own generator (Philox4x32-10), one per device, seeded by ``lucid.manual_seed`` /
 # ``lucid.cuda.manual_seed`` (so, as in PyTorch, CPU and CUDA streams differ). An explicit
 # ``generator=`` is a host generator: its draws are copied to the device.
 _DEVICE_RNG: dict = {}
@@ -248,10 +248,15 @@ def seed_device(device_type, seed):
 
 
 def _make_device_rng(dev, seed):
-    """A fresh generator on ``dev`` (CuPy's ``default_rng``), seeded with ``seed``."""
+    """A fresh generator on ``dev`` seeded with ``seed``: CuPy's ``Generator`` on Philox4x32-10
+    (PyTorch's CUDA generator too), whose per-thread setup is a counter, where XORWOW's (CuPy's
+    ``default_rng``) skips ahead per thread; NOTE [Device generator states] makes one per take."""
     xp_dev = backend._BACKENDS[dev.type].xp
     with xp_dev.cuda.Device(dev.index or 0):
-        return xp_dev.random.default_rng(seed)
+        philox = getattr(xp_dev.random, "Philox4x3210", None)
+        if philox is None:  # a CuPy without it
+            return xp_dev.random.default_rng(seed)
+        return xp_dev.random.Generator(philox(seed))
 
 
 def _device_rng(dev):
