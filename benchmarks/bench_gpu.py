@@ -69,10 +69,10 @@ def _data(shape, n_cls=10, seed=0):
     return rng.standard_normal(shape).astype(np.float32), rng.integers(0, n_cls, shape[0])
 
 
-def _lucid_step(net, xs, ys):
-    net.to("cuda")
+def _lucid_step(net, xs, ys, device="cuda"):
+    net.to(device)
     opt = lucid.optim.SGD(net.parameters(), lr=0.01)
-    x, y = lucid.tensor(xs, device="cuda"), lucid.tensor(ys, device="cuda")
+    x, y = lucid.tensor(xs, device=device), lucid.tensor(ys, device=device)
 
     def step():
         opt.zero_grad()

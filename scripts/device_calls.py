@@ -16,7 +16,6 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-import lucid  # noqa: E402
 from lucid import nn  # noqa: E402
 from lucid.testing import strict_device as sd  # noqa: E402
 
@@ -67,21 +66,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
-    from bench_gpu import _cnn, _data, _mlp
+    from bench_gpu import _cnn, _data, _lucid_step, _mlp
 
     sd.enable()
     instrument()
     for name, make, shape in (("W2 MLP", _mlp, (128, 784)), ("W5 CNN", _cnn, (64, 1, 28, 28))):
-        xs, ys = _data(shape)
-        net = make(nn).to("strict")
-        opt = lucid.optim.SGD(net.parameters(), lr=0.01)
-        x, y = lucid.tensor(xs, device="strict"), lucid.tensor(ys, device="strict")
-
-        def step():
-            opt.zero_grad()
-            nn.functional.cross_entropy(net(x), y).backward()
-            opt.step()
-
+        step = _lucid_step(make(nn), *_data(shape), device="strict")  # bench_gpu.py's step
         step()  # the first step makes optimizer state and caches
         CALLS.clear()
         step()
