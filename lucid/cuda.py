@@ -33,6 +33,14 @@ def _cupy(name):
     return cupy
 
 
+def _pinned_empty(shape, dtype, name):
+    """An uninitialised NumPy array in CuPy's pinned host memory (NOTE [Pinned memory])."""
+    _cupy(name)
+    import cupyx
+
+    return cupyx.empty_pinned(shape, dtype=dtype)
+
+
 def device_count() -> int:
     """How many CUDA devices CuPy sees (0 without CuPy or a GPU)."""
     if not is_available():

@@ -548,6 +548,52 @@ def cuda(input, device=None, non_blocking=False, memory_format=None):
                      if isinstance(device, (str, backend.device)) else f"cuda:{device}")
 
 
+# NOTE [Pinned memory]
+# ``pin_memory()`` copies a CPU tensor into page-locked host memory from CuPy's pinned pool
+# (``cupyx.empty_pinned``): still a NumPy array on the CPU, but the GPU's copy engine reads it
+# directly, so host-to-device copies of batches are faster. A pinned array is recognised by
+# its buffer, CuPy's ``PinnedMemoryPointer``. As in PyTorch it needs a GPU; DataLoader's
+# ``pin_memory=True`` pins each batch when one is there.
+@tensor_method("pin_memory")
+def pin_memory(input, device=None):
+    """This CPU tensor in page-locked (pinned) host memory, for faster copies to a CUDA device.
+
+    Raises without a GPU, as PyTorch does. See NOTE [Pinned memory].
+
+    Limitations: not differentiable (PyTorch's is): a tensor that requires grad is refused
+    rather than cut from its graph; pin data, or ``detach()`` first.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.ones(3).is_pinned()
+    False
+    """
+    if input.device.type != "cpu":
+        raise RuntimeError(f"pin_memory: cannot pin a '{input.device}' tensor: only CPU tensors can be pinned")
+    if input.requires_grad:
+        raise RuntimeError("pin_memory: the tensor requires grad and pinning is not differentiable in "
+                           "Lucid; pin data tensors, or detach() first")
+    if is_pinned(input):
+        return input
+    import lucid.cuda
+
+    pinned = lucid.cuda._pinned_empty(tuple(input.shape), input.dtype, "pin_memory")
+    pinned[...] = input._data
+    return _wrap(pinned)
+
+
+@tensor_method("is_pinned")
+def is_pinned(input, device=None):
+    """Whether this tensor's values lie in pinned host memory (NOTE [Pinned memory])."""
+    a = input._data
+    while a is not None:
+        if a.__class__.__name__ == "PinnedMemoryPointer":
+            return True
+        a = getattr(a, "base", None)
+    return False
+
+
 @tensor_method("new_tensor")
 def new_tensor(input, data, dtype=None, device=None, requires_grad=False):
     return tensor(data, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)

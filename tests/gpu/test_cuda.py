@@ -123,3 +123,16 @@ def test_cuda_runtime_api():
     del x, y
     lucid.cuda.empty_cache()
     lucid.cuda.synchronize()
+
+
+def test_pinned_batches_copy_to_the_gpu():
+    import cupy
+
+    from lucid.utils.data import DataLoader, TensorDataset
+
+    data = lucid.tensor(np.arange(12.0).reshape(6, 2), device="cpu")
+    (batch,) = next(iter(DataLoader(TensorDataset(data), batch_size=3, pin_memory=True)))
+    assert batch.device.type == "cpu" and batch.is_pinned()
+    assert isinstance(batch._data.base, cupy.cuda.PinnedMemoryPointer)
+    on_gpu = batch.cuda(non_blocking=True)
+    np.testing.assert_array_equal(on_gpu.cpu().numpy(), data.numpy()[:3])

@@ -223,8 +223,8 @@ def _safe_count(ns, count):
 # ``ce_target_mask`` (no gradient) gives ``onehot(t) * valid`` in the input's dtype, so the
 # rules stay written in ``ns`` ops and differentiate again. Every other case is the
 # composite below (NOTE [Class picks]). The plain eager backward (``ns`` is the array
-# namespace, nothing differentiates it again) of the common case — every target a class —
-# takes the same formula in a handful of in-place NumPy calls (``_ce_vjp_arrays``).
+# namespace, nothing differentiates it again) takes the same formula in a handful of in-place
+# array calls (``_ce_vjp_arrays``, NOTE [Cross-entropy residual]).
 def _ce_mask_impl(t, *, num_classes, ignore_index, dtype):
     valid = t != ignore_index
     safe = xp.where(valid, t, 0)

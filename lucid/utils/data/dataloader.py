@@ -6,6 +6,7 @@ in ``_worker.py``.
 from __future__ import annotations
 
 import time
+import warnings
 import weakref
 from dataclasses import dataclass
 
@@ -149,8 +150,9 @@ class DataLoader:
         Worker processes (0: load in this process).
     collate_fn : callable, optional
     pin_memory : bool
-        A no-op: Lucid runs on the CPU only, where there is no pinned memory to copy into.
-        Accepted so PyTorch code runs unchanged.
+        Copy each batch's tensors into pinned host memory (NOTE [Pinned memory]) when a CUDA
+        device is available, for faster copies to it; without one a warning says it is unused,
+        as in PyTorch.
     drop_last : bool
         Drop a last, smaller batch.
     timeout : float
@@ -240,9 +242,10 @@ class DataLoader:
         # (or lucid's default generator), in both modes, so shuffling does not depend on
         # ``num_workers``.
         base_seed = int(_rng(self.generator, "DataLoader").integers(0, 2 ** 62))
-        if self.num_workers == 0:
-            return self._single_process()
-        return self._multi_process(base_seed)
+        batches = self._single_process() if self.num_workers == 0 else self._multi_process(base_seed)
+        if self.pin_memory and _pinning_possible():
+            return map(_pinned, batches)
+        return batches
 
     def _single_process(self):
         if self._iterable:
@@ -344,3 +347,27 @@ class DataLoader:
 
 
 __all__ = ["DataLoader", "default_collate", "default_convert", "get_worker_info", "WorkerInfo"]
+
+
+def _pinning_possible():
+    import lucid.cuda
+
+    if lucid.cuda.is_available():
+        return True
+    warnings.warn("DataLoader: 'pin_memory' argument is set as true but no accelerator is found, "
+                  "then device pinned memory won't be used.", stacklevel=3)
+    return False
+
+
+def _pinned(batch):
+    """``batch`` with every tensor in it pinned (NOTE [Pinned memory]); containers keep their type."""
+    if isinstance(batch, Tensor):
+        return batch.pin_memory()
+    if isinstance(batch, dict):
+        return type(batch)((k, _pinned(v)) for k, v in batch.items())
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
+        return type(batch)(*(_pinned(v) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_pinned(v) for v in batch)
+    return batch
+
