@@ -187,3 +187,41 @@ def test_import_lucid_never_imports_cupy():
             "print('cupy' in sys.modules, 'lucid.testing' in sys.modules, 'lucid._core.cuda_backend' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False", "False"]
+
+
+# What CuPy 14 refused on a real GPU (session 5) that the stand-in had let through; each must
+# stay refused here so CI keeps the ops off these paths.
+@pytest.mark.parametrize("call", [
+    lambda a, i: np.maximum.reduce(a),
+    lambda a, i: np.minimum.accumulate(a),
+    lambda a, i: np.multiply.reduceat(a, i),
+    lambda a, i: np.add.at(a, (i,), 1.0),
+    lambda a, i: strict_device.xp.add.at(a.astype(np.complex128), (i,), 1.0),
+    lambda a, i: np.zeros_like(a, shape=()),
+    lambda a, i: strict_device._special().polygamma(1, a),
+], ids=["maximum.reduce", "minimum.accumulate", "multiply.reduceat", "add.at by dispatch",
+        "complex add.at", "zeros_like(shape=())", "polygamma(int n)"])
+def test_the_stand_in_refuses_what_cupy_refuses(call):
+    a = strict_device.StrictArray(np.linspace(1.0, 2.0, 4))
+    i = strict_device.StrictArray(np.array([0, 2]))
+    with pytest.raises((TypeError, NotImplementedError), match="strict device"):
+        call(a, i)
+
+
+def test_backend_scatter_add_and_running_extreme_match_numpy():
+    from lucid._core import backend
+
+    idx = np.array([1, 1, 3])
+    for dt, vals in ((np.complex128, np.array([1 + 1j, 2, 3j])), (np.int8, np.array([3, 4, 5], np.int8)),
+                     (np.bool_, np.array([True, False, True])), (np.float32, np.array([0.5, 1.5, 2.0], np.float32))):
+        want = np.zeros(5, dt)
+        np.add.at(want, (idx,), vals)
+        got = strict_device.StrictArray(np.zeros(5, dt))
+        backend.add_at(got, (strict_device.StrictArray(idx),), strict_device.StrictArray(vals))
+        np.testing.assert_array_equal(got.get(), want)
+    x = np.random.default_rng(0).standard_normal((3, 11))
+    x[1, 4] = np.nan
+    for axis in (0, 1):
+        for largest, ufunc in ((True, np.maximum), (False, np.minimum)):
+            got = backend.running_extreme(strict_device.StrictArray(x), axis, largest).get()
+            np.testing.assert_array_equal(got, ufunc.accumulate(x, axis=axis))
