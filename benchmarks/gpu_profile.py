@@ -61,7 +61,7 @@ def overhead_table():
     for name, fn, sync in rows:
         print(f"{name:<24}{_per_call_us(fn, sync):>10.2f} us/op")
 
-    def chain(mod, x, w, sync):
+    def chain(x, w, sync):
         def run():
             y = x
             for _ in range(40):
@@ -71,10 +71,10 @@ def overhead_table():
         return _per_call_us(run, sync, number=20) / 200
 
     lx = lucid.tensor(host, device="cuda", requires_grad=True)
-    print(f"{'lucid cuda W1 chain':<24}{chain(lucid, lx, la, lucid.cuda.synchronize):>10.2f} us/op")
+    print(f"{'lucid cuda W1 chain':<24}{chain(lx, la, lucid.cuda.synchronize):>10.2f} us/op")
     if torch is not None and torch.cuda.is_available():
         tx = torch.from_numpy(host).cuda().requires_grad_()
-        print(f"{'torch cuda W1 chain':<24}{chain(torch, tx, ta, torch.cuda.synchronize):>10.2f} us/op")
+        print(f"{'torch cuda W1 chain':<24}{chain(tx, ta, torch.cuda.synchronize):>10.2f} us/op")
 
 
 def profile(name, make, shape, steps):

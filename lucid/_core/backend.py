@@ -33,26 +33,26 @@ import numpy as np
 xp = types.ModuleType("lucid.xp", "NumPy, with device-preserving conversions (NOTE [Backends]).")
 xp.__dict__.update({k: v for k, v in np.__dict__.items() if not k.startswith("__")})
 xp.__getattr__ = lambda name: getattr(np, name)  # NumPy's lazily imported submodules
-_DEVICE_TYPES = set()  # array types of every backend but the CPU's
-# Array type -> array module, for every backend but the CPU's (NOTE [Device ufuncs] in ops/_family.py).
+# Array type -> array module, for every backend but the CPU's: membership tells a device array
+# (NOTE [Backends]); the module serves NOTE [Device ufuncs] in ops/_family.py.
 DEVICE_NAMESPACES: dict = {}
 _np_asarray, _np_array, _np_ascontiguousarray = np.asarray, np.array, np.ascontiguousarray
 
 
 def _xp_asarray(a, dtype=None, order=None, **kwargs):
-    if a.__class__ in _DEVICE_TYPES:
+    if a.__class__ in DEVICE_NAMESPACES:
         return a if dtype is None else a.astype(dtype, copy=False)
     return _np_asarray(a, dtype, order, **kwargs)
 
 
 def _xp_array(a, dtype=None, *, copy=True, order="K", **kwargs):
-    if a.__class__ in _DEVICE_TYPES:
+    if a.__class__ in DEVICE_NAMESPACES:
         return a.astype(a.dtype if dtype is None else dtype, copy=bool(copy))
     return _np_array(a, dtype, copy=copy, order=order, **kwargs)
 
 
 def _xp_ascontiguousarray(a, dtype=None, **kwargs):
-    if a.__class__ in _DEVICE_TYPES:
+    if a.__class__ in DEVICE_NAMESPACES:
         return namespace_of(a).ascontiguousarray(a, dtype)
     return _np_ascontiguousarray(a, dtype, **kwargs)
 
@@ -215,7 +215,6 @@ def register_backend(b: Backend) -> None:
     """Make ``b``'s device type available (a GPU backend, or the tests' strict stand-in)."""
     _BACKENDS[b.type] = b
     _BY_TYPE[b.array_type] = b
-    _DEVICE_TYPES.add(b.array_type)
     DEVICE_NAMESPACES[b.array_type] = b.xp
     if b.type not in KNOWN_DEVICE_TYPES:
         KNOWN_DEVICE_TYPES.append(b.type)
@@ -229,7 +228,6 @@ def unregister_backend(type_name: str) -> None:  # noqa: A002
     if b is None or b is CPU_BACKEND:
         return
     _BY_TYPE.pop(b.array_type, None)
-    _DEVICE_TYPES.discard(b.array_type)
     DEVICE_NAMESPACES.pop(b.array_type, None)
     if type_name in AVAILABLE_DEVICES:
         AVAILABLE_DEVICES.remove(type_name)
@@ -280,7 +278,7 @@ def array_cls_of(t):
 def _backend_among(arrays):
     for a in arrays:
         cls = a.__class__
-        if cls is not np.ndarray and cls in _DEVICE_TYPES:
+        if cls is not np.ndarray and cls in DEVICE_NAMESPACES:
             return _BY_TYPE[cls]
     return CPU_BACKEND
 
@@ -342,8 +340,8 @@ def add_at(target, index, values) -> None:
             add.at(target.imag, index, values.imag)
     elif target.dtype.name in DEVICE_SCATTER_DTYPES:
         add.at(target, index, values)
-    else:  # bool and small integers: accumulate in a wide type, then cast back
-        wide = target.astype(np.float32 if kind == "f" else np.int64)
+    else:  # bool and small integers: accumulate in int64, then cast back
+        wide = target.astype(np.int64)
         add.at(wide, index, values)
         target[...] = wide.astype(target.dtype)
 
@@ -371,7 +369,7 @@ def running_extreme(x, axis, largest):
 def on_device_of(arr, like):
     """``arr`` (e.g. a host index array) on ``like``'s device; itself when both are on the CPU."""
     cls = like.__class__
-    if cls is np.ndarray or cls not in _DEVICE_TYPES or arr.__class__ is cls:
+    if cls is np.ndarray or cls not in DEVICE_NAMESPACES or arr.__class__ is cls:
         return arr
     if isinstance(arr, (list, tuple)):
         return type(arr)(on_device_of(a, like) for a in arr)
@@ -383,7 +381,7 @@ def on_device_of(arr, like):
 
 def is_array(a) -> bool:
     """Whether ``a`` is an array of some backend (NumPy's or a device's)."""
-    return isinstance(a, np.ndarray) or a.__class__ in _DEVICE_TYPES
+    return isinstance(a, np.ndarray) or a.__class__ in DEVICE_NAMESPACES
 
 
 def writeable(arr) -> bool:
@@ -398,14 +396,14 @@ def writeable(arr) -> bool:
 
 def as_strided(x, shape, strides, writeable=True):
     """``numpy.lib.stride_tricks.as_strided`` on any backend (NumPy's is not dispatched)."""
-    if x.__class__ is np.ndarray or x.__class__ not in _DEVICE_TYPES:
+    if x.__class__ is np.ndarray or x.__class__ not in DEVICE_NAMESPACES:
         return np.lib.stride_tricks.as_strided(x, shape=shape, strides=strides, writeable=writeable)
     return namespace_of(x).lib.stride_tricks.as_strided(x, shape=shape, strides=strides)
 
 
 def sliding_window_view(x, size, axis):
     """NumPy's ``sliding_window_view`` along one axis, on any backend (CuPy has none)."""
-    if x.__class__ is np.ndarray or x.__class__ not in _DEVICE_TYPES:
+    if x.__class__ is np.ndarray or x.__class__ not in DEVICE_NAMESPACES:
         return np.lib.stride_tricks.sliding_window_view(x, size, axis=axis, writeable=writeable(x))
     n = x.shape[axis] - size + 1
     shape = x.shape[:axis] + (n,) + x.shape[axis + 1:] + (size,)
