@@ -20,6 +20,8 @@ from lucid import nn  # noqa: E402
 from lucid.testing import strict_device as sd  # noqa: E402
 
 CALLS = collections.Counter()
+# Calls that launch no kernel on CuPy (a view, or memory from its pool); they still cost host time.
+NO_KERNEL = {"getitem (view)", ".reshape()", ".transpose()", ".swapaxes()", "xp.empty", "xp.as_strided"}
 
 
 def _counted(name, fn):
@@ -47,7 +49,15 @@ def instrument():
         return _counted(f".{name}()", value) if callable(value) else value
 
     arr.__array_ufunc__, arr.__array_function__, arr.__getattr__ = array_ufunc, array_function, attribute
-    arr.__getitem__ = _counted("getitem", arr.__getitem__)
+    getitem = arr.__getitem__
+
+    def item_access(self, key):
+        basic = all(k is None or k is Ellipsis or isinstance(k, (int, slice))
+                    for k in (key if isinstance(key, tuple) else (key,)))
+        CALLS["getitem (view)" if basic else "getitem (gather)"] += 1
+        return getitem(self, key)
+
+    arr.__getitem__ = item_access
     arr.__setitem__ = _counted("setitem", arr.__setitem__)
     namespace = sd._Namespace.__getattr__
 
@@ -59,6 +69,12 @@ def instrument():
 
     sd._Namespace.__getattr__ = module_attribute
     call = sd._Ufunc.__call__
+    factory = sd._backend._BACKENDS["strict"].kernels
+    if factory is not None:  # fused kernels (NOTE [Fused device kernels]): one launch each
+        def counted_factory(kernel, dtypes):
+            return _counted(f"kernel {kernel.name}", factory(kernel, dtypes))
+
+        sd._backend._BACKENDS["strict"].kernels = counted_factory
     sd._Ufunc.__call__ = lambda self, *a, **k: (CALLS.update([f"xp.{self.__name__}"]), call(self, *a, **k))[1]
 
 
@@ -75,7 +91,9 @@ def main():
         step()  # the first step makes optimizer state and caches
         CALLS.clear()
         step()
-        print(f"{name}: {sum(CALLS.values())} device calls per step")
+        views = sum(v for k, v in CALLS.items() if k in NO_KERNEL)
+        print(f"{name}: {sum(CALLS.values())} device calls per step, {views} of them views or "
+              "allocations that launch no kernel")
         for k, v in CALLS.most_common(args.top):
             print(f"  {v:4d}  {k}")
     return 0

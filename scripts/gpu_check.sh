@@ -22,7 +22,7 @@ step env
 } 2>&1 | tee "$OUT/env.txt"
 PT="$PY -m pytest -q -p no:cacheprovider --tb=short -o addopts="
 step cuda-tests
-timeout ${T_CUDA:-100} $PT tests/gpu/test_cuda.py -rfE 2>&1 | tail -60 | tee "$OUT/cuda_tests.log"
+timeout ${T_CUDA:-100} $PT tests/gpu/test_cuda.py tests/gpu/test_fused_kernels.py -rfE 2>&1 | tail -60 | tee "$OUT/cuda_tests.log"
 step bench
 timeout ${T_BENCH:-100} $PY benchmarks/bench_gpu.py 2>&1 | tee "$OUT/bench.txt"
 if [ "${1:-}" = quick ]; then

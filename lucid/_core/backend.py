@@ -167,6 +167,9 @@ class Backend:
         Whether ``Tensor.numpy()`` may hand out host memory (False on a GPU, as in PyTorch).
     special : callable, optional
         Returns the module of special functions (scipy.special or cupyx.scipy.special).
+    kernels : callable, optional
+        ``kernels(kernel, dtypes) -> launch`` builds a fused kernel for this device
+        (:mod:`lucid._core.kernels`); None where fused kernels are not used.
 
     Examples
     --------
@@ -177,7 +180,7 @@ class Backend:
 
     def __init__(self, type, xp, array_type, *, device_of, to_numpy, from_numpy,  # noqa: A002
                  numpy_view=True, special=None, scipy_linalg=None, implicit_numpy=None,
-                 synchronize=None):
+                 synchronize=None, kernels=None):
         self.type, self.xp, self.array_type = type, xp, array_type
         self.device_of, self.to_numpy, self.from_numpy = device_of, to_numpy, from_numpy
         self.numpy_view = numpy_view
@@ -185,6 +188,9 @@ class Backend:
         self._scipy_linalg = scipy_linalg
         self.implicit_numpy = implicit_numpy or to_numpy
         self.synchronize = synchronize or (lambda: None)
+        # ``kernels(kernel, dtypes) -> launch``: how this device runs fused kernels (NOTE
+        # [Fused device kernels] in kernels.py); None where it runs none (NumPy's CPU).
+        self.kernels, self.kernel_cache = kernels, {}
 
     def special(self):
         if self._special is None:

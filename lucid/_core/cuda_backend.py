@@ -8,6 +8,7 @@ is given by the backend.
 from __future__ import annotations
 
 from .backend import Backend, device
+from .kernels import cupy_factory
 
 
 def _cuda_numpy_error(arr):
@@ -47,4 +48,5 @@ def make_backend(cupy):
         scipy_linalg=scipy_linalg,
         implicit_numpy=_cuda_numpy_error,
         synchronize=synchronize,
+        kernels=cupy_factory(cupy),
     )

@@ -32,6 +32,7 @@ import numpy as np
 
 from .._core.backend import as_strided, namespace_of, xp
 from .._core.grad_mode import STATE
+from .._core.kernels import Kernel, kernel_for
 from .._core.primitive import TN, bind, defprim
 from ._family import _as_tensor, conj_if_complex, move_bdim, quiet
 
@@ -365,10 +366,45 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
 # cache, flat shifts) exists to save host memory traffic and page faults; CuPy's memory pool
 # already reuses blocks, and its arrays need not support weak references, so the device path
 # keeps none of it.
+_IM2COL = Kernel("lucid_im2col", "const T* x, long long C, long long H, long long W, long long KH, long long KW, "
+                 "long long OH, long long OW, long long sh, long long sw, long long ph, long long pw, "
+                 "long long dh, long long dw, T* cols", """
+    long long r = i;
+    const long long ow = r % OW; r /= OW;
+    const long long oh = r % OH; r /= OH;
+    const long long kw = r % KW; r /= KW;
+    const long long kh = r % KH; r /= KH;  // r is now n * C + c
+    const long long h = oh * sh + kh * dh - ph, w = ow * sw + kw * dw - pw;
+    cols[i] = (h >= 0 && h < H && w >= 0 && w < W) ? x[(r * H + h) * W + w] : (T)0;
+""")
+
+
+def _fused_cols(x, ksize, stride, padding, dilation, out_sp):
+    """im2col of a 1-D or 2-D conv as one kernel, padding and cropping included (the generic
+    path pads with a fill and a copy first: three launches); None where it does not apply.
+    See NOTE [Fused device kernels]."""
+    if len(ksize) > 2 or x.dtype not in (np.float32, np.float64) or not x.flags["C_CONTIGUOUS"]:
+        return None
+    launch = kernel_for(x, _IM2COL, x.dtype)
+    if launch is None:
+        return None
+    pad = lambda seq: (1,) * (2 - len(ksize)) + tuple(seq)  # noqa: E731 - 1-D as a 2-D conv of height 1
+    (h, w), (kh, kw), (oh, ow) = pad(x.shape[2:]), pad(ksize), pad(out_sp)
+    (sh, sw), (dh, dw) = pad(stride), pad(dilation)
+    ph, pw = (0,) * (2 - len(ksize)) + tuple(lo for lo, _ in padding)
+    n, c = x.shape[:2]
+    cols = namespace_of(x).empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
+    launch(cols.size, x, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, cols)
+    return cols
+
+
 def _device_cols(x, ksize, stride, padding, dilation, groups, out_sp):
     """im2col of a device array: columns (N, G, Cg*K, prod(out_sp))."""
-    xpd = _pad_crop(x, padding)
     n, c = x.shape[:2]
+    cols = _fused_cols(x, ksize, stride, padding, dilation, out_sp)
+    if cols is not None:
+        return cols.reshape(n, groups, (c // groups) * math.prod(ksize), math.prod(out_sp))
+    xpd = _pad_crop(x, padding)
     # One strided view (N, C, *K, *out) of the padded input, copied once: a single kernel,
     # where stacking one slice per kernel offset cost a launch each plus CuPy's concatenate.
     sp = xpd.strides[2:]

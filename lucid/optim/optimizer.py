@@ -15,6 +15,16 @@ it must not be a leaf that requires grad: optimize a non-leaf copy (``p = w.clon
 the new ``p`` is a differentiable function of ``w``, of ``p.grad`` (built with
 ``create_graph=True``) and of the state. ``foreach``, ``capturable`` and ``fused`` are
 accepted and change nothing: updates are already whole-array NumPy operations on the CPU.
+
+NOTE [Fused updates on a device]
+On a device (a GPU, or the strict stand-in) an optimizer that defines ``_fused_kernel`` updates
+up to ``_SLOTS`` parameters in one kernel launch (NOTE [Fused device kernels]; PyTorch's
+foreach/multi-tensor apply): the kernel takes each parameter's, gradient's and state's
+pointers as arguments, and each index finds its parameter from the running element counts.
+A parameter goes this way when it is a real float32/float64, C-contiguous array of a device
+with kernels, its gradient and state arrays are too, and the group is not differentiable;
+the rest take ``_update``. The values are those of ``_update``, to rounding (a GPU's
+compiler fuses multiply-adds).
 """
 from __future__ import annotations
 
@@ -24,6 +34,7 @@ import numbers
 import numpy as np
 
 from .._core import backend
+from .._core.kernels import Kernel, kernel_for
 from .._core.tensor import Tensor, _wrap
 from ..ops._family import quiet_call
 
@@ -82,6 +93,45 @@ def _scale(p, f):
         p *= f
         return p
     return p * f
+
+
+_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_SLOTS = 16  # parameters per fused launch: 16 * (pointers + counts) stays far below CUDA's 4 KiB of arguments
+
+
+def multi_tensor_kernel(name, state, scalars, body):
+    """A :class:`~lucid._core.kernels.Kernel` updating ``_SLOTS`` parameters per launch.
+
+    Each slot ``j`` takes ``T* p{j}, const T* g{j}``, one ``T* {s}{j}, int {s}_fresh{j}`` per
+    name in ``state`` and ``long long end{j}`` (the running element count); ``body`` sees the
+    index's slot as ``p``, ``g``, each state name and ``{s}_fresh``, and ``k``, its index in
+    that parameter. See NOTE [Fused updates on a device].
+    """
+    per_slot = ["T* p", "const T* g"] + [f"T* {s}, int {s}_fresh" for s in state] + ["long long end"]
+    params = ", ".join(", ".join(f"{q}{j}" for q in ", ".join(per_slot).split(", ")) for j in range(_SLOTS))
+    names = ["p", "g"] + [n for s in state for n in (s, f"{s}_fresh")]
+    decl = "T* p; const T* g; " + " ".join(f"T* {s}; int {s}_fresh;" for s in state) + " long long start = 0;"
+    pick = []
+    for j in range(_SLOTS):
+        assign = " ".join(f"{n} = {n}{j};" for n in names)
+        head = f"if (i < end{j})" if j == 0 else ("else" if j == _SLOTS - 1 else f"else if (i < end{j})")
+        pick.append(f"    {head} {{ {assign}{'' if j == 0 else f' start = end{j - 1};'} }}")
+    source = f"    {decl}\n" + "\n".join(pick) + "\n    const long long k = i - start;\n" + body
+    return Kernel(name, params + ", " + scalars, source)
+
+
+def _launch_slots(launch, items, n_state, scalars):
+    """One launch over ``items`` (``(p, g array, [(state array, fresh)])``, at most ``_SLOTS``)."""
+    args, end = [], 0
+    for j in range(_SLOTS):
+        p, g, state = items[min(j, len(items) - 1)]
+        if j < len(items):
+            end += p._data.size
+        args += [p._data, g]
+        for a, fresh in state:
+            args += [a, fresh]
+        args.append(end)
+    launch(end, *args, *scalars)
 
 
 def _decay_add(state, key, decay, x):
@@ -213,7 +263,10 @@ class Optimizer:
 
             with enable_grad():
                 loss = closure()
-        for p, grad, group in self._gradients():
+        work = self._gradients()
+        if work and self._fused_kernel is not None and work[0][0]._data.__class__ is not np.ndarray:
+            work = self._fused_steps(work)  # See NOTE [Fused updates on a device]
+        for p, grad, group in work:
             if group.get("maximize", False):
                 grad = -grad
             state = self.state.setdefault(p, {})
@@ -230,6 +283,66 @@ class Optimizer:
                     p._data[...] = arr.view(p._data.dtype)
                 p._version[0] += 1
         return loss
+
+    # ------------------------------------------------ NOTE [Fused updates on a device]
+    _fused_kernel = None  # a multi_tensor_kernel(...) of the subclass
+    _fused_state = ()  # names of per-parameter state arrays the kernel updates, in its slot order
+
+    def _fused_scalars(self, group):  # pragma: no cover - abstract
+        """The kernel's scalar arguments for ``group`` (after the slots)."""
+        raise NotImplementedError
+
+    def _fused_steps(self, work):
+        """Update the parameters of ``work`` a kernel can take; return the others."""
+        rest, batches = [], {}
+        for item in work:
+            p, grad, group = item
+            arr, g = p._data, grad._data
+            if group.get("differentiable", False) or arr.dtype not in _FUSED_DTYPES or g.dtype != arr.dtype \
+                    or not (arr.flags["C_CONTIGUOUS"] and g.flags["C_CONTIGUOUS"]):
+                rest.append(item)
+                continue
+            launch = kernel_for(arr, self._fused_kernel, arr.dtype)
+            state = self._fused_state_arrays(p, group)
+            if launch is None or state is None:
+                rest.append(item)
+                continue
+            batches.setdefault((id(group), arr.dtype, arr.device.id), (launch, group, []))[2].append((p, g, state))
+        for launch, group, items in batches.values():
+            scalars = self._fused_scalars(group)
+            for start in range(0, len(items), _SLOTS):
+                _launch_slots(launch, items[start:start + _SLOTS], len(self._fused_state), scalars)
+            for p, _, _ in items:
+                p._version[0] += 1
+        return rest
+
+    def _fused_state_arrays(self, p, group):
+        """``[(array, fresh)]`` for each of ``_fused_state``: made empty on the first step
+        (``fresh`` tells the kernel to initialise it), the parameter itself where the group's
+        update does not use it; None where a saved array can't be used (then ``_update`` runs)."""
+        state = self.state.setdefault(p, {})
+        used = self._fused_state_names(group)
+        out = []
+        for name in self._fused_state:
+            a = state.get(name)
+            if name not in used:
+                out.append((p._data, 0))
+            elif a is None:
+                out.append((backend.namespace_of(p._data).empty_like(p._data), 1))
+            elif a.__class__ is p._data.__class__ and a.dtype == p._data.dtype and a.flags["C_CONTIGUOUS"] \
+                    and a.shape == p._data.shape:
+                out.append((a, 0))
+            else:
+                return None
+        for name, (a, fresh) in zip(self._fused_state, out):
+            if fresh:
+                state[name] = a
+        return out
+
+    def _fused_state_names(self, group):
+        """The names of ``_fused_state`` this group's update uses (e.g. no momentum buffer
+        without momentum)."""
+        return self._fused_state
 
     def _graph_update(self, p, grad, state, group):
         """The update rule on Tensors, recorded in the graph. See NOTE [Differentiable steps]."""

@@ -1,7 +1,22 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, _decay_add, _ops, _sub, check_options
+from .optimizer import Optimizer, _decay_add, _ops, _sub, check_options, multi_tensor_kernel
+
+# SGD's update as one kernel for up to 16 parameters (NOTE [Fused updates on a device]); the
+# same arithmetic, in the same order, as ``SGD._update``.
+_SGD_KERNEL = multi_tensor_kernel(
+    "lucid_sgd", ("buf",), "T lr, T wd, T mu, T one_minus_dampening, int nesterov, int maximize", """
+    T grad = maximize ? -g[k] : g[k];
+    const T w = p[k];
+    if (wd != 0) grad = grad + wd * w;
+    if (mu != 0) {
+        const T b = buf_fresh ? grad : mu * buf[k] + one_minus_dampening * grad;
+        buf[k] = b;
+        grad = nesterov ? grad + mu * b : b;
+    }
+    p[k] = w - lr * grad;
+""")
 
 
 class SGD(Optimizer):
@@ -27,7 +42,9 @@ class SGD(Optimizer):
     maximize : bool
         Maximise the objective instead.
     foreach, fused : bool, optional
-        Accepted for PyTorch compatibility; no effect (see NOTE [Differentiable steps]).
+        Accepted for PyTorch compatibility; no effect (see NOTE [Differentiable steps]). On a
+        device the update is always one fused kernel per 16 parameters (NOTE [Fused updates
+        on a device]).
     differentiable : bool
         Run the update inside the autograd graph (for meta-learning); the parameters must
         then be non-leaf tensors.
@@ -50,6 +67,16 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
                                       foreach=foreach, differentiable=differentiable, fused=fused))
+
+    _fused_kernel = _SGD_KERNEL
+    _fused_state = ("momentum_buffer",)
+
+    def _fused_state_names(self, group):
+        return self._fused_state if group["momentum"] else ()
+
+    def _fused_scalars(self, group):
+        return (group["lr"], group["weight_decay"], group["momentum"], 1 - group["dampening"],
+                int(group["nesterov"]), int(group["maximize"]))
 
     def _update(self, p, g, state, group):
         wd, mu, lr = group["weight_decay"], group["momentum"], group["lr"]

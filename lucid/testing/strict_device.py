@@ -32,6 +32,7 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
 import numpy as np
@@ -482,12 +483,23 @@ def _from_numpy(arr, index=None):
 DEVICE = _backend.device  # set in enable()
 
 
+def _kernels():
+    """Fused kernels run as compiled CPU loops (NOTE [Fused device kernels]); with no C++
+    compiler, or LUCID_STRICT_KERNELS=0, the stand-in runs none and ops take their generic path."""
+    from .._core import kernels
+
+    if os.environ.get("LUCID_STRICT_KERNELS", "1") == "0" or kernels.host_compiler() is None:
+        return None
+    return kernels.cpu_factory(lambda a: a._a.ctypes.data)
+
+
 def make_backend():
     return _backend.Backend(
         "strict", xp, StrictArray,
         device_of=lambda a: _backend.device("strict", 0),
         to_numpy=_to_numpy, from_numpy=_from_numpy,
         numpy_view=True, special=_special, scipy_linalg=_scipy_linalg, implicit_numpy=_implicit_numpy,
+        kernels=_kernels(),
     )
 
 

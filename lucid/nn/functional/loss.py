@@ -14,6 +14,7 @@ import weakref
 import numpy as np
 
 from ..._core.backend import namespace_of, xp
+from ..._core.kernels import Kernel, kernel_for
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import Tensor, _wrap
 from ...ops._family import _as_tensor, move_bdim, quiet
@@ -264,6 +265,10 @@ def _shifted_exp(x):
 def _ce_impl(x, t, *, ignore_index, reduction):
     # Plain NumPy on purpose, in as few calls as possible: this forward is on the hot path
     # of every classifier step.
+    if x.__class__ is not np.ndarray:  # See NOTE [Fused cross-entropy on a device]
+        out = _ce_fused_forward(x, t, ignore_index, reduction)
+        if out is not None:
+            return out
     c = x.shape[-1]
     s, e, sums = _shifted_exp(x)
     lse = xp.log(sums)[..., 0]
@@ -309,6 +314,94 @@ def _ref(a):
         return lambda: a
 
 
+# NOTE [Fused cross-entropy on a device]
+# On a device the generic forward and backward above are 16 and 11 launches; there they are
+# kernels (NOTE [Fused device kernels]): the forward is one thread per row (max, sum of exps,
+# the row's loss and whether it counts; one pass per row suits the C <= 1024 classes it is
+# used for), then one sum over the rows (loss total and count together) and, for 'mean', one
+# divide: 3 launches. The backward is one thread per element, softmax from the saved row
+# log-sum-exp: ``(exp(x - lse) - onehot) * scale``, 1 launch. A target outside [0, C) that is
+# not ignore_index gives a NaN loss (a GPU can't raise without reading back; PyTorch's CUDA
+# kernels assert on the device instead). Everything else (vmap's 3-D inputs, other dtypes,
+# many classes, the CPU) takes the generic code, with the same values to rounding.
+_CE_FUSED_MAX_CLASSES = 1024
+_FUSED = object()
+
+_CE_ROWS = Kernel("lucid_ce_rows", "const T* x, const I* t, long long C, long long ignore_index, T* lse, "
+                  "T* loss, T* counted", """
+    const T* row = x + i * C;
+    T m = row[0];
+    for (long long c = 1; c < C; ++c) m = row[c] > m ? row[c] : m;
+    T s = 0;
+    for (long long c = 0; c < C; ++c) s += exp(row[c] - m);
+    const long long target = (long long)t[i];
+    lse[i] = m + log(s);
+    if (target == ignore_index) { loss[i] = 0; counted[i] = 0; return; }
+    counted[i] = 1;
+    loss[i] = (target < 0 || target >= C) ? (T)LUCID_NAN : log(s) - (row[target] - m);
+""", types=("T", "I"))
+
+_CE_GRAD = Kernel("lucid_ce_grad", "const T* x, const I* t, const T* lse, const T* g, const T* count, "
+                  "long long C, long long ignore_index, int mode, T* out", """
+    const long long n = i / C;
+    const long long target = (long long)t[n];
+    if (target == ignore_index) { out[i] = 0; return; }
+    T scale = g[mode == 0 ? n : 0];  // mode 0: 'none' (a cotangent per row), 1: 'sum', 2: 'mean'
+    if (mode == 2) { const T k = count[0]; scale = scale / (k > 1 ? k : (T)1); }
+    out[i] = (exp(x[i] - lse[n]) - (i - n * C == target ? (T)1 : (T)0)) * scale;
+""", types=("T", "I"))
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_INDICES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def _ce_fused_rows(x, t, ignore_index):
+    """``(lse, rows)`` of the row kernel: rows[0] the losses, rows[1] 1 where a row counts;
+    None where the kernel does not apply. See NOTE [Fused cross-entropy on a device]."""
+    c = x.shape[-1]
+    if x.ndim not in (1, 2) or not 0 < c <= _CE_FUSED_MAX_CLASSES or x.size == 0 or x.dtype not in _FLOATS \
+            or t.dtype not in _INDICES or not (x.flags["C_CONTIGUOUS"] and t.flags["C_CONTIGUOUS"]):
+        return None
+    launch = kernel_for(x, _CE_ROWS, x.dtype, t.dtype)
+    if launch is None:
+        return None
+    n = x.size // c
+    ns = namespace_of(x)
+    lse, rows = ns.empty(n, dtype=x.dtype), ns.empty((2, n), dtype=x.dtype)
+    launch(n, x, t, c, ignore_index, lse, rows[0], rows[1])
+    return lse, rows
+
+
+def _ce_fused_forward(x, t, ignore_index, reduction):
+    fused = _ce_fused_rows(x, t, ignore_index)
+    if fused is None:
+        return None
+    lse, rows = fused
+    if reduction == "none":
+        out, totals = rows[0].reshape(t.shape), None
+    else:
+        totals = rows.sum(axis=1)  # (loss total, count): one launch
+        out = totals[:1] if reduction == "sum" else totals[:1] / totals[1:]  # 0/0: NaN, as PyTorch
+        out = out.reshape(())
+    _CE_LAST.value = (_ref(x), _ref(t), _FUSED, lse, totals)
+    return out
+
+
+def _ce_fused_backward(g, x, t, lse, totals, ignore_index, reduction):
+    """The cross-entropy vjp as one kernel, or None where it does not apply."""
+    if g.dtype != x.dtype:
+        return None
+    if not g.flags["C_CONTIGUOUS"]:  # e.g. 'none' under a sum: the cotangent is a broadcast
+        g = xp.ascontiguousarray(g)
+    launch = kernel_for(x, _CE_GRAD, x.dtype, t.dtype)
+    if launch is None:
+        return None
+    mode = {"none": 0, "sum": 1, "mean": 2}[reduction]
+    out = namespace_of(x).empty(x.shape, dtype=x.dtype)
+    launch(x.size, x, t, lse, g, g if totals is None else totals[1:], x.shape[-1], ignore_index, mode, out)
+    return out
+
+
 def _ce_dlogits(ns, x, t, ignore_index):
     """``(softmax(x) * valid - onehot(t), onehot(t) * valid)``: the per-row derivative and the mask."""
     mask = ns.ce_target_mask(t, num_classes=x.shape[-1], ignore_index=ignore_index, dtype=x.dtype)
@@ -349,6 +442,15 @@ def _ce_vjp_arrays(g, x, t, ignore_index, reduction):
     generic rule must run (a CPU call whose targets were not proven classes and left no
     residual)."""
     last, _CE_LAST.value = getattr(_CE_LAST, "value", None), None
+    if x.__class__ is not np.ndarray:  # See NOTE [Fused cross-entropy on a device]
+        if last is None or last[2] is not _FUSED or last[0]() is not x or last[1]() is not t:
+            fused = _ce_fused_rows(x, t, ignore_index)
+            last = None if fused is None else (None, None, _FUSED, fused[0], fused[1].sum(axis=1))
+        if last is not None:
+            d = _ce_fused_backward(g, x, t, last[3], last[4], ignore_index, reduction)
+            if d is not None:
+                return d
+            last = None
     if last is not None and last[0]() is x and last[1]() is t:
         e, sums, masked = last[2], last[3], last[4]
     elif _targets_are_classes(t, x.shape[-1], ignore_index):

@@ -9,7 +9,8 @@ import math
 import numpy as np
 
 from ..._core import dtypes
-from ..._core.backend import special_of, xp
+from ..._core.backend import namespace_of, special_of, xp
+from ..._core.kernels import Kernel, kernel_for
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, tensor_method
 from .._family import _as_tensor, _promote_float, batch_elementwise, binary, nondiff, quiet, unary
@@ -109,6 +110,27 @@ def _relu_impl(x):
 relu_p, relu = unary("relu", _relu_impl, lambda ns, x, o: ns.cast(o > 0, dtype=o.dtype), save_out=True,
                      save_inputs=False, float_only=False)
 Tensor.relu = relu
+
+# On a device the backward is one kernel, not a compare, a cast and a multiply (NOTE [Fused
+# device kernels]); the same arithmetic as the rule above.
+_RELU_GRAD = Kernel("lucid_relu_grad", "const T* out, const T* g, T* dx", "dx[i] = (out[i] > 0 ? (T)1 : (T)0) * g[i];")
+_relu_rule = relu_p.vjp[0]
+
+
+def _relu_vjp(ns, g, out, x):
+    if g.__class__ is not np.ndarray and not ns.is_tensor_ns and g.dtype == out.dtype \
+            and g.dtype in (np.float32, np.float64) and g.shape == out.shape and out.flags["C_CONTIGUOUS"]:
+        launch = kernel_for(g, _RELU_GRAD, g.dtype)
+        if launch is not None:
+            if not g.flags["C_CONTIGUOUS"]:  # e.g. a mean's broadcast cotangent: one copy, still fewer launches
+                g = xp.ascontiguousarray(g)
+            dx = namespace_of(g).empty(g.shape, dtype=g.dtype)
+            launch(g.size, out, g, dx)
+            return dx
+    return _relu_rule(ns, g, out, x)
+
+
+relu_p.vjp = (_relu_vjp,)
 
 
 # ------------------------------------------------------- more unary functions
