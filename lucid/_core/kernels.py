@@ -49,7 +49,7 @@ extern "C" __global__ void {name}(const long long lucid_n, {params}) {{
 
 # The same body as a loop; the lambda makes the body's ``return`` end one index, as on a GPU.
 _CPU_TEMPLATE = """#include <cmath>
-using std::exp; using std::log; using std::fmax; using std::fmin; using std::isnan;
+using std::exp; using std::log; using std::sqrt; using std::fmax; using std::fmin; using std::isnan;
 #define LUCID_NAN NAN
 {typedefs}
 extern "C" void {name}(const long long lucid_n, {params}) {{
@@ -141,12 +141,20 @@ def cupy_factory(cupy):
         # generic code runs (kernel_for), never a half-run op
         raw.compile()
         scalars = kernel.scalar_types(dtypes)
+        first = scalars.index(None)  # the first array operand says which GPU runs it
         block = 256
 
         def launch(n, *args):
-            if n > 0:
-                raw(((n + block - 1) // block,), (block,),
-                    (np.int64(n),) + tuple(a if s is None else s(a) for s, a in zip(scalars, args)))
+            if n <= 0:
+                return
+            values = (np.int64(n),) + tuple(a if s is None else s(a) for s, a in zip(scalars, args))
+            grid = ((n + block - 1) // block,)
+            gpu = args[first].device.id
+            if gpu == cupy.cuda.runtime.getDevice():
+                raw(grid, (block,), values)
+            else:  # a launch runs on the current device: make it the operands' (cuda:N)
+                with cupy.cuda.Device(gpu):
+                    raw(grid, (block,), values)
 
         return launch
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from .optimizer import Optimizer, _decay_add, _ops, _scale, _sub, check_options
+from .optimizer import Optimizer, _decay_add, _ops, _scale, _sub, check_options, multi_tensor_kernel
 
 
 def _check(name, lr, betas, eps, weight_decay):
@@ -32,6 +32,30 @@ def _moments(state, p, g, b1, b2):
     return state["step"], m, v
 
 
+# Adam's update (and AdamW's, amsgrad's) as one kernel for up to 16 parameters (NOTE [Fused
+# updates on a device]); the arithmetic of ``Adam._update``, in the same order. A fresh
+# moment is 0 (the kernel skips reading the new, empty array); a fresh running max is v.
+_ADAM_KERNEL = multi_tensor_kernel(
+    "lucid_adam", ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"),
+    "T b1, T one_minus_b1, T b2, T one_minus_b2, T wd, int decoupled, T shrink, int amsgrad, "
+    "T step_size, T sqrt_bias2, T eps, int maximize", """
+    T grad = maximize ? -g[k] : g[k];
+    T w = p[k];
+    if (decoupled) w = w * shrink;
+    else if (wd != 0) grad = grad + wd * w;
+    const T m = (exp_avg_fresh ? (T)0 : exp_avg[k] * b1) + one_minus_b1 * grad;
+    T v = (exp_avg_sq_fresh ? (T)0 : exp_avg_sq[k] * b2) + one_minus_b2 * grad * grad;
+    exp_avg[k] = m;
+    exp_avg_sq[k] = v;
+    if (amsgrad) {
+        const T held = max_exp_avg_sq[k];  // NaN-propagating max, as NumPy's maximum
+        if (!max_exp_avg_sq_fresh && (isnan(held) || held > v)) v = held;
+        max_exp_avg_sq[k] = v;
+    }
+    p[k] = w - step_size * m / (sqrt(v) / sqrt_bias2 + eps);
+""")
+
+
 class Adam(Optimizer):
     """Adam: ``p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)`` (``v`` -> running max with amsgrad).
 
@@ -53,7 +77,9 @@ class Adam(Optimizer):
     maximize : bool
         Maximise the objective instead.
     foreach, capturable, fused : bool, optional
-        Accepted for PyTorch compatibility; no effect (see NOTE [Differentiable steps]).
+        Accepted for PyTorch compatibility; no effect (see NOTE [Differentiable steps]). On a
+        device the update is always one fused kernel per 16 parameters (NOTE [Fused updates
+        on a device]).
     differentiable : bool
         Run the update inside the autograd graph (for meta-learning); the parameters must
         then be non-leaf tensors.
@@ -78,6 +104,23 @@ class Adam(Optimizer):
                                       amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
                                       differentiable=differentiable, fused=fused,
                                       decoupled_weight_decay=decoupled_weight_decay))
+
+    _fused_kernel = _ADAM_KERNEL
+    _fused_state = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+    _fused_options = ("lr", "eps", "weight_decay")
+
+    def _fused_state_names(self, group):
+        return self._fused_state if group["amsgrad"] else self._fused_state[:2]
+
+    def _fused_advance(self, state, group):
+        state["step"] = state.get("step", 0) + 1
+        return state["step"]
+
+    def _fused_scalars(self, group, t):
+        lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]
+        decoupled = bool(wd) and group.get("decoupled_weight_decay", False)
+        return (b1, 1 - b1, b2, 1 - b2, wd, int(decoupled), 1 - lr * wd, int(group["amsgrad"]),
+                lr / (1 - b1 ** t), math.sqrt(1 - b2 ** t), group["eps"], int(group["maximize"]))
 
     def _update(self, p, g, state, group):
         lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
@@ -111,7 +154,9 @@ class AdamW(Adam):
     maximize : bool
         Maximise the objective instead.
     foreach, capturable, fused : bool, optional
-        Accepted for PyTorch compatibility; no effect (see NOTE [Differentiable steps]).
+        Accepted for PyTorch compatibility; no effect (see NOTE [Differentiable steps]). On a
+        device the update is always one fused kernel per 16 parameters (NOTE [Fused updates
+        on a device]).
     differentiable : bool
         Run the update inside the autograd graph (for meta-learning); the parameters must
         then be non-leaf tensors.

@@ -23,8 +23,11 @@ foreach/multi-tensor apply): the kernel takes each parameter's, gradient's and s
 pointers as arguments, and each index finds its parameter from the running element counts.
 A parameter goes this way when it is a real float32/float64, C-contiguous array of a device
 with kernels, its gradient and state arrays are too, and the group is not differentiable;
-the rest take ``_update``. The values are those of ``_update``, to rounding (a GPU's
-compiler fuses multiply-adds).
+the rest take ``_update``. The values are those of ``_update``: bit for bit on the stand-in,
+to rounding on a GPU (its compiler fuses multiply-adds). SGD, Adam and AdamW define kernels;
+a subclass that overrides ``_update`` does not inherit its parent's (``_kernel_fits_update``).
+Host-side state (Adam's step count) advances in ``_fused_advance``; parameters whose counts
+differ go in different launches.
 """
 from __future__ import annotations
 
@@ -96,6 +99,19 @@ def _scale(p, f):
 
 
 _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_FITS = {}
+
+
+def _kernel_fits_update(cls):
+    """Whether ``cls``'s ``_fused_kernel`` was written for the ``_update`` it runs: a subclass
+    that overrides ``_update`` (a user's variant) must not inherit the kernel."""
+    fits = _FITS.get(cls)
+    if fits is None:
+        def owner(name):
+            return next(k for k in cls.__mro__ if name in k.__dict__)
+
+        fits = _FITS[cls] = issubclass(owner("_fused_kernel"), owner("_update"))
+    return fits
 _SLOTS = 16  # parameters per fused launch: 16 * (pointers + counts) stays far below CUDA's 4 KiB of arguments
 
 
@@ -264,7 +280,8 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         work = self._gradients()
-        if work and self._fused_kernel is not None and work[0][0]._data.__class__ is not np.ndarray:
+        if work and self._fused_kernel is not None and work[0][0]._data.__class__ is not np.ndarray \
+                and _kernel_fits_update(type(self)):
             work = self._fused_steps(work)  # See NOTE [Fused updates on a device]
         for p, grad, group in work:
             if group.get("maximize", False):
@@ -287,10 +304,17 @@ class Optimizer:
     # ------------------------------------------------ NOTE [Fused updates on a device]
     _fused_kernel = None  # a multi_tensor_kernel(...) of the subclass
     _fused_state = ()  # names of per-parameter state arrays the kernel updates, in its slot order
+    _fused_options = ("lr",)  # group options the kernel takes as numbers (a Tensor lr: _update runs)
 
-    def _fused_scalars(self, group):  # pragma: no cover - abstract
-        """The kernel's scalar arguments for ``group`` (after the slots)."""
+    def _fused_scalars(self, group, key):  # pragma: no cover - abstract
+        """The kernel's scalar arguments (after the slots) for ``group`` and the ``key`` that
+        ``_fused_advance`` gave (e.g. Adam's step count)."""
         raise NotImplementedError
+
+    def _fused_advance(self, state, group):
+        """Advance a parameter's host-side state (a step count) before its launch; the
+        parameters of one launch share the returned key."""
+        return None
 
     def _fused_steps(self, work):
         """Update the parameters of ``work`` a kernel can take; return the others."""
@@ -299,17 +323,20 @@ class Optimizer:
             p, grad, group = item
             arr, g = p._data, grad._data
             if group.get("differentiable", False) or arr.dtype not in _FUSED_DTYPES or g.dtype != arr.dtype \
-                    or not (arr.flags["C_CONTIGUOUS"] and g.flags["C_CONTIGUOUS"]):
+                    or not (arr.flags["C_CONTIGUOUS"] and g.flags["C_CONTIGUOUS"]) \
+                    or not all(isinstance(group[k], numbers.Real) for k in self._fused_options):
                 rest.append(item)
                 continue
             launch = kernel_for(arr, self._fused_kernel, arr.dtype)
-            state = self._fused_state_arrays(p, group)
-            if launch is None or state is None:
+            state = None if launch is None else self._fused_state_arrays(p, group)
+            if state is None:
                 rest.append(item)
                 continue
-            batches.setdefault((id(group), arr.dtype, arr.device.id), (launch, group, []))[2].append((p, g, state))
-        for launch, group, items in batches.values():
-            scalars = self._fused_scalars(group)
+            key = self._fused_advance(self.state[p], group)
+            batches.setdefault((id(group), arr.dtype, arr.device.id, key), (launch, group, key, []))[3].append(
+                (p, g, state))
+        for launch, group, key, items in batches.values():
+            scalars = self._fused_scalars(group, key)
             for start in range(0, len(items), _SLOTS):
                 _launch_slots(launch, items[start:start + _SLOTS], len(self._fused_state), scalars)
             for p, _, _ in items:

@@ -74,7 +74,9 @@ class SGD(Optimizer):
     def _fused_state_names(self, group):
         return self._fused_state if group["momentum"] else ()
 
-    def _fused_scalars(self, group):
+    _fused_options = ("lr", "weight_decay", "momentum", "dampening")
+
+    def _fused_scalars(self, group, key):
         return (group["lr"], group["weight_decay"], group["momentum"], 1 - group["dampening"],
                 int(group["nesterov"]), int(group["maximize"]))
 
