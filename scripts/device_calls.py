@@ -21,7 +21,7 @@ from lucid.testing import strict_device as sd  # noqa: E402
 
 CALLS = collections.Counter()
 # Calls that launch no kernel on CuPy (a view, or memory from its pool); they still cost host time.
-NO_KERNEL = {"getitem (view)", ".reshape()", ".transpose()", ".swapaxes()", "xp.empty", "xp.as_strided"}
+NO_KERNEL = {"getitem (view)", ".reshape() (view)", ".transpose()", ".swapaxes()", "xp.empty", "xp.as_strided"}
 
 
 def _counted(name, fn):
@@ -46,6 +46,12 @@ def instrument():
 
     def attribute(self, name):
         value = getattr_(self, name)
+        if name == "reshape":  # a view, or a copy (one kernel) where the layout does not allow a view
+            def reshape(*args, **kwargs):
+                out = value(*args, **kwargs)
+                CALLS[".reshape() (view)" if sd.np.may_share_memory(self._a, out._a) else ".reshape() (copy)"] += 1
+                return out
+            return reshape
         return _counted(f".{name}()", value) if callable(value) else value
 
     arr.__array_ufunc__, arr.__array_function__, arr.__getattr__ = array_ufunc, array_function, attribute

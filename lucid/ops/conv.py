@@ -366,23 +366,29 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
 # cache, flat shifts) exists to save host memory traffic and page faults; CuPy's memory pool
 # already reuses blocks, and its arrays need not support weak references, so the device path
 # keeps none of it.
-_IM2COL = Kernel("lucid_im2col", "const T* x, long long C, long long H, long long W, long long KH, long long KW, "
-                 "long long OH, long long OW, long long sh, long long sw, long long ph, long long pw, "
-                 "long long dh, long long dw, T* cols", """
+_IM2COL = Kernel("lucid_im2col", "const T* x, long long N, long long C, long long H, long long W, long long KH, "
+                 "long long KW, long long OH, long long OW, long long sh, long long sw, long long ph, "
+                 "long long pw, long long dh, long long dw, int channel_major, T* cols", """
+    // cols is (N, C, KH, KW, OH, OW), or with channel_major (C, KH, KW, N, OH, OW)
     long long r = i;
     const long long ow = r % OW; r /= OW;
     const long long oh = r % OH; r /= OH;
+    long long n = 0;
+    if (channel_major) { n = r % N; r /= N; }
     const long long kw = r % KW; r /= KW;
-    const long long kh = r % KH; r /= KH;  // r is now n * C + c
+    const long long kh = r % KH; r /= KH;
+    const long long c = channel_major ? r : r % C;
+    if (!channel_major) n = r / C;
     const long long h = oh * sh + kh * dh - ph, w = ow * sw + kw * dw - pw;
-    cols[i] = (h >= 0 && h < H && w >= 0 && w < W) ? x[(r * H + h) * W + w] : (T)0;
+    cols[i] = (h >= 0 && h < H && w >= 0 && w < W) ? x[((n * C + c) * H + h) * W + w] : (T)0;
 """)
 
 
-def _fused_cols(x, ksize, stride, padding, dilation, out_sp):
+def _fused_cols(x, ksize, stride, padding, dilation, out_sp, channel_major=False):
     """im2col of a 1-D or 2-D conv as one kernel, padding and cropping included (the generic
-    path pads with a fill and a copy first: three launches); None where it does not apply.
-    See NOTE [Fused device kernels]."""
+    path pads with a fill and a copy first: three launches): (N, C, *K, *out), or with
+    ``channel_major`` (C, *K, N, *out), the layout of the weight gradient's GEMM. None where
+    it does not apply. See NOTE [Fused device kernels]."""
     if len(ksize) > 2 or x.dtype not in (np.float32, np.float64) or not x.flags["C_CONTIGUOUS"]:
         return None
     launch = kernel_for(x, _IM2COL, x.dtype)
@@ -393,8 +399,9 @@ def _fused_cols(x, ksize, stride, padding, dilation, out_sp):
     (sh, sw), (dh, dw) = pad(stride), pad(dilation)
     ph, pw = (0,) * (2 - len(ksize)) + tuple(lo for lo, _ in padding)
     n, c = x.shape[:2]
-    cols = namespace_of(x).empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
-    launch(cols.size, x, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, cols)
+    shape = (c, kh, kw, n, oh, ow) if channel_major else (n, c, kh, kw, oh, ow)
+    cols = namespace_of(x).empty(shape, dtype=x.dtype)
+    launch(cols.size, x, n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(channel_major), cols)
     return cols
 
 
@@ -491,6 +498,12 @@ def _conv_weight_impl(x, g, stride, padding, dilation, groups, ksize):
         return namespace_of(x, g).zeros((o, c // groups) + tuple(ksize), dtype=xp.result_type(x.dtype, g.dtype))
     out_sp = tuple(g.shape[2:])
     if x.__class__ is not np.ndarray:  # See NOTE [Conv on a device]
+        cols = _fused_cols(x, ksize, stride, padding, dilation, out_sp, channel_major=True)
+        if cols is not None:  # (C, *K, N, *out): dw = g (G, O/G, N*P) times cols (G, Cg*K, N*P) transposed
+            g2 = g.reshape(n, groups, o // groups, -1).transpose(1, 2, 0, 3).reshape(groups, o // groups, -1)
+            cols = cols.reshape(groups, -1, g2.shape[2])
+            dw = g2[0].dot(cols[0].T) if groups == 1 else xp.matmul(g2, cols.swapaxes(1, 2))  # NOTE [Device GEMM]
+            return dw.reshape((o, c // groups) + tuple(ksize))
         cols = _device_cols(x, ksize, stride, padding, dilation, groups, out_sp)  # (N, G, Cg*K, P)
         g2 = g.reshape(n, groups, o // groups, -1)
         dw = xp.matmul(g2.transpose(1, 2, 0, 3).reshape(groups, o // groups, -1),
