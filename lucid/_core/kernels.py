@@ -8,7 +8,8 @@ each on a device. A :class:`Kernel` is written once, as the body of a CUDA C++ f
 one logical thread per index ``i`` (no shared memory, no synchronisation between threads), so
 that the very same text runs
 
-- on a GPU: as a CuPy ``RawKernel`` (NVRTC) with a bounds check on ``i`` (target ``"cuda"``);
+- on a GPU: compiled by NVRTC through CuPy's ``RawModule``, with a bounds check on ``i``
+  (target ``"cuda"``);
 - on the CPU: compiled by the host's C++ compiler as a loop over ``i`` (target ``"cpu"``). The
   strict stand-in device (``lucid.testing.strict_device``) launches kernels this way, so CI runs
   the source the GPU runs, through the same calls, and checks it against NumPy.
@@ -134,15 +135,22 @@ def kernel_for(arr, kernel, *dtypes):
 
 
 def cupy_factory(cupy):
-    """``make(kernel, dtypes) -> launch`` building CuPy RawKernels (compiled on first launch)."""
+    """``make(kernel, dtypes) -> launch`` running kernels on CuPy's GPUs (NVRTC, one module per GPU)."""
     def make(kernel, dtypes):
-        raw = cupy.RawKernel(kernel.source("cuda", dtypes), kernel.name)
-        # compiled now, not on the first launch inside an op: a failure here means the op's
-        # generic code runs (kernel_for), never a half-run op
-        raw.compile()
+        source = kernel.source("cuda", dtypes)
         scalars = kernel.scalar_types(dtypes)
         first = scalars.index(None)  # the first array operand says which GPU runs it
+        functions = {}
         block = 256
+
+        def function(gpu):
+            with cupy.cuda.Device(gpu):
+                fn = functions[gpu] = cupy.RawModule(code=source).get_function(kernel.name)
+            return fn
+
+        # compiled now, not at the first launch inside an op: a failure here means the op's
+        # generic code runs (kernel_for), never a half-run op
+        function(cupy.cuda.runtime.getDevice())
 
         def launch(n, *args):
             if n <= 0:
@@ -150,11 +158,12 @@ def cupy_factory(cupy):
             values = (np.int64(n),) + tuple(a if s is None else s(a) for s, a in zip(scalars, args))
             grid = ((n + block - 1) // block,)
             gpu = args[first].device.id
+            fn = functions.get(gpu) or function(gpu)
             if gpu == cupy.cuda.runtime.getDevice():
-                raw(grid, (block,), values)
+                fn(grid, (block,), values)
             else:  # a launch runs on the current device: make it the operands' (cuda:N)
                 with cupy.cuda.Device(gpu):
-                    raw(grid, (block,), values)
+                    fn(grid, (block,), values)
 
         return launch
 

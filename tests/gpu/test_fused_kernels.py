@@ -319,3 +319,66 @@ def test_im2col_kernel_convolutions_match_the_cpu(launches, device, kind, x_shap
     # forward and weight gradient: one im2col each; the input gradient one more where the stride
     # is 1 (a stride-1 transposed conv is a conv), else it scatters
     assert launches["lucid_im2col"] == (2 if options.get("stride", 1) != 1 else 3)
+
+
+class _FakeCupy:
+    """Just enough of CuPy's surface for ``cupy_factory``: records compiles and launches."""
+
+    def __init__(self):
+        self.current, self.compiled, self.launched = 0, [], []
+        fake = self
+
+        class Device:
+            def __init__(self, index):
+                self.index = index
+
+            def __enter__(self):
+                self.saved, fake.current = fake.current, self.index
+
+            def __exit__(self, *exc):
+                fake.current = self.saved
+
+        class RawModule:
+            def __init__(self, code):
+                self.code = code
+
+            def get_function(self, name):
+                fake.compiled.append((fake.current, name, self.code))
+                return lambda grid, block, args: fake.launched.append((fake.current, grid, block, args))
+
+        runtime = type("runtime", (), {"getDevice": staticmethod(lambda: fake.current)})
+        self.cuda = type("cuda", (), {"Device": Device, "runtime": runtime})
+        self.RawModule = RawModule
+
+
+class _FakeGpuArray:
+    def __init__(self, gpu):
+        self.device = type("device", (), {"id": gpu})
+
+
+def test_cupy_launcher_compiles_once_per_gpu_and_passes_typed_arguments():
+    """The CuPy glue, without a GPU: the source is the kernel's CUDA text, compiled when the
+    launcher is made; n and the scalars go as NumPy scalars of the kernel's C types; the grid
+    covers n; a launch on cuda:1 runs with cuda:1 current."""
+    fake = _FakeCupy()
+    make = kernels.cupy_factory(fake)
+    kernel = loss_mod._CE_GRAD
+    launch = make(kernel, (np.float32, np.int64))
+    assert fake.compiled == [(0, "lucid_ce_grad", kernel.source("cuda", (np.float32, np.int64)))]
+    x, t, lse, g, count, out = (_FakeGpuArray(0) for _ in range(6))
+    launch(1000, x, t, lse, g, count, 10, -100, 2, out)
+    (gpu, grid, block, args), = fake.launched
+    assert (gpu, grid, block) == (0, (4,), (256,))
+    assert args[1:6] == (x, t, lse, g, count) and args[-1] is out
+    assert [type(a) for a in args[:1] + args[6:9]] == [np.int64, np.int64, np.int64, np.int32]
+    assert args[6:9] == (10, -100, 2)
+    on_1 = [_FakeGpuArray(1) for _ in range(6)]
+    launch(5, *on_1[:5], 10, -100, 0, on_1[5])
+    launch(0, *on_1[:5], 10, -100, 0, on_1[5])  # nothing to do: no launch
+    assert [c[0] for c in fake.compiled] == [0, 1] and fake.launched[1][0] == 1 and len(fake.launched) == 2
+    assert fake.current == 0
+    sgd_launch = make(sgd._SGD_KERNEL, (np.float64,))
+    a = _FakeGpuArray(0)
+    sgd_launch(3, *([a, a, a, 0, 3] * 16), 0.1, 0.0, 0.9, 1.0, 0, 1)
+    args = fake.launched[-1][3]
+    assert [type(v) for v in args[-6:]] == [np.float64] * 4 + [np.int32] * 2
