@@ -13,6 +13,7 @@ Targets: W2 and W5 at batch >= 512 within 1.5x of PyTorch CUDA.
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import sys
 import time
@@ -82,6 +83,19 @@ def _lucid_step(net, xs, ys, device="cuda"):
     return step
 
 
+@contextlib.contextmanager
+def _no_fused_kernels():
+    from lucid._core import backend
+
+    cuda = backend._BACKENDS["cuda"]
+    saved = cuda.kernels, cuda.kernel_cache
+    cuda.kernels, cuda.kernel_cache = None, {}
+    try:
+        yield
+    finally:
+        cuda.kernels, cuda.kernel_cache = saved
+
+
 def _torch_step(net, xs, ys):
     net.to("cuda")
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
@@ -101,14 +115,18 @@ def main():
         return 0
     have_torch = torch is not None and torch.cuda.is_available()
     print(f"GPU: {lucid.cuda.get_device_name()}   PyTorch: {torch.__version__ if have_torch else 'absent'}")
-    print(f"{'workload':<22}{'lucid ms':>10}{'torch ms':>10}{'lucid/torch':>13}")
+    # "no fused" times Lucid with its fused device kernels off (NOTE [Fused device kernels]):
+    # every op's generic CuPy code, to measure what the kernels save.
+    print(f"{'workload':<22}{'lucid ms':>10}{'torch ms':>10}{'lucid/torch':>13}{'no fused ms':>13}")
     rows = [("W2 MLP batch 128", lambda m: _mlp(m), (128, 784)), ("W2 MLP batch 4096", lambda m: _mlp(m), (4096, 784)),
             ("W5 CNN batch 64", lambda m: _cnn(m), (64, 1, 28, 28)), ("W5 CNN batch 512", lambda m: _cnn(m), (512, 1, 28, 28))]
     for name, make, shape in rows:
         xs, ys = _data(shape)
         lt = _time(_lucid_step(make(nn), xs, ys), _sync_lucid)
         tt = _time(_torch_step(make(torch.nn), xs, ys), _sync_torch) if have_torch else float("nan")
-        print(f"{name:<22}{lt:>10.3f}{tt:>10.3f}{lt / tt:>13.2f}")
+        with _no_fused_kernels():
+            gt = _time(_lucid_step(make(nn), xs, ys), _sync_lucid)
+        print(f"{name:<22}{lt:>10.3f}{tt:>10.3f}{lt / tt:>13.2f}{gt:>13.3f}")
     a = np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32)
     la = lucid.tensor(a, device="cuda")
     lt = _time(lambda: la @ la, _sync_lucid)
