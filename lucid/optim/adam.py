@@ -112,9 +112,11 @@ class Adam(Optimizer):
     def _fused_state_names(self, group):
         return self._fused_state if group["amsgrad"] else self._fused_state[:2]
 
-    def _fused_advance(self, state, group):
-        state["step"] = state.get("step", 0) + 1
-        return state["step"]
+    def _fused_next(self, state, group):
+        return state.get("step", 0) + 1
+
+    def _fused_commit(self, state, key):
+        state["step"] = key
 
     def _fused_scalars(self, group, t):
         lr, (b1, b2), wd = group["lr"], group["betas"], group["weight_decay"]

@@ -26,8 +26,8 @@ with kernels, its gradient and state arrays are too, and the group is not differ
 the rest take ``_update``. The values are those of ``_update``: bit for bit on the stand-in,
 to rounding on a GPU (its compiler fuses multiply-adds). SGD, Adam and AdamW define kernels;
 a subclass that overrides ``_update`` does not inherit its parent's (``_kernel_fits_update``).
-Host-side state (Adam's step count) advances in ``_fused_advance``; parameters whose counts
-differ go in different launches.
+Host-side state (Adam's step count, new state arrays) is stored after the launches
+(``_fused_next``/``_fused_commit``); parameters whose counts differ go in different launches.
 """
 from __future__ import annotations
 
@@ -308,16 +308,22 @@ class Optimizer:
 
     def _fused_scalars(self, group, key):  # pragma: no cover - abstract
         """The kernel's scalar arguments (after the slots) for ``group`` and the ``key`` that
-        ``_fused_advance`` gave (e.g. Adam's step count)."""
+        ``_fused_next`` gave (e.g. Adam's step count)."""
         raise NotImplementedError
 
-    def _fused_advance(self, state, group):
-        """Advance a parameter's host-side state (a step count) before its launch; the
-        parameters of one launch share the returned key."""
+    def _fused_next(self, state, group):
+        """The key of a parameter's next update (e.g. Adam's step count), read from its state
+        without changing it; the parameters of one launch share a key."""
         return None
 
+    def _fused_commit(self, state, key):
+        """Store the host-side state of an update that was launched (e.g. the step count)."""
+
     def _fused_steps(self, work):
-        """Update the parameters of ``work`` a kernel can take; return the others."""
+        """Update the parameters of ``work`` a kernel can take; return the others.
+
+        Host-side state (new state arrays, step counts) is stored only once every launch is
+        made, so a launch that fails leaves the optimizer's state as it was."""
         rest, batches = [], {}
         for item in work:
             p, grad, group = item
@@ -332,22 +338,29 @@ class Optimizer:
             if state is None:
                 rest.append(item)
                 continue
-            key = self._fused_advance(self.state[p], group)
+            key = self._fused_next(self.state.get(p, {}), group)
             batches.setdefault((id(group), arr.dtype, arr.device.id, key), (launch, group, key, []))[3].append(
                 (p, g, state))
         for launch, group, key, items in batches.values():
             scalars = self._fused_scalars(group, key)
             for start in range(0, len(items), _SLOTS):
                 _launch_slots(launch, items[start:start + _SLOTS], len(self._fused_state), scalars)
-            for p, _, _ in items:
+        for _, group, key, items in batches.values():
+            for p, _, arrays in items:
+                state = self.state.setdefault(p, {})
+                for name, (a, fresh) in zip(self._fused_state, arrays):
+                    if fresh:
+                        state[name] = a
+                self._fused_commit(state, key)
                 p._version[0] += 1
         return rest
 
     def _fused_state_arrays(self, p, group):
         """``[(array, fresh)]`` for each of ``_fused_state``: made empty on the first step
-        (``fresh`` tells the kernel to initialise it), the parameter itself where the group's
-        update does not use it; None where a saved array can't be used (then ``_update`` runs)."""
-        state = self.state.setdefault(p, {})
+        (``fresh`` tells the kernel to initialise it; stored by ``_fused_steps`` after the
+        launch), the parameter itself where the group's update does not use it; None where a
+        saved array can't be used (then ``_update`` runs)."""
+        state = self.state.get(p, {})
         used = self._fused_state_names(group)
         out = []
         for name in self._fused_state:
@@ -361,9 +374,6 @@ class Optimizer:
                 out.append((a, 0))
             else:
                 return None
-        for name, (a, fresh) in zip(self._fused_state, out):
-            if fresh:
-                state[name] = a
         return out
 
     def _fused_state_names(self, group):

@@ -382,3 +382,36 @@ def test_cupy_launcher_compiles_once_per_gpu_and_passes_typed_arguments():
     sgd_launch(3, *([a, a, a, 0, 3] * 16), 0.1, 0.0, 0.9, 1.0, 0, 1)
     args = fake.launched[-1][3]
     assert [type(v) for v in args[-6:]] == [np.float64] * 4 + [np.int32] * 2
+
+
+@pytest.mark.parametrize("device", DEVICES[:1])
+def test_a_failing_launch_leaves_parameters_and_state_as_they_were(device):
+    w = lucid.tensor(np.array([1.0, -1.0]), device=device, requires_grad=True)
+    opt = lucid.optim.Adam([w], lr=0.1)
+    w.grad = lucid.tensor(np.array([2.0, -4.0]), device=device)
+    opt.step()
+    before = ({k: (v.copy() if hasattr(v, "copy") else v) for k, v in opt.state[w].items()},
+              w.detach().cpu().numpy(), w._version[0])
+    b = backend._BACKENDS[device]
+    saved = b.kernels, b.kernel_cache
+
+    def failing(kernel, dtypes):
+        def launch(n, *args):
+            raise RuntimeError("the device failed")
+        return launch
+
+    b.kernels, b.kernel_cache = failing, {}
+    try:
+        with pytest.raises(RuntimeError, match="the device failed"):
+            opt.step()
+        fresh = lucid.optim.SGD([w], lr=0.1, momentum=0.9)
+        with pytest.raises(RuntimeError, match="the device failed"):
+            fresh.step()
+        assert not fresh.state.get(w)  # no momentum buffer was stored for the failed first step
+    finally:
+        b.kernels, b.kernel_cache = saved
+    state, value, version = before
+    assert opt.state[w]["step"] == state["step"] == 1 and w._version[0] == version
+    np.testing.assert_array_equal(w.detach().cpu().numpy(), value)
+    for name in ("exp_avg", "exp_avg_sq"):
+        np.testing.assert_array_equal(strict_device._to_numpy(opt.state[w][name]), strict_device._to_numpy(state[name]))
