@@ -112,6 +112,8 @@ def _kernel_fits_update(cls):
 
         fits = _FITS[cls] = issubclass(owner("_fused_kernel"), owner("_update"))
     return fits
+
+
 _SLOTS = 16  # parameters per fused launch: 16 * (pointers + counts) stays far below CUDA's 4 KiB of arguments
 
 
@@ -136,7 +138,7 @@ def multi_tensor_kernel(name, state, scalars, body):
     return Kernel(name, params + ", " + scalars, source)
 
 
-def _launch_slots(launch, items, n_state, scalars):
+def _launch_slots(launch, items, scalars):
     """One launch over ``items`` (``(p, g array, [(state array, fresh)])``, at most ``_SLOTS``)."""
     args, end = [], 0
     for j in range(_SLOTS):
@@ -344,7 +346,7 @@ class Optimizer:
         for launch, group, key, items in batches.values():
             scalars = self._fused_scalars(group, key)
             for start in range(0, len(items), _SLOTS):
-                _launch_slots(launch, items[start:start + _SLOTS], len(self._fused_state), scalars)
+                _launch_slots(launch, items[start:start + _SLOTS], scalars)
         for _, group, key, items in batches.values():
             for p, _, arrays in items:
                 state = self.state.setdefault(p, {})

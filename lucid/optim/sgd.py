@@ -69,12 +69,11 @@ class SGD(Optimizer):
                                       foreach=foreach, differentiable=differentiable, fused=fused))
 
     _fused_kernel = _SGD_KERNEL
-    _fused_state = ("momentum_buffer",)
+    _fused_state = ("momentum_buffer",)  # the kernel's ``buf``
+    _fused_options = ("lr", "weight_decay", "momentum", "dampening")
 
     def _fused_state_names(self, group):
         return self._fused_state if group["momentum"] else ()
-
-    _fused_options = ("lr", "weight_decay", "momentum", "dampening")
 
     def _fused_scalars(self, group, key):
         return (group["lr"], group["weight_decay"], group["momentum"], 1 - group["dampening"],
