@@ -369,19 +369,21 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
 _IM2COL = Kernel("lucid_im2col", "const T* x, long long N, long long C, long long H, long long W, long long KH, "
                  "long long KW, long long OH, long long OW, long long sh, long long sw, long long ph, "
                  "long long pw, long long dh, long long dw, int channel_major, T* cols", """
-    // cols is (N, C, KH, KW, OH, OW), or with channel_major (C, KH, KW, N, OH, OW)
-    long long r = i;
-    const long long ow = r % OW; r /= OW;
-    const long long oh = r % OH; r /= OH;
-    long long n = 0;
-    if (channel_major) { n = r % N; r /= N; }
-    const long long kw = r % KW; r /= KW;
-    const long long kh = r % KH; r /= KH;
-    const long long c = channel_major ? r : r % C;
-    if (!channel_major) n = r / C;
-    const long long h = oh * sh + kh * dh - ph, w = ow * sw + kw * dw - pw;
-    cols[i] = (h >= 0 && h < H && w >= 0 && w < W) ? x[((n * C + c) * H + h) * W + w] : (T)0;
-""")
+    // cols is (N, C, KH, KW, OH, OW), or with channel_major (C, KH, KW, N, OH, OW). The index
+    // arithmetic is in Z: int where every index fits (a GPU divides 32-bit integers several
+    // times faster than 64-bit ones), else long long.
+    Z r = (Z)i;
+    const Z ow = r % (Z)OW; r /= (Z)OW;
+    const Z oh = r % (Z)OH; r /= (Z)OH;
+    Z n = 0;
+    if (channel_major) { n = r % (Z)N; r /= (Z)N; }
+    const Z kw = r % (Z)KW; r /= (Z)KW;
+    const Z kh = r % (Z)KH; r /= (Z)KH;
+    const Z c = channel_major ? r : r % (Z)C;
+    if (!channel_major) n = r / (Z)C;
+    const Z h = oh * (Z)sh + kh * (Z)dh - (Z)ph, w = ow * (Z)sw + kw * (Z)dw - (Z)pw;
+    cols[i] = (h >= 0 && h < (Z)H && w >= 0 && w < (Z)W) ? x[((n * (Z)C + c) * (Z)H + h) * (Z)W + w] : (T)0;
+""", types=("T", "Z"))
 
 
 def _fused_cols(x, ksize, stride, padding, dilation, out_sp, channel_major=False):
@@ -391,14 +393,15 @@ def _fused_cols(x, ksize, stride, padding, dilation, out_sp, channel_major=False
     it does not apply. See NOTE [Fused device kernels]."""
     if len(ksize) > 2 or x.dtype not in (np.float32, np.float64) or not x.flags["C_CONTIGUOUS"]:
         return None
-    launch = kernel_for(x, _IM2COL, x.dtype)
+    n, c = x.shape[:2]
+    size = n * c * math.prod(ksize) * math.prod(out_sp)  # of the columns; every index is below it or x.size
+    launch = kernel_for(x, _IM2COL, x.dtype, np.dtype(np.int32 if max(size, x.size) < 2 ** 31 else np.int64))
     if launch is None:
         return None
     pad = lambda seq: (1,) * (2 - len(ksize)) + tuple(seq)  # noqa: E731 - 1-D as a 2-D conv of height 1
     (h, w), (kh, kw), (oh, ow) = pad(x.shape[2:]), pad(ksize), pad(out_sp)
     (sh, sw), (dh, dw) = pad(stride), pad(dilation)
     ph, pw = (0,) * (2 - len(ksize)) + tuple(lo for lo, _ in padding)
-    n, c = x.shape[:2]
     shape = (c, kh, kw, n, oh, ow) if channel_major else (n, c, kh, kw, oh, ow)
     cols = namespace_of(x).empty(shape, dtype=x.dtype)
     launch(cols.size, x, n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(channel_major), cols)

@@ -32,7 +32,8 @@ KERNELS = [
     (loss_mod._CE_ROWS, (np.float32, np.int64)), (loss_mod._CE_ROWS, (np.float64, np.int32)),
     (loss_mod._CE_GRAD, (np.float32, np.int64)), (loss_mod._CE_GRAD, (np.float64, np.int32)),
     (transcendental._RELU_GRAD, (np.float32,)), (sgd._SGD_KERNEL, (np.float32,)), (sgd._SGD_KERNEL, (np.float64,)),
-    (conv_mod._IM2COL, (np.float32,)), (adam._ADAM_KERNEL, (np.float32,)),
+    (conv_mod._IM2COL, (np.float32, np.int32)), (conv_mod._IM2COL, (np.float64, np.int64)),
+    (adam._ADAM_KERNEL, (np.float32,)),
 ]
 
 
@@ -415,3 +416,26 @@ def test_a_failing_launch_leaves_parameters_and_state_as_they_were(device):
     np.testing.assert_array_equal(w.detach().cpu().numpy(), value)
     for name in ("exp_avg", "exp_avg_sq"):
         np.testing.assert_array_equal(strict_device._to_numpy(opt.state[w][name]), strict_device._to_numpy(state[name]))
+
+
+@pytest.mark.parametrize("device", DEVICES[:1])
+@pytest.mark.parametrize("channel_major", [0, 1])
+def test_im2col_index_widths_agree_with_a_loop(device, channel_major):
+    """32-bit and 64-bit index arithmetic (chosen by size) give the columns of the definition."""
+    rng = np.random.default_rng(4)
+    xs = rng.standard_normal((2, 3, 5, 4))
+    n, c, h, w = xs.shape
+    kh, kw, sh, sw, ph, pw, dh, dw = 2, 2, 2, 1, 1, -1, 2, 1  # a pad of 1 on the height, a crop of 1 on the width
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + pw - dw * (kw - 1) - 1) // sw + 1
+    want = np.zeros((n, c, kh, kw, oh, ow))
+    for i, j, a, b, p, q in np.ndindex(want.shape):
+        y, z = p * sh + a * dh - ph, q * sw + b * dw - pw
+        want[i, j, a, b, p, q] = xs[i, j, y, z] if 0 <= y < h and 0 <= z < w else 0.0
+    if channel_major:
+        want = want.transpose(1, 2, 3, 0, 4, 5)
+    x = lucid.tensor(xs, device=device)._data
+    for width in (np.int32, np.int64):
+        launch = kernels.kernel_for(x, conv_mod._IM2COL, x.dtype, np.dtype(width))
+        cols = strict_device.xp.empty(want.shape, dtype=np.float64)
+        launch(want.size, x, n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, channel_major, cols)
+        np.testing.assert_array_equal(strict_device._to_numpy(cols), want)
