@@ -358,14 +358,17 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
 
 
 # NOTE [Conv on a device]
-# On a device (CuPy; cuDNN is not in CuPy 14) the convs are a plain im2col, one strided view
-# (N, C, *K, *out) of the padded input copied once into (N, G, Cg*K, P) columns, and one
-# batched matmul (cuBLAS). A stride-1 transposed conv (the input gradient of a stride-1
-# conv) is the conv of its input with the flipped kernel; other strides scatter the GEMM's
-# columns back one kernel offset at a time. The CPU path's machinery (scratch pools, column
-# cache, flat shifts) exists to save host memory traffic and page faults; CuPy's memory pool
-# already reuses blocks, and its arrays need not support weak references, so the device path
-# keeps none of it.
+# On a device (CuPy; cuDNN is not in CuPy 14) a conv is an im2col into (N, G, Cg*K, P) columns
+# and one batched matmul (cuBLAS); its weight gradient one im2col in the GEMM's layout
+# (C, *K, N, *out) and one GEMM; a transposed conv (a conv's input gradient) one batched
+# GEMM to columns (N, Cout, *K, *in) and a col2im that gathers them. For 1-D and 2-D convs in
+# float32/float64, im2col and col2im are fused kernels (NOTE [Fused device kernels]: padding
+# and cropping included, one launch each). Otherwise im2col is one strided view of the padded
+# input copied once, a stride-1 transposed conv is the conv of its input with the flipped
+# kernel, and other strides scatter the GEMM's columns back one kernel offset at a time. The
+# CPU path's machinery (scratch pools, column cache, flat shifts) exists to save host memory
+# traffic and page faults; CuPy's memory pool already reuses blocks, and its arrays need not
+# support weak references, so the device path keeps none of it.
 _IM2COL = Kernel("lucid_im2col", "const T* x, long long N, long long C, long long H, long long W, long long KH, "
                  "long long KW, long long OH, long long OW, long long sh, long long sw, long long ph, "
                  "long long pw, long long dh, long long dw, int channel_major, T* cols", """
@@ -436,8 +439,12 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     full = [(m - 1) * s + d * (k - 1) + 1 for m, s, d, k in zip(in_sp, stride, dilation, ksize)]
     alloc = tuple(max(f, lo + o) for f, lo, o in zip(full, padding, out_size))
     crop = (slice(None), slice(None)) + tuple(slice(lo, lo + o) for lo, o in zip(padding, out_size))
-    if x.__class__ is not np.ndarray and all(s == 1 for s in stride):  # See NOTE [Conv on a device]
-        return _transpose_as_conv(x, w, padding, dilation, groups, out_size)
+    if x.__class__ is not np.ndarray:  # See NOTE [Conv on a device]
+        y = _fused_transpose(x, w, stride, padding, dilation, groups, out_size)
+        if y is not None:
+            return y
+        if all(s == 1 for s in stride):
+            return _transpose_as_conv(x, w, padding, dilation, groups, out_size)
     flat = _flat_geometry(alloc, ksize, stride, dilation)
     if flat is not None and x.__class__ is np.ndarray:  # See NOTE [Conv on a device]
         return _channel_major(_flat_transpose(x, w, groups, flat, alloc, crop, out_size))
@@ -449,6 +456,59 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     for off in _offsets(ksize):
         y[lead + _window(off, stride, dilation, in_sp)] += cg[(slice(None),) + off]
     return _channel_major(y[crop])
+
+
+_COL2IM = Kernel("lucid_col2im", "const T* cols, long long C, long long OH, long long OW, long long KH, "
+                 "long long KW, long long IH, long long IW, long long sh, long long sw, long long ph, "
+                 "long long pw, long long dh, long long dw, T* y", """
+    // y (N, C, OH, OW) gathers the columns (N, C, KH, KW, IH, IW) that land on it: input
+    // position ih meets output oh through offset kh where ih * sh + kh * dh == oh + ph. One
+    // thread per output element sums its terms in offset order (no atomics: deterministic).
+    // Z is the index type, as in lucid_im2col.
+    Z r = (Z)i;
+    const Z ow = r % (Z)OW; r /= (Z)OW;
+    const Z oh = r % (Z)OH; r /= (Z)OH;  // r is now n * C + c
+    T acc = 0;
+    for (Z kh = 0; kh < (Z)KH; ++kh) {
+        const Z th = oh + (Z)ph - kh * (Z)dh;
+        if (th < 0 || th % (Z)sh) continue;
+        const Z ih = th / (Z)sh;
+        if (ih >= (Z)IH) continue;
+        for (Z kw = 0; kw < (Z)KW; ++kw) {
+            const Z tw = ow + (Z)pw - kw * (Z)dw;
+            if (tw < 0 || tw % (Z)sw) continue;
+            const Z iw = tw / (Z)sw;
+            if (iw >= (Z)IW) continue;
+            acc += cols[(((r * (Z)KH + kh) * (Z)KW + kw) * (Z)IH + ih) * (Z)IW + iw];
+        }
+    }
+    y[i] = acc;
+""", types=("T", "Z"))
+
+
+def _fused_transpose(x, w, stride, padding, dilation, groups, out_size):
+    """A 1-D or 2-D transposed conv (the input gradient of a conv) on a device: one batched GEMM
+    to columns (N, Cout, *K, *in) and one gathering col2im kernel, for any stride (the generic
+    path adds one kernel offset at a time). None where the kernel does not apply.
+    See NOTE [Fused device kernels]."""
+    ksize = tuple(w.shape[2:])
+    if len(ksize) > 2 or x.dtype not in (np.float32, np.float64) or w.dtype != x.dtype:
+        return None
+    n, cin = x.shape[:2]
+    cout = groups * w.shape[1]
+    size = n * cout * math.prod(ksize) * math.prod(x.shape[2:])  # of the columns
+    launch = kernel_for(x, _COL2IM, x.dtype, np.dtype(np.int32 if size < 2 ** 31 else np.int64))
+    if launch is None:
+        return None
+    w2 = w.reshape(groups, cin // groups, -1).transpose(0, 2, 1)  # (G, Coutg*K, Cing)
+    cols = xp.matmul(w2, x.reshape(n, groups, cin // groups, -1))  # (N, G, Coutg*K, P): (N, Cout, *K, *in)
+    pad = lambda seq: (1,) * (2 - len(ksize)) + tuple(seq)  # noqa: E731 - 1-D as a 2-D conv of height 1
+    (ih, iw), (kh, kw), (oh, ow) = pad(x.shape[2:]), pad(ksize), pad(out_size)
+    (sh, sw), (dh, dw) = pad(stride), pad(dilation)
+    ph, pw = (0,) * (2 - len(ksize)) + tuple(padding)
+    y = namespace_of(x).empty((n, cout) + tuple(out_size), dtype=x.dtype)
+    launch(y.size, xp.ascontiguousarray(cols), cout, oh, ow, kh, kw, ih, iw, sh, sw, ph, pw, dh, dw, y)
+    return y
 
 
 def _transpose_as_conv(x, w, padding, dilation, groups, out_size):

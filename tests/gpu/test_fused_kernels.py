@@ -33,6 +33,7 @@ KERNELS = [
     (loss_mod._CE_GRAD, (np.float32, np.int64)), (loss_mod._CE_GRAD, (np.float64, np.int32)),
     (transcendental._RELU_GRAD, (np.float32,)), (sgd._SGD_KERNEL, (np.float32,)), (sgd._SGD_KERNEL, (np.float64,)),
     (conv_mod._IM2COL, (np.float32, np.int32)), (conv_mod._IM2COL, (np.float64, np.int64)),
+    (conv_mod._COL2IM, (np.float32, np.int32)), (conv_mod._COL2IM, (np.float64, np.int64)),
     (adam._ADAM_KERNEL, (np.float32,)),
 ]
 
@@ -305,7 +306,7 @@ def test_stand_in_refuses_a_wrong_operand():
     ("conv1d", (2, 3, 9), (4, 3, 3), dict(stride=2, padding=2, dilation=2)),
     ("conv_transpose2d", (2, 4, 5, 5), (4, 3, 3, 3), dict(padding=2)),  # padding past the kernel: crops
 ], ids=["conv2d", "conv1d", "transpose"])
-def test_im2col_kernel_convolutions_match_the_cpu(launches, device, kind, x_shape, w_shape, options):
+def test_im2col_and_col2im_kernel_convolutions_match_the_cpu(launches, device, kind, x_shape, w_shape, options):
     rng = np.random.default_rng(3)
     xs, ws = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
     results = []
@@ -317,9 +318,9 @@ def test_im2col_kernel_convolutions_match_the_cpu(launches, device, kind, x_shap
         results.append([y.detach().cpu().numpy(), x.grad.cpu().numpy(), w.grad.cpu().numpy()])
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-    # forward and weight gradient: one im2col each; the input gradient one more where the stride
-    # is 1 (a stride-1 transposed conv is a conv), else it scatters
-    assert launches["lucid_im2col"] == (2 if options.get("stride", 1) != 1 else 3)
+    # a conv: im2col for the forward and the weight gradient, col2im for the input gradient; a
+    # transposed conv the other way round
+    assert launches["lucid_im2col"] == 2 and launches["lucid_col2im"] == 1
 
 
 class _FakeCupy:
@@ -439,3 +440,24 @@ def test_im2col_index_widths_agree_with_a_loop(device, channel_major):
         cols = strict_device.xp.empty(want.shape, dtype=np.float64)
         launch(want.size, x, n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, channel_major, cols)
         np.testing.assert_array_equal(strict_device._to_numpy(cols), want)
+
+
+@pytest.mark.parametrize("device", DEVICES[:1])
+def test_col2im_index_widths_agree_with_a_scatter_loop(device):
+    """The gathering col2im equals the definition (each column added where it lands), both widths."""
+    rng = np.random.default_rng(5)
+    n, c, kh, kw, ih, iw = 2, 3, 3, 2, 4, 3
+    cols = rng.standard_normal((n, c, kh, kw, ih, iw))
+    sh, sw, ph, pw, dh, dw = 2, 1, 1, 0, 1, 2
+    oh, ow = (ih - 1) * sh + dh * (kh - 1) + 1 - ph + 1, (iw - 1) * sw + dw * (kw - 1) + 1  # one past the end
+    want = np.zeros((n, c, oh, ow))
+    for i, j, a, b, p, q in np.ndindex(cols.shape):
+        y, z = p * sh + a * dh - ph, q * sw + b * dw - pw
+        if 0 <= y < oh and 0 <= z < ow:
+            want[i, j, y, z] += cols[i, j, a, b, p, q]
+    data = lucid.tensor(cols, device=device)._data
+    for width in (np.int32, np.int64):
+        launch = kernels.kernel_for(data, conv_mod._COL2IM, data.dtype, np.dtype(width))
+        y = strict_device.xp.empty(want.shape, dtype=np.float64)
+        launch(want.size, data, c, oh, ow, kh, kw, ih, iw, sh, sw, ph, pw, dh, dw, y)
+        np.testing.assert_allclose(strict_device._to_numpy(y), want, rtol=1e-14, atol=1e-14)
