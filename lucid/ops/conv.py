@@ -492,7 +492,7 @@ def _fused_transpose(x, w, stride, padding, dilation, groups, out_size):
     path adds one kernel offset at a time). None where the kernel does not apply.
     See NOTE [Fused device kernels]."""
     ksize = tuple(w.shape[2:])
-    if len(ksize) > 2 or x.dtype not in (np.float32, np.float64) or w.dtype != x.dtype:
+    if len(ksize) > 2 or x.dtype not in (np.float32, np.float64) or w.dtype != x.dtype or x.size == 0:
         return None
     n, cin = x.shape[:2]
     cout = groups * w.shape[1]
