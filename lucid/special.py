@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ._core.backend import host
 from ._core.tensor import Tensor
 from .ops.elementwise import erf, erfc, exp2, expm1, log1p, logit, round, sigmoid, where  # noqa: F401
 from .ops.reduce import log_softmax, logsumexp, softmax  # noqa: F401
@@ -81,7 +82,9 @@ def _poly_tensor_n(name, x, n, p1, step):
     if n.__class__ is not Tensor:
         raise RuntimeError(f"special.{name}: a tensor degree n cannot be transformed (vmap/grad); "
                            f"pass n as a Python int or a plain tensor")
-    degrees = _as_tensor(np.trunc(n.detach().numpy()).astype(np.int64))
+    # the highest degree bounds the recurrence, so the degrees are read on the host (explicitly,
+    # once); the comparisons below run on x's device
+    degrees = _as_tensor(np.trunc(host(n.detach()._data)).astype(np.int64)).to(x.device)
     top = int(degrees.max()) if degrees.numel() else -1
     out = x * 0 + degrees.to(x.dtype) * 0  # the broadcast shape; 0 for negative degrees
     prev, cur = None, x * 0 + 1

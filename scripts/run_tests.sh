@@ -14,7 +14,8 @@ if [ -d ../shared/acceptance ]; then targets+=(../shared/acceptance); fi
 # One BLAS thread per test worker: two workers on two cores, no oversubscription.
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 .venv/bin/python -m pytest -n 2 -p no:cacheprovider "${targets[@]}" "$@"
-# Second pass: the op database and the autograd, func and GPU suites on the strict stand-in
-# device, which behaves like CuPy on the CPU (README "GPU"; NOTE [Strict stand-in device]).
+# Second pass: the op database, the autograd and func suites, the training stack (nn, optim,
+# data) and the GPU suite on the strict stand-in device, which behaves like CuPy on the CPU
+# (README "GPU"; NOTE [Strict stand-in device]).
 exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict \
-  tests/ops/test_opdb.py tests/autograd tests/func tests/gpu "$@"
+  tests/ops/test_opdb.py tests/autograd tests/func tests/nn tests/optim tests/data tests/gpu "$@"

@@ -8,11 +8,17 @@ feature / channel size, ``materialize``s every placeholder (which becomes a plai
 before the first call, stay valid), runs the layer's ``reset_parameters`` and turns the
 module into its ordinary class (``LazyLinear`` becomes ``Linear``), as PyTorch does.
 ``load_state_dict`` materialises placeholders from the incoming shapes first.
+
+A placeholder is an empty array on the device it was made for (the ``device`` argument, else
+the default device at creation), so ``module.to(device)`` moves it like any tensor, and
+``materialize`` makes the values there (or on its own ``device`` argument), as PyTorch's
+``UninitializedParameter`` does.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .._core import backend
 from .._core.grad_mode import no_grad
 from .._core.tensor import Tensor
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
@@ -31,6 +37,24 @@ def _dtype(dtype):
     return np.dtype(dtype if dtype is not None else np.float32)
 
 
+def _placeholder_array(device, dtype):
+    """An empty array on ``device`` (None: the default device)."""
+    dev = backend.check_device(device)
+    arr = np.zeros(0, _dtype(dtype))
+    return arr if dev is backend.CPU else backend.to_device(arr, dev)
+
+
+def _materialized(t, shape, device, dtype):
+    """``t``'s new (zero) array of ``shape``: on ``device``, else where the placeholder is;
+    made on the host and copied once, as the factory functions do."""
+    old = t._data
+    arr = np.zeros(tuple(shape), _dtype(dtype) if dtype is not None else old.dtype)
+    if device is not None:
+        dev = backend.check_device(device)
+        return arr if dev is backend.CPU else backend.to_device(arr, dev)
+    return arr if old.__class__ is np.ndarray else backend.to_device(arr, backend.device_of_array(old))
+
+
 class UninitializedParameter(Parameter):
     """A parameter whose shape is not known yet (See NOTE [Lazy modules]).
 
@@ -45,11 +69,12 @@ class UninitializedParameter(Parameter):
     cls_to_become = Parameter
 
     def __init__(self, requires_grad=True, device=None, dtype=None):
-        Parameter.__init__(self, np.zeros(0, _dtype(dtype)), requires_grad)
+        Parameter.__init__(self, _placeholder_array(device, dtype), requires_grad)
 
     def materialize(self, shape, device=None, dtype=None):
-        """Give the placeholder its shape (uninitialised values) and make it a plain parameter."""
-        self._data = np.empty(tuple(shape), _dtype(dtype) if dtype is not None else self._data.dtype)
+        """Give the placeholder its shape (uninitialised values) and make it a plain parameter,
+        on ``device`` (default: the placeholder's own device)."""
+        self._data = _materialized(self, shape, device, dtype)
         self._version[0] += 1
         self.__class__ = self.cls_to_become
 
@@ -63,11 +88,13 @@ class UninitializedBuffer(Tensor):
     cls_to_become = Tensor
 
     def __init__(self, requires_grad=False, device=None, dtype=None):
-        Tensor.__init__(self, np.zeros(0, _dtype(dtype)))
+        Tensor.__init__(self, None)
+        self._data = _placeholder_array(device, dtype)
 
     def materialize(self, shape, device=None, dtype=None):
-        """Give the placeholder its shape and make it a plain tensor."""
-        self._data = np.empty(tuple(shape), _dtype(dtype) if dtype is not None else self._data.dtype)
+        """Give the placeholder its shape and make it a plain tensor, on ``device`` (default:
+        the placeholder's own device)."""
+        self._data = _materialized(self, shape, device, dtype)
         self._version[0] += 1
         self.__class__ = self.cls_to_become
 
@@ -117,13 +144,13 @@ class LazyModuleMixin:
             self.reset_parameters()
 
 
-def _lazy_init(self, placeholder_names, dtype, buffers=()):
+def _lazy_init(self, placeholder_names, device, dtype, buffers=()):
     for name in placeholder_names:
         if getattr(self, name, None) is not None:
-            setattr(self, name, UninitializedParameter(dtype=dtype))
+            setattr(self, name, UninitializedParameter(device=device, dtype=dtype))
     for name in buffers:
         if getattr(self, name, None) is not None:
-            self.register_buffer(name, UninitializedBuffer(dtype=dtype))
+            self.register_buffer(name, UninitializedBuffer(device=device, dtype=dtype))
     self._setup_lazy()
 
 
@@ -141,9 +168,9 @@ class LazyLinear(LazyModuleMixin, Linear):
     cls_to_become = Linear
 
     def __init__(self, out_features, bias=True, device=None, dtype=None):
-        Linear.__init__(self, 1, out_features, bias, dtype=dtype)
+        Linear.__init__(self, 1, out_features, bias, device=device, dtype=dtype)
         self.in_features = 0
-        _lazy_init(self, ("weight", "bias"), dtype)
+        _lazy_init(self, ("weight", "bias"), device, dtype)
 
     def initialize_parameters(self, input, *args):
         if self.has_uninitialized_params():
@@ -155,9 +182,9 @@ class LazyLinear(LazyModuleMixin, Linear):
 
 
 class _LazyConvMixin(LazyModuleMixin):
-    def _lazy_conv_init(self, dtype):
+    def _lazy_conv_init(self, device, dtype):
         self.in_channels = 0
-        _lazy_init(self, ("weight", "bias"), dtype)
+        _lazy_init(self, ("weight", "bias"), device, dtype)
 
     def initialize_parameters(self, input, *args):
         if not self.has_uninitialized_params():
@@ -180,11 +207,13 @@ class _LazyConvMixin(LazyModuleMixin):
 def _lazy_conv(name, base, transposed):
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, *rest, device=None, dtype=None, **kw):
         if transposed:
-            base.__init__(self, out_channels, out_channels, kernel_size, stride, padding, *rest, dtype=dtype, **kw)
+            base.__init__(self, out_channels, out_channels, kernel_size, stride, padding, *rest, device=device,
+                          dtype=dtype, **kw)
         else:
             groups = kw.get("groups", rest[1] if len(rest) > 1 else 1)
-            base.__init__(self, groups, out_channels, kernel_size, stride, padding, *rest, dtype=dtype, **kw)
-        self._lazy_conv_init(dtype)
+            base.__init__(self, groups, out_channels, kernel_size, stride, padding, *rest, device=device,
+                          dtype=dtype, **kw)
+        self._lazy_conv_init(device, dtype)
 
     doc = (f"``{base.__name__}`` whose ``in_channels`` is read from the first input (dim 1, or dim 0 "
            f"unbatched).\n\nExamples\n--------\n>>> import lucid, lucid.nn as nn\n>>> m = nn.{name}(4, 3)\n"
@@ -217,8 +246,8 @@ def _lazy_norm(name, base):
         instance = "Instance" in base.__name__
         affine = (not instance) if affine is None else affine
         track = (not instance) if track_running_stats is None else track_running_stats
-        base.__init__(self, 0, eps, momentum, affine, track, dtype=dtype)
-        _lazy_init(self, ("weight", "bias"), dtype, buffers=("running_mean", "running_var"))
+        base.__init__(self, 0, eps, momentum, affine, track, device=device, dtype=dtype)
+        _lazy_init(self, ("weight", "bias"), device, dtype, buffers=("running_mean", "running_var"))
 
     doc = (f"``{base.__name__}`` whose ``num_features`` is read from the first input.\n\nExamples\n--------\n"
            f">>> import lucid, lucid.nn as nn\n>>> m = nn.{name}()\n"

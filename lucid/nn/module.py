@@ -9,6 +9,9 @@ A Module owns three ordered dicts, filled by plain attribute assignment
 """
 from __future__ import annotations
 
+import functools
+import inspect
+import threading
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -71,10 +74,17 @@ def _addindent(s, n):
 def _checked_value(key, value, target, assign):
     """``(array ready to write, None)`` or ``(None, error text naming the key)``.
 
-    Without ``assign`` the array is already converted to the target's dtype (a new array when
-    the dtype differs), so writing it can't fail half-way; with ``assign`` it is a copy."""
+    Without ``assign`` the array is already converted to the target's device and dtype (a new
+    array when either differs: PyTorch's ``param.copy_(value)``, the one explicit transfer), so
+    writing it can't fail half-way; with ``assign`` it is a copy on the value's own device, as
+    PyTorch's ``assign=True`` keeps the value's tensor (a host array or list: the CPU)."""
     try:
-        arr = value._data if isinstance(value, Tensor) else np.asarray(value)
+        if isinstance(value, Tensor):
+            arr = value._data
+        elif value.__class__ is np.ndarray or backend.is_array(value):
+            arr = value
+        else:
+            arr = np.asarray(value)
     except (TypeError, ValueError) as e:
         return None, f"value for {key} can't be converted to an array ({type(value).__name__}: {e})."
     if arr.dtype.kind not in "biufc":
@@ -86,11 +96,14 @@ def _checked_value(key, value, target, assign):
         return None, (f"size mismatch for {key}: copying a param with shape {tuple(arr.shape)} from "
                       f"checkpoint, the shape in current model is {tuple(target.shape)}.")
     if assign:
-        return np.array(arr, copy=True), None
+        return backend.xp.array(arr), None  # a copy, on the value's device
     if arr.dtype.kind == "c" and target.dtype.kind != "c":
         return None, (f"value for {key} is complex ({arr.dtype}) but the module's tensor is "
                       f"{target.dtype}.")
-    return np.asarray(arr, dtype=target.dtype), None
+    dest = target._data
+    if arr.__class__ is not dest.__class__ or dest.__class__ is not np.ndarray:
+        arr = backend.to_device(arr, backend.device_of_array(dest))  # itself when already there
+    return backend.xp.asarray(arr, dtype=target.dtype), None
 
 
 def _key_errors(missing, unexpected):
@@ -110,7 +123,7 @@ def _write_state(slots, arrays, assign):
             target = slots[k]
             if assign:
                 target._data = arr
-            else:  # arr already has the target's dtype: this copy can't fail
+            else:  # arr already has the target's device and dtype: this copy can't fail
                 np.copyto(target._data, arr)
             target._version[0] += 1
 
@@ -166,6 +179,39 @@ class _NoModuleHook:
         return self.hook(*args)
 
 
+# NOTE [Module device argument]
+# Lucid's layers take PyTorch's ``device=`` factory argument. They are built on the default
+# device (``nn.init`` draws on the host and copies once, so a seed gives the same values on
+# every device) and, when the outermost lucid ``__init__`` of a construction returns, moved to
+# ``device``: every layer honours it in one place, nested layers (a Transformer's) move once.
+_CONSTRUCTING = threading.local()
+
+
+def _placing_init(init):
+    """``init`` of a lucid layer, followed by a move to its ``device`` argument."""
+    try:
+        signature = inspect.signature(init)
+    except (TypeError, ValueError):
+        return init
+    if "device" not in signature.parameters:
+        return init
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        depth = getattr(_CONSTRUCTING, "depth", 0)
+        _CONSTRUCTING.depth = depth + 1
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            _CONSTRUCTING.depth = depth
+        if depth == 0:
+            device = signature.bind(self, *args, **kwargs).arguments.get("device")
+            if device is not None:
+                self.to(device)
+
+    return __init__
+
+
 class Module:
     """Base class for all neural network modules.
 
@@ -195,6 +241,12 @@ class Module:
 
     training: bool
     _version = 1
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and cls.__module__.startswith("lucid.nn"):
+            cls.__init__ = _placing_init(init)
 
     def __init__(self, *args, **kwargs):
         if args or kwargs:
@@ -595,9 +647,10 @@ class Module:
         caller's dict is never changed) with their ``local_metadata`` (see NOTE [State-dict
         metadata]) and the ``missing_keys``/``unexpected_keys``/``error_msgs`` lists, which they
         may extend; as in PyTorch they are passed ``strict=True``. Every value is then
-        validated (shape, a numeric dtype, conversion to the target's dtype) before anything
-        is written, so a failed load changes nothing; the error names the keys. With
-        ``assign=True`` the module's tensors take the values' arrays (copied) and dtypes.
+        validated and converted (shape, a numeric dtype, a copy onto the target's device and
+        dtype, as PyTorch's ``param.copy_(value)``) before anything is written, so a failed
+        load changes nothing; the error names the keys. With ``assign=True`` the module's
+        tensors take the values' arrays (copied), dtypes and devices.
         Load post-hooks run bottom-up after the values are written and may edit the
         incompatible keys in place; with ``strict=True`` the key check follows them (and a
         failure then restores the previous values).

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.tensor import Tensor, _to_array
+from .._core import backend
+from .._core.tensor import Tensor, _to_array, _wrap
 
 __all__ = ["Parameter", "Buffer"]
 
@@ -35,7 +36,7 @@ class Parameter(Tensor):
             arr = data._data  # share storage (and the version counter) with ``data``
             version = data._version
         else:
-            arr = _to_array(np.zeros(0, np.float32) if data is None else data, None)
+            arr = _new_array(data)
             version = [0]
         Tensor.__init__(self, None)
         self._data = arr
@@ -47,18 +48,35 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 
     def __reduce_ex__(self, protocol):
-        return (_rebuild_parameter, (self._data, self._rg))
+        # As Tensor's: the values travel as a host array, the device as a string.
+        if self._data.__class__ is np.ndarray:
+            return (_rebuild_parameter, (self._data, self._rg))
+        return (_rebuild_parameter, (backend.host(self._data), self._rg, str(self.device)))
 
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        p = Parameter(self._data.copy(), self._rg)
+        p = Parameter(_wrap(self._data.copy()), self._rg)  # a copy on the same device
         memo[id(self)] = p
         return p
 
 
-def _rebuild_parameter(data, requires_grad):
-    return Parameter(np.array(data), requires_grad)
+def _new_array(data):
+    """``data`` as a new array: an array (host or device) stays where it is; anything else
+    (a list, a number, nothing) is made on the default device, as ``Tensor(data)``."""
+    arr = _to_array(np.zeros(0, np.float32) if data is None else data, None)
+    if not backend.is_array(data):
+        dev = backend.get_default_device()
+        if dev is not backend.CPU:
+            arr = backend.to_device(arr, dev)
+    return arr
+
+
+def _rebuild_parameter(data, requires_grad, device=None):
+    arr = np.array(data)
+    if device is not None:
+        arr = backend.to_device(arr, backend.check_device(device))
+    return Parameter(_wrap(arr), requires_grad)
 
 
 class Buffer(Tensor):
@@ -82,5 +100,5 @@ class Buffer(Tensor):
 
     def __init__(self, data=None, *, persistent=True):
         Tensor.__init__(self, None)
-        self._data = data._data if isinstance(data, Tensor) else _to_array(data if data is not None else [], None)
+        self._data = data._data if isinstance(data, Tensor) else _new_array(data if data is not None else [])
         self.persistent = persistent

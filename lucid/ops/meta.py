@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.backend import data_pointer
 from .._core.tensor import Tensor, _wrap, tensor_method
 
 
@@ -74,7 +75,7 @@ def storage_offset(input):
 @tensor_method("data_ptr")
 def data_ptr(input):
     """The address of the first element (an int), as PyTorch's ``data_ptr``."""
-    return input._data.__array_interface__["data"][0]
+    return data_pointer(input._data)  # host or device memory
 
 
 Tensor.nbytes = property(lambda self: self._data.nbytes, doc="Bytes the elements occupy.")

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from .._core.backend import xp
 from .._core.grad_mode import enable_grad
 from .optimizer import Optimizer
 
@@ -95,7 +96,7 @@ def _ncoords(p):
 def _coords(a):
     """Flat float64 coordinates of an array, complex elements as interleaved (re, im)."""
     if a.dtype.kind == "c":
-        return np.ascontiguousarray(a, dtype=np.complex128).reshape(-1).view(np.float64)
+        return xp.ascontiguousarray(a, dtype=np.complex128).reshape(-1).view(np.float64)  # on a's device
     return a.reshape(-1).astype(np.float64)
 
 

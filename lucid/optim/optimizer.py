@@ -571,9 +571,9 @@ def _export_for(p, v):
         arr = v._data if isinstance(v, Tensor) else v
         shape = tuple(p.shape)
         pairs = shape[:-1] + (2 * shape[-1],) if shape else (2,)
-        if isinstance(arr, np.ndarray) and arr.dtype.kind == "f" and arr.shape == pairs:
+        if backend.is_array(arr) and arr.dtype.kind == "f" and arr.shape == pairs:  # on any device
             cdt = np.complex64 if arr.dtype.itemsize <= 4 else np.complex128
-            return _wrap(np.ascontiguousarray(arr, dtype=np.float32 if cdt is np.complex64 else np.float64)
+            return _wrap(backend.xp.ascontiguousarray(arr, dtype=np.float32 if cdt is np.complex64 else np.float64)
                          .view(cdt).reshape(shape).copy())
     return _export(v)
 

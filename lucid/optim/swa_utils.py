@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from .._core import backend
 from ..nn.module import Module
 from .lr_scheduler import LRScheduler
 from .lr_scheduler_more import _per_group
@@ -131,7 +132,9 @@ def _count(n):
 def _assign(t, value):
     """Write ``value`` into tensor ``t`` in place, outside any graph (bumps its version)."""
     value = value._data if hasattr(value, "_data") else value
-    np.copyto(t._data, value, casting="unsafe")
+    # a host value (the average count, a buffer of a CPU model) written into a device tensor
+    # is copied there explicitly, as PyTorch's copy_ does
+    np.copyto(t._data, backend.on_device_of(value, t._data), casting="unsafe")
     t._version[0] += 1
 
 

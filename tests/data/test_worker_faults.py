@@ -228,8 +228,9 @@ def test_spawn_context_and_persistent_workers():
     from lucid.utils.data import TensorDataset
     import lucid
 
-    loader = DataLoader(TensorDataset(lucid.arange(7)), batch_size=3, num_workers=2, multiprocessing_context="spawn",
-                        persistent_workers=True)
+    # a host dataset (as usual): a spawned worker imports lucid afresh, without the tests' stand-in device
+    loader = DataLoader(TensorDataset(lucid.arange(7, device="cpu")), batch_size=3, num_workers=2,
+                        multiprocessing_context="spawn", persistent_workers=True)
     with deadline(120):
         for _ in range(2):
             assert [b[0].tolist() for b in loader] == [[0, 1, 2], [3, 4, 5], [6]]

@@ -225,3 +225,48 @@ def test_backend_scatter_add_and_running_extreme_match_numpy():
         for largest, ufunc in ((True, np.maximum), (False, np.minimum)):
             got = backend.running_extreme(strict_device.StrictArray(x), axis, largest).get()
             np.testing.assert_array_equal(got, ufunc.accumulate(x, axis=axis))
+
+
+def test_ops_found_escaping_to_the_host_stay_on_the_device():
+    """Each of these made a host array beside a device one, or read a device array implicitly."""
+    reads = strict_device.HOST_READS[0]
+    x = lucid.tensor([-2.0, 3.0, 0.5], device="strict")
+    w = lucid.where(x > 0, 1.0, -1.0)  # two numbers: on the condition's device
+    assert w.device == S and w.tolist() == [-1.0, 1.0, 1.0]
+    a = lucid.angle(x)  # real input: where(x < 0, pi, 0)
+    assert a.device == S and np.allclose(a.cpu().numpy(), [np.pi, 0.0, 0.0])
+    assert x.data_ptr() == x._data._a.ctypes.data  # the device pointer, not a host conversion
+    assert strict_device.HOST_READS[0] == reads + 1  # the tolist above (.cpu() is a transfer), nothing hidden
+    # ops whose output size depends on the values read the host explicitly (NOTE [Host fallback])
+    u, inv, counts = lucid.unique(lucid.tensor([3, 1, 3, 2], device="strict"), return_inverse=True,
+                                  return_counts=True)
+    assert {t.device for t in (u, inv, counts)} == {S}
+    assert (u.tolist(), inv.tolist(), counts.tolist()) == ([1, 2, 3], [2, 0, 2, 1], [1, 1, 2])
+    p = lucid.special.chebyshev_polynomial_t(x, lucid.tensor([0, 1, 2], device="strict"))
+    assert p.device == S and np.allclose(p.cpu().numpy(), [1.0, 3.0, 2 * 0.25 - 1])  # T0, T1(x) = x, T2 = 2x^2 - 1
+
+
+@pytest.mark.parametrize("norm_type", [2.0, float("inf"), 1.0, 3.0])
+@pytest.mark.parametrize("max_norm", [0.5, 100.0])
+def test_clip_grad_norm_on_a_device_matches_the_cpu_and_reads_nothing(norm_type, max_norm):
+    """NOTE [Clipping on a device]: the norm stays on the device; every gradient is scaled by
+    min(1, max_norm / (norm + 1e-6)) there, with the CPU's values."""
+    from lucid.nn.utils import clip_grad_norm_, clip_grads_with_norm_, get_total_norm
+
+    results = []
+    for dev in ("cpu", "strict"):
+        rng = np.random.default_rng(1)
+        params = [lucid.tensor(np.zeros(s), device=dev, requires_grad=True) for s in ((3, 2), (4,))]
+        for p in params:
+            p.grad = lucid.tensor(rng.standard_normal(tuple(p.shape)), device=dev)
+        reads = strict_device.HOST_READS[0]
+        total = clip_grad_norm_(params, max_norm, norm_type=norm_type)
+        assert strict_device.HOST_READS[0] == reads and total.device.type == dev
+        results.append((total.item(), [p.grad.cpu().numpy() for p in params]))
+        clip_grads_with_norm_(params, max_norm, get_total_norm([p.grad for p in params], norm_type))
+        results[-1] += ([p.grad.cpu().numpy() for p in params],)  # clipping again changes nothing
+    (cpu_total, cpu_grads, cpu_again), (dev_total, dev_grads, dev_again) = results
+    assert dev_total == pytest.approx(cpu_total, rel=1e-12)
+    for a, b, c in zip(dev_grads, cpu_grads, dev_again):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+        np.testing.assert_allclose(c, a, rtol=1e-5)

@@ -160,3 +160,60 @@ def test_embedding_scale_grad_by_freq():
     for i in (1, 2, 5, 0):
         want[i] = 1.0  # each occurrence contributes 1 / (its count), summed over the occurrences
     np.testing.assert_allclose(npy(w.grad), want, rtol=1e-12)
+
+
+# ----------------------------------------------------------------- on a device (the strict stand-in)
+def _cpu_and_device(fn, arrays, grad_of):
+    """``fn`` on the CPU and on the strict stand-in device: outputs and gradients of the
+    inputs ``grad_of`` (positions), and the device-to-host reads the device run made."""
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    got, reads = {}, 0
+    for dev in ("cpu", "strict"):
+        ts = [lucid.tensor(a, device=dev, requires_grad=i in grad_of) for i, a in enumerate(arrays)]
+        before = strict_device.HOST_READS[0]
+        out = fn(*ts)
+        (out * lucid.tensor(np.linspace(-1.0, 2.0, out.numel()).reshape(out.shape), device=dev)).sum().backward()
+        reads = strict_device.HOST_READS[0] - before
+        assert out.device.type == dev
+        got[dev] = [npy(out)] + [ts[i].grad.cpu().numpy() for i in grad_of]
+    for c, d in zip(got["cpu"], got["strict"]):
+        np.testing.assert_allclose(d, c, rtol=1e-12, atol=1e-14)
+    return reads
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("pad", [None, 4])
+@pytest.mark.parametrize("off,last", [(OFF, False), ([0, 3, 3, 7], True), ([0, 0, 9], True)])
+def test_embedding_bag_on_a_device_matches_the_cpu_and_reads_nothing_back(mode, pad, off, last):
+    # the bags are found on the device (NOTE [Bags on a device]); 'max' of 1-D input copies
+    # the offsets to the host explicitly (not a hidden read)
+    for sgf in (False, True) if mode != "max" else (False,):
+        assert _cpu_and_device(lambda i, w, o: F.embedding_bag(i, w, o, mode=mode, padding_idx=pad,
+                                                               include_last_offset=last, scale_grad_by_freq=sgf),
+                               [IDX, W, np.array(off)], (1,)) == 0
+    assert _cpu_and_device(lambda i, w: F.embedding_bag(i, w, mode=mode, padding_idx=pad),
+                           [IDX[:8].reshape(4, 2), W], (1,)) == 0
+    if mode == "sum":
+        assert _cpu_and_device(lambda i, w, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p),
+                               [IDX, W, OFF, RNG.normal(size=len(IDX))], (1, 3)) == 0
+
+
+def test_embedding_on_a_device_scale_grad_by_freq_and_max_norm():
+    idx = np.array([[1, 2, 1], [1, 5, 0]])
+    assert _cpu_and_device(lambda i, w: F.embedding(i, w, scale_grad_by_freq=True, padding_idx=5), [idx, W], (1,)) == 0
+    assert _cpu_and_device(lambda i, w: F.embedding(i, w * 1.0, max_norm=1.0), [idx, W], (1,)) == 0
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_grid_sample_and_affine_grid_on_a_device_match_the_cpu(mode, padding):
+    x, g = RNG.normal(size=(2, 3, 4, 5)), RNG.uniform(-1.3, 1.3, size=(2, 3, 2, 2))
+    for align in (False, True):
+        assert _cpu_and_device(lambda a, b: F.grid_sample(a, b, mode, padding, align), [x, g], (0, 1)) == 0
+    if mode != "bicubic":
+        x3, g3 = RNG.normal(size=(1, 2, 3, 4, 2)), RNG.uniform(-1.2, 1.2, size=(1, 2, 2, 3, 3))
+        assert _cpu_and_device(lambda a, b: F.grid_sample(a, b, mode, padding), [x3, g3], (0, 1)) == 0
+    th = RNG.normal(size=(2, 2, 3))
+    assert _cpu_and_device(lambda t: F.affine_grid(t, (2, 1, 3, 4), padding == "zeros"), [th], (0,)) == 0

@@ -243,3 +243,43 @@ def test_torch_parity_layers():
                                                       return_indices=True, _random_samples=torch.tensor(u))
     np.testing.assert_array_equal(npy(a), b.numpy())
     np.testing.assert_array_equal(ai.numpy(), bi.numpy())
+
+
+# ----------------------------------------------------------------- on a device (the strict stand-in)
+def _cpu_and_device(fn, arrays, grad_of):
+    """``fn`` on the CPU and on the strict stand-in device: the outputs and gradients agree,
+    and the device run reads nothing back to the host."""
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    got = {}
+    for dev in ("cpu", "strict"):
+        ts = [lucid.tensor(a, device=dev, requires_grad=i in grad_of) for i, a in enumerate(arrays)]
+        before = strict_device.HOST_READS[0]
+        outs = fn(*ts)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        out = outs[0]
+        (out * lucid.tensor(np.linspace(-1.0, 2.0, out.numel()).reshape(out.shape), device=dev)).sum().backward()
+        assert strict_device.HOST_READS[0] == before  # no hidden device-to-host copy
+        assert all(o.device.type == dev for o in outs)
+        got[dev] = [o.detach().cpu().numpy() for o in outs] + [ts[i].grad.cpu().numpy() for i in grad_of]
+    for c, d in zip(got["cpu"], got["strict"]):
+        np.testing.assert_allclose(d, c, rtol=1e-12, atol=1e-14)
+
+
+def test_fractional_pools_unpool_and_norms_on_a_device_match_the_cpu():
+    x, u = RNG.normal(size=(2, 3, 9, 8)), RNG.uniform(size=(2, 3, 2))
+    _cpu_and_device(lambda a, s: F.fractional_max_pool2d(a, (2, 3), output_size=(4, 3), return_indices=True,
+                                                         _random_samples=s), [x, u], (0,))
+    x3, u3 = RNG.normal(size=(2, 2, 5, 6, 7)), RNG.uniform(size=(2, 2, 3))
+    _cpu_and_device(lambda a, s: F.fractional_max_pool3d(a, 2, output_ratio=0.5, return_indices=True,
+                                                         _random_samples=s), [x3, u3], (0,))
+    v, i = F.max_pool2d(t64(RNG.normal(size=(2, 3, 4, 4))), 2, return_indices=True)
+    _cpu_and_device(lambda a, b: F.max_unpool2d(a, b, 2), [npy(v), i.numpy()], (0,))
+    _cpu_and_device(lambda a: F.local_response_norm(a, 3, 0.2, 0.6, 1.3), [RNG.normal(size=(2, 5, 3, 2))], (0,))
+    _cpu_and_device(lambda a, w, b: F.instance_norm(a, weight=w, bias=b),
+                    [RNG.normal(size=(2, 3, 4)), RNG.normal(size=3), RNG.normal(size=3)], (0, 1, 2))
+    # batch norm in training updates its running statistics on their device
+    _cpu_and_device(lambda a, rm, rv: F.batch_norm(a, rm, rv, training=True) + rm + rv,
+                    [RNG.normal(size=(4, 3)), np.zeros(3), np.ones(3)], (0,))
+    _cpu_and_device(lambda a: nn.CrossMapLRN2d(3, 0.3, 0.7, 1.1)(a), [RNG.normal(size=(2, 5, 3, 2))], (0,))

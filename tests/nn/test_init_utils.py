@@ -132,3 +132,16 @@ def test_parameters_vector_round_trip():
     assert isinstance(m.weight, nn.Parameter) and m.weight.requires_grad
     with pytest.raises(RuntimeError, match="elements"):
         vector_to_parameters(lucid.zeros(5), m.parameters())
+
+
+def test_vector_to_parameters_on_a_device():
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    S = lucid.device("strict", 0)
+    m = nn.Linear(3, 2).to(S)
+    vec = parameters_to_vector(m.parameters())
+    assert vec.device == S
+    vector_to_parameters(lucid.arange(8, dtype=lucid.float64, device=S), m.parameters())
+    assert m.weight.device == S and m.weight.dtype == lucid.float32  # the vector's device, the parameter's dtype
+    np.testing.assert_allclose(m.bias.detach().numpy(), [6.0, 7.0])

@@ -76,3 +76,34 @@ def test_uninitialized_parameter():
     assert repr(p) == "<UninitializedParameter>" and p.requires_grad
     p.materialize((2, 3))
     assert type(p) is nn.Parameter and p.shape == (2, 3)
+
+
+def test_placeholders_materialise_on_their_device():
+    # PyTorch: an uninitialized parameter is made on its device (the argument, else the default
+    # device at creation; .to() moves it) and materialises there.
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    S, C = lucid.device("strict", 0), lucid.device("cpu")
+    assert nn.UninitializedParameter().device == lucid.get_default_device()
+    p = nn.UninitializedParameter(device=S, dtype=lucid.float64)
+    p.materialize((2, 3))
+    assert p.device == S and p.dtype == lucid.float64 and p.shape == (2, 3)
+    b = nn.UninitializedBuffer(device=S)
+    b.materialize((4,), device=C)
+    assert b.device == C and type(b) is lucid.Tensor
+    for make, dev in ((lambda: nn.LazyLinear(4, device=S), S), (lambda: nn.LazyLinear(4).to(S), S),
+                      (lambda: nn.LazyConv1d(4, 3).to(S), S), (lambda: nn.LazyLinear(4, device=C), C),
+                      (lambda: nn.LazyConv1d(4, 3, device=C), C)):
+        m = make()
+        x = lucid.randn(2, 3, 5, device=dev)
+        out = m(x)
+        assert out.device == dev and all(v.device == dev for v in m.state_dict().values())
+    bn = nn.LazyBatchNorm1d().to(S)
+    bn(lucid.randn(4, 3, device=S))
+    assert all(v.device == S for v in bn.state_dict().values())
+    model = nn.LazyLinear(5).to(S)  # a host checkpoint loads onto the placeholder's device
+    src = nn.Linear(3, 5).to(C)
+    model.load_state_dict(src.state_dict())
+    assert model.weight.device == S and model.weight.shape == (5, 3)
+    np.testing.assert_array_equal(npy(model.weight), npy(src.weight))

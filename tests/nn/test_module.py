@@ -143,7 +143,7 @@ def test_state_dict_round_trip():
 
 def test_load_state_dict_errors_change_nothing():
     net = Net()
-    before = {k: v._data.copy() for k, v in net.state_dict().items()}
+    before = {k: v.numpy().copy() for k, v in net.state_dict().items()}
     sd = Net().state_dict()
     del sd["fc1.bias"]
     sd["extra"] = lucid.zeros(1)
@@ -152,7 +152,7 @@ def test_load_state_dict_errors_change_nothing():
     msg = str(e.value)
     assert 'Missing key(s) in state_dict: "fc1.bias"' in msg and 'Unexpected key(s) in state_dict: "extra"' in msg
     for k, v in net.state_dict().items():
-        np.testing.assert_array_equal(v._data, before[k])
+        np.testing.assert_array_equal(v.numpy(), before[k])
     res = net.load_state_dict(sd, strict=False)
     assert res.missing_keys == ["fc1.bias"] and res.unexpected_keys == ["extra"]
     bad = net.state_dict()
@@ -263,10 +263,60 @@ def test_deepcopy_module():
     net = Net()
     net2 = copy.deepcopy(net)
     assert net2.fc1.weight is not net.fc1.weight
-    np.testing.assert_allclose(net2.fc1.weight._data, net.fc1.weight._data)
+    assert net2.fc1.weight.device == net.fc1.weight.device
+    np.testing.assert_allclose(net2.fc1.weight.detach().numpy(), net.fc1.weight.detach().numpy())
     assert isinstance(net2.fc1.weight, nn.Parameter)
 
 
 def test_missing_forward():
     with pytest.raises(NotImplementedError, match="forward"):
         nn.Module()(1)
+
+
+# ------------------------------------------------------------ devices (the strict stand-in)
+
+def _strict():
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    return lucid.device("strict", 0)
+
+
+def test_load_state_dict_copies_onto_each_tensors_device_and_dtype():
+    S, C = _strict(), lucid.device("cpu")
+    src = Net().to(S)
+    want = {k: v.numpy().copy() for k, v in src.state_dict().items()}
+    dst = Net().to(C)
+    dst.load_state_dict(src.state_dict())  # PyTorch's param.copy_(value): onto the module's device
+    for k, v in dst.state_dict().items():
+        assert v.device == C and v.dtype == want[k].dtype
+        np.testing.assert_array_equal(v.numpy(), want[k])
+    back = Net().to(S)
+    back.load_state_dict(OrderedDict((k, v.double()) for k, v in dst.state_dict().items()))
+    for k, v in back.state_dict().items():
+        assert v.device == S and v.dtype == lucid.float32, k
+        np.testing.assert_array_equal(v.numpy(), want[k])
+    fc = nn.Linear(3, 2).to(S)  # host values (no device of their own) are copied there too
+    fc.load_state_dict({"weight": np.ones((2, 3)), "bias": [1.0, 2.0]})
+    assert fc.weight.device == S and fc.bias.device == S and fc.weight.dtype == lucid.float32
+    np.testing.assert_array_equal(fc.bias.detach().numpy(), [1.0, 2.0])
+    kept = Net().to(S)
+    kept.load_state_dict(dst.state_dict(), assign=True)  # assign keeps the value's device
+    assert all(v.device == C for v in kept.state_dict().values())
+    with pytest.raises(RuntimeError, match="size mismatch"):  # a failed load changes nothing there
+        back.load_state_dict({**dict(dst.state_dict()), "fc2.bias": lucid.zeros(5)})
+    for k, v in back.state_dict().items():
+        assert v.device == S
+        np.testing.assert_array_equal(v.numpy(), want[k])
+
+
+def test_parameter_copies_keep_their_device():
+    S = _strict()
+    p = nn.Parameter(lucid.arange(3.0, device=S))
+    for q in (copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
+        assert isinstance(q, nn.Parameter) and q.requires_grad and q.device == S and q._data is not p._data
+        np.testing.assert_array_equal(q.detach().numpy(), [0.0, 1.0, 2.0])
+    net = copy.deepcopy(Net().to(S))
+    assert all(v.device == S for v in net.state_dict().values())
+    assert nn.Parameter().device == lucid.get_default_device()  # made from nothing: the default device
+    assert nn.Parameter(np.zeros(2)).device == lucid.device("cpu")  # an array stays where it is

@@ -127,13 +127,17 @@ def test_mha_is_causal_message_matches_torch():
 def test_num_batches_tracked_stays_a_0d_int64_array(cls, shape):
     bn = cls(3)
     buf = bn.num_batches_tracked
+    # the array class of the module's device (numpy.ndarray on the CPU), as PyTorch keeps the
+    # count a 0-d int64 tensor on the module's device
+    arr_cls = type(lucid.zeros(1, device=bn.running_mean.device)._data)
     for step in range(1, 4):
         bn(lucid.randn(*shape))
-        assert type(buf._data) is np.ndarray and buf._data.shape == () and buf._data.dtype == np.int64
+        assert type(buf._data) is arr_cls and buf._data.shape == () and buf._data.dtype == np.int64
+        assert buf.device == bn.running_mean.device
         assert int(buf.item()) == step
     assert bn.num_batches_tracked is buf  # updated in place, like running_mean
     sd = bn.state_dict()
-    assert type(sd["num_batches_tracked"]._data) is np.ndarray and sd["num_batches_tracked"].shape == ()
+    assert type(sd["num_batches_tracked"]._data) is arr_cls and sd["num_batches_tracked"].shape == ()
     saved = {k: v.clone() for k, v in sd.items()}
     other = cls(3)
     other.load_state_dict(saved)
@@ -142,9 +146,30 @@ def test_num_batches_tracked_stays_a_0d_int64_array(cls, shape):
     assert int(other.num_batches_tracked.item()) == 4 and int(saved["num_batches_tracked"].item()) == 3
     other.load_state_dict(saved, assign=True)
     other(lucid.randn(*shape))
-    assert type(other.num_batches_tracked._data) is np.ndarray and int(other.num_batches_tracked.item()) == 4
+    assert type(other.num_batches_tracked._data) is arr_cls and int(other.num_batches_tracked.item()) == 4
     other.reset_running_stats()
     assert int(other.num_batches_tracked.item()) == 0 and other.num_batches_tracked._data.shape == ()
+
+
+def test_num_batches_tracked_and_running_stats_on_a_device_match_the_cpu():
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    xs = [RNG.normal(size=(4, 3, 2, 2)) for _ in range(3)]
+    got = {}
+    for dev in ("cpu", "strict"):
+        bn = nn.BatchNorm2d(3).double().to(dev)
+        before = strict_device.HOST_READS[0]
+        for x in xs:
+            bn(lucid.tensor(x, device=dev, requires_grad=True)).sum().backward()
+        assert strict_device.HOST_READS[0] == before  # a training step reads nothing back
+        nbt = bn.num_batches_tracked
+        assert nbt.device == bn.running_mean.device and nbt.device.type == dev
+        assert nbt.shape == () and nbt.dtype == lucid.int64
+        got[dev] = [t.detach().cpu().numpy() for t in (nbt, bn.running_mean, bn.running_var)]
+    assert int(got["strict"][0]) == 3
+    for c, d in zip(got["cpu"], got["strict"]):
+        np.testing.assert_allclose(d, c, rtol=1e-13)
 
 
 def test_num_batches_tracked_cumulative_average_and_serialization(tmp_path):

@@ -113,15 +113,17 @@ def test_spectral_norm():
 def test_fusion_and_skip_init():
     lucid.manual_seed(0)
     conv, bn = nn.Conv2d(2, 3, 3).to(lucid.float64), nn.BatchNorm2d(3).to(lucid.float64)
-    bn.running_mean._data[...] = RNG.normal(size=3)
-    bn.running_var._data[...] = RNG.uniform(0.5, 2, size=3)
-    bn.weight.detach()._data[...] = RNG.normal(size=3)
+    with lucid.no_grad():
+        bn.running_mean.copy_(t64(RNG.normal(size=3)))
+        bn.running_var.copy_(t64(RNG.uniform(0.5, 2, size=3)))
+        bn.weight.copy_(t64(RNG.normal(size=3)))
     conv.eval(), bn.eval()
     x = t64(RNG.normal(size=(2, 2, 5, 5)))
     fused = nn.utils.fuse_conv_bn_eval(conv, bn)
     np.testing.assert_allclose(npy(fused(x)), npy(bn(conv(x))), rtol=1e-10, atol=1e-12)
     lin, bn1 = nn.Linear(3, 4).to(lucid.float64).eval(), nn.BatchNorm1d(4).to(lucid.float64).eval()
-    bn1.running_var._data[...] = RNG.uniform(0.5, 2, size=4)
+    with lucid.no_grad():
+        bn1.running_var.copy_(t64(RNG.uniform(0.5, 2, size=4)))
     x1 = t64(RNG.normal(size=(5, 3)))
     np.testing.assert_allclose(npy(nn.utils.fuse_linear_bn_eval(lin, bn1)(x1)), npy(bn1(lin(x1))), rtol=1e-10)
     with pytest.raises(AssertionError, match="eval"):
@@ -222,3 +224,35 @@ def test_torch_parity_orthogonal():
         yt.sum().backward()
         np.testing.assert_allclose(npy(lm.parametrizations.weight.original.grad),
                                    tm.parametrizations.weight.original.grad.numpy(), rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("omap", ["matrix_exp", "cayley", "householder"])
+def test_orthogonal_and_spectral_norm_on_a_device(omap):
+    # the parametrization lives where the weight does: base, original and the power-method
+    # buffers; right_inverse's QR is an explicit host round trip (NOTE [Orthogonal right_inverse
+    # on the host]) whose results land back there
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    S = lucid.device("strict", 0)
+    lucid.manual_seed(0)
+    for shape, trivial in (((5, 3), True), ((3, 5), True), ((4, 4), True), ((5, 3), omap != "householder")):
+        m = P.orthogonal(nn.Linear(shape[1], shape[0]).to(lucid.float64).to(S), orthogonal_map=omap,
+                         use_trivialization=trivial)
+        w = m.weight
+        assert w.device == S and all(v.device == S for v in m.state_dict().values())
+        w = npy(w)
+        gram = w.T @ w if shape[0] >= shape[1] else w @ w.T
+        np.testing.assert_allclose(gram, np.eye(min(shape)), atol=1e-12)
+        m(t64(RNG.normal(size=(2, shape[1]))).to(S)).sum().backward()
+        assert m.parametrizations.weight.original.grad.device == S
+    if omap == "householder":
+        m = P.orthogonal(nn.Linear(3, 5).to(lucid.float64).to(S), orthogonal_map=omap, use_trivialization=False)
+        q = np.linalg.qr(RNG.normal(size=(5, 3)))[0]
+        m.weight = t64(q).to(S)
+        assert m.parametrizations.weight.original.device == S
+        np.testing.assert_allclose(npy(m.weight), q, atol=1e-12)
+    sn = P.spectral_norm(nn.Linear(4, 3).to(lucid.float64).to(S))
+    u = sn.parametrizations.weight[0]._u
+    assert u.device == S and sn.weight.device == S
+    np.testing.assert_allclose(np.linalg.svd(npy(sn.weight), compute_uv=False)[0], 1.0, rtol=1e-6)

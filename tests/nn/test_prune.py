@@ -83,3 +83,30 @@ def test_torch_parity_masks():
     prune.ln_structured(lm, "weight", amount=1, n=2, dim=1)
     np.testing.assert_array_equal(npy(lm.weight_mask), tm.weight_mask.numpy())
     assert sorted(lm.state_dict()) == sorted(tm.state_dict())
+
+
+def test_pruning_on_a_device_keeps_everything_there():
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    S = lucid.device("strict", 0)
+    w = RNG.normal(size=(4, 5))
+    m = prune.l1_unstructured(_lin(w).to(S), "weight", amount=0.3)
+    prune.l1_unstructured(m, "weight", amount=2)  # combined with the mask there
+    want = np.ones(20)
+    want[np.argsort(np.abs(w).reshape(-1))[:8]] = 0
+    np.testing.assert_array_equal(npy(m.weight_mask).reshape(-1), want)
+    assert m.weight_mask.device == S and m.weight_orig.device == S and m.weight.device == S
+    m(lucid.randn(2, 5, dtype=lucid.float64, device=S)).sum().backward()
+    assert m.weight_orig.grad.device == S
+    lucid.manual_seed(0)
+    for p in (prune.random_unstructured(_lin(w).to(S), "weight", amount=5),
+              prune.random_structured(_lin(w).to(S), "weight", amount=2, dim=0),
+              prune.ln_structured(_lin(w).to(S), "weight", amount=2, n=2, dim=1),
+              prune.custom_from_mask(_lin(w).to(S), "weight", np.eye(4, 5))):  # a host mask: a constant
+        assert p.weight_mask.device == S and p.weight.device == S
+    a, b = _lin(RNG.uniform(0.1, 1.0, size=(4, 3))).to(S), _lin(RNG.uniform(10.0, 20.0, size=(4, 3))).to(S)
+    prune.global_unstructured([(a, "weight"), (b, "weight")], prune.L1Unstructured, amount=12)
+    assert (npy(a.weight_mask) == 0).all() and (npy(b.weight_mask) == 1).all() and b.weight_mask.device == S
+    prune.remove(b, "weight")
+    assert b.weight.device == S and isinstance(b.weight, nn.Parameter)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..._core.tensor import _wrap
 from ...ops._family import _as_tensor
+from ._device import const_like
 
 __all__ = ["affine_grid", "grid_sample"]
 
@@ -52,7 +53,8 @@ def affine_grid(theta, size, align_corners=False):
     mesh = np.meshgrid(*axes, indexing="ij")
     coords = [mesh[i] for i in reversed(range(nsp))] + [np.ones(sp)]  # x, y[, z], 1
     base = np.stack(coords, -1).reshape(-1, nsp + 1).astype(theta.dtype)
-    grid = _wrap(base) @ theta.transpose(1, 2)  # (N, prod(sp), nsp)
+    # the base grid is made from shapes alone: one explicit copy to theta's device
+    grid = const_like(base, theta) @ theta.transpose(1, 2)  # (N, prod(sp), nsp)
     return grid.reshape((size[0],) + sp + (nsp,))
 
 
@@ -91,13 +93,23 @@ def _gather(x_flat, sp, corner, valid):
     lucid = _lucid()
     n, c = x_flat.shape[:2]
     clipped = [np.clip(ci, 0, m - 1) for ci, m in zip(corner, sp)]
-    flat = np.ravel_multi_index(clipped, sp)  # (N, *out)
+    flat = np.ravel_multi_index(clipped, sp) if clipped[0].__class__ is np.ndarray else _ravel(clipped, sp)
     out_shape = flat.shape[1:]
     idx = np.broadcast_to(flat.reshape(n, 1, -1), (n, c, flat[0].size)).copy()
     vals = x_flat.gather(2, _wrap(idx)).reshape((n, c) + out_shape)
-    if valid is not None and not valid.all():
+    # On a device the mask is applied without asking whether it is all True (a read back).
+    if valid is not None and (valid.__class__ is not np.ndarray or not valid.all()):
         vals = lucid.where(_wrap(valid[:, None]), vals, 0.0)
     return vals
+
+
+def _ravel(coords, sp):
+    """``np.ravel_multi_index`` of coordinates already in range, as arithmetic (on a device:
+    no bounds mode, which in CuPy is a pass of its own, or a read back for 'raise')."""
+    flat = coords[0]
+    for ci, m in zip(coords[1:], sp[1:]):
+        flat = flat * m + ci
+    return flat
 
 
 def _cubic(t, a=-0.75):
@@ -157,7 +169,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             # The output is piecewise constant in the grid: connect the grid with a zero
             # gradient (``where`` never selects it, so the values stay exact), so that
             # ``grid.grad`` is zeros as in PyTorch instead of None.
-            out = lucid.where(True, out, grid[..., 0].unsqueeze(1))
+            # (the condition on out's device: a Python True would be a host array there)
+            out = lucid.where(const_like(np.ones((), bool), out), out, grid[..., 0].unsqueeze(1))
         return out
     lows = [np.floor(c.detach()._data).astype(np.int64) for c in coords]
     fracs = [c - _wrap(lo.astype(c.dtype)) for c, lo in zip(coords, lows)]
@@ -174,9 +187,10 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
 
 
 def _inside(corner, sp):
-    ok = np.ones(corner[0].shape, bool)
+    ok = None
     for ci, m in zip(corner, sp):
-        ok &= (ci >= 0) & (ci < m)
+        both = (ci >= 0) & (ci < m)  # on the corners' device
+        ok = both if ok is None else ok & both
     return ok
 
 

@@ -162,16 +162,19 @@ def _class_mask(target, input, weight, ignore_index, name):
 
 
 def _class_mask_numpy(t, input, weight, ignore_index, ncls):
-    """The eager fast path of :func:`_class_mask`: one NumPy expression, a constant tensor."""
-    from ..._core.tensor import _wrap
-
+    """The eager fast path of :func:`_class_mask`: one array expression, a constant tensor
+    (on the target's device: NOTE [Backends])."""
     valid = t != ignore_index
     safe = np.where(valid, t, 0)
-    if safe.size and (safe.min() < 0 or safe.max() >= ncls):
-        raise ValueError(f"one_hot: class values must be in [0, {ncls}), got range "
-                         f"[{safe.min()}, {safe.max()}] for target of shape {t.shape}")
+    if t.__class__ is np.ndarray:
+        classes = np.arange(ncls)
+        if safe.size and (safe.min() < 0 or safe.max() >= ncls):
+            raise ValueError(f"one_hot: class values must be in [0, {ncls}), got range "
+                             f"[{safe.min()}, {safe.max()}] for target of shape {t.shape}")
+    else:  # no range check on a device: it would read back every call (see _check_classes)
+        classes = namespace_of(t).arange(ncls)
     dtype = input.dtype
-    mask = (safe[..., None] == np.arange(ncls)) & valid[..., None]
+    mask = (safe[..., None] == classes) & valid[..., None]
     mask = mask.astype(dtype)
     if weight is not None:
         mask *= weight._data.astype(dtype, copy=False)
@@ -188,8 +191,14 @@ def _pick(logp, mask, reduction, name):
     class_dim = 1 if logp.ndim > 1 else 0
     if reduction == "mean":
         if mask._level == 0:
-            total = mask._data.sum()
-            scaled = mask._data * (-1.0 / total) if total != 0 else np.zeros_like(mask._data)
+            m = mask._data
+            total = m.sum()
+            if m.__class__ is not np.ndarray:  # a device: the same constants, no read of total
+                zero = total == 0  # See NOTE [Nothing to average]
+                scaled = m * (-1.0 / xp.where(zero, 1.0, total))
+                nan = xp.where(zero, float("nan"), 0.0).astype(m.dtype)
+                return (logp * _wrap(scaled.astype(m.dtype, copy=False))).sum() + _wrap(nan)
+            scaled = m * (-1.0 / total) if total != 0 else np.zeros_like(m)
             out = (logp * _wrap(scaled.astype(mask.dtype, copy=False))).sum()
             return out if total != 0 else out + float("nan")  # See NOTE [Nothing to average]
         total = mask.sum()
@@ -644,7 +653,9 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
             f"the input size ({tuple(input.shape)}) is not supported"
         )
     lucid = _lucid()
-    if isinstance(input, Tensor) and input._level == 0:  # concrete values only (not in a transform)
+    # Concrete CPU values only (not in a transform; on a device the check would read back every
+    # call: PyTorch's CUDA kernel asserts on the device instead).
+    if isinstance(input, Tensor) and input._level == 0 and input._data.__class__ is np.ndarray:
         arr = input._data
         if arr.size and (arr.min() < 0 or arr.max() > 1):
             raise RuntimeError("binary_cross_entropy: all elements of input should be between 0 and 1")

@@ -9,8 +9,10 @@ import math
 
 import numpy as np
 
+from ..._core.backend import add_at, host, namespace_of
 from ..._core.tensor import _wrap
 from ...ops._family import _as_tensor
+from ._device import const_like
 from .activation import logsigmoid
 from .distance import pairwise_distance
 from .loss import _legacy_reduction, _lucid, _reduce, _refuse_complex
@@ -47,7 +49,8 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
                              f"{tuple(input.shape)}")
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"gaussian_nll_loss: {reduction} is not a valid value for reduction")
-    if var._level == 0 and bool((var.detach() < 0).any().item()):
+    # Concrete CPU values only: on a device the check would read back every call.
+    if var._level == 0 and var._data.__class__ is np.ndarray and bool((var._data < 0).any()):
         raise ValueError("gaussian_nll_loss: var has negative entry/entries")
     var = _value_clamped(var, eps)
     lucid = _lucid()
@@ -164,7 +167,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         h = h * h
     if weight is not None:
         h = h * weight[t.reshape(-1)].reshape(-1, 1).to(x.dtype)
-    not_y = (lucid.arange(c).reshape(1, c) != t).to(x.dtype)
+    not_y = (lucid.arange(c, device=x.device).reshape(1, c) != t).to(x.dtype)
     loss = (h * not_y).sum(1) / c
     return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction, "multi_margin_loss")
 
@@ -186,16 +189,19 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
         raise RuntimeError(f"multilabel_margin_loss: target {tuple(target.shape)} must have the input's shape "
                            f"{tuple(input.shape)}")
     x = input if input.ndim == 2 else input.unsqueeze(0)
-    t = np.asarray(target.detach()._data).reshape(x.shape)
+    t = target.detach()._data.reshape(x.shape)
     n, c = x.shape
-    count = np.zeros((n, c))  # how often each class is listed (a repeated target counts again, as PyTorch)
-    for b in range(n):
-        for j in t[b]:
-            if j < 0:
-                break
-            if j >= c:
-                raise RuntimeError(f"multilabel_margin_loss: target index {j} out of range for {c} classes")
-            count[b, j] += 1
+    listed = np.cumsum(t < 0, axis=1) == 0  # the entries before the first negative one
+    if t.__class__ is np.ndarray:
+        bad = listed & (t >= c)
+        if bad.any():
+            raise RuntimeError(f"multilabel_margin_loss: target index {t[bad][0]} out of range for {c} classes")
+    else:  # no range check on a device (it would read back every call): such entries count for nothing
+        listed &= t < c
+    # How often each class is listed (a repeated target counts again, as PyTorch), on t's device.
+    ns = namespace_of(t)
+    count = ns.zeros((n, c), np.int64)
+    add_at(count, (ns.arange(n)[:, None], np.where(listed, t, 0)), listed.astype(np.int64))
     pair = _wrap((count[:, :, None] * (count[:, None, :] == 0)).astype(x.dtype))  # (n, j, i)
     h = _lucid().clamp(1.0 - (x.unsqueeze(2) - x.unsqueeze(1)), min=0.0)
     loss = (h * pair).sum((1, 2)) / c
@@ -227,10 +233,21 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
 _NEG = -1e30
 
 
+# NOTE [CTC on the host]
+# CTC's alignment tables (the blank-extended targets, which states may skip, where each sample
+# ends) are built from the target and length values, on the host, as PyTorch's CUDA ctc_loss
+# also takes the lengths on the host. Given device tensors, those values are copied to the host
+# explicitly (``_host_values``: one synchronous read per call); the tables then go to the
+# device of ``log_probs`` once, and the recursion and its gradient run there.
+def _host_values(v):
+    """The values of ``v`` (a Tensor, array, list or number) as a host NumPy array."""
+    return host(_as_tensor(v)._data)
+
+
 def _ctc_targets(targets, target_lengths, n):
     """(N, S) padded int array of the targets (1-D concatenated targets are split by length)."""
-    t = np.asarray(_as_tensor(targets)._data)
-    lens = np.asarray(_as_tensor(target_lengths)._data).astype(np.int64).reshape(-1)
+    t = _host_values(targets)
+    lens = _host_values(target_lengths).astype(np.int64).reshape(-1)
     if len(lens) != n:
         raise RuntimeError(f"ctc_loss: expected {n} target lengths, got {len(lens)}")
     if t.ndim == 2:
@@ -251,6 +268,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     (T, N, C) (or (T, C)) log-softmax output; ``targets`` is (N, S) padded or the 1-D
     concatenation; impossible alignments give ``inf`` (0 with ``zero_infinity``, which also
     zeroes their gradient). 'mean' divides each loss by its target length, then averages.
+    Targets and lengths are read on the host (NOTE [CTC on the host]).
 
     Examples
     --------
@@ -269,7 +287,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     if unbatched:
         targets = _as_tensor(targets).reshape(1, -1)
     tg, tlens = _ctc_targets(targets, target_lengths, n)
-    ilens = np.asarray(_as_tensor(input_lengths)._data).astype(np.int64).reshape(-1)
+    ilens = _host_values(input_lengths).astype(np.int64).reshape(-1)
     if len(ilens) != n or (n and ilens.max() > T):
         raise RuntimeError(f"ctc_loss: input_lengths must have {n} entries of at most T = {T}, got {ilens}")
     s = tg.shape[1]
@@ -277,26 +295,29 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     ext[:, 1::2] = tg
     skip = np.zeros((n, 2 * s + 1), bool)  # may jump from s - 2 (different non-blank labels)
     skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
-    lpe = lp.gather(2, _wrap(np.broadcast_to(ext, (T,) + ext.shape).copy()))  # (T, N, 2S+1)
-    neg = lucid.full((n, 1), _NEG, dtype=lp.dtype)
+    dtype = lp.dtype
+    # The host tables, on log_probs' device (NOTE [CTC on the host]); nothing more is copied.
+    lpe = lp.gather(2, const_like(np.broadcast_to(ext, (T,) + ext.shape).copy(), lp))  # (T, N, 2S+1)
+    neg = const_like(np.full((n, 1), _NEG).astype(dtype), lp)
     init = np.full((n, 2 * s + 1), _NEG)
     init[:, :2] = 0.0
-    alpha = lpe[0] + _wrap(init.astype(lp.dtype))
-    skip_mask = _wrap(np.where(skip, 0.0, _NEG).astype(lp.dtype))
+    alpha = lpe[0] + const_like(init.astype(dtype), lp)
+    skip_mask = const_like(np.where(skip, 0.0, _NEG).astype(dtype), lp)
+    running = const_like((np.arange(T)[:, None] < ilens)[:, :, None], lp)._data  # (T, N, 1): frame t is inside
     for t in range(1, T):
         a1 = lucid.cat([neg, alpha[:, :-1]], 1)
         a2 = lucid.cat([neg, neg, alpha[:, :-2]], 1)[:, : 2 * s + 1] + skip_mask
         new = lucid.logsumexp(lucid.stack([alpha, a1, a2], 0), 0) + lpe[t]
-        alpha = lucid.where(_wrap((t < ilens)[:, None]), new, alpha)
-    last = _wrap(np.stack([2 * tlens, np.maximum(2 * tlens - 1, 0)], 1))
+        alpha = lucid.where(_wrap(running[t]), new, alpha)
+    last = const_like(np.stack([2 * tlens, np.maximum(2 * tlens - 1, 0)], 1), lp)
     ends = alpha.gather(1, last)
     if s:  # a target of length 0 ends only on the blank state
-        ends = ends + _wrap(np.stack([np.zeros(n), np.where(tlens > 0, 0.0, _NEG)], 1).astype(lp.dtype))
+        ends = ends + const_like(np.stack([np.zeros(n), np.where(tlens > 0, 0.0, _NEG)], 1).astype(dtype), lp)
     loss = -lucid.logsumexp(ends, 1)
-    impossible = _wrap(np.zeros(n, bool)) if n == 0 else (loss.detach() > -_NEG / 2)
+    impossible = const_like(np.zeros(n, bool), lp) if n == 0 else (loss.detach() > -_NEG / 2)
     loss = lucid.where(impossible, 0.0 if zero_infinity else float("inf"), loss)
     if reduction == "mean":
-        loss = (loss / _wrap(np.maximum(tlens, 1).astype(lp.dtype))).mean()
+        loss = (loss / const_like(np.maximum(tlens, 1).astype(dtype), lp)).mean()
     elif reduction == "sum":
         loss = loss.sum()
     elif reduction != "none":

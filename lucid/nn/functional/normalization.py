@@ -291,9 +291,10 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
 
 def _channel_mix(x, m):
     """``sum_c' m[c, c'] x[:, c', ...]``: a constant (C, C) matrix applied over dim 1."""
-    from ..._core.tensor import _wrap
+    from ._device import const_like
 
-    return (x.movedim(1, -1) @ _wrap(m.T.astype(x.dtype))).movedim(-1, 1)
+    # ``m`` is made from shapes alone: one explicit copy to x's device
+    return (x.movedim(1, -1) @ const_like(m.T.astype(x.dtype), x)).movedim(-1, 1)
 
 
 def _lrn_matrix(c, size):

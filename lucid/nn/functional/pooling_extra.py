@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ..._core.backend import array_cls_of, namespace_of, on_device_of, xp
 from ..._core.primitive import bind
 from ..._core.tensor import _wrap
 from ...ops.conv import take_last_p
@@ -121,9 +122,12 @@ def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nsp, 
     n, c = x.shape[:2]
     size = math.prod(out_sp)
     flat = idx.reshape(n, c, -1)
-    if flat.numel() and (int(flat.min().item()) < 0 or int(flat.max().item()) >= size):
+    # The bounds check reads values: CPU only (on a device it would read back every call;
+    # PyTorch's CUDA kernel checks with a device-side assert).
+    if array_cls_of(flat) is np.ndarray and flat.numel() and (
+            int(flat.min().item()) < 0 or int(flat.max().item()) >= size):
         raise RuntimeError(f"{op}: found an index out of bounds for an output of size {out_sp}")
-    out = _lucid().zeros(n, c, size, dtype=x.dtype).scatter(2, flat, x.reshape(n, c, -1))
+    out = _lucid().zeros(n, c, size, dtype=x.dtype, device=x.device).scatter(2, flat, x.reshape(n, c, -1))
     out = out.reshape((n, c) + out_sp)
     return out.squeeze(0) if unbatched else out
 
@@ -168,14 +172,18 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d")
 
 
-def _intervals(u, n, o, k):
-    """PyTorch's pseudo-random window starts: ``int((i + u) a) - int(u a)``, ``a = (n-k)/(o-1)``,
-    the last window flush with the end."""
+def _starts(u, n, o, k):
+    """PyTorch's pseudo-random window starts along one dim, for every sample ``u`` (an array
+    of any shape, float64) at once: ``int((i + u) a) - int(u a)``, ``a = (n-k)/(o-1)``, the
+    last window flush with the end. Shape ``u.shape + (o,)``, on ``u``'s device."""
+    last = xp.full_like(u, n - k, dtype=np.int64)[..., None]
     if o == 1:
-        return np.array([n - k])
+        return last
     alpha = (n - k) / (o - 1)
-    i = np.arange(o - 1)
-    return np.concatenate([((i + u) * alpha).astype(np.int64) - int(u * alpha), [n - k]])
+    i = namespace_of(u).arange(o - 1)
+    # u and alpha are >= 0, so astype's truncation is int()'s
+    first = ((i + u[..., None]) * alpha).astype(np.int64) - (u * alpha).astype(np.int64)[..., None]
+    return xp.concatenate([first, last], -1)
 
 
 def _fractional(input, kernel_size, output_size, output_ratio, return_indices, samples, nsp, op):
@@ -193,18 +201,22 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices, s
     if any(o + ki - 1 > m for o, ki, m in zip(osz, k, sp)):
         raise RuntimeError(f"{op}: output size {osz} + kernel {k} - 1 is too large for the input {sp}")
     if samples is None:
-        samples = _lucid().rand(n, c, nsp, dtype=x.dtype)
-    u = np.asarray(samples.detach()._data, dtype=np.float64).reshape(n, c, nsp)
+        samples = _lucid().rand(n, c, nsp, dtype=x.dtype, device=x.device)
+    # The window starts are computed from the samples where they are (on a device, there: no
+    # read back), all examples and channels at once.
+    u = samples.detach()._data.astype(np.float64).reshape(n, c, nsp)
     # PyTorch's sample order: 2-d uses [W, H], 3-d [T, H, W]
     order = (1, 0) if nsp == 2 else (0, 1, 2)
-    flat = np.empty((n, c, math.prod(osz), math.prod(k)), np.int64)
-    offs = np.meshgrid(*[np.arange(ki) for ki in k], indexing="ij")
-    for b in range(n):
-        for ch in range(c):
-            starts = [_intervals(u[b, ch, order[d]], sp[d], osz[d], k[d]) for d in range(nsp)]
-            grid = np.meshgrid(*starts, indexing="ij")
-            coords = [grid[d].reshape(-1, 1) + offs[d].reshape(1, -1) for d in range(nsp)]
-            flat[b, ch] = np.ravel_multi_index(coords, sp)
+    # flat input position of (example, channel, output point, kernel offset): the sum over dims
+    # of (window start + offset) * stride, broadcast as (n, c, *osz, *k)
+    flat, stride = 0, 1
+    for d in reversed(range(nsp)):
+        st = _starts(u[:, :, order[d]], sp[d], osz[d], k[d])  # (n, c, osz[d])
+        st = st.reshape((n, c) + tuple(osz[d] if j == d else 1 for j in range(nsp)) + (1,) * nsp)
+        off = np.arange(k[d]).reshape((1, 1) + (1,) * nsp + tuple(k[d] if j == d else 1 for j in range(nsp)))
+        flat = flat + (st + on_device_of(off, st)) * stride
+        stride *= sp[d]
+    flat = flat.reshape(n, c, math.prod(osz), math.prod(k))
     win = bind(take_last_p, (x.reshape(n, c, -1), _wrap(flat.reshape(n, c, -1))), {})
     win = win.reshape(n, c, math.prod(osz), math.prod(k))
     out = win.amax(dim=-1).reshape((n, c) + osz)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._core.backend import namespace_of, xp
+from ..._core.backend import add_at, host, namespace_of, on_device_of, xp
 from ..._core.grad_mode import no_grad
 from ..._core.primitive import bind, defprim
 from ...ops._family import _as_tensor, move_bdim
@@ -13,7 +13,9 @@ __all__ = ["one_hot", "embedding", "embedding_bag"]
 
 
 def _one_hot_impl(t, *, num_classes):
-    if t.size and (t.min() < 0 or t.max() >= num_classes):
+    # The range check reads values: CPU only. On a device it would read back every call
+    # (PyTorch's CUDA kernel checks with a device-side assert), as loss._check_classes.
+    if t.__class__ is np.ndarray and t.size and (t.min() < 0 or t.max() >= num_classes):
         raise ValueError(f"one_hot: class values must be in [0, {num_classes}), got range "
                          f"[{t.min()}, {t.max()}] for indices of shape {t.shape}")
     return (t[..., None] == namespace_of(t).arange(num_classes)).astype(np.int64)
@@ -104,7 +106,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         _renorm_rows(weight, idx._data, max_norm, norm_type)
     out = weight[idx]
     if scale_grad_by_freq:
-        out = _scale_grad_by_freq(out, idx._data, extra_dims=1)
+        out = _scale_grad_by_freq(out, idx._data, 1, weight.shape[0])
     if padding_idx is not None and weight.requires_grad:
         import lucid
 
@@ -130,15 +132,23 @@ def _warn_sparse(op):
                       f"were not looked up are zero", UserWarning, stacklevel=3)
 
 
-def _scale_grad_by_freq(rows, idx, extra_dims):
+def _scale_grad_by_freq(rows, idx, extra_dims, num_rows, counted=None):
     """``rows`` with the same value and each row's gradient divided by how often its index
-    occurs in ``idx`` (PyTorch's ``scale_grad_by_freq``)."""
+    occurs in ``idx`` (PyTorch's ``scale_grad_by_freq``); with ``counted`` (a bool mask of
+    ``idx``'s shape), only the marked occurrences are counted."""
     from ..._core.tensor import _wrap
 
     if not rows.requires_grad:
         return rows
-    _, inverse, counts = np.unique(idx.reshape(-1), return_inverse=True, return_counts=True)
-    c = (1.0 / counts[inverse]).reshape(idx.shape + (1,) * extra_dims).astype(rows.dtype)
+    if idx.__class__ is np.ndarray:
+        _, inverse, counts = np.unique(idx.reshape(-1), return_inverse=True, return_counts=True)
+        c = 1.0 / counts[inverse]
+    else:  # on a device: a scatter-add into one counter per table row (unique's size is a value)
+        flat = idx.reshape(-1)
+        counts = namespace_of(idx).zeros(num_rows, np.int64)
+        add_at(counts, flat, xp.ones_like(flat) if counted is None else counted.reshape(-1).astype(np.int64))
+        c = 1.0 / xp.maximum(counts[flat], 1)  # uncounted occurrences (outside every bag) get no gradient
+    c = c.reshape(idx.shape + (1,) * extra_dims).astype(rows.dtype)
     # value exactly ``rows`` (the second term is an exact zero), gradient ``c * g``
     frozen = rows.detach()
     return frozen + (rows - frozen) * _wrap(c)
@@ -146,7 +156,9 @@ def _scale_grad_by_freq(rows, idx, extra_dims):
 
 def _renorm_rows(weight, idx, max_norm, norm_type):
     with no_grad():
-        rows = np.unique(idx)
+        # On a device every looked-up row, repeats included (they write equal values): the
+        # size of unique's result is a value, a read back to the host.
+        rows = np.unique(idx) if idx.__class__ is np.ndarray else idx.reshape(-1)
         w = weight._data
         norms = np.linalg.norm(w[rows], ord=norm_type, axis=1)
         scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
@@ -154,25 +166,52 @@ def _renorm_rows(weight, idx, max_norm, norm_type):
         weight._version[0] += 1
 
 
+# NOTE [Bags on a device]
+# On the CPU the bags come from the offsets' values (np.repeat) and are validated. On a device
+# neither is read back: the bag of each input position is a searchsorted of the positions in
+# the offsets, made there, positions past the last offset (include_last_offset) belonging to
+# no bag (-1); sum and mean compare it with each bag number, so the bag matrix is made on the
+# device too. The offsets and indices are not validated there (PyTorch's CUDA kernels don't
+# either). Only mode 'max' of a 1-D input copies the offsets (nbags + 1 integers) to the host,
+# explicitly: the width of its padded block is the size of the largest bag, a value.
 def _bags(idx, offsets, include_last_offset, op):
-    """``(flat indices, bag of each index, number of bags)`` for 2-D input or 1-D input + offsets."""
+    """``(flat indices, bag of each index, number of bags)`` for 2-D input or 1-D input + offsets.
+
+    On a device ``flat`` is the whole input and an index outside every bag has bag -1 (NOTE
+    [Bags on a device])."""
+    data = idx._data
     if idx.ndim == 2:
         if offsets is not None:
             raise ValueError(f"{op}: offsets has to be None if input is 2D, got {offsets!r}")
         b, n = idx.shape
-        return idx._data.reshape(-1), np.repeat(np.arange(b), n), b
+        if data.__class__ is np.ndarray:
+            return data.reshape(-1), np.repeat(np.arange(b), n), b
+        return data.reshape(-1), namespace_of(data).arange(b * n) // max(n, 1), b
     if idx.ndim != 1:
         raise ValueError(f"{op}: input has to be 1D or 2D Tensor, got shape {tuple(idx.shape)}")
     if offsets is None:
         raise ValueError(f"{op}: offsets has to be a 1D Tensor but got None")
-    off = np.asarray(_as_tensor(offsets)._data).astype(np.int64).reshape(-1)
+    off = _as_tensor(offsets)._data
+    if data.__class__ is not np.ndarray:
+        off = off.reshape(-1).astype(np.int64, copy=False)
+        if off.size == 0:  # a shape, not a value: checked everywhere
+            raise ValueError(f"{op}: offsets must start at 0, be non-decreasing and at most len(input) = "
+                             f"{idx.shape[0]}, got []")
+        nbags = off.size - 1 if include_last_offset else off.size
+        ns = namespace_of(data)
+        pos = ns.arange(data.shape[0])
+        seg = xp.searchsorted(off[:nbags], pos, side="right") - 1
+        if include_last_offset:
+            seg = xp.where(pos < off[-1], seg, -1)
+        return data, seg, nbags
+    off = np.asarray(off).astype(np.int64).reshape(-1)
     if off.size == 0 or off[0] != 0 or np.any(np.diff(off) < 0) or off[-1] > idx.shape[0]:
         raise ValueError(f"{op}: offsets must start at 0, be non-decreasing and at most len(input) = "
                          f"{idx.shape[0]}, got {off.tolist()}")
     bounds = off if include_last_offset else np.concatenate([off, [idx.shape[0]]])
     nbags = len(bounds) - 1
     seg = np.repeat(np.arange(nbags), np.diff(bounds))
-    return idx._data[bounds[0]:bounds[-1]], seg, nbags
+    return data[bounds[0]:bounds[-1]], seg, nbags
 
 
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
@@ -218,23 +257,38 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if sparse:
         _warn_sparse(op)
     flat, seg, nbags = _bags(idx, offsets, include_last_offset, op)
-    if flat.size and (flat.min() < 0 or flat.max() >= weight.shape[0]):
+    on_cpu = flat.__class__ is np.ndarray
+    # The range check reads values: CPU only (on a device it would read back every call;
+    # PyTorch's CUDA kernel checks with a device-side assert).
+    if on_cpu and flat.size and (flat.min() < 0 or flat.max() >= weight.shape[0]):
         raise IndexError(f"{op}: index out of range for a table of {weight.shape[0]} rows")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
     if max_norm is not None:
         _renorm_rows(weight, flat, max_norm, norm_type)
-    keep = np.ones(len(flat), bool) if padding_idx is None else flat != padding_idx
     rows = weight[_wrap(flat.astype(np.int64))]  # (L, D)
     if scale_grad_by_freq:
-        rows = _scale_grad_by_freq(rows, flat, extra_dims=1)
-    if mode == "max":
-        return _bag_max(lucid, rows, seg[keep], np.flatnonzero(keep), nbags, weight)
-    m = np.zeros((nbags, len(flat)), dtype=weight.dtype)
-    m[seg[keep], np.flatnonzero(keep)] = 1.0
-    if mode == "mean":
-        counts = m.sum(1, keepdims=True)
-        m = m / np.maximum(counts, 1.0)
+        # on a device, occurrences outside every bag (bag -1) are not counted
+        rows = _scale_grad_by_freq(rows, flat, 1, weight.shape[0], None if on_cpu else seg >= 0)
+    if on_cpu:
+        keep = np.ones(len(flat), bool) if padding_idx is None else flat != padding_idx
+        if mode == "max":
+            return _bag_max(lucid, rows, seg[keep], np.flatnonzero(keep), nbags, weight)
+        m = np.zeros((nbags, len(flat)), dtype=weight.dtype)
+        m[seg[keep], np.flatnonzero(keep)] = 1.0
+        if mode == "mean":
+            counts = m.sum(1, keepdims=True)
+            m = m / np.maximum(counts, 1.0)
+    else:  # NOTE [Bags on a device]
+        if mode == "max":
+            return _bag_max_device(lucid, rows, flat, padding_idx, nbags, idx, offsets, include_last_offset,
+                                   weight)
+        inbag = seg[None, :] == namespace_of(seg).arange(nbags)[:, None]  # (nbags, L)
+        if padding_idx is not None:
+            inbag = inbag & (flat != padding_idx)[None, :]
+        m = inbag.astype(weight.dtype)
+        if mode == "mean":
+            m = m / xp.maximum(m.sum(1, keepdims=True), 1.0)
     bag = _wrap(m)
     if per_sample_weights is not None:
         psw = _as_tensor(per_sample_weights).reshape(-1)
@@ -254,7 +308,37 @@ def _bag_max(lucid, rows, seg, pos, nbags, weight):
     slot = np.arange(len(seg)) - np.repeat(np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
     gather = np.full((nbags, width), len(pos), np.int64)  # the extra -inf row
     gather[seg, slot] = np.arange(len(pos))
-    ninf = lucid.full((1, weight.shape[1]), float("-inf"), dtype=weight.dtype)
+    ninf = lucid.full((1, weight.shape[1]), float("-inf"), dtype=weight.dtype, device=weight.device)
     table = lucid.cat([rows[_wrap(pos.astype(np.int64))], ninf], 0)
     out = table[_wrap(gather)].amax(1)
     return lucid.where(_wrap((counts > 0)[:, None]), out, 0.0)
+
+
+def _bag_max_device(lucid, rows, flat, padding_idx, nbags, idx, offsets, include_last_offset, weight):
+    """:func:`_bag_max` on a device (NOTE [Bags on a device]): each bag's positions in a block
+    padded with the -inf row (position ``L``), padding entries pointing there too."""
+    from ..._core.tensor import _wrap
+
+    n = flat.shape[0]
+    ns = namespace_of(flat)
+    if idx.ndim == 2:  # bag i is row i: no value needed
+        b, width = idx.shape
+        gather = ns.arange(n).reshape(b, width) if width else ns.zeros((b, 1), np.int64)
+    else:
+        # The block's width is the largest bag, a value: the offsets (nbags + 1 small integers)
+        # are copied to the host explicitly; PyTorch's CUDA kernel loops over each bag instead.
+        off = host(_as_tensor(offsets)._data).astype(np.int64).reshape(-1)
+        bounds = off if include_last_offset else np.concatenate([off, [n]])
+        counts = np.maximum(np.diff(bounds), 0)
+        width = max(int(counts.max()) if counts.size else 0, 1)
+        slot = np.arange(width)
+        gather = bounds[:-1, None] + slot
+        gather = np.where((slot < counts[:, None]) & (gather >= 0) & (gather < n), gather, n)
+        gather = on_device_of(gather, flat)
+    if padding_idx is not None:
+        kept = ns.concatenate([flat != padding_idx, ns.zeros(1, bool)])  # the -inf row: not kept
+        gather = xp.where(kept[gather], gather, n)
+    ninf = lucid.full((1, weight.shape[1]), float("-inf"), dtype=weight.dtype, device=weight.device)
+    table = lucid.cat([rows, ninf], 0)
+    out = table[_wrap(gather)].amax(1)
+    return lucid.where(_wrap((gather < n).any(1)[:, None]), out, 0.0)

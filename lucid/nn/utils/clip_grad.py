@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from ..._core.backend import namespace_of
 from ..._core.tensor import Tensor, _wrap
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "get_total_norm", "clip_grads_with_norm_"]
@@ -27,6 +28,11 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     dtype = np.result_type(*[a.dtype for a in arrays])
     if dtype.kind == "c":  # the norm of complex gradients is real (|g|), as in PyTorch
         dtype = np.finfo(dtype).dtype
+    if arrays[0].__class__ is not np.ndarray:  # See NOTE [Clipping on a device]
+        total = _device_total(arrays, norm_type, dtype)
+        if error_if_nonfinite and not math.isfinite(float(total)):  # PyTorch reads it back here too
+            raise RuntimeError(_NONFINITE.format(norm_type=norm_type))
+        return _wrap(total)
     if norm_type == math.inf:
         total = max(float(np.max(np.abs(a))) if a.size else 0.0 for a in arrays)
     elif norm_type == 2.0:
@@ -34,12 +40,41 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     else:
         total = sum(float(np.sum(np.abs(a) ** norm_type)) for a in arrays) ** (1.0 / norm_type)
     if error_if_nonfinite and not math.isfinite(total):
-        raise RuntimeError(
-            f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it "
-            "cannot be clipped. To disable this error and scale the gradients by the non-finite norm "
-            "anyway, set `error_if_nonfinite=False`"
-        )
+        raise RuntimeError(_NONFINITE.format(norm_type=norm_type))
     return _wrap(np.array(total, dtype=dtype))
+
+
+_NONFINITE = ("The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it "
+              "cannot be clipped. To disable this error and scale the gradients by the non-finite norm "
+              "anyway, set `error_if_nonfinite=False`")
+
+
+# NOTE [Clipping on a device]
+# On the CPU the norm is a Python float and the gradients are scaled only when the factor is
+# below 1. On a device that test would read the norm back every step, so, as PyTorch does, the
+# norm stays a 0-d device array and every gradient is multiplied by min(1, max_norm / (norm +
+# 1e-6)) there (a factor of 1 changes nothing; a NaN norm gives NaN gradients either way).
+def _device_total(arrays, norm_type, dtype):
+    """The joint norm of device ``arrays`` as a 0-d array of ``dtype`` on their device."""
+    ns = namespace_of(arrays[0])
+    arrays = [a for a in arrays if a.size]
+    if not arrays:
+        return ns.zeros((), dtype=dtype)
+    if norm_type == math.inf:
+        total = ns.stack([ns.abs(a).max() for a in arrays]).max()
+    elif norm_type == 2.0:
+        total = ns.sqrt(ns.stack([ns.vdot(a.ravel(), a.ravel()).real for a in arrays]).sum())
+    else:
+        total = ns.stack([(ns.abs(a) ** norm_type).sum() for a in arrays]).sum() ** (1.0 / norm_type)
+    return total.astype(dtype, copy=False)
+
+
+def _scale_on_device(grads, max_norm, total):
+    coef = namespace_of(total).minimum(float(max_norm) / (total + 1e-6), 1.0)
+    for g in grads:
+        with np.errstate(invalid="ignore"):  # an inf gradient times 0 is nan, silently (as PyTorch)
+            g._data = (g._data * coef).astype(g.dtype, copy=False)
+        g._version[0] += 1
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
@@ -61,6 +96,9 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     """
     grads = _grads(parameters)
     total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    if grads and total._data.__class__ is not np.ndarray:  # See NOTE [Clipping on a device]
+        _scale_on_device(grads, max_norm, total._data)
+        return total
     coef = float(max_norm) / (float(total.item()) + 1e-6)
     if coef < 1.0 or math.isnan(coef):
         for g in grads:
@@ -83,7 +121,7 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
                             "not supported, as in PyTorch (clamping has no meaning for complex numbers; "
                             "clip_grad_norm_ works)")
     for g in grads:
-        g._data = np.clip(g._data, -clip_value, clip_value)
+        g._data = np.clip(g._data, -clip_value, clip_value)  # dispatches to the gradient's device
         g._version[0] += 1
 
 
@@ -102,6 +140,9 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     [0.6, 0.8]
     """
     grads = _grads(parameters)
+    if isinstance(total_norm, Tensor) and total_norm._data.__class__ is not np.ndarray:
+        _scale_on_device(grads, max_norm, total_norm._data)  # See NOTE [Clipping on a device]
+        return
     total = float(total_norm.item() if isinstance(total_norm, Tensor) else total_norm)
     coef = float(max_norm) / (total + 1e-6)
     if coef < 1.0 or math.isnan(coef):

@@ -1,8 +1,7 @@
 """Flatten parameters into one vector and back."""
 from __future__ import annotations
 
-import numpy as np
-
+from ..._core.backend import xp
 from ..._core.tensor import Tensor
 
 __all__ = ["parameters_to_vector", "vector_to_parameters"]
@@ -42,6 +41,8 @@ def vector_to_parameters(vec, parameters):
     pointer = 0
     for p in params:
         n = p.numel()
-        p._data = np.array(data[pointer:pointer + n].reshape(p.shape), dtype=p.dtype)
+        # A copy in the parameter's dtype, on the vector's device (PyTorch's parameters take
+        # views of ``vec``: its device).
+        p._data = xp.array(data[pointer:pointer + n].reshape(p.shape), dtype=p.dtype)
         p._version[0] += 1
         pointer += n

@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+from ..._core import backend
 from ..._core.grad_mode import no_grad
 from .. import functional as F
 from ..module import Module
@@ -83,8 +84,9 @@ class _SpectralNorm(Module):
         if ndim > 1:
             mat = self._to_matrix(weight.detach())
             h, w = mat.shape
-            self.register_buffer("_u", F.normalize(lucid.randn(h, dtype=weight.dtype), dim=0, eps=eps))
-            self.register_buffer("_v", F.normalize(lucid.randn(w, dtype=weight.dtype), dim=0, eps=eps))
+            dev = weight.device  # the buffers live beside the weight (PyTorch: randn(..., device=))
+            self.register_buffer("_u", F.normalize(lucid.randn(h, dtype=weight.dtype, device=dev), dim=0, eps=eps))
+            self.register_buffer("_v", F.normalize(lucid.randn(w, dtype=weight.dtype, device=dev), dim=0, eps=eps))
             self._power_method(mat, 15)
 
     def _to_matrix(self, weight):
@@ -168,12 +170,12 @@ class _Orthogonal(Module):
         if self.orthogonal_map in ("matrix_exp", "cayley"):
             X = X.tril()
             if n != k:
-                X = lucid.cat([X, lucid.zeros(*X.shape[:-1], n - k, dtype=X.dtype)], -1)
+                X = lucid.cat([X, lucid.zeros(*X.shape[:-1], n - k, dtype=X.dtype, device=X.device)], -1)
             A = X - X.transpose(-2, -1)
             if self.orthogonal_map == "matrix_exp":
                 Q = lucid.linalg.matrix_exp(A)
             else:
-                eye = lucid.eye(n, dtype=A.dtype)
+                eye = lucid.eye(n, dtype=A.dtype, device=A.device)
                 Q = lucid.linalg.solve(eye - 0.5 * A, eye + 0.5 * A)
             if n != k:
                 Q = Q[..., :k]
@@ -189,6 +191,11 @@ class _Orthogonal(Module):
             Q = Q.transpose(-2, -1)
         return Q
 
+    # NOTE [Orthogonal right_inverse on the host]
+    # The inverse runs once per assignment, on QR (LAPACK's geqrf in the Householder case), so
+    # on a device it is an explicit host round trip (NOTE [Host fallback] in backend.py): the
+    # value is copied to the host, and the results (``base`` and the returned original) are
+    # made on ``Q``'s device. Random columns are drawn on that device, as PyTorch's.
     def right_inverse(self, Q):
         import numpy as np
 
@@ -198,7 +205,8 @@ class _Orthogonal(Module):
             raise ValueError(f"orthogonal: expected a matrix of shape {self.shape}, got {tuple(Q.shape)}")
         if "base" not in self._buffers:
             return self._right_inverse_no_base(Q)
-        q = np.asarray(Q.detach()._data)
+        dev = Q.device
+        q = backend.host(Q.detach()._data)
         n, k = q.shape[-2:]
         transpose = n < k
         if transpose:
@@ -209,13 +217,13 @@ class _Orthogonal(Module):
             ortho = np.allclose(np.swapaxes(q, -2, -1).conj() @ q, eye, atol=10.0 * n * np.finfo(q.dtype).eps)
             q = q.copy() if ortho else _make_orthogonal(q)
         else:
-            extra = lucid.randn(*(q.shape[:-2] + (n, n - k)), dtype=Q.dtype)._data
+            extra = backend.host(lucid.randn(*(q.shape[:-2] + (n, n - k)), dtype=Q.dtype, device=dev)._data)
             q = _make_orthogonal(np.concatenate([q, extra], -1))
-        self.base = lucid.tensor(q.astype(Q._data.dtype))
+        self.base = lucid.tensor(q.astype(Q._data.dtype), device=dev)
         neg_id = np.zeros(tuple(Q.shape), Q._data.dtype)
         d = min(neg_id.shape[-2:])
         neg_id[..., range(d), range(d)] = -1.0
-        return lucid.tensor(neg_id)
+        return lucid.tensor(neg_id, device=dev)
 
 
     def _right_inverse_no_base(self, Q):
@@ -230,7 +238,7 @@ class _Orthogonal(Module):
         if self.orthogonal_map != "householder":
             raise NotImplementedError("orthogonal: it is not possible to assign to the matrix exponential or the "
                                       "Cayley parametrizations when use_trivialization=False")
-        q = Q.detach()._data
+        q = backend.host(Q.detach()._data)  # See NOTE [Orthogonal right_inverse on the host]
         transpose = q.shape[-2] < q.shape[-1]
         if transpose:
             q = np.swapaxes(q, -2, -1)
@@ -239,7 +247,7 @@ class _Orthogonal(Module):
         k = tau.shape[-1]
         diag = np.sign(a[..., range(k), range(k)])
         a[..., range(k), range(k)] = np.where(tau == 0.0, -diag, diag)
-        return lucid.tensor(np.swapaxes(a, -2, -1) if transpose else a)
+        return lucid.tensor(np.swapaxes(a, -2, -1) if transpose else a, device=Q.device)
 
 
 def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization=True):

@@ -8,6 +8,8 @@ Pruning ``module.weight`` moves the parameter to ``weight_orig``, adds a buffer
 before each call (so gradients reach ``weight_orig`` where the mask is 1). Pruning the same
 tensor again prunes among the entries still unpruned (unstructured) and multiplies the masks.
 ``remove`` makes the pruned value a plain parameter again. State-dict keys are PyTorch's.
+The masks are computed where the parameter lives (its array's namespace; random draws on its
+device, as PyTorch's ``rand_like``).
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import numbers
 
 import numpy as np
 
+from ..._core import backend
+from ..._core.backend import namespace_of, xp
 from ..._core.grad_mode import no_grad
 from ..._core.tensor import Tensor, _wrap
 from ..parameter import Parameter
@@ -39,10 +43,11 @@ def _count(amount, n, op):
     return int(round(amount * n))
 
 
-def _random(shape):
+def _random(shape, like):
+    """Uniform samples of ``shape`` on the device of the array ``like``."""
     import lucid
 
-    return lucid.rand(*shape)._data if shape else np.asarray(lucid.rand(1)._data[0])
+    return lucid.rand(*shape, device=backend.device_of_array(like))._data
 
 
 class BasePruningMethod:
@@ -70,7 +75,7 @@ class BasePruningMethod:
         if self.PRUNING_TYPE == "unstructured":
             keep = old != 0
             new = old.copy()
-            new[keep] = self.compute_mask(t[keep], np.ones(int(keep.sum()), t.dtype))
+            new[keep] = self.compute_mask(t[keep], namespace_of(t).ones(int(keep.sum()), t.dtype))
             return new
         return old * self.compute_mask(t, np.ones_like(t))
 
@@ -93,8 +98,8 @@ class BasePruningMethod:
         if tuple(scores.shape) != tuple(orig.shape):
             raise ValueError(f"prune: importance_scores should have the shape of parameter {name} "
                              f"{tuple(orig.shape)}, got {tuple(scores.shape)}")
-        t = np.asarray(scores.detach()._data, dtype=np.float64)
-        mask = method._combined(t, old if old is not None else np.ones(t.shape, orig._data.dtype))
+        t = xp.asarray(scores.detach()._data, dtype=np.float64)
+        mask = method._combined(t, old if old is not None else namespace_of(t).ones(t.shape, orig._data.dtype))
         if old is None:
             del module._parameters[name]
             module.register_parameter(name + "_orig", orig)
@@ -138,7 +143,7 @@ class RandomUnstructured(BasePruningMethod):
         k = _count(self.amount, t.size, "random_unstructured")
         mask = default_mask.copy().reshape(-1)
         if k:
-            mask[np.argsort(-_random((t.size,)).reshape(-1), kind="stable")[:k]] = 0
+            mask[np.argsort(-_random((t.size,), t).reshape(-1), kind="stable")[:k]] = 0
         return mask.reshape(t.shape)
 
 
@@ -167,7 +172,7 @@ def _channels(t, dim, n):
 
 
 def _structured_mask(t, dim, drop):
-    mask = np.ones(t.shape, t.dtype)
+    mask = namespace_of(t).ones(t.shape, t.dtype)
     idx = [slice(None)] * t.ndim
     idx[dim % t.ndim] = drop
     mask[tuple(idx)] = 0
@@ -186,7 +191,7 @@ class RandomStructured(BasePruningMethod):
     def compute_mask(self, t, default_mask):
         n = t.shape[self.dim]
         k = _count(self.amount, n, "random_structured")
-        drop = np.argsort(-_random((n,)).reshape(-1), kind="stable")[:k]
+        drop = np.argsort(-_random((n,), t).reshape(-1), kind="stable")[:k]
         return _structured_mask(t, self.dim, drop) * default_mask
 
 
@@ -212,13 +217,15 @@ class CustomFromMask(BasePruningMethod):
 
     def __init__(self, mask):
         super().__init__()
-        self.mask = np.asarray(mask._data if isinstance(mask, Tensor) else mask)
+        # A Tensor's array stays on its device (another device than the parameter's fails, as in
+        # PyTorch); a host array or list, which has none, is a constant copied to the parameter's.
+        self.mask = mask._data if isinstance(mask, Tensor) else xp.asarray(mask)
 
     def compute_mask(self, t, default_mask):
         if self.mask.shape != default_mask.shape:
             raise ValueError(f"custom_from_mask: mask of shape {self.mask.shape} for a tensor of shape "
                              f"{default_mask.shape}")
-        return default_mask * self.mask.astype(default_mask.dtype)
+        return default_mask * backend.on_device_of(self.mask, default_mask).astype(default_mask.dtype)
 
 
 def identity(module, name):
@@ -335,9 +342,10 @@ def global_unstructured(parameters, pruning_method, importance_scores=None, **kw
     scores, masks = [], []
     for module, name in params:
         t = importance_scores.get((module, name), getattr(module, name))
-        scores.append(np.asarray(t.detach()._data, np.float64).reshape(-1))
+        scores.append(xp.asarray(t.detach()._data, np.float64).reshape(-1))
         m = getattr(module, name + "_mask", None)
-        masks.append(np.ones(scores[-1].shape) if m is None else np.asarray(m._data, np.float64).reshape(-1))
+        masks.append(namespace_of(scores[-1]).ones(scores[-1].shape) if m is None
+                     else xp.asarray(m._data, np.float64).reshape(-1))
     method = pruning_method(**kwargs)
     if method.PRUNING_TYPE != "unstructured":
         raise TypeError(f"global_unstructured: only 'unstructured' pruning methods are supported, got "

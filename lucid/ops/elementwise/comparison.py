@@ -63,6 +63,8 @@ def where(condition, input=None, other=None):
     condition = _as_tensor(condition)
     if condition.dtype != dtypes.bool_:
         condition = cast(condition, dtypes.bool_)
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        input = _as_tensor(input, like=condition)  # two numbers: the result is on the condition's device
     x, y = promote(input, other)
     return bind(where_p, (condition, x, y), {})
 

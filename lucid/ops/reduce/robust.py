@@ -15,7 +15,7 @@ import collections
 import numpy as np
 
 from ..._core import dtypes
-from ..._core.backend import xp
+from ..._core.backend import host_fallback, xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _wrap, tensor_method
 from .._family import _as_tensor, move_bdim, normalize_axis
@@ -614,6 +614,9 @@ def builtins_max(a, b):
     return a if a > b else b
 
 
+# The output's size depends on the values: on a device the whole computation runs on a host
+# copy and comes back (NOTE [Host fallback]); PyTorch's CUDA unique synchronises too.
+@host_fallback
 def _unique_dim(arr, dim, sorted_, return_inverse, return_counts, consecutive):
     if consecutive:
         moved = np.moveaxis(arr, dim, 0) if dim is not None else arr.reshape(-1)
@@ -641,11 +644,11 @@ def _unique(op, input, sorted_, return_inverse, return_counts, dim, consecutive)
     out, inverse, counts = _unique_dim(arr, d, sorted_, return_inverse, return_counts, consecutive)
     if consecutive and d is None:
         inverse = inverse.reshape(arr.shape)
-    res = (_wrap(np.ascontiguousarray(out)),)
+    res = (_wrap(xp.ascontiguousarray(out)),)  # xp: on the input's device
     if return_inverse:
-        res += (_wrap(np.asarray(inverse, np.int64)),)
+        res += (_wrap(xp.asarray(inverse, np.int64)),)
     if return_counts:
-        res += (_wrap(np.asarray(counts, np.int64)),)
+        res += (_wrap(xp.asarray(counts, np.int64)),)
     return res[0] if len(res) == 1 else res
 
 

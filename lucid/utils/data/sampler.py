@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._core.backend import host
 from ..._core.tensor import Tensor
 from .dataset import _rng
 
@@ -154,7 +155,9 @@ class WeightedRandomSampler(Sampler):
     """
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
-        w = np.asarray(weights._data if isinstance(weights, Tensor) else weights, dtype=np.float64)
+        # drawing happens on the host (indices are Python ints): a device tensor of weights is
+        # copied here once, explicitly
+        w = np.asarray(host(weights._data) if isinstance(weights, Tensor) else weights, dtype=np.float64)
         if w.ndim != 1 or (w < 0).any() or w.sum() <= 0:
             raise ValueError("WeightedRandomSampler: weights must be a 1-D sequence of non-negative numbers with a positive sum")
         if not replacement and num_samples > (w > 0).sum():
