@@ -97,11 +97,11 @@ class RNNBase(Module):
         w_hr = getattr(self, "weight_hr" + sfx) if self.proj_size else None
         return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), w_hr
 
-    def _initial(self, hx, batch, dtype, dirs, size, what="hidden"):
+    def _initial(self, hx, batch, dtype, dirs, size, what="hidden", device=None):
         lucid = _lucid()
         shape = (self.num_layers * dirs, batch, size)
-        if hx is None:
-            return lucid.zeros(*shape, dtype=dtype)
+        if hx is None:  # zeros beside the input (PyTorch's), whatever the default device
+            return lucid.zeros(*shape, dtype=dtype, device=device)
         if tuple(hx.shape) != shape:
             raise RuntimeError(f"{type(self).__name__}: expected {what} size {shape}, got {tuple(hx.shape)}")
         return hx
@@ -140,10 +140,11 @@ class RNNBase(Module):
         if lstm:
             if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
                 raise RuntimeError(f"{name}: expected hx to be a tuple (h_0, c_0)")
-            h0 = self._initial(None if hx is None else hx[0], batch, x.dtype, dirs, hsize)
-            c0 = self._initial(None if hx is None else hx[1], batch, x.dtype, dirs, self.hidden_size, "cell")
+            h0 = self._initial(None if hx is None else hx[0], batch, x.dtype, dirs, hsize, device=x.device)
+            c0 = self._initial(None if hx is None else hx[1], batch, x.dtype, dirs, self.hidden_size, "cell",
+                               x.device)
         else:
-            h0 = self._initial(hx, batch, x.dtype, dirs, hsize)
+            h0 = self._initial(hx, batch, x.dtype, dirs, hsize, device=x.device)
         mode = "LSTM" if lstm else ("GRU" if self.mode == "GRU" else "RNN")
         nonlin = "relu" if self.mode == "RNN_RELU" else "tanh"
         hs, cs = [], []
@@ -329,7 +330,7 @@ class _CellBase(Module):
 
     def _zeros(self, input):
         shape = (input.shape[0], self.hidden_size) if input.ndim == 2 else (self.hidden_size,)
-        return _lucid().zeros(*shape, dtype=input.dtype)
+        return _lucid().zeros(*shape, dtype=input.dtype, device=input.device)
 
     def _args(self):
         return self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh

@@ -270,3 +270,34 @@ def test_clip_grad_norm_on_a_device_matches_the_cpu_and_reads_nothing(norm_type,
     for a, b, c in zip(dev_grads, cpu_grads, dev_again):
         np.testing.assert_allclose(a, b, rtol=1e-12)
         np.testing.assert_allclose(c, a, rtol=1e-5)
+
+
+def test_layers_take_a_device_argument():
+    """NOTE [Module device argument]: every lucid layer with ``device=`` ends up there (nested
+    layers too), with the values a CPU build gets from the same seed."""
+    from lucid.nn.utils import spectral_norm
+
+    builds = [lambda d: nn.Linear(3, 4, device=d), lambda d: nn.Conv2d(1, 2, 3, device=d),
+              lambda d: nn.BatchNorm2d(3, device=d), lambda d: nn.Embedding(5, 2, device=d),
+              lambda d: nn.LSTM(3, 4, device=d), lambda d: nn.MultiheadAttention(4, 2, device=d),
+              lambda d: nn.Transformer(4, 2, 1, 1, 8, device=d), lambda d: nn.GroupNorm(1, 2, device=d),
+              lambda d: nn.PReLU(device=d)]
+    for build in builds:
+        lucid.manual_seed(3)
+        cpu = build(None)
+        lucid.manual_seed(3)
+        dev = build("strict")
+        tensors = list(dev.parameters()) + list(dev.buffers())
+        assert tensors and {t.device for t in tensors} == {S}, type(dev).__name__
+        for a, b in zip(list(cpu.parameters()) + list(cpu.buffers()), tensors):
+            np.testing.assert_array_equal(b.cpu().numpy(), a.numpy())
+
+    class UserNet(nn.Module):  # a user's module is not moved for its own ``device`` argument
+        def __init__(self, device=None):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+            self.where = device
+
+    assert UserNet(device="strict").fc.weight.device.type == "cpu"
+    m = spectral_norm(nn.Linear(3, 4, device="strict"))
+    assert m(lucid.ones(2, 3, device="strict")).device == S and m.weight_u.device == S

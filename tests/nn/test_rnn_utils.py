@@ -149,3 +149,44 @@ def test_torch_parity_packed(mode):
     lparams = dict(lm.named_parameters())
     for k, p in tm.named_parameters():
         np.testing.assert_allclose(npy(lparams[k].grad), p.grad.numpy(), rtol=1e-9, atol=1e-11, err_msg=k)
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU, nn.RNN])
+def test_packed_recurrent_layers_on_a_device_match_the_cpu(cls):
+    """A model moved to a device while the default device is the CPU (the usual setup): the
+    zero initial state is made beside the input, packing keeps the data and permutations on the
+    device and the lengths on the host (PyTorch's rule), and values and gradients equal the CPU's."""
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    xs = RNG.standard_normal((3, 4, 2))
+    results = []
+    for dev in ("cpu", "strict"):
+        lucid.manual_seed(0)
+        m = cls(2, 3, batch_first=True).to(dev)
+        x = lucid.tensor(xs, device=dev, requires_grad=True)
+        packed = pack_padded_sequence(x, [2, 4, 1], batch_first=True, enforce_sorted=False)
+        assert packed.data.device.type == dev and packed.sorted_indices.device.type == dev
+        assert packed.batch_sizes.device.type == "cpu"
+        out, _ = m(packed)
+        padded, lengths = pad_packed_sequence(out, batch_first=True)
+        assert lengths.device.type == "cpu" and lengths.tolist() == [2, 4, 1]
+        full, _ = m(x)  # unpacked, no initial state given
+        (padded.sum() + full.sum()).backward()
+        results.append((padded.detach().cpu().numpy(), full.detach().cpu().numpy(), x.grad.cpu().numpy()))
+    for a, b in zip(*results):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
+    cell = nn.LSTMCell(2, 3).to("strict")
+    assert cell(lucid.ones(4, 2, device="strict"))[0].device.type == "strict"
+
+
+def test_pack_padded_sequence_refuses_device_lengths_as_pytorch():
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    x = lucid.zeros(2, 3, 1, device="strict")
+    with pytest.raises(RuntimeError, match="'lengths' argument should be a 1D CPU int64 tensor"):
+        pack_padded_sequence(x, lucid.tensor([3, 1], device="strict"), batch_first=True)
+    moved = pack_padded_sequence(lucid.zeros(2, 3, 1), [1, 3], batch_first=True, enforce_sorted=False).to("strict")
+    assert moved.data.device.type == moved.unsorted_indices.device.type == "strict"
+    assert moved.batch_sizes.device.type == "cpu"

@@ -10,6 +10,10 @@ on. ``sorted_indices[i]`` is the original batch index of the i-th sorted sequenc
 ``unsorted_indices`` is its inverse. Packing and padding are one ``getitem`` each with a
 constant index array (differentiable through ``getitem``'s rules); the recurrent layers run
 a packed batch one time step at a time on the first ``batch_sizes[t]`` rows of their state.
+
+On a device, as in PyTorch, ``data`` and the index permutations live on the device and
+``batch_sizes`` (and the lengths ``pack_padded_sequence`` takes and ``pad_packed_sequence``
+returns) on the host: they are shapes, read by Python to lay out the steps.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from ..._core.backend import host, namespace_of, on_device_of
 from ..._core.tensor import Tensor, _wrap
 from ...ops._family import _as_tensor
 
@@ -51,14 +56,17 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
         return super().__new__(cls, data, batch_sizes, sorted_indices, unsorted_indices)
 
     def to(self, *args, **kwargs):
-        """The same packing with ``data.to(*args, **kwargs)``."""
+        """The same packing with ``data.to(*args, **kwargs)``; the permutations follow its
+        device, ``batch_sizes`` stays on the host (PyTorch's rule)."""
         data = self.data.to(*args, **kwargs)
-        return self if data is self.data else type(self)(data, self.batch_sizes, self.sorted_indices,
-                                                          self.unsorted_indices)
+        if data is self.data:
+            return self
+        move = (lambda t: None if t is None else t.to(data.device))
+        return type(self)(data, self.batch_sizes, move(self.sorted_indices), move(self.unsorted_indices))
 
     @property
     def is_cuda(self):
-        return False
+        return self.data.is_cuda
 
     def is_pinned(self):
         return False
@@ -76,13 +84,21 @@ def invert_permutation(permutation):
     """
     if permutation is None:
         return None
-    p = np.asarray(_as_tensor(permutation)._data)
-    out = np.empty_like(p)
-    out[p] = np.arange(len(p), dtype=p.dtype)
+    p = _as_tensor(permutation)._data
+    ns = namespace_of(p)  # on the permutation's device
+    out = ns.empty_like(p)
+    out[p] = ns.arange(len(p), dtype=p.dtype)
     return _wrap(out)
 
 
-def _lengths_array(lengths, batch, op):
+def _lengths_array(lengths, batch, op, host_only=False):
+    """The lengths as a host int64 array, validated. ``host_only``: a device tensor is refused
+    as PyTorch's ``pack_padded_sequence`` refuses it (lengths are read by Python)."""
+    if isinstance(lengths, Tensor) and lengths._data.__class__ is not np.ndarray:
+        if host_only:
+            raise RuntimeError(f"'lengths' argument should be a 1D CPU int64 tensor, but got {lengths.ndim}D "
+                               f"{lengths.device} {lengths.dtype} tensor")
+        lengths = host(lengths._data)  # explicitly: each length slices on the host
     arr = np.asarray(lengths._data if isinstance(lengths, Tensor) else lengths)
     if arr.ndim != 1 or arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.all(arr == arr.astype(int))):
         raise RuntimeError(f"{op}: lengths must be a 1-D sequence of integers, got {arr!r}")
@@ -124,7 +140,7 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
         raise ValueError(f"pack_padded_sequence: expected an input of at least 2 dims, got {tuple(input.shape)}")
     bdim = 0 if batch_first else 1
     B, T = input.shape[bdim], input.shape[1 - bdim]
-    lens = _lengths_array(lengths, B, "pack_padded_sequence")
+    lens = _lengths_array(lengths, B, "pack_padded_sequence", host_only=True)
     if len(lens) and lens.max() > T:
         raise RuntimeError(f"pack_padded_sequence: a length ({lens.max()}) exceeds the padded length {T}")
     if enforce_sorted:
@@ -137,12 +153,12 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
         order = np.arange(B)
     else:
         order = np.argsort(-lens, kind="stable")
-        sorted_idx = _wrap(order.astype(np.int64))
+        sorted_idx = _wrap(on_device_of(order.astype(np.int64), input._data))
     pos, batch_sizes = _packed_positions(lens[order], B)
     # row t * B + b of the time-major padded input is sequence order[b] at step t
     src = (pos // B) * (B if not batch_first else 1) + order[pos % B] * (1 if not batch_first else T)
     flat = input.reshape((B * T,) + tuple(input.shape[2:]))
-    return PackedSequence(flat[_wrap(src)], _wrap(batch_sizes), sorted_idx, None)
+    return PackedSequence(flat[_wrap(on_device_of(src, input._data))], _wrap(batch_sizes), sorted_idx, None)
 
 
 def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_length=None):
@@ -157,7 +173,7 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     >>> padded.tolist(), lengths.tolist()
     ([[1.0, 0.0], [2.0, 3.0]], [1, 2])
     """
-    data, batch_sizes = sequence.data, np.asarray(sequence.batch_sizes._data)
+    data, batch_sizes = sequence.data, host(sequence.batch_sizes._data)  # on the host already (PyTorch's rule)
     T = len(batch_sizes)
     B = int(batch_sizes[0]) if T else 0
     if total_length is not None:
@@ -170,13 +186,12 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     # every padded slot reads a packed row, or the extra padding row at the end
     gather = np.full(T * B, data.shape[0], np.int64)
     gather[pos] = np.arange(len(pos))
-    pad_row = _lucid().full((1,) + tuple(data.shape[1:]), padding_value, dtype=data.dtype)
+    pad_row = _lucid().full((1,) + tuple(data.shape[1:]), padding_value, dtype=data.dtype, device=data.device)
     ext = _lucid().cat([data, pad_row], 0)
-    padded = ext[_wrap(gather)].reshape((T, B) + tuple(data.shape[1:]))
+    padded = ext[_wrap(on_device_of(gather, data._data))].reshape((T, B) + tuple(data.shape[1:]))
     if sequence.unsorted_indices is not None:
-        unsorted = np.asarray(sequence.unsorted_indices._data)
-        padded = padded[:, _wrap(unsorted)]
-        lens = lens[unsorted]
+        padded = padded[:, sequence.unsorted_indices]
+        lens = lens[host(sequence.unsorted_indices._data)]  # the lengths stay on the host, as PyTorch's
     if batch_first:
         padded = padded.transpose(0, 1)
     return padded, _wrap(lens.astype(np.int64))
