@@ -232,3 +232,24 @@ def test_mlp_trains():
             p._data -= 0.5 * p.grad._data
         first = first or loss.item()
     assert loss.item() < 0.3 * first
+
+
+def test_instance_norm_tracking_running_stats_updates_them_as_pytorch():
+    """In training, InstanceNorm(track_running_stats=True) normalises each instance by its own
+    statistics and moves the running ones towards the batch's average instance mean and
+    unbiased variance (PyTorch's rule); in eval it uses them."""
+    rng = np.random.default_rng(8)
+    xs = rng.standard_normal((2, 3, 5))
+    m = nn.InstanceNorm1d(3, momentum=0.25, track_running_stats=True).double()
+    out = m(lucid.tensor(xs))
+    mean, var = xs.mean(2), xs.var(2, ddof=1)
+    np.testing.assert_allclose(m.running_mean.numpy(), 0.25 * mean.mean(0), rtol=1e-13)
+    np.testing.assert_allclose(m.running_var.numpy(), 0.75 + 0.25 * var.mean(0), rtol=1e-13)
+    want = (xs - xs.mean(2, keepdims=True)) / np.sqrt(xs.var(2, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
+    m.eval()
+    rm, rv = m.running_mean.numpy(), m.running_var.numpy()
+    np.testing.assert_allclose(m(lucid.tensor(xs)).numpy(), (xs - rm[:, None]) / np.sqrt(rv[:, None] + 1e-5),
+                               rtol=1e-12)
+    with pytest.raises(ValueError, match="more than 1 spatial element"):
+        nn.InstanceNorm1d(3, track_running_stats=True)(lucid.ones(2, 3, 1))

@@ -3,6 +3,8 @@
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..._core.grad_mode import no_grad
@@ -236,7 +238,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     input : Tensor
         Of shape (N, C, *).
     running_mean, running_var : Tensor, optional
-        Running statistics, used when ``use_input_stats`` is False.
+        Running statistics: used when ``use_input_stats`` is False, else updated in place
+        with the batch's average instance statistics (unbiased variance), as in PyTorch.
     weight, bias : Tensor, optional
         Per-channel affine parameters.
     use_input_stats : bool
@@ -255,7 +258,20 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     _refuse_complex("instance_norm", input)
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
-    out = _standardize(input, tuple(range(2, input.ndim)), eps)
+    axes = tuple(range(2, input.ndim))
+    if running_mean is None and running_var is None:
+        out = _standardize(input, axes, eps)
+    else:  # PyTorch's: the running statistics move towards the instances' average statistics
+        lucid = _lucid()
+        count = math.prod(input.shape[2:])
+        if count <= 1:
+            raise ValueError(f"instance_norm: expected more than 1 spatial element when tracking running "
+                             f"statistics, got input size {tuple(input.shape)}")
+        mean = lucid.mean(input, axes, keepdim=True)
+        xc = input - mean
+        var = lucid.mean(xc * xc, axes, keepdim=True)
+        _update_running(running_mean, running_var, mean.mean(0), var.mean(0), count, momentum)
+        out = xc / lucid.sqrt(var + eps)
     cshape = _channel_shape(input)
     if weight is not None:
         out = out * weight.reshape(cshape)
