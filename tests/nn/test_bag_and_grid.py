@@ -217,3 +217,15 @@ def test_grid_sample_and_affine_grid_on_a_device_match_the_cpu(mode, padding):
         assert _cpu_and_device(lambda a, b: F.grid_sample(a, b, mode, padding), [x3, g3], (0, 1)) == 0
     th = RNG.normal(size=(2, 2, 3))
     assert _cpu_and_device(lambda t: F.affine_grid(t, (2, 1, 3, 4), padding == "zeros"), [th], (0,)) == 0
+
+
+def test_embedding_bag_per_sample_weights_past_the_last_offset():
+    """With include_last_offset the indices after the last offset are in no bag, but
+    per_sample_weights still has one entry per input index (PyTorch's shape rule)."""
+    w = np.arange(12.0).reshape(6, 2)
+    out = F.embedding_bag(lucid.tensor([1, 2, 4, 5]), lucid.tensor(w), lucid.tensor([0, 2, 3]), mode="sum",
+                          include_last_offset=True, per_sample_weights=lucid.tensor([1.0, 2.0, 3.0, 4.0]))
+    np.testing.assert_array_equal(out.numpy(), [w[1] + 2 * w[2], 3 * w[4]])
+    with pytest.raises(ValueError, match="one entry per index"):
+        F.embedding_bag(lucid.tensor([1, 2, 4, 5]), lucid.tensor(w), lucid.tensor([0, 2, 3]), mode="sum",
+                        include_last_offset=True, per_sample_weights=lucid.tensor([1.0, 2.0, 3.0]))

@@ -292,10 +292,11 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     bag = _wrap(m)
     if per_sample_weights is not None:
         psw = _as_tensor(per_sample_weights).reshape(-1)
-        if psw.shape[0] != len(flat):
-            raise ValueError(f"{op}: per_sample_weights must have one entry per index ({len(flat)}), "
+        if psw.shape[0] != idx.numel():  # one per input index, as PyTorch (also past the last offset)
+            raise ValueError(f"{op}: per_sample_weights must have one entry per index ({idx.numel()}), "
                              f"got shape {tuple(per_sample_weights.shape)}")
-        bag = bag * psw.to(weight.dtype).reshape(1, -1)
+        # the CPU's flat indices stop at the last offset (include_last_offset); they start at 0
+        bag = bag * psw[:len(flat)].to(weight.dtype).reshape(1, -1)
     return bag @ rows
 
 
