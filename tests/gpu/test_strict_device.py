@@ -233,6 +233,7 @@ def test_ops_found_escaping_to_the_host_stay_on_the_device():
     x = lucid.tensor([-2.0, 3.0, 0.5], device="strict")
     w = lucid.where(x > 0, 1.0, -1.0)  # two numbers: on the condition's device
     assert w.device == S and w.tolist() == [-1.0, 1.0, 1.0]
+    assert lucid.where([True, False, True], x, 0.0).device == S  # a constant condition: beside the values
     a = lucid.angle(x)  # real input: where(x < 0, pi, 0)
     assert a.device == S and np.allclose(a.cpu().numpy(), [np.pi, 0.0, 0.0])
     assert x.data_ptr() == x._data._a.ctypes.data  # the device pointer, not a host conversion

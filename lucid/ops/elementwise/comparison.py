@@ -60,7 +60,8 @@ def where(condition, input=None, other=None):
         from ..indexing import nonzero
 
         return nonzero(condition, as_tuple=True)
-    condition = _as_tensor(condition)
+    if not isinstance(condition, Tensor):  # a constant condition: beside the values
+        condition = _as_tensor(condition, like=input if isinstance(input, Tensor) else other)
     if condition.dtype != dtypes.bool_:
         condition = cast(condition, dtypes.bool_)
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
