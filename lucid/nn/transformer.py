@@ -250,7 +250,7 @@ def generate_square_subsequent_mask(sz, device=None, dtype=None):
     """
     lucid = _lucid()
     dtype = dtype if dtype is not None else lucid.float32
-    return lucid.triu(lucid.full((sz, sz), float("-inf"), dtype=dtype), diagonal=1)
+    return lucid.triu(lucid.full((sz, sz), float("-inf"), dtype=dtype, device=device), diagonal=1)
 
 
 def _detect_is_causal_mask(mask, is_causal=None, size=None):
@@ -262,10 +262,10 @@ def _detect_is_causal_mask(mask, is_causal=None, size=None):
     sz = size if size is not None else mask.shape[-2]
     if tuple(mask.shape) != (sz, sz):
         return False
-    causal = generate_square_subsequent_mask(sz, dtype=mask.dtype if mask.dtype.kind == "f" else None)
+    causal = generate_square_subsequent_mask(sz, device=mask.device, dtype=mask.dtype if mask.dtype.kind == "f" else None)
     if mask.dtype.kind == "b":
         causal = causal != 0
-    return bool((mask.detach() == causal).all().item())
+    return bool((mask.detach() == causal).all().item())  # a read back, as PyTorch's torch.equal
 
 
 class TransformerDecoderLayer(Module):

@@ -85,7 +85,9 @@ class Adafactor(Optimizer):
         state["step"] += 1
         t = state["step"]
         w = t ** group["beta2_decay"]  # 1 - beta2_t
-        alpha = max(eps2, float(np.sqrt(np.sum(p * p)) / math.sqrt(max(p.size, 1)))) * min(lr, 1 / math.sqrt(t))
+        on_host = p.__class__ is np.ndarray  # on a device the two RMS factors stay 0-d device arrays (no read back)
+        rms_p = np.sqrt(np.sum(p * p)) / math.sqrt(max(p.size, 1))
+        alpha = (max(eps2, float(rms_p)) if on_host else np.maximum(eps2, rms_p)) * min(lr, 1 / math.sqrt(t))
         if wd:
             p *= 1 - lr * wd
         g2 = g * g
@@ -99,7 +101,8 @@ class Adafactor(Optimizer):
             v += (g2 - v) * w
             var = v
         u = g / np.sqrt(np.maximum(var, eps1 * eps1))
-        denom = max(1.0, float(np.sqrt(np.sum(u * u))) / (math.sqrt(max(u.size, 1)) * d))
+        rms_u = np.sqrt(np.sum(u * u)) / (math.sqrt(max(u.size, 1)) * d)
+        denom = max(1.0, float(rms_u)) if on_host else np.maximum(1.0, rms_u)
         p -= (alpha / denom) * u
 
 

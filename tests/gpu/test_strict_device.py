@@ -304,3 +304,24 @@ def test_layers_take_a_device_argument():
     assert UserNet(device=other).fc.weight.device == default
     m = spectral_norm(nn.Linear(3, 4, device="strict"))
     assert m(lucid.ones(2, 3, device="strict")).device == S and m.weight_u.device == S
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad",
+                                  "Adadelta", "ASGD", "Rprop", "Adafactor", "SparseAdam"])
+def test_every_optimizer_steps_on_a_device_as_on_the_cpu_and_reads_nothing(name):
+    results = []
+    for dev in ("cpu", "strict"):
+        lucid.manual_seed(0)
+        m = nn.Linear(3, 2).to(dev)
+        kw = dict(momentum=0.9) if name == "SGD" else {}
+        opt = getattr(lucid.optim, name)(m.parameters(), lr=0.01, **kw)
+        x = lucid.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3), device=dev)
+        reads = strict_device.HOST_READS[0]
+        for _ in range(3):
+            opt.zero_grad()
+            m(x).pow(2).sum().backward()
+            opt.step()
+        assert strict_device.HOST_READS[0] == reads, f"{name} read the device back"
+        results.append([p.detach().cpu().numpy() for p in m.parameters()])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)

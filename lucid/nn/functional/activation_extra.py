@@ -118,7 +118,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
 
     def fn(x):
         if training:
-            slope = lucid.rand(*x.shape, dtype=x.dtype) * (upper - lower) + lower
+            slope = lucid.rand(*x.shape, dtype=x.dtype, device=x.device) * (upper - lower) + lower
         else:
             slope = (lower + upper) / 2.0
         return lucid.where(x >= 0, x, x * slope)
@@ -210,7 +210,7 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     [1.0, 1.0]
     """
     lucid = _lucid()
-    u = lucid.rand(*logits.shape, dtype=logits.dtype)
+    u = lucid.rand(*logits.shape, dtype=logits.dtype, device=logits.device)
     # -log(Exp(1)) with Exp(1) = -log(U), U in (0, 1): clamped away from 0 (log(0)).
     gumbels = -lucid.log(-lucid.log(lucid.clamp(u, min=max(eps, 1e-30))))
     y = softmax((logits + gumbels) / tau, dim)

@@ -27,14 +27,13 @@ def _lucid():
 
 
 def _neg_inf_where(mask, dtype):
-    """Additive mask: ``-inf`` where the boolean ``mask`` is True, else 0."""
-    lucid = _lucid()
-    return lucid.where(mask, lucid.tensor(-np.inf, dtype=dtype), lucid.tensor(0.0, dtype=dtype))
+    """Additive mask: ``-inf`` where the boolean ``mask`` is True, else 0 (on the mask's device)."""
+    return _lucid().where(mask, -np.inf, 0.0).to(dtype)
 
 
-def _causal(L, S, dtype):
-    """Additive causal mask (-inf above the diagonal)."""
-    return _lucid().tensor(np.where(np.tri(L, S, dtype=bool), 0.0, -np.inf).astype(dtype))
+def _causal(L, S, dtype, device):
+    """Additive causal mask (-inf above the diagonal), on ``device``."""
+    return _lucid().tensor(np.where(np.tri(L, S, dtype=bool), 0.0, -np.inf).astype(dtype), device=device)
 
 
 def _additive(mask, dtype, forbid_when_true, op):
@@ -103,7 +102,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if is_causal:
         if attn_mask is not None:
             raise RuntimeError("scaled_dot_product_attention: explicit attn_mask should not be set when is_causal=True")
-        scores = scores + _causal(L, S, scores.dtype)
+        scores = scores + _causal(L, S, scores.dtype, scores.device)
     mask = _additive(attn_mask, scores.dtype, False, "scaled_dot_product_attention")
     if mask is not None:
         scores = scores + mask
