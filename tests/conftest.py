@@ -10,9 +10,33 @@ def pytest_addoption(parser):
     parser.addoption("--lucid-device", default="cpu",
                      help="the default device for the run: 'cpu', 'strict' (the CPU stand-in that "
                           "behaves like CuPy, NOTE [Strict stand-in device]) or 'cuda'")
+    parser.addoption("--lucid-inputs", default=None,
+                     help="make the op database's samples on this device ('strict' or 'cuda') while "
+                          "the default device stays the CPU (NOTE [Device inputs, CPU default])")
 
 
+# NOTE [Device inputs, CPU default]
+# ``--lucid-device=strict`` makes the stand-in the default device, so an op that makes a tensor
+# on the default device beside its inputs (a mask, a zero state) passes there and fails for a
+# user whose default stays the CPU while the data is on a GPU. ``--lucid-inputs=strict`` runs
+# the op database that way (the test command's third pass); tests/gpu/test_device_sweep.py does
+# the same for layers.
 def pytest_configure(config):
+    import os
+
+    inputs = config.getoption("--lucid-inputs", default=None)
+    if inputs:
+        os.environ["LUCID_OPDB_INPUTS"] = inputs  # read by tests/ops/test_opdb.py (and its workers)
+        if inputs == "strict":
+            from lucid.testing import strict_device
+
+            strict_device.enable()
+        elif inputs.startswith("cuda"):
+            from lucid._core.backend import check_device
+            from lucid.testing import strict_device
+
+            check_device(inputs)  # loads the CUDA backend
+            strict_device.allow_test_host_reads("cuda")
     dev = config.getoption("--lucid-device", default="cpu")
     if dev == "cpu":
         return

@@ -22,12 +22,7 @@ kernel was instantiated with; the op checks that before launching.
 """
 from __future__ import annotations
 
-import ctypes
-import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 
 import numpy as np
 
@@ -36,8 +31,6 @@ from . import backend as _backend
 _SCALAR_TYPES = {"long long": np.int64, "int": np.int32, "float": np.float32, "double": np.float64}
 _C_TYPE_OF = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
               np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
-_CTYPES = {"long long": ctypes.c_longlong, "int": ctypes.c_int, "float": ctypes.c_float,
-           "double": ctypes.c_double}
 
 _CUDA_TEMPLATE = """#define LUCID_NAN __int_as_float(0x7fc00000)
 {typedefs}
@@ -173,8 +166,14 @@ def cupy_factory(cupy):
 # ------------------------------------------------------------------ the CPU stand-in
 
 
+# The stand-in's machinery imports ctypes, hashlib, shutil, subprocess and tempfile when first
+# used: ``import lucid`` pays nothing for it.
+
+
 def host_compiler():
     """The host C++ compiler the stand-in builds kernels with (``$CXX``, g++, clang++), or None."""
+    import shutil
+
     for name in (os.environ.get("CXX"), "g++", "clang++", "c++"):
         if name and shutil.which(name):
             return shutil.which(name)
@@ -190,6 +189,11 @@ def _cache_dir():
 
 def compile_cpu(source):
     """``source`` built by the host compiler into a shared library (cached by its hash), loaded."""
+    import ctypes
+    import hashlib
+    import subprocess
+    import tempfile
+
     cxx = host_compiler()
     if cxx is None:
         raise RuntimeError("no C++ compiler for the stand-in's kernels")
@@ -216,12 +220,17 @@ def cpu_factory(pointer_of):
     bound dtype (checked: this is the test device, where a wrong operand must fail loudly, not
     read astray as it would on a GPU).
     """
+    import ctypes
+
+    c_types = {"long long": ctypes.c_longlong, "int": ctypes.c_int, "float": ctypes.c_float,
+               "double": ctypes.c_double}
+
     def make(kernel, dtypes):
         fn = getattr(compile_cpu(kernel.source("cpu", dtypes)), kernel.name)
         scalars = kernel.scalar_types(dtypes)
         bound = {t: _C_TYPE_OF[np.dtype(d)] for t, d in zip(kernel.types, dtypes)}
         fn.argtypes = [ctypes.c_longlong] + [
-            ctypes.c_void_p if s is None else _CTYPES[bound.get(base, base)]
+            ctypes.c_void_p if s is None else c_types[bound.get(base, base)]
             for s, (base, _) in zip(scalars, kernel.param_types)]
         fn.restype = None
         by_name = {**{t: np.dtype(d) for t, d in zip(kernel.types, dtypes)},

@@ -23,6 +23,15 @@ for path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "db_*.py"))
     ALL.extend(importlib.import_module(os.path.basename(path)[:-3]).OPS)
 
 
+# ``pytest --lucid-inputs=strict`` (NOTE [Device inputs, CPU default]): every sample is made on
+# that device while the default device stays the CPU, as in a user's ``x.to("cuda")``.
+_INPUT_DEVICE = os.environ.get("LUCID_OPDB_INPUTS") or None
+
+
+def _input_tensor(a):
+    return lucid.tensor(a) if _INPUT_DEVICE is None else lucid.tensor(a, device=_INPUT_DEVICE)
+
+
 def _cases(pred=lambda info: True, limit=None):
     cases = []
     for info in ALL:
@@ -38,7 +47,7 @@ def _tensorize(args, requires_grad=False):
     out = []
     for a in args:
         if isinstance(a, np.ndarray):
-            t = lucid.tensor(a)
+            t = _input_tensor(a)
             if requires_grad and a.dtype.kind in "fc":
                 t.requires_grad_()
             out.append(t)
@@ -70,7 +79,7 @@ def _fn_of_floats(info, sample):
         outs = _outputs(info.op(*args, **sample.kwargs), info)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    return fn, [lucid.tensor(sample.args[p]) for p in pos]
+    return fn, [_input_tensor(sample.args[p]) for p in pos]
 
 
 # ---------------------------------------------------------------- forward
@@ -130,7 +139,7 @@ def _random_like(rng, xs):
         v = rng.standard_normal(x.shape)
         if x.dtype.kind == "c":
             v = v + 1j * rng.standard_normal(x.shape)
-        out.append(lucid.tensor(v))
+        out.append(_input_tensor(v))
     return out
 
 
@@ -221,7 +230,7 @@ def _vmapped_call(info, sample, dims, out_dims=0):
         outs = _outputs(info.op(*args, **sample.kwargs), info)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    batched = [lucid.tensor(_batched_arg(sample.args[p], dims[p])) for p in pos]
+    batched = [_input_tensor(_batched_arg(sample.args[p], dims[p])) for p in pos]
     res = F.vmap(f, in_dims=tuple(dims[p] for p in pos), out_dims=out_dims)(*batched)
     return [r.numpy() for r in (res if isinstance(res, tuple) else (res,))]
 
@@ -259,13 +268,13 @@ def test_vmap_out_dims_and_nested(info, sample):
 
     outer = [np.stack([_batched_arg(sample.args[p], 0) * (1 + 0.01 * k) if sample.args[p].dtype.kind in "fc"
                        else _batched_arg(sample.args[p], 0) for k in range(2)]) for p in pos]
-    got = F.vmap(F.vmap(f))(*[lucid.tensor(o) for o in outer])
+    got = F.vmap(F.vmap(f))(*[_input_tensor(o) for o in outer])
     got = got if isinstance(got, tuple) else (got,)
     for k in range(2):
         for b in range(B):
             args = list(fixed)
             for p, o in zip(pos, outer):
-                args[p] = lucid.tensor(o[k, b])
+                args[p] = _input_tensor(o[k, b])
             ref = _gauge_fixed(info, [r.numpy() for r in _outputs(info.op(*args, **sample.kwargs), info)])
             for g, r in zip(_gauge_fixed(info, [g.numpy()[k, b] for g in got]), ref):
                 np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-12)
