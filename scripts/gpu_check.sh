@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The CUDA proof of issue 13, for a lent GPU machine (the device tool) with CuPy, PyTorch and
 # pytest preinstalled and no network: every step is time-boxed and logs under $OUT, so a run
-# cut short still reports. Usage: [T_CUDA=s T_BENCH=s T_PROFILE=s T_OPDB=s T_AUTOGRAD=s] bash
-# scripts/gpu_check.sh [quick]   (each T_* bounds one step, T_RERUN the quick rerun; 0 skips it)
-#   (default) environment, tests/gpu/test_cuda.py, bench_gpu.py, gpu_profile.py, the op
-#             database and the autograd/func suites on --lucid-device=cuda
+# cut short still reports. Usage: [T_CUDA=s T_BENCH=s T_PROFILE=s T_OPDB=s T_AUTOGRAD=s T_NN=s
+# T_SWEEP=s T_INPUTS=s] bash scripts/gpu_check.sh [quick]   (each T_* bounds one step, T_RERUN
+# the quick rerun; 0 skips it)
+#   (default) environment, the CUDA and fused-kernel tests, bench_gpu.py, gpu_profile.py, the op
+#             database and the autograd/func/nn/optim/data suites on --lucid-device=cuda, the
+#             device sweep and the op database with CUDA inputs and the CPU as default device
 #   quick     environment, the CUDA tests, bench_gpu.py, and the tests listed in $RERUN (a file)
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
@@ -37,6 +39,10 @@ else
   timeout ${T_OPDB:-150} $PT -n 15 --tb=line --lucid-device=cuda --timeout 60 tests/ops/test_opdb.py 2>&1 | tail -8 | tee "$OUT/opdb.log"
   step autograd-func
   timeout ${T_AUTOGRAD:-60} $PT -n 15 --lucid-device=cuda --timeout 60 tests/autograd tests/func tests/gpu 2>&1 | tail -8 | tee "$OUT/autograd_func.log"
+  step training-stack  # nn/optim/data on the GPU; then device inputs with the CPU as default device
+  timeout ${T_NN:-90} $PT -n 15 --lucid-device=cuda --timeout 60 tests/nn tests/optim tests/data 2>&1 | tail -8 | tee "$OUT/nn.log"
+  LUCID_SWEEP_DEVICE=cuda timeout ${T_SWEEP:-40} $PT tests/gpu/test_device_sweep.py 2>&1 | tail -8 | tee "$OUT/sweep.log"
+  timeout ${T_INPUTS:-150} $PT -n 15 --tb=line --lucid-inputs=cuda --timeout 60 tests/ops/test_opdb.py 2>&1 | tail -8 | tee "$OUT/opdb_inputs.log"
 fi
 step done
 # The compiled-kernel cache travels back (at most 16 MiB) so a next call can carry it.

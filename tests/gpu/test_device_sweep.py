@@ -4,6 +4,8 @@ beside them (an initial state, a mask, noise), so each output is on the device a
 runs. Found by this sweep: LSTM/GRU zero states, attention masks, rrelu/gumbel noise, the causal
 mask of ``generate_square_subsequent_mask(device=)``.
 """
+import os
+
 import numpy as np
 import pytest
 
@@ -13,7 +15,13 @@ import lucid.nn.functional as F
 from lucid.testing import strict_device
 
 strict_device.enable()
-D = "strict"
+# LUCID_SWEEP_DEVICE=cuda runs the sweep on a GPU (scripts/gpu_check.sh)
+D = os.environ.get("LUCID_SWEEP_DEVICE", "strict")
+if D != "strict" and lucid.cuda.is_available():
+    from lucid._core.backend import check_device
+
+    check_device(D)  # loads the CUDA backend
+    strict_device.allow_test_host_reads("cuda")  # the test reads nothing back itself; backward may need it
 
 
 def x(*s):
@@ -98,6 +106,7 @@ CASES = {
     "weight_norm": lambda: nn.utils.parametrizations.weight_norm(nn.Linear(3, 2)).to(D)(x(4, 3)),
 }
 
+@pytest.mark.skipif(D != "strict" and not lucid.cuda.is_available(), reason=f"no {D} device")
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_device_inputs_give_device_outputs(name):
     out = CASES[name]()
