@@ -88,7 +88,7 @@ class Bernoulli(ExponentialFamily):
         shape = self._extended_shape(sample_shape)
         with lucid.no_grad():
             p = self.probs.detach()
-            u = lucid.rand(shape, dtype=lucid.float64)
+            u = lucid.rand(shape, dtype=lucid.float64, device=p.device)
             return (u < p).to(p.dtype)
 
     def log_prob(self, value):
@@ -110,7 +110,7 @@ class Bernoulli(ExponentialFamily):
         return lucid.relu(x) + lucid.log1p(lucid.exp(-x.abs()))  # log(1 + e^x)
 
     def enumerate_support(self, expand=True):
-        values = lucid.arange(2, dtype=self._param.dtype)
+        values = lucid.arange(2, dtype=self._param.dtype, device=self._param.device)
         values = values.reshape((-1,) + (1,) * len(self._batch_shape))
         if expand:
             values = values.expand((-1,) + self._batch_shape)
@@ -170,7 +170,7 @@ class Categorical(Distribution):
 
     @property
     def mean(self):
-        return lucid.full(self._extended_shape(), math.nan, dtype=self._param.dtype)
+        return lucid.full(self._extended_shape(), math.nan, dtype=self._param.dtype, device=self._param.device)
 
     @property
     def mode(self):
@@ -178,13 +178,13 @@ class Categorical(Distribution):
 
     @property
     def variance(self):
-        return lucid.full(self._extended_shape(), math.nan, dtype=self._param.dtype)
+        return lucid.full(self._extended_shape(), math.nan, dtype=self._param.dtype, device=self._param.device)
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
         with lucid.no_grad():
             probs = self.probs.detach()
-            u = lucid.rand(shape, dtype=lucid.float64)
+            u = lucid.rand(shape, dtype=lucid.float64, device=probs.device)
             # Inverse CDF: the number of cumulative weights below u (made of batchable ops,
             # so batched probs and batched noise combine under vmap).
             cdf = probs.to(lucid.float64).cumsum(-1)
@@ -206,7 +206,7 @@ class Categorical(Distribution):
         return -(logits * self.probs).sum(-1)
 
     def enumerate_support(self, expand=True):
-        values = lucid.arange(self._num_events, dtype=lucid.int64)
+        values = lucid.arange(self._num_events, dtype=lucid.int64, device=self._param.device)
         values = values.reshape((-1,) + (1,) * len(self._batch_shape))
         if expand:
             values = values.expand((-1,) + self._batch_shape)
@@ -288,7 +288,7 @@ class OneHotCategorical(Distribution):
 
     def enumerate_support(self, expand=True):
         n = self.event_shape[0]
-        values = lucid.eye(n, dtype=self._param.dtype)
+        values = lucid.eye(n, dtype=self._param.dtype, device=self._param.device)
         values = values.reshape((n,) + (1,) * len(self.batch_shape) + (n,))
         if expand:
             values = values.expand((n,) + self.batch_shape + (n,))
@@ -301,7 +301,7 @@ class OneHotCategorical(Distribution):
 
 
 def _one_hot(indices, n, dtype):
-    return (indices.unsqueeze(-1) == lucid.arange(n, dtype=indices.dtype)).to(dtype)
+    return (indices.unsqueeze(-1) == lucid.arange(n, dtype=indices.dtype, device=indices.device)).to(dtype)
 
 
 class OneHotCategoricalStraightThrough(OneHotCategorical):

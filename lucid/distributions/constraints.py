@@ -305,7 +305,8 @@ class _Square(Constraint):
     event_dim = 2
 
     def check(self, value):
-        return lucid.full(tuple(value.shape[:-2]), value.shape[-2] == value.shape[-1], dtype=lucid.bool)
+        return lucid.full(tuple(value.shape[:-2]), value.shape[-2] == value.shape[-1], dtype=lucid.bool,
+                          device=value.device)
 
 
 class _Symmetric(_Square):

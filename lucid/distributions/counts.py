@@ -14,10 +14,10 @@ from .utils import broadcast_all, concrete, finfo, lazy_property, logits_to_prob
 __all__ = ["Poisson", "Geometric", "Binomial", "Multinomial"]
 
 
-def _uniform_open(shape, dtype=lucid.float64):
-    """Uniform noise on (0, 1) in ``dtype`` (drawn in it, so it never rounds up to 1); a
-    discrete quantile at u = 0 would be -1."""
-    return lucid.rand(shape, dtype=dtype).clamp(min=float(finfo(dtype).tiny))
+def _uniform_open(shape, device, dtype=lucid.float64):
+    """Uniform noise on (0, 1) in ``dtype`` (drawn in it, so it never rounds up to 1) on
+    ``device``; a discrete quantile at u = 0 would be -1."""
+    return lucid.rand(shape, dtype=dtype, device=device).clamp(min=float(finfo(dtype).tiny))
 
 
 class Poisson(ExponentialFamily):
@@ -55,7 +55,7 @@ class Poisson(ExponentialFamily):
         shape = self._extended_shape(sample_shape)
         with lucid.no_grad():
             # float64 noise keeps the far tail reachable for float32 rates too
-            return poisson_icdf(_uniform_open(shape), self.rate.detach()).to(self.rate.dtype)
+            return poisson_icdf(_uniform_open(shape, self.rate.device), self.rate.detach()).to(self.rate.dtype)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -127,7 +127,7 @@ class Geometric(Distribution):
         shape = self._extended_shape(sample_shape)
         with lucid.no_grad():
             probs = self.probs.detach()
-            u = _uniform_open(shape, probs.dtype)
+            u = _uniform_open(shape, probs.device, probs.dtype)
             return (u.log() / (-probs).log1p()).floor()
 
     def log_prob(self, value):
@@ -209,7 +209,7 @@ class Binomial(Distribution):
         # See NOTE [Discrete samplers] in _sampling.py.
         shape = self._extended_shape(sample_shape)
         with lucid.no_grad():
-            u = _uniform_open(shape)
+            u = _uniform_open(shape, self._param.device)
             return binomial_icdf(u, self.total_count.detach(), self.probs.detach()).to(self._param.dtype)
 
     def log_prob(self, value):
@@ -225,20 +225,25 @@ class Binomial(Distribution):
         return value * self.logits - log_factorial_k - log_factorial_nmk - normalize_term
 
     def _homogeneous_count(self, what):
+        # The support's size is a value: read back explicitly, as PyTorch's ``int(total_count.max())``.
         tc = concrete(self.total_count)
-        n = int(tc.max().item()) if tc.numel() else 0
-        if tc.numel() and not bool((tc == n).all()):
+        if not tc.numel():
+            return 0
+        lo, hi = lucid.stack([tc.min(), tc.max()]).tolist()
+        if lo != hi:
             raise NotImplementedError(f"Inhomogeneous total count not supported by `{what}`.")
-        return n
+        return int(hi)
 
     def entropy(self):
-        self._homogeneous_count("entropy")
-        log_prob = self.log_prob(self.enumerate_support(False))
+        log_prob = self.log_prob(self._support_values(False, "entropy"))
         return -(lucid.exp(log_prob) * log_prob).sum(0)
 
     def enumerate_support(self, expand=True):
-        n = self._homogeneous_count("enumerate_support")
-        values = lucid.arange(1 + n, dtype=self._param.dtype)
+        return self._support_values(expand, "enumerate_support")
+
+    def _support_values(self, expand, what):
+        n = self._homogeneous_count(what)
+        values = lucid.arange(1 + n, dtype=self._param.dtype, device=self._param.device)
         values = values.reshape((-1,) + (1,) * len(self._batch_shape))
         if expand:
             values = values.expand((-1,) + self._batch_shape)
@@ -309,12 +314,12 @@ class Multinomial(Distribution):
         sample_shape = tuple(sample_shape) if not isinstance(sample_shape, int) else (sample_shape,)
         k = self.event_shape[0]
         idx = self._categorical.sample((self.total_count,) + sample_shape)
-        counts = (idx.unsqueeze(-1) == lucid.arange(k, dtype=idx.dtype)).sum(0)
+        counts = (idx.unsqueeze(-1) == lucid.arange(k, dtype=idx.dtype, device=idx.device)).sum(0)
         return counts.to(self.probs.dtype)
 
     def entropy(self):
         lgamma = special("lgamma")
-        n = lucid.tensor(float(self.total_count), dtype=self.probs.dtype)
+        n = lucid.tensor(float(self.total_count), dtype=self.probs.dtype, device=self.probs.device)
         support = self._binomial.enumerate_support()
         binomial_probs = self._binomial.log_prob(support).exp()
         weights = lgamma(support + 1)

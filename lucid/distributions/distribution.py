@@ -11,6 +11,23 @@ from .utils import concrete, lazy_property
 
 __all__ = ["Distribution"]
 
+# NOTE [Distributions on a device]
+# A distribution lives where its parameters are, whatever the default device (PyTorch's rule):
+# every tensor it makes from nothing is made beside a parameter or an operand. Noise is drawn
+# with ``device=param.device`` (so on a GPU it comes from that device's generator, NOTE [Random
+# numbers on devices], and need not equal the CPU's draw); numbers given as parameters become
+# tensors on the first tensor parameter's device (``broadcast_all``, ``as_float``); constants
+# (``arange``/``eye``/``full``, index and offset tensors) take ``device=`` of the tensor they
+# meet. sample/rsample, log_prob, cdf/icdf, entropy, the moments, the KL closed forms and the
+# transforms read nothing back. The reads that remain are explicit (``.item()``/``.tolist()``)
+# and are PyTorch's too: validation (``_holds``: a constraint is checked on the device and its
+# one verdict read), the size of a Binomial's support (enumerate_support, entropy; Multinomial's
+# entropy), Wishart's test for singular draws, the Binomial KL's total-count check and the
+# comparison of transform parameters (``_eq_params``). Samplers with no device kernel (Poisson,
+# Binomial, NegativeBinomial quantiles, VonMises's rejection loop) copy to the host and back
+# explicitly (NOTE [Host fallback]). tests/distributions/test_on_a_device.py checks every
+# exported distribution and transform on the strict stand-in against the CPU.
+
 
 def _shape(s, what):
     try:
@@ -20,10 +37,13 @@ def _shape(s, what):
 
 
 def _holds(constraint, value):
-    """Whether every entry of ``value`` satisfies ``constraint``. See NOTE [Validation through transforms]."""
+    """Whether every entry of ``value`` satisfies ``constraint``. See NOTE [Validation through transforms].
+
+    The check runs on ``value``'s device; its one-element verdict is then read back explicitly
+    (``item``): validation reads a value, as PyTorch's does (NOTE [Distributions on a device])."""
     with lucid.no_grad():
         valid = constraint.check(value)
-    return bool(concrete(valid).all())
+    return bool(concrete(valid).all().item())
 
 
 class Distribution:

@@ -39,7 +39,7 @@ def _xlogy(x, y):
 def _gamma_draw(concentration, shape):
     """Standard-gamma draws of ``shape`` (``concentration`` broadcast), differentiable in it."""
     # noise drawn in the parameter's dtype: a float64 draw rounded to float32 could become 1 (x = inf)
-    u = lucid.rand(shape, dtype=concentration.dtype)
+    u = lucid.rand(shape, dtype=concentration.dtype, device=concentration.device)
     return standard_gamma(concentration.expand(shape), u)
 
 
@@ -180,7 +180,7 @@ class Dirichlet(ExponentialFamily):
         mode = cm1 / cm1.sum(-1, keepdim=True)
         # every concentration < 1: the density peaks at the vertex of the largest one.
         vertex = (self.concentration.argmax(-1).unsqueeze(-1)
-                  == lucid.arange(cm1.shape[-1], dtype=lucid.int64)).to(mode.dtype)
+                  == lucid.arange(cm1.shape[-1], dtype=lucid.int64, device=cm1.device)).to(mode.dtype)
         all_below = (self.concentration < 1).all(-1, keepdim=True)
         return lucid.where(all_below, vertex, mode)
 
@@ -331,7 +331,7 @@ class StudentT(Distribution):
     def rsample(self, sample_shape=()):
         # X / sqrt(V / df) with X standard normal and V ~ Chi2(df) = 2 Gamma(df / 2, 1).
         shape = self._extended_shape(sample_shape)
-        X = lucid.randn(shape, dtype=self.df.dtype)
+        X = lucid.randn(shape, dtype=self.df.dtype, device=self.df.device)
         Z = _gamma_draw(0.5 * self.df, shape) * 2
         Y = X * lucid.rsqrt(Z / self.df)
         return self.loc + self.scale * Y
@@ -581,7 +581,7 @@ class NegativeBinomial(Distribution):
         shape = self._extended_shape(sample_shape)
         with lucid.no_grad():
             rate = _gamma_draw(self.total_count.detach(), shape) * lucid.exp(self.logits.detach())
-            u = lucid.rand(shape, dtype=lucid.float64).clamp(min=float(finfo(np.float64).tiny))
+            u = lucid.rand(shape, dtype=lucid.float64, device=rate.device).clamp(min=float(finfo(np.float64).tiny))
             return poisson_icdf(u, rate).to(rate.dtype)
 
     def log_prob(self, value):

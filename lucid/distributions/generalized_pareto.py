@@ -65,7 +65,7 @@ class GeneralizedPareto(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        u = lucid.rand(shape, dtype=self.loc.dtype)
+        u = lucid.rand(shape, dtype=self.loc.dtype, device=self.loc.device)
         return self.icdf(u)
 
     def log_prob(self, value):

@@ -257,7 +257,7 @@ def _kl_geometric_geometric(p, q):
 @register_kl(Binomial, Binomial)
 def _kl_binomial_binomial(p, q):
     # from https://math.stackexchange.com/questions/2214993/
-    if bool((p.total_count < q.total_count).any()):
+    if (p.total_count < q.total_count).any().item():  # a read, as PyTorch's
         raise NotImplementedError("KL between Binomials where q.total_count > p.total_count is not implemented")
     kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p() - (-q.probs).log1p())
     return _inf_where(p.total_count > q.total_count, kl)

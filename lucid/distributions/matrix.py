@@ -21,8 +21,16 @@ __all__ = ["Wishart", "LKJCholesky"]
 _LOG_2 = math.log(2)
 
 
+def _mvlgamma(x, p):
+    """``multigammaln(x, p)`` (the same sum of lgammas) without its argument check, which reads a
+    value back on a device: callers pass ``x > (p - 1) / 2`` by their parameters' constraints
+    (Wishart's ``df > p - 1``, LKJ's ``concentration > 0``)."""
+    offsets = lucid.tensor(np.arange(p, dtype=np.float64) * 0.5, dtype=x.dtype, device=x.device)
+    return special("lgamma")(x.unsqueeze(-1) - offsets).sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
+
+
 def _mvdigamma(x, p):
-    offsets = lucid.tensor(-np.arange(p, dtype=np.float64) / 2, dtype=x.dtype)
+    offsets = lucid.tensor(-np.arange(p, dtype=np.float64) / 2, dtype=x.dtype, device=x.device)
     return special("digamma")(x.unsqueeze(-1) + offsets).sum(-1)
 
 
@@ -64,7 +72,7 @@ class Wishart(ExponentialFamily):
             raise ValueError(f"Wishart: the scale matrix must be square, got shape {tuple(param.shape)}")
         if isinstance(df, numbers.Number):
             batch_shape = tuple(param.shape[:-2])
-            self.df = lucid.full(batch_shape, float(df), dtype=param.dtype)
+            self.df = lucid.full(batch_shape, float(df), dtype=param.dtype, device=param.device)
         else:
             batch_shape = tuple(np.broadcast_shapes(tuple(param.shape[:-2]), tuple(df.shape)))
             self.df = df.expand(batch_shape)
@@ -86,7 +94,7 @@ class Wishart(ExponentialFamily):
         else:
             self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
         # Bartlett decomposition: the squared diagonal of the factor is Chi2(df - i).
-        offsets = lucid.arange(p, dtype=self.df.dtype)
+        offsets = lucid.arange(p, dtype=self.df.dtype, device=self.df.device)
         self._dist_chi2 = Chi2(self.df.unsqueeze(-1) - offsets, validate_args=False)
 
     @property
@@ -125,7 +133,7 @@ class Wishart(ExponentialFamily):
     @lazy_property
     def precision_matrix(self):
         L = self._unbroadcasted_scale_tril
-        eye = lucid.eye(L.shape[-1], dtype=L.dtype)
+        eye = lucid.eye(L.shape[-1], dtype=L.dtype, device=L.device)
         Linv = _solve_tril(L, eye.expand(tuple(L.shape)))
         return self._full(Linv.mT @ Linv)
 
@@ -153,11 +161,13 @@ class Wishart(ExponentialFamily):
         tiny = float(finfo(self.df.dtype).eps)
         diag = self._dist_chi2.rsample(sample_shape).sqrt().clamp(min=tiny)
         rows, cols = np.tril_indices(p, -1)
-        off = lucid.randn(sample_shape + self._batch_shape + (len(rows),), dtype=self.df.dtype)
+        off = lucid.randn(sample_shape + self._batch_shape + (len(rows),), dtype=self.df.dtype,
+                          device=self.df.device)
         # scatter the normals below the diagonal: a fixed 0/1 embedding (p*p, k) applied by matmul
         embed = np.zeros((p * p, len(rows)))
         embed[rows * p + cols, np.arange(len(rows))] = 1.0
-        lower = (off @ lucid.tensor(embed.T, dtype=off.dtype)).reshape(tuple(off.shape[:-1]) + (p, p))
+        embed = lucid.tensor(embed.T, dtype=off.dtype, device=off.device)
+        lower = (off @ embed).reshape(tuple(off.shape[:-1]) + (p, p))
         noise = lower + diag.diag_embed()
         chol = self._unbroadcasted_scale_tril @ noise
         return chol @ chol.mT
@@ -195,7 +205,7 @@ class Wishart(ExponentialFamily):
         bad = self._singular(sample, sample_shape)
         # NOTE: PyTorch 2.13 tests the support without negating it, so it warns on (and redraws)
         # every good draw and keeps the singular ones; this redraws only the singular ones.
-        if bool(concrete(bad).any()):
+        if concrete(bad).any().item():  # a read, as PyTorch's ``torch.any(is_singular)``
             warnings.warn("Wishart.rsample: singular sample detected; redrawing it (at most "
                           f"max_try_correction={max_try_correction} times).", stacklevel=2)
             pad = (1,) * (len(self._batch_shape) + 2)
@@ -203,7 +213,7 @@ class Wishart(ExponentialFamily):
                 new = self._bartlett_sampling(sample_shape)
                 sample = lucid.where(bad.reshape(tuple(bad.shape) + pad), new, sample)
                 bad = bad & self._singular(new, sample_shape)
-                if not bool(concrete(bad).any()):
+                if not concrete(bad).any().item():
                     break
         return sample
 
@@ -219,14 +229,14 @@ class Wishart(ExponentialFamily):
         Z = _solve_tril(L, Y.mT)
         trace = Z.diagonal(0, -2, -1).sum(-1)
         return (-nu * (p * _LOG_2 / 2 + L.diagonal(0, -2, -1).log().sum(-1))
-                - special("multigammaln")(nu / 2, p) + (nu - p - 1) / 2 * logdet - trace / 2)
+                - _mvlgamma(nu / 2, p) + (nu - p - 1) / 2 * logdet - trace / 2)
 
     def entropy(self):
         nu = self.df
         p = self._event_shape[-1]
         L = self._unbroadcasted_scale_tril
         return ((p + 1) * (p * _LOG_2 / 2 + L.diagonal(0, -2, -1).log().sum(-1))
-                + special("multigammaln")(nu / 2, p) - (nu - p - 1) / 2 * _mvdigamma(nu / 2, p) + nu * p / 2)
+                + _mvlgamma(nu / 2, p) - (nu - p - 1) / 2 * _mvdigamma(nu / 2, p) + nu * p / 2)
 
     @property
     def _natural_params(self):
@@ -237,7 +247,7 @@ class Wishart(ExponentialFamily):
         # df / 2 = y + (p + 1) / 2.
         p = self._event_shape[-1]
         half_df = y + (p + 1) / 2
-        return half_df * (p * _LOG_2 - lucid.linalg.slogdet(-2 * x)[1]) + special("multigammaln")(half_df, p)
+        return half_df * (p * _LOG_2 - lucid.linalg.slogdet(-2 * x)[1]) + _mvlgamma(half_df, p)
 
 
 class LKJCholesky(Distribution):
@@ -266,7 +276,8 @@ class LKJCholesky(Distribution):
         batch_shape = tuple(self.concentration.shape)
         # Beta draws for the onion method (Sec. 3.2 of Lewandowski et al.), vectorised.
         marginal_conc = self.concentration + 0.5 * (self.dim - 2)
-        offset = lucid.tensor(np.concatenate([[0.0], np.arange(self.dim - 1)]), dtype=self.concentration.dtype)
+        offset = lucid.tensor(np.concatenate([[0.0], np.arange(self.dim - 1)]), dtype=self.concentration.dtype,
+                              device=self.concentration.device)
         beta_conc1 = offset + 0.5
         beta_conc0 = marginal_conc.unsqueeze(-1) - 0.5 * offset
         self._beta = Beta(beta_conc1, beta_conc0, validate_args=False)
@@ -286,7 +297,7 @@ class LKJCholesky(Distribution):
         sample_shape = tuple(sample_shape) if not isinstance(sample_shape, int) else (sample_shape,)
         with lucid.no_grad():
             y = self._beta.sample(sample_shape).unsqueeze(-1)
-            u_normal = lucid.randn(self._extended_shape(sample_shape), dtype=y.dtype).tril(-1)
+            u_normal = lucid.randn(self._extended_shape(sample_shape), dtype=y.dtype, device=y.device).tril(-1)
             norm = (u_normal * u_normal).sum(-1, keepdim=True).sqrt()
             # the first row is all zeros: its direction is irrelevant (w is 0 there)
             u_hypersphere = u_normal / lucid.where(norm == 0, lucid.ones_like(norm), norm)
@@ -300,14 +311,14 @@ class LKJCholesky(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         diag_elems = value.diagonal(0, -1, -2)[..., 1:]
-        order = lucid.arange(2, self.dim + 1, dtype=self.concentration.dtype)
+        order = lucid.arange(2, self.dim + 1, dtype=self.concentration.dtype, device=self.concentration.device)
         order = 2 * (self.concentration - 1).unsqueeze(-1) + self.dim - order
         unnormalized_log_pdf = (order * diag_elems.log()).sum(-1)
         dm1 = self.dim - 1
         alpha = self.concentration + 0.5 * dm1
         denominator = special("lgamma")(alpha) * dm1
-        numerator = special("multigammaln")(alpha - 0.5, dm1)
-        # the normaliser's pi term is D (D - 1) / 4 log(pi); multigammaln has (D - 1)(D - 2) / 4 log(pi)
+        numerator = _mvlgamma(alpha - 0.5, dm1)
+        # the normaliser's pi term is D (D - 1) / 4 log(pi); _mvlgamma has (D - 1)(D - 2) / 4 log(pi)
         pi_constant = 0.5 * dm1 * math.log(math.pi)
         normalize_term = pi_constant + numerator - denominator
         return unnormalized_log_pdf - normalize_term

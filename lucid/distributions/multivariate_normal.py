@@ -40,7 +40,7 @@ def _precision_to_scale_tril(P):
     # inverting P itself (as PyTorch).
     Lf = lucid.linalg.cholesky(lucid.flip(P, (-2, -1)))
     L_inv = lucid.flip(Lf, (-2, -1)).mT
-    eye = lucid.eye(P.shape[-1], dtype=P.dtype)
+    eye = lucid.eye(P.shape[-1], dtype=P.dtype, device=P.device)
     return _solve_tril(L_inv, eye.expand(tuple(L_inv.shape)))
 
 
@@ -130,7 +130,7 @@ class MultivariateNormal(Distribution):
     @lazy_property
     def precision_matrix(self):
         L = self._unbroadcasted_scale_tril
-        eye = lucid.eye(L.shape[-1], dtype=L.dtype)
+        eye = lucid.eye(L.shape[-1], dtype=L.dtype, device=L.device)
         Linv = _solve_tril(L, eye.expand(tuple(L.shape)))
         return self._full(Linv.mT @ Linv)
 
@@ -148,7 +148,7 @@ class MultivariateNormal(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        eps = lucid.randn(shape, dtype=self.loc.dtype)
+        eps = lucid.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
         return self.loc + _batch_mv(self._unbroadcasted_scale_tril, eps)
 
     def log_prob(self, value):
@@ -169,7 +169,7 @@ def _batch_capacitance_tril(W, D):
     """Cholesky factor of the capacitance ``I + W^T D^{-1} W`` (m x m)."""
     m = W.shape[-1]
     Wt_Dinv = W.mT / D.unsqueeze(-2)
-    K = Wt_Dinv @ W + lucid.eye(m, dtype=W.dtype)
+    K = Wt_Dinv @ W + lucid.eye(m, dtype=W.dtype, device=W.device)
     return lucid.linalg.cholesky(K)
 
 
@@ -278,7 +278,7 @@ class LowRankMultivariateNormal(Distribution):
         n = self._event_shape[0]
         sqrt_d = D.sqrt().unsqueeze(-1)
         Dinvsqrt_W = W / sqrt_d
-        K = Dinvsqrt_W @ Dinvsqrt_W.mT + lucid.eye(n, dtype=W.dtype)
+        K = Dinvsqrt_W @ Dinvsqrt_W.mT + lucid.eye(n, dtype=W.dtype, device=W.device)
         return self._full(sqrt_d * lucid.linalg.cholesky(K))
 
     @lazy_property
@@ -297,8 +297,8 @@ class LowRankMultivariateNormal(Distribution):
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
         W, D = self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag
-        eps_W = lucid.randn(shape[:-1] + tuple(W.shape[-1:]), dtype=self.loc.dtype)
-        eps_D = lucid.randn(shape, dtype=self.loc.dtype)
+        eps_W = lucid.randn(shape[:-1] + tuple(W.shape[-1:]), dtype=self.loc.dtype, device=self.loc.device)
+        eps_D = lucid.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
         return self.loc + _batch_mv(W, eps_W) + D.sqrt() * eps_D
 
     def log_prob(self, value):

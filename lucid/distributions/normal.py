@@ -65,7 +65,7 @@ class Normal(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        eps = lucid.randn(shape, dtype=self.loc.dtype)
+        eps = lucid.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
         return self.loc + eps * self.scale
 
     def log_prob(self, value):
@@ -137,7 +137,7 @@ class Uniform(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        rand = lucid.rand(shape, dtype=self.low.dtype)
+        rand = lucid.rand(shape, dtype=self.low.dtype, device=self.low.device)
         return self.low + rand * (self.high - self.low)
 
     def log_prob(self, value):
@@ -197,7 +197,7 @@ class Exponential(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        u = lucid.rand(shape, dtype=self.rate.dtype)
+        u = lucid.rand(shape, dtype=self.rate.dtype, device=self.rate.device)
         # -log(1 - u) with u in [0, 1) is finite; it is a standard exponential draw.
         return -lucid.log1p(-u) / self.rate
 
@@ -265,7 +265,8 @@ class Laplace(Distribution):
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
         eps = float(finfo(self.loc.dtype).eps)
-        u = lucid.rand(shape, dtype=self.loc.dtype) * (2 - eps) + (eps - 1)  # uniform on (eps - 1, 1)
+        # uniform on (eps - 1, 1)
+        u = lucid.rand(shape, dtype=self.loc.dtype, device=self.loc.device) * (2 - eps) + (eps - 1)
         return self.loc - self.scale * u.sign() * lucid.log1p(-u.abs())
 
     def log_prob(self, value):
@@ -307,7 +308,7 @@ class Cauchy(Distribution):
 
     @property
     def mean(self):
-        return lucid.full(self._extended_shape(), math.nan, dtype=self.loc.dtype)
+        return lucid.full(self._extended_shape(), math.nan, dtype=self.loc.dtype, device=self.loc.device)
 
     @property
     def mode(self):
@@ -315,11 +316,11 @@ class Cauchy(Distribution):
 
     @property
     def variance(self):
-        return lucid.full(self._extended_shape(), math.inf, dtype=self.loc.dtype)
+        return lucid.full(self._extended_shape(), math.inf, dtype=self.loc.dtype, device=self.loc.device)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        u = lucid.rand(shape, dtype=self.loc.dtype)
+        u = lucid.rand(shape, dtype=self.loc.dtype, device=self.loc.device)
         return self.loc + self.scale * lucid.tan(math.pi * (u - 0.5))
 
     def log_prob(self, value):

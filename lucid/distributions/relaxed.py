@@ -61,7 +61,7 @@ class LogitRelaxedBernoulli(Distribution):
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
         probs = clamp_probs(self.probs.expand(shape))
-        uniforms = clamp_probs(lucid.rand(shape, dtype=probs.dtype))
+        uniforms = clamp_probs(lucid.rand(shape, dtype=probs.dtype, device=probs.device))
         return (uniforms.log() - (-uniforms).log1p() + probs.log() - (-probs).log1p()) / self.temperature
 
     def log_prob(self, value):
@@ -155,7 +155,7 @@ class ExpRelaxedCategorical(Distribution):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        uniforms = clamp_probs(lucid.rand(shape, dtype=self.logits.dtype))
+        uniforms = clamp_probs(lucid.rand(shape, dtype=self.logits.dtype, device=self.logits.device))
         gumbels = -((-(uniforms.log())).log())
         scores = (self.logits + gumbels) / self.temperature
         return scores - scores.logsumexp(-1, keepdim=True)
@@ -298,7 +298,7 @@ class ContinuousBernoulli(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        return self.icdf(lucid.rand(shape, dtype=self.probs.dtype))
+        return self.icdf(lucid.rand(shape, dtype=self.probs.dtype, device=self.probs.device))
 
     def log_prob(self, value):
         if self._validate_args:

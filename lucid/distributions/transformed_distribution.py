@@ -370,11 +370,11 @@ class HalfCauchy(_FoldedAtZero):
 
     @property
     def mean(self):
-        return lucid.full(self._extended_shape(), math.inf, dtype=self.scale.dtype)
+        return lucid.full(self._extended_shape(), math.inf, dtype=self.scale.dtype, device=self.scale.device)
 
     @property
     def variance(self):
-        return lucid.full(self._extended_shape(), math.inf, dtype=self.scale.dtype)
+        return lucid.full(self._extended_shape(), math.inf, dtype=self.scale.dtype, device=self.scale.device)
 
 
 class Gumbel(TransformedDistribution):

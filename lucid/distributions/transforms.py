@@ -406,7 +406,7 @@ class ReshapeTransform(Transform):
 
     def log_abs_det_jacobian(self, x, y):
         batch_shape = tuple(x.shape[:x.ndim - len(self.in_shape)])
-        return lucid.zeros(batch_shape, dtype=x.dtype)
+        return lucid.zeros(batch_shape, dtype=x.dtype, device=x.device)
 
     def forward_shape(self, shape):
         shape = tuple(shape)
@@ -492,9 +492,10 @@ def _eq_params(a, b):
     if isinstance(a, numbers.Number) and isinstance(b, numbers.Number):
         return a == b
     if isinstance(a, numbers.Number) or isinstance(b, numbers.Number):
-        a = a if isinstance(a, lucid.Tensor) else lucid.tensor(float(a))
-        b = b if isinstance(b, lucid.Tensor) else lucid.tensor(float(b))
-    return a is b or (tuple(a.shape) == tuple(b.shape) and bool((a == b).all()))
+        a = a if isinstance(a, lucid.Tensor) else lucid.tensor(float(a), device=b.device)
+        b = b if isinstance(b, lucid.Tensor) else lucid.tensor(float(b), device=a.device)
+    # a read, as PyTorch's ``(self.loc == other.loc).all().item()``
+    return a is b or (tuple(a.shape) == tuple(b.shape) and bool((a == b).all().item()))
 
 
 def _clipped_sigmoid(x):
@@ -700,12 +701,12 @@ class StickBreakingTransform(Transform):
     __hash__ = object.__hash__
 
     @staticmethod
-    def _offset(n, dtype):
-        return lucid.tensor(np.arange(n, 0, -1, dtype=np.float64), dtype=dtype)
+    def _offset(n, like):
+        return lucid.tensor(np.arange(n, 0, -1, dtype=np.float64), dtype=like.dtype, device=like.device)
 
     def _call(self, x):
         k = x.shape[-1]
-        z = _clipped_sigmoid(x - self._offset(k, x.dtype).log())
+        z = _clipped_sigmoid(x - self._offset(k, x).log())
         z_cumprod = (1 - z).cumprod(-1)
         return lucid.pad(z, (0, 1), value=1.0) * lucid.pad(z_cumprod, (1, 0), value=1.0)
 
@@ -713,11 +714,11 @@ class StickBreakingTransform(Transform):
         y_crop = y[..., :-1]
         k = y_crop.shape[-1]
         sf = (1 - y_crop.cumsum(-1)).clamp(min=float(finfo(y.dtype).tiny))
-        return y_crop.log() - sf.log() + self._offset(k, y.dtype).log()
+        return y_crop.log() - sf.log() + self._offset(k, y).log()
 
     def log_abs_det_jacobian(self, x, y):
         k = x.shape[-1]
-        x = x - self._offset(k, x.dtype).log()
+        x = x - self._offset(k, x).log()
         log_sigmoid = -_softplus(-x)
         return (-x + log_sigmoid + y[..., :-1].log()).sum(-1)
 
@@ -794,7 +795,7 @@ class CorrCholeskyTransform(Transform):
         r = vec_to_tril_matrix(x, diag=-1)
         z = r * r
         n = r.shape[-1]
-        eye = lucid.eye(n, dtype=x.dtype)
+        eye = lucid.eye(n, dtype=x.dtype, device=x.device)
         z1m_cumprod_sqrt = (1 - z).sqrt().cumprod(-1)
         r = r + eye
         y = r * lucid.pad(z1m_cumprod_sqrt[..., :-1], (1, 0), value=1.0)

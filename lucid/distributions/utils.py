@@ -9,7 +9,7 @@ import numpy as np
 
 import lucid
 from .._core import dtypes
-from .._core.tensor import Tensor
+from .._core.tensor import Tensor, _wrap
 
 euler_constant = 0.57721566490153286060  # Euler-Mascheroni
 
@@ -19,7 +19,8 @@ def is_tensor(v):
 
 
 def broadcast_all(*values):
-    """Numbers and tensors, broadcast to one shape; numbers take the tensors' float dtype.
+    """Numbers and tensors, broadcast to one shape; numbers take the tensors' float dtype and
+    are made on the first tensor's device (the default device when there is none), as PyTorch's.
 
     Examples
     --------
@@ -37,19 +38,21 @@ def broadcast_all(*values):
     if tensors:
         floats = [t.dtype for t in tensors if t.dtype.kind == "f"]
         dt = np.result_type(*floats) if floats else dtypes.get_default_dtype()
+        dev = tensors[0].device
     else:
-        dt = dtypes.get_default_dtype()
-    vals = [v if isinstance(v, Tensor) else lucid.tensor(float(v), dtype=dt) for v in values]
+        dt, dev = dtypes.get_default_dtype(), None
+    vals = [v if isinstance(v, Tensor) else lucid.tensor(float(v), dtype=dt, device=dev) for v in values]
     shape = np.broadcast_shapes(*[tuple(v.shape) for v in vals])
     return tuple(v if tuple(v.shape) == shape else lucid.broadcast_to(v, shape) for v in vals)
 
 
 def as_float(v, like=None):
-    """A tensor in a floating dtype (numbers take ``like``'s dtype or the default)."""
+    """A tensor in a floating dtype (numbers take ``like``'s dtype and device, or the defaults)."""
     if isinstance(v, Tensor):
         return v if v.dtype.kind == "f" else v.to(dtypes.get_default_dtype())
-    dt = like.dtype if like is not None else dtypes.get_default_dtype()
-    return lucid.tensor(float(v), dtype=dt)
+    if like is None:
+        return lucid.tensor(float(v), dtype=dtypes.get_default_dtype())
+    return lucid.tensor(float(v), dtype=like.dtype, device=like.device)
 
 
 def finfo(dtype):
@@ -107,7 +110,7 @@ def sum_rightmost(value, dim):
 def tril_matrix_to_vec(mat, diag=0):
     n = mat.shape[-1]
     rows, cols = np.tril_indices(n, k=diag)
-    return mat[..., lucid.tensor(rows), lucid.tensor(cols)]
+    return mat[..., lucid.tensor(rows, device=mat.device), lucid.tensor(cols, device=mat.device)]
 
 
 def vec_to_tril_matrix(vec, diag=0):
@@ -116,8 +119,8 @@ def vec_to_tril_matrix(vec, diag=0):
     rows, cols = np.tril_indices(n, k=diag)
     idx = np.full((n, n), rows.size, dtype=np.int64)
     idx[rows, cols] = np.arange(rows.size)
-    padded = lucid.cat([vec, lucid.zeros(tuple(vec.shape[:-1]) + (1,), dtype=vec.dtype)], -1)
-    return padded[..., lucid.tensor(idx.reshape(-1))].reshape(tuple(vec.shape[:-1]) + (n, n))
+    padded = lucid.cat([vec, lucid.zeros(tuple(vec.shape[:-1]) + (1,), dtype=vec.dtype, device=vec.device)], -1)
+    return padded[..., lucid.tensor(idx.reshape(-1), device=vec.device)].reshape(tuple(vec.shape[:-1]) + (n, n))
 
 
 # NOTE [Validation through transforms]
@@ -128,8 +131,9 @@ def vec_to_tril_matrix(vec, diag=0):
 # moved to the front) to decide. Validation therefore works inside transforms and never
 # records a graph. Constraint checks must not branch on values for this (no ``bool()``).
 def concrete(value):
-    """The plain tensor under ``value`` (tracers unwrapped, vmap batch dims in front)."""
-    return lucid.tensor(_concrete_array(value)) if type(value) is not Tensor else value
+    """The plain tensor under ``value`` (tracers unwrapped, vmap batch dims in front), on
+    ``value``'s device."""
+    return _wrap(_concrete_array(value)) if type(value) is not Tensor else value
 
 
 def _concrete_array(v):

@@ -101,7 +101,7 @@ class VonMises(Distribution):
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
         with lucid.no_grad():
-            key = lucid.rand(shape, dtype=lucid.float64)
+            key = lucid.rand(shape, dtype=lucid.float64, device=self.loc.device)
             x = bind(von_mises_sample_p, (self.concentration.detach().to(lucid.float64), key), {})
             x = (x + self.loc.detach().to(lucid.float64) + math.pi).remainder(2 * math.pi) - math.pi
             return x.to(self.loc.dtype)
