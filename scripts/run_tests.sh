@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up (a local .venv with the test and distributed (mpi4py + mpich) extras) and run the whole test suite, in parallel,
-# then the device-seam suites again on the strict stand-in device.
+# then the device-seam suites again on the strict stand-in device, and the op database with device inputs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -15,7 +15,11 @@ if [ -d ../shared/acceptance ]; then targets+=(../shared/acceptance); fi
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 .venv/bin/python -m pytest -n 2 -p no:cacheprovider "${targets[@]}" "$@"
 # Second pass: the op database, the autograd and func suites, the training stack (nn, optim,
-# data) and the GPU suite on the strict stand-in device, which behaves like CuPy on the CPU
-# (README "GPU"; NOTE [Strict stand-in device]).
-exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict \
-  tests/ops/test_opdb.py tests/autograd tests/func tests/nn tests/optim tests/data tests/gpu "$@"
+# data), distributions and the GPU suite on the strict stand-in device, which behaves like CuPy
+# on the CPU (README "GPU"; NOTE [Strict stand-in device]).
+.venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict \
+  tests/ops/test_opdb.py tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
+  tests/gpu "$@"
+# Third pass: the op database with its samples on the stand-in while the default device stays
+# the CPU, as a user's x.to("cuda") (NOTE [Device inputs, CPU default] in tests/conftest.py).
+exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-inputs=strict tests/ops/test_opdb.py "$@"

@@ -16,10 +16,7 @@ in gives a tuple out, and Jacobian blocks are ``[output][input]`` of shape
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .._core.backend import namespace_of
-
 from .._core.tensor import Tensor, _wrap
 from ..func import api as _fapi
 from ..func.pytree import tree_map
@@ -268,7 +265,7 @@ def _jacobian_rows(f, ins, strict, api):
                 raise RuntimeError(f"{api}: output {i} of the user-provided function is independent of "
                                    f"input {j}. This is not allowed in strict mode.")
             shape = tuple(o.shape) + tuple(x.shape)
-            block.append(stack(rows[j]).reshape(shape) if rows[j] else _wrap(np.zeros(shape, x.dtype)))
+            block.append(stack(rows[j]).reshape(shape) if rows[j] else _wrap(namespace_of(x).zeros(shape, x.dtype)))
         blocks.append(block)
     return blocks
 

@@ -488,7 +488,7 @@ def matrix_power(A, n):
         raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, got shape {tuple(A.shape)}")
     n = int(n)
     if n == 0:
-        return A * 0 + eye(A.shape[-1], dtype=A.dtype)
+        return A * 0 + eye(A.shape[-1], dtype=A.dtype, device=A.device)
     if n < 0:
         A, n = inv(A), -n
     result, base = None, A

@@ -172,7 +172,7 @@ def cond(A, p=None):
     # singular matrices are swapped for I before the differentiable inverse, so their (zero)
     # gradient does not become inf/nan and leak into parameters shared with the good ones.
     bad = inv_ex(A.detach()).info.unsqueeze(-1).unsqueeze(-1) > 0
-    inv = where(bad, math.inf, inv_ex(where(bad, eye(A.shape[-1], dtype=A.dtype), A)).inverse)
+    inv = where(bad, math.inf, inv_ex(where(bad, eye(A.shape[-1], dtype=A.dtype, device=A.device), A)).inverse)
     n_inv = L.matrix_norm(inv, p)
     n_a = where(isinf(n_inv), 1.0, L.matrix_norm(A, p))  # inf, not 0 * inf (and no warning)
     return nan_to_num(n_a * n_inv, nan=math.inf, posinf=math.inf, neginf=-math.inf)

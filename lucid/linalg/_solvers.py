@@ -121,7 +121,7 @@ def _compact(L, U):
 
     m, k = L.shape[-2:]
     n = U.shape[-1]
-    return L.tril(-1) @ eye(k, n, dtype=L.dtype) + eye(m, k, dtype=U.dtype) @ U
+    return L.tril(-1) @ eye(k, n, dtype=L.dtype, device=L.device) + eye(m, k, dtype=U.dtype, device=U.device) @ U
 
 
 def lu_factor_ex(A, *, pivot=True, check_errors=False):
@@ -228,7 +228,7 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     from ..ops.creation import eye
 
     n = LU.shape[-1]
-    L = LU.tril(-1) + eye(n, dtype=LU.dtype)
+    L = LU.tril(-1) + eye(n, dtype=LU.dtype, device=LU.device)
     U = LU.triu()
     P = bind(_ops.pivots_matrix_p, (pivots,), {"dtype": LU.dtype})
     if left and not adjoint:  # X = U^-1 L^-1 P^T B

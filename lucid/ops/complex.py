@@ -424,7 +424,7 @@ def isreal(input):
     if input.dtype.kind != "c":
         from .creation import ones
 
-        return ones(*input.shape, dtype=dtypes.bool_)
+        return ones(*input.shape, dtype=dtypes.bool_, device=input.device)
     return imag(input).detach() == 0
 
 

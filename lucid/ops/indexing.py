@@ -797,7 +797,7 @@ def nonzero(input, *, as_tuple=False):
     if not as_tuple:
         return out
     if input.ndim == 0:
-        return (_wrap(np.zeros(out.shape[0], np.int64)),)
+        return (_wrap(namespace_of(out._data).zeros(out.shape[0], np.int64)),)  # beside out
     return tuple(getitem(out, (slice(None), d)) for d in range(input.ndim))
 
 

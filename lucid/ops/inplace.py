@@ -560,7 +560,7 @@ def zero_(self):
     """Fill with zeros in place; returns ``self``."""
     from .creation import zeros
 
-    return _inplace("zero_", self, (), lambda x: zeros(tuple(x.shape), dtype=x.dtype),
+    return _inplace("zero_", self, (), lambda x: zeros(tuple(x.shape), dtype=x.dtype, device=x.device),
                     lambda a: a.fill(0), needs_old=False)
 
 
@@ -571,7 +571,9 @@ def _filled(x, value):
         v = value if value.dtype == x.dtype else value.to(x.dtype)
         v = broadcast_to(v, tuple(x.shape))
         return _keep_in_graph(x, v) if x._rg else v  # x's old history gets zeros, as in PyTorch
-    return _wrap(np.full(tuple(x.shape), value, dtype=x.dtype))
+    from .creation import _finish
+
+    return _finish(np.full(tuple(x.shape), value, dtype=x.dtype), False, x.device, "fill_")  # beside x
 
 
 @tensor_method("fill_")

@@ -30,7 +30,7 @@ def _along(vec, axis, nd):
 
 def _hit_mask(index, n):
     L = _lucid()
-    return (L.arange(n)[:, None] == index[None, :]).any(1)
+    return (L.arange(n, device=index.device)[:, None] == index[None, :]).any(1)
 
 
 @tensor_method("index_fill")
@@ -248,7 +248,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         raise RuntimeError(f"scatter_reduce: index must be an integer tensor, got {index.dtype}")
     s = src[tuple(slice(0, k) for k in index.shape)].to(input.dtype)
     n = input.shape[d]
-    onehot = index[None] == L.arange(n).reshape((n,) + (1,) * nd)  # (n, *index.shape)
+    onehot = index[None] == L.arange(n, device=index.device).reshape((n,) + (1,) * nd)  # (n, *index.shape)
     R, C = _reduce_onehot(L, reduce, onehot, s, d, input.dtype)
     pad = []
     for k in reversed(range(nd)):  # outside the index's extent nothing is scattered

@@ -121,7 +121,7 @@ OPS = [_setitem_info(*c) for c in SETITEM_CASES] + BATCHED_INDEX_OPS + [
     OpInfo("copy_", lambda x, s: _fresh(x, s).copy_(s), lambda x, s: np.broadcast_to(s, x.shape),
            lambda rng: [Sample((floats(rng, 2, 3), floats(rng, 2, 3))),
                         Sample((floats(rng, 2, 3), floats(rng, 3)), name="broadcast")]),
-    OpInfo("masked_fill_", lambda x, v: _fresh(x, v).masked_fill_(lucid.tensor(_MASK), v),
+    OpInfo("masked_fill_", lambda x, v: _fresh(x, v).masked_fill_(lucid.tensor(_MASK, device=x.device), v),
            lambda x, v: np.where(_MASK, v, x),
            lambda rng: [Sample((floats(rng, 2, 3), np.asarray(floats(rng))))]),
     OpInfo("__setitem__", _inplace_setitem, lambda x, v: _np_put(x, slice(1, 3), v),

@@ -66,7 +66,7 @@ def _spd(x):
 
 
 def _spd_t(x):
-    return x @ x.mT + x.shape[-1] * lucid.eye(x.shape[-1], dtype=x.dtype)
+    return x @ x.mT + x.shape[-1] * lucid.eye(x.shape[-1], dtype=x.dtype, device=x.device)
 
 
 def _gauge_free_svd(a):

@@ -109,7 +109,7 @@ def _np_solve(a, b, hermitian=False):
 # ------------------------------------------------------------------- _ex variants
 
 def _herm_t(x):
-    return x @ x.mT.conj() + 3 * lucid.eye(x.shape[-1], dtype=x.dtype)
+    return x @ x.mT.conj() + 3 * lucid.eye(x.shape[-1], dtype=x.dtype, device=x.device)
 
 
 def _herm_np(x):
@@ -117,7 +117,7 @@ def _herm_np(x):
 
 
 def _spd_t(x):
-    return x @ x.mT + 3 * lucid.eye(x.shape[-1], dtype=x.dtype)
+    return x @ x.mT + 3 * lucid.eye(x.shape[-1], dtype=x.dtype, device=x.device)
 
 
 def _spd_np(x):

@@ -232,7 +232,7 @@ OPS += [
     OpInfo("linalg.inv_ex", lambda a: L.inv_ex(a).inverse, np.linalg.inv, lambda rng: [Sample((wellcond(rng, 3, 3),))]),
     OpInfo("linalg.solve_ex", lambda a, b: L.solve_ex(a, b).result, np.linalg.solve,
            lambda rng: [Sample((wellcond(rng, 3, 3), floats(rng, 3, 2)))]),
-    OpInfo("linalg.cholesky_ex", lambda a: L.cholesky_ex(a @ a.mT + 3 * lucid.eye(3, dtype=a.dtype)).L,
+    OpInfo("linalg.cholesky_ex", lambda a: L.cholesky_ex(a @ a.mT + 3 * lucid.eye(3, dtype=a.dtype, device=a.device)).L,
            lambda a: np.linalg.cholesky(a @ a.T + 3 * np.eye(3)), lambda rng: [Sample((floats(rng, 3, 3),))]),
 ]
 
@@ -248,7 +248,7 @@ def cwell(rng, *shape):
 
 
 def _herm_t(x):
-    return x @ x.mT.conj() + 3 * lucid.eye(x.shape[-1], dtype=x.dtype)
+    return x @ x.mT.conj() + 3 * lucid.eye(x.shape[-1], dtype=x.dtype, device=x.device)
 
 
 def _herm_np(x):

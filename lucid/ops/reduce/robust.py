@@ -15,7 +15,7 @@ import collections
 import numpy as np
 
 from ..._core import dtypes
-from ..._core.backend import host_fallback, xp
+from ..._core.backend import host_fallback, is_array, xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _wrap, tensor_method
 from .._family import _as_tensor, move_bdim, normalize_axis
@@ -252,7 +252,7 @@ def _select_sorted(op, input, dim, keepdim, pick, nan_skip):
         cnt = (~nan).sum(-1, keepdim=True)
     else:
         nan, cnt = None, None
-    k = pick(n, cnt)  # int64 positions in the sorted order, (..., 1) or (1,)
+    k = pick(n, cnt, x.device)  # int64 positions in the sorted order, (..., 1) or (1,)
     k = k.reshape((1,) * (vals.ndim - k.ndim) + tuple(k.shape)).expand(*(tuple(vals.shape[:-1]) + (1,)))
     v, i = L.gather(vals, -1, k).squeeze(-1), L.gather(idx, -1, k).squeeze(-1)
     if nan is not None and not nan_skip:  # a NaN anywhere makes the result NaN, at the first NaN's index
@@ -263,10 +263,10 @@ def _select_sorted(op, input, dim, keepdim, pick, nan_skip):
     return _restore(v, x, d, keepdim), _restore(i, x, d, keepdim)
 
 
-def _lower_middle(n, cnt):
+def _lower_middle(n, cnt, device):
     L = _L()
     if cnt is None:
-        return L.full((1,), (n - 1) // 2, dtype=L.int64)
+        return L.full((1,), (n - 1) // 2, dtype=L.int64, device=device)
     return L.clamp(L.floor_divide(cnt - 1, 2), min=0)
 
 
@@ -284,7 +284,7 @@ def median(input, dim=None, keepdim=False):
     >>> lucid.median(lucid.tensor([[3.0, 1.0, 2.0]]), dim=1)
     median(values=tensor([2.]), indices=tensor([2]))
     """
-    v, i = _select_sorted("median", input, dim, keepdim, lambda n, c: _lower_middle(n, None), False)
+    v, i = _select_sorted("median", input, dim, keepdim, lambda n, c, dev: _lower_middle(n, None, dev), False)
     return v if dim is None else _values_indices["median"](v, i)
 
 
@@ -310,7 +310,8 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     n = x.shape[normalize_axis(dim, x.ndim, "kthvalue")] if x.ndim else 1
     if not 1 <= k <= n:
         raise RuntimeError(f"kthvalue: k ({k}) must be between 1 and the size of dimension {dim} ({n})")
-    v, i = _select_sorted("kthvalue", x, dim, keepdim, lambda n_, c: L.full((1,), k - 1, dtype=L.int64), True)
+    v, i = _select_sorted("kthvalue", x, dim, keepdim,
+                          lambda n_, c, dev: L.full((1,), k - 1, dtype=L.int64, device=dev), True)
     return _values_indices["kthvalue"](v, i)
 
 
@@ -336,7 +337,7 @@ def mode(input, dim=-1, keepdim=False):
     best = counts == counts.amax(-1, keepdim=True)
     big = float("inf") if x.dtype.kind == "f" else int(np.iinfo(x.dtype).max) if x.dtype.kind in "iu" else True
     value = L.where(best, xs, big).amin(-1, keepdim=True)
-    pos = L.arange(n).expand(*xs.shape)
+    pos = L.arange(n, device=x.device).expand(*xs.shape)
     idx = L.where(xs == value, pos, -1).amax(-1, keepdim=True)
     v = L.gather(xs, -1, idx).squeeze(-1)
     return _values_indices["mode"](_restore(v, x, d, keepdim), _restore(idx.squeeze(-1), x, d, keepdim))
@@ -351,11 +352,17 @@ def _quantile(op, input, q, dim, keepdim, interpolation, nan_skip):
     if interpolation not in _INTERPOLATIONS:
         raise RuntimeError(f"{op}: interpolation must be one of {_INTERPOLATIONS}, got {interpolation!r}")
     scalar_q = np.ndim(q) == 0 if not isinstance(q, Tensor) else q.ndim == 0
-    qt = (q if isinstance(q, Tensor) else L.tensor(q)).detach().to(x.dtype).reshape(-1)  # no gradient to q
+    # A number or list q is made beside x; no gradient flows to q.
+    qt = (q if isinstance(q, Tensor) else L.tensor(q, device=x.device)).detach().to(x.dtype).reshape(-1)
     if qt.ndim > 1 or (isinstance(q, Tensor) and q.ndim > 1):
         raise RuntimeError(f"{op}: q must be a scalar or a 1-d tensor, got shape {tuple(q.shape)}")
-    qa = qt._data if type(qt) is Tensor else None
-    if qa is not None and ((qa < 0) | (qa > 1)).any():
+    # q's range is checked where its values are on the host (as PyTorch, which checks a CPU q
+    # only): on a device it would be a hidden device-to-host read.
+    if isinstance(q, Tensor):
+        qa = q._data if type(q) is Tensor else None  # a traced q has no values to check
+    else:
+        qa = q if is_array(q) else np.asarray(q)
+    if qa.__class__ is np.ndarray and ((qa < 0) | (qa > 1)).any():
         raise RuntimeError(f"{op}: q values must be in the range [0, 1]")
     xs, d = _move_last(x, dim, op)
     n = xs.shape[-1]
@@ -363,7 +370,8 @@ def _quantile(op, input, q, dim, keepdim, interpolation, nan_skip):
         raise IndexError(f"{op}: can't compute it over an empty dimension")
     vals = L.sort(xs, -1).values
     nan = xs.isnan()
-    cnt = (~nan).sum(-1, keepdim=True).to(x.dtype) if nan_skip else L.full((1,), float(n), dtype=x.dtype)
+    cnt = ((~nan).sum(-1, keepdim=True).to(x.dtype) if nan_skip
+           else L.full((1,), float(n), dtype=x.dtype, device=x.device))
     pos = qt * (cnt - 1).clamp(min=0)  # (..., Q)
     lo, hi = pos.floor(), pos.ceil()
     if interpolation == "nearest":
@@ -521,7 +529,7 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     L = _L()
     e = _as_tensor(elements)
     t = _as_tensor(test_elements).reshape(-1)
-    hit = (e[..., None] == t).any(-1) if t.shape[0] else L.zeros(tuple(e.shape), dtype=L.bool)
+    hit = (e[..., None] == t).any(-1) if t.shape[0] else L.zeros(tuple(e.shape), dtype=L.bool, device=e.device)
     return ~hit if invert else hit
 
 
@@ -607,7 +615,7 @@ def bincount(input, weights=None, minlength=0):
         return _wrap(np.bincount(arr, minlength=n).astype(np.int64))
     w = _as_tensor(weights)
     w = w if w.dtype.kind in "fc" else w.to(L.float64)
-    return L.zeros(n, dtype=w.dtype).scatter_add(0, x, w)
+    return L.zeros(n, dtype=w.dtype, device=w.device).scatter_add(0, x, w)
 
 
 def builtins_max(a, b):

@@ -191,7 +191,9 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 
     input = _as_tensor(input)
     if repeats is None:
-        return repeat_interleave(_wrap(np.arange(input.shape[0] if input.ndim else 1)), input, 0)
+        from ..creation import arange
+
+        return repeat_interleave(arange(input.shape[0] if input.ndim else 1, device=input.device), input, 0)
     if dim is None:
         input, d = flatten(input), 0
     else:

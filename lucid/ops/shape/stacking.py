@@ -253,7 +253,9 @@ def block_diag(*tensors):
     [[1.0, 1.0, 0.0], [0.0, 0.0, 3.0]]
     """
     if not tensors:
-        return _wrap(np.zeros((1, 0), dtypes.get_default_dtype().dtype))
+        from ..creation import _finish
+
+        return _finish(np.zeros((1, 0), dtypes.get_default_dtype().dtype), False, None, "block_diag")
     ts = []
     for t in (_as_tensor(t) for t in tensors):
         if t.ndim > 2:
@@ -309,12 +311,14 @@ def combinations(input, r=2, with_replacement=False):
     return input[_wrap(idx)]
 
 
-def _tri_indices(op, fn, row, col, offset, dtype):
+def _tri_indices(op, fn, row, col, offset, dtype, device):
     if row < 0 or col < 0:
         raise RuntimeError(f"{op}: row and col must be non-negative, got {row}, {col}")
     dt = dtypes.to_dtype(dtype) if dtype is not None else np.dtype(np.int64)
     r, c = fn(row, offset, col)
-    return _wrap(np.stack([r, c]).astype(dt).reshape(2, -1))
+    from ..creation import _finish
+
+    return _finish(np.stack([r, c]).astype(dt).reshape(2, -1), False, device, op)
 
 
 def tril_indices(row, col, offset=0, *, dtype=None, device=None):
@@ -329,7 +333,7 @@ def tril_indices(row, col, offset=0, *, dtype=None, device=None):
     from ..creation import device_arg
 
     device_arg(device, "tril_indices")
-    return _tri_indices("tril_indices", np.tril_indices, row, col, offset, dtype)
+    return _tri_indices("tril_indices", np.tril_indices, row, col, offset, dtype, device)
 
 
 def triu_indices(row, col, offset=0, *, dtype=None, device=None):
@@ -337,7 +341,7 @@ def triu_indices(row, col, offset=0, *, dtype=None, device=None):
     from ..creation import device_arg
 
     device_arg(device, "triu_indices")
-    return _tri_indices("triu_indices", np.triu_indices, row, col, offset, dtype)
+    return _tri_indices("triu_indices", np.triu_indices, row, col, offset, dtype, device)
 
 
 __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "block_diag", "cartesian_prod", "column_stack",
