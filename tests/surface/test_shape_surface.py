@@ -72,3 +72,12 @@ def test_matches_torch():
     both(lambda L, a: a.ravel(), m.T.copy())
     assert lucid.tril_indices(4, 3, 1).tolist() == torch.tril_indices(4, 3, 1).tolist()
     assert lucid.triu_indices(3, 4, -1).tolist() == torch.triu_indices(3, 4, -1).tolist()
+
+
+def test_combinations_of_zero_elements_is_empty_as_pytorch():
+    """r=0 gives an empty 1-d tensor (PyTorch after pytorch#69414; it used to crash here)."""
+    x = lucid.tensor([1.0, 2.0, 3.0])
+    out = lucid.combinations(x, r=0)
+    assert tuple(out.shape) == (0,) and out.dtype == x.dtype
+    assert tuple(lucid.combinations(x, r=4).shape) == (0, 4)  # more than there are: no rows
+    assert lucid.combinations(x, r=3).tolist() == [[1.0, 2.0, 3.0]]

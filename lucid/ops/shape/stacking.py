@@ -304,9 +304,11 @@ def combinations(input, r=2, with_replacement=False):
         raise RuntimeError(f"combinations: expected a 1-d tensor, got shape {tuple(input.shape)}")
     if r < 0:
         raise RuntimeError(f"combinations: r must be non-negative, got {r}")
+    if r == 0:  # PyTorch's: an empty 1-d tensor (itertools' one empty tuple has no elements)
+        return input[:0].clone()
     pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
     idx = np.array(list(pick(range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
-    if r == 0 or idx.shape[0] == 0:  # no combinations: an empty (0, r) result, as PyTorch
+    if idx.shape[0] == 0:  # no combinations: an empty (0, r) result, as PyTorch
         return input[_wrap(np.zeros((0, r), np.int64))]
     return input[_wrap(idx)]
 
