@@ -102,3 +102,26 @@ def assert_closed_form(got, want):
     else:
         np.testing.assert_allclose(got, want, rtol=4 * np.finfo(np.float64).eps, atol=0)
 
+
+
+def assert_same_on_device(fn, x0, *, device="strict", reads_host=False, what=""):
+    """``fn(dev, x)`` (a scalar loss of a tensor ``x`` made from ``x0``) on the CPU and on
+    ``device`` with the CPU as default device: the value and ``x``'s gradient agree to ~1e-12,
+    both stay on their device and, unless ``reads_host``, the device run reads nothing back."""
+    import numpy as np
+
+    import lucid
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    got = {}
+    for dev in ("cpu", device):
+        x = lucid.tensor(x0, device=dev, requires_grad=True)
+        reads = strict_device.HOST_READS[0]
+        y = fn(dev, x)
+        y.backward()
+        assert reads_host or strict_device.HOST_READS[0] == reads, f"{what}: a hidden device-to-host read"
+        assert y.device.type == dev and x.grad.device.type == dev, what
+        got[dev] = y.detach().cpu().numpy(), x.grad.cpu().numpy()
+    np.testing.assert_allclose(got[device][0], got["cpu"][0], rtol=1e-12, err_msg=what)
+    np.testing.assert_allclose(got[device][1], got["cpu"][1], rtol=1e-12, atol=1e-15, err_msg=what)

@@ -11,6 +11,8 @@ import lucid.nn as nn
 import lucid.nn.functional as F
 from lucid.autograd import gradcheck
 
+from conftest import assert_same_on_device
+
 RNG = np.random.default_rng(51)
 
 
@@ -120,17 +122,7 @@ def test_extra_losses_on_a_device_match_the_cpu():
                                                        list(ilens), list(tlens), reduction="sum"), True),
     ]
     for name, x0, fn, host_side in cases:
-        got = {}
-        for dev in ("cpu", "strict"):
-            a = lucid.tensor(x0, device=dev, requires_grad=True)
-            reads = strict_device.HOST_READS[0]
-            y = fn(dev, a)
-            y.backward()
-            assert host_side or strict_device.HOST_READS[0] == reads, name
-            assert y.device.type == dev and a.grad.device.type == dev, name
-            got[dev] = npy(y.cpu()), npy(a.grad.cpu())
-        np.testing.assert_allclose(got["strict"][0], got["cpu"][0], rtol=1e-12, err_msg=name)
-        np.testing.assert_allclose(got["strict"][1], got["cpu"][1], rtol=1e-12, atol=1e-15, err_msg=name)
+        assert_same_on_device(fn, x0, reads_host=host_side, what=name)
 
 
 def _ctc_brute(lp, target, blank=0):

@@ -7,6 +7,8 @@ import lucid.nn as nn
 import lucid.nn.functional as F
 from lucid.autograd import gradcheck
 
+from conftest import assert_same_on_device
+
 RNG = np.random.default_rng(1)
 
 
@@ -234,18 +236,4 @@ DEVICE_CASES = [
 
 @pytest.mark.parametrize("name,fn", DEVICE_CASES, ids=[c[0] for c in DEVICE_CASES])
 def test_class_losses_on_a_device_match_the_cpu_and_read_nothing_back(name, fn):
-    from lucid.testing import strict_device
-
-    strict_device.enable()
-    x0 = RNG.normal(size=(5, 3))
-    got = {}
-    for dev in ("cpu", "strict"):
-        x = lucid.tensor(x0, device=dev, requires_grad=True)
-        reads = strict_device.HOST_READS[0]
-        y = fn(dev, x)
-        y.backward()
-        assert strict_device.HOST_READS[0] == reads  # no hidden device-to-host copy
-        assert y.device.type == dev and x.grad.device.type == dev
-        got[dev] = y.detach().cpu().numpy(), x.grad.cpu().numpy()
-    np.testing.assert_allclose(got["strict"][0], got["cpu"][0], rtol=1e-12)
-    np.testing.assert_allclose(got["strict"][1], got["cpu"][1], rtol=1e-12, atol=1e-15)
+    assert_same_on_device(fn, RNG.normal(size=(5, 3)), what=name)
