@@ -30,29 +30,13 @@ import weakref
 
 import numpy as np
 
-from .._core.backend import as_strided, namespace_of, xp
+from .._core.backend import namespace_of, xp
 from .._core.grad_mode import STATE
-from .._core.kernels import Kernel, kernel_for
 from .._core.primitive import TN, bind, defprim
 from ._family import _as_tensor, conj_if_complex, move_bdim, quiet
+from .conv_device import _device_cols, _fused_cols, _fused_transpose, _pad_crop  # See NOTE [Conv on a device]
 
 # ----------------------------------------------------------------- array helpers
-
-
-def _pad_crop(x, padding, value=0.0):
-    """Pad the spatial dims of ``x`` (N, C, *S) by ``(lo, hi)`` pairs; negative pads crop."""
-    if all(lo == 0 and hi == 0 for lo, hi in padding):
-        return x
-    crop = (slice(None), slice(None)) + tuple(
-        slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(padding, x.shape[2:]))
-    x = x[crop]
-    pos = [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
-    if not any(lo or hi for lo, hi in pos):
-        return x
-    shape = x.shape[:2] + tuple(n + lo + hi for (lo, hi), n in zip(pos, x.shape[2:]))
-    out = namespace_of(x).full(shape, value, dtype=x.dtype)
-    out[(slice(None), slice(None)) + tuple(slice(lo, lo + n) for (lo, _), n in zip(pos, x.shape[2:]))] = x
-    return out
 
 
 def _window(off, stride, dilation, out_sp):
@@ -357,77 +341,6 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
     return _channel_major(out)
 
 
-# NOTE [Conv on a device]
-# On a device (CuPy; cuDNN is not in CuPy 14) a conv is an im2col into (N, G, Cg*K, P) columns
-# and one batched matmul (cuBLAS); its weight gradient one im2col in the GEMM's layout
-# (C, *K, N, *out) and one GEMM; a transposed conv (a conv's input gradient) one batched
-# GEMM to columns (N, Cout, *K, *in) and a col2im that gathers them. For 1-D and 2-D convs in
-# float32/float64, im2col and col2im are fused kernels (NOTE [Fused device kernels]: padding
-# and cropping included, one launch each). Otherwise im2col is one strided view of the padded
-# input copied once, a stride-1 transposed conv is the conv of its input with the flipped
-# kernel, and other strides scatter the GEMM's columns back one kernel offset at a time. The
-# CPU path's machinery (scratch pools, column cache, flat shifts) exists to save host memory
-# traffic and page faults; CuPy's memory pool already reuses blocks, and its arrays need not
-# support weak references, so the device path keeps none of it.
-_IM2COL = Kernel("lucid_im2col", "const T* x, long long N, long long C, long long H, long long W, long long KH, "
-                 "long long KW, long long OH, long long OW, long long sh, long long sw, long long ph, "
-                 "long long pw, long long dh, long long dw, int channel_major, T* cols", """
-    // cols is (N, C, KH, KW, OH, OW), or with channel_major (C, KH, KW, N, OH, OW). The index
-    // arithmetic is in Z: int where every index fits (a GPU divides 32-bit integers several
-    // times faster than 64-bit ones), else long long.
-    Z r = (Z)i;
-    const Z ow = r % (Z)OW; r /= (Z)OW;
-    const Z oh = r % (Z)OH; r /= (Z)OH;
-    Z n = 0;
-    if (channel_major) { n = r % (Z)N; r /= (Z)N; }
-    const Z kw = r % (Z)KW; r /= (Z)KW;
-    const Z kh = r % (Z)KH; r /= (Z)KH;
-    const Z c = channel_major ? r : r % (Z)C;
-    if (!channel_major) n = r / (Z)C;
-    const Z h = oh * (Z)sh + kh * (Z)dh - (Z)ph, w = ow * (Z)sw + kw * (Z)dw - (Z)pw;
-    cols[i] = (h >= 0 && h < (Z)H && w >= 0 && w < (Z)W) ? x[((n * (Z)C + c) * (Z)H + h) * (Z)W + w] : (T)0;
-""", types=("T", "Z"))
-
-
-def _fused_cols(x, ksize, stride, padding, dilation, out_sp, channel_major=False):
-    """im2col of a 1-D or 2-D conv as one kernel, padding and cropping included (the generic
-    path pads with a fill and a copy first: three launches): (N, C, *K, *out), or with
-    ``channel_major`` (C, *K, N, *out), the layout of the weight gradient's GEMM. None where
-    it does not apply. See NOTE [Fused device kernels]."""
-    if len(ksize) > 2 or x.dtype not in (np.float32, np.float64) or not x.flags["C_CONTIGUOUS"]:
-        return None
-    n, c = x.shape[:2]
-    size = n * c * math.prod(ksize) * math.prod(out_sp)  # of the columns; every index is below it or x.size
-    launch = kernel_for(x, _IM2COL, x.dtype, np.dtype(np.int32 if max(size, x.size) < 2 ** 31 else np.int64))
-    if launch is None:
-        return None
-    pad = lambda seq: (1,) * (2 - len(ksize)) + tuple(seq)  # noqa: E731 - 1-D as a 2-D conv of height 1
-    (h, w), (kh, kw), (oh, ow) = pad(x.shape[2:]), pad(ksize), pad(out_sp)
-    (sh, sw), (dh, dw) = pad(stride), pad(dilation)
-    ph, pw = (0,) * (2 - len(ksize)) + tuple(lo for lo, _ in padding)
-    shape = (c, kh, kw, n, oh, ow) if channel_major else (n, c, kh, kw, oh, ow)
-    cols = namespace_of(x).empty(shape, dtype=x.dtype)
-    launch(cols.size, x, n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(channel_major), cols)
-    return cols
-
-
-def _device_cols(x, ksize, stride, padding, dilation, groups, out_sp):
-    """im2col of a device array: columns (N, G, Cg*K, prod(out_sp))."""
-    n, c = x.shape[:2]
-    cols = _fused_cols(x, ksize, stride, padding, dilation, out_sp)
-    if cols is not None:
-        return cols.reshape(n, groups, (c // groups) * math.prod(ksize), math.prod(out_sp))
-    xpd = _pad_crop(x, padding)
-    # One strided view (N, C, *K, *out) of the padded input, copied once: a single kernel,
-    # where stacking one slice per kernel offset cost a launch each plus CuPy's concatenate.
-    sp = xpd.strides[2:]
-    view = as_strided(xpd, (n, c) + tuple(ksize) + tuple(out_sp),
-                      xpd.strides[:2] + tuple(st * d for st, d in zip(sp, dilation))
-                      + tuple(st * s for st, s in zip(sp, stride)))
-    cols = xp.ascontiguousarray(view)
-    return cols.reshape(n, groups, (c // groups) * math.prod(ksize), math.prod(out_sp))
-
-
 def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     n, cin = x.shape[:2]
     in_sp = x.shape[2:]
@@ -456,59 +369,6 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     for off in _offsets(ksize):
         y[lead + _window(off, stride, dilation, in_sp)] += cg[(slice(None),) + off]
     return _channel_major(y[crop])
-
-
-_COL2IM = Kernel("lucid_col2im", "const T* cols, long long C, long long OH, long long OW, long long KH, "
-                 "long long KW, long long IH, long long IW, long long sh, long long sw, long long ph, "
-                 "long long pw, long long dh, long long dw, T* y", """
-    // y (N, C, OH, OW) gathers the columns (N, C, KH, KW, IH, IW) that land on it: input
-    // position ih meets output oh through offset kh where ih * sh + kh * dh == oh + ph. One
-    // thread per output element sums its terms in offset order (no atomics: deterministic).
-    // Z is the index type, as in lucid_im2col.
-    Z r = (Z)i;
-    const Z ow = r % (Z)OW; r /= (Z)OW;
-    const Z oh = r % (Z)OH; r /= (Z)OH;  // r is now n * C + c
-    T acc = 0;
-    for (Z kh = 0; kh < (Z)KH; ++kh) {
-        const Z th = oh + (Z)ph - kh * (Z)dh;
-        if (th < 0 || th % (Z)sh) continue;
-        const Z ih = th / (Z)sh;
-        if (ih >= (Z)IH) continue;
-        for (Z kw = 0; kw < (Z)KW; ++kw) {
-            const Z tw = ow + (Z)pw - kw * (Z)dw;
-            if (tw < 0 || tw % (Z)sw) continue;
-            const Z iw = tw / (Z)sw;
-            if (iw >= (Z)IW) continue;
-            acc += cols[(((r * (Z)KH + kh) * (Z)KW + kw) * (Z)IH + ih) * (Z)IW + iw];
-        }
-    }
-    y[i] = acc;
-""", types=("T", "Z"))
-
-
-def _fused_transpose(x, w, stride, padding, dilation, groups, out_size):
-    """A 1-D or 2-D transposed conv (the input gradient of a conv) on a device: one batched GEMM
-    to columns (N, Cout, *K, *in) and one gathering col2im kernel, for any stride (the generic
-    path adds one kernel offset at a time). None where the kernel does not apply.
-    See NOTE [Fused device kernels]."""
-    ksize = tuple(w.shape[2:])
-    if len(ksize) > 2 or x.dtype not in (np.float32, np.float64) or w.dtype != x.dtype or x.size == 0:
-        return None
-    n, cin = x.shape[:2]
-    cout = groups * w.shape[1]
-    size = n * cout * math.prod(ksize) * math.prod(x.shape[2:])  # of the columns
-    launch = kernel_for(x, _COL2IM, x.dtype, np.dtype(np.int32 if size < 2 ** 31 else np.int64))
-    if launch is None:
-        return None
-    w2 = w.reshape(groups, cin // groups, -1).transpose(0, 2, 1)  # (G, Coutg*K, Cing)
-    cols = xp.matmul(w2, x.reshape(n, groups, cin // groups, -1))  # (N, G, Coutg*K, P): (N, Cout, *K, *in)
-    pad = lambda seq: (1,) * (2 - len(ksize)) + tuple(seq)  # noqa: E731 - 1-D as a 2-D conv of height 1
-    (ih, iw), (kh, kw), (oh, ow) = pad(x.shape[2:]), pad(ksize), pad(out_size)
-    (sh, sw), (dh, dw) = pad(stride), pad(dilation)
-    ph, pw = (0,) * (2 - len(ksize)) + tuple(padding)
-    y = namespace_of(x).empty((n, cout) + tuple(out_size), dtype=x.dtype)
-    launch(y.size, xp.ascontiguousarray(cols), cout, oh, ow, kh, kw, ih, iw, sh, sw, ph, pw, dh, dw, y)
-    return y
 
 
 def _transpose_as_conv(x, w, padding, dilation, groups, out_size):

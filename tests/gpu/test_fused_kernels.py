@@ -15,7 +15,7 @@ import lucid
 from lucid import nn
 from lucid._core import backend, kernels
 from lucid.nn.functional import loss as loss_mod
-from lucid.ops import conv as conv_mod
+from lucid.ops import conv_device as conv_mod
 from lucid.ops.elementwise import transcendental
 from lucid.optim import adam, sgd
 from lucid.testing import strict_device
