@@ -113,3 +113,48 @@ def test_device_inputs_give_device_outputs(name):
     assert out.device.type == D
     if out.requires_grad:
         out.float().sum().backward()
+
+
+def _transform_cases():
+    import lucid.func as func
+    from lucid.autograd.functional import hessian, hvp, jacobian
+    from lucid.utils.checkpoint import checkpoint
+
+    xs = np.linspace(-1, 1, 4)
+    w = lucid.tensor(np.arange(12.0).reshape(3, 4) / 10, device=D)
+
+    def f(t):
+        return (w @ t.sin()).tanh()
+
+    def g(t):
+        return (t.exp() * t).sum()
+
+    def arg(rg=False):
+        return lucid.tensor(xs, device=D, requires_grad=rg)
+
+    ones = lucid.ones(4, device=D, dtype=lucid.float64)
+    return {
+        "jacrev": lambda: func.jacrev(f)(arg()),
+        "jacrev chunked": lambda: func.jacrev(f, chunk_size=1)(arg()),
+        "jacfwd": lambda: func.jacfwd(f)(arg()),
+        "hessian": lambda: func.hessian(g)(arg()),
+        "vmap(grad)": lambda: func.vmap(func.grad(g))(arg().reshape(2, 2)),
+        "vjp": lambda: func.vjp(f, arg())[1](lucid.ones(3, device=D, dtype=lucid.float64))[0],
+        "jvp": lambda: func.jvp(f, (arg(),), (ones,))[1],
+        "linearize": lambda: func.linearize(f, arg())[1](ones),
+        "vmap randomness": lambda: func.vmap(lambda t: t + lucid.randn(4, device=D, dtype=lucid.float64),
+                                             randomness="different")(arg().expand(3, 4)),
+        "autograd.jacobian": lambda: jacobian(f, arg()),
+        "autograd.jacobian vectorized": lambda: jacobian(f, arg(), vectorize=True),
+        "autograd.hessian": lambda: hessian(g, arg()),
+        "autograd.hvp": lambda: hvp(g, arg(), ones)[1],
+        "checkpoint": lambda: checkpoint(f, arg(True), use_reentrant=False),
+    }
+
+
+@pytest.mark.skipif(D != "strict" and not lucid.cuda.is_available(), reason=f"no {D} device")
+@pytest.mark.parametrize("name", sorted(_transform_cases()))
+def test_transforms_of_device_inputs_stay_on_the_device(name):
+    out = _transform_cases()[name]()
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    assert {o.device.type for o in outs if isinstance(o, lucid.Tensor)} == {D}
