@@ -61,6 +61,17 @@ _IM2COL = Kernel("lucid_im2col", "const T* x, long long N, long long C, long lon
 """, types=("T", "Z"))
 
 
+def _plane(nd, seq, fill=1):
+    """A 1-D conv's sizes as those of a 2-D conv of height 1 (``fill`` for the height)."""
+    return (fill,) * (2 - nd) + tuple(seq)
+
+
+def _index_dtype(largest):
+    """The kernels' index type: int32 where every index is below ``largest`` < 2**31 (a GPU
+    divides 32-bit integers several times faster than 64-bit ones), else int64."""
+    return np.dtype(np.int32 if largest < 2 ** 31 else np.int64)
+
+
 def _fused_cols(x, ksize, stride, padding, dilation, out_sp, channel_major=False):
     """im2col of a 1-D or 2-D conv as one kernel, padding and cropping included (the generic
     path pads with a fill and a copy first: three launches): (N, C, *K, *out), or with
@@ -70,13 +81,13 @@ def _fused_cols(x, ksize, stride, padding, dilation, out_sp, channel_major=False
         return None
     n, c = x.shape[:2]
     size = n * c * math.prod(ksize) * math.prod(out_sp)  # of the columns; every index is below it or x.size
-    launch = kernel_for(x, _IM2COL, x.dtype, np.dtype(np.int32 if max(size, x.size) < 2 ** 31 else np.int64))
+    launch = kernel_for(x, _IM2COL, x.dtype, _index_dtype(max(size, x.size)))
     if launch is None:
         return None
-    pad = lambda seq: (1,) * (2 - len(ksize)) + tuple(seq)  # noqa: E731 - 1-D as a 2-D conv of height 1
-    (h, w), (kh, kw), (oh, ow) = pad(x.shape[2:]), pad(ksize), pad(out_sp)
-    (sh, sw), (dh, dw) = pad(stride), pad(dilation)
-    ph, pw = (0,) * (2 - len(ksize)) + tuple(lo for lo, _ in padding)
+    nd = len(ksize)
+    (h, w), (kh, kw), (oh, ow) = _plane(nd, x.shape[2:]), _plane(nd, ksize), _plane(nd, out_sp)
+    (sh, sw), (dh, dw) = _plane(nd, stride), _plane(nd, dilation)
+    ph, pw = _plane(nd, (lo for lo, _ in padding), fill=0)
     shape = (c, kh, kw, n, oh, ow) if channel_major else (n, c, kh, kw, oh, ow)
     cols = namespace_of(x).empty(shape, dtype=x.dtype)
     launch(cols.size, x, n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(channel_major), cols)
@@ -139,15 +150,15 @@ def _fused_transpose(x, w, stride, padding, dilation, groups, out_size):
     n, cin = x.shape[:2]
     cout = groups * w.shape[1]
     size = n * cout * math.prod(ksize) * math.prod(x.shape[2:])  # of the columns
-    launch = kernel_for(x, _COL2IM, x.dtype, np.dtype(np.int32 if size < 2 ** 31 else np.int64))
+    launch = kernel_for(x, _COL2IM, x.dtype, _index_dtype(size))
     if launch is None:
         return None
     w2 = w.reshape(groups, cin // groups, -1).transpose(0, 2, 1)  # (G, Coutg*K, Cing)
     cols = xp.matmul(w2, x.reshape(n, groups, cin // groups, -1))  # (N, G, Coutg*K, P): (N, Cout, *K, *in)
-    pad = lambda seq: (1,) * (2 - len(ksize)) + tuple(seq)  # noqa: E731 - 1-D as a 2-D conv of height 1
-    (ih, iw), (kh, kw), (oh, ow) = pad(x.shape[2:]), pad(ksize), pad(out_size)
-    (sh, sw), (dh, dw) = pad(stride), pad(dilation)
-    ph, pw = (0,) * (2 - len(ksize)) + tuple(padding)
+    nd = len(ksize)
+    (ih, iw), (kh, kw), (oh, ow) = _plane(nd, x.shape[2:]), _plane(nd, ksize), _plane(nd, out_size)
+    (sh, sw), (dh, dw) = _plane(nd, stride), _plane(nd, dilation)
+    ph, pw = _plane(nd, padding, fill=0)
     y = namespace_of(x).empty((n, cout) + tuple(out_size), dtype=x.dtype)
     launch(y.size, xp.ascontiguousarray(cols), cout, oh, ow, kh, kw, ih, iw, sh, sw, ph, pw, dh, dw, y)
     return y
