@@ -6,7 +6,8 @@ import math
 import numpy as np
 
 import lucid
-from .._core.backend import host_fallback, xp
+from .._core.backend import DEVICE_NAMESPACES, host_fallback, namespace_of, xp
+from .._core.kernels import Kernel, kernel_for
 from .._core.primitive import bind
 from ..ops._family import nondiff
 from . import constraints
@@ -64,8 +65,75 @@ def _von_mises_impl(concentration, key):
     return xp.asarray(x.reshape(shape)).astype(dt, copy=False)
 
 
-# A data-dependent rejection loop: on a device it runs on the host (NOTE [Host fallback]).
-von_mises_sample_p = nondiff("von_mises_sample", host_fallback(_von_mises_impl))
+# NOTE [Von Mises on a device]
+# The rejection loop takes a random number of rounds per element, so as whole-array calls it
+# would read back after every round to learn whether any element is left. On a device it is
+# one fused kernel instead (NOTE [Fused device kernels]): a thread per element runs the very
+# loop of ``_von_mises_impl``, with the same splitmix64 stream from the key's bits, so the
+# same (concentration, key) gives the same draw as on the CPU. The arithmetic is the same
+# IEEE operations; only cos, acos and log come from the device's math library (a GPU's are
+# within 1-2 ulp, and NVRTC fuses multiply-adds), so draws agree to about 1e-15, and an
+# accept test lands on the other side of its boundary with a probability of the order of
+# 1e-16 per draw. Unlike the CPU loop, a thread gives up after _VON_MISES_ROUNDS rounds with
+# NaN: each round accepts with probability above 0.65 for any concentration, so a finite one
+# never gets there, while a concentration of 0 or NaN never accepts (the CPU loop then runs
+# forever) and a GPU thread must end. Where the device runs no kernels (no compiler for the
+# strict stand-in), the loop runs on the host (NOTE [Host fallback]).
+_VON_MISES_ROUNDS = 1000
+_VON_MISES = Kernel("lucid_von_mises", "const double* kappa, const long long* key, double* out", f"""
+    const double k = kappa[i];
+    const double kk = k > 1e-300 ? k : 1e-300;
+    const double tau = 1 + sqrt(1 + 4 * (k * k));
+    const double rho = (tau - sqrt(2 * tau)) / (2 * kk);
+    const double r = k < 1e-5 ? 1 / kk + k : (1 + rho * rho) / (2 * rho);
+    unsigned long long s = (unsigned long long)key[i];
+    out[i] = LUCID_NAN;
+    for (int tries = 0; tries < {_VON_MISES_ROUNDS}; ++tries) {{
+        double u[3];
+        for (int j = 0; j < 3; ++j) {{  // splitmix64, its output the next state, as _uniforms
+            s += 0x9E3779B97F4A7C15ULL;
+            s = (s ^ (s >> 30)) * 0xBF58476D1CE4E5B9ULL;
+            s = (s ^ (s >> 27)) * 0x94D049BB133111EBULL;
+            s = s ^ (s >> 31);
+            u[j] = (double)(s >> 11) * 1.1102230246251565e-16;  // 2**-53
+        }}
+        const double z = cos(3.141592653589793 * u[0]);
+        const double f = (1 + r * z) / (r + z);
+        const double c = k * (r - f);
+        if (c * (2 - c) - u[1] > 0 || log(c / u[1]) + 1 - c >= 0) {{
+            const double d = u[2] - 0.5;
+            const double fc = f < -1 ? -1.0 : (f > 1 ? 1.0 : f);
+            out[i] = ((d > 0) - (d < 0)) * acos(fc);
+            return;
+        }}
+    }}
+""", types=())
+_von_mises_on_host = host_fallback(_von_mises_impl)
+
+
+def _von_mises_on_device(concentration, key):
+    """The sampler's fused kernel on the operands' device (NOTE [Von Mises on a device])."""
+    device_operand = key if key.__class__ in DEVICE_NAMESPACES else concentration
+    launch = kernel_for(device_operand, _VON_MISES)
+    if launch is None:
+        return _von_mises_on_host(concentration, key)
+    ns = namespace_of(device_operand)
+    shape = np.broadcast_shapes(getattr(concentration, "shape", ()), getattr(key, "shape", ()))
+    kappa = ns.ascontiguousarray(ns.broadcast_to(ns.asarray(concentration, dtype=np.float64), shape))
+    bits = ns.ascontiguousarray(ns.broadcast_to(ns.asarray(key, dtype=np.float64), shape)).view(np.int64)
+    out = ns.empty(shape, dtype=np.float64)
+    launch(out.size, kappa, bits, out)
+    dt = key.dtype if getattr(key, "dtype", None) is not None and key.dtype.kind == "f" else np.dtype(np.float64)
+    return out.astype(dt, copy=False)
+
+
+def _von_mises_sample(concentration, key):
+    if concentration.__class__ in DEVICE_NAMESPACES or key.__class__ in DEVICE_NAMESPACES:
+        return _von_mises_on_device(concentration, key)
+    return _von_mises_impl(concentration, key)
+
+
+von_mises_sample_p = nondiff("von_mises_sample", _von_mises_sample)
 
 
 class VonMises(Distribution):

@@ -573,6 +573,13 @@ def multigammaln(input, p):
     p : int
         The dimension, ``p >= 1``.
 
+    Notes
+    -----
+    On the CPU an element ``<= (p - 1) / 2`` raises, as in PyTorch. On a device that check is
+    skipped, since it would read a value back every call (PyTorch's CUDA check does): such an
+    element gives the sum of its ``log|Gamma|`` terms, not an error (README "Differences from
+    PyTorch").
+
     Examples
     --------
     >>> import lucid
@@ -585,10 +592,12 @@ def multigammaln(input, p):
     if x.dtype.kind == "c":
         raise TypeError(f"multigammaln: not supported for complex tensors (a function of real arguments, as in "
                         f"PyTorch) (input of shape {tuple(x.shape)}, dtype {x.dtype})")
-    if x.__class__ is Tensor and x.numel() and not bool(np.all(x._data > (p - 1) / 2)):
+    # CPU-only, as one_hot's: on a device the check would read back every call (the docstring).
+    if x.__class__ is Tensor and x._data.__class__ is np.ndarray and x.numel() \
+            and not bool(np.all(x._data > (p - 1) / 2)):
         raise RuntimeError(f"multigammaln: all elements must be greater than (p-1)/2 = {(p - 1) / 2} "
                            f"(input of shape {tuple(x.shape)})")
-    offsets = _wrap(namespace_of(x).arange(p, dtype=x.dtype) * 0.5)
+    offsets = _wrap(namespace_of(x).arange(p, dtype=x.dtype)) * 0.5  # a Tensor op: on x's device
     terms = gammaln(x.unsqueeze(-1) - offsets)
     return terms.sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
 
