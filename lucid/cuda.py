@@ -64,7 +64,10 @@ def set_device(device) -> None:
     """Make ``device`` (an index, ``"cuda:N"`` or a :class:`lucid.device`) the current one."""
     cupy = _cupy("set_device")
     index = device if isinstance(device, int) else _backend.device(device).index or 0
+    previous = cupy.cuda.runtime.getDevice()
     cupy.cuda.runtime.setDevice(index)
+    # arrays may live on the device that stopped being current (NOTE [Several devices])
+    _backend.note_device(_backend._BACKENDS["cuda"], previous)
 
 
 def _index(device, name):

@@ -27,6 +27,8 @@ import types
 
 import numpy as np
 
+from .grad_mode import ACTIVE_TRACES
+
 # NumPy's namespace as op impls see it (NOTE [Backends]): ``xp.f(operand)`` dispatches to the
 # operand's device, and the conversions ``asarray``/``array``/``ascontiguousarray`` keep a
 # device array on its device (NumPy's would pull it to the host, or raise).
@@ -41,13 +43,17 @@ _np_asarray, _np_array, _np_ascontiguousarray = np.asarray, np.array, np.asconti
 
 def _xp_asarray(a, dtype=None, order=None, **kwargs):
     if a.__class__ in DEVICE_NAMESPACES:
-        return a if dtype is None else a.astype(dtype, copy=False)
+        if dtype is None:
+            return a
+        with on_device(a):
+            return a.astype(dtype, copy=False)
     return _np_asarray(a, dtype, order, **kwargs)
 
 
 def _xp_array(a, dtype=None, *, copy=True, order="K", **kwargs):
     if a.__class__ in DEVICE_NAMESPACES:
-        return a.astype(a.dtype if dtype is None else dtype, copy=bool(copy))
+        with on_device(a):
+            return a.astype(a.dtype if dtype is None else dtype, copy=bool(copy))
     return _np_array(a, dtype, copy=copy, order=order, **kwargs)
 
 
@@ -170,6 +176,15 @@ class Backend:
     kernels : callable, optional
         ``kernels(kernel, dtypes) -> launch`` builds a fused kernel for this device
         (:mod:`lucid._core.kernels`); None where fused kernels are not used.
+    device_count, current_index : callable, optional
+        How many devices of this type there are (1), and the index of the current one (0):
+        the one its array module computes on and allocates on (CuPy's current device).
+    use_device : callable, optional
+        ``use_device(index)`` -> a context manager making device ``index`` current
+        (NOTE [Several devices]).
+    move : callable, optional
+        ``move(array, index) -> array``: a copy on device ``index`` of the same type, device to
+        device (None: through the host).
 
     Examples
     --------
@@ -180,7 +195,8 @@ class Backend:
 
     def __init__(self, type, xp, array_type, *, device_of, to_numpy, from_numpy,  # noqa: A002
                  numpy_view=True, special=None, scipy_linalg=None, implicit_numpy=None,
-                 synchronize=None, kernels=None):
+                 synchronize=None, kernels=None, device_count=None, current_index=None,
+                 use_device=None, move=None):
         self.type, self.xp, self.array_type = type, xp, array_type
         self.device_of, self.to_numpy, self.from_numpy = device_of, to_numpy, from_numpy
         self.numpy_view = numpy_view
@@ -191,6 +207,9 @@ class Backend:
         # ``kernels(kernel, dtypes) -> launch``: how this device runs fused kernels (NOTE
         # [Fused device kernels] in kernels.py); None where it runs none (NumPy's CPU).
         self.kernels, self.kernel_cache = kernels, {}
+        self.device_count = device_count or (lambda: 1)
+        self.current_index = current_index or (lambda: 0)
+        self.use_device, self.move = use_device, move
 
     def special(self):
         if self._special is None:
@@ -233,12 +252,135 @@ def unregister_backend(type_name: str) -> None:  # noqa: A002
     b = _BACKENDS.pop(type_name, None)
     if b is None or b is CPU_BACKEND:
         return
+    if type_name in _GUARDED_BY:
+        _GUARDED_BY.discard(type_name)
+        if not _GUARDED_BY:
+            DEVICE_GUARD[0] = False
+            ACTIVE_TRACES[0] -= 1
     _BY_TYPE.pop(b.array_type, None)
     DEVICE_NAMESPACES.pop(b.array_type, None)
     if type_name in AVAILABLE_DEVICES:
         AVAILABLE_DEVICES.remove(type_name)
     if _DEFAULT[0].type == type_name:
         _DEFAULT[0] = CPU
+
+
+# NOTE [Several devices]
+# CuPy computes on, and allocates on, its *current* device: an operand on another GPU is read
+# through peer access, the result landing on the current GPU (silently on the wrong device),
+# or refused. PyTorch runs an op on its operands' device whatever the current one is. Lucid
+# bridges the two with a device guard that costs nothing until a process uses a device other
+# than the current one (:func:`note_device`: a transfer to it, or a change of the current
+# device). From then on ``DEVICE_GUARD[0]`` is set and ACTIVE_TRACES holds one permanent
+# count, so ``bind`` takes its slow branch, where :func:`guard_for` makes the device of the
+# first device operand current for the call and everything it calls. The same guard wraps
+# what computes on arrays outside ``bind``: each node of the backward engine (on its
+# gradients' device), the sum of two gradients, a leaf's accumulation, each parameter's
+# optimizer update, in-place writes. A one-device program, and every CPU program, never sets
+# it. Tests prove it on the strict stand-in, which has two devices and refuses an operand
+# that is not on its current one (``--lucid-device=strict:1``).
+DEVICE_GUARD = [False]
+_GUARDED_BY = set()  # device types whose use turned the guard on
+
+
+def note_device(b, index) -> None:
+    """Turn the device guard on when ``b``'s device ``index`` is not its current one
+    (NOTE [Several devices]); called where arrays are placed and where the current device
+    changes."""
+    if not DEVICE_GUARD[0] and index is not None and b.use_device is not None \
+            and index != b.current_index():
+        _GUARDED_BY.add(b.type)
+        DEVICE_GUARD[0] = True
+        ACTIVE_TRACES[0] += 1
+
+
+class _NoGuard:
+    __slots__ = ()
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NO_GUARD = _NoGuard()
+
+
+def on_device(*values):
+    """``with on_device(t):`` runs array code (writes, arithmetic on arrays) outside ``bind``
+    on the device of ``t`` (Tensors or arrays), as ``bind`` runs an op (NOTE [Several devices]).
+    A no-op unless the process has used a device other than the current one.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid._core.backend import on_device
+    >>> t = lucid.zeros(2)
+    >>> with on_device(t):
+    ...     t._data[...] = 1
+    """
+    if not DEVICE_GUARD[0]:
+        return _NO_GUARD
+    return guard_for(values) or _NO_GUARD
+
+
+def runs_on_operands_device(fn):
+    """Decorator: ``fn``'s array code runs on the device of its first device operand, as
+    ``bind`` runs an op (NOTE [Several devices]); for functions that work on ``._data``."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if DEVICE_GUARD[0]:
+            guard = guard_for(args)
+            if guard is not None:
+                with guard:
+                    return fn(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def reset_device_guard() -> None:
+    """Turn the device guard off again (tests: a one-device program's state)."""
+    if DEVICE_GUARD[0]:
+        DEVICE_GUARD[0] = False
+        _GUARDED_BY.clear()
+        ACTIVE_TRACES[0] -= 1
+
+
+def _array_in(v):
+    """The array behind a Tensor, tracer or array (None for anything else)."""
+    cls = v.__class__
+    if cls is np.ndarray or cls in DEVICE_NAMESPACES:
+        return v
+    if cls is list or cls is tuple:
+        for item in v:
+            a = _array_in(item)
+            if a is not None and a.__class__ is not np.ndarray:
+                return a
+        return None
+    while getattr(cls, "_inner_value", None) is not None:
+        v = v._inner_value()
+        cls = v.__class__
+    d = getattr(v, "__dict__", None)
+    return d.get("_data") if d is not None else None
+
+
+def guard_for(values):
+    """A context manager making the device of the first device array among ``values``
+    (arrays, Tensors, tracers) the current one; None where it already is, or none is on a
+    device. See NOTE [Several devices]."""
+    for v in values:
+        arr = _array_in(v) if v is not None else None
+        cls = arr.__class__
+        if cls is np.ndarray or cls not in DEVICE_NAMESPACES:
+            continue
+        b = _BY_TYPE[cls]
+        index = b.device_of(arr).index
+        return None if index == b.current_index() else b.use_device(index)
+    return None
 
 
 def backend_of(arr) -> Backend:
@@ -266,8 +408,37 @@ def namespace_of(*arrays):
             cls = getattr(a, "array_cls", None) or array_cls_of(a)
         b = _BY_TYPE.get(cls)
         if b is not None and b is not CPU_BACKEND:
-            return b.xp
+            return _namespace_on_device(b, a) if DEVICE_GUARD[0] else b.xp
     return np
+
+
+def _namespace_on_device(b, a):
+    """``b``'s array module, made to run on ``a``'s device where that is not the current one
+    (NOTE [Several devices]): arrays made from nothing land beside ``a``."""
+    arr = _array_in(a) if a.__class__ is not b.array_type else a
+    if arr is None or arr.__class__ is not b.array_type:  # a Meta: no device index to go by
+        return b.xp
+    index = b.device_of(arr).index
+    return b.xp if index == b.current_index() else _OnDevice(b.xp, b.use_device, index)
+
+
+class _OnDevice:
+    """A function or module of an array module whose calls run with device ``index`` current."""
+
+    __slots__ = ("_obj", "_use", "_index")
+
+    def __init__(self, obj, use, index):
+        self._obj, self._use, self._index = obj, use, index
+
+    def __call__(self, *args, **kwargs):
+        with self._use(self._index):
+            return self._obj(*args, **kwargs)
+
+    def __getattr__(self, name):
+        attr = getattr(self._obj, name)
+        if isinstance(attr, (type, np.dtype)) or not (callable(attr) or isinstance(attr, types.ModuleType)):
+            return attr  # dtypes, array types, constants: as they are
+        return _OnDevice(attr, self._use, self._index)
 
 
 def array_cls_of(t):
@@ -439,9 +610,13 @@ def to_device(arr, dev):
     """``arr`` on device ``dev`` (a checked :class:`device`): the one explicit transfer."""
     src = backend_of(arr)
     dst = _BACKENDS[dev.type]
+    if dst is not CPU_BACKEND:
+        note_device(dst, dev.index)
     if src is dst:
         if dst is CPU_BACKEND or src.device_of(arr) == dev:
             return arr
+        if dst.move is not None:  # GPU to GPU, no stop on the host
+            return dst.move(arr, dev.index)
     host = src.to_numpy(arr)
     return dst.from_numpy(host, dev.index)
 
@@ -479,7 +654,14 @@ def check_device(dev) -> device:
             raise RuntimeError(f"device {str(d)!r} is not available: CUDA error: invalid device "
                                f"ordinal (there are {n} CUDA device(s))")
         return device("cuda", index)
-    return d if d.index is not None or d.type == "cpu" else device(d.type, 0)
+    b = _BACKENDS[d.type]
+    if d.index is None:
+        return device(d.type, b.current_index())
+    n = b.device_count()
+    if d.index >= n:
+        raise RuntimeError(f"device {str(d)!r} is not available: invalid device ordinal (there are "
+                           f"{n} {d.type} device(s))")
+    return d
 
 
 def set_default_device(dev) -> None:

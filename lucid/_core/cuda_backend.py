@@ -38,6 +38,10 @@ def make_backend(cupy):
     def synchronize():
         cupy.cuda.runtime.deviceSynchronize()
 
+    def move(arr, index):  # CuPy's copy() lands on the current GPU, from any GPU
+        with cupy.cuda.Device(index):
+            return arr.copy()
+
     return Backend(
         "cuda", cupy, cupy.ndarray,
         device_of=lambda a: device("cuda", a.device.id),
@@ -49,4 +53,8 @@ def make_backend(cupy):
         implicit_numpy=_cuda_numpy_error,
         synchronize=synchronize,
         kernels=cupy_factory(cupy),
+        device_count=cupy.cuda.runtime.getDeviceCount,
+        current_index=cupy.cuda.runtime.getDevice,
+        use_device=cupy.cuda.Device,  # NOTE [Several devices]
+        move=move,
     )

@@ -133,6 +133,7 @@ def defprim(name, impl, *, vjp=None, jvp=None, batch=None, save_inputs=True,
 
 _Tensor = None  # set by tensor.py (avoids an import cycle)
 _as_array = backend.as_array
+DEVICE_GUARD = backend.DEVICE_GUARD
 ndarray = np.ndarray
 _record = None  # set by autograd/engine.py
 _wrap = None
@@ -149,6 +150,11 @@ def bind(prim, args, params):
     tensor([1.])
     """
     if ACTIVE_TRACES[0]:
+        if DEVICE_GUARD[0]:  # operands on a device that is not current: NOTE [Several devices]
+            guard = backend.guard_for(args)
+            if guard is not None:
+                with guard:
+                    return bind(prim, args, params)
         # ``STATE.traces and _owning_trace(args)``, inlined and reordered: the arguments are
         # scanned first, so the binds of plain values a transform makes (every op under a
         # transform makes one) skip the thread-local read, which costs more than the scan.

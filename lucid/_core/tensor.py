@@ -425,10 +425,12 @@ def _to_array(data, dtype):
     """Convert user data to an ndarray with PyTorch's default dtypes."""
     dtype = dtypes.to_dtype(dtype)
     if isinstance(data, Tensor):
-        arr = data._data
-        return arr.astype(dtype) if dtype is not None and arr.dtype != dtype else arr.copy()
+        data = data._data
+        if data.__class__ is np.ndarray:
+            return data.astype(dtype) if dtype is not None and data.dtype != dtype else data.copy()
     if data.__class__ in backend._BY_TYPE and data.__class__ is not np.ndarray:  # a device array
-        return data.astype(dtype) if dtype is not None and data.dtype != dtype else data.copy()
+        with backend.on_device(data):  # the copy is made on the array's own device
+            return data.astype(dtype) if dtype is not None and data.dtype != dtype else data.copy()
     if isinstance(data, np.ndarray):
         arr = np.array(data, dtype=dtype, copy=True)
     elif isinstance(data, (list, tuple)) and _contains_tensor(data):

@@ -23,6 +23,8 @@ from .._core.grad_mode import PROFILING, STATE, enable_grad, no_grad
 from .._core.primitive import AN, TN, Meta
 from .._core.tensor import _POST_HOOKS, Tensor, _wrap
 
+DEVICE_GUARD = backend.DEVICE_GUARD
+
 _as_array = backend.as_array
 
 
@@ -382,7 +384,8 @@ def run_backward(roots, root_grads, *, accumulate_into=None, **kw):
             own_ids = set()
             for leaf, g in zip(accumulate_into, got):
                 if g is not None:
-                    _accumulate(leaf, g, own_ids, kw["tensor_mode"])
+                    with backend.on_device(g):  # NOTE [Several devices]
+                        _accumulate(leaf, g, own_ids, kw["tensor_mode"])
                     if leaf._post_hooks:
                         _run_post_hooks(leaf)
         i = 0
@@ -421,7 +424,8 @@ def _flush_early(node, counts, pending, own_ids, tensor_mode):
             del counts[k]
             entry = pending.pop(k, None)
             if entry is not None:
-                _accumulate(p, entry[1], own_ids, tensor_mode)
+                with backend.on_device(entry[1]):  # NOTE [Several devices]
+                    _accumulate(p, entry[1], own_ids, tensor_mode)
                 _run_post_hooks(p)
 
 
@@ -472,7 +476,8 @@ def _run_graph(roots, root_grads, *, retain_graph, tensor_mode, capture=None, re
     pop, push, get_buf = heappop, heappush, buffers.get
     # The plain eager backward (arrays, no capture, no anomaly) takes an inlined copy of
     # Node.apply for single-output primitive nodes: it is the hot path of training loops.
-    fast = not (capturing or tensor_mode or anomaly or PROFILING[0])
+    guarding = DEVICE_GUARD[0]  # NOTE [Several devices]: each node runs on its gradients' device
+    fast = not (capturing or tensor_mode or anomaly or PROFILING[0] or guarding)
     while heap:
         node = pop(heap)[1]
         grads = buffers.pop(node)
@@ -516,33 +521,45 @@ def _run_graph(roots, root_grads, *, retain_graph, tensor_mode, capture=None, re
             if early:
                 _flush_early(node, early, pending, own_ids, tensor_mode)
             continue
-        if node_capture or node.nout > 1 or node.hooks or node.retains:
-            grads = _prepare_output_grads(node, grads, captured, wanted if node_capture else None, tensor_mode)
-        if needed is None or node in needed:
-            in_grads = node.apply(grads, tensor_mode)
-            if anomaly:
-                _check_anomaly(node, in_grads)
-            for parent, g in zip(node.parents, in_grads):
-                if parent is None or g is None:
-                    continue
-                if parent.__class__ is tuple:
-                    pn, idx = parent
-                    buf = get_buf(pn)
-                    if buf is None:
-                        buf = buffers[pn] = [None] * pn.nout
-                        push(heap, (-pn.seq, pn))
-                        buf[idx] = g
+        guard = backend.guard_for(grads) if guarding else None
+        if guard is not None:
+            guard.__enter__()
+        try:
+            if node_capture or node.nout > 1 or node.hooks or node.retains:
+                grads = _prepare_output_grads(node, grads, captured, wanted if node_capture else None, tensor_mode)
+            if needed is None or node in needed:
+                in_grads = node.apply(grads, tensor_mode)
+                if anomaly:
+                    _check_anomaly(node, in_grads)
+                for parent, g in zip(node.parents, in_grads):
+                    if parent is None or g is None:
+                        continue
+                    if parent.__class__ is tuple:
+                        pn, idx = parent
+                        buf = get_buf(pn)
+                        if buf is None:
+                            buf = buffers[pn] = [None] * pn.nout
+                            push(heap, (-pn.seq, pn))
+                            buf[idx] = g
+                        else:
+                            cur = buf[idx]
+                            buf[idx] = g if cur is None else _add(cur, g)
                     else:
-                        cur = buf[idx]
-                        buf[idx] = g if cur is None else cur + g
-                else:
-                    _send(parent, g, buffers, heap, captured, wanted, pending, tensor_mode)
+                        _send(parent, g, buffers, heap, captured, wanted, pending, tensor_mode)
+        finally:
+            if guard is not None:
+                guard.__exit__(None, None, None)
         if not retain_graph:
             node.release()
         if early:
             _flush_early(node, early, pending, own_ids, tensor_mode)
     for leaf, g in pending.values():
-        _accumulate(leaf, g, own_ids, tensor_mode)
+        guard = backend.guard_for((g,)) if guarding else None
+        if guard is None:
+            _accumulate(leaf, g, own_ids, tensor_mode)
+        else:
+            with guard:
+                _accumulate(leaf, g, own_ids, tensor_mode)
         if leaf._post_hooks:
             _run_post_hooks(leaf)
     if capture is not None:
@@ -605,19 +622,29 @@ def _send(edge, g, buffers, heap, captured, wanted, pending, tensor_mode):
             buf = buffers[node] = [None] * node.nout
             heappush(heap, (-node.seq, node))
         cur = buf[idx]
-        buf[idx] = g if cur is None else cur + g
+        buf[idx] = g if cur is None else _add(cur, g)
         return
     if wanted is not None:
         k = id(edge)
         if k in wanted:
             cur = captured.get(k)
-            captured[k] = g if cur is None else cur + g
+            captured[k] = g if cur is None else _add(cur, g)
         return
     cur = pending.get(id(edge))
     if cur is None:
         pending[id(edge)] = [edge, g]
     else:
-        cur[1] = cur[1] + g
+        cur[1] = _add(cur[1], g)
+
+
+def _add(total, g):
+    """``total + g``, two gradients of one value: on their device (NOTE [Several devices])."""
+    if DEVICE_GUARD[0]:
+        guard = backend.guard_for((total,))
+        if guard is not None:
+            with guard:
+                return total + g
+    return total + g
 
 
 def _accumulate(leaf, g, own_ids, tensor_mode):
@@ -730,7 +757,8 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False, input
                 f"(shape {tuple(t.shape)}); did you create it under no_grad or from detached data?"
             )
         roots.append(_edge_of(t))
-        seed = _seed(t, g, "backward")
+        with backend.on_device(t):
+            seed = _seed(t, g, "backward")
         seeds.append(_wrap(seed) if create_graph else seed)
     if inputs is not None:
         inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.backend import namespace_of
+from .._core.backend import namespace_of, on_device
 
 from .._core.grad_mode import enable_grad, no_grad
 from .._core.tensor import Tensor, _wrap
@@ -85,7 +85,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             continue
         if g is None and o.dtype.kind == "c":
             _seed(o, None, "grad")  # raises: a complex output needs a gradient. See NOTE [Complex gradients]
-        seed = namespace_of(o).ones(o.shape, o.dtype) if g is None else _seed(o, g, "grad")
+        with on_device(o):
+            seed = namespace_of(o).ones(o.shape, o.dtype) if g is None else _seed(o, g, "grad")
         seeds.append(_wrap(seed) if create_graph else seed)
     for i, t in enumerate(ins):
         if not isinstance(t, Tensor) or not t._rg:
@@ -107,8 +108,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
                 g = namespace_of(t).zeros(t.shape, t.dtype)
         if g is not None and not isinstance(g, Tensor):
-
-            g = _wrap(g.astype(t.dtype, copy=True) if hasattr(g, "astype") else np.array(g, dtype=t.dtype))
+            with on_device(g):
+                g = _wrap(g.astype(t.dtype, copy=True) if hasattr(g, "astype") else np.array(g, dtype=t.dtype))
         elif g is not None and g.dtype != t.dtype:
             g = g.to(t.dtype)
         result.append(g)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.backend import host, to_device
+from .._core.backend import host, on_device, to_device
 
 from .._core.tensor import Tensor, _wrap
 from .grad import grad as _grad
@@ -45,7 +45,8 @@ _WIDE = {"f": np.float64, "c": np.complex128}
 def _upcast(value):
     """A float64 / complex128 copy of a floating tensor (keeping requires_grad); anything else unchanged."""
     if isinstance(value, Tensor) and value.dtype.kind in "fc" and value.dtype != _WIDE[value.dtype.kind]:
-        up = _wrap_here(value.detach()._data.astype(_WIDE[value.dtype.kind]))
+        with on_device(value):
+            up = _wrap_here(value.detach()._data.astype(_WIDE[value.dtype.kind]))
         up._rg = value._rg
         return up
     return value

@@ -9,7 +9,7 @@ import functools
 
 import numpy as np
 
-from .._core.backend import namespace_of, to_device
+from .._core.backend import namespace_of, on_device, to_device
 
 from .._core.grad_mode import STATE, enable_grad, pop_trace, push_trace
 from .._core.primitive import TN
@@ -658,7 +658,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         eye = namespace_of(in_leaves[0]).eye(total, dtype=dt)
         basis, start = [], 0
         for x, n in zip(in_leaves, sizes):
-            basis.append(_wrap(eye[:, start:start + n].reshape((total,) + tuple(x.shape)).astype(x.dtype)))
+            with on_device(eye):
+                basis.append(_wrap(eye[:, start:start + n].reshape((total,) + tuple(x.shape)).astype(x.dtype)))
             start += n
 
         def partial_f(*d):

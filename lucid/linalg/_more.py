@@ -554,10 +554,10 @@ def householder_product(A, tau):
     Q = eye(m, dtype=A.dtype, device=A.device)
     if A.ndim > 2:
         Q = Q + A[..., :1, :1] * 0
-    rows = namespace_of(A).arange(m)
+    rows = _as_tensor(namespace_of(A).arange(m))  # a Tensor: the comparisons run on A's device
     for i in range(k):
-        below = _as_tensor((rows > i).astype(np.dtype(A.dtype)))
-        unit = _as_tensor((rows == i).astype(np.dtype(A.dtype)))
+        below = (rows > i).to(A.dtype)
+        unit = (rows == i).to(A.dtype)
         v = A[..., :, i] * below + unit
         t = tau[..., i].unsqueeze(-1).unsqueeze(-1)
         vh = v.conj() if v.dtype.kind == "c" else v

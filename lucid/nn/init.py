@@ -50,10 +50,11 @@ def _write(tensor, values):
     values = np.asarray(values, dtype=arr.dtype)
     if arr.__class__ is not np.ndarray:
         values = backend.to_device(values, tensor.device)
-    if arr.ndim == 0 or not getattr(arr.flags, "writeable", True):
-        tensor._data = values.reshape(arr.shape).copy()
-    else:
-        arr[...] = values
+    with backend.on_device(arr):
+        if arr.ndim == 0 or not getattr(arr.flags, "writeable", True):
+            tensor._data = values.reshape(arr.shape).copy()
+        else:
+            arr[...] = values
     tensor._version[0] += 1
     return tensor
 

@@ -116,6 +116,12 @@ def _key_errors(missing, unexpected):
     return out
 
 
+def _copy_here(arr):
+    """A copy of ``arr`` on its own device (NOTE [Several devices])."""
+    with backend.on_device(arr):
+        return arr.copy()
+
+
 def _write_state(slots, arrays, assign):
     """Write checked ``arrays`` (see ``_checked_value``) into the tensors of ``slots``."""
     with no_grad():
@@ -124,7 +130,8 @@ def _write_state(slots, arrays, assign):
             if assign:
                 target._data = arr
             else:  # arr already has the target's device and dtype: this copy can't fail
-                np.copyto(target._data, arr)
+                with backend.on_device(arr):
+                    np.copyto(target._data, arr)
             target._version[0] += 1
 
 
@@ -514,7 +521,8 @@ class Module:
                 g = p._grad
                 if g.grad_fn is not None:
                     p._grad = g.detach()
-                p._grad._data[...] = 0
+                with backend.on_device(g):
+                    p._grad._data[...] = 0
                 p._grad._version[0] += 1
 
     def apply(self, fn):
@@ -566,7 +574,8 @@ class Module:
 
         def convert(a):
             if dt is not None and a.dtype.kind in "fc":
-                a = a.astype(dt, copy=False)
+                with backend.on_device(a):
+                    a = a.astype(dt, copy=False)
             return a if dev is None else backend.to_device(a, dev)
 
         return self._apply(convert)
@@ -696,7 +705,7 @@ class Module:
         errors = _key_errors(missing, unexpected) + errors if strict and not post else errors
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
-        old = {k: (slots[k]._data if assign else slots[k]._data.copy()) for k in arrays} if strict and post else None
+        old = {k: (slots[k]._data if assign else _copy_here(slots[k]._data)) for k in arrays} if strict and post else None
         _write_state(slots, arrays, assign)
         result = _IncompatibleKeys(missing, unexpected)
         for m, hook in post:
@@ -792,6 +801,11 @@ class Module:
         return self.register_full_backward_hook(hook)
 
     def _call_impl(self, *args, **kwargs):
+        if backend.DEVICE_GUARD[0]:  # a layer's array code (running stats ...): NOTE [Several devices]
+            guard = backend.guard_for(args) or backend.guard_for(self._parameters.values())
+            if guard is not None:
+                with guard:
+                    return self._call_impl(*args, **kwargs)
         bpre = self.__dict__.get("_backward_pre_hooks")
         if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or bpre
                 or _GLOBAL_HOOKS.any):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core import backend
+
 from . import functional as F
 from . import init
 from .module import Module
@@ -56,7 +58,8 @@ class _NormBase(Module):
         if self.track_running_stats:
             init.zeros_(self.running_mean)
             init.ones_(self.running_var)
-            self.num_batches_tracked._data[...] = 0
+            with backend.on_device(self.num_batches_tracked):
+                self.num_batches_tracked._data[...] = 0
             self.num_batches_tracked._version[0] += 1
 
     def reset_parameters(self):
@@ -91,7 +94,8 @@ class _BatchNorm(_NormBase):
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             # In place, like running_mean: ``_data`` stays a 0-d int64 array (``a + 1`` on a
             # 0-d array gives a NumPy scalar, which state_dict consumers and DDP can't write into).
-            self.num_batches_tracked._data += 1
+            with backend.on_device(self.num_batches_tracked):  # NOTE [Several devices]
+                self.num_batches_tracked._data += 1
             self.num_batches_tracked._version[0] += 1
             if self.momentum is None:  # cumulative moving average
                 factor = 1.0 / float(self.num_batches_tracked._data)

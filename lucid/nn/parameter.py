@@ -56,7 +56,8 @@ class Parameter(Tensor):
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        p = Parameter(_wrap(self._data.copy()), self._rg)  # a copy on the same device
+        with backend.on_device(self._data):
+            p = Parameter(_wrap(self._data.copy()), self._rg)  # a copy on the same device
         memo[id(self)] = p
         return p
 

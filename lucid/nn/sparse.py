@@ -1,6 +1,8 @@
 """``Embedding``: a lookup table of vectors."""
 from __future__ import annotations
 
+from .._core import backend
+
 from . import functional as F
 from . import init
 from .module import Module
@@ -62,7 +64,8 @@ class Embedding(Module):
     def reset_parameters(self):
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            self.weight._data[self.padding_idx] = 0
+            with backend.on_device(self.weight):  # NOTE [Several devices]
+                self.weight._data[self.padding_idx] = 0
 
     def forward(self, input):
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
@@ -137,7 +140,8 @@ class EmbeddingBag(Module):
     def reset_parameters(self):
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            self.weight._data[self.padding_idx] = 0
+            with backend.on_device(self.weight):  # NOTE [Several devices]
+                self.weight._data[self.padding_idx] = 0
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,

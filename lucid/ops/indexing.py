@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from .._core.backend import add_at, namespace_of, on_device_of, xp
+from .._core.backend import add_at, namespace_of, on_device, on_device_of, xp
 from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, move_bdim, normalize_axis, quiet
@@ -402,7 +402,8 @@ def _check_index(op, index, size, dim, allow_negative=False):
     if arr is None or arr.size == 0:
         return
     lo = -size if allow_negative else 0
-    bad = arr[(arr < lo) | (arr >= size)]
+    with on_device(arr):
+        bad = arr[(arr < lo) | (arr >= size)]
     if bad.size:
         raise IndexError(f"{op}: index {int(bad.flat[0])} is out of bounds for dimension {dim} with size {size}")
 

@@ -42,7 +42,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import primitive
-from .._core.backend import data_pointer, host, namespace_of, on_device_of, writeable, xp
+from .._core.backend import (DEVICE_GUARD, data_pointer, guard_for, host, namespace_of, on_device_of,
+                             writeable, xp)
 from .._core.grad_mode import STATE, no_grad
 from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
@@ -190,8 +191,13 @@ def _inplace(name, x, args, fn, direct=None, needs_old=True):
     *arrays)`` writes it into ``arr`` (None: use ``fn`` under no_grad). ``needs_old``:
     whether ``fn``'s backward needs x's old values (else no snapshot copy is made).
     """
-    if primitive.ACTIVE_TRACES[0] and STATE.traces:
-        trace = primitive._owning_trace((x,) + tuple(args))
+    if primitive.ACTIVE_TRACES[0]:
+        if DEVICE_GUARD[0]:  # raw writes below run on x's device: NOTE [Several devices]
+            guard = guard_for((x,) + tuple(args))
+            if guard is not None:
+                with guard:
+                    return _inplace(name, x, args, fn, direct, needs_old)
+        trace = primitive._owning_trace((x,) + tuple(args)) if STATE.traces else None
         if trace is not None:
             return _inplace_traced(name, x, args, fn, trace)
     if _needs_graph(x, args):
@@ -689,8 +695,13 @@ def setitem(self, key, value):
     value = _value_for(self, value)
     if isinstance(value, Tensor) and value.ndim and value.shape[0] == 1:
         value = _strip_leading_ones(value, _indexed_shape(self.shape, template, idx))
-    if primitive.ACTIVE_TRACES[0] and STATE.traces:
-        trace = primitive._owning_trace((self, value) + idx)
+    if primitive.ACTIVE_TRACES[0]:
+        if DEVICE_GUARD[0]:  # NOTE [Several devices]
+            guard = guard_for((self,))
+            if guard is not None:
+                with guard:
+                    return setitem(self, key, value)
+        trace = primitive._owning_trace((self, value) + idx) if STATE.traces else None
         if trace is not None:
             return _inplace_traced(
                 "setitem", self, (value,) + idx,

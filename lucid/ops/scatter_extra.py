@@ -155,8 +155,8 @@ def masked_scatter(input, mask, source):
     shape = tuple(np.broadcast_shapes(tuple(input.shape), tuple(mask.shape)))
     m = mask.expand(*shape).reshape(-1)
     src = source.reshape(-1)
-    if type(m) is Tensor and int(m._data.sum()) > src.shape[0]:
-        raise RuntimeError(f"masked_scatter: the mask selects {int(m._data.sum())} elements but source has "
+    if type(m) is Tensor and int(m.sum()) > src.shape[0]:
+        raise RuntimeError(f"masked_scatter: the mask selects {int(m.sum())} elements but source has "
                            f"only {src.shape[0]}")
     if src.shape[0] == 0:
         return input.expand(*shape).clone() if tuple(input.shape) != shape else input.clone()

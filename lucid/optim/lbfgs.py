@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from .._core import backend
 from .._core.backend import xp
 from .._core.grad_mode import enable_grad
 from .optimizer import Optimizer
@@ -177,6 +178,10 @@ class LBFGS(Optimizer):
     def step(self, closure):
         if closure is None:
             raise RuntimeError("LBFGS.step: requires a closure that reevaluates the model and returns the loss")
+        with backend.on_device(self._params[0]):  # its flat vectors live there (NOTE [Several devices])
+            return self._step(closure)
+
+    def _step(self, closure):
 
         def evaluate():
             with enable_grad():

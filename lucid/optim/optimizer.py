@@ -266,7 +266,8 @@ class Optimizer:
                 if set_to_none:
                     p._grad = None
                 else:
-                    p._grad._data[...] = 0
+                    with backend.on_device(p._grad):
+                        p._grad._data[...] = 0
                     p._grad._version[0] += 1
 
     def step(self, closure=None):
@@ -286,22 +287,26 @@ class Optimizer:
                 and _kernel_fits_update(type(self)):
             work = self._fused_steps(work)  # See NOTE [Fused updates on a device]
         for p, grad, group in work:
-            if group.get("maximize", False):
-                grad = -grad
-            state = self.state.setdefault(p, {})
-            if group.get("differentiable", False):
-                self._graph_update(p, grad, state, group)
-            else:
-                arr = _real_view(p._data)  # complex: re and im as two reals, as PyTorch's view_as_real
-                # inf/nan gradients give inf/nan parameters silently, as in PyTorch
-                # (NOTE [Silent floating-point errors]).
-                new = quiet_call(self._update, arr, _real_view(grad._data), state, group)
-                if new is not None and new is not arr:
-                    np.copyto(arr, new, casting="same_kind")
-                if arr is not p._data and not np.shares_memory(arr, p._data):  # a non-contiguous complex p
-                    p._data[...] = arr.view(p._data.dtype)
-                p._version[0] += 1
+            with backend.on_device(p):  # the update's array code runs on p's device (NOTE [Several devices])
+                self._step_one(p, grad, group)
         return loss
+
+    def _step_one(self, p, grad, group):
+        if group.get("maximize", False):
+            grad = -grad
+        state = self.state.setdefault(p, {})
+        if group.get("differentiable", False):
+            self._graph_update(p, grad, state, group)
+        else:
+            arr = _real_view(p._data)  # complex: re and im as two reals, as PyTorch's view_as_real
+            # inf/nan gradients give inf/nan parameters silently, as in PyTorch
+            # (NOTE [Silent floating-point errors]).
+            new = quiet_call(self._update, arr, _real_view(grad._data), state, group)
+            if new is not None and new is not arr:
+                np.copyto(arr, new, casting="same_kind")
+            if arr is not p._data and not np.shares_memory(arr, p._data):  # a non-contiguous complex p
+                p._data[...] = arr.view(p._data.dtype)
+            p._version[0] += 1
 
     # ------------------------------------------------ NOTE [Fused updates on a device]
     _fused_kernel = None  # a multi_tensor_kernel(...) of the subclass
@@ -456,18 +461,18 @@ class Optimizer:
             if not isinstance(v, Tensor):
                 entry[name] = _import(v)
                 continue
-            arr = v._data.copy()
-            if p.dtype.kind == "c" and arr.dtype.kind == "c" and arr.shape == tuple(p.shape):
-                arr = _real_view(arr.astype(p.dtype)).copy()  # See NOTE [Complex optimizer state]
-                entry[name] = backend.to_device(arr, p.device)
-                continue
-            if name != "step" and arr.ndim and self._state_like_params and arr.shape != tuple(p.shape):
-                raise ValueError(f"{type(self).__name__}.load_state_dict: state {name!r} has shape "
-                                 f"{arr.shape} but its parameter (index {index}) has shape {tuple(p.shape)}")
-            if name != "step" and arr.shape == p.shape:
-                arr = arr.astype(p.dtype)
-            if name != "step":  # state follows its parameter's device (PyTorch's rule)
-                arr = backend.to_device(arr, p.device)
+            # state follows its parameter's device (PyTorch's rule); the step count stays put
+            src = v._data if name == "step" else backend.to_device(v._data, p.device)
+            with backend.on_device(src):  # the copies run where the array is (NOTE [Several devices])
+                arr = src.copy() if src is v._data else src
+                if p.dtype.kind == "c" and arr.dtype.kind == "c" and arr.shape == tuple(p.shape):
+                    entry[name] = _real_view(arr.astype(p.dtype)).copy()  # See NOTE [Complex optimizer state]
+                    continue
+                if name != "step" and arr.ndim and self._state_like_params and arr.shape != tuple(p.shape):
+                    raise ValueError(f"{type(self).__name__}.load_state_dict: state {name!r} has shape "
+                                     f"{arr.shape} but its parameter (index {index}) has shape {tuple(p.shape)}")
+                if name != "step" and arr.shape == p.shape:
+                    arr = arr.astype(p.dtype)
             entry[name] = arr
         return entry
 
@@ -573,8 +578,9 @@ def _export_for(p, v):
         pairs = shape[:-1] + (2 * shape[-1],) if shape else (2,)
         if backend.is_array(arr) and arr.dtype.kind == "f" and arr.shape == pairs:  # on any device
             cdt = np.complex64 if arr.dtype.itemsize <= 4 else np.complex128
-            return _wrap(backend.xp.ascontiguousarray(arr, dtype=np.float32 if cdt is np.complex64 else np.float64)
-                         .view(cdt).reshape(shape).copy())
+            with backend.on_device(arr):
+                return _wrap(backend.xp.ascontiguousarray(arr, dtype=np.float32 if cdt is np.complex64 else np.float64)
+                             .view(cdt).reshape(shape).copy())
     return _export(v)
 
 
@@ -598,9 +604,10 @@ def _from_real_pairs(r, shape):
 def _export(v):
     """State value -> checkpoint value: ndarrays (also inside lists, e.g. LBFGS history) become Tensor copies."""
     if isinstance(v, Tensor):  # differentiable=True keeps Tensors (in the graph): save their values
-        return _wrap(v._data.copy())
+        v = v._data
     if _is_array(v):
-        return _wrap(v.copy())
+        with backend.on_device(v):
+            return _wrap(v.copy())
     if isinstance(v, (list, tuple)):
         return type(v)(_export(x) for x in v)
     if isinstance(v, dict):
@@ -611,7 +618,8 @@ def _export(v):
 def _import(v):
     """Inverse of :func:`_export`: Tensors become private ndarray copies."""
     if isinstance(v, Tensor):
-        return v._data.copy()
+        with backend.on_device(v):
+            return v._data.copy()
     if isinstance(v, (list, tuple)):
         return type(v)(_import(x) for x in v)
     if isinstance(v, dict):

@@ -47,6 +47,7 @@ def get_ema_multi_avg_fn(decay=0.999):
     """
     _check_decay(decay)
 
+    @backend.runs_on_operands_device
     def ema_update(ema_params, current_params, _):
         for e, c in zip(ema_params, current_params):
             _assign(e, e._data * decay + c._data * (1 - decay))
@@ -71,6 +72,7 @@ def get_swa_multi_avg_fn():
     [2.0, 2.0]
     """
 
+    @backend.runs_on_operands_device
     def swa_update(averaged_params, current_params, num_averaged):
         n = _count(num_averaged)
         for a, c in zip(averaged_params, current_params):
@@ -134,7 +136,8 @@ def _assign(t, value):
     value = value._data if hasattr(value, "_data") else value
     # a host value (the average count, a buffer of a CPU model) written into a device tensor
     # is copied there explicitly, as PyTorch's copy_ does
-    np.copyto(t._data, backend.on_device_of(value, t._data), casting="unsafe")
+    with backend.on_device(t):
+        np.copyto(t._data, backend.on_device_of(value, t._data), casting="unsafe")
     t._version[0] += 1
 
 

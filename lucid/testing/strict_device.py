@@ -12,6 +12,12 @@ arrays (:class:`StrictArray`) wrap NumPy arrays and follow CuPy's rules, strictl
 * operands may be its own arrays, Python or NumPy scalars, never host arrays (CuPy refuses
   them too): mixing devices fails inside the op, and ``bind`` names both devices;
 * reductions return 0-d arrays, not NumPy scalars; ``flags`` has no ``writeable``;
+* it has two devices, ``strict:0`` and ``strict:1``, and a current one (:func:`set_current`,
+  :func:`current`): as on CuPy, arrays are made on the current device and an op computes
+  there, but where CuPy would read an operand on another device through peer access (the
+  result landing on the wrong device) the stand-in refuses it. Views keep their array's
+  device. ``--lucid-device=strict:1`` runs a suite on the device that is not current,
+  proving NOTE [Several devices] in lucid/_core/backend.py;
 * every device-to-host read (``item``, ``tolist``, ``bool``, ``float``, ``get``) is counted in
   :data:`HOST_READS`, so a test can assert that a training step makes none.
 
@@ -41,6 +47,8 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 from .._core import backend as _backend
 
 HOST_READS = [0]
+DEVICE_COUNT = 2
+_CURRENT = [0]  # the current device's index, as CuPy's cudaGetDevice
 
 # NumPy functions (NEP 18) CuPy 14.2 has no counterpart of (read off cupy-cuda12x 14.2.0 by
 # comparing numpy.testing.overrides.get_overridable_numpy_array_functions() with CuPy's
@@ -69,9 +77,22 @@ def _strict_error(what):
     return TypeError(f"strict device: {what}")
 
 
-def _unwrap(x, allow_host=False):
+def _foreign_error(arr):
+    return ValueError(
+        f"strict device: an operand on strict:{arr._dev} met an op running on the current device "
+        f"strict:{_CURRENT[0]} (CuPy computes on the current device; an op must run on its "
+        "operands' device, see NOTE [Several devices])")
+
+
+def _unwrap(x, allow_host=False, foreign=None):
+    """The NumPy arrays inside ``x``; an array on a device that is not current raises, or is
+    appended to ``foreign`` when given."""
     cls = x.__class__
     if cls is StrictArray:
+        if x._dev != _CURRENT[0]:
+            if foreign is None:
+                raise _foreign_error(x)
+            foreign.append(x)
         return x._a
     if cls is np.ndarray:
         if allow_host:
@@ -81,9 +102,9 @@ def _unwrap(x, allow_host=False):
             "host-to-device copies; mixed devices or an array made with NumPy instead of the "
             "operand's namespace, see NOTE [Backends])")
     if cls is list or cls is tuple:
-        return cls(_unwrap(v, allow_host) for v in x)
+        return cls(_unwrap(v, allow_host, foreign) for v in x)
     if cls is dict:
-        return {k: _unwrap(v, allow_host) for k, v in x.items()}
+        return {k: _unwrap(v, allow_host, foreign) for k, v in x.items()}
     return x
 
 
@@ -98,6 +119,10 @@ def _wrap(x):
     if isinstance(x, tuple):  # NumPy's named results (EighResult, SVDResult ...): CuPy's are plain
         return tuple(_wrap(v) for v in x)
     return x
+
+
+def _has_array(key):
+    return any(isinstance(k, (np.ndarray, list)) for k in (key if isinstance(key, tuple) else (key,)))
 
 
 class _Flags:
@@ -116,10 +141,20 @@ class _Flags:
 class StrictArray(NDArrayOperatorsMixin):
     """A NumPy array behind CuPy's rules (see NOTE [Strict stand-in device])."""
 
-    __slots__ = ("_a", "__weakref__")  # CuPy arrays take weak references too
+    __slots__ = ("_a", "_dev", "__weakref__")  # CuPy arrays take weak references too
 
-    def __init__(self, a):
+    def __init__(self, a, dev=None):
         self._a = a
+        self._dev = _CURRENT[0] if dev is None else dev
+
+    def _result(self, r):
+        """A method's result: a view stays on this array's device; anything computed was
+        computed on the current device, which must be this array's."""
+        if isinstance(r, np.ndarray) and np.may_share_memory(r, self._a):
+            return StrictArray(r, self._dev)
+        if self._dev != _CURRENT[0]:
+            raise _foreign_error(self)
+        return _wrap(r)
 
     # -- what CuPy refuses
     def __array__(self, dtype=None, copy=None):
@@ -162,7 +197,14 @@ class StrictArray(NDArrayOperatorsMixin):
         if func.__name__ in _LIKE_FUNCTIONS and kwargs.get("shape", None) == ():
             raise _strict_error(f"{qual}(..., shape=()) is the operand's own shape in CuPy (an empty "
                                 "shape counts as none); make the array with the namespace's zeros/full")
-        res = func(*_unwrap(args), **_unwrap(kwargs))
+        foreign = []
+        res = func(*_unwrap(args, foreign=foreign), **_unwrap(kwargs, foreign=foreign))
+        if foreign:  # an operand on another device: fine for a view (moveaxis, broadcast_to ...),
+            # which launches nothing on CuPy either; anything computed would run on the current one
+            owner = next((a for a in foreign if isinstance(res, np.ndarray) and np.may_share_memory(res, a._a)), None)
+            if owner is None:
+                raise _foreign_error(foreign[0])
+            return StrictArray(res, owner._dev)
         return _wrap(res)
 
     # -- attributes and methods: forwarded, unwrapping and wrapping arrays
@@ -205,31 +247,33 @@ class StrictArray(NDArrayOperatorsMixin):
         b = self._a.base
         while b is not None and not isinstance(b, np.ndarray):
             b = getattr(b, "base", None)
-        return None if b is None else StrictArray(b)
+        return None if b is None else StrictArray(b, self._dev)
 
     @property
     def T(self):  # noqa: N802
-        return StrictArray(self._a.T)
+        return StrictArray(self._a.T, self._dev)
 
     @property
     def real(self):
-        return StrictArray(self._a.real)
+        return self._result(self._a.real)
 
     @real.setter
     def real(self, v):
+        _unwrap(self)
         self._a.real = _unwrap(v)
 
     @property
     def imag(self):
-        return StrictArray(self._a.imag)
+        return self._result(self._a.imag)
 
     @imag.setter
     def imag(self, v):
+        _unwrap(self)
         self._a.imag = _unwrap(v)
 
     @property
     def device(self):
-        return _StrictDeviceId
+        return _DEVICE_IDS[self._dev]
 
     @property
     def __cuda_array_interface__(self):  # CuPy's: the device pointer, shape and strides
@@ -242,37 +286,43 @@ class StrictArray(NDArrayOperatorsMixin):
             raise AttributeError(name)
         attr = getattr(self._a, name)
         if not callable(attr):
-            return _wrap(attr)
+            return self._result(attr)
 
         def method(*args, **kwargs):
-            return _wrap(attr(*_unwrap(args), **_unwrap(kwargs)))
+            r = attr(*_unwrap(args), **_unwrap(kwargs))
+            return tuple(map(self._result, r)) if isinstance(r, tuple) else self._result(r)
 
         method.__name__ = name
         return method
 
     def __getitem__(self, key):
-        return _wrap(self._a[_unwrap(key, allow_host=True)])
+        key = _unwrap(key, allow_host=True)
+        r = self._a[key]
+        if isinstance(r, np.generic) and not _has_array(key):  # CuPy: a 0-d view, no kernel
+            return StrictArray(self._a[key + (...,) if isinstance(key, tuple) else (key, ...)], self._dev)
+        return self._result(r)
 
     def __setitem__(self, key, value):
+        _unwrap(self)  # a write is a kernel on the current device
         self._a[_unwrap(key, allow_host=True)] = _unwrap(value)
 
     def __len__(self):
         return len(self._a)
 
     def __iter__(self):
-        return (_wrap(v) for v in self._a)
+        return (StrictArray(v, self._dev) for v in self._a)
 
-    def __copy__(self):
-        return StrictArray(self._a.copy())
+    def __copy__(self):  # CuPy's lands on the current device: made strict, it must be this one
+        return StrictArray(_unwrap(self).copy())
 
-    def __deepcopy__(self, memo):
-        return StrictArray(self._a.copy())
+    def __deepcopy__(self, memo):  # CuPy's copies on the array's own device
+        return StrictArray(self._a.copy(), self._dev)
 
     def __reduce__(self):
-        return (StrictArray, (self._a,))
+        return (StrictArray, (self._a, self._dev))
 
     def __repr__(self):
-        return f"StrictArray({self._a!r})"
+        return f"StrictArray({self._a!r}, dev={self._dev})"
 
     # -- counted device-to-host reads (CuPy syncs on each)
     def _read(self):
@@ -305,7 +355,47 @@ class StrictArray(NDArrayOperatorsMixin):
 
 
 class _StrictDeviceId:
-    id = 0
+    """``array.device`` (CuPy's ``cupy.cuda.Device``: its ``id``)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, index):
+        self.id = index
+
+
+_DEVICE_IDS = [_StrictDeviceId(i) for i in range(DEVICE_COUNT)]
+
+
+class _UseDevice:
+    """``with _UseDevice(i):`` makes strict:i current inside the block, as ``cupy.cuda.Device``."""
+
+    __slots__ = ("index", "saved")
+
+    def __init__(self, index):
+        self.index = index
+
+    def __enter__(self):
+        self.saved = _CURRENT[0]
+        _CURRENT[0] = self.index
+        return self
+
+    def __exit__(self, *exc):
+        _CURRENT[0] = self.saved
+
+
+def current() -> int:
+    """The index of the stand-in's current device (CuPy: ``cudaGetDevice``)."""
+    return _CURRENT[0]
+
+
+def set_current(index: int) -> None:
+    """Make strict:``index`` the current device (as ``lucid.cuda.set_device`` for CUDA)."""
+    if not 0 <= index < DEVICE_COUNT:
+        raise ValueError(f"strict device: no device {index} (there are {DEVICE_COUNT})")
+    previous, _CURRENT[0] = _CURRENT[0], index
+    b = _backend._BACKENDS.get("strict")
+    if b is not None:
+        _backend.note_device(b, previous)
 
 
 class _Namespace:
@@ -477,7 +567,11 @@ def _to_numpy(arr):
 
 
 def _from_numpy(arr, index=None):
-    return StrictArray(np.array(arr, copy=True) if arr.__class__ is np.ndarray else np.asarray(arr))
+    return StrictArray(np.array(arr, copy=True) if arr.__class__ is np.ndarray else np.asarray(arr), index)
+
+
+def _move(arr, index):
+    return StrictArray(arr._a.copy(), index)
 
 
 DEVICE = _backend.device  # set in enable()
@@ -496,10 +590,14 @@ def _kernels():
 def make_backend():
     return _backend.Backend(
         "strict", xp, StrictArray,
-        device_of=lambda a: _backend.device("strict", 0),
+        device_of=lambda a: _backend.device("strict", a._dev),
         to_numpy=_to_numpy, from_numpy=_from_numpy,
         numpy_view=True, special=_special, scipy_linalg=_scipy_linalg, implicit_numpy=_implicit_numpy,
         kernels=_kernels(),
+        device_count=lambda: DEVICE_COUNT,
+        current_index=current,
+        use_device=_UseDevice,
+        move=_move,
     )
 
 
@@ -512,3 +610,4 @@ def enable():
 def disable():
     """Unregister it (tensors made on it stay valid as values, but name no device)."""
     _backend.unregister_backend("strict")
+    _CURRENT[0] = 0

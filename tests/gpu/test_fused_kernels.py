@@ -13,6 +13,7 @@ import pytest
 
 import lucid
 from lucid import nn
+from lucid.distributions import von_mises
 from lucid._core import backend, kernels
 from lucid.nn.functional import loss as loss_mod
 from lucid.ops import conv_device as conv_mod
@@ -34,7 +35,7 @@ KERNELS = [
     (transcendental._RELU_GRAD, (np.float32,)), (sgd._SGD_KERNEL, (np.float32,)), (sgd._SGD_KERNEL, (np.float64,)),
     (conv_mod._IM2COL, (np.float32, np.int32)), (conv_mod._IM2COL, (np.float64, np.int64)),
     (conv_mod._COL2IM, (np.float32, np.int32)), (conv_mod._COL2IM, (np.float64, np.int64)),
-    (adam._ADAM_KERNEL, (np.float32,)),
+    (adam._ADAM_KERNEL, (np.float32,)), (von_mises._VON_MISES, ()),
 ]
 
 

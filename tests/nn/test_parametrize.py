@@ -88,7 +88,7 @@ def test_weight_norm_old_style():
     m = nn.utils.weight_norm(_lin(3, 2), dim=None)
     assert m.weight_g.shape == () and m.weight_v.shape == (2, 3)
     with lucid.no_grad():
-        m.weight_g._data[...] = 3.0
+        m.weight_g.fill_(3.0)
     x = t64(RNG.normal(size=(5, 3)))
     v = npy(m.weight_v)
     np.testing.assert_allclose(npy(m(x)), npy(x) @ (3 * v / np.linalg.norm(v)).T + npy(m.bias), rtol=1e-12)

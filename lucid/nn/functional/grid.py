@@ -10,6 +10,7 @@ import itertools
 
 import numpy as np
 
+from ..._core.backend import runs_on_operands_device
 from ..._core.tensor import _wrap
 from ...ops._family import _as_tensor
 from ._device import const_like
@@ -118,6 +119,7 @@ def _cubic(t, a=-0.75):
     return [far(t + 1), near(t), near(1 - t), far(2 - t)]
 
 
+@runs_on_operands_device
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Sample ``input`` (N, C, H, W) at the points ``grid`` (N, Ho, Wo, 2) — x then y, in
     [-1, 1] — (or (N, C, D, H, W) at (N, Do, Ho, Wo, 3)), as PyTorch's ``grid_sample``.

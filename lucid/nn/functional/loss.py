@@ -13,7 +13,8 @@ import weakref
 
 import numpy as np
 
-from ..._core.backend import namespace_of, xp
+from ..._core import backend
+from ..._core.backend import namespace_of, runs_on_operands_device, xp
 from ..._core.kernels import Kernel, kernel_for
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import Tensor, _wrap
@@ -149,7 +150,8 @@ def _class_mask(target, input, weight, ignore_index, name):
     if weight is not None and tuple(weight.shape) != (ncls,):
         raise RuntimeError(f"{name}: weight should have shape ({ncls},), got {tuple(weight.shape)}")
     if _concrete(target, weight):
-        return _class_mask_numpy(target._data, input, weight, ignore_index, ncls)
+        with backend.on_device(target):  # array code: on the target's device (NOTE [Several devices])
+            return _class_mask_numpy(target._data, input, weight, ignore_index, ncls)
     lucid = _lucid()
     valid = target != ignore_index
     safe = lucid.where(valid, target, 0)
@@ -183,6 +185,7 @@ def _class_mask_numpy(t, input, weight, ignore_index, ncls):
     return _wrap(mask)
 
 
+@runs_on_operands_device
 def _pick(logp, mask, reduction, name):
     """``-sum_c mask * logp`` reduced; 'mean' divides by ``mask.sum()`` (the total weight).
 

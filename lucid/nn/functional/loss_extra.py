@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..._core.backend import add_at, host, namespace_of
+from ..._core.backend import add_at, host, namespace_of, runs_on_operands_device
 from ..._core.tensor import _wrap
 from ...ops._family import _as_tensor
 from ._device import const_like
@@ -172,6 +172,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction, "multi_margin_loss")
 
 
+@runs_on_operands_device
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """``sum_{j in targets} sum_{i not in targets} max(0, 1 - (x[j] - x[i])) / C``; the targets
     of a sample are its ``target`` entries before the first -1.

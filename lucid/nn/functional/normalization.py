@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..._core.backend import runs_on_operands_device
 from ..._core.grad_mode import no_grad
 from ._complex import refuse_complex as _refuse_complex
 
@@ -215,6 +216,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return out
 
 
+@runs_on_operands_device
 def _update_running(running_mean, running_var, mean, var, count, momentum):
     with no_grad():
         m = mean.detach()._data.reshape(-1)

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..._core.backend import array_cls_of, namespace_of, on_device_of, xp
+from ..._core.backend import array_cls_of, namespace_of, on_device_of, runs_on_operands_device, xp
 from ..._core.primitive import bind
 from ..._core.tensor import _wrap
 from ...ops.conv import take_last_p
@@ -186,6 +186,7 @@ def _starts(u, n, o, k):
     return xp.concatenate([first, last], -1)
 
 
+@runs_on_operands_device  # its array code runs on the input's device (NOTE [Several devices])
 def _fractional(input, kernel_size, output_size, output_ratio, return_indices, samples, nsp, op):
     x, unbatched = _batched(input, nsp, op)
     n, c = x.shape[:2]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._core.backend import add_at, host, namespace_of, on_device_of, xp
+from ..._core.backend import add_at, host, namespace_of, on_device_of, runs_on_operands_device, xp
 from ..._core.grad_mode import no_grad
 from ..._core.primitive import bind, defprim
 from ...ops._family import _as_tensor, move_bdim
@@ -55,11 +55,11 @@ def one_hot(tensor, num_classes=-1):
     if t.dtype.kind not in "iu":
         raise RuntimeError(f"one_hot: expected an integer (long) tensor of class indices, got {t.dtype}")
     if num_classes == -1:
-        arr = t._data
-        num_classes = int(arr.max()) + 1 if arr.size else 0
+        num_classes = int(t.max()) + 1 if t.numel() else 0
     return bind(one_hot_p, (t,), {"num_classes": int(num_classes)})
 
 
+@runs_on_operands_device
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """Look up rows of ``weight`` (``weight[input]``).
@@ -214,6 +214,7 @@ def _bags(idx, offsets, include_last_offset, op):
     return data[bounds[0]:bounds[-1]], seg, nbags
 
 
+@runs_on_operands_device
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
                   mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
                   padding_idx=None):

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ..._core.backend import namespace_of
+from ..._core.backend import namespace_of, on_device
 from ..._core.tensor import Tensor, _wrap
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "get_total_norm", "clip_grads_with_norm_"]
@@ -56,6 +56,11 @@ _NONFINITE = ("The total norm of order {norm_type} for gradients from `parameter
 # 1e-6)) there (a factor of 1 changes nothing; a NaN norm gives NaN gradients either way).
 def _device_total(arrays, norm_type, dtype):
     """The joint norm of device ``arrays`` as a 0-d array of ``dtype`` on their device."""
+    with on_device(arrays[0]):  # NOTE [Several devices]
+        return _device_total_here(arrays, norm_type, dtype)
+
+
+def _device_total_here(arrays, norm_type, dtype):
     ns = namespace_of(arrays[0])
     arrays = [a for a in arrays if a.size]
     if not arrays:
@@ -70,9 +75,10 @@ def _device_total(arrays, norm_type, dtype):
 
 
 def _scale_on_device(grads, max_norm, total):
-    coef = namespace_of(total).minimum(float(max_norm) / (total + 1e-6), 1.0)
+    with on_device(total):
+        coef = namespace_of(total).minimum(float(max_norm) / (total + 1e-6), 1.0)
     for g in grads:
-        with np.errstate(invalid="ignore"):  # an inf gradient times 0 is nan, silently (as PyTorch)
+        with np.errstate(invalid="ignore"), on_device(g):  # inf * 0 is nan, silently (as PyTorch)
             g._data = (g._data * coef).astype(g.dtype, copy=False)
         g._version[0] += 1
 
@@ -121,7 +127,8 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
                             "not supported, as in PyTorch (clamping has no meaning for complex numbers; "
                             "clip_grad_norm_ works)")
     for g in grads:
-        g._data = np.clip(g._data, -clip_value, clip_value)  # dispatches to the gradient's device
+        with on_device(g):
+            g._data = np.clip(g._data, -clip_value, clip_value)  # dispatches to the gradient's device
         g._version[0] += 1
 
 

@@ -95,7 +95,7 @@ class _SpectralNorm(Module):
         return weight.reshape(weight.shape[0], -1)
 
     def _power_method(self, mat, n):
-        with no_grad():
+        with no_grad(), backend.on_device(mat):
             mat = mat.detach()
             for _ in range(n):
                 self._u._data[...] = F.normalize(mat @ self._v, dim=0, eps=self.eps)._data

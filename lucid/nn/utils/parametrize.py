@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 
+from ..._core import backend
 from ..._core.grad_mode import no_grad
 from ..._core.tensor import Tensor
 from ..containers import ModuleDict, ModuleList
@@ -77,7 +78,7 @@ class ParametrizationList(ModuleList):
                 raise ValueError(f"register_parametrization: right_inverse must keep the shape and dtype "
                                  f"{tuple(original.shape)} {original.dtype}, got {tuple(new.shape)} {new.dtype}")
             with no_grad():
-                original._data = new._data.copy() if new is not original else original._data
+                original._data = new.detach().clone()._data if new is not original else original._data
             _register_tensor(self, "original", original)
         elif isinstance(new, (tuple, list)):
             self.is_tensor, self.ntensors = False, len(new)
@@ -87,7 +88,7 @@ class ParametrizationList(ModuleList):
                                      f"{type(t).__name__} at position {i}; expected Tensors")
                 t = t.detach()
                 if isinstance(original, Parameter):
-                    t = Parameter(t._data.copy(), original.requires_grad)
+                    t = Parameter(t.clone(), original.requires_grad)
                 _register_tensor(self, f"original{i}", t)
         else:
             raise ValueError(f"register_parametrization: right_inverse must return a Tensor or a sequence of "
@@ -106,7 +107,8 @@ class ParametrizationList(ModuleList):
                 if hasattr(m, "right_inverse"):
                     value = m.right_inverse(value)
             if self.is_tensor:
-                self.original._data[...] = value._data if isinstance(value, Tensor) else value
+                with backend.on_device(self.original):  # NOTE [Several devices]
+                    self.original._data[...] = value._data if isinstance(value, Tensor) else value
                 self.original._version[0] += 1
             else:
                 for i, v in enumerate(value):
@@ -237,7 +239,7 @@ def remove_parametrizations(module, tensor_name, leave_parametrized=True):
         if leave_parametrized:
             with no_grad():
                 value = getattr(module, tensor_name)
-                original._data = value._data.copy()
+                original._data = value.detach().clone()._data
                 original._version[0] += 1
     else:
         if not leave_parametrized:

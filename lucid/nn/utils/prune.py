@@ -72,6 +72,10 @@ class BasePruningMethod:
 
     def _combined(self, t, old):
         """The new mask as an array: among the still-unpruned entries for unstructured methods."""
+        with backend.on_device(t):  # NOTE [Several devices]
+            return self._combined_here(t, old)
+
+    def _combined_here(self, t, old):
         if self.PRUNING_TYPE == "unstructured":
             keep = old != 0
             new = old.copy()
@@ -103,10 +107,12 @@ class BasePruningMethod:
         if old is None:
             del module._parameters[name]
             module.register_parameter(name + "_orig", orig)
-            module.register_buffer(name + "_mask", _wrap(mask.astype(orig._data.dtype)))
+            with backend.on_device(mask):
+                module.register_buffer(name + "_mask", _wrap(mask.astype(orig._data.dtype)))
         else:
             buf = getattr(module, name + "_mask")
-            buf._data[...] = mask
+            with backend.on_device(buf):
+                buf._data[...] = mask
             buf._version[0] += 1
         setattr(module, name, method.apply_mask(module))
         module.register_forward_pre_hook(method)
@@ -120,7 +126,7 @@ class BasePruningMethod:
         module.__dict__.pop(name, None)
         orig = module._parameters.pop(name + "_orig")
         del module._buffers[name + "_mask"]
-        orig._data = weight._data.copy()
+        orig._data = weight.detach().clone()._data
         orig._version[0] += 1
         module.register_parameter(name, orig)
 
@@ -350,7 +356,8 @@ def global_unstructured(parameters, pruning_method, importance_scores=None, **kw
     if method.PRUNING_TYPE != "unstructured":
         raise TypeError(f"global_unstructured: only 'unstructured' pruning methods are supported, got "
                         f"{method.PRUNING_TYPE!r}")
-    full = method._combined(np.concatenate(scores), np.concatenate(masks))
+    with backend.on_device(scores[0]):
+        full = method._combined(np.concatenate(scores), np.concatenate(masks))
     start = 0
     for (module, name), s in zip(params, scores):
         piece = full[start:start + s.size].reshape(tuple(getattr(module, name).shape))

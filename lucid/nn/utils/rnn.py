@@ -21,7 +21,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..._core.backend import host, namespace_of, on_device_of
+from ..._core.backend import host, namespace_of, on_device_of, runs_on_operands_device
 from ..._core.tensor import Tensor, _wrap
 from ...ops._family import _as_tensor
 
@@ -72,6 +72,7 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
         return False
 
 
+@runs_on_operands_device
 def invert_permutation(permutation):
     """The inverse of an index permutation (``None`` stays ``None``).
 

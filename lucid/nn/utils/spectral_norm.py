@@ -95,6 +95,6 @@ def remove_spectral_norm(module, name="weight"):
             del module._parameters[name + "_orig"]
             del module._buffers[name + "_u"]
             del module._buffers[name + "_v"]
-            module.register_parameter(name, Parameter(weight._data.copy()))
+            module.register_parameter(name, Parameter(weight.detach().clone()))
             return module
     raise ValueError(f"remove_spectral_norm: spectral_norm of '{name}' not found in {type(module).__name__}")

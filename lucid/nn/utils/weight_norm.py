@@ -39,8 +39,8 @@ def weight_norm(module, name="weight", dim=0):
     weight = getattr(module, name)
     hook = _WeightNormHook(name, dim)
     del module._parameters[name]
-    module.register_parameter(name + "_g", Parameter(_norm_except_dim(weight, dim).detach()._data.copy()))
-    module.register_parameter(name + "_v", Parameter(weight.detach()._data.copy()))
+    module.register_parameter(name + "_g", Parameter(_norm_except_dim(weight, dim).detach().clone()))
+    module.register_parameter(name + "_v", Parameter(weight.detach().clone()))
     setattr(module, name, hook.compute_weight(module))
     module.register_forward_pre_hook(hook)
     return module
@@ -63,6 +63,6 @@ def remove_weight_norm(module, name="weight"):
             del module._parameters[name + "_g"]
             del module._parameters[name + "_v"]
             module.__dict__.pop(name, None)
-            module.register_parameter(name, Parameter(weight._data.copy()))
+            module.register_parameter(name, Parameter(weight.clone()))
             return module
     raise ValueError(f"remove_weight_norm: weight_norm of '{name}' not found in {type(module).__name__}")

@@ -6,7 +6,7 @@ import operator
 
 
 from ..._core import dtypes
-from ..._core.backend import xp
+from ..._core.backend import on_device, xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, tensor_method
 from .._family import _as_tensor, batch_elementwise, binary, broadcast_tangent, nondiff, sum_to_shape
@@ -286,7 +286,9 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     >>> lucid.allclose(lucid.tensor([1.0, 2.0]), lucid.tensor([1.0, 2.0 + 1e-9]))
     True
     """
-    return bool(xp.all(isclose(input, other, rtol, atol, equal_nan)._data))
+    close = isclose(input, other, rtol, atol, equal_nan)._data
+    with on_device(close):
+        return bool(xp.all(close))
 
 
 @tensor_method("equal")
@@ -307,7 +309,9 @@ def equal(input, other):
     input, other = _as_tensor(input), _as_tensor(other)
     if input.shape != other.shape:
         return False
-    return bool(xp.all(eq(input, other)._data))
+    same = eq(input, other)._data
+    with on_device(same):
+        return bool(xp.all(same))
 
 
 # PyTorch's long names for the comparisons.

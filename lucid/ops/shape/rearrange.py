@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._core import backend
-from ..._core.backend import xp
+from ..._core.backend import on_device, xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _wrap, tensor_method
 from .._family import _as_tensor, batch_unary_axis, linear_jvp, normalize_axis
@@ -213,7 +213,9 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
             if reps.ndim != 1 or reps.shape[0] != input.shape[d]:
                 raise RuntimeError(f"repeat_interleave: repeats must have the same size as input along dim, "
                                    f"got repeats shape {tuple(reps.shape)} and input size {input.shape[d]}")
-            if (reps < 0).any():
+            with on_device(reps):
+                negative = (reps < 0).any()
+            if negative:
                 raise RuntimeError("repeat_interleave: repeats can not be negative")
             # The output's length depends on the repeats' values: read them (one explicit host copy,
             # as PyTorch syncs here too unless given output_size).

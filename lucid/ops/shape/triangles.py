@@ -22,7 +22,8 @@ def _tri(op, input, diagonal, lower):
         raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions, got shape {tuple(input.shape)}")
     n, m = input.shape[-2:]
     xp_ = namespace_of(input)
-    mask = xp_.tri(n, m, k=diagonal, dtype=bool) if lower else ~xp_.tri(n, m, k=diagonal - 1, dtype=bool)
+    # through the namespace, never a raw ``~``: it runs on the input's device (NOTE [Several devices])
+    mask = xp_.tri(n, m, k=diagonal, dtype=bool) if lower else xp_.logical_not(xp_.tri(n, m, k=diagonal - 1, dtype=bool))
     return where(_wrap(mask), input, _wrap(xp_.zeros((), input.dtype)))
 
 

@@ -1,0 +1,155 @@
+"""Several devices of one type: ops run on their operands' device, not the current one.
+
+NOTE [Several devices] in lucid/_core/backend.py, proven on the strict stand-in, which has two
+devices (strict:0, strict:1) and, like CuPy on a machine without peer access, refuses an
+operand that is not on its current device. Each test compares with the CPU and checks where
+every result, gradient and optimizer state lives. The test command also runs the op database,
+autograd, func, nn, optim, data and distributions suites on strict:1 while strict:0 is current
+(``--lucid-device=strict:1``).
+"""
+import numpy as np
+import pytest
+
+import lucid
+import lucid.func as F
+from lucid import nn
+from lucid._core import backend
+from lucid.testing import strict_device
+
+strict_device.enable()
+ONE = lucid.device("strict", 1)
+
+
+@pytest.fixture(autouse=True)
+def _guard_state():
+    """Each test starts with the guard as a one-device program has it (off, strict:0 current),
+    unless the whole run is on strict:1, and leaves it that way."""
+    saved = backend.DEVICE_GUARD[0], strict_device.current()
+    if lucid.get_default_device() != ONE:
+        backend.reset_device_guard()
+    yield
+    strict_device.set_current(saved[1])
+    if not saved[0]:
+        backend.reset_device_guard()
+
+
+def _device_index(t):
+    return t._data._dev
+
+
+def test_one_device_costs_nothing():
+    if lucid.get_default_device() == ONE:
+        pytest.skip("this run puts everything on strict:1 (--lucid-device=strict:1)")
+    x = lucid.ones(3, device="strict")  # the current device: no guard needed
+    assert (x * 2).device == lucid.device("strict", 0)
+    assert backend.DEVICE_GUARD[0] is False
+    lucid.ones(3, device=ONE)  # a device that is not current turns it on
+    assert backend.DEVICE_GUARD[0] is True
+
+
+def _mlp():
+    lucid.manual_seed(0)
+    return nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+@pytest.mark.parametrize("opt_cls", [lucid.optim.SGD, lucid.optim.Adam, lucid.optim.RMSprop])
+def test_training_on_the_device_that_is_not_current(opt_cls):
+    rng = np.random.default_rng(0)
+    x_np, y_np = rng.normal(size=(7, 5)).astype(np.float32), rng.integers(0, 3, 7)
+
+    def run(device):
+        model = _mlp().to(device)
+        opt = opt_cls(model.parameters(), lr=0.05)
+        x, y = lucid.tensor(x_np, device=device), lucid.tensor(y_np, device=device)
+        losses = []
+        for _ in range(3):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            losses.append(loss.item())
+        return model, opt, losses
+
+    ref_model, _, ref_losses = run("cpu")
+    reads = strict_device.HOST_READS[0]
+    model, opt, losses = run(ONE)
+    assert strict_device.HOST_READS[0] - reads == 3  # the three loss.item() calls, nothing hidden
+    assert strict_device.current() == 0  # the current device is left as it was
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    for p, q in zip(model.parameters(), ref_model.parameters()):
+        assert _device_index(p) == 1 and _device_index(p.grad) == 1
+        np.testing.assert_allclose(p.detach().cpu().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
+        for v in opt.state[p].values():
+            if backend.is_array(v) and v.__class__ is not np.ndarray:
+                assert v._dev == 1
+
+
+def test_transforms_on_the_device_that_is_not_current():
+    w_np = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+    xs_np = np.arange(12.0).reshape(4, 3) / 10
+
+    def loss(w, x):
+        return (lucid.tanh(w @ x) ** 2).sum()
+
+    per_sample = F.vmap(F.grad(loss), in_dims=(None, 0))
+    ref = per_sample(lucid.tensor(w_np), lucid.tensor(xs_np))
+    got = per_sample(lucid.tensor(w_np, device=ONE), lucid.tensor(xs_np, device=ONE))
+    assert _device_index(got) == 1
+    np.testing.assert_allclose(got.cpu().numpy(), ref.numpy(), rtol=1e-12)
+    hess = F.hessian(lambda w: loss(w, lucid.tensor(xs_np[0], device=ONE)))(lucid.tensor(w_np, device=ONE))
+    ref_h = F.hessian(lambda w: loss(w, lucid.tensor(xs_np[0])))(lucid.tensor(w_np))
+    assert _device_index(hess) == 1
+    np.testing.assert_allclose(hess.cpu().numpy(), ref_h.numpy(), rtol=1e-12)
+
+
+def test_tensors_stay_put_when_the_current_device_changes():
+    a = lucid.arange(4.0, device="strict").requires_grad_()  # strict:0, the current device
+    strict_device.set_current(1)
+    assert backend.DEVICE_GUARD[0]  # arrays may live on the device that stopped being current
+    b = lucid.ones(4, device="strict")  # "strict" is now strict:1
+    assert b.device == ONE
+    out = (a * a).sum()
+    out.backward()
+    assert _device_index(out) == 0 and _device_index(a.grad) == 0
+    np.testing.assert_allclose(a.grad.cpu().numpy(), 2 * np.arange(4.0))
+    with pytest.raises(RuntimeError, match=r"^mul: Expected all tensors to be on the same device, but "
+                                           r"found at least two devices, strict:0 and strict:1"):
+        a * b
+
+
+def test_moving_between_devices_goes_device_to_device():
+    x = lucid.tensor([1.0, 2.0], device=ONE, requires_grad=True)
+    reads = strict_device.HOST_READS[0]
+    y = x.to("strict:0")
+    assert _device_index(y) == 0 and strict_device.HOST_READS[0] == reads
+    (y * 3).sum().backward()  # the gradient goes back to strict:1
+    assert _device_index(x.grad) == 1
+    np.testing.assert_allclose(x.grad.cpu().numpy(), [3.0, 3.0])
+
+
+def test_in_place_ops_and_module_state_on_the_device_that_is_not_current():
+    bn = nn.BatchNorm1d(3).to(ONE)
+    x = lucid.tensor(np.arange(12.0, dtype=np.float32).reshape(4, 3), device=ONE)
+    bn(x)
+    assert _device_index(bn.running_mean) == 1 and int(bn.num_batches_tracked.item()) == 1
+    np.testing.assert_allclose(bn.running_mean.cpu().numpy(), 0.1 * np.arange(12.0).reshape(4, 3).mean(0),
+                               rtol=1e-6)
+    x.add_(1.0).mul_(2.0)
+    x[0] = 0.0
+    assert _device_index(x) == 1
+    np.testing.assert_allclose(x.cpu().numpy()[1], 2 * (np.arange(3.0, 6.0) + 1))
+    sd = bn.state_dict()
+    other = nn.BatchNorm1d(3).to(ONE)
+    other.load_state_dict(sd)
+    assert _device_index(other.running_mean) == 1
+
+
+def test_the_stand_in_refuses_what_cupy_would_compute_on_the_wrong_device():
+    # the proof's premise: without the guard, an array on strict:1 can't be computed on while
+    # strict:0 is current (CuPy would compute on the current GPU, or refuse without peer access)
+    a = lucid.ones(2, device=ONE)._data
+    with pytest.raises(ValueError, match="an operand on strict:1 met an op running on the current device strict:0"):
+        a * 2
+    view = a[1:]  # views launch nothing: they keep their device
+    assert view._dev == 1
