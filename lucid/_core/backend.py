@@ -23,6 +23,7 @@ device must actually exist, and it raises one clear error for any device this ma
 """
 from __future__ import annotations
 
+import functools
 import types
 
 import numpy as np
@@ -328,7 +329,6 @@ def on_device(*values):
 def runs_on_operands_device(fn):
     """Decorator: ``fn``'s array code runs on the device of its first device operand, as
     ``bind`` runs an op (NOTE [Several devices]); for functions that work on ``._data``."""
-    import functools
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
