@@ -476,8 +476,8 @@ def _run_graph(roots, root_grads, *, retain_graph, tensor_mode, capture=None, re
     pop, push, get_buf = heappop, heappush, buffers.get
     # The plain eager backward (arrays, no capture, no anomaly) takes an inlined copy of
     # Node.apply for single-output primitive nodes: it is the hot path of training loops.
-    guarding = DEVICE_GUARD[0]  # NOTE [Several devices]: each node runs on its gradients' device
-    fast = not (capturing or tensor_mode or anomaly or PROFILING[0] or guarding)
+    # NOTE [Several devices]: with the guard on, each node runs on its gradients' device (below)
+    fast = not (capturing or tensor_mode or anomaly or PROFILING[0] or DEVICE_GUARD[0])
     while heap:
         node = pop(heap)[1]
         grads = buffers.pop(node)
@@ -521,10 +521,7 @@ def _run_graph(roots, root_grads, *, retain_graph, tensor_mode, capture=None, re
             if early:
                 _flush_early(node, early, pending, own_ids, tensor_mode)
             continue
-        guard = backend.guard_for(grads) if guarding else None
-        if guard is not None:
-            guard.__enter__()
-        try:
+        with backend.on_device(*grads):  # NOTE [Several devices]: a no-op for one device
             if node_capture or node.nout > 1 or node.hooks or node.retains:
                 grads = _prepare_output_grads(node, grads, captured, wanted if node_capture else None, tensor_mode)
             if needed is None or node in needed:
@@ -546,20 +543,13 @@ def _run_graph(roots, root_grads, *, retain_graph, tensor_mode, capture=None, re
                             buf[idx] = g if cur is None else _add(cur, g)
                     else:
                         _send(parent, g, buffers, heap, captured, wanted, pending, tensor_mode)
-        finally:
-            if guard is not None:
-                guard.__exit__(None, None, None)
         if not retain_graph:
             node.release()
         if early:
             _flush_early(node, early, pending, own_ids, tensor_mode)
     for leaf, g in pending.values():
-        guard = backend.guard_for((g,)) if guarding else None
-        if guard is None:
+        with backend.on_device(g):
             _accumulate(leaf, g, own_ids, tensor_mode)
-        else:
-            with guard:
-                _accumulate(leaf, g, own_ids, tensor_mode)
         if leaf._post_hooks:
             _run_post_hooks(leaf)
     if capture is not None:
