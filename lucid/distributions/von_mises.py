@@ -24,7 +24,13 @@ __all__ = ["VonMises"]
 # its rejection loop come from a counter-based generator (splitmix64) started at the key's
 # bits. A draw is thus a deterministic function of (concentration, key) element by element:
 # the primitive batches like any elementwise op, and a vmapped call equals a loop.
+# The limits are explicit: a concentration of 0 gives the uniform draws that small ones tend
+# to (``c = 1 + kappa (kappa - f)`` is ``kappa (r - f)`` for ``r = 1/kappa + kappa``, exact at
+# 0 where the product form is 0 * inf), +inf gives 0 (all mass at the mean), NaN and negative
+# ones give NaN, and after _VON_MISES_ROUNDS rounds a draw gives up with NaN: each round
+# accepts with probability above 0.65 for any valid concentration, so none gets there.
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_VON_MISES_ROUNDS = 1000
 
 
 def _splitmix64(z):
@@ -50,14 +56,18 @@ def _von_mises_impl(concentration, key):
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         tau = 1 + np.sqrt(1 + 4 * kappa ** 2)
         rho = (tau - np.sqrt(2 * tau)) / (2 * np.maximum(kappa, 1e-300))
-        r = np.where(kappa < 1e-5, 1 / np.maximum(kappa, 1e-300) + kappa, (1 + rho ** 2) / (2 * rho))
-        x = np.zeros(kappa.shape)
-        todo = np.arange(kappa.size)
-        while todo.size:
+        small = kappa < 1e-5
+        r = np.where(small, 1 / np.maximum(kappa, 1e-300) + kappa, (1 + rho ** 2) / (2 * rho))
+        x = np.where(kappa == np.inf, 0.0, np.nan)  # the limits (NOTE [Von Mises sampler])
+        todo = np.flatnonzero(np.isfinite(kappa) & (kappa >= 0))
+        for _ in range(_VON_MISES_ROUNDS):
+            if not todo.size:
+                break
             state[todo], (u1, u2, u3) = _uniforms(state[todo])
             z = np.cos(np.pi * u1)
             f = (1 + r[todo] * z) / (r[todo] + z)
-            c = kappa[todo] * (r[todo] - f)
+            k = kappa[todo]
+            c = np.where(small[todo], 1 + k * (k - f), k * (r[todo] - f))
             accept = (c * (2 - c) - u2 > 0) | (np.log(c / u2) + 1 - c >= 0)
             x[todo[accept]] = np.sign(u3[accept] - 0.5) * np.arccos(np.clip(f[accept], -1, 1))
             todo = todo[~accept]
@@ -74,14 +84,13 @@ def _von_mises_impl(concentration, key):
 # IEEE operations; only cos, acos and log come from the device's math library (a GPU's are
 # within 1-2 ulp, and NVRTC fuses multiply-adds), so draws agree to about 1e-15, and an
 # accept test lands on the other side of its boundary with a probability of the order of
-# 1e-16 per draw. Unlike the CPU loop, a thread gives up after _VON_MISES_ROUNDS rounds with
-# NaN: each round accepts with probability above 0.65 for any concentration, so a finite one
-# never gets there, while a concentration of 0 or NaN never accepts (the CPU loop then runs
-# forever) and a GPU thread must end. Where the device runs no kernels (no compiler for the
-# strict stand-in), the loop runs on the host (NOTE [Host fallback]).
-_VON_MISES_ROUNDS = 1000
+# 1e-16 per draw. The limits and the cap on rounds are the CPU loop's (NOTE [Von Mises
+# sampler]). Where the device runs no kernels (no compiler for the strict stand-in), the loop
+# runs on the host (NOTE [Host fallback]).
 _VON_MISES = Kernel("lucid_von_mises", "const double* kappa, const long long* key, double* out", f"""
     const double k = kappa[i];
+    if (!(k >= 0)) {{ out[i] = LUCID_NAN; return; }}  // NaN, negative
+    if (k > 1.7976931348623157e308) {{ out[i] = 0; return; }}  // +inf: all mass at the mean
     const double kk = k > 1e-300 ? k : 1e-300;
     const double tau = 1 + sqrt(1 + 4 * (k * k));
     const double rho = (tau - sqrt(2 * tau)) / (2 * kk);
@@ -99,7 +108,7 @@ _VON_MISES = Kernel("lucid_von_mises", "const double* kappa, const long long* ke
         }}
         const double z = cos(3.141592653589793 * u[0]);
         const double f = (1 + r * z) / (r + z);
-        const double c = k * (r - f);
+        const double c = k < 1e-5 ? 1 + k * (k - f) : k * (r - f);
         if (c * (2 - c) - u[1] > 0 || log(c / u[1]) + 1 - c >= 0) {{
             const double d = u[2] - 0.5;
             const double fc = f < -1 ? -1.0 : (f > 1 ? 1.0 : f);

@@ -196,12 +196,24 @@ def test_von_mises_kernel_is_the_cpu_loop():
     np.testing.assert_allclose(s._a, _von_mises_impl(2.0, key32), rtol=0, atol=1e-6)
 
 
-def test_von_mises_kernel_ends_a_loop_that_never_accepts():
-    # concentration 0 or NaN never accepts (the CPU loop would not end): NaN after the cap
+def test_von_mises_limits_on_the_cpu_and_in_the_kernel():
+    # 0: the uniform draws small concentrations tend to; +inf: the mean; NaN and negative
+    # concentrations (invalid): NaN
+    kappa = np.array([0.0, np.inf, np.nan, -np.inf, -1.0, 1.0])
+    cpu = _von_mises_impl(kappa, np.full(kappa.size, 0.25))
+    assert cpu[1] == 0.0 and np.isnan(cpu[2:5]).all() and np.isfinite(cpu[[0, 5]]).all()
+    keys = np.random.default_rng(5).random(20000)
+    flat = _von_mises_impl(np.zeros(keys.size), keys)
+    assert flat.min() >= -np.pi and flat.max() <= np.pi
+    # uniform on the circle: E cos = E sin = 0, E |x| = pi/2 (standard errors about 0.007, 0.013)
+    assert abs(np.cos(flat).mean()) < 0.03 and abs(np.sin(flat).mean()) < 0.03
+    assert abs(np.abs(flat).mean() - np.pi / 2) < 0.05
+    tiny = _von_mises_impl(np.full(keys.size, 1e-300), keys)  # the limit is continuous
+    np.testing.assert_allclose(tiny, flat, rtol=0, atol=1e-12)
     _kernel_or_skip()
     with _on_device_only():
-        out = von_mises_sample_p.impl(_dev([0.0, np.nan, np.inf, 1.0]), _dev(np.full(4, 0.25)))
-    assert np.isnan(out._a[:3]).all() and np.isfinite(out._a[3])
+        out = von_mises_sample_p.impl(_dev(kappa), _dev(np.full(kappa.size, 0.25)))
+    np.testing.assert_allclose(out._a, cpu, rtol=0, atol=1e-12)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
