@@ -136,3 +136,22 @@ def test_pinned_batches_copy_to_the_gpu():
     assert isinstance(batch._data.base, cupy.cuda.PinnedMemoryPointer)
     on_gpu = batch.cuda(non_blocking=True)
     np.testing.assert_array_equal(on_gpu.cpu().numpy(), data.numpy()[:3])
+
+
+@pytest.mark.skipif(lucid.cuda.device_count() < 2, reason="needs two GPUs")
+def test_training_on_the_second_gpu_stays_there():
+    # NOTE [Several devices]: cuda:1 while cuda:0 is current, as a DDP rank that never called
+    # set_device; every result, gradient and optimizer state must live on cuda:1
+    rng = np.random.default_rng(0)
+    x = lucid.tensor(rng.normal(size=(16, 20)).astype(np.float32))
+    y = lucid.tensor(rng.integers(0, 5, 16))
+    loss_cpu, params_cpu, _ = _steps(_mlp(), x, y, "cpu")
+    assert lucid.cuda.current_device() == 0
+    loss, params, opt = _steps(_mlp(), x, y, "cuda:1")
+    assert lucid.cuda.current_device() == 0
+    np.testing.assert_allclose(loss, loss_cpu, rtol=1e-4)
+    for p, q in zip(params, params_cpu):
+        np.testing.assert_allclose(p, q, rtol=1e-4, atol=1e-5)
+    for p, state in opt.state.items():
+        assert p.device == lucid.device("cuda", 1) and p.grad.device == p.device
+        assert all(v.device.id == 1 for v in state.values() if hasattr(v, "device") and hasattr(v.device, "id"))

@@ -153,3 +153,55 @@ def test_the_stand_in_refuses_what_cupy_would_compute_on_the_wrong_device():
         a * 2
     view = a[1:]  # views launch nothing: they keep their device
     assert view._dev == 1
+
+
+class _TwoGpuCupy:
+    """Just enough of CuPy for the CUDA backend's device glue: two GPUs, a current one, arrays
+    that remember where they were made (as CuPy allocates on the current device)."""
+
+    def __init__(self):
+        self.current = 0
+        fake = self
+
+        class ndarray:  # noqa: N801 (CuPy's name)
+            def __init__(self, gpu):
+                self.device = type("device", (), {"id": gpu})
+
+            def copy(self):  # CuPy's copy lands on the current device, from any device
+                return ndarray(fake.current)
+
+        class Device:
+            def __init__(self, index):
+                self.index = index
+
+            def __enter__(self):
+                self.saved, fake.current = fake.current, self.index
+
+            def __exit__(self, *exc):
+                fake.current = self.saved
+
+        runtime = type("runtime", (), {"getDevice": staticmethod(lambda: fake.current),
+                                       "getDeviceCount": staticmethod(lambda: 2)})
+        self.ndarray = ndarray
+        self.cuda = type("cuda", (), {"Device": Device, "runtime": runtime})
+        self.asnumpy = lambda a: np.zeros(1)
+        self.asarray = lambda a: ndarray(fake.current)
+
+
+def test_the_cuda_backend_runs_calls_on_the_operands_gpu():
+    """The CUDA backend's part of NOTE [Several devices], without a GPU: the guard makes the
+    operand's GPU current and restores the previous one; a GPU-to-GPU move copies under the
+    target GPU, never through the host; an array from the host lands on the GPU asked for."""
+    from lucid._core import cuda_backend
+
+    fake = _TwoGpuCupy()
+    b = cuda_backend.make_backend(fake)
+    assert (b.device_count(), b.current_index()) == (2, 0)
+    on_one = fake.ndarray(1)
+    assert b.device_of(on_one) == lucid.device("cuda", 1)
+    with b.use_device(1):
+        assert b.current_index() == 1
+    assert fake.current == 0
+    moved = b.move(on_one, 0)
+    assert moved.device.id == 0 and fake.current == 0
+    assert b.from_numpy(np.zeros(2), 1).device.id == 1 and fake.current == 0
