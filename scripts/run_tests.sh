@@ -15,11 +15,12 @@ if [ -d ../shared/acceptance ]; then targets+=(../shared/acceptance); fi
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 .venv/bin/python -m pytest -n 2 -p no:cacheprovider "${targets[@]}" "$@"
 # Second pass: the op database, the autograd and func suites, the training stack (nn, optim,
-# data), distributions and the GPU suite on the strict stand-in device, which behaves like CuPy
-# on the CPU (README "GPU"; NOTE [Strict stand-in device]).
+# data), distributions, linalg, fft, complex, the regressions and the GPU suite on the strict
+# stand-in device, which behaves like CuPy on the CPU (README "GPU"; NOTE [Strict stand-in
+# device]).
 .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict \
   tests/ops/test_opdb.py tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
-  tests/gpu "$@"
+  tests/linalg tests/fft tests/complex tests/regressions tests/gpu "$@"
 # Third pass: the op database with its samples on the stand-in while the default device stays
 # the CPU, as a user's x.to("cuda") (NOTE [Device inputs, CPU default] in tests/conftest.py).
 .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-inputs=strict tests/ops/test_opdb.py "$@"
@@ -27,4 +28,4 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM
 # tensor on cuda:1 of a process whose current GPU is cuda:0 (NOTE [Several devices]).
 exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict:1 \
   tests/ops/test_opdb.py tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
-  tests/gpu "$@"
+  tests/linalg tests/fft tests/complex tests/regressions tests/gpu "$@"

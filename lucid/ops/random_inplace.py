@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core.backend import on_device_of
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor
 from .inplace import _inplace
@@ -149,7 +150,7 @@ def fill_diagonal_(self, fill_value, wrap=False):
                            f"{tuple(self.shape)}")
     mask = np.zeros(tuple(self.shape), bool)
     np.fill_diagonal(mask, True, wrap=wrap)
-    m = _wrap(mask)
+    m = _wrap(on_device_of(mask, self._data))  # beside self (NOTE [Backends])
     return _inplace("fill_diagonal_", self, (), lambda x: lucid.where(m, fill_value, x), None, needs_old=True)
 
 
@@ -168,6 +169,14 @@ def poisson(input, generator=None):
     if type(x) is not Tensor:
         raise RuntimeError("poisson: the rates must be concrete (not a transform's tracer); draw outside "
                            "the transform")
+    if x._data.__class__ is not np.ndarray:
+        # On a device: the quantile of device noise (NOTE [Discrete quantiles on a device]), with
+        # no host copy; the rate check would read back, so it is CPU-only (as one_hot's).
+        import lucid
+        from ..distributions._sampling import poisson_icdf
+
+        u = lucid.rand(tuple(x.shape), dtype=lucid.float64, device=x.device, generator=generator)
+        return poisson_icdf(u, x.detach()).to(x.dtype)
     rates = x.detach()._data.astype(np.float64)
     if (rates < 0).any() or np.isnan(rates).any():
         raise RuntimeError("poisson: rates must be non-negative")

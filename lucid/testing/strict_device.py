@@ -63,6 +63,9 @@ numpy.lib.scimath.sqrt numpy.lib.scimath.log numpy.lib.scimath.power
 """.split())
 _NO_CUPY_UFUNCS = frozenset(("matvec", "vecmat", "vecdot", "spacing", "isnat"))
 _LIKE_FUNCTIONS = frozenset(("zeros_like", "ones_like", "empty_like", "full_like"))
+# Functions CuPy answers on the host from an array's metadata, launching nothing: an operand on
+# any device is fine (NOTE [Several devices]).
+_HOST_SIDE_FUNCTIONS = frozenset(("may_share_memory", "shares_memory", "shape", "ndim", "size"))
 # CuPy 14's ufunc methods (cupy/_core/_kernel.pyx): reduce and accumulate exist for add and
 # multiply only, reduceat for add only (others raise NotImplementedError), and ``at`` is not
 # reachable through NumPy's dispatch (CuPy returns NotImplemented for the index tuple): only
@@ -199,8 +202,9 @@ class StrictArray(NDArrayOperatorsMixin):
                                 "shape counts as none); make the array with the namespace's zeros/full")
         foreign = []
         res = func(*_unwrap(args, foreign=foreign), **_unwrap(kwargs, foreign=foreign))
-        if foreign:  # an operand on another device: fine for a view (moveaxis, broadcast_to ...),
-            # which launches nothing on CuPy either; anything computed would run on the current one
+        if foreign and func.__name__ not in _HOST_SIDE_FUNCTIONS:
+            # an operand on another device: fine for a view (moveaxis, broadcast_to ...), which
+            # launches nothing on CuPy either; anything computed would run on the current one
             owner = next((a for a in foreign if isinstance(res, np.ndarray) and np.may_share_memory(res, a._a)), None)
             if owner is None:
                 raise _foreign_error(foreign[0])

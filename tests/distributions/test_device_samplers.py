@@ -259,3 +259,18 @@ def test_multigammaln_on_a_device_reads_nothing_back():
     reads = strict_device.HOST_READS[0]
     lucid.special.multigammaln(lucid.tensor([0.9], device="strict"), 3)
     assert strict_device.HOST_READS[0] == reads
+
+
+def test_lucid_poisson_of_device_rates_stays_on_the_device():
+    # torch.poisson's counterpart: on a device, the quantile sampler of device noise
+    strict_device.enable()
+    rates = lucid.tensor(np.repeat([0.0, 0.5, 3.0, 40.0], 2500).astype(np.float32), device="strict")
+    lucid.manual_seed(2)
+    with _on_device_only():
+        draws = lucid.poisson(rates)
+    assert draws.device == rates.device and draws.dtype == lucid.float32
+    d = draws.cpu().numpy().reshape(4, 2500)
+    assert (d == np.round(d)).all() and (d[0] == 0).all()
+    # means within 4 standard errors (sqrt(rate / 2500))
+    np.testing.assert_allclose(d[1:].mean(1), [0.5, 3.0, 40.0], atol=4 * np.sqrt(40.0 / 2500))
+    np.testing.assert_allclose(d[1:].var(1), [0.5, 3.0, 40.0], rtol=0.12)

@@ -15,7 +15,7 @@ import collections
 import numpy as np
 
 from ..._core import dtypes
-from ..._core.backend import host_fallback, is_array, xp
+from ..._core.backend import host_fallback, is_array, runs_on_operands_device, xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _wrap, tensor_method
 from .._family import _as_tensor, move_bdim, normalize_axis
@@ -546,6 +546,7 @@ def _concrete(op, t):
     return arr
 
 
+@runs_on_operands_device  # its array code runs on the input's device (NOTE [Several devices])
 def histc(input, bins=100, min=0, max=0):
     """Histogram of ``input`` with ``bins`` equal-width bins over ``[min, max]`` (the data's range
     when both are 0); elements outside are ignored. No gradient.
@@ -573,6 +574,7 @@ def histc(input, bins=100, min=0, max=0):
 _histogram = collections.namedtuple("histogram", ["hist", "bin_edges"])
 
 
+@runs_on_operands_device
 def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002
     """``(hist, bin_edges)``: counts (or weighted sums, or densities) of ``input`` in ``bins``
     (a count or a 1-d tensor of edges). No gradient.

@@ -181,6 +181,8 @@ def _storage_view(x, size, stride, offset):
     item = x.itemsize
     if owner.__class__ is not np.ndarray:  # a device array: a strided view of its flat memory
         flat = owner.reshape(-1)
+        if flat.dtype != x.dtype:  # x reinterprets it (a complex array's .real/.imag): same bytes
+            flat = flat.view(x.dtype)
         return backend.as_strided(flat[offset:], tuple(size), tuple(s * item for s in stride))
     start, _ = _byte_span(owner)
     # A dimension that repeats one element is read-only, like expand's (PyTorch refuses to write
@@ -421,7 +423,10 @@ def as_strided(input, size, stride, storage_offset=None):
     params = {"size": size, "stride": stride, "offset": offset,
               "geom": (tuple(shape), tuple(in_stride), in_offset), "view": True}
     out = bind(as_strided_p, (src,), params)
-    if not traced and out._base is None and isinstance(out._data.base, _StorageRef):
+    # every as_strided result on a device is a view of its storage (_storage_view); on the CPU
+    # one made through a _StorageRef may lie outside its input's bytes
+    if not traced and out._base is None and (isinstance(out._data.base, _StorageRef)
+                                             or out._data.__class__ is not np.ndarray):
         _join_storage(out, src, params)
     return out
 
