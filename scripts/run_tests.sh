@@ -20,7 +20,8 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM
 # device]).
 .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict \
   tests/ops/test_opdb.py tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
-  tests/linalg tests/fft tests/complex tests/regressions tests/gpu "$@"
+  tests/linalg tests/fft tests/complex tests/regressions tests/test_dtypes.py tests/test_indexing.py \
+  tests/test_random.py tests/gpu "$@"
 # Third pass: the op database with its samples on the stand-in while the default device stays
 # the CPU, as a user's x.to("cuda") (NOTE [Device inputs, CPU default] in tests/conftest.py).
 .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-inputs=strict tests/ops/test_opdb.py "$@"
@@ -28,4 +29,5 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM
 # tensor on cuda:1 of a process whose current GPU is cuda:0 (NOTE [Several devices]).
 exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict:1 \
   tests/ops/test_opdb.py tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
-  tests/linalg tests/fft tests/complex tests/regressions tests/gpu "$@"
+  tests/linalg tests/fft tests/complex tests/regressions tests/test_dtypes.py tests/test_indexing.py \
+  tests/test_random.py tests/gpu "$@"

@@ -404,8 +404,9 @@ def _check_index(op, index, size, dim, allow_negative=False):
     lo = -size if allow_negative else 0
     with on_device(arr):
         bad = arr[(arr < lo) | (arr >= size)]
-    if bad.size:
-        raise IndexError(f"{op}: index {int(bad.flat[0])} is out of bounds for dimension {dim} with size {size}")
+        first = int(bad.reshape(-1)[0]) if bad.size else None
+    if first is not None:
+        raise IndexError(f"{op}: index {first} is out of bounds for dimension {dim} with size {size}")
 
 
 def _along_axis_args(op, input, dim, index, src=None):

@@ -635,6 +635,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     return _draw("randperm", (n,), sample, generator, device)
 
 
+@backend.runs_on_operands_device  # its checks run on the operands' device (NOTE [Several devices])
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False):
     """Normal samples; ``mean`` and ``std`` may be tensors (broadcast) or floats (then ``size``).
 
@@ -691,7 +692,9 @@ def _check_probs(p, op):
     """Range check on concrete values (skipped for tracers, whose values are not concrete)."""
     if type(p) is Tensor and p.numel():
         arr = p._data
-        if not ((arr >= 0) & (arr <= 1)).all():
+        with backend.on_device(arr):
+            inside = bool(((arr >= 0) & (arr <= 1)).all())
+        if not inside:
             raise RuntimeError(f"{op}: expected all probabilities in [0, 1] (input shape {tuple(p.shape)})")
 
 
@@ -774,6 +777,7 @@ multinomial_p.batch = batch_leading(multinomial_p)
 
 
 @tensor_method("multinomial")
+@backend.runs_on_operands_device  # its checks run on the operands' device (NOTE [Several devices])
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     """Indices sampled from the categorical distribution(s) with weights ``input`` (1-D or 2-D).
 

@@ -452,7 +452,9 @@ def _trunc_divide(input, other):
     # Exact integer division rounding toward zero: floor, plus one where the signs differ
     # and the division is inexact.
     q = floor_divide(a, b)
-    fix = ne(remainder(a, b), 0) & ne(lt(a, 0), lt(b, 0))
+    # a Python number's sign is a Python bool: a tensor of it would sit on the default device
+    negative = [lt(v, 0) if isinstance(v, Tensor) else v < 0 for v in (a, b)]
+    fix = ne(remainder(a, b), 0) & ne(*negative)
     return q + fix
 
 
