@@ -21,7 +21,7 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM
 .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict \
   tests/ops/test_opdb.py tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
   tests/linalg tests/fft tests/complex tests/regressions tests/test_dtypes.py tests/test_indexing.py \
-  tests/test_random.py tests/gpu "$@"
+  tests/test_random.py tests/special tests/gpu "$@"
 # Third pass: the op database with its samples on the stand-in while the default device stays
 # the CPU, as a user's x.to("cuda") (NOTE [Device inputs, CPU default] in tests/conftest.py).
 .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-inputs=strict tests/ops/test_opdb.py "$@"
@@ -30,4 +30,4 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM
 exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict:1 \
   tests/ops/test_opdb.py tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
   tests/linalg tests/fft tests/complex tests/regressions tests/test_dtypes.py tests/test_indexing.py \
-  tests/test_random.py tests/gpu "$@"
+  tests/test_random.py tests/special tests/gpu "$@"
