@@ -186,6 +186,8 @@ class Backend:
     move : callable, optional
         ``move(array, index) -> array``: a copy on device ``index`` of the same type, device to
         device (None: through the host).
+    index_of : callable, optional
+        ``index_of(array) -> int``, the index of ``device_of(array)``, faster.
 
     Examples
     --------
@@ -197,7 +199,7 @@ class Backend:
     def __init__(self, type, xp, array_type, *, device_of, to_numpy, from_numpy,  # noqa: A002
                  numpy_view=True, special=None, scipy_linalg=None, implicit_numpy=None,
                  synchronize=None, kernels=None, device_count=None, current_index=None,
-                 use_device=None, move=None):
+                 use_device=None, move=None, index_of=None):
         self.type, self.xp, self.array_type = type, xp, array_type
         self.device_of, self.to_numpy, self.from_numpy = device_of, to_numpy, from_numpy
         self.numpy_view = numpy_view
@@ -211,6 +213,7 @@ class Backend:
         self.device_count = device_count or (lambda: 1)
         self.current_index = current_index or (lambda: 0)
         self.use_device, self.move = use_device, move
+        self.index_of = index_of or (lambda a: device_of(a).index)
 
     def special(self):
         if self._special is None:
@@ -368,19 +371,34 @@ def _array_in(v):
     return d.get("_data") if d is not None else None
 
 
-def guard_for(values):
+def guard_for(values, op=None):
     """A context manager making the device of the first device array among ``values``
     (arrays, Tensors, tracers) the current one; None where it already is, or none is on a
-    device. See NOTE [Several devices]."""
+    device. See NOTE [Several devices].
+
+    With ``op`` (an op's name, from ``bind``), operands on two devices of one type raise
+    PyTorch's error: CuPy with peer access would compute on them silently.
+    """
+    found = None
     for v in values:
         arr = _array_in(v) if v is not None else None
         cls = arr.__class__
         if cls is np.ndarray or cls not in DEVICE_NAMESPACES:
             continue
         b = _BY_TYPE[cls]
-        index = b.device_of(arr).index
-        return None if index == b.current_index() else b.use_device(index)
-    return None
+        index = b.index_of(arr)
+        if found is None:
+            found = b, index
+            if op is None:
+                break
+        elif found[0] is b and found[1] != index:
+            raise RuntimeError(
+                f"{op}: Expected all tensors to be on the same device, but found at least two devices, "
+                f"{b.type}:{found[1]} and {b.type}:{index}! (move one with .to(device))")
+    if found is None:
+        return None
+    b, index = found
+    return None if index == b.current_index() else b.use_device(index)
 
 
 def backend_of(arr) -> Backend:
@@ -418,7 +436,7 @@ def _namespace_on_device(b, a):
     arr = _array_in(a) if a.__class__ is not b.array_type else a
     if arr is None or arr.__class__ is not b.array_type:  # a Meta: no device index to go by
         return b.xp
-    index = b.device_of(arr).index
+    index = b.index_of(arr)
     return b.xp if index == b.current_index() else _OnDevice(b.xp, b.use_device, index)
 
 

@@ -57,4 +57,5 @@ def make_backend(cupy):
         current_index=cupy.cuda.runtime.getDevice,
         use_device=cupy.cuda.Device,  # NOTE [Several devices]
         move=move,
+        index_of=lambda a: a.device.id,
     )

@@ -151,7 +151,7 @@ def bind(prim, args, params):
     """
     if ACTIVE_TRACES[0]:
         if DEVICE_GUARD[0]:  # operands on a device that is not current: NOTE [Several devices]
-            guard = backend.guard_for(args)
+            guard = backend.guard_for(args, prim.name)
             if guard is not None:
                 with guard:
                     return bind(prim, args, params)

@@ -49,6 +49,10 @@ from .._core import backend as _backend
 HOST_READS = [0]
 DEVICE_COUNT = 2
 _CURRENT = [0]  # the current device's index, as CuPy's cudaGetDevice
+# Peer access, as between NVLink-connected GPUs: an operand on the other device is then read,
+# the op running on the current one, as CuPy does (tests switch it on to check that results
+# still land on their operands' device and that mixing devices still raises).
+PEER_ACCESS = [False]
 
 # NumPy functions (NEP 18) CuPy 14.2 has no counterpart of (read off cupy-cuda12x 14.2.0 by
 # comparing numpy.testing.overrides.get_overridable_numpy_array_functions() with CuPy's
@@ -92,7 +96,7 @@ def _unwrap(x, allow_host=False, foreign=None):
     appended to ``foreign`` when given."""
     cls = x.__class__
     if cls is StrictArray:
-        if x._dev != _CURRENT[0]:
+        if x._dev != _CURRENT[0] and not PEER_ACCESS[0]:
             if foreign is None:
                 raise _foreign_error(x)
             foreign.append(x)
@@ -155,7 +159,7 @@ class StrictArray(NDArrayOperatorsMixin):
         computed on the current device, which must be this array's."""
         if isinstance(r, np.ndarray) and np.may_share_memory(r, self._a):
             return StrictArray(r, self._dev)
-        if self._dev != _CURRENT[0]:
+        if self._dev != _CURRENT[0] and not PEER_ACCESS[0]:
             raise _foreign_error(self)
         return _wrap(r)
 
@@ -602,6 +606,7 @@ def make_backend():
         current_index=current,
         use_device=_UseDevice,
         move=_move,
+        index_of=lambda a: a._dev,
     )
 
 

@@ -52,8 +52,19 @@ def _mlp():
     return nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3))
 
 
+@pytest.fixture(params=[False, True], ids=["no peer access", "peer access"])
+def peer_access(request):
+    """Both kinds of machine: without peer access CuPy refuses a foreign operand (the stand-in's
+    default); with it (NVLink) CuPy computes on the current GPU, and only where results land
+    tells a missing guard."""
+    saved = strict_device.PEER_ACCESS[0]
+    strict_device.PEER_ACCESS[0] = request.param
+    yield request.param
+    strict_device.PEER_ACCESS[0] = saved
+
+
 @pytest.mark.parametrize("opt_cls", [lucid.optim.SGD, lucid.optim.Adam, lucid.optim.RMSprop])
-def test_training_on_the_device_that_is_not_current(opt_cls):
+def test_training_on_the_device_that_is_not_current(opt_cls, peer_access):
     rng = np.random.default_rng(0)
     x_np, y_np = rng.normal(size=(7, 5)).astype(np.float32), rng.integers(0, 3, 7)
 
@@ -101,6 +112,14 @@ def test_transforms_on_the_device_that_is_not_current():
     ref_h = F.hessian(lambda w: loss(w, lucid.tensor(xs_np[0])))(lucid.tensor(w_np))
     assert _device_index(hess) == 1
     np.testing.assert_allclose(hess.cpu().numpy(), ref_h.numpy(), rtol=1e-12)
+
+
+def test_mixing_two_devices_raises_even_with_peer_access(peer_access):
+    a, b = lucid.ones(2, device="strict:0"), lucid.ones(2, device=ONE)
+    for x, y in ((a, b), (b, a)):
+        with pytest.raises(RuntimeError, match=r"^add: Expected all tensors to be on the same device, but "
+                                               r"found at least two devices, strict:\d and strict:\d"):
+            x + y
 
 
 def test_tensors_stay_put_when_the_current_device_changes():
