@@ -10,6 +10,13 @@ semantics]), and one that requires grad is refused while grad mode is on or when
 inside a graph: autograd can't see a collective's write (call it on ``t.detach()`` or
 under ``no_grad``). Arguments are checked the same way on every rank. See NOTE [Same
 checks on every rank] in process_group.py.
+
+NOTE [Collectives on a device]
+MPI here moves host memory (the pip mpich is not CUDA-aware). A tensor on a device is staged
+through the host, as PyTorch's gloo backend does with CUDA tensors: an explicit copy to the
+host before the collective, and one back into the tensor when it completes. Correct, and
+synchronous per tensor; a GPU job would use NCCL for speed (not here: no multi-GPU machine
+has been lent to prove it).
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import warnings
 
 import numpy as np
 
+from .._core import backend
 from .._core.grad_mode import STATE
 from .._core.tensor import Tensor
 from .process_group import _mpi, _resolve
@@ -81,8 +89,9 @@ def _check_tensor(t, api, what="tensor"):
 
 
 def _source(t, api, what="tensor"):
-    """A contiguous array with ``t``'s values (``t``'s own buffer when possible)."""
-    return np.ascontiguousarray(_check_tensor(t, api, what))
+    """A contiguous host array with ``t``'s values (``t``'s own buffer when possible; a host copy
+    of a device tensor's, NOTE [Collectives on a device])."""
+    return np.ascontiguousarray(backend.host(_check_tensor(t, api, what)))
 
 
 class _Target:
@@ -96,16 +105,19 @@ class _Target:
             raise RuntimeError(
                 f"{api}: {what} (shape {tuple(arr.shape)}) requires grad; a collective writes into "
                 "it in place, which autograd can't record. Use tensor.detach() or lucid.no_grad()")
-        if not arr.flags.writeable:
+        if not backend.writeable(arr):
             raise RuntimeError(f"{api}: {what} (shape {tuple(arr.shape)}) is a read-only view "
                                "(e.g. made by expand); a collective can't write into it")
         self.tensor, self.arr = t, arr
-        self.tmp = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+        # a device tensor's values go through a host copy (NOTE [Collectives on a device])
+        self.tmp = arr if arr.__class__ is np.ndarray and arr.flags.c_contiguous \
+            else np.ascontiguousarray(backend.host(arr))
 
     def done(self, api):
         """Write the stand-in back (if any) and bump the version."""
         if self.tmp is not self.arr:
-            self.arr[...] = self.tmp
+            with backend.on_device(self.arr):  # NOTE [Several devices]
+                self.arr[...] = backend.on_device_of(self.tmp, self.arr)
         v = self.tensor._version
         v[0] += 1
         if len(v) == 1:
@@ -354,7 +366,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     pg, comm = _member(group, api)
     if comm is None:
         return None
-    src = np.stack([t._data for t in input_list]) if input_list else np.empty(0, target.tmp.dtype)
+    src = np.stack([backend.host(t._data) for t in input_list]) if input_list else np.empty(0, target.tmp.dtype)
     out = target.tmp
     return _run(lambda: comm.Reduce_scatter_block(src, out, mop),
                 lambda: comm.Ireduce_scatter_block(src, out, mop),
@@ -396,7 +408,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     pg, comm = _member(group, api)
     if comm is None:
         return None
-    send = np.stack([t._data for t in scatter_list]) if is_root else None
+    send = np.stack([backend.host(t._data) for t in scatter_list]) if is_root else None
     out = target.tmp
     return _run(lambda: comm.Scatter(send, out, root), lambda: comm.Iscatter(send, out, root),
                 _finisher([target], api), async_op, [tensor])

@@ -380,6 +380,48 @@ def params_close(model, ref, what):
 
 
 @check
+def ddp_and_collectives_on_a_device():
+    # NOTE [Collectives on a device]: the strict stand-in device (it refuses hidden host copies);
+    # odd ranks use its second device while the first stays current (NOTE [Several devices])
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    r, n = rank_world()
+    dev = f"strict:{r % 2}"
+    t = lucid.tensor(data(r, (3, 4), "float64"), device=dev)
+    dist.all_reduce(t)
+    assert t.device == lucid.device(dev)
+    expect_equal(t.cpu(), np.sum(all_inputs((3, 4), "float64"), axis=0), "all_reduce on a device")
+    gathered = [lucid.zeros(2, device=dev) for _ in range(n)]
+    dist.all_gather(gathered, lucid.tensor([float(r), 2.0 * r], device=dev))
+    expect_equal(np.stack([g.cpu().numpy() for g in gathered]),
+                 np.array([[float(k), 2.0 * k] for k in range(n)], np.float32), "all_gather on a device")
+    # construction broadcasts rank 0's parameters and buffers, here device to device via the host
+    lucid.manual_seed(100 + r)
+    bn_net = DDP(Net(bn=True).double().to(dev))
+    same_on_every_rank([t.detach().cpu().numpy() for t in list(bn_net.parameters()) + list(bn_net.buffers())],
+                       "parameters and buffers broadcast on a device")
+    assert all(t.device == lucid.device(dev) for t in bn_net.buffers())
+    ddp, ref = make_ddp()
+    ddp.to(dev)
+    opt = lucid.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+    ropt = lucid.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    for step in range(3):
+        x, y = batches(step, n)
+        mine = slice(r * BATCH, (r + 1) * BATCH)
+        opt.zero_grad()
+        Fn.cross_entropy(ddp(lucid.tensor(x[mine], device=dev)), lucid.tensor(y[mine], device=dev)).backward()
+        opt.step()
+        ropt.zero_grad()
+        Fn.cross_entropy(ref(lucid.tensor(x)), lucid.tensor(y)).backward()
+        ropt.step()
+    for p in ddp.parameters():
+        assert p.device == lucid.device(dev) and p.grad.device == p.device
+    params_close(ddp.module, ref, "DDP on a device vs one process on the whole batch")
+    same_on_every_rank([p.detach().cpu().numpy() for p in ddp.parameters()], "parameters on a device")
+
+
+@check
 def ddp_matches_single_process_training():
     r, n = rank_world()
     ddp, ref = make_ddp()

@@ -21,6 +21,7 @@ import contextlib
 
 import numpy as np
 
+from ..._core import backend
 from ..._core.grad_mode import STATE, no_grad
 from ..._core.tensor import _wrap
 from ..module import Module
@@ -141,7 +142,8 @@ class DistributedDataParallel(Module):
 
             queue_callback(self._finish)
         bucket, i = self._where[id(p)]
-        bucket.buf[bucket.offsets[i]:bucket.offsets[i + 1]] = p.grad._data.reshape(-1)
+        # a device gradient is copied to the host bucket (NOTE [Collectives on a device])
+        bucket.buf[bucket.offsets[i]:bucket.offsets[i + 1]] = backend.host(p.grad._data).reshape(-1)
         bucket.ready.add(i)
         self._launch_ready()
         self._progress()
@@ -218,17 +220,18 @@ class DistributedDataParallel(Module):
         src = self._dist.get_process_group_ranks(self.process_group)[0] if self.process_group else 0
         for dtype in sorted({t._data.dtype.str for t in tensors}):
             group = [t for t in tensors if t._data.dtype.str == dtype]
-            flat = np.concatenate([t._data.reshape(-1) for t in group])
+            flat = np.concatenate([backend.host(t._data).reshape(-1) for t in group])
             self._dist.broadcast(_wrap(flat), src=src, group=self.process_group)
             with no_grad():
                 at = 0
                 for t in group:
                     n = t._data.size
-                    value = flat[at:at + n].reshape(t._data.shape)
-                    if t._data.flags.writeable:  # every buffer is an array (num_batches_tracked too)
-                        t._data[...] = value
+                    value = backend.on_device_of(flat[at:at + n].reshape(t._data.shape), t._data)
+                    if backend.writeable(t._data):  # every buffer is an array (num_batches_tracked too)
+                        with backend.on_device(t):
+                            t._data[...] = value
                     else:
-                        t._data = value.copy()
+                        t._data = value.copy() if value.__class__ is np.ndarray else value
                     t._version[0] += 1
                     at += n
 
@@ -261,6 +264,10 @@ def _make_buckets(params, cap):
 def _set_grad(p, flat, world):
     """``p.grad = flat / world`` (the average), in place when ``p.grad`` can take it."""
     g, total = p._grad, flat.reshape(p._data.shape)
+    if p._data.__class__ is not np.ndarray:  # the average goes back to p's device
+        with backend.on_device(p):
+            p._grad = _wrap(backend.on_device_of(total, p._data) / world)
+        return
     if g is not None and g._data.__class__ is np.ndarray and g._data.flags.writeable \
             and g._data.shape == p._data.shape and g._data.dtype == total.dtype:
         np.true_divide(total, world, out=g._data)
