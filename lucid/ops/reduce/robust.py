@@ -595,6 +595,7 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     return _histogram(_wrap(hist.astype(x.dtype.dtype)), _wrap(edges.astype(x.dtype.dtype)))
 
 
+@runs_on_operands_device
 def bincount(input, weights=None, minlength=0):
     """Count of each non-negative integer in a 1-d ``input`` (weighted sums with ``weights``,
     differentiable in them).
