@@ -323,7 +323,10 @@ def _draw(op, shape, sample, generator=None, device=None):
     if dev is backend.CPU:
         out = _wrap(np.asarray(sample(_gen(generator, op), lead + tuple(shape))))
     elif dev.type == "cuda" and generator is None and getattr(sample, "native", False):
-        out = _wrap(sample(_device_rng(dev), lead + tuple(shape)))
+        b = backend._BACKENDS["cuda"]
+        backend.note_device(b, dev.index)  # NOTE [Several devices]: the draw runs on dev's GPU
+        with b.use_device(dev.index):
+            out = _wrap(sample(_device_rng(dev), lead + tuple(shape)))
     else:
         arr = np.asarray(sample(_gen(generator, op), lead + tuple(shape)))
         out = _wrap(backend.to_device(arr, dev))

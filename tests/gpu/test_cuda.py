@@ -155,3 +155,5 @@ def test_training_on_the_second_gpu_stays_there():
     for p, state in opt.state.items():
         assert p.device == lucid.device("cuda", 1) and p.grad.device == p.device
         assert all(v.device.id == 1 for v in state.values() if hasattr(v, "device") and hasattr(v.device, "id"))
+    noise = lucid.randn(1000, device="cuda:1")  # drawn by cuda:1's own generator, on cuda:1
+    assert noise.device == lucid.device("cuda", 1) and abs(noise.mean().item()) < 0.2
