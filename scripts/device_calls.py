@@ -5,7 +5,10 @@ number of device calls a step makes is the figure to cut; the stand-in counts th
 machine, in seconds. Counts every ufunc, NumPy function, array method, indexing and namespace
 call that reaches a device array (some, like reshape or transpose, launch no kernel).
 
-    python scripts/device_calls.py [--top 25]
+    python scripts/device_calls.py [--top 25] [--where]
+
+``--where`` also lists the lucid source lines the calls come from (the nearest frame in
+``lucid/`` outside the stand-in), to find what to fuse next.
 """
 from __future__ import annotations
 
@@ -20,6 +23,33 @@ from lucid import nn  # noqa: E402
 from lucid.testing import strict_device as sd  # noqa: E402
 
 CALLS = collections.Counter()
+SITES = collections.Counter()  # (call, "file:line function") with --where
+WHERE = [False]
+_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "lucid")) + os.sep
+_SKIP = os.path.join(_ROOT, "testing") + os.sep
+
+
+class _Calls(collections.Counter):
+    """CALLS: counts each call and, with --where, the lucid line that made it."""
+
+    def __missing__(self, key):
+        return 0
+
+    def __setitem__(self, key, value):
+        if WHERE[0] and value > self.get(key, 0):
+            frame = sys._getframe(1)
+            while frame is not None:
+                path = os.path.abspath(frame.f_code.co_filename)
+                if path.startswith(_ROOT) and not path.startswith(_SKIP):
+                    break
+                frame = frame.f_back
+            if frame is not None:
+                site = f"{path[len(_ROOT):]}:{frame.f_lineno} {frame.f_code.co_name}"
+                SITES[(key, site)] += value - self.get(key, 0)
+        super().__setitem__(key, value)
+
+
+CALLS = _Calls()
 # Calls that launch no kernel on CuPy (a view, or memory from its pool); they still cost host time.
 NO_KERNEL = {"getitem (view)", ".reshape() (view)", ".transpose()", ".swapaxes()", "xp.empty", "xp.as_strided"}
 
@@ -87,7 +117,9 @@ def instrument():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--where", action="store_true", help="also list the lucid lines that make the calls")
     args = ap.parse_args()
+    WHERE[0] = args.where
     from bench_gpu import _cnn, _data, _lucid_step, _mlp
 
     sd.enable()
@@ -96,12 +128,17 @@ def main():
         step = _lucid_step(make(nn), *_data(shape), device="strict")  # bench_gpu.py's step
         step()  # the first step makes optimizer state and caches
         CALLS.clear()
+        SITES.clear()
         step()
         views = sum(v for k, v in CALLS.items() if k in NO_KERNEL)
         print(f"{name}: {sum(CALLS.values())} device calls per step, {views} of them views or "
               "allocations that launch no kernel")
         for k, v in CALLS.most_common(args.top):
             print(f"  {v:4d}  {k}")
+        if args.where:
+            print("  by source line:")
+            for (k, site), v in SITES.most_common(args.top):
+                print(f"  {v:4d}  {k:24s} {site}")
     return 0
 
 

@@ -425,7 +425,12 @@ def _conv_weight_impl(x, g, stride, padding, dilation, groups, ksize):
         if cols is not None:  # (C, *K, N, *out): dw = g (G, O/G, N*P) times cols (G, Cg*K, N*P) transposed
             g2 = g.reshape(n, groups, o // groups, -1).transpose(1, 2, 0, 3).reshape(groups, o // groups, -1)
             cols = cols.reshape(groups, -1, g2.shape[2])
-            dw = g2[0].dot(cols[0].T) if groups == 1 else xp.matmul(g2, cols.swapaxes(1, 2))  # NOTE [Device GEMM]
+            if groups == 1:  # into an array of the weight's shape: the gradient owns its memory, so
+                # the engine stores it as .grad without a copy (a reshaped product is a view)
+                dw = namespace_of(x).empty((o, c) + tuple(ksize), dtype=xp.result_type(g2.dtype, cols.dtype))
+                g2[0].dot(cols[0].T, out=dw.reshape(o, -1))  # NOTE [Device GEMM]
+                return dw
+            dw = xp.matmul(g2, cols.swapaxes(1, 2))
             return dw.reshape((o, c // groups) + tuple(ksize))
         cols = _device_cols(x, ksize, stride, padding, dilation, groups, out_sp)  # (N, G, Cg*K, P)
         g2 = g.reshape(n, groups, o // groups, -1)
