@@ -15,6 +15,7 @@ import lucid.func as F
 from lucid import nn
 from lucid._core import backend
 from lucid.testing import strict_device
+from test_fused_kernels import _FakeCupy  # noqa: E402 (tests/gpu is on sys.path, as for mpiworker)
 
 strict_device.enable()
 ONE = lucid.device("strict", 1)
@@ -174,12 +175,12 @@ def test_the_stand_in_refuses_what_cupy_would_compute_on_the_wrong_device():
     assert view._dev == 1
 
 
-class _TwoGpuCupy:
-    """Just enough of CuPy for the CUDA backend's device glue: two GPUs, a current one, arrays
-    that remember where they were made (as CuPy allocates on the current device)."""
+class _TwoGpuCupy(_FakeCupy):
+    """test_fused_kernels' fake CuPy (a current device, ``cuda.Device``), with two GPUs and
+    arrays that remember where they were made (CuPy allocates on the current device)."""
 
     def __init__(self):
-        self.current = 0
+        super().__init__()
         fake = self
 
         class ndarray:  # noqa: N801 (CuPy's name)
@@ -189,20 +190,8 @@ class _TwoGpuCupy:
             def copy(self):  # CuPy's copy lands on the current device, from any device
                 return ndarray(fake.current)
 
-        class Device:
-            def __init__(self, index):
-                self.index = index
-
-            def __enter__(self):
-                self.saved, fake.current = fake.current, self.index
-
-            def __exit__(self, *exc):
-                fake.current = self.saved
-
-        runtime = type("runtime", (), {"getDevice": staticmethod(lambda: fake.current),
-                                       "getDeviceCount": staticmethod(lambda: 2)})
+        self.cuda.runtime.getDeviceCount = staticmethod(lambda: 2)
         self.ndarray = ndarray
-        self.cuda = type("cuda", (), {"Device": Device, "runtime": runtime})
         self.asnumpy = lambda a: np.zeros(1)
         self.asarray = lambda a: ndarray(fake.current)
 
