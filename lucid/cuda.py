@@ -70,6 +70,50 @@ def set_device(device) -> None:
     _backend.note_device(_backend._BACKENDS["cuda"], previous)
 
 
+class device:  # noqa: N801 (PyTorch's name)
+    """Context manager making CUDA device ``device`` the current one inside the block, as
+    ``torch.cuda.device``; a negative index or None leaves the current device alone.
+
+    Tensors keep their own device whatever is current (NOTE [Several devices]); what changes is
+    where ``device="cuda"`` puts new tensors.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> if lucid.cuda.device_count() > 1:
+    ...     with lucid.cuda.device(1):
+    ...         assert lucid.zeros(2, device="cuda").device == lucid.device("cuda", 1)
+    """
+
+    def __init__(self, device):
+        if device is None or isinstance(device, int):
+            self.index = -1 if device is None else device
+        else:
+            d = _backend.device(device)
+            self.index = -1 if d.type != "cuda" else (d.index or 0)
+        self.previous = -1
+
+    def __enter__(self):
+        if self.index >= 0:
+            self.previous = current_device()
+            if self.previous != self.index:
+                set_device(self.index)
+        return self
+
+    def __exit__(self, *exc):
+        if self.index >= 0 and self.previous != self.index:
+            set_device(self.previous)
+        return False
+
+
+class device_of(device):  # noqa: N801 (PyTorch's name)
+    """Context manager making the device of tensor ``obj`` current (no-op for a CPU tensor)."""
+
+    def __init__(self, obj):
+        d = obj.device
+        super().__init__(d.index if d.type == "cuda" else -1)
+
+
 def _index(device, name):
     cupy = _cupy(name)
     if device is None:

@@ -191,6 +191,7 @@ class _TwoGpuCupy(_FakeCupy):
                 return ndarray(fake.current)
 
         self.cuda.runtime.getDeviceCount = staticmethod(lambda: 2)
+        self.cuda.runtime.setDevice = staticmethod(lambda i: setattr(fake, "current", i))
         self.ndarray = ndarray
         self.asnumpy = lambda a: np.zeros(1)
         self.asarray = lambda a: ndarray(fake.current)
@@ -213,3 +214,27 @@ def test_the_cuda_backend_runs_calls_on_the_operands_gpu():
     moved = b.move(on_one, 0)
     assert moved.device.id == 0 and fake.current == 0
     assert b.from_numpy(np.zeros(2), 1).device.id == 1 and fake.current == 0
+
+
+def test_cuda_device_context_and_set_device_turn_the_guard_on(monkeypatch):
+    """``lucid.cuda.device(i)`` / ``device_of(t)`` (PyTorch's context managers) and set_device,
+    on the fake: the current GPU changes inside the block only, and moving off a GPU turns the
+    guard on (arrays may live on the GPU that stopped being current)."""
+    from lucid._core import cuda_backend
+
+    fake = _TwoGpuCupy()
+    monkeypatch.setattr(lucid.cuda, "_cupy", lambda name: fake)
+    monkeypatch.setitem(backend._BACKENDS, "cuda", cuda_backend.make_backend(fake))
+    backend.reset_device_guard()
+    with lucid.cuda.device(0):  # already current: nothing changes
+        assert fake.current == 0
+    assert not backend.DEVICE_GUARD[0]
+    with lucid.cuda.device("cuda:1"):
+        assert fake.current == 1 and lucid.cuda.current_device() == 1
+    assert fake.current == 0 and backend.DEVICE_GUARD[0]
+    with lucid.cuda.device(None), lucid.cuda.device(-1):
+        assert fake.current == 0
+    with lucid.cuda.device_of(lucid.zeros(1)):  # a CPU tensor: no-op
+        assert fake.current == 0
+    lucid.cuda.set_device(1)
+    assert fake.current == 1
