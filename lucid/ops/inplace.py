@@ -193,7 +193,7 @@ def _inplace(name, x, args, fn, direct=None, needs_old=True):
     """
     if primitive.ACTIVE_TRACES[0]:
         if DEVICE_GUARD[0]:  # raw writes below run on x's device: NOTE [Several devices]
-            guard = guard_for((x,) + tuple(args))
+            guard = guard_for((x,) + tuple(args), name)
             if guard is not None:
                 with guard:
                     return _inplace(name, x, args, fn, direct, needs_old)
@@ -697,7 +697,7 @@ def setitem(self, key, value):
         value = _strip_leading_ones(value, _indexed_shape(self.shape, template, idx))
     if primitive.ACTIVE_TRACES[0]:
         if DEVICE_GUARD[0]:  # NOTE [Several devices]
-            guard = guard_for((self,))
+            guard = guard_for((self, value), "setitem")
             if guard is not None:
                 with guard:
                     return setitem(self, key, value)

@@ -121,6 +121,10 @@ def test_mixing_two_devices_raises_even_with_peer_access(peer_access):
         with pytest.raises(RuntimeError, match=r"^add: Expected all tensors to be on the same device, but "
                                                r"found at least two devices, strict:\d and strict:\d"):
             x + y
+        with pytest.raises(RuntimeError, match=r"^add_: Expected all tensors to be on the same device"):
+            x.add_(y)
+        with pytest.raises(RuntimeError, match=r"^setitem: Expected all tensors to be on the same device"):
+            x[0] = y[1]
 
 
 def test_tensors_stay_put_when_the_current_device_changes():
