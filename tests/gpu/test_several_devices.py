@@ -242,3 +242,21 @@ def test_cuda_device_context_and_set_device_turn_the_guard_on(monkeypatch):
         assert fake.current == 0
     lucid.cuda.set_device(1)
     assert fake.current == 1
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf")])
+def test_clipping_gradients_on_several_devices(norm_type, peer_access):
+    # model parallelism: gradients on the CPU, strict:0 and strict:1, normed together as PyTorch
+    rng = np.random.default_rng(7)
+    values = [rng.normal(size=s) for s in ((3, 4), (5,), (2, 2))]
+    where = ["cpu", "strict:0", ONE]
+    params = [lucid.tensor(v, requires_grad=True, device=d) for v, d in zip(values, where)]
+    for p, v in zip(params, values):
+        p.grad = lucid.tensor(v, device=p.device)
+    flat = np.concatenate([v.ravel() for v in values])
+    want = np.linalg.norm(flat, ord=norm_type)
+    total = nn.utils.clip_grad_norm_(params, 0.5, norm_type=norm_type)
+    np.testing.assert_allclose(total.cpu().numpy(), want, rtol=1e-12)
+    for p, v in zip(params, values):
+        assert p.grad.device == p.device
+        np.testing.assert_allclose(p.grad.cpu().numpy(), v * min(1.0, 0.5 / (want + 1e-6)), rtol=1e-12)

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ..._core.backend import namespace_of, on_device
+from ..._core.backend import device_of_array, namespace_of, on_device, to_device
 from ..._core.tensor import Tensor, _wrap
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "get_total_norm", "clip_grads_with_norm_"]
@@ -28,7 +28,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     dtype = np.result_type(*[a.dtype for a in arrays])
     if dtype.kind == "c":  # the norm of complex gradients is real (|g|), as in PyTorch
         dtype = np.finfo(dtype).dtype
-    if arrays[0].__class__ is not np.ndarray:  # See NOTE [Clipping on a device]
+    if any(a.__class__ is not np.ndarray for a in arrays):  # See NOTE [Clipping on a device]
         total = _device_total(arrays, norm_type, dtype)
         if error_if_nonfinite and not math.isfinite(float(total)):  # PyTorch reads it back here too
             raise RuntimeError(_NONFINITE.format(norm_type=norm_type))
@@ -54,10 +54,26 @@ _NONFINITE = ("The total norm of order {norm_type} for gradients from `parameter
 # below 1. On a device that test would read the norm back every step, so, as PyTorch does, the
 # norm stays a 0-d device array and every gradient is multiplied by min(1, max_norm / (norm +
 # 1e-6)) there (a factor of 1 changes nothing; a NaN norm gives NaN gradients either way).
+# Gradients on several devices (model parallelism) are normed per device, on that device, and
+# the partial norms combined on the first one's, as PyTorch groups them.
 def _device_total(arrays, norm_type, dtype):
-    """The joint norm of device ``arrays`` as a 0-d array of ``dtype`` on their device."""
-    with on_device(arrays[0]):  # NOTE [Several devices]
-        return _device_total_here(arrays, norm_type, dtype)
+    """The joint norm of ``arrays`` as a 0-d array of ``dtype`` on the first device array's device."""
+    groups = {}
+    for a in arrays:
+        groups.setdefault(device_of_array(a), []).append(a)
+    totals = []
+    for group in groups.values():
+        with on_device(group[0]):  # NOTE [Several devices]
+            totals.append(_device_total_here(group, norm_type, dtype))
+    first = next(d for d in groups if d.type != "cpu")
+    if len(totals) == 1:
+        return totals[0]
+    parts = [to_device(t, first) for t in totals]
+    with on_device(parts[0]):
+        ns = namespace_of(parts[0])
+        if norm_type == math.inf:
+            return ns.stack(parts).max()
+        return (ns.stack(parts) ** norm_type).sum() ** (1.0 / norm_type)
 
 
 def _device_total_here(arrays, norm_type, dtype):
@@ -77,9 +93,14 @@ def _device_total_here(arrays, norm_type, dtype):
 def _scale_on_device(grads, max_norm, total):
     with on_device(total):
         coef = namespace_of(total).minimum(float(max_norm) / (total + 1e-6), 1.0)
+    coefs = {device_of_array(coef): coef}  # the factor, copied once to each gradient's device
     for g in grads:
+        dev = device_of_array(g._data)
+        factor = coefs.get(dev)
+        if factor is None:
+            factor = coefs[dev] = to_device(coef, dev)
         with np.errstate(invalid="ignore"), on_device(g):  # inf * 0 is nan, silently (as PyTorch)
-            g._data = (g._data * coef).astype(g.dtype, copy=False)
+            g._data = (g._data * factor).astype(g.dtype, copy=False)
         g._version[0] += 1
 
 
