@@ -69,7 +69,7 @@ def evaluate(model, x, y):
     with lucid.no_grad():
         logits = model(lucid.tensor(x))
         loss = Fn.cross_entropy(logits, lucid.tensor(y)).item()
-        acc = float((logits.argmax(dim=1).numpy() == y).mean())
+        acc = float((logits.argmax(dim=1).cpu().numpy() == y).mean())
     model.train()
     return loss, acc
 
@@ -176,8 +176,13 @@ def main(argv=None):
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="runs")
+    parser.add_argument("--device", default=None,
+                        help="cpu, cuda or cuda:N (default: cuda when lucid.cuda.is_available(), else cpu)")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    # As torch.set_default_device: the model, the data and every tensor made below land there.
+    lucid.set_default_device(args.device or ("cuda" if lucid.cuda.is_available() else "cpu"))
+    print(f"device: {lucid.get_default_device()}")
     model, history, val = train(args)
     acc = checkpoint_roundtrip(model, val, args.out)
     plot(history, args.out)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up (a local .venv with the test and distributed (mpi4py + mpich) extras) and run the whole test suite, in parallel,
-# then the device-seam suites again on the strict stand-in device, and the op database with device inputs.
+# then the device-seam suites again on the strict stand-in device, the op database with device inputs, and the
+# device-seam suites on the stand-in's second device while the first is current.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
