@@ -23,9 +23,10 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM
   tests/ops/test_opdb.py tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
   tests/linalg tests/fft tests/complex tests/regressions tests/test_dtypes.py tests/test_indexing.py \
   tests/test_random.py tests/special tests/gpu "$@"
-# Third pass: the op database with its samples on the stand-in while the default device stays
-# the CPU, as a user's x.to("cuda") (NOTE [Device inputs, CPU default] in tests/conftest.py).
-.venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-inputs=strict tests/ops/test_opdb.py "$@"
+# Third pass: the op database with its samples on the stand-in's second device while the
+# default device stays the CPU and the current one strict:0, as a user's x.to("cuda:1") (NOTE
+# [Device inputs, CPU default] in tests/conftest.py, NOTE [Several devices]).
+.venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-inputs=strict:1 tests/ops/test_opdb.py "$@"
 # Fourth pass: everything on the stand-in's second device while the first stays current, as a
 # tensor on cuda:1 of a process whose current GPU is cuda:0 (NOTE [Several devices]).
 exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict:1 \

@@ -19,8 +19,8 @@ def pytest_addoption(parser):
 # ``--lucid-device=strict`` makes the stand-in the default device, so an op that makes a tensor
 # on the default device beside its inputs (a mask, a zero state) passes there and fails for a
 # user whose default stays the CPU while the data is on a GPU. ``--lucid-inputs=strict`` runs
-# the op database that way (the test command's third pass); tests/gpu/test_device_sweep.py does
-# the same for layers.
+# the op database that way (the test command's third pass uses ``strict:1``, the device that is
+# not current, NOTE [Several devices]); tests/gpu/test_device_sweep.py does the same for layers.
 def pytest_configure(config):
     import os
 
