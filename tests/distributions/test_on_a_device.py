@@ -1,10 +1,11 @@
 """Every distribution with its parameters on a device while the default device is the CPU.
 
-The device is the strict stand-in (NOTE [Strict stand-in device]), enabled inside the tests, so
-this runs in the normal CPU pass (and, unchanged, with ``--lucid-device=strict``, where the
+The device is the strict stand-in's second device, ``strict:1``, while ``strict:0`` stays the
+current one (NOTE [Strict stand-in device], NOTE [Several devices]), enabled inside the tests,
+so this runs in the normal CPU pass (and, unchanged, with ``--lucid-device=strict``, where the
 "cpu" run is the one off the default device). For every distribution class lucid.distributions
 exports (EXAMPLES must hold one, checked below), built from parameters on "cpu" and on
-"strict": construction with validation, sample/rsample shapes, dtypes and devices, seeded
+"strict:1": construction with validation, sample/rsample shapes, dtypes and devices, seeded
 determinism and a loose check of the sample mean on the device; log_prob and its gradient in
 the parameters, cdf/icdf, entropy, mean/mode/variance/stddev, support checks,
 enumerate_support and expand equal the CPU's to 1e-12 and read nothing back
@@ -22,7 +23,9 @@ from lucid.distributions import constraints, kl
 from lucid.distributions import transforms as T
 from lucid.testing import strict_device
 
-DEVICES = ("cpu", "strict")
+# The stand-in's second device, strict:0 staying current (NOTE [Several devices])
+SD = "strict:1"
+DEVICES = ("cpu", SD)
 S = np.array([[2.0, 0.3, 0.1], [0.3, 1.0, 0.2], [0.1, 0.2, 1.5]])  # symmetric positive definite
 L = np.linalg.cholesky(S)
 
@@ -218,7 +221,7 @@ def _run(name, dev, value, u):
                 assert strict_device.HOST_READS[0] == reads, f"{name}.{op} read a value back"
             if r is None:
                 continue
-            assert r.device.type == dev, f"{name}.{op} is on {r.device}, not {dev}"
+            assert r.device == dev, f"{name}.{op} is on {r.device}, not {dev}"
             out[op] = _host(r)
         # the gradient of log_prob in every parameter
         reads = strict_device.HOST_READS[0]
@@ -226,7 +229,7 @@ def _run(name, dev, value, u):
         assert strict_device.HOST_READS[0] == reads, f"{name}: log_prob's backward read a value back"
         for i, leaf in enumerate(t.leaves):
             if leaf.grad is not None:
-                assert leaf.grad.device.type == dev
+                assert leaf.grad.device == dev
                 out[f"grad{i}"] = _host(leaf.grad)
     return out, d
 
@@ -238,13 +241,13 @@ def _check_samples(name, d, dev, dtypes):
             s = getattr(d, method)(shape)
             if (_cls(name), method) not in HOST_READ_OK:
                 assert strict_device.HOST_READS[0] == reads, f"{name}.{method}{shape} read a value back"
-            assert s.device.type == dev, f"{name}.{method} is on {s.device}"
+            assert s.device == dev, f"{name}.{method} is on {s.device}"
             assert tuple(s.shape) == shape + d.batch_shape + d.event_shape, (name, method, shape, s.shape)
             assert s.dtype == dtypes[method], (name, method, s.dtype, dtypes[method])
             if method == "rsample" and shape == (3,):  # the pathwise gradient, on the device
                 s.sum().backward(retain_graph=True)
     e = d.expand((4,) + d.batch_shape).sample((2,))
-    assert e.device.type == dev and tuple(e.shape) == (2, 4) + d.batch_shape + d.event_shape, (name, e.shape)
+    assert e.device == dev and tuple(e.shape) == (2, 4) + d.batch_shape + d.event_shape, (name, e.shape)
 
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
@@ -257,14 +260,14 @@ def test_distribution_on_a_device_matches_the_cpu_and_reads_nothing_back(name):
         d = EXAMPLES[name](_Maker(dev), 0)
         assert d._validate_args
         checked[dev] = _host(d.log_prob(lucid.tensor(value, device=dev)))
-    _close(checked["strict"], checked["cpu"], f"{name}.log_prob (validated)")
+    _close(checked[SD], checked["cpu"], f"{name}.log_prob (validated)")
 
     got, dists = {}, {}
     for dev in DEVICES:
         got[dev], dists[dev] = _run(name, dev, value, u)
-    assert got["cpu"].keys() == got["strict"].keys(), (name, got["cpu"].keys() ^ got["strict"].keys())
+    assert got["cpu"].keys() == got[SD].keys(), (name, got["cpu"].keys() ^ got[SD].keys())
     for op, ref in got["cpu"].items():
-        res = got["strict"][op]
+        res = got[SD][op]
         if isinstance(ref, Exception):
             assert type(res) is type(ref), f"{name}.{op}: CPU raised {ref!r}, the device {res!r}"
         else:
@@ -276,8 +279,8 @@ def test_distribution_on_a_device_matches_the_cpu_and_reads_nothing_back(name):
         lucid.manual_seed(0)
         cpu = dists["cpu"]
         dtypes = {m: getattr(cpu, m)().dtype for m in (("sample", "rsample") if cpu.has_rsample else ("sample",))}
-        d = dists["strict"]
-        _check_samples(name, d, "strict", dtypes)
+        d = dists[SD]
+        _check_samples(name, d, SD, dtypes)
         lucid.manual_seed(3)
         a = _host(d.sample((5,)))
         lucid.manual_seed(3)
@@ -298,7 +301,7 @@ def test_distribution_on_a_device_matches_the_cpu_and_reads_nothing_back(name):
 
 def test_validation_errors_on_a_device():
     strict_device.enable()
-    t = _Maker("strict")
+    t = _Maker(SD)
     cases = [
         (lambda: D.Normal(t([0.0]), t([-1.0])), "scale"),
         (lambda: D.Uniform(t([1.0]), t([0.0])), "low >= high"),
@@ -318,8 +321,8 @@ def test_validation_errors_on_a_device():
             make()
     # valid values pass, and the checks ran on the device
     D.Pareto(t([2.0]), t([1.0])).log_prob(t([3.0]))
-    assert constraints.positive.check(t([1.0, -1.0])).device.type == "strict"
-    assert constraints.square.check(t(S)).device.type == "strict"
+    assert constraints.positive.check(t([1.0, -1.0])).device == SD
+    assert constraints.square.check(t(S)).device == SD
 
 
 def _kl_or_error(p, q):
@@ -344,7 +347,7 @@ def test_every_kl_pair_on_a_device_matches_the_cpu():
     for pn in names:
         for qn in names:
             ref = _kl_or_error(pq["cpu"][0][pn], pq["cpu"][1][qn])
-            p, q = pq["strict"][0][pn], pq["strict"][1][qn]
+            p, q = pq[SD][0][pn], pq[SD][1][qn]
             reads = strict_device.HOST_READS[0]
             res = _kl_or_error(p, q)
             if isinstance(ref, Exception):
@@ -353,7 +356,7 @@ def test_every_kl_pair_on_a_device_matches_the_cpu():
             assert not isinstance(res, Exception), f"KL({pn} || {qn}) failed on the device: {res!r}"
             if kl._dispatch_kl(type(p), type(q)) not in reading:
                 assert strict_device.HOST_READS[0] == reads, f"KL({pn} || {qn}) read a value back"
-            assert res.device.type == "strict"
+            assert res.device == SD
             _close(_host(res), _host(ref), f"KL({pn} || {qn})")
             done.add((type(p), type(q)))
     # every registered closed form between exported classes is reached by some example pair
@@ -418,13 +421,13 @@ def test_transform_on_a_device_matches_the_cpu_and_reads_nothing_back(name):
                 pass
             res["codomain"] = tr.codomain.check(y)
             assert strict_device.HOST_READS[0] == reads, f"{name} read a value back"
-            assert all(v.device.type == dev for v in res.values()), name
+            assert all(v.device == dev for v in res.values()), name
             got[dev] = {k: _host(v) for k, v in res.items()}
             if type(tr).__eq__ is not T.Transform.__eq__:  # equal parameters (it may read, as PyTorch's)
                 assert tr == make(t)
-    assert got["cpu"].keys() == got["strict"].keys()
+    assert got["cpu"].keys() == got[SD].keys()
     for k in got["cpu"]:
-        _close(got["strict"][k], got["cpu"][k], f"{name}: {k}")
+        _close(got[SD][k], got["cpu"][k], f"{name}: {k}")
 
 
 @pytest.mark.parametrize("c", ["real", "positive", "unit_interval", "simplex", "lower_cholesky", "positive_definite",
@@ -441,9 +444,9 @@ def test_biject_to_on_a_device(c):
         tr = D.transform_to(con)
         x = t(S - 1.0) if c in ("lower_cholesky", "positive_definite") else t([-1.3, 0.4, 2.0])
         y = tr(x)
-        assert y.device.type == dev and bool(con.check(y).all())
+        assert y.device == dev and bool(con.check(y).all())
         got[dev] = _host(y)
-    _close(got["strict"], got["cpu"], c)
+    _close(got[SD], got["cpu"], c)
 
 
 @pytest.mark.parametrize("name", ["Normal[number]", "Gamma[number]", "Categorical", "Dirichlet", "Wishart[number]",
@@ -467,7 +470,7 @@ def test_vmap_on_a_device_matches_the_cpu(name):
             x = lucid.tensor(value, device=dev)
             lp = lucid.func.vmap(lambda *ps: make(*ps).log_prob(x))(*batched)
             s = lucid.func.vmap(lambda *ps: make(*ps).sample((2,)), randomness="different")(*batched)
-            assert lp.device.type == dev and s.device.type == dev
+            assert lp.device == dev and s.device == dev
             assert tuple(s.shape[:2]) == (2, 2)
             got[dev] = _host(lp)
-    _close(got["strict"], got["cpu"], name)
+    _close(got[SD], got["cpu"], name)
