@@ -1,17 +1,13 @@
 """Smoke test of examples/train_charlm.py (the second main job) in a tiny configuration:
 stdlib corpus, causal TransformerEncoder, per-epoch perplexity, checkpoint round trip, sampling."""
-import importlib.util
 import math
 import os
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+from _examples import load_example
 
 
 def _example():
-    spec = importlib.util.spec_from_file_location("train_charlm", os.path.join(ROOT, "examples", "train_charlm.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_example("train_charlm")
 
 
 def test_tiny_charlm_run(tmp_path, capsys):

@@ -2,22 +2,12 @@
 second device while the first is current, on synthetic digits (scikit-learn is an extra), with
 its checkpoint round trip and its vmap(grad) / jvp(grad) demonstration."""
 import argparse
-import importlib.util
-import os
 
 import numpy as np
+from _examples import load_example
 
 import lucid
 from lucid.testing import strict_device
-
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-
-
-def _example():
-    spec = importlib.util.spec_from_file_location("train_digits", os.path.join(ROOT, "examples", "train_digits.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _synthetic_digits(seed=0, val_fraction=0.2):
@@ -31,7 +21,7 @@ def _synthetic_digits(seed=0, val_fraction=0.2):
 
 
 def test_the_main_job_runs_on_a_device_that_is_not_current(tmp_path, monkeypatch, capsys):
-    mod = _example()
+    mod = load_example("train_digits")
     monkeypatch.setattr(mod, "load_digits_split", _synthetic_digits)
     strict_device.enable()
     saved = lucid.get_default_device()
