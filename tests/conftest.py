@@ -74,6 +74,17 @@ def pytest_collection_modifyitems(config, items):
                                                                   "(tests/ops/strict_gaps.txt)"))
 
 
+# A test that puts a tensor on a device that is not current turns the device guard on for the
+# process (NOTE [Several devices]). Off again after it, so the tests a worker runs next keep the
+# one-device paths (the backward engine's inlined fast path) they would have in a user's
+# program; not in a run whose default device is itself not current (``--lucid-device=strict:1``).
+def pytest_runtest_teardown(item, nextitem):
+    from lucid._core import backend
+
+    if backend.DEVICE_GUARD[0] and item.config.getoption("--lucid-device", default="cpu") != "strict:1":
+        backend.reset_device_guard()
+
+
 # On a lent GPU machine a run may be cut off by its time limit before pytest prints its summary;
 # LUCID_FAILURE_LOG names a file that gets each failing test id and its last error line as it
 # happens (scripts/gpu_check.sh).
