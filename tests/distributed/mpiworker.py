@@ -379,6 +379,23 @@ def params_close(model, ref, what):
                                    err_msg=f"{what}: {name}")
 
 
+def train_both(ddp, ref, steps, device="cpu"):
+    """``steps`` SGD steps of ``ddp`` on this rank's share (on ``device``) and of ``ref`` on the
+    whole batch, which DDP must reproduce."""
+    r, n = rank_world()
+    opt = lucid.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+    ropt = lucid.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    for step in range(steps):
+        x, y = batches(step, n)
+        mine = slice(r * BATCH, (r + 1) * BATCH)
+        opt.zero_grad()
+        Fn.cross_entropy(ddp(lucid.tensor(x[mine], device=device)), lucid.tensor(y[mine], device=device)).backward()
+        opt.step()
+        ropt.zero_grad()
+        Fn.cross_entropy(ref(lucid.tensor(x)), lucid.tensor(y)).backward()
+        ropt.step()
+
+
 @check
 def ddp_and_collectives_on_a_device():
     # NOTE [Collectives on a device]: the strict stand-in device (it refuses hidden host copies);
@@ -404,17 +421,7 @@ def ddp_and_collectives_on_a_device():
     assert all(t.device == lucid.device(dev) for t in bn_net.buffers())
     ddp, ref = make_ddp()
     ddp.to(dev)
-    opt = lucid.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
-    ropt = lucid.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
-    for step in range(3):
-        x, y = batches(step, n)
-        mine = slice(r * BATCH, (r + 1) * BATCH)
-        opt.zero_grad()
-        Fn.cross_entropy(ddp(lucid.tensor(x[mine], device=dev)), lucid.tensor(y[mine], device=dev)).backward()
-        opt.step()
-        ropt.zero_grad()
-        Fn.cross_entropy(ref(lucid.tensor(x)), lucid.tensor(y)).backward()
-        ropt.step()
+    train_both(ddp, ref, 3, dev)
     for p in ddp.parameters():
         assert p.device == lucid.device(dev) and p.grad.device == p.device
     params_close(ddp.module, ref, "DDP on a device vs one process on the whole batch")
@@ -423,19 +430,8 @@ def ddp_and_collectives_on_a_device():
 
 @check
 def ddp_matches_single_process_training():
-    r, n = rank_world()
     ddp, ref = make_ddp()
-    opt = lucid.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
-    ropt = lucid.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
-    for step in range(4):
-        x, y = batches(step, n)
-        mine = slice(r * BATCH, (r + 1) * BATCH)
-        opt.zero_grad()
-        Fn.cross_entropy(ddp(lucid.tensor(x[mine])), lucid.tensor(y[mine])).backward()
-        opt.step()
-        ropt.zero_grad()
-        Fn.cross_entropy(ref(lucid.tensor(x)), lucid.tensor(y)).backward()
-        ropt.step()
+    train_both(ddp, ref, 4)
     params_close(ddp.module, ref, "DDP vs one process on the whole batch")
     same_on_every_rank([p.detach().numpy() for p in ddp.parameters()], "parameters")
 
