@@ -449,17 +449,33 @@ def unary(name, impl, deriv, *, save_out=False, save_inputs=True, float_only=Tru
     return prim, fn
 
 
-def binary(name, impl, dx, dy, *, save_out=False, save_inputs=True):
+# NOTE [Scalar operands in backward]
+# A Python-scalar operand enters the generic partials as a 0-d array of the cotangent's dtype
+# (``scalar_operand``), so ``1 / 0.0`` is inf rather than ZeroDivisionError. On a GPU that
+# array is a host-to-device copy, and ``g * (1 / y)`` two more launches, in the backward of
+# every ``x * 2`` and ``x / n`` (a mean, a loss scale). ``mul`` and ``div`` pass ``by_scalar``:
+# the cotangent times (or over) the conjugated scalar in one array call, the scalar a kernel
+# argument (NumPy and CuPy treat Python scalars as weak: the dtype stays the cotangent's).
+# ``g / y`` is also what PyTorch's div backward computes.
+
+
+def binary(name, impl, dx, dy, *, save_out=False, save_inputs=True, by_scalar=(None, None)):
     """Define a broadcasting elementwise primitive from its partial derivatives.
 
     ``dx(ns, x, y, out)`` and ``dy(ns, x, y, out)`` return ``∂f/∂x`` and ``∂f/∂y`` (either
     may be ``None`` for "no gradient"). Python-scalar operands receive no gradient.
+    ``by_scalar = (gx, gy)`` are optional shortcuts for a Python-scalar other operand ``s``:
+    ``gx(g, s)`` is ``g * ∂f/∂x`` where ``y`` is ``s``, ``gy(g, s)`` is ``g * ∂f/∂y`` where
+    ``x`` is ``s`` (``s`` comes conjugated for a complex ``g``). See NOTE [Scalar operands in backward].
     """
+    gx_by_scalar, gy_by_scalar = by_scalar
 
     # A Python-scalar operand (no gradient of its own) enters the partials of the other as a
     # 0-d value in the namespace. See NOTE [Silent floating-point errors].
     def vjp_x(ns, g, out, x, y):
         if y.__class__ is not ndarray and y.__class__ in _PY_SCALARS:
+            if gx_by_scalar is not None:
+                return same_dtype(ns, gx_by_scalar(g, y.conjugate() if g.dtype in _COMPLEX_DTYPES else y), g)
             y = scalar_operand(ns, y, g)
         d = dx(ns, x, y, out)
         if g.dtype in _COMPLEX_DTYPES:  # See NOTE [Holomorphic vjp]
@@ -468,6 +484,8 @@ def binary(name, impl, dx, dy, *, save_out=False, save_inputs=True):
 
     def vjp_y(ns, g, out, x, y):
         if x.__class__ is not ndarray and x.__class__ in _PY_SCALARS:
+            if gy_by_scalar is not None:
+                return same_dtype(ns, gy_by_scalar(g, x.conjugate() if g.dtype in _COMPLEX_DTYPES else x), g)
             x = scalar_operand(ns, x, g)
         d = dy(ns, x, y, out)
         if g.dtype in _COMPLEX_DTYPES:

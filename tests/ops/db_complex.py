@@ -43,6 +43,7 @@ def cbinary_samples(make_x=cfloats, make_y=cfloats):
             Sample((make_x(rng, 2, 3), make_y(rng, 3)), name="broadcast"),
             Sample((make_x(rng), make_y(rng, 2)), name="scalar tensor"),
             Sample((make_x(rng, 2, 2), 0.7 - 0.4j), name="python complex"),
+            Sample((-0.6 + 1.1j, make_y(rng, 2, 2)), name="python complex left"),
             Sample((floats(rng, 2, 3), make_y(rng, 2, 3)), name="real with complex"),
         ]
 

@@ -80,17 +80,21 @@ def unary_samples(make=floats):
     return samples
 
 
-def binary_samples(make_x=floats, make_y=floats):
-    """Same-shape, broadcasting and scalar-operand cases for a binary elementwise op."""
+def binary_samples(make_x=floats, make_y=floats, scalar_left=False):
+    """Same-shape, broadcasting and scalar-operand cases for a binary elementwise op
+    (``scalar_left``: also a Python number as the first operand)."""
 
     def samples(rng):
-        return [
+        cases = [
             Sample((make_x(rng, 2, 3), make_y(rng, 2, 3))),
             Sample((make_x(rng, 2, 3), make_y(rng, 3)), name="broadcast"),
             Sample((make_x(rng, 3, 1), make_y(rng, 1, 2)), name="outer broadcast"),
             Sample((make_x(rng), make_y(rng, 2)), name="scalar tensor"),
             Sample((make_x(rng, 2, 2), 0.7), name="python scalar"),
         ]
+        if scalar_left:
+            cases.append(Sample((-1.3, make_y(rng, 3, 2)), name="python scalar left"))
+        return cases
 
     return samples
 

@@ -5,6 +5,8 @@ see ``_family.py`` for how the vjp, jvp and batching rules are derived from them
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ..._core import dtypes
@@ -108,8 +110,10 @@ def _floatify(a, b):
 
 add_p = binary("add", quiet(xp.add), lambda ns, x, y, o: 1, lambda ns, x, y, o: 1, save_inputs=False)
 sub_p = binary("sub", quiet(xp.subtract), lambda ns, x, y, o: 1, lambda ns, x, y, o: -1, save_inputs=False)
-mul_p = binary("mul", quiet(xp.multiply), lambda ns, x, y, o: y, lambda ns, x, y, o: x)
-div_p = binary("div", quiet(xp.true_divide), lambda ns, x, y, o: 1 / y, lambda ns, x, y, o: -o / y, save_out=True)
+mul_p = binary("mul", quiet(xp.multiply), lambda ns, x, y, o: y, lambda ns, x, y, o: x,
+               by_scalar=(operator.mul, operator.mul))  # NOTE [Scalar operands in backward]
+div_p = binary("div", quiet(xp.true_divide), lambda ns, x, y, o: 1 / y, lambda ns, x, y, o: -o / y, save_out=True,
+               by_scalar=(operator.truediv, None))
 
 
 def _pow_dy(ns, x, y, out):

@@ -123,7 +123,7 @@ def _relu_vjp(ns, g, out, x):
             and g.dtype in (np.float32, np.float64) and g.shape == out.shape and out.flags["C_CONTIGUOUS"]:
         launch = kernel_for(g, _RELU_GRAD, g.dtype)
         if launch is not None:
-            if not g.flags["C_CONTIGUOUS"]:  # e.g. a mean's broadcast cotangent: one copy, still fewer launches
+            if not g.flags["C_CONTIGUOUS"]:  # e.g. a sum's broadcast cotangent: one copy, still fewer launches
                 g = xp.ascontiguousarray(g)
             dx = namespace_of(g).empty(g.shape, dtype=g.dtype)
             launch(g.size, out, g, dx)

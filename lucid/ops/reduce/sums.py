@@ -68,6 +68,41 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None):
     return bind(sum_p, (input,), {"axis": axes, "keepdims": bool(keepdim)})
 
 
+# ------------------------------------------------------------------------ mean
+
+# NOTE [Mean as a primitive]
+# A mean was ``sum(x) / n``: two launches on a GPU, and a backward of a division by a scalar
+# followed by the sum's broadcast view, which a fused kernel downstream (ReLU's, NOTE [Fused
+# device kernels]) must first copy to contiguous memory. As one primitive it is one reduction
+# (NumPy's and CuPy's ``mean``, which accumulate float16 in float32, as PyTorch does), and its
+# vjp is ``g / n`` spread over the input: on the CPU divided first and broadcast as a view (no
+# full-size array), on a device broadcast first and divided, which writes the contiguous
+# array the next kernel wants in the same one launch. A mean over nothing is NaN.
+
+
+def _mean_impl(x, axis, keepdims):
+    if x.size == 0:  # NaN where nothing is averaged, without NumPy's "Mean of empty slice" warning
+        return _sum_impl(x, axis, keepdims) / math.prod(x.shape[a] for a in axis)
+    if x.__class__ is np.ndarray:
+        out = x.mean(axis=axis, keepdims=keepdims)
+        return out if out.__class__ is np.ndarray else xp.asarray(out)
+    return xp.asarray(xp.mean(x, axis=axis, keepdims=keepdims))
+
+
+def _mean_vjp(ns, g, out, x, axis, keepdims):
+    shape = tuple(x.shape)
+    n = math.prod(shape[a] for a in axis)
+    g = expand_reduced(ns, g, shape, axis, keepdims)
+    if g.__class__ is np.ndarray or ns.is_tensor_ns:
+        return ns.broadcast_to(g / n, shape=shape)
+    return ns.broadcast_to(g, shape=shape) / n
+
+
+mean_p = defprim("mean", quiet(_mean_impl, 1), vjp=(_mean_vjp,), save_inputs=False)
+mean_p.jvp = linear_jvp(mean_p)
+mean_p.batch = batch_unary_axis(mean_p)
+
+
 @tensor_method("mean")
 def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None):
     """Arithmetic mean over ``dim``.
@@ -97,11 +132,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None):
         raise RuntimeError(
             f"mean: could not infer output dtype; input dtype must be floating point or complex, got {input.dtype}"
         )
-    axes = norm_axes(dim, input.ndim, "mean")
-    n = 1
-    for a in axes:
-        n *= input.shape[a]
-    return sum(input, axes, keepdim) / n if n else sum(input, axes, keepdim) * float("nan")
+    return bind(mean_p, (input,), {"axis": norm_axes(dim, input.ndim, "mean"), "keepdims": bool(keepdim)})
 
 
 # ------------------------------------------------------------------- prod
