@@ -374,8 +374,10 @@ def test_load_copies_each_byte_once(tmp_path):
     import tracemalloc
 
     rng = np.random.default_rng(0)
-    obj = {"a": lucid.tensor(rng.standard_normal((1000, 1000))), "b": lucid.tensor(rng.standard_normal(2_000_000)),
-           "m": (lucid.tensor(rng.integers(0, 2, 1_000_000).astype(bool)),)}
+    # host memory is what is measured: CPU tensors (a device's copy would be its own memory)
+    obj = {"a": lucid.tensor(rng.standard_normal((1000, 1000)), device="cpu"),
+           "b": lucid.tensor(rng.standard_normal(2_000_000), device="cpu"),
+           "m": (lucid.tensor(rng.integers(0, 2, 1_000_000).astype(bool), device="cpu"),)}
     path = tmp_path / "big.safetensors"
     lucid.save(obj, path)
     size = os.path.getsize(path)
