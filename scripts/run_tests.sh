@@ -21,7 +21,7 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM
 # stand-in device, which behaves like CuPy on the CPU (README "GPU"; NOTE [Strict stand-in
 # device]).
 .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict \
-  tests/ops/test_opdb.py tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
+  tests/ops/test_opdb.py tests/ops/test_linalg.py tests/ops/test_linalg_solvers.py tests/fuzz tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
   tests/linalg tests/fft tests/complex tests/regressions tests/test_dtypes.py tests/test_indexing.py \
   tests/test_random.py tests/special tests/surface tests/test_serialization.py tests/test_errors_api.py tests/gpu "$@"
 # Third pass: the op database with its samples on the stand-in's second device while the
@@ -31,6 +31,6 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM
 # Fourth pass: everything on the stand-in's second device while the first stays current, as a
 # tensor on cuda:1 of a process whose current GPU is cuda:0 (NOTE [Several devices]).
 exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict:1 \
-  tests/ops/test_opdb.py tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
+  tests/ops/test_opdb.py tests/ops/test_linalg.py tests/ops/test_linalg_solvers.py tests/fuzz tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
   tests/linalg tests/fft tests/complex tests/regressions tests/test_dtypes.py tests/test_indexing.py \
   tests/test_random.py tests/special tests/surface tests/test_serialization.py tests/test_errors_api.py tests/gpu "$@"
