@@ -41,6 +41,7 @@ from ._runtime import (are_deterministic_algorithms_enabled, get_num_interop_thr
                        set_num_threads, use_deterministic_algorithms)
 from . import autograd, fft, func, linalg, special  # noqa: E402,F401
 from .linalg import matrix_exp  # noqa: E402,F401  (torch.matrix_exp)
+from .func import vmap  # noqa: E402,F401  (torch.vmap)
 
 __version__ = "0.1.0"
 

@@ -635,6 +635,8 @@ def to_device(arr, dev):
             return arr
         if dst.move is not None:  # GPU to GPU, no stop on the host
             return dst.move(arr, dev.index)
+    if dst.type == "meta":  # a shape and a dtype: nothing to copy (NOTE [Meta device])
+        return dst.from_numpy(arr, None)
     host = src.to_numpy(arr)
     return dst.from_numpy(host, dev.index)
 
@@ -659,10 +661,12 @@ def check_device(dev) -> device:
         d = device(dev)
     except (RuntimeError, TypeError) as e:
         raise RuntimeError(str(e)) from None
-    if d.type not in _BACKENDS and not (d.type == "cuda" and _load_cuda()):
+    if d.type not in _BACKENDS and not (d.type == "cuda" and _load_cuda()) and not (d.type == "meta" and _load_meta()):
         raise _unavailable(str(d))
     if d.type == "cpu":
         return CPU
+    if d.type == "meta":  # one device, no index, as in PyTorch (NOTE [Meta device])
+        return META
     if d.type == "cuda":
         import lucid.cuda as lc
 
@@ -700,6 +704,24 @@ def set_default_device(dev) -> None:
 def get_default_device() -> device:
     """The device new tensors are made on (``device(type='cpu')`` unless set)."""
     return _DEFAULT[0]
+
+
+# ----------------------------------------------------------------------------- meta
+
+META = None  # device("meta"), once registered
+
+
+def _load_meta():
+    """Register the shape-only ``"meta"`` device on first use (NOTE [Meta device] in meta_backend.py)."""
+    global META
+    if "meta" not in _BACKENDS:
+        import sys
+
+        from . import meta_backend
+
+        register_backend(meta_backend.make_backend(sys.modules[__name__]))
+        META = device("meta")
+    return True
 
 
 # ------------------------------------------------------------------------- CUDA (CuPy)

@@ -266,13 +266,16 @@ class Tensor:
         return id(self)
 
     def __repr__(self):
-        body = np.array2string(
+        meta = self._data.__class__ is not np.ndarray and backend.backend_of(self._data).type == "meta"
+        body = "..." if meta else np.array2string(
             backend.host(self._data), separator=", ", prefix="tensor(",
             formatter=None, threshold=1000,
         )
         extras = []
         if self._data.__class__ is not np.ndarray:
             extras.append(f"device='{self.device}'")
+        if meta:  # no values to print: PyTorch's form (NOTE [Meta device])
+            extras.append(f"size={tuple(self.shape)}")
         if self._data.dtype not in (dtypes.float32, dtypes.int64, dtypes.bool_):
             extras.append(f"dtype=lucid.{self._data.dtype}")
         if self.grad_fn is not None:
@@ -288,6 +291,8 @@ class Tensor:
         # device (as a string; the values travel as a host array).
         if self._data.__class__ is np.ndarray:
             return (_rebuild, (self._data, self._rg))
+        if backend.backend_of(self._data).type == "meta":  # a shape and a dtype (NOTE [Meta device])
+            return (_rebuild_meta, (tuple(self.shape), str(self._data.dtype), self._rg))
         return (_rebuild, (backend.host(self._data), self._rg, str(self.device)))
 
     # --------------------------------------------------------------- autograd
@@ -409,6 +414,15 @@ def _rebuild(data, requires_grad, device=None):
     if device is not None:
         arr = backend.to_device(arr, backend.check_device(device))
     t = _wrap(arr)
+    t._rg = requires_grad
+    return t
+
+
+def _rebuild_meta(shape, dtype, requires_grad):
+    backend.check_device("meta")
+    from .meta_backend import MetaArray
+
+    t = _wrap(MetaArray(shape, dtype))
     t._rg = requires_grad
     return t
 

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from .._core.tensor import Tensor
 
-__all__ = ["functional_call"]
+__all__ = ["functional_call", "stack_module_state"]
 
 
 def _slots(module):
@@ -132,3 +132,74 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         args = (args,)
     with _reparametrize(module, values, tie_weights, strict, api):
         return module(*args, **(kwargs or {}))
+
+
+def stack_module_state(models):
+    """Stack the parameters and buffers of same-shaped models along a new leading dim.
+
+    For model ensembling with :func:`vmap` over :func:`functional_call`, as
+    ``torch.func.stack_module_state``. Each stacked parameter is a new leaf that requires
+    grad where the models' parameters do (a gradient of the ensemble lands on it, not on the
+    models); buffers are stacked as they are.
+
+    Parameters
+    ----------
+    models : sequence of Module
+        Models of one class, all in training or all in eval mode, with the same names and shapes.
+
+    Returns
+    -------
+    params, buffers : dict of str to Tensor
+        By dotted name, each of shape ``(len(models), *shape)``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid import nn
+    >>> from lucid.func import functional_call, stack_module_state, vmap
+    >>> models = [nn.Linear(3, 2) for _ in range(4)]
+    >>> params, buffers = stack_module_state(models)
+    >>> params["weight"].shape
+    (4, 2, 3)
+    >>> out = vmap(lambda p, b, x: functional_call(models[0], (p, b), (x,)), in_dims=(0, 0, None))(
+    ...     params, buffers, lucid.ones(5, 3))
+    >>> out.shape
+    (4, 5, 2)
+    """
+    from ..ops.shape.joining import stack
+
+    models = list(models)
+    api = "stack_module_state"
+    if not models:
+        raise RuntimeError(f"{api}: Expected at least one model, got 0.")
+    if len({m.training for m in models}) > 1:
+        raise RuntimeError(f"{api}: Expected all models to have the same training/eval mode.")
+    if len({type(m) for m in models}) > 1:
+        raise RuntimeError(f"{api}: Expected all models to be of the same class.")
+
+    def stacked(named, kind, leaf):
+        tables = [dict(named(m)) for m in models]
+        out = {}
+        for name in tables[0]:
+            values = []
+            for i, table in enumerate(tables):
+                if name not in table:
+                    raise RuntimeError(f"{api}: model {i} has no {kind} {name!r} (model 0 has)")
+                values.append(table[name])
+            shapes = {tuple(v.shape) for v in values}
+            if len(shapes) > 1:
+                raise RuntimeError(f"{api}: {kind} {name!r} has different shapes across models: {sorted(shapes)}")
+            grads = {v.requires_grad for v in values}
+            if leaf and len(grads) > 1:
+                raise RuntimeError(f"{api}: Expected {name} from each model to have the same .requires_grad")
+            out[name] = stack([v.detach() for v in values])
+            if leaf and grads == {True}:
+                out[name].requires_grad_()
+        for i, table in enumerate(tables[1:], 1):
+            extra = sorted(set(table) - set(tables[0]))
+            if extra:
+                raise RuntimeError(f"{api}: model {i} has {kind}s model 0 lacks: {extra}")
+        return out
+
+    return (stacked(lambda m: m.named_parameters(), "parameter", True),
+            stacked(lambda m: m.named_buffers(), "buffer", False))

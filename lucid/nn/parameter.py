@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import backend
-from .._core.tensor import Tensor, _to_array, _wrap
+from .._core.tensor import Tensor, _rebuild_meta, _to_array, _wrap
 
 __all__ = ["Parameter", "Buffer"]
 
@@ -51,6 +51,8 @@ class Parameter(Tensor):
         # As Tensor's: the values travel as a host array, the device as a string.
         if self._data.__class__ is np.ndarray:
             return (_rebuild_parameter, (self._data, self._rg))
+        if backend.backend_of(self._data).type == "meta":  # a shape and a dtype (NOTE [Meta device])
+            return (_rebuild_meta_parameter, Tensor.__reduce_ex__(self, protocol)[1])
         return (_rebuild_parameter, (backend.host(self._data), self._rg, str(self.device)))
 
     def __deepcopy__(self, memo):
@@ -78,6 +80,10 @@ def _rebuild_parameter(data, requires_grad, device=None):
     if device is not None:
         arr = backend.to_device(arr, backend.check_device(device))
     return Parameter(_wrap(arr), requires_grad)
+
+
+def _rebuild_meta_parameter(shape, dtype, requires_grad):
+    return Parameter(_rebuild_meta(shape, dtype, False), requires_grad)
 
 
 class Buffer(Tensor):
