@@ -257,3 +257,25 @@ class Event:
         import cupy
 
         return cupy.cuda.get_elapsed_time(self._event, end_event._event)
+
+
+class _Amp:
+    """``lucid.cuda.amp``: PyTorch's older spelling of :mod:`lucid.amp` for CUDA."""
+
+    @staticmethod
+    def autocast(enabled=True, dtype=None, cache_enabled=True):
+        """``lucid.amp.autocast("cuda", ...)`` (a context manager and a decorator)."""
+        from .amp import autocast
+
+        return autocast("cuda", dtype, enabled, cache_enabled)
+
+    @staticmethod
+    def GradScaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,  # noqa: N802
+                   enabled=True):
+        """``lucid.amp.GradScaler("cuda", ...)``."""
+        from .amp import GradScaler
+
+        return GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+
+
+amp = _Amp()

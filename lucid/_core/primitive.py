@@ -16,6 +16,7 @@ handing the call to the innermost transform that owns an argument. See NOTE [Lev
 """
 from __future__ import annotations
 
+import functools
 import weakref
 
 import numpy as np
@@ -136,6 +137,31 @@ _as_array = backend.as_array
 DEVICE_GUARD = backend.DEVICE_GUARD
 ndarray = np.ndarray
 _record = None  # set by autograd/engine.py
+# ``hook(op name, args) -> args or None`` while an autocast region is open (NOTE [Autocast] in
+# lucid/amp/autocast_mode.py); public functions that promote dtypes before they bind (matmul,
+# linear) call it first themselves.
+AUTOCAST_HOOK = [None]
+
+
+def autocast_float32(name):
+    """Decorator for a composite that PyTorch's autocast runs in float32 (``mse_loss``,
+    ``layer_norm`` ...): inside a region its float16 tensor arguments are cast up first, where
+    its primitives alone would keep float16. Costs one list read outside (NOTE [Autocast])."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            hook = AUTOCAST_HOOK[0]
+            if hook is not None:
+                args = hook(name, args) or args
+                if kwargs:
+                    values = hook(name, tuple(kwargs.values()))
+                    if values is not None:
+                        kwargs = dict(zip(kwargs, values))
+            return fn(*args, **kwargs)
+
+        return call
+
+    return wrap
 _wrap = None
 
 
@@ -155,6 +181,10 @@ def bind(prim, args, params):
             if guard is not None:
                 with guard:
                     return bind(prim, args, params)
+        if AUTOCAST_HOOK[0] is not None:  # inside an autocast region somewhere: NOTE [Autocast]
+            cast = AUTOCAST_HOOK[0](prim.name, args)
+            if cast is not None:
+                args = cast
         # ``STATE.traces and _owning_trace(args)``, inlined and reordered: the arguments are
         # scanned first, so the binds of plain values a transform makes (every op under a
         # transform makes one) skip the thread-local read, which costs more than the scan.

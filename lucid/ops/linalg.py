@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .._core.backend import namespace_of, xp
-from .._core.primitive import TN, bind, defprim
+from .._core.primitive import AUTOCAST_HOOK, TN, bind, defprim
 from .._core.tensor import Tensor, tensor_method
 from ._family import _as_tensor, move_bdim, quiet, shape_of, sum_to_shape
 from .elementwise import cast, promote
@@ -132,6 +132,9 @@ def matmul(input, other):
     >>> (lucid.ones(2, 3) @ lucid.ones(3)).tolist()
     [3.0, 3.0]
     """
+    hook = AUTOCAST_HOOK[0]
+    if hook is not None:  # NOTE [Autocast]: cast before the promotion below
+        input, other = hook("matmul", (input, other)) or (input, other)
     if input.__class__ is Tensor and other.__class__ is Tensor:  # the hot path: two plain matrices
         a, b = input._data, other._data
         if a.ndim == 2 and b.ndim == 2 and a.dtype is b.dtype and a.shape[1] == b.shape[0]:

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..._core.backend import xp
-from ..._core.primitive import TN, bind, defprim
+from ..._core.primitive import AUTOCAST_HOOK, TN, bind, defprim
 from ..._core.tensor import Tensor
 from ...ops._family import conj_if_complex, move_bdim, quiet
 
@@ -112,6 +112,9 @@ def linear(input, weight, bias=None):
     >>> F.linear(lucid.ones(1, 2), lucid.ones(3, 2), lucid.zeros(3))
     tensor([[2., 2., 2.]])
     """
+    hook = AUTOCAST_HOOK[0]
+    if hook is not None:  # NOTE [Autocast]: cast before the dtype check below
+        input, weight, bias = hook("linear", (input, weight, bias)) or (input, weight, bias)
     if input.shape[-1:] != weight.shape[-1:] or weight.ndim != 2:
         raise RuntimeError(
             f"linear: input of shape {tuple(input.shape)} and weight of shape "

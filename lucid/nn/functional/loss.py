@@ -16,7 +16,7 @@ import numpy as np
 from ..._core import backend
 from ..._core.backend import namespace_of, runs_on_operands_device, xp
 from ..._core.kernels import Kernel, kernel_for
-from ..._core.primitive import TN, bind, defprim
+from ..._core.primitive import TN, autocast_float32, bind, defprim
 from ..._core.tensor import Tensor, _wrap
 from ...ops._family import _as_tensor, move_bdim, quiet
 from .activation import _softplus, log_softmax
@@ -69,6 +69,7 @@ def _check_same_shape(input, target, name):
 
 
 # ---------------------------------------------------------------- regression
+@autocast_float32("mse_loss")  # NOTE [Autocast]
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean squared error ``(input - target)^2``.
 
@@ -88,6 +89,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return _reduce(loss, reduction, "mse_loss")
 
 
+@autocast_float32("l1_loss")  # NOTE [Autocast]
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error ``|input - target|``."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -98,6 +100,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return _reduce(loss, reduction, "l1_loss")
 
 
+@autocast_float32("smooth_l1_loss")  # NOTE [Autocast]
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
     _refuse_complex("smooth_l1_loss", input, target)
@@ -114,6 +117,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(loss, reduction, "smooth_l1_loss")
 
 
+@autocast_float32("huber_loss")  # NOTE [Autocast]
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d^2`` where ``|d| <= delta``, else ``delta (|d| - 0.5 delta)``."""
     _refuse_complex("huber_loss", input, target)
@@ -745,6 +749,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     return _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "poisson_nll_loss")
 
 
+@autocast_float32("cosine_similarity")  # NOTE [Autocast]
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """``sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps))`` along ``dim``, after broadcasting
     ``x1`` and ``x2`` to one shape (as PyTorch).

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..._core.backend import runs_on_operands_device
 from ..._core.grad_mode import no_grad
+from ..._core.primitive import autocast_float32
 from ._complex import refuse_complex as _refuse_complex
 
 __all__ = ["layer_norm", "group_norm", "batch_norm", "instance_norm", "normalize", "rms_norm", "local_response_norm"]
@@ -46,6 +47,7 @@ def _vector_norm(x, p, dim):
     return lucid.where(pos, lucid.where(pos, s, 1.0) ** (1.0 / p), 0.0)
 
 
+@autocast_float32("layer_norm")  # NOTE [Autocast]
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the last ``len(normalized_shape)`` dims, then scale and shift.
 
@@ -118,6 +120,7 @@ def _channel_shape(input):
     return (1, input.shape[1]) + (1,) * (input.ndim - 2)
 
 
+@autocast_float32("group_norm")  # NOTE [Autocast]
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalise (N, C, *) inputs over groups of ``C // num_groups`` channels and space.
 

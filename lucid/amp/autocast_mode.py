@@ -1,0 +1,185 @@
+"""``autocast``: mixed precision by op, as ``torch.autocast``.
+
+NOTE [Autocast]
+Inside ``autocast(device_type, dtype)`` each primitive on tensors of that device type runs in
+the precision PyTorch's autocast gives it: the matrix products (``matmul``, ``linear``, the
+convolutions, ``einsum``) with their float32 inputs cast to ``dtype`` (float16: the GPU's
+tensor cores), the ops that lose too much in half precision (``exp``, ``log``, ``pow``,
+``softmax``, ``log_softmax``, ``logsumexp``, ``sum``, ``prod``, ``cumsum``, the norms,
+``cross_entropy`` ...) with float16 inputs cast to float32, and everything else in the
+dtypes it is given. float64 is never cast (as in PyTorch). Composite ops follow the policy
+of the primitives they are made of.
+
+How, at no cost outside a region: entering one adds a count to ACTIVE_TRACES, so ``bind``
+takes its slow branch (as under a transform, NOTE [Levels]), where ``AUTOCAST_HOOK`` sees
+each primitive (``matmul`` and ``linear``, which promote mixed dtypes before they bind, call
+it first); the casts are ``cast`` primitives, so gradients flow back in each input's own
+dtype (float32 parameters get float32 gradients). The region's state is per thread, as
+PyTorch's. A backward run inside a region runs in the forward's dtypes (the hook stands aside
+while the engine runs), which is what PyTorch's backward does. Casts are not cached across
+uses of a weight within a region (PyTorch's ``cache_enabled``): the values are the same.
+
+CPU autocast in PyTorch defaults to bfloat16, which NumPy lacks: there, as PyTorch does for a
+dtype it does not support, autocast warns and stays off unless given ``dtype=lucid.float16``.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+
+import numpy as np
+
+from .._core import backend, dtypes, primitive
+from .._core.grad_mode import ACTIVE_TRACES
+
+# Run in the autocast dtype (their float32 inputs cast to it).
+LOWER_PRECISION_OPS = frozenset({"matmul", "linear", "conv", "conv_transpose", "einsum"})
+# Run in float32 (their float16 inputs cast up), as PyTorch's CUDA fp32 list.
+FLOAT32_OPS = frozenset({
+    "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal",
+    "rsqrt", "sinh", "tan", "pow", "softplus", "softmax", "log_softmax", "logsumexp", "sum", "prod",
+    "cumsum", "cumprod", "linalg_vector_norm", "cross_entropy",
+    # composites (lucid._core.primitive.autocast_float32)
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cosine_similarity", "layer_norm", "group_norm",
+})
+_DEFAULT_DTYPES = {"cuda": dtypes.float16, "cpu": "bfloat16"}  # PyTorch's defaults
+_SUPPORTED = (dtypes.float16, dtypes.float32)  # float32 makes a region that changes nothing
+_F32, _F16 = np.dtype(np.float32), np.dtype(np.float16)
+
+
+class _Regions(threading.local):
+    def __init__(self):
+        self.dtype_of = {}  # device type -> the dtype of the innermost enabled region
+
+
+_REGIONS = _Regions()
+_ACTIVE = [0]  # regions entered in any thread
+
+
+def is_autocast_available(device_type: str) -> bool:
+    """Whether autocast applies to ``device_type`` ("cpu", "cuda", or a registered device type)."""
+    return device_type in ("cpu", "cuda") or device_type in backend._BACKENDS
+
+
+def is_autocast_enabled(device_type: str = "cuda") -> bool:
+    """Whether this thread is inside an enabled autocast region for ``device_type``."""
+    return device_type in _REGIONS.dtype_of
+
+
+def get_autocast_dtype(device_type: str):
+    """The dtype of the innermost region for ``device_type`` (PyTorch's default when none)."""
+    d = _REGIONS.dtype_of.get(device_type, _DEFAULT_DTYPES.get(device_type, dtypes.float16))
+    return d
+
+
+def _device_type(arr):
+    return "cpu" if arr.__class__ is np.ndarray else backend.backend_of(arr).type
+
+
+def _hook(name, args):
+    """The cast arguments of the op ``name`` under this thread's regions, or None to leave them."""
+    to_lower = name in LOWER_PRECISION_OPS
+    if not to_lower and name not in FLOAT32_OPS:
+        return None
+    regions = _REGIONS.dtype_of
+    if not regions:
+        return None
+    from ..autograd import engine
+
+    if engine._CALLBACKS:  # inside a backward: the forward's dtypes (NOTE [Autocast])
+        return None
+    tensor = primitive._Tensor
+    target = None
+    for a in args:
+        if isinstance(a, tensor):
+            target = regions.get(_device_type(a._data) if a.__class__ is tensor else a.device.type)
+            break
+    if target is None:
+        return None
+    frm = _F32 if to_lower else _F16
+    to = np.dtype(target) if to_lower else _F32
+    if frm == to:
+        return None
+    changed = False
+    out = []
+    for a in args:
+        if isinstance(a, tensor) and a.dtype == frm:
+            a = a.to(to)
+            changed = True
+        out.append(a)
+    return tuple(out) if changed else None
+
+
+class autocast:  # noqa: N801 (PyTorch's name)
+    """Mixed precision for the ops in a region (context manager or decorator), as ``torch.autocast``.
+
+    Parameters
+    ----------
+    device_type : str
+        "cuda", "cpu" (or another device type): the tensors whose ops are cast.
+    dtype : dtype, optional
+        The lower precision: float16 (default on "cuda"). PyTorch's CPU default is bfloat16,
+        which lucid lacks: on "cpu" pass ``dtype=lucid.float16``, or autocast warns and stays off.
+    enabled : bool
+        False makes a region where autocast is off (for its device type), e.g. inside another.
+    cache_enabled : bool, optional
+        Accepted for PyTorch's signature; casts are not cached (NOTE [Autocast]).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> w = lucid.ones(3, 3)
+    >>> with lucid.autocast("cpu", dtype=lucid.float16):
+    ...     y = w @ w
+    ...     s = y.sum()
+    >>> y.dtype, s.dtype
+    (lucid.float16, lucid.float32)
+    """
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if not isinstance(device_type, str):
+            raise ValueError(f"autocast: expected `device_type` of type `str`, got: `{type(device_type)}`")
+        device_type = device_type.split(":")[0]
+        if not is_autocast_available(device_type):
+            raise RuntimeError(f"autocast: user specified an unsupported autocast device_type '{device_type}'")
+        self.device_type = device_type
+        self.fast_dtype = _DEFAULT_DTYPES.get(device_type, dtypes.float16) if dtype is None else dtype
+        self._enabled = bool(enabled)
+        if self._enabled and self.fast_dtype not in _SUPPORTED:
+            warnings.warn(f"In {device_type} autocast, but the target dtype {self.fast_dtype} is not supported "
+                          f"(lucid has float16 and float32; NumPy has no bfloat16). Disabling autocast.",
+                          stacklevel=2)
+            self._enabled = False
+
+    def __enter__(self):
+        regions = _REGIONS.dtype_of
+        self._prev = regions.get(self.device_type)
+        if self._enabled:
+            regions[self.device_type] = self.fast_dtype
+        else:
+            regions.pop(self.device_type, None)
+        _ACTIVE[0] += 1
+        ACTIVE_TRACES[0] += 1
+        primitive.AUTOCAST_HOOK[0] = _hook
+        return self
+
+    def __exit__(self, *exc):
+        regions = _REGIONS.dtype_of
+        if self._prev is None:
+            regions.pop(self.device_type, None)
+        else:
+            regions[self.device_type] = self._prev
+        _ACTIVE[0] -= 1
+        ACTIVE_TRACES[0] -= 1
+        if not _ACTIVE[0]:
+            primitive.AUTOCAST_HOOK[0] = None
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with autocast(self.device_type, self.fast_dtype, self._enabled):
+                return fn(*args, **kwargs)
+
+        return wrapped

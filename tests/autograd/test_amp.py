@@ -1,0 +1,217 @@
+"""lucid.amp: autocast's per-op precision (NOTE [Autocast]) and GradScaler (NOTE [Gradient scaling]).
+
+Runs on the default device of the run (the CPU, or the strict stand-in in the device passes)."""
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import lucid
+from lucid import nn
+from lucid.amp import GradScaler, autocast
+
+F16, F32, F64 = lucid.float16, lucid.float32, lucid.float64
+
+
+def _dev():
+    return lucid.get_default_device().type
+
+
+def _region(**kw):
+    return autocast(_dev(), dtype=F16, **kw)
+
+
+def test_each_op_runs_in_its_precision():
+    rng = np.random.default_rng(0)
+    a, b = lucid.tensor(rng.standard_normal((3, 4)), dtype=F32), lucid.tensor(rng.standard_normal((4, 2)), dtype=F32)
+    h = lucid.tensor(rng.standard_normal((3, 4))).to(F16)
+    lin = nn.Linear(4, 2)
+    conv = nn.Conv2d(1, 2, 3)
+    with _region():
+        assert (a @ b).dtype is F16 and lin(a).dtype is F16 and lucid.einsum("ij,jk->ik", a, b).dtype is F16
+        assert conv(lucid.ones(1, 1, 4, 4)).dtype is F16
+        assert (h @ b).dtype is F16  # a float16 input and a float32 weight: both half
+        for f in (lucid.exp, lucid.log1p, lucid.sum, lambda t: t.softmax(-1), lambda t: t.log_softmax(-1),
+                  lambda t: t.logsumexp(-1), lambda t: t ** 2.0, lambda t: t.cumsum(0)):
+            assert f(h.abs()).dtype is F32
+        assert nn.functional.cross_entropy(h, lucid.tensor([0, 1, 3])).dtype is F32
+        fn = nn.functional
+        for f in (fn.mse_loss, fn.l1_loss, fn.smooth_l1_loss, fn.huber_loss, fn.cosine_similarity):
+            assert f(h, h * 2).dtype is F32  # composites PyTorch runs in float32
+        assert fn.layer_norm(h, (4,)).dtype is F32 and nn.GroupNorm(1, 3)(h.reshape(1, 3, 4)).dtype is F32
+        assert h.relu().dtype is F16 and (h + 1).dtype is F16 and a.relu().dtype is F32  # others: as given
+        d = a.to(F64)
+        assert (d @ b.to(F64)).dtype is F64  # float64 is never cast
+    assert (a @ b).dtype is F32  # outside: nothing
+
+
+def test_values_are_the_half_precision_products():
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((5, 8)).astype(np.float32), rng.standard_normal((8, 3)).astype(np.float32)
+    with _region():
+        got = (lucid.tensor(x) @ lucid.tensor(w)).cpu().numpy()
+    want = x.astype(np.float16) @ w.astype(np.float16)
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(got, x @ w, rtol=2e-2, atol=2e-2)
+
+
+def test_nesting_disabling_decorating_and_threads():
+    a = lucid.ones(2, 2)
+    with _region():
+        with autocast(_dev(), enabled=False):
+            assert (a @ a).dtype is F32
+        assert (a @ a).dtype is F16
+
+        seen = []
+        t = threading.Thread(target=lambda: seen.append((a @ a).dtype))
+        t.start()
+        t.join()
+        assert seen == [F32]  # per thread, as PyTorch
+
+    @_region()
+    def f(t):
+        return t @ t
+
+    assert f(a).dtype is F16 and (a @ a).dtype is F32
+    assert lucid.is_autocast_enabled(_dev()) is False
+
+
+def test_gradients_reach_float32_parameters_in_float32():
+    lin = nn.Linear(4, 3)
+    x = lucid.randn(6, 4)
+    with _region():
+        loss = lin(x).float().pow(2).mean()
+    loss.backward()
+    assert lin.weight.grad.dtype is F32 and lin.bias.grad.dtype is F32
+    g16 = lin.weight.grad.cpu().numpy()
+    lin.zero_grad()
+    lin(x).pow(2).mean().backward()
+    np.testing.assert_allclose(g16, lin.weight.grad.cpu().numpy(), rtol=3e-2, atol=3e-3)
+
+
+def test_a_backward_inside_the_region_keeps_the_forward_dtypes():
+    w = lucid.randn(3, 3, requires_grad=True)
+    with _region():
+        y = (w @ w).float().sum()
+        (g,) = lucid.autograd.grad(y, (w,), create_graph=True)
+    assert g.dtype is F32 and g.requires_grad
+
+
+def test_cpu_default_dtype_and_unknown_devices():
+    with pytest.warns(UserWarning, match="target dtype bfloat16 is not supported"):
+        region = autocast("cpu")
+    with region:
+        assert (lucid.ones(2, 2, device="cpu") @ lucid.ones(2, 2, device="cpu")).dtype is F32
+    with pytest.raises(RuntimeError, match="unsupported autocast device_type 'tpu'"):
+        autocast("tpu")
+    assert lucid.cuda.amp.autocast().fast_dtype is F16
+
+
+# ---------------------------------------------------------------- GradScaler
+
+
+def _step_setup(value=1.0):
+    w = lucid.tensor([value, -value], requires_grad=True)
+    return w, lucid.optim.SGD([w], lr=0.25)
+
+
+def test_scaled_step_equals_the_plain_step():
+    w, opt = _step_setup()
+    scaler = GradScaler(_dev(), init_scale=1024.0)
+    scaler.scale((w * w).sum()).backward()
+    np.testing.assert_array_equal(w.grad.cpu().numpy(), [2048.0, -2048.0])
+    scaler.step(opt)
+    scaler.update()
+    np.testing.assert_array_equal(w.detach().cpu().numpy(), [0.5, -0.5])  # w - 0.25 * 2w
+    assert scaler.get_scale() == 1024.0
+
+
+def test_scaling_keeps_float16_gradients_from_underflowing():
+    x = lucid.full((1, 4), 1e-3)
+
+    def grad_of(scaler):
+        w = lucid.ones(4, 1, requires_grad=True)
+        with _region():
+            loss = (x @ w).float().sum() * 1e-6  # dloss/d(x @ w) = 1e-6: below float16's grid after x
+        (scaler.scale(loss) if scaler else loss).backward()
+        if scaler:
+            scaler.unscale_(lucid.optim.SGD([w], lr=0.1))
+        return w.grad.cpu().numpy()
+
+    np.testing.assert_array_equal(grad_of(None), 0.0)  # 1e-6 * 1e-3 flushes to zero in float16
+    np.testing.assert_allclose(grad_of(GradScaler(_dev())), 1e-9, rtol=1e-2)
+
+
+def test_an_overflow_skips_the_step_and_backs_off_then_clean_steps_grow():
+    w, opt = _step_setup()
+    scaler = GradScaler(_dev(), init_scale=8.0, growth_interval=2)
+    w.grad = lucid.tensor([float("inf"), 1.0])
+    assert scaler.scale(lucid.tensor(1.0)).item() == 8.0
+    assert scaler.step(opt) is None
+    scaler.update()
+    np.testing.assert_array_equal(w.detach().cpu().numpy(), [1.0, -1.0])  # untouched
+    assert scaler.get_scale() == 4.0
+    for expected in (4.0, 8.0, 8.0):
+        opt.zero_grad()
+        scaler.scale((w * w).sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+        assert scaler.get_scale() == expected
+    state = scaler.state_dict()
+    assert state == {"scale": 8.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2,
+                     "_growth_tracker": 1}
+    other = GradScaler(_dev())
+    other.load_state_dict(state)
+    assert other.state_dict() == state
+
+
+def test_wrong_order_and_bad_input_raise():
+    w, opt = _step_setup()
+    scaler = GradScaler(_dev())
+    with pytest.raises(RuntimeError, match="did not use scaler.scale"):
+        scaler.step(opt)
+    scaler.scale((w * w).sum()).backward()
+    scaler.unscale_(opt)
+    with pytest.raises(RuntimeError, match="unscale_\\(\\) has already been called"):
+        scaler.unscale_(opt)
+    scaler.step(opt)
+    with pytest.raises(RuntimeError, match="step\\(\\) has already been called"):
+        scaler.step(opt)
+    with pytest.raises(RuntimeError, match="unscale_\\(\\) is being called after step\\(\\)"):
+        scaler.unscale_(opt)
+    with pytest.raises(RuntimeError, match="Closure use is not currently supported"):
+        scaler.step(opt, closure=lambda: 0.0)
+    scaler.update()
+    h = lucid.ones(2, dtype=F16, requires_grad=True)
+    h.grad = lucid.ones(2, dtype=F16)
+    with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+        scaler.unscale_(lucid.optim.SGD([h], lr=0.1))
+    with pytest.raises(RuntimeError, match="state dict is empty"):
+        scaler.load_state_dict({})
+    with pytest.raises(ValueError, match="growth factor must be > 1.0"):
+        GradScaler(_dev(), growth_factor=1.0)
+
+
+def test_disabled_scaler_passes_through():
+    w, opt = _step_setup()
+    scaler = GradScaler(_dev(), enabled=False)
+    loss = (w * w).sum()
+    assert scaler.scale(loss) is loss and scaler.get_scale() == 1.0 and scaler.state_dict() == {}
+    loss.backward()
+    scaler.step(opt)
+    np.testing.assert_array_equal(w.detach().cpu().numpy(), [0.5, -0.5])
+    if not lucid.cuda.is_available():
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            assert GradScaler("cuda").is_enabled() is False
+        assert "CUDA is not available" in str(rec[0].message)
+
+
+def test_under_transforms():
+    w, xs = lucid.randn(3, 3), lucid.randn(4, 3)
+    with _region():
+        batched = lucid.func.vmap(lambda x: x @ w)(xs)
+        g = lucid.func.grad(lambda v: (xs @ v).float().sum())(w)
+    assert batched.dtype is F16 and g.dtype is F32
+    np.testing.assert_allclose(g.cpu().numpy(), np.repeat(xs.sum(0).cpu().numpy()[:, None], 3, axis=1), rtol=1e-2)
