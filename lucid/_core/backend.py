@@ -661,7 +661,8 @@ def check_device(dev) -> device:
         d = device(dev)
     except (RuntimeError, TypeError) as e:
         raise RuntimeError(str(e)) from None
-    if d.type not in _BACKENDS and not (d.type == "cuda" and _load_cuda()) and not (d.type == "meta" and _load_meta()):
+    if d.type not in _BACKENDS and not (d.type == "cuda" and _load_cuda()) \
+            and not (d.type == "meta" and _load_meta()):
         raise _unavailable(str(d))
     if d.type == "cpu":
         return CPU

@@ -137,6 +137,8 @@ _as_array = backend.as_array
 DEVICE_GUARD = backend.DEVICE_GUARD
 ndarray = np.ndarray
 _record = None  # set by autograd/engine.py
+_wrap = None
+
 # ``hook(op name, args) -> args or None`` while an autocast region is open (NOTE [Autocast] in
 # lucid/amp/autocast_mode.py); public functions that promote dtypes before they bind (matmul,
 # linear) call it first themselves.
@@ -146,7 +148,16 @@ AUTOCAST_HOOK = [None]
 def autocast_float32(name):
     """Decorator for a composite that PyTorch's autocast runs in float32 (``mse_loss``,
     ``layer_norm`` ...): inside a region its float16 tensor arguments are cast up first, where
-    its primitives alone would keep float16. Costs one list read outside (NOTE [Autocast])."""
+    its primitives alone would keep float16. Costs one list read outside (NOTE [Autocast]).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> double = autocast_float32("mse_loss")(lambda t: t * 2)
+    >>> with lucid.autocast("cpu", dtype=lucid.float16):
+    ...     double(lucid.ones(2, dtype=lucid.float16)).dtype
+    lucid.float32
+    """
     def wrap(fn):
         @functools.wraps(fn)
         def call(*args, **kwargs):
@@ -162,7 +173,6 @@ def autocast_float32(name):
         return call
 
     return wrap
-_wrap = None
 
 
 def bind(prim, args, params):
