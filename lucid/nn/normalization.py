@@ -10,7 +10,7 @@ from . import init
 from .module import Module
 from .parameter import Parameter
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm",
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LayerNorm", "GroupNorm",
            "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "LocalResponseNorm", "CrossMapLRN2d"]
 
 
@@ -88,8 +88,8 @@ class _BatchNorm(_NormBase):
                 f"shape {tuple(input.shape)}"
             )
 
-    def forward(self, input):
-        self._check_input_dim(input)
+    def _count_batch(self):
+        """Count a training batch; the weight of its statistics in the running ones."""
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             # In place, like running_mean: ``_data`` stays a 0-d int64 array (``a + 1`` on a
@@ -99,6 +99,11 @@ class _BatchNorm(_NormBase):
             self.num_batches_tracked._version[0] += 1
             if self.momentum is None:  # cumulative moving average
                 factor = 1.0 / float(self.num_batches_tracked._data)
+        return factor
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        factor = self._count_batch()
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         track = not self.training or self.track_running_stats
         return F.batch_norm(
@@ -189,6 +194,113 @@ class BatchNorm3d(_BatchNorm):
     (2, 3, 2, 2, 2)
     """
     _dims = (5,)
+
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch normalisation whose training statistics cover the whole batch of every rank.
+
+    In a distributed job (``lucid.distributed`` initialised, more than one rank in
+    ``process_group``) training mode normalises with the mean and variance of the union of all
+    ranks' batches, through differentiable all-reduces (NOTE [Synchronised batch norm]), and
+    updates the running statistics with them, identically on every rank. Otherwise (one
+    process, or evaluation) it is :class:`BatchNorm2d` for inputs of any rank >= 2.
+
+    Parameters
+    ----------
+    num_features, eps, momentum, affine, track_running_stats
+        As :class:`BatchNorm1d`.
+    process_group : ProcessGroup, optional
+        The ranks whose batches are pooled (default: the world).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid import nn
+    >>> model = nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4)))
+    >>> type(model[1]).__name__, model(lucid.ones(2, 1, 5, 5)).shape
+    ('SyncBatchNorm', (2, 4, 3, 3))
+    """
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 process_group=None, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input):
+        if input.ndim < 2:
+            raise ValueError(f"SyncBatchNorm: expected at least 2D input (got {input.ndim}D input)")
+        if input.shape[1] != self.num_features:
+            raise ValueError(f"SyncBatchNorm: expected {self.num_features} channels at dim 1, got input of "
+                             f"shape {tuple(input.shape)}")
+
+    def _world(self):
+        """The number of ranks pooled now (1: no distributed job)."""
+        if not self.training:
+            return 1
+        import lucid.distributed as dist
+
+        if not dist.is_initialized():
+            return 1
+        return dist.get_world_size(self.process_group)
+
+    def forward(self, input):
+        if self._world() <= 1:
+            return super().forward(input)
+        self._check_input_dim(input)
+        factor = self._count_batch()
+        return _synced_batch_norm(self, input, factor)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """``module`` with every BatchNorm1d/2d/3d replaced by a SyncBatchNorm that shares its
+        parameters and running statistics (the module itself where it is one), as PyTorch's."""
+        out = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            out = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
+                      process_group)
+            if module.affine:
+                out.weight, out.bias = module.weight, module.bias
+            out.running_mean, out.running_var = module.running_mean, module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+            if hasattr(module, "qconfig"):
+                out.qconfig = module.qconfig
+        for name, child in module.named_children():
+            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return out
+
+
+# NOTE [Synchronised batch norm]
+# Two differentiable all-reduces (lucid.distributed.nn.functional.all_reduce), so the backward
+# is the matching pair of collectives and every rank's input gradient is its slice of the
+# whole batch's: the per-channel sums and the element count give the global mean; the sums of
+# squared deviations from it give the (biased) variance used to normalise, exact and stable
+# for any split of the batch (a sum of squares minus a squared mean would cancel). The
+# running statistics take the unbiased variance of the union, the same on every rank.
+def _synced_batch_norm(bn, x, factor):
+    import lucid
+    from lucid.distributed.nn.functional import all_reduce
+
+    from .functional.normalization import _update_running
+
+    axes = (0,) + tuple(range(2, x.ndim))
+    cshape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    local = lucid.cat([x.sum(axes), lucid.full((1,), x.numel() // x.shape[1], dtype=x.dtype, device=x.device)])
+    total = all_reduce(local, group=bn.process_group)
+    count = int(round(float(total[-1].item())))  # the union's size: a host read, as PyTorch's
+    if count <= 1:
+        raise ValueError(f"SyncBatchNorm: expected more than 1 value per channel when training, got "
+                         f"{count} across the ranks")
+    mean = (total[:-1] / count).reshape(cshape)
+    xc = x - mean
+    var = (all_reduce((xc * xc).sum(axes), group=bn.process_group) / count).reshape(cshape)
+    if bn.track_running_stats and bn.running_mean is not None:
+        _update_running(bn.running_mean, bn.running_var, mean, var, count, factor)
+    out = xc / lucid.sqrt(var + bn.eps)
+    if bn.weight is not None:
+        out = out * bn.weight.reshape(cshape) + bn.bias.reshape(cshape)
+    return out
 
 
 class _InstanceNorm(_NormBase):

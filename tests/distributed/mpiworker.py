@@ -536,6 +536,49 @@ def ddp_state_dict_has_no_prefix():
 
 
 @check
+def differentiable_all_reduce_and_sync_batch_norm():
+    from lucid.distributed.nn.functional import all_reduce
+
+    r, n = rank_world()
+    x = lucid.ones(2, dtype=lucid.float64, requires_grad=True)
+    y = all_reduce(x * (r + 1))
+    y.sum().backward()  # every rank's sum holds (r + 1) x_r: the gradient sums n of them
+    np.testing.assert_allclose(y.detach().numpy(), [n * (n + 1) / 2] * 2)
+    np.testing.assert_allclose(x.grad.numpy(), [n * (r + 1)] * 2)
+
+    # SyncBatchNorm over uneven shares (rank r holds r + 2 rows) against one BatchNorm2d of the union
+    sizes = [k + 2 for k in range(n)]
+    lo, hi = sum(sizes[:r]), sum(sizes[:r + 1])
+    rng = np.random.default_rng(7)
+    full, coef = rng.standard_normal((sum(sizes), 3, 4, 4)) * 3 + 1, rng.standard_normal((sum(sizes), 3, 4, 4))
+
+    def make(cls):
+        bn = cls(3, dtype=lucid.float64)
+        with lucid.no_grad():
+            bn.weight.copy_(lucid.tensor([0.5, 1.5, -1.0], dtype=lucid.float64))
+            bn.bias.copy_(lucid.tensor([0.1, 0.0, -0.2], dtype=lucid.float64))
+        return bn
+
+    ref, sync = make(nn.BatchNorm2d), make(nn.SyncBatchNorm)
+    xr = lucid.tensor(full, requires_grad=True)
+    yr = ref(xr)
+    (yr * lucid.tensor(coef)).sum().backward()
+    xs = lucid.tensor(full[lo:hi], requires_grad=True)
+    ys = sync(xs)
+    (ys * lucid.tensor(coef[lo:hi])).sum().backward()
+    np.testing.assert_allclose(ys.detach().numpy(), yr.detach().numpy()[lo:hi], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(xs.grad.numpy(), xr.grad.numpy()[lo:hi], rtol=1e-9, atol=1e-12)
+    for name in ("weight", "bias"):  # each rank's share of the parameter gradients sums to the whole
+        g = getattr(sync, name).grad.clone()
+        dist.all_reduce(g)
+        np.testing.assert_allclose(g.numpy(), getattr(ref, name).grad.numpy(), rtol=1e-9, atol=1e-12)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        np.testing.assert_allclose(getattr(sync, name).numpy(), getattr(ref, name).numpy(), rtol=1e-12)
+    sync.eval(), ref.eval()
+    np.testing.assert_allclose(sync(xs).detach().numpy(), ref(xr).detach().numpy()[lo:hi], rtol=1e-12)
+
+
+@check
 def sampler_partitions_the_dataset():
     from lucid.utils.data import DataLoader, TensorDataset
     from lucid.utils.data.distributed import DistributedSampler
