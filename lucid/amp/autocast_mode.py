@@ -146,6 +146,13 @@ class autocast:  # noqa: N801 (PyTorch's name)
         self.device_type = device_type
         self.fast_dtype = _DEFAULT_DTYPES.get(device_type, dtypes.float16) if dtype is None else dtype
         self._enabled = bool(enabled)
+        if self._enabled and device_type == "cuda":
+            import lucid.cuda
+
+            if not lucid.cuda.is_available():  # as PyTorch: a region that does nothing, said once
+                warnings.warn("User provided device_type of 'cuda', but CUDA is not available. Disabling",
+                              stacklevel=2)
+                self._enabled = False
         if self._enabled and self.fast_dtype not in _SUPPORTED:
             warnings.warn(f"In {device_type} autocast, but the target dtype {self.fast_dtype} is not supported "
                           f"(lucid has float16 and float32; NumPy has no bfloat16). Disabling autocast.",

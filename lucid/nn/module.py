@@ -168,6 +168,12 @@ def _unexpected_by_prefix(root, state_dict, locals_):
     return out
 
 
+def _empty_on(arr, dev):
+    """New memory shaped like ``arr`` on ``dev``, its values undefined; nothing of ``arr`` is
+    read (it may be a meta array), as ``torch.empty_like(arr, device=dev)``."""
+    return backend.to_device(np.empty(arr.shape, dtype=arr.dtype), dev)
+
+
 def _post_order(module):
     """Every submodule (repeats included) children first: the order of PyTorch's load post-hooks."""
     for child in module._modules.values():
@@ -591,6 +597,36 @@ class Module:
 
     def type(self, dst_type):
         return self.to(dst_type)
+
+    def to_empty(self, *, device, recurse=True):
+        """Give every parameter and buffer new, uninitialised memory on ``device``, nothing copied.
+
+        For a module built on the ``"meta"`` device (NOTE [Meta device]): ``to_empty`` then
+        an initialisation (``reset_parameters()``, ``load_state_dict``) makes it real, as in
+        PyTorch. Gradients are dropped. ``recurse=False`` leaves the submodules alone.
+
+        Examples
+        --------
+        >>> import lucid
+        >>> from lucid import nn
+        >>> m = nn.Linear(3, 2).to("meta").to_empty(device="cpu")
+        >>> m.reset_parameters()
+        >>> m.weight.device, m(lucid.ones(1, 3)).shape
+        (device(type='cpu'), (1, 2))
+        """
+        dev = device_arg(device, "Module.to_empty")
+        modules = self.modules() if recurse else (self,)
+        for m in modules:
+            for p in m._parameters.values():
+                if p is not None:
+                    p._data = _empty_on(p._data, dev)
+                    p._version[0] += 1
+                    p._grad = None
+            for b in m._buffers.values():
+                if b is not None:
+                    b._data = _empty_on(b._data, dev)
+                    b._version[0] += 1
+        return self
 
     def cpu(self):
         """Move every parameter and buffer to the CPU (in place); returns ``self``."""

@@ -50,3 +50,20 @@ def test_moving_to_meta_reads_nothing_from_a_device():
     before = strict_device.HOST_READS[0]
     x = lucid.ones(3, 4, device="strict").to("meta")
     assert x.shape == (3, 4) and strict_device.HOST_READS[0] == before
+
+
+def test_to_empty_materialises_a_meta_module():
+    m = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2)).to("meta")
+    assert m.to_empty(device="cpu") is m
+    assert m[0].weight.device == lucid.device("cpu") and isinstance(m[0].weight, nn.Parameter)
+    assert m[1].num_batches_tracked.dtype is lucid.int64 and m[1].running_mean.shape == (2,)
+    for layer in m:
+        layer.reset_parameters()
+    assert m[1].running_var.tolist() == [1.0, 1.0] and m(lucid.ones(4, 3, device="cpu")).shape == (4, 2)
+    lin = nn.Linear(3, 2, device="cpu")
+    lin.weight.grad = lucid.ones(2, 3, device="cpu")
+    lin.to_empty(device="meta")
+    assert lin.weight.device == lucid.device("meta") and lin.weight.grad is None
+    outer = nn.Sequential(nn.Linear(2, 2, device="cpu"))
+    outer.to_empty(device="meta", recurse=False)  # no parameters of its own: nothing moves
+    assert outer[0].weight.device == lucid.device("cpu")
