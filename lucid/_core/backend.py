@@ -149,6 +149,21 @@ class device:
     def __reduce__(self):
         return (device, (self.type, self.index))
 
+    # ``with lucid.device("meta"):`` makes it the default device of the block, as PyTorch's
+    # device context (the previous default comes back on exit, also after an exception).
+    def __enter__(self):
+        try:
+            dev = check_device(self)
+        except RuntimeError as e:
+            raise RuntimeError(f"device.__enter__: {e}") from None
+        _DEVICE_BLOCKS.append(_DEFAULT[0])
+        _DEFAULT[0] = dev
+        return self
+
+    def __exit__(self, *exc):
+        _DEFAULT[0] = _DEVICE_BLOCKS.pop()
+        return False
+
 
 CPU = device("cpu")
 
@@ -238,6 +253,7 @@ CPU_BACKEND = Backend("cpu", np, np.ndarray, device_of=lambda a: CPU, to_numpy=l
 _BACKENDS = {"cpu": CPU_BACKEND}
 _BY_TYPE = {np.ndarray: CPU_BACKEND}
 _DEFAULT = [CPU]
+_DEVICE_BLOCKS = []  # the defaults that `with device(...)` blocks replaced, innermost last
 
 
 def register_backend(b: Backend) -> None:

@@ -47,6 +47,8 @@ def _write(tensor, values):
     tensor's device, so a seed initialises a model identically on every device.
     """
     arr = tensor._data
+    if arr.__class__ is not np.ndarray and backend.backend_of(arr).type == "meta":
+        return tensor  # no values to write (NOTE [Meta device]): a layer can be built there
     values = np.asarray(values, dtype=arr.dtype)
     if arr.__class__ is not np.ndarray:
         values = backend.to_device(values, tensor.device)

@@ -67,3 +67,22 @@ def test_to_empty_materialises_a_meta_module():
     outer = nn.Sequential(nn.Linear(2, 2, device="cpu"))
     outer.to_empty(device="meta", recurse=False)  # no parameters of its own: nothing moves
     assert outer[0].weight.device == lucid.device("cpu")
+
+
+def test_device_block_builds_a_model_without_memory():
+    before = lucid.get_default_device()
+    with lucid.device("meta"):
+        model = nn.Sequential(nn.Linear(4000, 4000), nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.LSTM(4, 4))
+        assert lucid.zeros(2).device == lucid.device("meta")
+    assert lucid.get_default_device() == before
+    assert all(p.device == lucid.device("meta") for p in model.parameters())
+    assert sum(p._data.__class__.__name__ == "MetaArray" for p in model.parameters()) == len(list(model.parameters()))
+    with pytest.raises(KeyError):
+        with lucid.device("meta"):
+            raise KeyError("inside")
+    assert lucid.get_default_device() == before  # restored after an exception too
+    if not lucid.cuda.is_available():
+        with pytest.raises(RuntimeError, match=r"^device.__enter__: device 'cuda' is not available"):
+            with lucid.device("cuda"):
+                pass
+        assert lucid.get_default_device() == before
