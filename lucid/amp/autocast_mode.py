@@ -111,6 +111,13 @@ def _hook(name, args):
     return tuple(out) if changed else None
 
 
+def refuse_if_autocast(tensor, message):
+    """Raise ``message`` if this thread is in an enabled region for ``tensor``'s device type
+    (an op PyTorch refuses to autocast, such as binary_cross_entropy)."""
+    if tensor.device.type in _REGIONS.dtype_of:
+        raise RuntimeError(message)
+
+
 class autocast:  # noqa: N801 (PyTorch's name)
     """Mixed precision for the ops in a region (context manager or decorator), as ``torch.autocast``.
 

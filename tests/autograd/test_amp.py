@@ -40,6 +40,10 @@ def test_each_op_runs_in_its_precision():
         for f in (fn.mse_loss, fn.l1_loss, fn.smooth_l1_loss, fn.huber_loss, fn.cosine_similarity):
             assert f(h, h * 2).dtype is F32  # composites PyTorch runs in float32
         assert fn.layer_norm(h, (4,)).dtype is F32 and nn.GroupNorm(1, 3)(h.reshape(1, 3, 4)).dtype is F32
+        p = h.sigmoid()
+        with pytest.raises(RuntimeError, match="binary_cross_entropy and BCELoss are unsafe to autocast"):
+            nn.BCELoss()(p, p.detach())
+        assert fn.binary_cross_entropy_with_logits(h, p.detach()).dtype is F32  # the safe form
         assert h.relu().dtype is F16 and (h + 1).dtype is F16 and a.relu().dtype is F32  # others: as given
         d = a.to(F64)
         assert (d @ b.to(F64)).dtype is F64  # float64 is never cast

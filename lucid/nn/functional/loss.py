@@ -16,7 +16,7 @@ import numpy as np
 from ..._core import backend
 from ..._core.backend import namespace_of, runs_on_operands_device, xp
 from ..._core.kernels import Kernel, kernel_for
-from ..._core.primitive import TN, autocast_float32, bind, defprim
+from ..._core.primitive import AUTOCAST_HOOK, TN, autocast_float32, bind, defprim
 from ..._core.tensor import Tensor, _wrap
 from ...ops._family import _as_tensor, move_bdim, quiet
 from .activation import _softplus, log_softmax
@@ -642,6 +642,12 @@ def _soft_cross_entropy(logp, target, weight, reduction, eps, class_dim):
     return _reduce(loss, reduction, "cross_entropy")
 
 
+_BCE_UNSAFE = (
+    "binary_cross_entropy and BCELoss are unsafe to autocast. Many models use a sigmoid layer right before "
+    "the binary cross entropy layer; in this case, combine the two layers using binary_cross_entropy_with_logits "
+    "or BCEWithLogitsLoss, which are safe to autocast.")
+
+
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     """``-(t log p + (1 - t) log(1 - p))`` with the logs clamped at -100 (as PyTorch does).
@@ -653,6 +659,10 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     0.6931
     """
     _refuse_complex("binary_cross_entropy", input, target)
+    if AUTOCAST_HOOK[0] is not None:  # PyTorch refuses it in a region (NOTE [Autocast])
+        from ...amp.autocast_mode import refuse_if_autocast
+
+        refuse_if_autocast(input, _BCE_UNSAFE)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(
