@@ -30,7 +30,11 @@ Why 34 steps suffice: the same inequality for the upper tail bounds the answer b
 ``m + t(L')`` with ``L' = 1 - log(1 - u)``. Float64 noise has ``u >= 5e-324`` and ``u <= 1 -
 2**-53``, so ``L <= 745.5`` and ``L' <= 37.8``, and the answer lies within
 ``t(L) + t(L') + 3 <= 525 + 47.3 sqrt(v)`` of ``lo``. Up to ``v = 2**53`` (where float64 stops
-holding every integer) that is below 4.5e9 < 2**33; a 34th step is spare. Each step is four
+holding every integer) that is below 4.5e9 < 2**33; a 34th step is spare. Above ``2**52``
+a Poisson rate's quantile is the normal one with its first Cornish-Fisher term, ``lam +
+sqrt(lam) z + (z**2 - 1) / 6`` for ``z = ndtri(u)``, rounded: the next term is below
+``|z|**3 / sqrt(lam) < 1e-3`` there (found by a test at rate 4e20, where the search, out of
+its range, was off by a standard deviation). Each step is four
 array calls (add, cdf, compare, where), so a draw is about 170 launches (Poisson; binomial
 about 190) whatever the rate, counted on the stand-in.
 
@@ -82,7 +86,8 @@ def _discrete_ppf(cont_inverse, cdf, int_k=False):
 
 # ------------------------------------------------------------------ on a device
 
-_STEPS = 34  # see NOTE [Discrete quantiles on a device] for why this covers every float64 rate
+_STEPS = 34  # see NOTE [Discrete quantiles on a device] for why this covers the rates searched
+_NORMAL_ABOVE = 2.0 ** 52  # Poisson rates whose quantile is the corrected normal one (same note)
 
 
 def _on_device(*arrays):
@@ -117,7 +122,11 @@ def _poisson_on_device(u, rate):
         ok = (u > 0) & (u < 1) & (lam >= 0) & (lam < np.inf)
         # Elsewhere the CPU gives 0, which is the quantile of Poisson(0) at any u.
         u, lam = ns.where(ok, u, 0.5), ns.where(ok, lam, 0.0)
-        k = _quantile_search(ns, lambda k: pdtr(k, lam), u, lam, lam)
+        big = lam > _NORMAL_ABOVE
+        small = ns.where(big, 0.0, lam)
+        k = _quantile_search(ns, lambda k: pdtr(k, small), u, small, small)
+        z = special_of(u, rate).ndtri(u)
+        k = ns.where(big, ns.round(lam + ns.sqrt(lam) * z + (z * z - 1) / 6), k)
     return k.astype(dt, copy=False)
 
 
@@ -140,10 +149,29 @@ def _binomial_on_device(u, n, p):
 _poisson_ppf = _discrete_ppf("pdtrik", "pdtr")
 
 
+# scipy's pdtrik returns NaN for large rates (from about 1e11; at 1e12 for every u <= 1/2:
+# found by sampling Poisson(1e12), half of whose draws were 0). Where it does, the CPU takes
+# the device's search (NOTE [Discrete quantiles on a device]), written for any array namespace.
+_PDTRIK_CHECK_ABOVE = 1e8
+
+
 def _poisson_impl(u, rate):
     if _on_device(u, rate):
         return _poisson_on_device(u, rate)
-    return _poisson_ppf(u, rate)
+    out = _poisson_ppf(u, rate)
+    lam = np.broadcast_to(np.asarray(rate, dtype=np.float64), np.shape(out))
+    big = np.flatnonzero(lam > _PDTRIK_CHECK_ABOVE)
+    if big.size:
+        from scipy import special
+
+        uu, ll = np.broadcast_to(np.asarray(u, dtype=np.float64), np.shape(out)).ravel()[big], lam.ravel()[big]
+        with np.errstate(all="ignore"):
+            failed = np.isnan(special.pdtrik(uu, ll)) & (uu > 0) & (uu < 1) & (ll < np.inf)
+        if failed.any():
+            out = np.array(out)  # writable, whatever the ppf handed back
+            flat = out.reshape(-1)
+            flat[big[failed]] = _poisson_on_device(uu[failed], ll[failed]).astype(out.dtype)
+    return out
 
 
 poisson_icdf_p = nondiff("poisson_icdf", _poisson_impl)

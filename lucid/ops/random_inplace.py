@@ -176,12 +176,31 @@ def poisson(input, generator=None):
         from ..distributions._sampling import poisson_icdf
 
         u = lucid.rand(tuple(x.shape), dtype=lucid.float64, device=x.device, generator=generator)
-        return poisson_icdf(u, x.detach()).to(x.dtype)
+        rate = x.detach()
+        return lucid.where(rate == float("inf"), rate, poisson_icdf(u, rate).to(x.dtype))  # Poisson(inf) is inf
     rates = x.detach()._data.astype(np.float64)
     if (rates < 0).any() or np.isnan(rates).any():
         raise RuntimeError("poisson: rates must be non-negative")
-    return _draw("poisson", tuple(x.shape), lambda rng, s: rng.poisson(np.broadcast_to(rates, s)),
+    return _draw("poisson", tuple(x.shape), lambda rng, s: _poisson_draw(rng, np.broadcast_to(rates, s)),
                  generator).to(x.dtype)
+
+
+# NumPy's Poisson sampler refuses rates above about 9.2e18 ("lam value too large"). There the
+# normal quantile with its first Cornish-Fisher term, rounded, is exact to far below float64's
+# resolution, as on a device (NOTE [Discrete quantiles on a device]); an infinite rate gives inf.
+_NUMPY_POISSON_MAX = 1e18
+
+
+def _poisson_draw(rng, rates):
+    big = rates > _NUMPY_POISSON_MAX
+    if not big.any():
+        return rng.poisson(rates)
+    out = rng.poisson(np.where(big, 0.0, rates)).astype(np.float64)
+    lam = rates[big]
+    with np.errstate(invalid="ignore"):
+        z = rng.standard_normal(lam.shape)
+        out[big] = np.where(np.isinf(lam), np.inf, np.round(lam + np.sqrt(lam) * z + (z * z - 1) / 6))
+    return out
 
 
 __all__ = ["poisson"]

@@ -149,3 +149,4 @@ def test_matches_torch():
     same(lucid.searchsorted(L(s), L(b[:, :2]), right=True), torch.searchsorted(T(s), T(b[:, :2]), right=True))
     same(lucid.bucketize(L(b), L([-0.5, 0.0, 0.5])), torch.bucketize(T(b), T([-0.5, 0.0, 0.5])))
     same(lucid.isin(L(ints), L([1, 3])), torch.isin(T(ints), T([1, 3])))
+
