@@ -69,8 +69,7 @@ def is_autocast_enabled(device_type: str = "cuda") -> bool:
 
 def get_autocast_dtype(device_type: str):
     """The dtype of the innermost region for ``device_type`` (PyTorch's default when none)."""
-    d = _REGIONS.dtype_of.get(device_type, _DEFAULT_DTYPES.get(device_type, dtypes.float16))
-    return d
+    return _REGIONS.dtype_of.get(device_type, _DEFAULT_DTYPES.get(device_type, dtypes.float16))
 
 
 def _device_type(arr):
