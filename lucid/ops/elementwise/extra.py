@@ -384,6 +384,95 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     return _trapz("cumulative_trapezoid", y, x, dx, dim, cumulative=True)
 
 
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """Derivatives of sampled values by central differences, one tensor per ``dim``, as
+    ``torch.gradient`` / ``numpy.gradient``.
+
+    Second-order accurate inside (also for uneven sample points); the two ends take one-sided
+    differences of order ``edge_order`` (1 or 2). Built from slices and arithmetic, so it is
+    differentiable and batches under ``vmap``.
+
+    Parameters
+    ----------
+    input : Tensor
+        The samples.
+    spacing : number, sequence of numbers, or sequence of 1-D tensors
+        One step for every dim, a step per dim, or the sample coordinates along each dim.
+    dim : int or sequence of int, optional
+        The dims to differentiate along (default: all).
+    edge_order : int
+        1 or 2.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.gradient(lucid.tensor([1.0, 4.0, 9.0, 16.0]))[0].tolist()
+    [3.0, 4.0, 6.0, 7.0]
+    """
+    op = "gradient"
+    y = _t(input)
+    if y.dtype.kind in "biu":
+        y = y.to(dtypes.get_default_dtype())
+    if edge_order not in (1, 2):
+        raise RuntimeError(f"{op}: only edge_order=1 and edge_order=2 are supported, got {edge_order}")
+    dims = tuple(range(y.ndim)) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
+    dims = tuple(normalize_axis(d, y.ndim, op) for d in dims)
+    if isinstance(spacing, (list, tuple)):
+        if len(spacing) != len(dims):
+            raise RuntimeError(f"{op}: expected spacing to be unspecified, a scalar or a list of length "
+                               f"{len(dims)} (one per dim), got a list of length {len(spacing)}")
+        steps = list(spacing)
+    else:
+        steps = [spacing] * len(dims)
+    outs = []
+    for d, h in zip(dims, steps):
+        n = y.shape[d]
+        if n < edge_order + 1:
+            raise RuntimeError(f"{op}: expected each dimension size to be at least edge_order+1, "
+                               f"got size {n} at dim {d} with edge_order={edge_order}")
+        outs.append(_gradient_along(y, d, h, edge_order, op))
+    return tuple(outs)
+
+
+def _gradient_along(y, d, h, edge_order, op):
+    import lucid
+
+    n, nd = y.shape[d], y.ndim
+
+    def take(start, stop):
+        return y.narrow(d, start, stop - start)
+
+    if isinstance(h, Tensor) and h.ndim == 1:  # sample coordinates: uneven steps
+        if h.shape[0] != n:
+            raise RuntimeError(f"{op}: the coordinates along dim {d} have {h.shape[0]} entries for {n} samples")
+        shape = [1] * nd
+        shape[d] = n - 1
+        dx = (h[1:] - h[:-1]).to(y.dtype).reshape(shape)
+        a, b = dx.narrow(d, 0, n - 2), dx.narrow(d, 1, n - 2)  # left and right steps of each interior point
+        inner = (a * a * take(2, n) - b * b * take(0, n - 2) + (b * b - a * a) * take(1, n - 1)) / (a * b * (a + b))
+        h0, h1 = dx.narrow(d, 0, 1), dx.narrow(d, n - 2, 1)
+        if edge_order == 1 or n < 3:
+            first = (take(1, 2) - take(0, 1)) / h0
+            last = (take(n - 1, n) - take(n - 2, n - 1)) / h1
+        else:
+            g0, g1 = dx.narrow(d, 1, 1), dx.narrow(d, n - 3, 1)
+            first = (-(2 * h0 + g0) / (h0 * (h0 + g0)) * take(0, 1) + (h0 + g0) / (h0 * g0) * take(1, 2)
+                     - h0 / (g0 * (h0 + g0)) * take(2, 3))
+            last = (h1 / (g1 * (g1 + h1)) * take(n - 3, n - 2) - (g1 + h1) / (g1 * h1) * take(n - 2, n - 1)
+                    + (2 * h1 + g1) / (h1 * (g1 + h1)) * take(n - 1, n))
+    else:
+        if isinstance(h, Tensor):
+            h = h.item()
+        inner = (take(2, n) - take(0, n - 2)) / (2.0 * h)
+        if edge_order == 1 or n < 3:
+            first = (take(1, 2) - take(0, 1)) / h
+            last = (take(n - 1, n) - take(n - 2, n - 1)) / h
+        else:
+            first = (-1.5 * take(0, 1) + 2.0 * take(1, 2) - 0.5 * take(2, 3)) / h
+            last = (0.5 * take(n - 3, n - 2) - 2.0 * take(n - 2, n - 1) + 1.5 * take(n - 1, n)) / h
+    return lucid.cat([first, inner, last], dim=d) if n > 2 else lucid.cat([first, last], dim=d)
+
+
 def _trapz(op, y, x, dx, dim, cumulative):
     y = _t(y)
     if y.dtype.kind in "biu":
@@ -477,5 +566,5 @@ def renorm(input, p, dim, maxnorm):
 
 __all__ = ["addbmm", "addcdiv", "addcmul", "addmm", "addmv", "addr", "baddbmm", "bitwise_left_shift",
            "bitwise_right_shift", "cdist", "copysign", "cosine_similarity", "cumulative_trapezoid", "dist",
-           "float_power", "fmax", "fmin", "frexp", "gcd", "heaviside", "lcm", "ldexp", "nextafter", "pdist",
+           "float_power", "fmax", "fmin", "frexp", "gcd", "gradient", "heaviside", "lcm", "ldexp", "nextafter", "pdist",
            "positive", "renorm", "rsub", "trapezoid"]
