@@ -225,13 +225,13 @@ class GradScaler:
         missing = [k for k in keys if k not in state_dict]
         if missing:
             raise KeyError(f"GradScaler.load_state_dict: missing {missing}")
-        self._init_scale = float(state_dict["scale"])
+        scale, growth, backoff = (float(state_dict[k]) for k in ("scale", "growth_factor", "backoff_factor"))
+        interval, tracker = int(state_dict["growth_interval"]), int(state_dict["_growth_tracker"])
+        self._init_scale = scale  # assigned only once every value converted: a failed load changes nothing
         if self._scale is not None:
-            self._scale = self._init_scale
-        self._growth_factor = float(state_dict["growth_factor"])
-        self._backoff_factor = float(state_dict["backoff_factor"])
-        self._growth_interval = int(state_dict["growth_interval"])
-        self._growth_tracker = int(state_dict["_growth_tracker"])
+            self._scale = scale
+        self._growth_factor, self._backoff_factor = growth, backoff
+        self._growth_interval, self._growth_tracker = interval, tracker
 
 
 def _as_bool(found):

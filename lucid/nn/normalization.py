@@ -103,6 +103,9 @@ class _BatchNorm(_NormBase):
 
     def forward(self, input):
         self._check_input_dim(input)
+        if self.training and input.numel() // input.shape[1] <= 1:  # before counting: a failed call changes nothing
+            raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
+                             f"{tuple(input.shape)}")
         factor = self._count_batch()
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         track = not self.training or self.track_running_stats
@@ -248,8 +251,7 @@ class SyncBatchNorm(_BatchNorm):
         if self._world() <= 1:
             return super().forward(input)
         self._check_input_dim(input)
-        factor = self._count_batch()
-        return _synced_batch_norm(self, input, factor)
+        return _synced_batch_norm(self, input)
 
     @classmethod
     def convert_sync_batchnorm(cls, module, process_group=None):
@@ -278,7 +280,7 @@ class SyncBatchNorm(_BatchNorm):
 # squared deviations from it give the (biased) variance used to normalise, exact and stable
 # for any split of the batch (a sum of squares minus a squared mean would cancel). The
 # running statistics take the unbiased variance of the union, the same on every rank.
-def _synced_batch_norm(bn, x, factor):
+def _synced_batch_norm(bn, x):
     import lucid
     from lucid.distributed.nn.functional import all_reduce
 
@@ -295,6 +297,7 @@ def _synced_batch_norm(bn, x, factor):
     mean = (total[:-1] / count).reshape(cshape)
     xc = x - mean
     var = (all_reduce((xc * xc).sum(axes), group=bn.process_group) / count).reshape(cshape)
+    factor = bn._count_batch()  # after the checks: a failed call changes nothing
     if bn.track_running_stats and bn.running_mean is not None:
         _update_running(bn.running_mean, bn.running_var, mean, var, count, factor)
     out = xc / lucid.sqrt(var + bn.eps)

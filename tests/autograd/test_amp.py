@@ -222,3 +222,14 @@ def test_under_transforms():
         g = lucid.func.grad(lambda v: (xs @ v).float().sum())(w)
     assert batched.dtype is F16 and g.dtype is F32
     np.testing.assert_allclose(g.cpu().numpy(), np.repeat(xs.sum(0).cpu().numpy()[:, None], 3, axis=1), rtol=1e-2)
+
+
+def test_a_failed_load_changes_nothing():
+    scaler = GradScaler(_dev(), init_scale=8.0)
+    before = scaler.state_dict()
+    bad = dict(before, growth_interval="often")
+    with pytest.raises(ValueError):
+        scaler.load_state_dict(bad)
+    with pytest.raises(KeyError, match="missing \\['_growth_tracker'\\]"):
+        scaler.load_state_dict({k: v for k, v in before.items() if k != "_growth_tracker"})
+    assert scaler.state_dict() == before

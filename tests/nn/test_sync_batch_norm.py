@@ -56,3 +56,10 @@ def test_bad_input_and_collectives_without_a_job():
         import lucid.distributed as dist
 
         all_reduce(lucid.ones(2), op=dist.ReduceOp.MAX)
+
+
+def test_a_batch_of_one_value_per_channel_changes_nothing():
+    for bn in (nn.SyncBatchNorm(3), nn.BatchNorm1d(3)):
+        with pytest.raises(ValueError, match="expected more than 1 value per channel when training"):
+            bn(lucid.ones(1, 3))
+        assert int(bn.num_batches_tracked.item()) == 0 and bn.running_var.tolist() == [1.0, 1.0, 1.0]
