@@ -6,6 +6,7 @@ import numpy as np
 from .._core import backend
 
 from . import functional as F
+from .functional.normalization import check_batch_count
 from . import init
 from .module import Module
 from .parameter import Parameter
@@ -103,9 +104,8 @@ class _BatchNorm(_NormBase):
 
     def forward(self, input):
         self._check_input_dim(input)
-        if self.training and input.numel() // input.shape[1] <= 1:  # before counting: a failed call changes nothing
-            raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
-                             f"{tuple(input.shape)}")
+        if self.training:  # before counting the batch: a failed call changes nothing
+            check_batch_count(input.numel() // input.shape[1], tuple(input.shape))
         factor = self._count_batch()
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         track = not self.training or self.track_running_stats
@@ -291,9 +291,8 @@ def _synced_batch_norm(bn, x):
     local = lucid.cat([x.sum(axes), lucid.full((1,), x.numel() // x.shape[1], dtype=x.dtype, device=x.device)])
     total = all_reduce(local, group=bn.process_group)
     count = int(round(float(total[-1].item())))  # the union's size: a host read, as PyTorch's
-    if count <= 1:
-        raise ValueError(f"SyncBatchNorm: expected more than 1 value per channel when training, got "
-                         f"{count} across the ranks")
+    check_batch_count(count, f"{tuple(x.shape)} on this rank, {count} values per channel across the ranks",
+                      "SyncBatchNorm")
     mean = (total[:-1] / count).reshape(cshape)
     xc = x - mean
     var = (all_reduce((xc * xc).sum(axes), group=bn.process_group) / count).reshape(cshape)

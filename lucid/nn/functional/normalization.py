@@ -195,11 +195,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     axes = (0,) + tuple(range(2, input.ndim))
     if training:
         count = input.numel() // input.shape[1]
-        if count <= 1:
-            raise ValueError(
-                f"batch_norm: expected more than 1 value per channel when training, got input size "
-                f"{tuple(input.shape)}"
-            )
+        check_batch_count(count, tuple(input.shape))
         mean = lucid.mean(input, axes, keepdim=True)
         xc = input - mean
         var = lucid.mean(xc * xc, axes, keepdim=True)
@@ -217,6 +213,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if bias is not None:
         out = out + bias.reshape(cshape)
     return out
+
+
+def check_batch_count(count, size, op="batch_norm"):
+    """Training statistics need more than one value per channel (PyTorch's error)."""
+    if count <= 1:
+        raise ValueError(f"{op}: expected more than 1 value per channel when training, got input size {size}")
 
 
 @runs_on_operands_device
