@@ -24,8 +24,8 @@ import time
 from ._core import primitive
 from ._core.grad_mode import PROFILING
 
-__all__ = ["profile", "record_function", "ProfilerActivity", "EventList", "FunctionEvent",
-           "FunctionEventAvg"]
+__all__ = ["profile", "record_function", "ProfilerActivity", "ProfilerAction", "schedule",
+           "tensorboard_trace_handler", "EventList", "FunctionEvent", "FunctionEventAvg"]
 
 _CURRENT = [None]  # the active _Recorder
 
@@ -35,6 +35,93 @@ class ProfilerActivity(enum.Enum):
 
     CPU = "cpu"
     CUDA = "cuda"
+
+
+class ProfilerAction(enum.Enum):
+    """What a :func:`schedule` asks the profiler to do at one step."""
+
+    NONE = 0
+    WARMUP = 1
+    RECORD = 2
+    RECORD_AND_SAVE = 3
+
+
+_RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+
+
+def schedule(*, wait, warmup, active, repeat=0, skip_first=0, skip_first_wait=0):
+    """A profiling schedule for ``profile(schedule=...)``: which steps to record.
+
+    After ``skip_first`` steps, cycles of ``wait`` idle steps, ``warmup`` steps and
+    ``active`` recorded steps repeat ``repeat`` times (0: until the loop ends). The last
+    active step of each cycle is ``RECORD_AND_SAVE``: when the profiler steps past it, the
+    cycle's trace is handed to ``on_trace_ready``. ``skip_first_wait`` drops the first
+    cycle's wait. Lucid records nothing during warm-up (it has no tracer to warm up).
+
+    Examples
+    --------
+    >>> from lucid.profiler import schedule
+    >>> s = schedule(wait=1, warmup=1, active=2, repeat=1)
+    >>> [s(i).name for i in range(5)]
+    ['NONE', 'WARMUP', 'RECORD', 'RECORD_AND_SAVE', 'NONE']
+    """
+    counts = {"wait": wait, "warmup": warmup, "active": active, "repeat": repeat, "skip_first": skip_first,
+              "skip_first_wait": skip_first_wait}
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"schedule: {name} must be an int, got {type(value).__name__}")
+    if min(wait, warmup, repeat, skip_first, skip_first_wait) < 0 or active <= 0:
+        raise ValueError(f"schedule: invalid arguments wait={wait} (need >= 0), warmup={warmup} (need >= 0), "
+                         f"active={active} (need > 0), repeat={repeat} (need >= 0), "
+                         f"skip_first={skip_first} (need >= 0)")
+    cycle = wait + warmup + active
+
+    def action(step):
+        if step < 0:
+            raise ValueError(f"schedule: step must be >= 0, got {step}")
+        if step < skip_first:
+            return ProfilerAction.NONE
+        # skip_first_wait starts the first cycle at its warm-up: every cycle shifts by `wait`
+        k = step - skip_first + (wait if skip_first_wait else 0)
+        if repeat and k >= repeat * cycle:
+            return ProfilerAction.NONE
+        phase = k % cycle
+        if phase < wait:
+            return ProfilerAction.NONE
+        if phase < wait + warmup:
+            return ProfilerAction.WARMUP
+        return ProfilerAction.RECORD_AND_SAVE if phase == cycle - 1 else ProfilerAction.RECORD
+
+    return action
+
+
+def tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False):
+    """An ``on_trace_ready`` handler writing each trace to ``dir_name`` (TensorBoard's layout).
+
+    Files are named ``{worker_name}.{time in ns}.pt.trace.json`` (``.gz`` with ``use_gzip``),
+    as PyTorch's are; ``worker_name`` defaults to ``{hostname}_{pid}``. The files are the
+    chrome trace format of :meth:`profile.export_chrome_trace`; TensorBoard's profiler
+    plugin (or Perfetto) opens them. No TensorBoard is needed to write them.
+
+    Examples
+    --------
+    >>> import os, tempfile, lucid
+    >>> from lucid.profiler import profile, tensorboard_trace_handler
+    >>> d = tempfile.mkdtemp()
+    >>> with profile(on_trace_ready=tensorboard_trace_handler(d, worker_name="w0")):
+    ...     _ = lucid.ones(2) + 1
+    >>> [f.split(".")[0] for f in os.listdir(d)], os.listdir(d)[0].endswith(".pt.trace.json")
+    (['w0'], True)
+    """
+    def handler(prof):
+        import socket
+
+        os.makedirs(dir_name, exist_ok=True)
+        name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
+        path = os.path.join(dir_name, f"{name}.{time.time_ns()}.pt.trace.json" + (".gz" if use_gzip else ""))
+        prof.export_chrome_trace(path)
+
+    return handler
 
 
 # --------------------------------------------------------------- events
@@ -284,10 +371,15 @@ class profile:
         Record the input shapes of each op (``Input Shapes`` column; ``group_by_input_shape``).
     profile_memory : bool
         Record the bytes of the arrays each op produced (``CPU Mem`` columns).
-    with_stack, with_flops, with_modules, use_cuda, schedule : optional
-        Accepted and ignored.
+    schedule : callable, optional
+        ``step -> ProfilerAction`` (see :func:`schedule`): with one, only the steps it marks
+        ``RECORD``/``RECORD_AND_SAVE`` are recorded, counted by :meth:`step`, and each finished
+        cycle goes to ``on_trace_ready``; the results (``events``, ``key_averages``) are those
+        of the last cycle. Without one, the whole block is recorded.
     on_trace_ready : callable, optional
-        Called with the profiler when the block exits.
+        Called with the profiler when a recorded cycle ends (or the block exits while recording).
+    with_stack, with_flops, with_modules, use_cuda : optional
+        Accepted and ignored.
 
     Examples
     --------
@@ -306,29 +398,50 @@ class profile:
     def __init__(self, enabled=True, *, activities=None, record_shapes=False, profile_memory=False,
                  with_stack=False, with_flops=False, with_modules=False, use_cuda=False,
                  schedule=None, on_trace_ready=None, experimental_config=None):
+        if schedule is not None and not callable(schedule):
+            raise TypeError(f"profile: schedule must be callable (lucid.profiler.schedule(...)), got {schedule!r}")
         self.enabled = bool(enabled)
         self.record_shapes, self.profile_memory = bool(record_shapes), bool(profile_memory)
-        self.on_trace_ready = on_trace_ready
+        self.schedule, self.on_trace_ready = schedule, on_trace_ready
+        self.step_num = 0
+        self.current_action = ProfilerAction.RECORD
+        self._running = False
         self._rec = None
         self._events = None
 
-    def __enter__(self):
-        if not self.enabled:
-            return self
+    def _start_trace(self):
         if _CURRENT[0] is not None:
             raise RuntimeError("profile: a profiler is already running; nested profilers are not supported")
         self._rec = _Recorder(self.record_shapes, self.profile_memory)
         self._events = None
         _CURRENT[0] = self._rec
         _install()
+
+    def _stop_trace(self):
+        if _CURRENT[0] is self._rec:
+            _uninstall()
+            _CURRENT[0] = None
+
+    def _trace_ready(self):
+        if self.on_trace_ready is not None:
+            self.on_trace_ready(self)
+
+    def __enter__(self):
+        if not self.enabled:
+            return self
+        self.step_num = 0
+        self.current_action = ProfilerAction.RECORD if self.schedule is None else self.schedule(0)
+        self._running = True
+        if self.current_action in _RECORDING:
+            self._start_trace()
         return self
 
     def __exit__(self, *exc):
-        if self.enabled and _CURRENT[0] is self._rec:
-            _uninstall()
-            _CURRENT[0] = None
-            if self.on_trace_ready is not None:
-                self.on_trace_ready(self)
+        if self.enabled and self._running:
+            self._running = False
+            if self.current_action in _RECORDING:  # a cycle cut short still reports what it saw
+                self._stop_trace()
+                self._trace_ready()
         return False
 
     def start(self):
@@ -338,7 +451,23 @@ class profile:
         self.__exit__(None, None, None)
 
     def step(self):
-        """Accepted for ``schedule`` compatibility (no schedule: everything is recorded)."""
+        """Mark the end of one step: the schedule decides whether recording starts, goes on,
+        or ends (handing the finished cycle to ``on_trace_ready``)."""
+        if not self.enabled or not self._running:
+            return
+        before = self.current_action
+        self.step_num += 1
+        if self.schedule is None:
+            return
+        after = self.schedule(self.step_num)
+        self.current_action = after
+        if before is ProfilerAction.RECORD_AND_SAVE or (before in _RECORDING and after not in _RECORDING):
+            self._stop_trace()
+            self._trace_ready()
+            if after in _RECORDING:
+                self._start_trace()
+        elif before not in _RECORDING and after in _RECORDING:
+            self._start_trace()
 
     def events(self):
         """Every recorded event, in start order."""
@@ -372,8 +501,20 @@ class profile:
             if self.profile_memory:
                 item["args"]["Bytes"] = ev.cpu_memory_usage
             trace.append(item)
-        with open(path, "w") as f:
-            json.dump({"traceEvents": trace, "displayTimeUnit": "ms"}, f)
+        data = json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}).encode()
+        if str(path).endswith(".gz"):
+            import gzip
+
+            data = gzip.compress(data)
+        # written beside the target and renamed: a failure leaves no truncated trace behind
+        tmp = f"{path}.tmp{os.getpid()}"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
         return path
 
 

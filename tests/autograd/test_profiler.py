@@ -1,5 +1,6 @@
 """lucid.profiler: events, tables, chrome traces, and nothing left behind (issue 8)."""
 import json
+import os
 import re
 
 import numpy as np
@@ -152,3 +153,104 @@ def test_autograd_profiler_alias():
 
     assert ap.profile is profile and ap.record_function is record_function
     assert lucid.profiler.profile is profile
+
+
+# ----------------------------------------------------------------- schedules
+
+
+def _step_labels(prof):
+    return sorted(e.key for e in prof.key_averages() if e.key.startswith("step"))
+
+
+def test_schedule_actions_follow_wait_warmup_active_repeat():
+    from lucid.profiler import ProfilerAction as A, schedule
+
+    s = schedule(wait=1, warmup=1, active=2, repeat=2, skip_first=1)
+    assert [s(i) for i in range(11)] == [A.NONE, A.NONE, A.WARMUP, A.RECORD, A.RECORD_AND_SAVE,
+                                          A.NONE, A.WARMUP, A.RECORD, A.RECORD_AND_SAVE, A.NONE, A.NONE]
+    forever = schedule(wait=2, warmup=0, active=1)
+    assert [forever(i) for i in range(7)] == [A.NONE, A.NONE, A.RECORD_AND_SAVE] * 2 + [A.NONE]
+    # skip_first_wait drops the wait of the first cycle only
+    s = schedule(wait=2, warmup=1, active=1, skip_first_wait=1)
+    assert [s(i) for i in range(6)] == [A.WARMUP, A.RECORD_AND_SAVE, A.NONE, A.NONE, A.WARMUP, A.RECORD_AND_SAVE]
+
+
+@pytest.mark.parametrize("kwargs", [dict(wait=-1, warmup=0, active=1), dict(wait=0, warmup=0, active=0),
+                                    dict(wait=0, warmup=0, active=1, repeat=-2)])
+def test_schedule_rejects_bad_counts(kwargs):
+    from lucid.profiler import schedule
+
+    with pytest.raises(ValueError, match="schedule: invalid arguments"):
+        schedule(**kwargs)
+
+
+def test_scheduled_profile_hands_each_cycle_to_on_trace_ready():
+    from lucid.profiler import schedule
+
+    seen = []
+    with profile(schedule=schedule(wait=1, warmup=1, active=2, repeat=2),
+                 on_trace_ready=lambda p: seen.append((p.step_num, _step_labels(p)))) as prof:
+        for i in range(10):
+            with record_function(f"step{i}"):
+                lucid.ones(2) + 1
+            prof.step()
+    # the same cycles PyTorch 2.13 reports for this schedule
+    assert seen == [(4, ["step2", "step3"]), (8, ["step6", "step7"])]
+    assert _step_labels(prof) == ["step6", "step7"]  # results are the last cycle's
+    assert PROFILING[0] == 0 and not hasattr(Node.apply, "_lucid_untimed")
+
+
+def test_scheduled_profile_reports_a_cycle_cut_short_at_exit():
+    from lucid.profiler import schedule
+
+    seen = []
+    with profile(schedule=schedule(wait=0, warmup=0, active=3),
+                 on_trace_ready=lambda p: seen.append((p.step_num, _step_labels(p)))) as prof:
+        for i in range(4):
+            with record_function(f"step{i}"):
+                lucid.ones(2) * 3
+            prof.step()
+    assert seen == [(3, ["step0", "step1", "step2"]), (4, ["step3"])]
+
+
+def test_profile_outside_a_recorded_step_records_nothing():
+    from lucid.profiler import schedule
+
+    with profile(schedule=schedule(wait=5, warmup=0, active=1)) as prof:
+        for _ in range(3):
+            lucid.ones(2) + 1
+            prof.step()
+    assert len(prof.events()) == 0 and prof.step_num == 3
+    assert PROFILING[0] == 0
+
+
+def test_tensorboard_trace_handler_writes_one_file_per_cycle(tmp_path):
+    import gzip
+
+    from lucid.profiler import schedule, tensorboard_trace_handler
+
+    with profile(schedule=schedule(wait=0, warmup=0, active=1, repeat=2),
+                 on_trace_ready=tensorboard_trace_handler(str(tmp_path / "tb"), worker_name="w", use_gzip=True)) as p:
+        for _ in range(3):
+            lucid.ones(2) + 1
+            p.step()
+    files = sorted(os.listdir(tmp_path / "tb"))
+    assert len(files) == 2 and all(re.fullmatch(r"w\.\d+\.pt\.trace\.json\.gz", f) for f in files)
+    trace = json.loads(gzip.decompress((tmp_path / "tb" / files[0]).read_bytes()))
+    assert [e["name"] for e in trace["traceEvents"]] == ["lucid::add"]
+
+
+def test_export_chrome_trace_leaves_no_partial_file(tmp_path, monkeypatch):
+    x = t64([1.0, 2.0])
+    with profile() as prof:
+        x * 2
+    target = tmp_path / "trace.json"
+    target.write_text("old")
+
+    def boom(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        prof.export_chrome_trace(str(target))
+    assert target.read_text() == "old" and os.listdir(tmp_path) == ["trace.json"]
