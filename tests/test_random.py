@@ -306,3 +306,43 @@ def test_device_generator_states_repeat_the_draws_after_them(monkeypatch):
     assert not np.array_equal(before, after)
     again = R.device_rng_states()  # each take moves on to a new seed of the sequence
     assert again[gpu0] != states[gpu0] and set(again) == {gpu0, gpu1}
+
+
+# ---------------------------------------------------------------- lucid.random
+
+
+def test_random_module_is_torch_random():
+    import lucid.random as R
+
+    assert R.manual_seed is lucid.manual_seed and R.default_generator is lucid.default_generator
+    R.manual_seed(3)
+    assert R.initial_seed() == 3
+
+
+def test_fork_rng_restores_the_generators_even_after_an_error():
+    lucid.manual_seed(5)
+    expected = lucid.rand(4)
+    lucid.manual_seed(5)
+    with lucid.random.fork_rng():
+        inside = lucid.rand(4)
+        lucid.randn(100)  # draws inside the block leave no trace after it
+    np.testing.assert_array_equal(inside.numpy(), expected.numpy())
+    np.testing.assert_array_equal(lucid.rand(4).numpy(), expected.numpy())
+    lucid.manual_seed(5)
+    with pytest.raises(KeyError):
+        with lucid.random.fork_rng(devices=[0]):
+            lucid.rand(7)
+            raise KeyError("boom")
+    np.testing.assert_array_equal(lucid.rand(4).numpy(), expected.numpy())
+
+
+def test_fork_rng_disabled_and_bad_devices():
+    lucid.manual_seed(5)
+    expected = lucid.rand(8).numpy()
+    lucid.manual_seed(5)
+    with lucid.random.fork_rng(enabled=False):
+        first = lucid.rand(4).numpy()
+    np.testing.assert_array_equal(np.concatenate([first, lucid.rand(4).numpy()]), expected)
+    with pytest.raises(TypeError, match="fork_rng: devices must be device indices"):
+        with lucid.random.fork_rng(devices=["cuda:0"]):
+            pass
