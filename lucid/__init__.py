@@ -51,9 +51,9 @@ newaxis = None
 # The training stack (nn, optim, utils, distributions, save/load) loads on first use, so `import lucid`
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
 _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
-                 "profiler", "amp", "random"}
+                 "profiler", "amp", "random", "compiler"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
-               "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp"}
+               "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler"}
 
 
 def __getattr__(name):

@@ -598,6 +598,15 @@ class Module:
     def type(self, dst_type):
         return self.to(dst_type)
 
+    def compile(self, *args, **kwargs):
+        """``torch.nn.Module.compile``: checks ``lucid.compile``'s arguments; the module stays eager.
+
+        See NOTE [No graph compiler] in ``lucid/compiler.py``. Returns None, as PyTorch's does.
+        """
+        from ..compiler import compile as _compile
+
+        _compile(self, *args, **kwargs)
+
     def to_empty(self, *, device, recurse=True):
         """Give every parameter and buffer new, uninitialised memory on ``device``, nothing copied.
 
