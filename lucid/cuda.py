@@ -277,5 +277,19 @@ class _Amp:
 
         return GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
 
+    @staticmethod
+    def custom_fwd(fwd=None, *, cast_inputs=None):
+        """``lucid.amp.custom_fwd(device_type="cuda", ...)`` (PyTorch's deprecated spelling)."""
+        from .amp import custom_fwd
+
+        return custom_fwd(fwd, device_type="cuda", cast_inputs=cast_inputs)
+
+    @staticmethod
+    def custom_bwd(bwd=None):
+        """``lucid.amp.custom_bwd(device_type="cuda")``."""
+        from .amp import custom_bwd
+
+        return custom_bwd(bwd, device_type="cuda")
+
 
 amp = _Amp()

@@ -51,6 +51,7 @@ _F32, _F16 = np.dtype(np.float32), np.dtype(np.float16)
 class _Regions(threading.local):
     def __init__(self):
         self.dtype_of = {}  # device type -> the dtype of the innermost enabled region
+        self.custom_backward = 0  # custom_bwd bodies running: their regions apply inside a backward
 
 
 _REGIONS = _Regions()
@@ -86,8 +87,8 @@ def _hook(name, args):
         return None
     from ..autograd import engine
 
-    if engine._CALLBACKS:  # inside a backward: the forward's dtypes (NOTE [Autocast])
-        return None
+    if engine._CALLBACKS and not _REGIONS.custom_backward:  # inside a backward: the forward's dtypes
+        return None  # (NOTE [Autocast]), except in a custom_bwd body, which asks for its forward's region
     tensor = primitive._Tensor
     target = None
     for a in args:
@@ -196,3 +197,88 @@ class autocast:  # noqa: N801 (PyTorch's name)
                 return fn(*args, **kwargs)
 
         return wrapped
+
+
+def _cast_floats(value, dtype):
+    """``value`` with every floating-point tensor in it (nested in tuples, lists, dicts) cast to
+    ``dtype``; float64 too, as PyTorch's ``custom_fwd(cast_inputs=...)`` does."""
+    tensor = primitive._Tensor
+    if isinstance(value, tensor):
+        return value.to(dtype) if value.is_floating_point() else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_cast_floats(v, dtype) for v in value)
+    if isinstance(value, dict):
+        return {k: _cast_floats(v, dtype) for k, v in value.items()}
+    return value
+
+
+def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
+    """Decorate a custom ``Function.forward`` for autocast regions, as ``torch.amp.custom_fwd``.
+
+    Without ``cast_inputs`` the forward runs under the caller's autocast state, which is
+    recorded so that :func:`custom_bwd` runs the backward under the same one. With
+    ``cast_inputs`` (a dtype) and inside an enabled region for ``device_type``, the
+    floating-point tensor arguments are cast to it and the forward runs with autocast off.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.amp import custom_bwd, custom_fwd
+    >>> class Square(lucid.autograd.Function):
+    ...     @staticmethod
+    ...     @custom_fwd(device_type="cpu", cast_inputs=lucid.float32)
+    ...     def forward(ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return x @ x
+    ...     @staticmethod
+    ...     @custom_bwd(device_type="cpu")
+    ...     def backward(ctx, g):
+    ...         (x,) = ctx.saved_tensors
+    ...         return g @ x.T + x.T @ g
+    >>> with lucid.autocast("cpu", dtype=lucid.float16):
+    ...     y = Square.apply(lucid.ones(2, 2, dtype=lucid.float16))
+    >>> y.dtype
+    lucid.float32
+    """
+    if not isinstance(device_type, str):
+        raise TypeError(f"custom_fwd: device_type must be a str, got {type(device_type).__name__}")
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+
+    @functools.wraps(fwd)
+    def forward(*args, **kwargs):
+        ctx = args[0]
+        enabled = is_autocast_enabled(device_type)
+        if cast_inputs is None:
+            ctx._fwd_used_autocast, ctx._autocast_dtype = enabled, get_autocast_dtype(device_type)
+            return fwd(*args, **kwargs)
+        ctx._fwd_used_autocast, ctx._autocast_dtype = False, get_autocast_dtype(device_type)
+        if not enabled:
+            return fwd(*args, **kwargs)
+        with autocast(device_type, enabled=False):
+            return fwd(ctx, *_cast_floats(args[1:], cast_inputs), **_cast_floats(kwargs, cast_inputs))
+
+    return forward
+
+
+def custom_bwd(bwd=None, *, device_type):
+    """Decorate a custom ``Function.backward`` decorated forward with :func:`custom_fwd`: the
+    backward runs under the autocast state its forward ran under (``torch.amp.custom_bwd``)."""
+    if not isinstance(device_type, str):
+        raise TypeError(f"custom_bwd: device_type must be a str, got {type(device_type).__name__}")
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def backward(*args, **kwargs):
+        ctx = args[0]
+        if not hasattr(ctx, "_fwd_used_autocast"):
+            raise RuntimeError("custom_bwd: the forward of this Function is not decorated with custom_fwd")
+        _REGIONS.custom_backward += 1
+        try:
+            with autocast(device_type, dtype=ctx._autocast_dtype, enabled=ctx._fwd_used_autocast):
+                return bwd(*args, **kwargs)
+        finally:
+            _REGIONS.custom_backward -= 1
+
+    return backward

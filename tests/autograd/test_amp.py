@@ -233,3 +233,78 @@ def test_a_failed_load_changes_nothing():
     with pytest.raises(KeyError, match="missing \\['_growth_tracker'\\]"):
         scaler.load_state_dict({k: v for k, v in before.items() if k != "_growth_tracker"})
     assert scaler.state_dict() == before
+
+
+# ------------------------------------------------------- custom_fwd / custom_bwd
+
+
+def _matmul_function(seen, *, cast_inputs=None, decorate_bwd=True):
+    from lucid.amp import custom_bwd, custom_fwd
+
+    def forward(ctx, a, b):
+        seen["forward inputs"] = (a.dtype, b.dtype)
+        ctx.save_for_backward(a, b)
+        out = a @ b
+        seen["forward product"] = out.dtype
+        return out
+
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        ga = g.to(lucid.float32) @ b.to(lucid.float32).T
+        seen["backward product"] = ga.dtype
+        return ga.to(a.dtype), (a.to(lucid.float32).T @ g.to(lucid.float32)).to(b.dtype)
+
+    fwd = custom_fwd(forward, device_type=_dev(), cast_inputs=cast_inputs)
+    bwd = custom_bwd(device_type=_dev())(backward) if decorate_bwd else backward
+    return type("MatMul", (lucid.autograd.Function,), {"forward": staticmethod(fwd), "backward": staticmethod(bwd)})
+
+
+def test_custom_fwd_records_the_region_and_custom_bwd_restores_it():
+    a = lucid.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    b = lucid.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
+    for decorate_bwd, backward_dtype in ((True, lucid.float16), (False, lucid.float32)):
+        seen = {}
+        fn = _matmul_function(seen, decorate_bwd=decorate_bwd)
+        with _region():
+            y = fn.apply(a, b)
+        assert seen["forward product"] == lucid.float16 and y.dtype == lucid.float16
+        y.sum().backward()  # outside the region: custom_bwd re-enters the forward's region
+        assert seen["backward product"] == backward_dtype
+        np.testing.assert_allclose(a.grad.numpy(), np.ones((2, 2)) @ b.numpy().T, rtol=1e-3)
+        a.grad = b.grad = None
+
+
+def test_custom_fwd_cast_inputs_runs_the_forward_outside_autocast():
+    a16 = lucid.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=lucid.float16)
+    b64 = lucid.tensor([[1.0], [1.0]], dtype=lucid.float64)
+    seen = {}
+    fn = _matmul_function(seen, cast_inputs=lucid.float32)
+    with _region():
+        y = fn.apply(a16, b64)
+    assert seen["forward inputs"] == (lucid.float32, lucid.float32)
+    assert seen["forward product"] == lucid.float32 and y.dtype == lucid.float32
+    np.testing.assert_array_equal(y.numpy(), [[3.0], [7.0]])
+    seen.clear()
+    fn.apply(a16, b64.to(lucid.float16))  # no region: nothing is cast
+    assert seen["forward inputs"] == (lucid.float16, lucid.float16)
+
+
+def test_custom_bwd_needs_custom_fwd_and_device_type():
+    from lucid.amp import custom_bwd, custom_fwd
+
+    class Plain(lucid.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        @custom_bwd(device_type=_dev())
+        def backward(ctx, g):
+            return g * 2
+
+    x = lucid.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="custom_bwd: the forward of this Function is not decorated"):
+        Plain.apply(x).sum().backward()
+    with pytest.raises(TypeError, match="custom_fwd: device_type must be a str"):
+        custom_fwd(lambda ctx, x: x, device_type=None)
+    assert callable(lucid.cuda.amp.custom_fwd(lambda ctx, x: x)) and callable(lucid.cuda.amp.custom_bwd(lambda c, g: g))
