@@ -203,3 +203,28 @@ def stack_module_state(models):
 
     return (stacked(lambda m: m.named_parameters(), "parameter", True),
             stacked(lambda m: m.named_buffers(), "buffer", False))
+
+
+def replace_all_batch_norm_modules_(root):
+    """Make every batch norm in ``root`` use batch statistics always, in place (``torch.func``).
+
+    Sets ``running_mean``, ``running_var`` and ``num_batches_tracked`` to None and
+    ``track_running_stats`` to False, so a ``vmap`` over the model (model ensembling,
+    per-sample gradients) does not write one running statistic for every example. Returns
+    ``root``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid import nn
+    >>> net = lucid.func.replace_all_batch_norm_modules_(nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3)))
+    >>> net[1].running_mean is None, net[1].track_running_stats
+    (True, False)
+    """
+    from ..nn.normalization import _BatchNorm
+
+    for module in root.modules():
+        if isinstance(module, _BatchNorm):
+            module.running_mean = module.running_var = module.num_batches_tracked = None
+            module.track_running_stats = False
+    return root
