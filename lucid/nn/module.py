@@ -598,6 +598,15 @@ class Module:
     def type(self, dst_type):
         return self.to(dst_type)
 
+    def share_memory(self):
+        """Move every parameter, gradient and buffer to shared memory (``Tensor.share_memory_``),
+        for training one model from several processes (Hogwild). Returns ``self``."""
+        for t in list(self.parameters()) + list(self.buffers()):
+            t.share_memory_()
+            if t.grad is not None:
+                t.grad.share_memory_()
+        return self
+
     def compile(self, *args, **kwargs):
         """``torch.nn.Module.compile``: checks ``lucid.compile``'s arguments; the module stays eager.
 
