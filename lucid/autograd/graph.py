@@ -25,7 +25,7 @@ from . import engine
 from .engine import Node, _as_tensor
 
 __all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
-           "register_multi_grad_hook"]
+           "register_multi_grad_hook", "increment_version"]
 
 _MIXED = {}
 
@@ -385,3 +385,33 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
 
     handles = [t.register_hook(make_hook(i)) for i, t in enumerate(tensors) if t.requires_grad]
     return RemovableHandle.group(handles)
+
+
+def increment_version(tensor):
+    """Mark ``tensor`` (or each tensor of an iterable) as changed in place.
+
+    For code that writes into a tensor's memory behind Lucid's back (through ``numpy()`` of a
+    tensor that does not require grad, a custom kernel, another process): a backward that saved
+    the tensor before the change then refuses to use the stale value, as after ``add_``
+    (NOTE [In-place semantics]).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    >>> w = lucid.tensor([3.0, 4.0])
+    >>> y = (x * w).sum()
+    >>> lucid.autograd.graph.increment_version(w)
+    >>> y.backward()
+    Traceback (most recent call last):
+    ...
+    RuntimeError: backward: one of the variables needed for gradient computation has been modified by an inplace operation: ...
+    """
+    from .._core.tensor import Tensor
+
+    tensors = [tensor] if isinstance(tensor, Tensor) else list(tensor)
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"increment_version: expected tensors, got {type(t).__name__}")
+    for t in tensors:
+        t._version[0] += 1

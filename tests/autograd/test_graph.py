@@ -273,3 +273,23 @@ def test_every_hook_handle_is_a_removable_context_manager():
     for h in handles:
         h.remove()
         h.remove()  # twice is harmless
+
+
+def test_increment_version_makes_a_saved_tensor_stale():
+    from lucid.autograd.graph import increment_version
+
+    x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    w = lucid.tensor([3.0, 4.0])
+    v = lucid.tensor([5.0, 6.0])
+    y = (x * w).sum() + (x * v).sum()
+    w.numpy()[:] = 0.0  # a write Lucid cannot see
+    increment_version([w])
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*expected version 0"):
+        y.backward(retain_graph=True)
+    increment_version(x)  # x is not saved by either mul's backward for its own gradient
+    z = (x * v).sum()
+    z.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [5.0, 6.0])
+    with pytest.raises(TypeError, match="increment_version: expected tensors, got int"):
+        increment_version([w, 3])
+    assert w._version[0] == 1  # a failed call changes nothing
