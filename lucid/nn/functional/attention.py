@@ -19,6 +19,9 @@ from .linear import linear
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
+# The SDPA backends ``lucid.nn.attention.sdpa_kernel`` allows (None: any); Lucid has the math one.
+ALLOWED_BACKENDS = [None]
+
 
 def _lucid():
     import lucid
@@ -55,6 +58,15 @@ def _repeat_heads(t, r):
     return t.reshape(*s[:-3], s[-3] * r, *s[-2:])
 
 
+def _check_backends():
+    from ..attention import SDPBackend
+
+    if SDPBackend.MATH not in ALLOWED_BACKENDS[0]:
+        names = ", ".join(sorted(b.name for b in ALLOWED_BACKENDS[0])) or "none"
+        raise RuntimeError(f"scaled_dot_product_attention: no available kernel: sdpa_kernel allows {names}, and "
+                           "Lucid has the math implementation only (SDPBackend.MATH)")
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """``softmax(q k^T * scale + mask) v`` over the last two dims, as PyTorch's function.
@@ -86,6 +98,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     (2, 3, 4)
     """
     lucid = _lucid()
+    if ALLOWED_BACKENDS[0] is not None:
+        _check_backends()
     q, k, v = (lucid.as_tensor(t) for t in (query, key, value))
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2 or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise RuntimeError(f"scaled_dot_product_attention: incompatible shapes query {tuple(q.shape)}, key "
