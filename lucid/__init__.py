@@ -37,6 +37,7 @@ from .ops.random_inplace import *  # noqa: F401,F403
 from .ops.legacy import *  # noqa: F401,F403
 from .ops import misc as _misc  # noqa: F401
 from .ops import sharing as _sharing  # noqa: F401
+from .ops.spectral import *  # noqa: F401,F403
 from ._runtime import (are_deterministic_algorithms_enabled, get_num_interop_threads, get_num_threads,
                        is_deterministic_algorithms_warn_only_enabled, set_num_interop_threads,
                        set_num_threads, use_deterministic_algorithms)
@@ -52,7 +53,7 @@ newaxis = None
 # The training stack (nn, optim, utils, distributions, save/load) loads on first use, so `import lucid`
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
 _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
-                 "profiler", "amp", "random", "compiler", "quasirandom", "multiprocessing"}
+                 "profiler", "amp", "random", "compiler", "quasirandom", "multiprocessing", "signal"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
                "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler"}
 
