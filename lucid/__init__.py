@@ -38,9 +38,14 @@ from .ops.legacy import *  # noqa: F401,F403
 from .ops import misc as _misc  # noqa: F401
 from .ops import sharing as _sharing  # noqa: F401
 from .ops.spectral import *  # noqa: F401,F403
-from ._runtime import (are_deterministic_algorithms_enabled, get_num_interop_threads, get_num_threads,
-                       is_deterministic_algorithms_warn_only_enabled, set_num_interop_threads,
-                       set_num_threads, use_deterministic_algorithms)
+from ._runtime import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,
+                       get_float32_matmul_precision, get_num_interop_threads, get_num_threads,
+                       init_num_threads, is_anomaly_check_nan_enabled, is_anomaly_enabled,
+                       is_deterministic_algorithms_warn_only_enabled, is_storage, is_warn_always_enabled,
+                       set_anomaly_enabled, set_deterministic_debug_mode, set_float32_matmul_precision,
+                       set_flush_denormal, set_num_interop_threads, set_num_threads, set_warn_always,
+                       typename, use_deterministic_algorithms)
+from ._core.printing import get_printoptions, set_printoptions
 from . import autograd, fft, func, linalg, special  # noqa: E402,F401
 from .linalg import matrix_exp  # noqa: E402,F401  (torch.matrix_exp)
 from .func import vmap  # noqa: E402,F401  (torch.vmap)
@@ -53,7 +58,7 @@ newaxis = None
 # The training stack (nn, optim, utils, distributions, save/load) loads on first use, so `import lucid`
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
 _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
-                 "profiler", "amp", "random", "compiler", "quasirandom", "multiprocessing", "signal"}
+                 "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
                "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler"}
 

@@ -266,11 +266,10 @@ class Tensor:
         return id(self)
 
     def __repr__(self):
+        from .printing import array_str  # lucid.set_printoptions (NOTE [Printing tensors])
+
         meta = self._data.__class__ is not np.ndarray and backend.backend_of(self._data).type == "meta"
-        body = "..." if meta else np.array2string(
-            backend.host(self._data), separator=", ", prefix="tensor(",
-            formatter=None, threshold=1000,
-        )
+        body = "..." if meta else array_str(backend.host(self._data), prefix="tensor(")
         extras = []
         if self._data.__class__ is not np.ndarray:
             extras.append(f"device='{self.device}'")

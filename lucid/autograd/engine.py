@@ -471,7 +471,7 @@ def _run_graph(roots, root_grads, *, retain_graph, tensor_mode, capture=None, re
     early = _early_counts(roots) if _POST_HOOKS[0] and capture is None else None
     for edge, g in zip(roots, root_grads):
         _send(edge, g, buffers, heap, captured, wanted, pending, tensor_mode)
-    anomaly = STATE.anomaly
+    anomaly = STATE.anomaly and STATE.anomaly_check_nan  # detect_anomaly(check_nan=False): no NaN checks
     capturing = wanted is not None
     pop, push, get_buf = heappop, heappush, buffers.get
     # The plain eager backward (arrays, no capture, no anomaly) takes an inlined copy of

@@ -114,6 +114,14 @@ def test_without_anomaly_mode_nan_passes_silently():
     assert np.isnan(x.grad.numpy()[0])
 
 
+def test_detect_anomaly_without_nan_checks_lets_nan_through():
+    x = f64(0.0, 1.0)
+    with lucid.autograd.detect_anomaly(check_nan=False):
+        assert lucid.autograd.is_anomaly_enabled() and not lucid.is_anomaly_check_nan_enabled()
+        (x.sqrt() * 0.0).sum().backward()  # PyTorch: no error either
+    assert np.isnan(x.grad.numpy()[0])
+
+
 def test_set_detect_anomaly_function_and_decorator():
     prev = lucid.autograd.is_anomaly_enabled()
     lucid.autograd.set_detect_anomaly(True)

@@ -1,0 +1,172 @@
+"""Print options for tensors: ``lucid.set_printoptions`` / ``lucid.get_printoptions``.
+
+NOTE [Printing tensors]
+A tensor prints its values as NumPy's ``array2string`` does (``tensor([1., 2.])``), with
+PyTorch's options: ``precision``, ``threshold`` (summarise with ``...`` above this many
+elements), ``edgeitems``, ``linewidth``, ``sci_mode`` and the profiles. The defaults keep
+Lucid's long-standing output: NumPy's own defaults (``precision=8``, ``linewidth=75``) and
+PyTorch's ``threshold=1000``, where PyTorch has ``precision=4`` and ``linewidth=80``. NumPy's
+global print options do not reach a tensor: only these do.
+
+Two ways of writing floats:
+
+* ``sci_mode=None`` (the default): NumPy's choice, ``floatmode="maxprec"`` — at most
+  ``precision`` digits, trailing zeros dropped (``0.1``, where PyTorch prints ``0.1000``),
+  scientific notation where NumPy would use it (values >= 1e8, or < 1e-4, or spanning
+  more than 1e3).
+* ``sci_mode=True`` / ``False``: PyTorch's fixed format, exactly ``precision`` digits
+  (``1.0000e-01`` / ``0.1000``; ``1.`` for a tensor of whole numbers in fixed notation),
+  right-aligned to the widest value shown.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+_DEFAULT = {"precision": 8, "threshold": 1000, "edgeitems": 3, "linewidth": 75}
+_PROFILES = {
+    "default": _DEFAULT,
+    "short": {"precision": 2, "threshold": 1000, "edgeitems": 2, "linewidth": 75},
+    "full": {"precision": 8, "threshold": math.inf, "edgeitems": 3, "linewidth": 75},
+}
+PRINT_OPTS = dict(_DEFAULT, sci_mode=None)
+
+
+def _check_int(name, value, lowest):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"set_printoptions: {name} must be an int, got {type(value).__name__}")
+    if value < lowest:
+        raise ValueError(f"set_printoptions: {name} must be >= {lowest}, got {value}")
+    return int(value)
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,
+                     sci_mode=None):
+    """Set how tensors print (see NOTE [Printing tensors] for Lucid's defaults).
+
+    Parameters
+    ----------
+    precision : int, optional
+        Digits after the decimal point (at most that many, unless ``sci_mode`` is set).
+    threshold : int or float, optional
+        Tensors with more elements than this print summarised (``math.inf``: never).
+    edgeitems : int, optional
+        Items shown at each end of a summarised dimension.
+    linewidth : int, optional
+        Characters per line before wrapping.
+    profile : {'default', 'short', 'full'}, optional
+        Start from these settings (``'default'``: Lucid's defaults; ``'short'``: precision 2,
+        2 edge items; ``'full'``: never summarise), then apply the other arguments.
+    sci_mode : bool, optional
+        Always (True) or never (False) scientific notation; None chooses per tensor. As in
+        PyTorch every call sets it, so a call without it returns to None.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.set_printoptions(precision=2)
+    >>> lucid.tensor([1.12345, 2.5])
+    tensor([1.12, 2.5 ])
+    >>> lucid.set_printoptions(threshold=5)
+    >>> lucid.arange(10)
+    tensor([0, 1, 2, ..., 7, 8, 9])
+    >>> lucid.set_printoptions(sci_mode=False, precision=4)
+    >>> lucid.tensor([1e-5, 2.5])
+    tensor([0.0000, 2.5000])
+    >>> lucid.set_printoptions(profile="default")
+    >>> lucid.tensor([1.12345, 2.5])
+    tensor([1.12345, 2.5    ])
+    """
+    new = dict(PRINT_OPTS)
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(f"set_printoptions: profile must be one of 'default', 'short', 'full', "
+                             f"got {profile!r}")
+        new.update(_PROFILES[profile])
+    if precision is not None:
+        new["precision"] = _check_int("precision", precision, 0)
+    if threshold is not None:
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer, np.floating)) \
+                or threshold != threshold:
+            raise TypeError(f"set_printoptions: threshold must be a number, got {threshold!r}")
+        new["threshold"] = threshold
+    if edgeitems is not None:
+        new["edgeitems"] = _check_int("edgeitems", edgeitems, 0)
+    if linewidth is not None:
+        new["linewidth"] = _check_int("linewidth", linewidth, 1)
+    if sci_mode is not None and not isinstance(sci_mode, bool):
+        raise TypeError(f"set_printoptions: sci_mode must be a bool or None, got {type(sci_mode).__name__}")
+    new["sci_mode"] = sci_mode
+    PRINT_OPTS.update(new)
+
+
+def get_printoptions() -> dict:
+    """The current print options, as keyword arguments for :func:`set_printoptions`.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.get_printoptions()
+    {'precision': 8, 'threshold': 1000, 'edgeitems': 3, 'linewidth': 75, 'sci_mode': None}
+    """
+    return dict(PRINT_OPTS)
+
+
+def array_str(arr: np.ndarray, prefix: str) -> str:
+    """The values of host array ``arr`` as a tensor prints them after ``prefix``."""
+    o = PRINT_OPTS
+    threshold = o["threshold"]
+    formatter = None
+    if o["sci_mode"] is not None and arr.dtype.kind in "fc" and arr.size:
+        shown = _summarized(arr, o["edgeitems"]) if arr.size > threshold else arr
+        formatter = _fixed_formatter(shown, o["precision"], o["sci_mode"])
+    return np.array2string(
+        arr, max_line_width=o["linewidth"], precision=o["precision"], suppress_small=False,
+        separator=", ", prefix=prefix, formatter=formatter, floatmode="maxprec", sign="-",
+        threshold=sys.maxsize if threshold >= sys.maxsize else int(threshold), edgeitems=o["edgeitems"],
+        legacy=False,
+    )
+
+
+def _summarized(arr, edgeitems):
+    """The elements a summarised print shows: ``edgeitems`` at each end of each long dimension."""
+    for axis, n in enumerate(arr.shape):
+        if n > 2 * edgeitems:
+            keep = list(range(edgeitems)) + list(range(n - edgeitems, n))
+            arr = np.take(arr, keep, axis=axis)
+    return arr
+
+
+def _fixed_formatter(arr, precision, sci):
+    """PyTorch's fixed float format for ``sci_mode`` True/False, padded to one width."""
+    if arr.dtype.kind == "c":
+        real, imag = _float_format(arr.real, precision, sci), _float_format(arr.imag, precision, sci)
+
+        def fmt_complex(z):
+            im = (imag(z.imag) + "j").lstrip()
+            return real(z.real) + (im if im[0] in "+-" else "+" + im)
+
+        return {"complex_kind": fmt_complex}
+    return {"float_kind": _float_format(arr, precision, sci)}
+
+
+def _float_format(arr, precision, sci):
+    """One float formatter for the values of ``arr``: its format and its width."""
+    vals = arr.astype(np.float64).ravel()
+    finite = vals[np.isfinite(vals) & (vals != 0)]
+    if not finite.size:  # only zeros, nan and inf: PyTorch prints them in int mode (0.) either way
+        sci = False
+    int_mode = not sci and bool(np.all(finite == np.ceil(finite)))
+
+    def text(v):
+        v = float(v)
+        if sci:
+            return f"{v:.{precision}e}"
+        if int_mode:
+            return f"{v:.0f}" + ("" if math.isinf(v) or math.isnan(v) else ".")
+        return f"{v:.{precision}f}"
+
+    width = max(len(text(v)) for v in vals)
+    return lambda v: text(v).rjust(width)
