@@ -79,7 +79,7 @@ def test_dlpack_with_numpy_shares_memory():
 
 def test_dlpack_with_torch_both_ways():
     torch = pytest.importorskip("torch")
-    x = lucid.arange(3.0)
+    x = lucid.arange(3.0, device="cpu")  # torch here is a CPU build: DLPack shares host memory
     tx = torch.from_dlpack(x)
     tx[1] = 7.0
     assert x.tolist() == [0.0, 7.0, 2.0]
