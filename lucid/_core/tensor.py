@@ -474,8 +474,10 @@ def _contains_tensor(seq):
 
 
 def _tensors_to_lists(seq):
-    return [s._data if isinstance(s, Tensor) else _tensors_to_lists(s) if isinstance(s, (list, tuple)) else s
-            for s in seq]
+    # Tensors on a device are read back explicitly, as PyTorch's ``tensor([t0, t1])`` reads
+    # its elements (the result goes to the requested device afterwards).
+    return [(s._data if s._data.__class__ is np.ndarray else backend.host(s._data)) if isinstance(s, Tensor)
+            else _tensors_to_lists(s) if isinstance(s, (list, tuple)) else s for s in seq]
 
 
 def tensor_method(*names):

@@ -325,3 +325,12 @@ def test_every_optimizer_steps_on_a_device_as_on_the_cpu_and_reads_nothing(name)
         results.append([p.detach().cpu().numpy() for p in m.parameters()])
     for a, b in zip(*results):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_tensor_of_device_tensors_reads_their_values():
+    # lucid.tensor([t0, t1]) reads its elements (as PyTorch does), then places the result
+    a, b = lucid.tensor(1.5, device=S), lucid.tensor(2.0, device="strict:1")
+    t = lucid.tensor([a, b], device="cpu")  # was a hidden host conversion, refused by the stand-in
+    assert t.device.type == "cpu" and t.tolist() == [1.5, 2.0]
+    nested = lucid.tensor([[a], [b]], device=S)
+    assert nested.device == S and nested.cpu().tolist() == [[1.5], [2.0]]
