@@ -522,15 +522,21 @@ def type_(input, dtype=None, non_blocking=False):
     """
     from .legacy import TYPED
 
+    # PyTorch's names; the complex ones have no constructor class (neither in PyTorch)
+    names = {c.dtype: c.__name__ for c in TYPED.values()}
+    names.update({dtypes.complex64: "ComplexFloatTensor", dtypes.complex128: "ComplexDoubleTensor"})
     if dtype is None:
-        cls = TYPED.get(input.dtype)
-        return f"lucid.{cls.__name__}" if cls is not None else f"lucid.{input.dtype.name}"
+        where = "" if input.device.type == "cpu" else f"{input.device.type}."  # 'lucid.cuda.FloatTensor'
+        return f"lucid.{where}{names[input.dtype]}"
     if isinstance(dtype, str) and dtype.startswith(("lucid.", "torch.")):
-        by_name = {c.__name__: c for c in TYPED.values()}
-        cls = by_name.get(dtype.partition(".")[2])
-        if cls is None:
+        *middle, name = dtype.split(".")[1:]
+        by_name = {n: d for d, n in names.items()}
+        if name not in by_name or len(middle) > 1:
             raise TypeError(f"type: unknown tensor type {dtype!r}")
-        dtype = cls.dtype
+        out = cast(input, by_name[name])
+        if middle:  # 'lucid.cuda.FloatTensor': that device type too
+            return out if out.device.type == middle[0] else to_device(out, middle[0])
+        return out if out.device.type == "cpu" else to_device(out, "cpu")
     dtype = getattr(dtype, "dtype", dtype)  # a typed class carries its dtype
     return cast(input, dtype_arg(dtype, "type"))
 

@@ -185,7 +185,7 @@ def test_set_anomaly_enabled_wants_bools(args):
     (lucid.int64, "lucid.LongTensor"), (lucid.bool, "lucid.BoolTensor"), (lucid.uint8, "lucid.ByteTensor"),
 ])
 def test_typename_of_tensors(dtype, name):
-    assert lucid.typename(lucid.zeros(2, dtype=dtype)) == name
+    assert lucid.typename(lucid.zeros(2, dtype=dtype, device="cpu")) == name
 
 
 def test_typename_of_other_objects():
@@ -202,7 +202,7 @@ def test_typename_matches_torch():
     torch = pytest.importorskip("torch")
     for ld, td in ((lucid.float32, torch.float32), (lucid.int64, torch.int64), (lucid.bool, torch.bool),
                    (lucid.float16, torch.float16), (lucid.int8, torch.int8)):
-        assert lucid.typename(lucid.zeros(1, dtype=ld)) == torch.typename(torch.zeros(1, dtype=td)).replace(
+        assert lucid.typename(lucid.zeros(1, dtype=ld, device="cpu")) == torch.typename(torch.zeros(1, dtype=td)).replace(
             "torch.", "lucid.")
     assert lucid.typename(3) == torch.typename(3)
 

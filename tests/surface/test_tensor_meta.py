@@ -133,6 +133,23 @@ def test_legacy_constructor_errors_and_type_conversion():
         x.type("lucid.NopeTensor")
 
 
+def test_type_names_complex_and_device_tensors():
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    z = lucid.zeros(2, dtype=lucid.complex64, device="cpu")
+    assert z.type() == "lucid.ComplexFloatTensor" and lucid.typename(z) == "lucid.ComplexFloatTensor"
+    assert z.type("torch.ComplexDoubleTensor").dtype is lucid.complex128
+    d = lucid.zeros(2, device="strict")
+    assert d.type() == "lucid.strict.FloatTensor"  # PyTorch: 'torch.cuda.FloatTensor'
+    moved = d.type("lucid.DoubleTensor")  # a CPU type name moves to the CPU, as in PyTorch
+    assert moved.device.type == "cpu" and moved.dtype is lucid.float64
+    there = lucid.zeros(2, device="cpu").type("lucid.strict.LongTensor")
+    assert there.device.type == "strict" and there.dtype is lucid.int64
+    with pytest.raises(TypeError, match="type: unknown tensor type 'lucid.a.b.FloatTensor'"):
+        d.type("lucid.a.b.FloatTensor")
+
+
 def test_legacy_constructors_match_torch():
     torch = pytest.importorskip("torch")
     for name in ("FloatTensor", "LongTensor", "BoolTensor", "DoubleTensor"):
