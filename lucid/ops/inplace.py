@@ -221,8 +221,9 @@ def _inplace(name, x, args, fn, direct=None, needs_old=True):
 def _check_writeable(name, x):
     if not writeable(x._data):
         raise RuntimeError(
-            f"{name}: unsupported operation: the tensor (shape {tuple(x.shape)}) is a read-only "
-            "view (e.g. from expand/broadcast_to) whose elements share memory; clone() it first"
+            f"{name}: unsupported operation: the tensor (shape {tuple(x.shape)}) is a read-only view "
+            "(its elements share memory, from expand/broadcast_to) or read-only memory (frombuffer of "
+            "bytes); clone() it first"
         )
 
 
