@@ -432,7 +432,6 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
 
 # ---------------------------------------------------------------- composites
 
-@tensor_method("pinverse")
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
     """Moore-Penrose pseudo-inverse; singular values below ``max(atol, rtol * S.max())`` are dropped.
 
