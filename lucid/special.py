@@ -16,7 +16,7 @@ from ._core.backend import host
 from ._core.tensor import Tensor
 from .ops.elementwise import erf, erfc, exp2, expm1, log1p, logit, round, sigmoid, where  # noqa: F401
 from .ops.reduce import log_softmax, logsumexp, softmax  # noqa: F401
-from .ops.special import (bessel_j0, bessel_j1, bessel_y0, bessel_y1, digamma, entr, erfcx,  # noqa: F401
+from .ops.special import (airy_ai, bessel_j0, bessel_j1, bessel_y0, bessel_y1, digamma, entr, erfcx,  # noqa: F401
                           betainc, betaincinv, erfinv, gammainc, gammaincc, gammaln, i0, i0e, i1, i1e, log_ndtr, modified_bessel_i0,
                           modified_bessel_i1, modified_bessel_k0, modified_bessel_k1, multigammaln,
                           ndtri, polygamma, psi, scaled_modified_bessel_k0,
@@ -153,7 +153,7 @@ for _fn, _title, _value in [
     _fn.__doc__ = _POLY_DOC.format(title=_title, name=_fn.__name__, value=_value)
 
 __all__ = [
-    "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "betainc", "betaincinv", "chebyshev_polynomial_t", "chebyshev_polynomial_u",
+    "airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "betainc", "betaincinv", "chebyshev_polynomial_t", "chebyshev_polynomial_u",
     "chebyshev_polynomial_v", "chebyshev_polynomial_w", "digamma", "entr", "erf", "erfc", "erfcx", "erfinv",
     "exp2", "expit", "expm1", "gammainc", "gammaincc", "gammaln", "hermite_polynomial_h", "hermite_polynomial_he", "i0", "i0e", "i1",
     "i1e", "laguerre_polynomial_l", "legendre_polynomial_p", "log1p", "log_ndtr", "log_softmax", "logit",

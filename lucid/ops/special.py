@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .._core.backend import namespace_of, special_of, xp
+from .._core.backend import host_fallback, namespace_of, special_of, xp
 from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
 from .._core import dtypes
@@ -130,6 +130,29 @@ def _sph_j0_impl(x):
 spherical_bessel_j0_p, _spherical_bessel_j0 = unary(
     "spherical_bessel_j0", _sph_j0_impl,
     lambda ns, x, o: _at_zero(ns, x, x * (-1 / 3), (ns.cos(x) - o) / _safe(ns, x)), save_out=True)
+
+
+# ------------------------------------------------------------------------- Airy
+
+
+def _airy(index, name):
+    """One output of ``scipy.special.airy`` (Ai, Ai', Bi, Bi'), in float64, cast back. CuPy has
+    no Airy functions: on a device this runs on the host (NOTE [Host fallback])."""
+    def impl(x):
+        if x.dtype.kind == "c":
+            raise TypeError("not supported for complex tensors (a function of real arguments, as in PyTorch)")
+        import scipy.special
+
+        with np.errstate(all="ignore"):
+            return np.asarray(scipy.special.airy(x.astype(np.float64))[index]).astype(x.dtype, copy=False)
+
+    impl.__name__ = name
+    return host_fallback(impl)
+
+
+# Ai'' = x Ai (Airy's equation): the derivative of the derivative closes the pair.
+airy_ai_prime_p, _airy_ai_prime = unary("airy_ai_prime", _airy(1, "airy_ai_prime"), lambda ns, x, o: x * ns.airy_ai(x))
+airy_ai_p, _airy_ai = unary("airy_ai", _airy(0, "airy_ai"), lambda ns, x, o: ns.airy_ai_prime(x))
 
 
 # ------------------------------------------------------------------- the others
@@ -340,6 +363,9 @@ scaled_modified_bessel_k1 = _unary_public(
 spherical_bessel_j0 = _unary_public(
     "spherical_bessel_j0", spherical_bessel_j0_p, "Spherical Bessel function ``sin(x) / x`` (1 at 0).",
     ">>> lucid.special.spherical_bessel_j0(lucid.tensor([0.0])).item()\n1.0")
+airy_ai = _unary_public(
+    "airy_ai", airy_ai_p, "Airy function ``Ai(x)``, the solution of ``y'' = x y`` decaying as ``x -> inf``.",
+    ">>> round(lucid.special.airy_ai(lucid.tensor([0.0])).item(), 6)\n0.355028")
 sinc = _unary_public(
     "sinc", sinc_p, "Normalized sinc ``sin(pi x) / (pi x)`` (1 at 0; the gradient at 0 is 0).",
     ">>> lucid.special.sinc(lucid.tensor([0.0, 1.0])).tolist()[0]\n1.0", ("sinc",))

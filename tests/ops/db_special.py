@@ -98,6 +98,7 @@ OPS = [
     _u("spherical_bessel_j0", S.spherical_bessel_j0, lambda x: sp.spherical_jn(0, x),
        samples=with_zero(between(-3.0, 3.0))),
     _u("sinc", S.sinc, np.sinc, samples=with_zero(between(-2.0, 2.0))),
+    _u("airy_ai", S.airy_ai, lambda x: sp.airy(x)[0], between(-3.0, 2.0)),
     _u("entr", S.entr, sp.entr, positive),
     OpInfo("xlogy", S.xlogy, sp.xlogy, _xy_samples(positive)),
     OpInfo("xlog1py", S.xlog1py, sp.xlog1py, _xy_samples(between(-0.5, 1.0))),

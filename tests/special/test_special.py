@@ -289,3 +289,19 @@ def test_incomplete_gamma_parity_with_torch():
         np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-12)
         np.testing.assert_allclose(grad_of(lambda v: getattr(S, name)(lucid.tensor(a), v), lucid.tensor(x)),
                                    gt.numpy(), rtol=1e-10)
+
+
+def test_airy_ai_closed_forms_and_its_equation():
+    import math
+
+    x = lucid.tensor([0.0, 1.5, -2.0], dtype=lucid.float64, requires_grad=True)
+    y = lucid.special.airy_ai(x)
+    # Ai(0) = 1 / (3^(2/3) Gamma(2/3)), Ai'(0) = -1 / (3^(1/3) Gamma(1/3))
+    assert abs(y[0].item() - 1 / (3 ** (2 / 3) * math.gamma(2 / 3))) < 1e-15
+    g = lucid.autograd.grad(y.sum(), x, create_graph=True)  # one input: one gradient (seed 004)
+    assert abs(g[0].item() + 1 / (3 ** (1 / 3) * math.gamma(1 / 3))) < 1e-15
+    gg = lucid.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(gg.numpy(), (x * y).detach().numpy(), rtol=1e-13, atol=1e-15)  # Ai'' = x Ai
+    assert lucid.special.airy_ai(lucid.tensor([1.0])).dtype == lucid.float32
+    with pytest.raises(TypeError, match="airy_ai.*complex"):
+        lucid.special.airy_ai(lucid.tensor([1j]))
