@@ -29,4 +29,14 @@ OPS = [
     OpInfo("as_strided_of_diagonal", lambda x, sz, st, o: x.diagonal().as_strided(sz, st, o),
            _storage_as_strided,
            lambda rng: [Sample((floats(rng, 3, 3), (2, 2), (4, 4), 0), name="overlapping")]),
+    # view(dtype): the bytes reinterpreted (a bit cast, no gradient), the last dim rescaled
+    OpInfo("view_dtype", lambda x: x.view(lucid.int64), lambda x: np.ascontiguousarray(x).view(np.int64),
+           lambda rng: [Sample((floats(rng, 2, 3),)), Sample((np.array([-0.0, 1.0, np.inf]),), name="signed zero")],
+           grad=False),
+    OpInfo("view_dtype_narrower", lambda x: x.view(lucid.float32),
+           lambda x: np.ascontiguousarray(x).view(np.float32),
+           lambda rng: [Sample((floats(rng, 2, 3),)), Sample((floats(rng, 4),), name="1-d")], grad=False),
+    OpInfo("view_dtype_wider", lambda x: x.view(lucid.float32).view(lucid.complex128),
+           lambda x: np.ascontiguousarray(x).view(np.complex128),
+           lambda rng: [Sample((floats(rng, 3, 4),))], grad=False),
 ]

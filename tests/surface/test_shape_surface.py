@@ -81,3 +81,20 @@ def test_combinations_of_zero_elements_is_empty_as_pytorch():
     assert tuple(out.shape) == (0,) and out.dtype == x.dtype
     assert tuple(lucid.combinations(x, r=4).shape) == (0, 4)  # more than there are: no rows
     assert lucid.combinations(x, r=3).tolist() == [[1.0, 2.0, 3.0]]
+
+
+def test_view_dtype_reinterprets_bytes_and_shares_memory():
+    x = lucid.tensor([1.0, -0.0], requires_grad=True, device="cpu")
+    bits = x.view(lucid.int32)
+    assert bits.tolist() == [1065353216, -2147483648] and not bits.requires_grad
+    assert x.view(lucid.int8).shape == (8,) and x.view(lucid.float64).shape == (1,)
+    z = lucid.zeros(3, device="cpu")
+    v = z.view(lucid.int32)
+    v[0] = 1065353216  # writes through: the float bits of 1.0
+    assert z.tolist() == [1.0, 0.0, 0.0] and v._version is z._version
+    with pytest.raises(RuntimeError, match=r"view: self.dim\(\) cannot be 0 to view float32 as int8"):
+        lucid.tensor(1.0).view(lucid.int8)
+    with pytest.raises(RuntimeError, match=r"view: self.stride\(-1\) must be 1 to view float32 as float16"):
+        lucid.ones(3, 2).t().view(lucid.float16)
+    with pytest.raises(RuntimeError, match=r"view: self.size\(-1\) must be divisible by 2"):
+        lucid.ones(3).view(lucid.float64)

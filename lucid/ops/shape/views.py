@@ -106,6 +106,56 @@ def reshape(input, *shape):
     return bind(reshape_p, (input,), {"shape": shape})
 
 
+# ------------------------------------------------------------- view(dtype)
+# ``x.view(dtype)`` reinterprets the bytes (a bit cast), as PyTorch's: no gradient flows
+# through it (PyTorch marks it not differentiable too); the last dim scales by the ratio of
+# element sizes when they differ.
+
+
+def _view_dtype_batch(vals, bdims, dtype):
+    v, b = vals[0], bdims[0]
+    if b is not None and v.dtype.itemsize != np.dtype(dtype).itemsize:
+        b = b % v.ndim
+        if b == v.ndim - 1:  # the examples' last dim must stay the one whose bytes regroup
+            v, b = move_bdim(v, b, 0), 0
+        if v.stride(-1) != 1:
+            v = v.contiguous()
+    return bind(view_dtype_p, (v,), {"dtype": dtype}), b
+
+
+view_dtype_p = defprim("view_dtype", lambda x, dtype: x.view(dtype), vjp=None,
+                       jvp=lambda ns, primals, tangents, out, dtype: None, differentiable=False,
+                       save_inputs=False, is_view=True)
+view_dtype_p.batch = _view_dtype_batch
+
+
+def _name(dt):
+    from ..._core.dtypes import as_lucid
+
+    return str(as_lucid(dt)).replace("lucid.", "")
+
+
+def _view_dtype(input, dtype):
+    from ..creation import dtype_arg
+
+    dt = np.dtype(dtype_arg(dtype, "view"))
+    old, new = input.dtype.itemsize, dt.itemsize
+    if old != new:
+        what = f"to view {_name(input.dtype)} as {_name(dt)} (different element sizes)"
+        if input.ndim == 0:
+            raise RuntimeError(f"view: self.dim() cannot be 0 {what}")
+        if input.stride(-1) != 1:
+            raise RuntimeError(f"view: self.stride(-1) must be 1 {what}, but got {input.stride(-1)}")
+        if new > old and (input.shape[-1] * old) % new:
+            raise RuntimeError(f"view: self.size(-1) must be divisible by {new // old} {what}, but got "
+                               f"{input.shape[-1]}")
+        if new > old and any((s * old) % new for s in input.stride()[:-1]):
+            raise RuntimeError(f"view: self.stride(i) must be divisible by {new // old} for every dim but the "
+                               f"last {what}, but got strides {input.stride()}")
+    with errors_as("view"):
+        return bind(view_dtype_p, (input,), {"dtype": dt})
+
+
 @tensor_method("view")
 def view(input, *shape):
     """A view of ``input`` with a new shape; raises where :func:`reshape` would have to copy.
@@ -115,16 +165,19 @@ def view(input, *shape):
     input : Tensor
         The tensor.
     *shape : int or tuple of int
-        The new shape (one entry may be -1); or a dtype.
+        The new shape (one entry may be -1); or a dtype, whose view reinterprets the bytes
+        (PyTorch's bit cast; no gradient flows through it).
 
     Examples
     --------
     >>> import lucid
     >>> lucid.arange(6).view(2, -1).shape
     (2, 3)
+    >>> lucid.tensor([1.0, -0.0]).view(lucid.int32)
+    tensor([ 1065353216, -2147483648], dtype=lucid.int32)
     """
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
-        return input.to(shape[0])
+        return _view_dtype(_as_tensor(input), shape[0])  # a dtype: the bytes reinterpreted
     with errors_as("view"):
         out = reshape(input, *shape)
     if (input.__class__ is Tensor and out.__class__ is Tensor and out._data.size
