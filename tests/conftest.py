@@ -136,3 +136,18 @@ def assert_same_on_device(fn, x0, *, device="strict", reads_host=False, what="")
         got[dev] = y.detach().cpu().numpy(), x.grad.cpu().numpy()
     np.testing.assert_allclose(got[device][0], got["cpu"][0], rtol=1e-12, err_msg=what)
     np.testing.assert_allclose(got[device][1], got["cpu"][1], rtol=1e-12, atol=1e-15, err_msg=what)
+
+
+
+@__import__("pytest").fixture
+def cpu_default_device():
+    """For comparisons with PyTorch *CPU* tensors (the optional torch parity tests): the CPU
+    is the default device during the test, whatever ``--lucid-device`` says."""
+    import lucid
+
+    prev = lucid.get_default_device()
+    lucid.set_default_device("cpu")
+    try:
+        yield
+    finally:
+        lucid.set_default_device(prev)

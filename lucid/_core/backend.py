@@ -602,7 +602,8 @@ def writeable(arr) -> bool:
     flag = getattr(arr.flags, "writeable", None)
     if flag is not None:
         return flag
-    return all(s or n < 2 for s, n in zip(arr.strides, arr.shape))
+    # an empty array has no elements to share (NumPy may give it strides of 0)
+    return arr.size == 0 or all(s or n < 2 for s, n in zip(arr.strides, arr.shape))
 
 
 def as_strided(x, shape, strides, writeable=True):

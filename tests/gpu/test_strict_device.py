@@ -334,3 +334,13 @@ def test_tensor_of_device_tensors_reads_their_values():
     assert t.device.type == "cpu" and t.tolist() == [1.5, 2.0]
     nested = lucid.tensor([[a], [b]], device=S)
     assert nested.device == S and nested.cpu().tolist() == [[1.5], [2.0]]
+
+
+def test_integer_division_on_a_device_reads_nothing_back():
+    a, b = lucid.tensor([7, -8, 5], device=S), lucid.tensor([2, 3, 0], device=S)
+    reads = strict_device.HOST_READS[0]
+    q, r = a // b, lucid.remainder(a, b)
+    assert strict_device.HOST_READS[0] == reads  # the CPU's zero-divisor check would read b back
+    assert q.cpu().tolist()[:2] == [3, -3] and r.cpu().tolist()[:2] == [1, 1]
+    with pytest.raises(RuntimeError, match="floor_divide: integer division by zero"):
+        lucid.tensor([1], device="cpu") // lucid.tensor([0], device="cpu")  # the CPU checks, as PyTorch's

@@ -210,6 +210,7 @@ def test_local_response_norm_and_instance_norm3d():
     assert gradcheck(nn.CrossMapLRN2d(3, 0.3, 0.7, 1.1), (t64(x[:, :, :, None], True),))
 
 
+@pytest.mark.usefixtures("cpu_default_device")  # compared with PyTorch CPU tensors
 def test_torch_parity_layers():
     torch = pytest.importorskip("torch")
     x = RNG.normal(size=(2, 6, 5, 4))

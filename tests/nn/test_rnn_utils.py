@@ -124,6 +124,7 @@ def test_lstm_proj_size_definition():
 
 
 @pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+@pytest.mark.usefixtures("cpu_default_device")  # compared with PyTorch CPU tensors
 def test_torch_parity_packed(mode):
     torch = pytest.importorskip("torch")
     tr = torch.nn.utils.rnn

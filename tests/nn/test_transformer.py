@@ -115,6 +115,7 @@ def test_bad_shapes_raise():
 
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.usefixtures("cpu_default_device")  # compared with PyTorch CPU tensors
 def test_torch_parity(norm_first, batch_first):
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)

@@ -369,11 +369,14 @@ def _zero(*args):
 
 
 def _int_checked(f):
-    """Integer division by zero raises (as PyTorch) instead of NumPy's warning and 0."""
+    """Integer division by zero raises (as PyTorch on the CPU) instead of NumPy's warning and 0.
+
+    A divisor on a device is not checked: that would read it back on every call (PyTorch's CUDA
+    kernels do not check either; CuPy gives 0)."""
 
     def impl(x, y):
         kind = (x if hasattr(x, "dtype") else y).dtype.kind
-        if kind in "biu" and not xp.all(y):
+        if kind in "biu" and (y.__class__ is np.ndarray or not hasattr(y, "dtype")) and not np.all(y):
             raise ZeroDivisionError("integer division by zero")
         return f(x, y)
 
