@@ -988,3 +988,9 @@ def test_tensor_pinverse_takes_rcond_as_torch():
     d = lucid.tensor([[2.0, 0.0], [0.0, 1e-3]])
     assert d.pinverse(1e-2).tolist() == [[0.5, 0.0], [0.0, 0.0]]  # rcond positional, as torch's method
     np.testing.assert_allclose(d.pinverse().numpy(), [[0.5, 0.0], [0.0, 1000.0]], rtol=1e-5)
+
+
+def test_copysign_reads_the_sign_bit_of_nan_and_zero():
+    got = lucid.copysign(lucid.tensor([1.0, 2.0, 3.0, 4.0]),
+                         lucid.tensor([-float("nan"), float("nan"), -0.0, 0.0]))
+    assert got.tolist() == [-1.0, 2.0, -3.0, 4.0]  # C's copysign, as PyTorch

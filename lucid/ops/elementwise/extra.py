@@ -141,10 +141,10 @@ def rsub(input, other, *, alpha=1):
 
 
 def _signbit(x):
-    # atan2(x, -1) is +pi for +0.0 and -pi for -0.0, so the sign bit of zeros is read too.
+    # the sign bit itself: -0.0 and -nan count as negative, as C's copysign reads them
     import lucid
 
-    return lucid.atan2(x, -1.0) < 0 if x.dtype.kind == "f" else x < 0
+    return lucid.signbit(x)
 
 
 @tensor_method("copysign")
