@@ -231,3 +231,12 @@ def test_against_torch_if_installed():
         assert got == tdt[want], (a, b, got)
         expect = want if want.kind == "f" else lucid.float32
         assert (to_torch(a) / to_torch(b)).dtype == tdt[expect], (a, b)
+
+
+def test_float32_log10_is_exact_at_powers_of_ten():
+    decades = [10.0 ** k for k in range(-6, 8)]
+    got = lucid.log10(lucid.tensor(decades, dtype=lucid.float32, device="cpu"))
+    assert got.dtype == lucid.float32 and got.tolist() == [float(k) for k in range(-6, 8)]
+    x = np.random.default_rng(0).uniform(1e-3, 1e3, 1000).astype(np.float32)
+    ref = np.log10(x.astype(np.float64))  # correctly rounded to float32 by the cast below
+    np.testing.assert_array_equal(lucid.log10(lucid.tensor(x, device="cpu")).numpy(), ref.astype(np.float32))
