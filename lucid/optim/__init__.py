@@ -1,6 +1,7 @@
 """lucid.optim: optimizers (updates in place, no graph) and learning-rate schedulers."""
 from . import lr_scheduler
 from .adafactor import Adafactor, SparseAdam
+from .muon import Muon
 from .adam import Adam, Adamax, AdamW, NAdam, RAdam
 from .adaptive import Adadelta, Adagrad, RMSprop
 from .classic import ASGD, Rprop
@@ -9,7 +10,7 @@ from .optimizer import Optimizer
 from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad",
-           "Adadelta", "LBFGS", "ASGD", "Rprop", "SparseAdam", "Adafactor", "lr_scheduler", "swa_utils"]
+           "Adadelta", "LBFGS", "ASGD", "Rprop", "SparseAdam", "Adafactor", "Muon", "lr_scheduler", "swa_utils"]
 
 
 def __getattr__(name):

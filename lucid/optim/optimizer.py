@@ -537,7 +537,7 @@ class Optimizer:
         kw = {k: saved[k] for k in self.defaults if k in sig.parameters and k in saved}
         from ..ops.creation import zeros
 
-        dummy = zeros(1, requires_grad=True)
+        dummy = zeros(1, 1, requires_grad=True)  # 2-D: some optimizers (Muon) take only matrices
         try:
             sig.bind(None, [dummy], **kw)
         except TypeError:
