@@ -254,3 +254,12 @@ def test_instance_norm_tracking_running_stats_updates_them_as_pytorch():
                                rtol=1e-12)
     with pytest.raises(ValueError, match="more than 1 spatial element"):
         nn.InstanceNorm1d(3, track_running_stats=True)(lucid.ones(2, 3, 1))
+
+
+def test_feature_dropout_with_no_spatial_dims_masks_each_element():
+    from lucid.nn.functional.dropout import _feature_dropout
+
+    lucid.manual_seed(0)
+    out = _feature_dropout(lucid.ones(200, 3), 0.5, True, "feature_dropout", 0)
+    kept = out.numpy() != 0
+    assert out.shape == (200, 3) and 0.3 < kept.mean() < 0.7 and np.all(out.numpy()[kept] == 2.0)

@@ -61,7 +61,7 @@ def _feature_dropout(input, p, training, name, nspatial, inplace=False):
         return input
     if input.ndim < nspatial + 1:
         raise RuntimeError(f"{name}: expected an input with a channel dim, got shape {tuple(input.shape)}")
-    shape = tuple(input.shape[:-nspatial]) + (1,) * nspatial
+    shape = tuple(input.shape[:input.ndim - nspatial]) + (1,) * nspatial  # [:-0] would be empty
     return _maybe_inplace(name + "_", input, inplace, lambda x: _apply_mask(x, shape, p))
 
 
