@@ -15,6 +15,8 @@ goes through ``apply``, which the mixin wraps; plain nodes pay nothing, and mixi
 """
 from __future__ import annotations
 
+import collections
+
 import weakref
 
 from .._core import primitive
@@ -25,7 +27,7 @@ from . import engine
 from .engine import Node, _as_tensor
 
 __all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
-           "register_multi_grad_hook", "increment_version"]
+           "register_multi_grad_hook", "increment_version", "GradientEdge", "get_gradient_edge"]
 
 _MIXED = {}
 
@@ -415,3 +417,43 @@ def increment_version(tensor):
             raise TypeError(f"increment_version: expected tensors, got {type(t).__name__}")
     for t in tensors:
         t._version[0] += 1
+
+
+class GradientEdge(collections.namedtuple("GradientEdge", ["node", "output_nr"])):
+    """Where a tensor's gradient enters the graph: a node and which of its outputs.
+
+    Usable in place of the tensor as ``inputs`` (and, with ``grad_outputs``, as ``outputs``)
+    of :func:`lucid.autograd.grad`, e.g. to split a backward into stages once the tensor
+    itself is gone.
+    """
+
+    __slots__ = ()
+
+
+def get_gradient_edge(tensor):
+    """The :class:`GradientEdge` of ``tensor``: its ``grad_fn`` and output index, or for a leaf
+    that requires grad its ``AccumulateGrad`` node (as ``grad_fn.next_functions`` shows it).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    >>> h = x * 3
+    >>> edge = lucid.autograd.graph.get_gradient_edge(h)
+    >>> y = (h * h).sum()
+    >>> lucid.autograd.grad(y, edge)
+    tensor([ 6., 12.])
+    """
+    from .._core.tensor import Tensor
+
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"get_gradient_edge: expected a Tensor, got {type(tensor).__name__}")
+    if not tensor.requires_grad:
+        raise RuntimeError("get_gradient_edge: it is not possible to get the gradient edge of a Tensor that "
+                           "does not require gradients")
+    if tensor.grad_fn is None:
+        acc = tensor.__dict__.get("_accumulate_node")
+        if acc is None:
+            acc = tensor._accumulate_node = AccumulateGrad(tensor)
+        return GradientEdge(acc, 0)
+    return GradientEdge(tensor.grad_fn, tensor._out_idx)

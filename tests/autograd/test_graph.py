@@ -293,3 +293,55 @@ def test_increment_version_makes_a_saved_tensor_stale():
     with pytest.raises(TypeError, match="increment_version: expected tensors, got int"):
         increment_version([w, 3])
     assert w._version[0] == 1  # a failed call changes nothing
+
+
+def test_gradient_edges_split_a_backward_in_two_stages():
+    from lucid.autograd.graph import GradientEdge, get_gradient_edge
+
+    x = lucid.tensor([1.0, -2.0, 0.5], dtype=lucid.float64, requires_grad=True)
+    w = lucid.tensor([0.3, 0.7, -1.1], dtype=lucid.float64, requires_grad=True)
+    h = (x * w).sin()
+    edge = get_gradient_edge(h)
+    assert isinstance(edge, GradientEdge) and edge.node is h.grad_fn and edge.output_nr == 0
+    loss = (h * h).sum()
+    full = A.grad(loss, [x, w], retain_graph=True)
+    gh = A.grad(loss, edge, retain_graph=True)  # stage 1: up to the edge
+    np.testing.assert_allclose(gh.numpy(), 2 * h.detach().numpy())
+    gx, gw = A.grad(edge, [x, w], grad_outputs=gh)  # stage 2: from the edge down
+    np.testing.assert_allclose(gx.numpy(), full[0].numpy(), rtol=1e-15)
+    np.testing.assert_allclose(gw.numpy(), full[1].numpy(), rtol=1e-15)
+    leaf = get_gradient_edge(x)  # a leaf's edge is its AccumulateGrad node
+    assert leaf.node.name() == "AccumulateGrad" and leaf.node.variable is x
+    y = (x * x).sum()
+    np.testing.assert_allclose(A.grad(y, leaf).numpy(), 2 * x.detach().numpy())
+
+
+def test_gradient_edge_errors():
+    from lucid.autograd.graph import get_gradient_edge
+
+    with pytest.raises(RuntimeError, match="get_gradient_edge: it is not possible"):
+        get_gradient_edge(lucid.ones(2))
+    x = lucid.ones(2, requires_grad=True)
+    h = x * 2
+    edge = get_gradient_edge(h)
+    with pytest.raises(RuntimeError, match="outputs\\[0\\] is a GradientEdge; pass its gradient"):
+        A.grad(edge, x)
+    other = get_gradient_edge(lucid.ones(2, requires_grad=True) * 3)
+    with pytest.raises(RuntimeError, match="inputs\\[0\\] \\(a GradientEdge\\) is not reachable"):
+        A.grad(h.sum(), other)
+    with pytest.raises(RuntimeError, match="materialize_grads can't make zeros"):
+        A.grad(h.sum(), other, materialize_grads=True)
+    assert A.grad(h.sum(), [other], allow_unused=True) == (None,)
+
+
+def test_gradient_edges_match_torch():
+    torch = pytest.importorskip("torch")
+    from lucid.autograd.graph import get_gradient_edge
+
+    v = np.array([0.4, -1.3])
+    xl = lucid.tensor(v, requires_grad=True)
+    xt = torch.tensor(v, requires_grad=True)
+    hl, ht = xl.exp() * 2, xt.exp() * 2
+    gl = A.grad((hl ** 3).sum(), get_gradient_edge(hl))
+    (gt,) = torch.autograd.grad((ht ** 3).sum(), torch.autograd.graph.get_gradient_edge(ht))
+    np.testing.assert_allclose(gl.numpy(), gt.numpy(), rtol=1e-14)
