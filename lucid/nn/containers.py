@@ -8,7 +8,42 @@ from itertools import islice
 from .module import Module
 from .parameter import Parameter
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
+__all__ = ["Container", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
+
+
+_CONTAINER_DEPRECATED = ("`nn.Container` is deprecated. All of its functionality is now implemented in "
+                         "`nn.Module`. Subclass that instead.")
+
+
+class Container(Module):
+    """Deprecated (PyTorch's ``nn.Container``): a Module whose keyword arguments become its
+    submodules. Making one, or subclassing it, warns with a FutureWarning; subclass
+    :class:`Module` instead.
+
+    Examples
+    --------
+    >>> import warnings, lucid.nn as nn
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", FutureWarning)
+    ...     c = nn.Container(fc=nn.Linear(2, 3))
+    >>> [n for n, _ in c.named_parameters()]
+    ['fc.weight', 'fc.bias']
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        import warnings
+
+        warnings.warn(_CONTAINER_DEPRECATED, FutureWarning, stacklevel=2)
+        super().__init_subclass__(**kwargs)
+
+    def __init__(self, **kwargs):
+        if type(self) is Container:  # as typing_extensions.deprecated: subclasses warned when defined
+            import warnings
+
+            warnings.warn(_CONTAINER_DEPRECATED, FutureWarning, stacklevel=2)
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)
 
 
 def _index(idx, n, what):

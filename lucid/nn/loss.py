@@ -10,6 +10,7 @@ __all__ = [
     "BCEWithLogitsLoss", "KLDivLoss", "SoftMarginLoss", "PoissonNLLLoss", "MarginRankingLoss",
     "HingeEmbeddingLoss", "GaussianNLLLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss",
     "CosineEmbeddingLoss", "MultiMarginLoss", "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss", "CTCLoss",
+    "NLLLoss2d",
 ]
 
 
@@ -178,6 +179,38 @@ class NLLLoss(_WeightedLoss):
     def forward(self, input, target):
         return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
                           reduction=self.reduction)
+
+
+_NLLLOSS2D_DEPRECATED = ("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a drop-in replacement "
+                         "and see https://pytorch.org/docs/main/nn.html#torch.nn.NLLLoss for more details.")
+
+
+class NLLLoss2d(NLLLoss):
+    """Deprecated alias of :class:`NLLLoss` (PyTorch's): making one, or subclassing it, warns
+    with a FutureWarning; it computes exactly what ``NLLLoss`` does.
+
+    Examples
+    --------
+    >>> import warnings, lucid, lucid.nn as nn
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", FutureWarning)
+    ...     loss = nn.NLLLoss2d()
+    >>> loss(lucid.tensor([[-1.0, -2.0]]), lucid.tensor([1])).item()
+    2.0
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        import warnings
+
+        warnings.warn(_NLLLOSS2D_DEPRECATED, FutureWarning, stacklevel=2)
+        super().__init_subclass__(**kwargs)
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        if type(self) is NLLLoss2d:  # as typing_extensions.deprecated: subclasses warned when defined
+            import warnings
+
+            warnings.warn(_NLLLOSS2D_DEPRECATED, FutureWarning, stacklevel=2)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
 
 
 class BCELoss(_WeightedLoss):

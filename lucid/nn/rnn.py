@@ -15,7 +15,7 @@ from .functional.rnn import run_direction
 from .module import Module
 from .parameter import Parameter
 
-__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -308,14 +308,32 @@ class GRU(RNNBase):
                          0, device, dtype)
 
 
-class _CellBase(Module):
-    _gates = 1
+class RNNCellBase(Module):
+    """The base class of :class:`RNNCell`, :class:`LSTMCell` and :class:`GRUCell` (PyTorch's
+    ``RNNCellBase``): ``weight_ih`` (num_chunks * H, I), ``weight_hh`` (num_chunks * H, H) and the
+    two biases, initialised ``U(-1/sqrt(H), 1/sqrt(H))``.
 
-    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+    Parameters
+    ----------
+    input_size, hidden_size : int
+        Features of the input and of the hidden state.
+    bias : bool
+        Learn the biases.
+    num_chunks : int
+        Gates stacked in each weight (1 for RNNCell, 4 for LSTMCell, 3 for GRUCell).
+
+    Examples
+    --------
+    >>> import lucid.nn as nn
+    >>> isinstance(nn.GRUCell(3, 4), nn.RNNCellBase), nn.GRUCell(3, 4).weight_ih.shape
+    (True, (12, 3))
+    """
+
+    def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
         super().__init__()
         lucid = _lucid()
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
-        g = self._gates * hidden_size
+        g = num_chunks * hidden_size
         self.weight_ih = Parameter(lucid.empty(g, input_size, dtype=dtype))
         self.weight_hh = Parameter(lucid.empty(g, hidden_size, dtype=dtype))
         if bias:
@@ -324,7 +342,10 @@ class _CellBase(Module):
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
-        bound = 1.0 / math.sqrt(hidden_size)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0.0
         for p in self.parameters():
             init.uniform_(p, -bound, bound)
 
@@ -336,10 +357,12 @@ class _CellBase(Module):
         return self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh
 
     def extra_repr(self):
-        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+        s = f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+        nonlinearity = self.__dict__.get("nonlinearity", "tanh")
+        return s + ("" if nonlinearity == "tanh" else f", nonlinearity={nonlinearity}")
 
 
-class RNNCell(_CellBase):
+class RNNCell(RNNCellBase):
     """One Elman RNN step.
 
     Parameters
@@ -361,7 +384,7 @@ class RNNCell(_CellBase):
     """
 
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
-        super().__init__(input_size, hidden_size, bias, device, dtype)
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
         self.nonlinearity = nonlinearity
 
     def forward(self, input, hx=None):
@@ -370,7 +393,7 @@ class RNNCell(_CellBase):
         return fn(input, hx, *self._args())
 
 
-class LSTMCell(_CellBase):
+class LSTMCell(RNNCellBase):
     """One LSTM step; returns ``(h', c')``.
 
     Parameters
@@ -390,14 +413,15 @@ class LSTMCell(_CellBase):
     ((2, 4), (2, 4))
     """
 
-    _gates = 4
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
     def forward(self, input, hx=None):
         hx = (self._zeros(input), self._zeros(input)) if hx is None else hx
         return F.lstm_cell(input, hx, *self._args())
 
 
-class GRUCell(_CellBase):
+class GRUCell(RNNCellBase):
     """One GRU step.
 
     Parameters
@@ -416,7 +440,8 @@ class GRUCell(_CellBase):
     (2, 4)
     """
 
-    _gates = 3
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
     def forward(self, input, hx=None):
         hx = self._zeros(input) if hx is None else hx
