@@ -744,3 +744,10 @@ for _name, _spec in _TOP.items():
     globals()[_name] = _top_level(_name, *_spec)
 
 __all__ = list(_TOP)
+
+# The last Tensor methods (protocols, queries, legacy constructors, apply_/map_, storages, set_)
+# live in tensor_surface_more, which imports helpers from this module.
+from . import tensor_surface_more as _more  # noqa: E402
+from .tensor_surface_more import *  # noqa: E402,F401,F403
+
+__all__ += _more.__all__

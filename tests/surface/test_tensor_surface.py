@@ -533,7 +533,7 @@ def _call_args(spec, module):
     return _eval(f"(lambda *a, **k: (a, k))({spec[2:]})", module) if spec else ((), {})
 
 
-@pytest.mark.parametrize("name", tensor_surface.__all__)
+@pytest.mark.parametrize("name", list(tensor_surface._TOP))
 def test_top_level_function_changes_its_input(name):
     how, setup, spec, _ = tensor_surface._TOP[name]
     x = _eval(setup, lucid)
@@ -547,7 +547,7 @@ def test_top_level_function_changes_its_input(name):
         getattr(lucid, name)([1.0, 2.0], *args, **kwargs)
 
 
-@pytest.mark.parametrize("name", tensor_surface.__all__)
+@pytest.mark.parametrize("name", list(tensor_surface._TOP))
 def test_top_level_function_matches_torch(name):
     torch = pytest.importorskip("torch")
     _, setup, spec, _ = tensor_surface._TOP[name]
