@@ -1,7 +1,8 @@
 """``functional_call``: run a module with parameters and buffers given by name.
 
 The module's own tensors are swapped out for the given ones for the duration of the
-call and put back afterwards, even if the call raises. Combined with ``grad``/``vmap``
+call and put back afterwards, even if the call raises; the caller's dicts get back what the
+module held under each given name at the end (a reassigned buffer), as in PyTorch. Combined with ``grad``/``vmap``
 this gives per-sample gradients over a module's parameters.
 """
 from __future__ import annotations
@@ -130,8 +131,37 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         args = ()
     elif not isinstance(args, tuple):
         args = (args,)
-    with _reparametrize(module, values, tie_weights, strict, api):
-        return module(*args, **(kwargs or {}))
+    held = {}
+    try:
+        with _reparametrize(module, values, tie_weights, strict, api):
+            try:
+                return module(*args, **(kwargs or {}))
+            finally:
+                held = {k: current_tensor(module, k) for k in values}
+    finally:
+        write_back(parameter_and_buffer_dicts, held)
+
+
+def current_tensor(module, name):
+    """The tensor ``module`` holds under the dotted ``name`` now (None where it holds none)."""
+    *path, leaf = name.split(".")
+    mod = module
+    for p in path:
+        mod = getattr(mod, "_modules", {}).get(p)
+        if mod is None:
+            return None
+    for store in (mod.__dict__.get("_parameters"), mod.__dict__.get("_buffers"), mod.__dict__):
+        if store is not None and store.get(leaf) is not None:
+            return store[leaf]
+    return None
+
+
+def write_back(dicts, held):
+    """Each given name's entry becomes what the module held under it when the call ended (as
+    PyTorch's functional_call does, so a forward that reassigns a buffer, ``self.b = self.b + 1``,
+    hands the new tensor back to the caller), even if the call raised."""
+    for d in (dicts,) if isinstance(dicts, dict) else dicts:
+        d.update({k: held[k] for k in d if held.get(k) is not None})
 
 
 def stack_module_state(models):

@@ -33,7 +33,9 @@ Examples
 >>> x = lucid.ones(2, device="strict")
 >>> (x * 2).device, type(x._data).__name__
 (device(type='strict', index=0), 'StrictArray')
->>> strict_device.disable()
+
+(``disable()`` unregisters it again; not called here, as doctests share a test worker with
+tests that enabled it at import.)
 """
 from __future__ import annotations
 

@@ -49,3 +49,20 @@ def test_replace_all_batch_norm_modules_for_an_ensemble():
         np.testing.assert_allclose(out[i].numpy(), e.detach().numpy(), rtol=1e-5, atol=1e-6)
     models[0].eval()  # evaluation without running statistics uses the batch's too
     np.testing.assert_allclose(models[0](x).detach().numpy(), expected[0].detach().numpy(), rtol=1e-6)
+
+
+def test_functional_call_hands_a_reassigned_buffer_back():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", lucid.zeros(2))
+
+        def forward(self, x):
+            self.count = self.count + 1  # reassigned, not changed in place
+            return x + self.count
+
+    m, given = Counter(), {"count": lucid.ones(2)}
+    out = functional_call(m, given, (lucid.zeros(2),))
+    np.testing.assert_array_equal(out.numpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(given["count"].numpy(), [2.0, 2.0])  # as torch.func.functional_call
+    np.testing.assert_array_equal(m.count.numpy(), [0.0, 0.0])  # the module keeps its own

@@ -17,20 +17,6 @@ _DEPRECATED = ("functional_call: `lucid.nn.utils.stateless.functional_call` is d
                "`lucid.func.functional_call` instead which is a drop-in replacement.")
 
 
-def _current(module, name):
-    """The tensor ``module`` holds under the dotted ``name`` now (None where it holds none)."""
-    *path, leaf = name.split(".")
-    mod = module
-    for p in path:
-        mod = getattr(mod, "_modules", {}).get(p)
-        if mod is None:
-            return None
-    for store in (mod.__dict__.get("_parameters"), mod.__dict__.get("_buffers"), mod.__dict__):
-        if store is not None and store.get(leaf) is not None:
-            return store[leaf]
-    return None
-
-
 @contextmanager
 def _reparametrize_module(module, parameters_and_buffers, tie_weights=False, strict=False, stack_weights=False):
     """Within the block, ``module`` holds the given tensors (by dotted name) instead of its own.
@@ -49,20 +35,18 @@ def _reparametrize_module(module, parameters_and_buffers, tie_weights=False, str
     ...     lin(lucid.tensor([[1.0, 2.0]]))
     tensor([[3.]])
     """
-    from ...func.functional_call import _merge, _reparametrize
+    from ...func.functional_call import _merge, _reparametrize, current_tensor, write_back
 
     values = _merge(parameters_and_buffers, "functional_call")
-    dicts = (parameters_and_buffers,) if isinstance(parameters_and_buffers, dict) else parameters_and_buffers
     held = {}
     try:
         with _reparametrize(module, values, tie_weights, strict, "functional_call"):
             try:
                 yield
             finally:
-                held = {k: _current(module, k) for k in values}
+                held = {k: current_tensor(module, k) for k in values}
     finally:
-        for d in dicts:
-            d.update({k: held[k] for k in d if held.get(k) is not None})
+        write_back(parameters_and_buffers, held)
 
 
 def functional_call(module, parameters_and_buffers, args=None, kwargs=None, *, tie_weights=True, strict=False):
