@@ -22,6 +22,7 @@ from ..ops import linalg as _ops
 from ..ops import linalg_norm as _norm
 from ..ops._family import _as_tensor, normalize_axis
 from ..ops.linalg import matmul  # noqa: F401  (lucid.linalg.matmul, like torch)
+from ..ops.linalg_decomp import LinAlgError  # noqa: F401
 from ._solvers import (LDLFactorExResult, LDLFactorResult, LUFactorExResult, LUFactorResult,  # noqa: F401
                        LUResult, ldl_factor, ldl_factor_ex, ldl_solve, lu, lu_factor, lu_factor_ex, lu_solve,
                        matrix_exp, solve_triangular)
@@ -500,7 +501,7 @@ def matrix_power(A, n):
     return result
 
 
-__all__ = ["inv", "det", "slogdet", "solve", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals",
+__all__ = ["LinAlgError", "inv", "det", "slogdet", "solve", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals",
            "norm", "vector_norm", "matrix_norm", "pinv", "matrix_power", "matmul", "solve_triangular", "lu",
            "lu_factor", "lu_factor_ex", "lu_solve", "matrix_exp", "ldl_factor", "ldl_factor_ex", "ldl_solve",
            "eig", "eigvals", "matrix_rank", "cond", "lstsq", "cholesky_ex", "inv_ex", "solve_ex", "cross",

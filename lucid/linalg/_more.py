@@ -262,7 +262,9 @@ def _check_info(op, info, what):
     bad = np.flatnonzero(flat > 0)
     if bad.size:
         where = f"(Batch element {int(bad[0])}): " if info.ndim else ""
-        raise RuntimeError(f"linalg.{op}: {where}{what(int(flat[bad[0]]))}")
+        from ..ops.linalg_decomp import LinAlgError
+
+        raise LinAlgError(f"linalg.{op}: {where}{what(int(flat[bad[0]]))}")
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False):

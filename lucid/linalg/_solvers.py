@@ -289,8 +289,10 @@ def ldl_factor_ex(A, *, hermitian=False, check_errors=False):
     A = _float_matrix(A, "ldl_factor", square=True)
     LD, piv, info = bind(_ops.ldl_factor_p, (A,), {"hermitian": bool(hermitian)})
     if check_errors and info.__class__ is Tensor and bool((info.numpy() != 0).any()):
-        raise RuntimeError(f"linalg.ldl_factor: D is exactly singular (info = {info.tolist()}, input shape "
-                           f"{tuple(A.shape)})")
+        from ..ops.linalg_decomp import LinAlgError
+
+        raise LinAlgError(f"linalg.ldl_factor: D is exactly singular (info = {info.tolist()}, input shape "
+                          f"{tuple(A.shape)})")
     return LDLFactorExResult(LD, piv, info)
 
 

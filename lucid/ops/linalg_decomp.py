@@ -73,6 +73,16 @@ def _batch_front(prim):
     return rule
 
 
+class LinAlgError(RuntimeError):
+    """A matrix the operation cannot handle: singular, not positive-definite (``torch.linalg.LinAlgError``).
+
+    A ``RuntimeError``, as PyTorch's, so ``except RuntimeError`` keeps working.
+    """
+
+
+LinAlgError.__module__ = "lucid.linalg"
+
+
 def _lapack(name, fn):
     """Forward that reports LAPACK failures (singular, not positive-definite) clearly."""
 
@@ -80,7 +90,7 @@ def _lapack(name, fn):
         try:
             return fn(*arrays, **params)
         except np.linalg.LinAlgError as e:
-            raise RuntimeError(f"the input is {_reason(name, e)}") from None
+            raise LinAlgError(f"the input is {_reason(name, e)}") from None
 
     return impl
 
