@@ -41,6 +41,7 @@ from .ops.torch_functions import *  # noqa: F401,F403
 from .ops.spectral import *  # noqa: F401,F403
 from .ops.tensor_surface import *  # noqa: F401,F403
 from .ops.tensor_surface_more import layout, strided  # noqa: F401  (torch.strided)
+from .ops.torch_misc import *  # noqa: F401,F403
 from ._runtime import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,
                        get_float32_matmul_precision, get_num_interop_threads, get_num_threads,
                        init_num_threads, is_anomaly_check_nan_enabled, is_anomaly_enabled,
@@ -61,7 +62,7 @@ newaxis = None
 # The training stack (nn, optim, utils, distributions, save/load) loads on first use, so `import lucid`
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
 _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
-                 "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing"}
+                 "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
                "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler"}
 

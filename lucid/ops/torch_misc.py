@@ -1,0 +1,311 @@
+"""Small PyTorch top-level functions: ``detach``, ``fill``, predicates, ``vander``, low-rank SVD/PCA,
+and the control-flow operators ``cond`` / ``while_loop``.
+
+All are composed from existing ops (so every rule comes from their primitives); the random
+range finder of ``svd_lowrank`` draws from Lucid's generators.
+"""
+from __future__ import annotations
+
+import warnings
+
+from .._core.tensor import Tensor
+from ._family import _as_tensor
+
+__all__ = ["cond", "detach", "empty_permuted", "fill", "get_device", "get_device_module", "is_inference",
+           "is_neg", "is_signed", "pca_lowrank", "resolve_neg", "set_default_tensor_type", "svd_lowrank",
+           "vander", "while_loop"]
+
+
+def _L():
+    import lucid
+
+    return lucid
+
+
+def detach(input):
+    """``input.detach()``: the same values, outside any graph."""
+    return _as_tensor(input).detach()
+
+
+def fill(input, value):
+    """A tensor like ``input`` filled with ``value`` (out of place; ``Tensor.fill_`` is in place).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.fill(lucid.tensor([1.0, 2.0]), 5.0)
+    tensor([5., 5.])
+    """
+    x = _as_tensor(input)
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"fill: only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions")
+    return _L().full_like(x, value.item() if isinstance(value, Tensor) else value)
+
+
+def is_inference(input):
+    """``input.is_inference()`` (always False: see ``Tensor.is_inference``)."""
+    return _as_tensor(input).is_inference()
+
+
+def is_neg(input):
+    """``input.is_neg()`` (always False: Lucid has no lazy negation)."""
+    return _as_tensor(input).is_neg()
+
+
+def is_signed(input):
+    """Whether the dtype can hold negative values (``input.is_signed()``)."""
+    return _as_tensor(input).is_signed()
+
+
+def resolve_neg(input):
+    """``input`` itself (no lazy negation to resolve)."""
+    return _as_tensor(input)
+
+
+def get_device(input):
+    """The device index of ``input``: -1 on the CPU, as PyTorch's ``torch.get_device``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.get_device(lucid.ones(1, device="cpu"))
+    -1
+    """
+    dev = _as_tensor(input).device
+    return -1 if dev.type == "cpu" else (dev.index or 0)
+
+
+def get_device_module(device=None):
+    """The module of a device type (``lucid.cuda``, ``lucid.cpu``), as ``torch.get_device_module``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.get_device_module("cpu").device_count()
+    1
+    """
+    import importlib
+
+    L = _L()
+    kind = (L.get_default_device() if device is None else L.device(device)).type
+    if kind in ("cuda", "cpu"):
+        return importlib.import_module(f"lucid.{kind}")
+    raise RuntimeError(f"get_device_module: device type {kind!r} has no device module")
+
+
+def set_default_tensor_type(t):
+    """Deprecated (as in PyTorch): sets the default dtype from a tensor type (``lucid.DoubleTensor``
+    or ``"lucid.DoubleTensor"``); use ``set_default_dtype`` / ``set_default_device``."""
+    warnings.warn("set_default_tensor_type() is deprecated as of PyTorch 2.1, please use set_default_dtype() "
+                  "and set_default_device() as alternatives.", UserWarning, stacklevel=2)
+    L = _L()
+    if isinstance(t, str):
+        name = t.split(".")[-1]
+        t = getattr(L, name, None)
+        if t is None or not hasattr(t, "dtype"):
+            raise TypeError(f"set_default_tensor_type: invalid type string {name!r}")
+    dtype = getattr(t, "dtype", None)
+    if dtype is None or dtype.kind != "f":
+        raise TypeError("set_default_tensor_type: only floating-point types are supported as the default type")
+    L.set_default_dtype(dtype)
+
+
+def vander(x, N=None, increasing=False):
+    """The Vandermonde matrix of the 1-D ``x``: columns ``x**(N-1), ..., x, 1`` (``increasing``:
+    the other way), as ``torch.vander`` (which differs from ``linalg.vander``'s default order).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.vander(lucid.tensor([1, 2, 3]), N=3)
+    tensor([[1, 1, 1],
+            [4, 2, 1],
+            [9, 3, 1]])
+    """
+    x = _as_tensor(x)
+    if x.ndim != 1:
+        raise RuntimeError(f"vander: x must be a one-dimensional tensor, got shape {tuple(x.shape)}")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError(f"vander: N must be non-negative, got {n}")
+    L = _L()
+    if x.dtype.kind == "b":
+        x = x.to(L.int64)
+    if n == 0:
+        return L.empty((x.shape[0], 0), dtype=x.dtype, device=x.device)
+    powers = [L.ones_like(x)] + [x] * (n > 1)
+    for _ in range(2, n):
+        powers.append(powers[-1] * x)
+    cols = powers if increasing else powers[::-1]
+    return L.stack(cols, dim=1)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, requires_grad=False,
+                   pin_memory=False):
+    """An uninitialised tensor of ``size`` whose memory holds its dims in the order
+    ``physical_layout`` (outermost first), as ``torch.empty_permuted``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.empty_permuted((2, 3, 4), (0, 2, 1), device="cpu").stride()
+    (12, 1, 3)
+    """
+    size, order = tuple(int(s) for s in size), tuple(int(p) for p in physical_layout)
+    if sorted(order) != list(range(len(size))):
+        raise RuntimeError(f"empty_permuted: physical_layout {order} is not a permutation of the {len(size)} dims")
+    L = _L()
+    out = L.empty([size[p] for p in order], dtype=dtype, device=device)
+    inverse = [order.index(d) for d in range(len(size))]
+    out = out.permute(*inverse)
+    return out.requires_grad_() if requires_grad else out
+
+
+def _mH(t):
+    return t.transpose(-2, -1).conj() if t.dtype.kind == "c" else t.transpose(-2, -1)
+
+
+def svd_lowrank(A, q=6, niter=2, M=None):
+    """An approximate rank-``q`` SVD ``A ~ U diag(S) V^H`` by a randomized range finder with
+    ``niter`` power iterations (Halko, Martinsson and Tropp, 2011), as ``torch.svd_lowrank``.
+
+    Returns ``(U, S, V)`` with ``V`` (not ``V^H``), for ``A - M`` when ``M`` is given. Exact for a
+    matrix of rank at most ``q``. Differentiable (every step is a Lucid op); the random test
+    matrix comes from Lucid's generator (``lucid.manual_seed``).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> a = lucid.tensor([[3.0, 0.0], [0.0, 1.0], [0.0, 0.0]], dtype=lucid.float64)
+    >>> U, S, V = lucid.svd_lowrank(a, q=2)
+    >>> [round(s, 6) for s in S.tolist()]
+    [3.0, 1.0]
+    """
+    L = _L()
+    A = _as_tensor(A)
+    if A.ndim < 2:
+        raise RuntimeError(f"svd_lowrank: expected a matrix or a batch of matrices, got shape {tuple(A.shape)}")
+    if A.dtype.kind not in "fc":
+        A = A.to(L.get_default_dtype())
+    X = A if M is None else A - _as_tensor(M)
+    m, n = X.shape[-2:]
+    q = min(6, m, n) if q is None else q
+    if not 0 <= q <= min(m, n):
+        raise ValueError(f"svd_lowrank: q={q} must be between 0 and min(m, n) = {min(m, n)}")
+    if niter < 0:
+        raise ValueError(f"svd_lowrank: niter must be non-negative, got {niter}")
+    wide = m < n
+    if wide:  # work on the tall side
+        X = _mH(X)
+        m, n = n, m
+    R = L.randn(*X.shape[:-2], n, q, dtype=X.dtype, device=X.device)
+    Q = L.linalg.qr(X @ R).Q
+    for _ in range(niter):
+        Q = L.linalg.qr(_mH(X) @ Q).Q
+        Q = L.linalg.qr(X @ Q).Q
+    Ub, S, Vh = L.linalg.svd(_mH(Q) @ X, full_matrices=False)
+    U, V = Q @ Ub, _mH(Vh)
+    return (V, S, U) if wide else (U, S, V)
+
+
+def pca_lowrank(A, q=None, center=True, niter=2):
+    """Principal components of the rows of ``A``: ``svd_lowrank`` of ``A`` minus its column
+    means (``center``), as ``torch.pca_lowrank``. ``q`` defaults to ``min(6, m, n)``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]], dtype=lucid.float64)
+    >>> U, S, V = lucid.pca_lowrank(x, q=1)
+    >>> round(S.item(), 6), [round(abs(v), 6) for v in V[:, 0].tolist()]
+    (2.0, [0.707107, 0.707107])
+    """
+    A = _as_tensor(A)
+    if A.ndim < 2:
+        raise RuntimeError(f"pca_lowrank: expected a matrix or a batch of matrices, got shape {tuple(A.shape)}")
+    m, n = A.shape[-2:]
+    q = min(6, m, n) if q is None else q
+    if center:
+        A = A - A.mean(dim=-2, keepdim=True)
+    return svd_lowrank(A, q=q, niter=niter)
+
+
+# --------------------------------------------------------------- control flow
+
+
+def _batched(pred):
+    from ..func._traces import BatchTracer
+
+    return isinstance(pred, BatchTracer)
+
+
+def cond(pred, true_fn, false_fn, operands=()):
+    """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)``, as ``torch.cond``.
+
+    ``pred`` is a bool or a one-element tensor. Under ``vmap`` with a predicate that differs
+    across the batch both branches run and each example takes its own (``lucid.where``), so
+    the branches must return tensors of the same shapes, as PyTorch (and JAX's ``lax.cond``)
+    require. Gradients flow through the branch taken.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([1.0, 2.0])
+    >>> lucid.cond(x.sum() > 0, lambda a: a * 2, lambda a: -a, (x,))
+    tensor([2., 4.])
+    """
+    if not callable(true_fn) or not callable(false_fn):
+        raise TypeError("cond: true_fn and false_fn must be callables")
+    operands = tuple(operands) if isinstance(operands, (tuple, list)) else (operands,)
+    if isinstance(pred, Tensor):
+        if pred.numel() != 1:
+            raise RuntimeError(f"cond: expected pred to be a bool or a tensor with a single item, got shape "
+                               f"{tuple(pred.shape)}")
+        if _batched(pred):
+            from ..func.pytree import tree_flatten, tree_unflatten
+
+            L = _L()
+            t_out, t_spec = tree_flatten(true_fn(*operands))
+            f_out, f_spec = tree_flatten(false_fn(*operands))
+            if t_spec != f_spec or any(tuple(a.shape) != tuple(b.shape) for a, b in zip(t_out, f_out)):
+                raise RuntimeError("cond: under vmap both branches run, so they must return the same structure "
+                                   "and shapes")
+            p = pred.reshape(())
+            return tree_unflatten([L.where(p, a, b) for a, b in zip(t_out, f_out)], t_spec)
+        pred = bool(pred.item())
+    return true_fn(*operands) if pred else false_fn(*operands)
+
+
+def while_loop(cond_fn, body_fn, carried_inputs):
+    """Run ``carried = body_fn(*carried)`` while ``cond_fn(*carried)``, returning the final
+    carried values (a tuple), as ``torch.while_loop``. ``body_fn`` must return as many values
+    as it takes, of the same shapes.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.while_loop(lambda i, s: i < 3, lambda i, s: (i + 1, s * 2), (lucid.tensor(0), lucid.tensor(1.0)))
+    (tensor(3), tensor(8.))
+    """
+    carried = tuple(carried_inputs) if isinstance(carried_inputs, (tuple, list)) else (carried_inputs,)
+    while True:
+        keep = cond_fn(*carried)
+        if isinstance(keep, Tensor):
+            if keep.numel() != 1:
+                raise RuntimeError(f"while_loop: cond_fn must return a bool or a one-element tensor, got shape "
+                                   f"{tuple(keep.shape)}")
+            if _batched(keep):
+                raise RuntimeError("while_loop: a condition that differs across a vmap batch is not supported "
+                                   "(each example would loop a different number of times)")
+            keep = bool(keep.item())
+        if not keep:
+            return carried
+        new = body_fn(*carried)
+        new = tuple(new) if isinstance(new, (tuple, list)) else (new,)
+        if len(new) != len(carried):
+            raise RuntimeError(f"while_loop: body_fn returned {len(new)} values for {len(carried)} carried inputs")
+        for a, b in zip(carried, new):
+            if isinstance(a, Tensor) and (not isinstance(b, Tensor) or tuple(a.shape) != tuple(b.shape)):
+                raise RuntimeError(f"while_loop: body_fn changed a carried value's shape from {tuple(a.shape)} to "
+                                   f"{tuple(getattr(b, 'shape', ()))}")
+        carried = new
