@@ -3,7 +3,7 @@ from . import data  # noqa: F401
 
 
 def __getattr__(name):  # ``lucid.utils.checkpoint`` / ``.benchmark`` after ``import lucid``, as in PyTorch
-    if name in ("checkpoint", "benchmark", "tensorboard"):
+    if name in ("checkpoint", "benchmark", "tensorboard", "dlpack", "hooks", "_pytree"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

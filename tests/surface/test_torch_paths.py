@@ -27,3 +27,16 @@ def test_utils_submodules_after_import_lucid_only():
     lazy = subprocess.run([sys.executable, "-c", "import lucid, sys; print('lucid.utils.benchmark' in sys.modules)"],
                           capture_output=True, text=True, check=True).stdout.strip()
     assert lazy == "False"  # loaded when named, not by import lucid
+
+
+def test_utils_dlpack_hooks_pytree_paths():
+    import lucid
+
+    x = lucid.arange(3.0, device="cpu")
+    assert lucid.utils.dlpack.from_dlpack(x).tolist() == [0.0, 1.0, 2.0]
+    handle = x.requires_grad_().register_hook(lambda g: g)
+    assert isinstance(handle, lucid.utils.hooks.RemovableHandle)
+    handle.remove()
+    leaves, spec = lucid.utils._pytree.tree_flatten({"a": (1, 2), "b": [3]})
+    assert leaves == [1, 2, 3] and lucid.utils._pytree.tree_unflatten([4, 5, 6], spec) == {"a": (4, 5), "b": [6]}
+    assert lucid.utils._pytree.tree_map(lambda v: v * 2, [1, (2,)]) == [2, (4,)]
