@@ -38,7 +38,15 @@ import numpy as np
 from ._core.backend import check_device, host, to_device
 from ._core.tensor import Tensor, _wrap
 
-__all__ = ["save", "load"]
+__all__ = ["save", "load"]  # (and save_for_torch, through __getattr__ below)
+
+
+def __getattr__(name):  # save_for_torch lives in serialization_torch.py, imported on first use
+    if name == "save_for_torch":
+        from .serialization_torch import save_for_torch
+
+        return save_for_torch
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _FORMAT = "lucid"
 _STRUCT_KEY = "lucid.structure"
@@ -46,6 +54,7 @@ _MAX_HEADER = 100 * 1024 * 1024  # 100 MB of JSON is certainly not a real header
 _DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I8": np.int8, "I16": np.int16,
            "I32": np.int32, "I64": np.int64, "U8": np.uint8, "BOOL": np.bool_}
 _CODES = {np.dtype(v): k for k, v in _DTYPES.items()}
+_TORCH_LEGACY = b"\x80\x02\x8a\x0al\xfc\x9cF"  # pickled magic number opening a torch < 1.6 file
 
 
 # ---------------------------------------------------------------------------- save
@@ -166,7 +175,8 @@ def save(obj, f):
     {'w': tensor([1., 1.]), 'step': 3}
 
     Limitations: the file is a safetensors file; objects of other types (modules,
-    arbitrary classes) are refused with a TypeError instead of being pickled.
+    arbitrary classes) are refused with a TypeError instead of being pickled. To write a
+    checkpoint that ``torch.load`` reads, use :func:`lucid.serialization.save_for_torch`.
     """
     head, arrays = _to_bytes(obj)  # fails before any file is touched
     if hasattr(f, "write"):
@@ -296,7 +306,12 @@ def _fsync_dir(directory):
 
 # ---------------------------------------------------------------------------- load
 def load(f, map_location=None, weights_only=True):
-    """Load what :func:`save` wrote (or any safetensors file) without executing code.
+    """Load what :func:`save` wrote (or any safetensors file, or a ``torch.save`` checkpoint)
+    without executing code.
+
+    A PyTorch checkpoint (the zip format of ``torch.save`` since PyTorch 1.6) is unpickled with
+    a whitelist: tensors, Parameters, containers, numbers and strings are rebuilt by Lucid's own
+    code, anything else is refused (NOTE [PyTorch checkpoints] in ``serialization_torch.py``).
 
     Parameters
     ----------
@@ -305,10 +320,11 @@ def load(f, map_location=None, weights_only=True):
         Where tensors go. None: the device each was saved from (a CUDA tensor needs a GPU
         here: pass ``map_location="cpu"`` on a CPU-only machine, as in PyTorch); a device:
         all there; a dict ``{"cuda:0": "cpu"}``: saved device -> device; a callable
-        ``f(tensor, saved_location) -> tensor`` gets each tensor on the CPU.
+        ``f(tensor, saved_location) -> tensor`` gets each tensor on the CPU (for a PyTorch
+        checkpoint: each storage, as a 1-d tensor, as PyTorch passes storages).
     weights_only : bool
-        Accepted for PyTorch compatibility. Lucid files never hold code, so loading is
-        always "weights only".
+        Accepted for PyTorch compatibility. Lucid files never hold code, and PyTorch
+        checkpoints are always read "weights only", even with ``weights_only=False``.
 
     Returns
     -------
@@ -318,8 +334,9 @@ def load(f, map_location=None, weights_only=True):
     Raises
     ------
     ValueError
-        The file is not a valid safetensors checkpoint (corrupt, truncated, a pickle, ...);
-        the message names the file.
+        The file is not a valid safetensors or PyTorch checkpoint (corrupt, truncated, a
+        plain pickle, a legacy torch < 1.6 file, ...); the message names the file. A global
+        outside the whitelist raises ``pickle.UnpicklingError`` (also a ValueError) naming it.
 
     Examples
     --------
@@ -380,6 +397,10 @@ class _Decoder:
 
     def _run(self):
         header, start, size = self.header()
+        if header is None:  # a torch.save checkpoint: NOTE [PyTorch checkpoints] in serialization_torch.py
+            from .serialization_torch import load_torch
+
+            return load_torch(self, head=start, pos=size)  # (header() returned what it read, and where)
         meta = header.pop("__metadata__", None) or {}
         if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
             raise self.fail("__metadata__ must map strings to strings")
@@ -421,9 +442,11 @@ class _Decoder:
         head = self.fh.read(8)
         if len(head) < 8:
             raise self.fail(f"file is {len(head)} bytes, too short for a safetensors header (truncated?)")
-        if head[:2] in (b"PK", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"):
-            raise self.fail("it looks like a pickle or zip archive (e.g. from torch.save); lucid.load reads "
-                            "only safetensors files and never unpickles")
+        if head[:2] == b"PK" or head == _TORCH_LEGACY:  # PyTorch's formats: serialization_torch reads them
+            return None, head, pos
+        if head[:2] in (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"):
+            raise self.fail("it looks like a pickle (e.g. from pickle.dump); lucid.load reads safetensors "
+                            "files and torch.save checkpoints, and never runs code from a file")
         (n,) = struct.unpack("<Q", head)
         avail = _MAX_HEADER if size is None else min(_MAX_HEADER, size - pos - 8)
         if n > avail:
