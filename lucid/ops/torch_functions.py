@@ -240,9 +240,9 @@ def chain_matmul(*matrices):
 
 
 def cross(input, other, dim=None):
-    """The cross product of 3-vectors along ``dim``. ``dim=None`` (deprecated, warns as in
-    PyTorch) picks the first dim of size 3 of the broadcast shape; pass ``dim`` or use
-    :func:`lucid.linalg.cross` (whose default is ``-1``).
+    """The cross product of 3-vectors along ``dim`` (both inputs of size 3 there; the other
+    dims broadcast). ``dim=None`` (deprecated, warns as in PyTorch) picks ``input``'s first
+    dim of size 3; pass ``dim`` or use :func:`lucid.linalg.cross` (whose default is ``-1``).
 
     Examples
     --------
@@ -254,14 +254,17 @@ def cross(input, other, dim=None):
     if dim is None:
         _deprecated("Using cross without specifying the dim arg is deprecated (as in PyTorch). Pass the dim "
                     "explicitly or use lucid.linalg.cross; the default will change to agree with it.")
-        if a.ndim != b.ndim:
-            raise RuntimeError(f"cross: inputs must have the same number of dimensions, got shapes "
-                               f"{tuple(a.shape)} and {tuple(b.shape)}")
-        shape = broadcast_shapes(tuple(a.shape), tuple(b.shape))
-        dim = next((d for d, n in enumerate(shape) if n == 3), None)
+        # input's own shape, not the broadcast one (PyTorch's _default_cross_dim)
+        dim = next((d for d, n in enumerate(a.shape) if n == 3), None)
         if dim is None:
-            raise RuntimeError(f"cross: no dimension of size 3 in the inputs (broadcast shape {tuple(shape)})")
-    return _L().linalg.cross(a, b, dim=dim)
+            raise RuntimeError(f"cross: no dimension of size 3 in input (shape {tuple(a.shape)})")
+    if a.ndim != b.ndim:
+        raise RuntimeError(f"cross: inputs must have the same number of dimensions, got shapes "
+                           f"{tuple(a.shape)} and {tuple(b.shape)}")
+    d = normalize_axis(dim, a.ndim, "cross")
+    if a.shape[d] != 3 or b.shape[d] != 3:  # a size 1 there would broadcast to a vector (c, c, c)
+        raise RuntimeError(f"cross: inputs dimension {d} must have length 3, got {a.shape[d]} and {b.shape[d]}")
+    return _L().linalg.cross(a, b, dim=d)
 
 
 def frobenius_norm(input, dim, keepdim=False):

@@ -37,9 +37,12 @@ def fill(input, value):
     tensor([5., 5.])
     """
     x = _as_tensor(input)
-    if isinstance(value, Tensor) and value.ndim:
+    if not isinstance(value, Tensor):
+        return _L().full_like(x, value)
+    if value.ndim:
         raise RuntimeError(f"fill: only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions")
-    return _L().full_like(x, value.item() if isinstance(value, Tensor) else value)
+    # broadcast, not value.item(): no read-back on a device, and value gets a gradient as in PyTorch
+    return _L().broadcast_to(value.to(x.dtype), tuple(x.shape)).clone()
 
 
 def is_inference(input):
@@ -129,7 +132,7 @@ def vander(x, N=None, increasing=False):
     if n < 0:
         raise RuntimeError(f"vander: N must be non-negative, got {n}")
     L = _L()
-    if x.dtype.kind == "b":
+    if x.dtype.kind in "biu":  # PyTorch promotes every integral (and bool) input to int64
         x = x.to(L.int64)
     if n == 0:
         return L.empty((x.shape[0], 0), dtype=x.dtype, device=x.device)

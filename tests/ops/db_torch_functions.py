@@ -11,6 +11,7 @@ import numpy as np
 import scipy.linalg as sl
 
 import lucid
+from db_linalg_extra import pivoted
 from opinfo import OpInfo, Sample, away_from_ties, floats, positive, svd_gauge
 
 
@@ -42,14 +43,6 @@ def svd_input(rng, *shape, vals=(3.0, 2.0, 1.2, 0.5)):
     u, _ = np.linalg.qr(rng.standard_normal(tuple(batch) + (m, k)))
     v, _ = np.linalg.qr(rng.standard_normal(tuple(batch) + (n, k)))
     return np.einsum("...ij,j,...kj->...ik", u, np.asarray(vals[:k]), v)
-
-
-def pivoted(rng, *shape):
-    a = floats(rng, *shape) * 0.3
-    m, n = shape[-2:]
-    for j in range(min(m, n)):
-        a[..., j, j] += 2.0 + j
-    return a[..., rng.permutation(m), :]
 
 
 def _spd(x):

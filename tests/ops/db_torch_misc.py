@@ -1,4 +1,4 @@
-"""Op database entries for lucid/ops/torch_misc.py: vander, the low-rank SVD, cond."""
+"""Op database entries for lucid/ops/torch_misc.py: fill, vander, the low-rank SVD, cond."""
 import numpy as np
 
 import lucid
@@ -24,6 +24,9 @@ def _branchy(x):
 
 
 OPS = [
+    # a 0-d tensor value broadcasts (no read-back) and gets the sum of the gradient, as in PyTorch
+    OpInfo("torch.fill_tensor_value", lambda x, v: lucid.fill(x, v), lambda x, v: np.full_like(x, v),
+           lambda rng: [_s(floats(rng, 3), floats(rng)), _s(floats(rng, 2, 2), floats(rng), name="2-d")]),
     OpInfo("torch.vander", lambda x: lucid.vander(x, N=4), lambda x: np.vander(x, 4),
            lambda rng: [_s(floats(rng, 3)), _s(floats(rng, 2), name="N > len")]),
     OpInfo("torch.vander_increasing", lambda x: lucid.vander(x, N=3, increasing=True),

@@ -117,8 +117,13 @@ def test_cross_default_dim():
     with pytest.warns(UserWarning, match="without specifying the dim"):
         out = lucid.cross(lucid.tensor(a), lucid.tensor(b))
     assert np.allclose(_np(out), np.cross(a, b, axis=0))  # the first dim of size 3
-    c = _quiet(lucid.cross, lucid.tensor(a[:, :1]), lucid.tensor(b))  # broadcast shape decides
+    c = _quiet(lucid.cross, lucid.tensor(a[:, :1]), lucid.tensor(b))  # input's dim 0; dim 1 broadcasts
     assert c.shape == (3, 4)
+    # input's own first dim of size 3 (dim 1 here), not the broadcast shape's (dim 0), as PyTorch
+    e = _quiet(lucid.cross, lucid.tensor(a[:1, :3]), lucid.tensor(b[:, :3]))
+    assert np.allclose(_np(e), np.cross(a[:1, :3], b[:, :3], axis=1))
+    with pytest.raises(RuntimeError, match="^cross: inputs dimension 0 must have length 3, got 3 and 1"):
+        lucid.cross(lucid.ones(3, 3), lucid.ones(1, 3), dim=0)  # a size 1 there does not broadcast
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         d = lucid.tensor([[1.0, 0.0, 0.0]]).cross(lucid.tensor([[0.0, 1.0, 0.0]]), dim=1)  # no warning with dim

@@ -31,6 +31,19 @@ def test_vander_matches_numpy_and_torch_order():
         lucid.vander(lucid.ones(2, 2))
 
 
+def test_fill_tensor_value_is_differentiable_and_vander_promotes_integers():
+    v = lucid.tensor(2.0, dtype=lucid.float64, requires_grad=True)
+    out = lucid.fill(lucid.zeros(2, 3, dtype=lucid.float64), v)
+    assert out.tolist() == [[2.0] * 3] * 2
+    out.sum().backward()
+    assert v.grad.item() == 6.0  # d/dv of six copies of v, as torch.fill's gradient (grad.sum())
+    assert lucid.fill(lucid.ones(2, dtype=lucid.int64), lucid.tensor(2.7)).tolist() == [2, 2]
+    for dt in (lucid.int32, lucid.uint8, lucid.int64):  # torch.vander computes integers in int64
+        out = lucid.vander(lucid.tensor([2, 3], dtype=dt), N=3)
+        assert out.dtype == lucid.int64 and out.tolist() == [[4, 2, 1], [9, 3, 1]]
+    assert lucid.vander(lucid.tensor([2], dtype=lucid.int32), N=0).dtype == lucid.int64
+
+
 def test_device_module_and_cpu_module():
     assert lucid.get_device_module("cpu") is lucid.cpu and lucid.cpu.device_count() == 1
     assert lucid.cpu.is_available() and lucid.cpu.current_device() == "cpu"
