@@ -263,3 +263,15 @@ def test_feature_dropout_with_no_spatial_dims_masks_each_element():
     out = _feature_dropout(lucid.ones(200, 3), 0.5, True, "feature_dropout", 0)
     kept = out.numpy() != 0
     assert out.shape == (200, 3) and 0.3 < kept.mean() < 0.7 and np.all(out.numpy()[kept] == 2.0)
+
+
+def test_alpha_dropout_with_p_one_gives_zeros():
+    import lucid.nn.functional as F
+
+    x = lucid.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    for fn in (F.alpha_dropout, F.feature_alpha_dropout):
+        y = fn(x.reshape(1, 3, 1), 1.0, True) if fn is F.feature_alpha_dropout else fn(x, 1.0, True)
+        assert np.all(y.detach().numpy() == 0.0)
+        y.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0, 0.0])
+        x.grad = None

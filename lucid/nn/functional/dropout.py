@@ -161,6 +161,8 @@ def _alpha(input, p, training, inplace, name, mask_shape):
     _check(p, name)
     if not training or p == 0.0:
         return input
+    if p == 1.0:  # the scale below is 0 ** -0.5: everything is dropped, as PyTorch gives zeros
+        return _maybe_inplace(name + "_", input, inplace, lambda x: x * 0.0)
     from ...ops.random import bernoulli_mask
 
     alpha = -1.7580993408473766
