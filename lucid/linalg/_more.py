@@ -398,14 +398,15 @@ def cross(input, other, *, dim=-1):
     if a.ndim != b.ndim:
         raise RuntimeError(f"linalg.cross: input and other must have the same number of dimensions, got "
                            f"{tuple(a.shape)} and {tuple(b.shape)}")
+    d = normalize_axis(dim, a.ndim, "linalg.cross")
+    if a.shape[d] != 3 or b.shape[d] != 3:  # checked before broadcasting: a size 1 there is no 3-vector
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3, got {a.shape[d]} and "
+                           f"{b.shape[d]} (shapes {tuple(a.shape)} and {tuple(b.shape)})")
     try:
         shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
     except ValueError:
         raise RuntimeError(f"linalg.cross: shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast") from None
     a, b = broadcast_to(a, shape), broadcast_to(b, shape)
-    d = normalize_axis(dim, a.ndim, "linalg.cross")
-    if a.shape[d] != 3:
-        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3, got shapes {tuple(a.shape)}")
     x = [a.select(d, i) for i in range(3)]
     y = [b.select(d, i) for i in range(3)]
     return stack([x[1] * y[2] - x[2] * y[1], x[2] * y[0] - x[0] * y[2], x[0] * y[1] - x[1] * y[0]], d)

@@ -17,3 +17,9 @@ def test_singular_and_indefinite_matrices_raise_linalg_error():
         lucid.linalg.solve(lucid.zeros(2, 2, device="cpu"), lucid.ones(2, device="cpu"))
     assert e.type is LinAlgError
 
+
+
+def test_cross_refuses_a_size_one_vector_dim():
+    with pytest.raises(RuntimeError, match="linalg.cross: inputs dimension -1 must have length 3, got 1 and 3"):
+        lucid.linalg.cross(lucid.ones(1), lucid.ones(3))
+    assert lucid.linalg.cross(lucid.ones(2, 1, 3), lucid.ones(1, 4, 3)).shape == (2, 4, 3)  # batch dims broadcast
