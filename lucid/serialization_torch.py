@@ -22,7 +22,10 @@ record's length, the record against the archive's size, a view's offset and stri
 its storage. Each storage is read once, straight into its array; tensors are strided NumPy
 views of it (of its one copy on the target device), so tensors that share a storage in the
 file, such as tied weights, share memory when loaded. PyTorch's lazy conj and neg bits are
-applied on loading (such a tensor is then a copy).
+applied on loading, to the whole storage (one copy per storage and bits, which the views with
+those bits share), never to a view: a view may repeat elements (stride 0), so materializing it
+could take far more memory than the file holds. The records read may not overlap: zip entries
+can nest one inside another, which would make a small file claim quadratically many bytes.
 
 Writing emits the same layout, 64-byte aligned like PyTorch's, with only globals that
 ``torch.load(weights_only=True)`` allows. Tensors lying in the same owning array (same dtype,
@@ -30,6 +33,7 @@ non-negative strides) share one storage, written whole, as PyTorch writes a view
 """
 from __future__ import annotations
 
+import bisect
 import io
 import math
 import os
@@ -94,11 +98,11 @@ class _StorageType:
 class _Storage:
     """One ``data/<key>`` record, read once: the flat host array and, once placed, its device copy."""
 
-    __slots__ = ("key", "stype", "numel", "host", "placed", "location", "retyped")
+    __slots__ = ("key", "stype", "numel", "host", "placed", "location", "retyped", "bitted")
 
     def __init__(self, key, stype, numel, host, location):
         self.key, self.stype, self.numel, self.host, self.location = key, stype, numel, host, location
-        self.placed, self.retyped = None, {}
+        self.placed, self.retyped, self.bitted = None, {}, {}
 
 
 def load_torch(dec, head, pos):
@@ -133,6 +137,7 @@ class _Archive:
     def __init__(self, zf, dec, size, fail):
         self.zf, self.dec, self.size, self.fail = zf, dec, size, fail
         self.storages = {}
+        self.spans = []  # sorted (start, end) of the records read: a new one may overlap none
         self.globals, calls = self.whitelist()
         self.callables = {id(f): f for f in calls}  # what REDUCE may call (storage classes, dtypes: no)
         self.prefix = self.find_prefix()
@@ -173,6 +178,11 @@ class _Archive:
                 (n != info.compress_size if stored else n > _MAX_RATIO * max(info.compress_size, 1)):
             raise self.fail(f"{what}: the record {name!r} claims {n} bytes, more than the archive of "
                             f"{self.size} bytes holds (truncated or tampered)")
+        span = (info.header_offset, info.header_offset + 30 + info.compress_size)  # 30: the least local header
+        at = bisect.bisect(self.spans, span)
+        if (at and self.spans[at - 1][1] > span[0]) or (at < len(self.spans) and self.spans[at][0] < span[1]):
+            raise self.fail(f"{what}: the record {name!r} overlaps another one in the archive (tampered)")
+        self.spans.insert(at, span)
         return info
 
     def read(self, name, what=None, limit=None):
@@ -314,24 +324,34 @@ class _Archive:
         with backend.on_device(flat):  # a storage on a device that is not the current one
             return backend.as_strided(flat[offset:], size, tuple(st * item for st in stride), writeable=not repeats)
 
-    def view(self, s, flat_host, offset, size, stride, placed=None):
+    def view(self, s, flat_host, offset, size, stride, metadata, placed=None):
+        bits = self.lazy_bits(metadata)
         placed = self.placed(s) if placed is None else placed
         if placed.__class__ is not np.ndarray and backend.backend_of(placed).type == "meta":
             return backend.to_device(self.strided(s, flat_host, offset, size, stride), backend.META)
+        if bits:  # applied to the storage, not the view (NOTE [PyTorch checkpoints])
+            key = (placed.dtype, bits)
+            if key not in s.bitted:
+                ns, flat = backend.namespace_of(placed), placed
+                with backend.on_device(placed):
+                    if "conj" in bits:  # PyTorch's lazy conjugate: the storage holds the unconjugated values
+                        flat = ns.conj(flat)
+                    if "neg" in bits:
+                        flat = ns.negative(flat)
+                s.bitted[key] = flat
+            placed = s.bitted[key]
         return self.strided(s, placed, offset, size, stride)
 
-    def finish(self, arr, requires_grad, hooks, metadata):
+    def lazy_bits(self, metadata):
+        if not metadata:
+            return ()
+        if not isinstance(metadata, dict) or not set(metadata) <= {"conj", "neg"}:
+            raise self.fail(f"unknown tensor metadata {str(metadata)[:80]}")
+        return tuple(k for k in ("conj", "neg") if metadata.get(k))
+
+    def finish(self, arr, requires_grad, hooks):
         if type(requires_grad) is not bool or not isinstance(hooks, (dict, type(None))):
             raise self.fail(f"a tensor has requires_grad={str(requires_grad)[:40]}, hooks={str(hooks)[:40]}")
-        if metadata:
-            if not isinstance(metadata, dict) or not set(metadata) <= {"conj", "neg"}:
-                raise self.fail(f"unknown tensor metadata {str(metadata)[:80]}")
-            ns = backend.namespace_of(arr)
-            with backend.on_device(arr):
-                if metadata.get("conj"):  # PyTorch's lazy conjugate: the storage holds the unconjugated values
-                    arr = ns.conj(arr)
-                if metadata.get("neg"):
-                    arr = ns.negative(arr)
         t = _wrap(arr)
         if requires_grad:
             if arr.dtype.kind not in "fc":
@@ -343,8 +363,8 @@ class _Archive:
                           metadata=None):
         if not isinstance(storage, _Storage) or storage.stype.name == "UntypedStorage":
             raise self.fail("_rebuild_tensor_v2 got no typed storage")
-        arr = self.view(storage, storage.host, storage_offset, size, stride)
-        return self.finish(arr, requires_grad, backward_hooks, metadata)
+        arr = self.view(storage, storage.host, storage_offset, size, stride, metadata)
+        return self.finish(arr, requires_grad, backward_hooks)
 
     def rebuild_tensor_v3(self, storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype,
                           metadata=None):
@@ -364,8 +384,8 @@ class _Archive:
                     placed = placed != 0 if dt == np.bool_ else placed.view(dt)
             storage.retyped[dt] = host, (host if placed is storage.host else placed)
         host, placed = storage.retyped[dt]
-        arr = self.view(storage, host, storage_offset, size, stride, placed)
-        return self.finish(arr, requires_grad, backward_hooks, metadata)
+        arr = self.view(storage, host, storage_offset, size, stride, metadata, placed)
+        return self.finish(arr, requires_grad, backward_hooks)
 
     def rebuild_parameter(self, data, requires_grad, backward_hooks):
         from .nn.parameter import Parameter
@@ -468,9 +488,10 @@ class _Unpickler(pickle._Unpickler):
     def load_build(self):
         state = self.stack.pop()
         inst = self.stack[-1]
-        # PyTorch uses BUILD for a state dict's ``_metadata``; nothing else is given attributes
+        # PyTorch uses BUILD for a state dict's ``_metadata``; nothing else is given attributes, and
+        # none that would shadow what the class defines (``sd.keys = ...`` would change sd.keys())
         if type(inst) is not OrderedDict or type(state) is not dict or \
-                not all(isinstance(k, str) and not k.startswith("__") for k in state):
+                not all(isinstance(k, str) and not k.startswith("__") and not hasattr(OrderedDict, k) for k in state):
             self.archive.refuse_op(f"setting the state of a {type(inst).__name__}")
         inst.__dict__.update(state)
 

@@ -9,6 +9,10 @@ import lucid
 import lucid.multiprocessing as mp
 from lucid import nn
 
+# Shared memory is host memory: these tests make CPU tensors whatever --lucid-device says (a
+# device tensor's share_memory_ is a no-op, tested below).
+pytestmark = pytest.mark.usefixtures("cpu_default_device")
+
 
 def _add_in_place(t, value, done=None):
     t.add_(value)
@@ -130,3 +134,16 @@ def test_refusals_and_strategies():
         mp.set_sharing_strategy("file_system")
     with pytest.raises(ValueError, match="spawn: nprocs must be a positive int"):
         mp.spawn(_fail_on_one, nprocs=0)
+
+
+def test_a_descriptor_that_cant_be_mapped_is_closed():
+    import os
+
+    from lucid._core.shared_memory import SharedBuffer
+
+    fd = os.memfd_create("short", 0) if hasattr(os, "memfd_create") else pytest.skip("no memfd")
+    os.ftruncate(fd, 8)
+    with pytest.raises(ValueError):  # mmap: the file is shorter than the mapping asked for
+        SharedBuffer.from_fd(fd, 1 << 20)
+    with pytest.raises(OSError):  # the buffer owned it: already closed, not leaked
+        os.fstat(fd)

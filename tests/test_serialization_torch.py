@@ -279,6 +279,7 @@ def test_torchscript_archive_gets_a_hint(tmp_path):
     (lambda p: p.glob("torch", "float32").op(b")R"), "a call of"),  # a dtype is not callable here
     (lambda p: p.op(b"]").glob("collections", "OrderedDict").op(b"b"), "setting the state of a list"),
     (lambda p: p.glob("collections", "OrderedDict").op(b")R}").str("__class__").op(b"K\x01sb"), "setting the state"),
+    (lambda p: p.glob("collections", "OrderedDict").op(b")R}").str("keys").op(b"K\x01sb"), "setting the state"),
     (lambda p: p.tensor("0", 2, (2,), (1,)).op(b"K\x00K\x01s"), "adding items to a Tensor"),
     (lambda p: p.tensor("0", 2, (2,), (1,)).op(b"(K\x01e"), "adding items to a Tensor"),
     (lambda p: p.glob("collections", "OrderedDict").op(b")\x81"), "instantiates a class"),  # NEWOBJ
@@ -317,6 +318,55 @@ def test_corrupt_or_tampered_contents(build, storages, match, tmp_path):
     with pytest.raises(ValueError, match=match) as info:
         _load(_archive(p.done(), storages), tmp_path)
     assert "ckpt.pt" in str(info.value)
+
+
+def test_lazy_bits_apply_to_the_storage_not_the_view(tmp_path):
+    # a 2**40-element stride-0 view of one element, negated: a view of the negated storage,
+    # never materialized (that would allocate 4 TiB from a file of a few hundred bytes)
+    p = _Pickle().op(b"(").tensor("0", 2, (2 ** 40,), (0,), metadata=["neg"])
+    p.tensor("0", 2, (2, 2), (0, 1), metadata=["neg"]).tensor("0", 2, (2,), (1,)).op(b"l")
+    big, small, plain = _load(_archive(p.done(), {"0": _f32(1.5, -2)}), tmp_path)
+    assert big.shape == (2 ** 40,) and big._data.strides == (0,) and big[2 ** 40 - 1].item() == -1.5
+    assert small.tolist() == [[-1.5, 2.0], [-1.5, 2.0]] and plain.tolist() == [1.5, -2.0]
+    assert np.shares_memory(big._data, small._data)  # one negated copy per storage, shared by the views
+
+
+def _nested_archive(n, base):
+    """Stored zip records nested one inside another: record i's data is record i+1's local
+    header and data, so n records of about ``len(base)`` bytes each fit in one of them."""
+    import zlib
+
+    names = [f"archive/data/{i}".encode() for i in range(n)]
+
+    def local(i, data):
+        return struct.pack("<4s2B4HL2L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, 0x21, zlib.crc32(data), len(data),
+                           len(data), len(names[i]), 0) + names[i]
+
+    pay = [base]
+    for i in range(n - 1, 0, -1):
+        pay.insert(0, local(i, pay[0]) + pay[0])
+    p = _Pickle().op(b"(")
+    for i in range(n):
+        p.tensor(str(i), len(pay[i]) // 4, (len(pay[i]) // 4,), (1,))
+    head = _zip({"archive/data.pkl": p.op(b"l").done()})
+    cd_at = head.index(b"PK\x01\x02")
+    out, cd = bytearray(head[:cd_at]), bytearray(head[cd_at:head.index(b"PK\x05\x06")])
+    for i in range(n):
+        at = len(out) + sum(len(local(j, pay[j])) for j in range(i))
+        cd += struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 0, 20, 0, 0, 0, 0, 0x21, zlib.crc32(pay[i]),
+                          len(pay[i]), len(pay[i]), len(names[i]), 0, 0, 0, 0, 0, at) + names[i]
+    out += local(0, pay[0]) + pay[0]
+    cd_start = len(out)
+    out += cd + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, n + 1, n + 1, len(cd), cd_start, 0)
+    return bytes(out)
+
+
+def test_overlapping_records_are_refused(tmp_path):
+    raw = _nested_archive(3, _f32(1, 2, 3, 4))
+    zf = zipfile.ZipFile(io.BytesIO(raw))  # a valid zip to zipfile: each record reads back, CRC and all
+    assert [len(zf.read(f"archive/data/{i}")) for i in range(3)] == [16 + 2 * 44, 16 + 44, 16]
+    with pytest.raises(ValueError, match="'archive/data/1' overlaps another"):
+        _load(raw, tmp_path)
 
 
 def test_truncated_and_tampered_archives(tmp_path):

@@ -39,15 +39,20 @@ class SharedBuffer(mmap.mmap):
                 fd = os.dup(f.fileno())
         try:
             os.ftruncate(fd, size)
-            return cls.from_fd(fd, size)
         except BaseException:
             os.close(fd)
             raise
+        return cls.from_fd(fd, size)
 
     @classmethod
     def from_fd(cls, fd, size):
-        """Map ``size`` bytes of the file ``fd``; the buffer owns ``fd`` from then on."""
-        buf = cls(fd, size)
+        """Map ``size`` bytes of the file ``fd``; the buffer owns ``fd`` from then on (it is
+        closed here if it can't be mapped, e.g. a received descriptor shorter than ``size``)."""
+        try:
+            buf = cls(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
         buf.fd = fd
         buf.address = np.frombuffer(buf, np.uint8).ctypes.data
         weakref.finalize(buf, os.close, fd)
