@@ -572,6 +572,21 @@ def resize_(self, *sizes, memory_format=None):
     return _resize_new_storage(self, shape, geom)
 
 
+def _leave_storage(x):
+    """x is about to view other memory: a copy of its old state takes its place in the view
+    registry and as the parent and base of its views (``resize_`` past its storage, ``set_``)."""
+    old = _copy_state(x)
+    root = x._base
+    if root is None:
+        old._views, x._views = x._views, None
+        for v in _live(old._views):
+            v._base = old
+    elif x._view_src is not None:
+        _replace_ref(root, x, old)
+    _reparent(_children(old if root is None else root, x), old)
+    return old
+
+
 def _resize_new_storage(x, shape, geom):
     """``resize_`` past the end of x's storage: x gets a storage of its own."""
     n = math.prod(shape)
@@ -584,15 +599,7 @@ def _resize_new_storage(x, shape, geom):
         new = _lucid("zeros")(n, dtype=x.dtype, device=x.device)
         new[: tail.shape[0]] = tail
         new = new.reshape(shape)
-    old = _copy_state(x)
-    root = x._base
-    if root is None:  # x's views keep the old storage: their root is now the copy
-        old._views, x._views = x._views, None
-        for v in _live(old._views):
-            v._base = old
-    elif x._view_src is not None:
-        _replace_ref(root, x, old)
-    _reparent(_children(old if root is None else root, x), old)
+    _leave_storage(x)  # x's views keep the old storage: their root is now the copy
     x._data, x._base, x._view_src = new._data, None, None
     x._version = [x._version[0]]
     _bump(x, "resize_")

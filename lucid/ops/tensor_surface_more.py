@@ -29,8 +29,7 @@ from .._core.dtypes import as_lucid
 from .._core.grad_mode import STATE, no_grad
 from .._core.tensor import Tensor, _wrap
 from .inplace import _bump, _check_leaf, _check_writeable
-from .tensor_surface import (_children, _copy_state, _live, _renamed, _replace_ref, _reparent,
-                             _size_args)
+from .tensor_surface import _leave_storage, _renamed, _size_args
 
 
 def _lucid(name):
@@ -914,21 +913,6 @@ def _source_array(self, source):
     if source.device != self.device:
         raise RuntimeError(f"set_: the storage is on {source.device} and the tensor on {self.device}")
     return source._as(want), source._root and source._root()
-
-
-def _leave_storage(x):
-    """x is about to view other memory: a copy of its old state takes its place in the view
-    registry and as the parent and base of its views (as ``tensor_surface._resize_new_storage``)."""
-    old = _copy_state(x)
-    root = x._base
-    if root is None:
-        old._views, x._views = x._views, None
-        for v in _live(old._views):
-            v._base = old
-    elif x._view_src is not None:
-        _replace_ref(root, x, old)
-    _reparent(_children(old if root is None else root, x), old)
-    return old
 
 
 @_attach("set_")
