@@ -184,7 +184,7 @@ def save(obj, f):
         for arr in arrays:
             f.write(memoryview(arr.reshape(-1)).cast("B") if arr.size else b"")
         return
-    _atomic_write(os.fspath(f), head, arrays)
+    _atomic_write(os.fspath(f), lambda out: _write_head_and_arrays(out, head, arrays))
 
 
 # NOTE [Safe save]
@@ -252,7 +252,16 @@ def _pid_alive(pid):
     return True
 
 
-def _atomic_write(path, head, arrays):
+def _write_head_and_arrays(out, head, arrays):
+    out.write(head)
+    for arr in arrays:
+        if arr.size:
+            out.write(memoryview(arr.reshape(-1)).cast("B"))
+
+
+def _atomic_write(path, fill):
+    """``fill(file)`` into a temporary file beside ``path``, renamed onto it once complete
+    (NOTE [Safe save]); also ``serialization_torch.save_for_torch``'s writer."""
     target = _resolve_target(path)
     directory = os.path.dirname(target)
     _clean_stale_temps(target)
@@ -263,10 +272,7 @@ def _atomic_write(path, head, arrays):
         raise _named(e, path) from None
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(head)
-            for arr in arrays:
-                if arr.size:
-                    out.write(memoryview(arr.reshape(-1)).cast("B"))
+            fill(out)
             out.flush()
             os.fsync(out.fileno())
         os.chmod(tmp, _target_mode(target))

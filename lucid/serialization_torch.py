@@ -40,7 +40,6 @@ import os
 import pickle
 import re
 import struct
-import tempfile
 import zipfile
 from collections import OrderedDict
 
@@ -840,37 +839,14 @@ def save_for_torch(obj, f):
 
 
 def _atomic_write(path, fill):
-    """``fill(file)`` into a temporary file beside ``path``, then renamed onto it (NOTE [Safe save]
-    in serialization.py, whose helpers this uses; their errors are re-titled)."""
+    """``fill(file)`` written atomically by serialization.py's writer (NOTE [Safe save]); its
+    errors are re-titled for ``save_for_torch``."""
     from . import serialization as ser
 
     try:
-        target = ser._resolve_target(path)
+        ser._atomic_write(path, fill)
     except (OSError, ValueError) as e:
         raise _retitled(e) from None
-    directory = os.path.dirname(target)
-    ser._clean_stale_temps(target)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp",
-                                   prefix="." + os.path.basename(target) + f"{ser._TMP_TAG}{os.getpid()}-")
-    except OSError as e:
-        raise _retitled(ser._named(e, path)) from None
-    try:
-        with os.fdopen(fd, "wb") as out:
-            fill(out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, ser._target_mode(target))
-        os.replace(tmp, target)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise _retitled(ser._named(e, path)) from None
-        raise
-    ser._fsync_dir(directory)
 
 
 def _retitled(e):
