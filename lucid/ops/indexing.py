@@ -297,10 +297,10 @@ def getitem(input, key):
     [[2, 0], [5, 3]]
     """
     template, idx = split_key(key)
-    if not idx and template == (slice(None),) * len(template):
-        return input
-    if not idx and template == (Ellipsis,):
-        return input
+    if not idx and (template == (slice(None),) * len(template) or template == (Ellipsis,)):
+        from .shape.views import alias  # x[:] is a new view of x, as in PyTorch
+
+        return alias(input)
     try:
         return bind(getitem_p, (input,) + idx, {"key": template})
     except IndexError as e:
@@ -464,7 +464,9 @@ def gather(input, dim, index, *, sparse_grad=False):
     """
     input, axis, index = _along_axis_args("gather", input, dim, index)
     if input.ndim == 0:
-        return input
+        from .elementwise import clone  # a new tensor, as every gather's result
+
+        return clone(input)
     return bind(gather_p, (input, index), {"axis": axis})
 
 

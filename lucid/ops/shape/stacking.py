@@ -240,6 +240,10 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
             break
         hi, lo = x[pre + (slice(1, None),)], x[pre + (slice(None, -1),)]
         x = (hi != lo) if x.dtype == dtypes.bool_ else hi - lo
+    if x is input:  # n=0: a copy, as PyTorch's diff, never the input itself
+        from ..elementwise import clone
+
+        return clone(input)
     return x
 
 

@@ -101,9 +101,19 @@ def reshape(input, *shape):
     """
     input = _as_tensor(input)
     shape = _infer_shape(_shape_args(shape), input.numel(), "reshape")
-    if shape == tuple(input.shape):
-        return input
     return bind(reshape_p, (input,), {"shape": shape})
+
+
+def alias(input):
+    """A new view of all of ``input``: what a view op whose arguments change nothing (``x[:]``,
+    ``x.view(x.shape)``, ``x.permute(0, 1)``, ``x.squeeze()`` of a tensor with no size-1 dims)
+    returns, as in PyTorch.
+
+    Returning ``input`` itself instead was a wrong answer: a hook registered on the "view", or
+    ``requires_grad_``/``retain_grad`` called on it, acted on ``input`` and on every other use
+    of it. A view has its own node in the graph, shares ``input``'s memory and version counter.
+    """
+    return bind(reshape_p, (input,), {"shape": tuple(input.shape)})
 
 
 # ------------------------------------------------------------- view(dtype)
@@ -239,7 +249,7 @@ def permute(input, *dims):
     if sorted(dims) != list(range(nd)):
         raise RuntimeError(f"permute: dims {dims} are not a permutation of {nd} dims")
     if dims == tuple(range(nd)):
-        return input
+        return alias(input)
     return bind(transpose_p, (input,), {"axes": dims})
 
 
@@ -263,7 +273,7 @@ def transpose(input, dim0, dim1):
     input = _as_tensor(input)
     nd = input.ndim
     if nd == 0:
-        return input
+        return alias(input)
     perm = list(range(nd))
     a, b = normalize_axis(dim0, nd, "transpose"), normalize_axis(dim1, nd, "transpose")
     perm[a], perm[b] = perm[b], perm[a]
@@ -290,7 +300,7 @@ def t(input):
     """
     if input.ndim > 2:
         raise RuntimeError(f"t: expects a tensor with <= 2 dimensions, but got {input.ndim}")
-    return input if input.ndim < 2 else transpose(input, 0, 1)
+    return alias(input) if input.ndim < 2 else transpose(input, 0, 1)
 
 
 Tensor.T = property(lambda self: permute(self, tuple(range(self.ndim))[::-1]))
@@ -370,7 +380,7 @@ def broadcast_to(input, shape):
     input = _as_tensor(input)
     shape = tuple(shape)
     if shape == tuple(input.shape):
-        return input
+        return alias(input)
     try:
         ok = np.broadcast_shapes(tuple(input.shape), shape) == shape
     except ValueError:
@@ -484,7 +494,7 @@ def squeeze(input, dim=None):
         dims = [normalize_axis(d, input.ndim, "squeeze") for d in dims] if input.ndim else []
         dims = [d for d in dims if shape[d] == 1]
     if not dims:
-        return input
+        return alias(input)
     return bind(reshape_p, (input,), {"shape": tuple(s for i, s in enumerate(shape) if i not in dims)})
 
 
@@ -510,6 +520,8 @@ def flatten(input, start_dim=0, end_dim=-1):
     if nd == 0:
         return reshape(input, 1)
     s, e = normalize_axis(start_dim, nd, "flatten"), normalize_axis(end_dim, nd, "flatten")
+    if s == e and nd > 1:  # PyTorch returns the tensor itself here (and an alias for 1-d)
+        return input
     shape = input.shape
     return reshape(input, shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
 
