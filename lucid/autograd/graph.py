@@ -7,6 +7,8 @@
   (nestable: the innermost pair applies); ``save_on_cpu`` and
   ``disable_saved_tensors_hooks`` as in PyTorch.
 * ``register_multi_grad_hook(tensors, fn, mode="all"|"any")``.
+* ``allow_mutation_on_saved_tensors()`` — tensors saved for backward are cloned just before
+  an in-place op changes them, so the backward uses their old values instead of refusing.
 
 NOTE [Node mixins]: a node that gets per-node behaviour (hooks, packed saved values, a
 checkpoint refill) changes class to a cached subclass ``(Mixin, its class)`` with no new
@@ -20,14 +22,15 @@ import collections
 import weakref
 
 from .._core import primitive
-from .._core.grad_mode import STATE, _GradModeContext
+from .._core.grad_mode import STATE, _GradModeContext, no_grad
 from .._core.hooks import RemovableHandle
 from .._core.tensor import Tensor, _wrap
 from . import engine
 from .engine import Node, _as_tensor
 
 __all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
-           "register_multi_grad_hook", "increment_version", "GradientEdge", "get_gradient_edge"]
+           "register_multi_grad_hook", "increment_version", "GradientEdge", "get_gradient_edge",
+           "allow_mutation_on_saved_tensors"]
 
 _MIXED = {}
 
@@ -417,6 +420,120 @@ def increment_version(tensor):
             raise TypeError(f"increment_version: expected tensors, got {type(t).__name__}")
     for t in tensors:
         t._version[0] += 1
+
+
+# ------------------------------------------------- allow_mutation_on_saved_tensors
+
+
+class _OutsideMutationContext(RuntimeError, AssertionError):
+    """A backward of a graph recorded under ``allow_mutation_on_saved_tensors`` after it ended
+    (PyTorch raises AssertionError; a RuntimeError as Lucid's other backward errors too)."""
+
+
+class _Handle:
+    """What a tensor saved under ``allow_mutation_on_saved_tensors`` is packed into."""
+
+    __slots__ = ("__weakref__",)
+
+
+class _AllowMutationOnSavedContext:
+    """The state of one ``allow_mutation_on_saved_tensors`` context (cleared when it ends).
+
+    ``original``: handle -> the saved tensor, until an in-place op is about to change its
+    memory; ``cloned``: handle -> the copy made then. The same tensor at the same version
+    saved twice shares one handle.
+    """
+
+    def __init__(self):
+        self.original = weakref.WeakKeyDictionary()
+        self.cloned = weakref.WeakKeyDictionary()
+        self.tid_to_weakhandle = weakref.WeakValueDictionary()
+        self.closed = False
+
+    def clear(self):
+        self.original.clear()
+        self.cloned.clear()
+        self.tid_to_weakhandle.clear()
+
+    def _pack(self, tensor):
+        # While ``original`` holds the tensor its id can't be reused, so the key is unique.
+        tid = (id(tensor), tensor._version[0])
+        handle = self.tid_to_weakhandle.get(tid)
+        if handle is None or handle not in self.original:
+            handle = _Handle()
+            self.tid_to_weakhandle[tid] = handle
+            self.original[handle] = tensor
+        return handle
+
+    def _unpack(self, handle):
+        if self.closed or (handle not in self.cloned and handle not in self.original):
+            raise _OutsideMutationContext(
+                "allow_mutation_on_saved_tensors: trying to backward outside of the "
+                "'allow_mutation_on_saved_tensors' context in which the graph was originally recorded")
+        return self.cloned[handle] if handle in self.cloned else self.original[handle]
+
+    def _before_mutation(self, tensor):
+        import numpy as np
+
+        data = tensor._data
+        for handle, saved in list(self.original.items()):
+            # np.may_share_memory dispatches to the arrays' own namespace (CuPy's on a GPU).
+            if saved._data is data or np.may_share_memory(saved._data, data):
+                with no_grad():  # a lucid op: the copy runs on the tensor's own device
+                    self.cloned[handle] = saved.detach().clone()
+                del self.original[handle]
+
+
+class allow_mutation_on_saved_tensors:
+    """Context manager under which changing a tensor saved for backward in place is allowed.
+
+    Normally a backward that needs a tensor changed in place since it was saved raises
+    (NOTE [In-place semantics]). Under this context every tensor saved for backward is
+    cloned just before an in-place op writes into its memory (through the tensor itself or
+    any view of it), and the backward uses the clone. Run the forward and the backward in the
+    same context; a backward after it ends raises. Contexts can't be nested. Entering it
+    returns its state (``_AllowMutationOnSavedContext``), as in PyTorch.
+
+    Covers Lucid's in-place ops, indexed assignment and ``apply_``/``map_``; not writes made
+    behind Lucid's back (``numpy()`` views, an optimizer's own update of ``p._data``).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> with lucid.autograd.graph.allow_mutation_on_saved_tensors():
+    ...     a = lucid.ones(2, requires_grad=True)
+    ...     b = a.clone()
+    ...     out = (b ** 2).sum()
+    ...     _ = b.sin_()
+    ...     out.backward()
+    >>> a.grad
+    tensor([2., 2.])
+    """
+
+    _active = [None]
+
+    def __enter__(self):
+        from ..ops import inplace
+
+        if allow_mutation_on_saved_tensors._active[0] is not None:
+            raise RuntimeError("allow_mutation_on_saved_tensors: contexts cannot be nested")
+        ctx = _AllowMutationOnSavedContext()
+        hooks = saved_tensors_hooks(ctx._pack, ctx._unpack)
+        hooks.__enter__()
+        self._ctx, self._hooks = ctx, hooks
+        allow_mutation_on_saved_tensors._active[0] = ctx
+        inplace.BEFORE_MUTATION[0] = ctx._before_mutation
+        return ctx
+
+    def __exit__(self, *exc):
+        from ..ops import inplace
+
+        inplace.BEFORE_MUTATION[0] = None
+        allow_mutation_on_saved_tensors._active[0] = None
+        self._hooks.__exit__(*exc)
+        self._ctx.closed = True
+        self._ctx.clear()
+        return False
 
 
 class GradientEdge(collections.namedtuple("GradientEdge", ["node", "output_nr"])):

@@ -165,6 +165,11 @@ def _value_for(x, value):
 
 # --------------------------------------------------------------- the machinery
 
+# While ``autograd.graph.allow_mutation_on_saved_tensors`` is active: its callable, run with
+# each tensor just before an in-place op writes into it (it clones saved tensors that share
+# the memory, so their backward still sees the old values). None otherwise: one check.
+BEFORE_MUTATION = [None]
+
 
 def _bump(x, name):
     """Record one in-place change: version + 1, remember the op (See NOTE [In-place semantics])."""
@@ -191,6 +196,8 @@ def _inplace(name, x, args, fn, direct=None, needs_old=True):
     *arrays)`` writes it into ``arr`` (None: use ``fn`` under no_grad). ``needs_old``:
     whether ``fn``'s backward needs x's old values (else no snapshot copy is made).
     """
+    if BEFORE_MUTATION[0] is not None:
+        BEFORE_MUTATION[0](x)
     if primitive.ACTIVE_TRACES[0]:
         if DEVICE_GUARD[0]:  # raw writes below run on x's device: NOTE [Several devices]
             guard = guard_for((x,) + tuple(args), name)
@@ -712,6 +719,8 @@ def setitem(self, key, value):
     if graph:
         _check_leaf("setitem", self)
     k = fill_key(template, [i._data for i in idx])
+    if BEFORE_MUTATION[0] is not None:
+        BEFORE_MUTATION[0](self)
     try:
         self._data[k] = value._data if isinstance(value, Tensor) else _scalar_for(self._data, value)
     except ValueError as e:

@@ -28,7 +28,7 @@ from .._core import backend
 from .._core.dtypes import as_lucid
 from .._core.grad_mode import STATE, no_grad
 from .._core.tensor import Tensor, _wrap
-from .inplace import _bump, _check_leaf, _check_writeable
+from .inplace import BEFORE_MUTATION, _bump, _check_leaf, _check_writeable
 from .tensor_surface import _leave_storage, _renamed, _size_args
 
 
@@ -693,6 +693,8 @@ def _apply_each(name, self, others, fn):
     columns = [arr.reshape(-1).tolist()] + [c.reshape(-1).tolist() for c in cols]
     dtype = arr.dtype
     values = [_stored(name, fn(*elems), dtype) for elems in zip(*columns)]
+    if BEFORE_MUTATION[0] is not None:  # allow_mutation_on_saved_tensors
+        BEFORE_MUTATION[0](self)
     if values:
         arr[...] = np.array(values, dtype=dtype).reshape(arr.shape)
     _bump(self, name)
