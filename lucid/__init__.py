@@ -42,6 +42,7 @@ from .ops.spectral import *  # noqa: F401,F403
 from .ops.tensor_surface import *  # noqa: F401,F403
 from .ops.tensor_surface_more import layout, strided  # noqa: F401  (torch.strided)
 from .ops.torch_misc import *  # noqa: F401,F403
+from .ops.torch_more import *  # noqa: F401,F403
 from ._runtime import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,
                        get_float32_matmul_precision, get_num_interop_threads, get_num_threads,
                        init_num_threads, is_anomaly_check_nan_enabled, is_anomaly_enabled,

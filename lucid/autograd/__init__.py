@@ -12,6 +12,7 @@ from . import graph  # noqa: E402
 from .functional import hessian, jacobian, jvp, vjp  # noqa: E402  (Lucid 3 exports them here)
 from .variable import Variable  # noqa: E402
 from .._core.hooks import RemovableHandle  # noqa: E402
+from ._flags import is_multithreading_enabled, is_view_replay_enabled, set_multithreading_enabled  # noqa: E402
 
 __all__ = [
     "Function", "FunctionCtx", "once_differentiable", "grad", "backward", "gradcheck",
@@ -19,6 +20,7 @@ __all__ = [
     "inference_mode", "is_grad_enabled", "detect_anomaly", "set_detect_anomaly",
     "is_anomaly_enabled", "forward_ad", "functional", "checkpoint", "queue_callback",
     "graph", "jacobian", "hessian", "vjp", "jvp", "Variable", "RemovableHandle",
+    "is_multithreading_enabled", "set_multithreading_enabled", "is_view_replay_enabled",
 ]
 
 
