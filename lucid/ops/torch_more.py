@@ -135,7 +135,6 @@ def expand_copy(input, size, *, implicit=False, out=None):
     return _write_out("expand_copy", _fresh(_as_tensor(input).expand(*size)), out)
 
 
-@tensor_method("narrow_copy")
 def narrow_copy(input, dim, start, length, *, out=None):
     """``narrow(input, dim, start, length)`` as a fresh tensor (also ``Tensor.narrow_copy``).
 
@@ -145,7 +144,9 @@ def narrow_copy(input, dim, start, length, *, out=None):
     >>> lucid.narrow_copy(lucid.arange(5.0), 0, 1, 3)
     tensor([1., 2., 3.])
     """
-    return _write_out("narrow_copy", _fresh(_L().narrow(_as_tensor(input), dim, start, length)), out)
+    from .tensor_surface import narrow_copy as copy_method  # Tensor.narrow_copy: errors named narrow_copy
+
+    return _write_out("narrow_copy", copy_method(_as_tensor(input), dim, start, length), out)
 
 
 def permute_copy(input, dims, *, out=None):
