@@ -63,9 +63,15 @@ newaxis = None
 # The training stack (nn, optim, utils, distributions, save/load) loads on first use, so `import lucid`
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
 _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
-                 "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu"}
+                 "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu", "accelerator"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
-               "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler"}
+               "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler",
+               "GradScaler": "amp", "Event": "accelerator", "Stream": "accelerator",
+               **dict.fromkeys(("set_autocast_enabled", "is_autocast_cpu_enabled", "set_autocast_cpu_enabled",
+                                "get_autocast_cpu_dtype", "set_autocast_cpu_dtype", "get_autocast_gpu_dtype",
+                                "set_autocast_gpu_dtype", "set_autocast_dtype", "is_autocast_cache_enabled",
+                                "set_autocast_cache_enabled", "clear_autocast_cache", "autocast_increment_nesting",
+                                "autocast_decrement_nesting"), "amp")}
 
 
 def __getattr__(name):

@@ -10,17 +10,20 @@ tensor cores), the ops that lose too much in half precision (``exp``, ``log``, `
 dtypes it is given. float64 is never cast (as in PyTorch). Composite ops follow the policy
 of the primitives they are made of.
 
-How, at no cost outside a region: entering one adds a count to ACTIVE_TRACES, so ``bind``
-takes its slow branch (as under a transform, NOTE [Levels]), where ``AUTOCAST_HOOK`` sees
+How, at no cost outside a region: a thread turning autocast on (a region, or
+``set_autocast_enabled``) adds a count to ACTIVE_TRACES, so ``bind`` takes its slow branch (as under a transform, NOTE [Levels]), where ``AUTOCAST_HOOK`` sees
 each primitive (``matmul`` and ``linear``, which promote mixed dtypes before they bind, call
 it first); the casts are ``cast`` primitives, so gradients flow back in each input's own
 dtype (float32 parameters get float32 gradients). The region's state is per thread, as
 PyTorch's. A backward run inside a region runs in the forward's dtypes (the hook stands aside
-while the engine runs), which is what PyTorch's backward does. Casts are not cached across
-uses of a weight within a region (PyTorch's ``cache_enabled``): the values are the same.
+while the engine runs), which is what PyTorch's backward does.
 
 CPU autocast in PyTorch defaults to bfloat16, which NumPy lacks: there, as PyTorch does for a
 dtype it does not support, autocast warns and stays off unless given ``dtype=lucid.float16``.
+
+The region's state is PyTorch's, per thread and per device type: an enabled flag and a dtype
+(``lucid.set_autocast_enabled`` / ``set_autocast_dtype`` change them outside a region too, and a
+region restores them on exit), a cache flag and a nesting count (NOTE [Autocast cache]).
 """
 from __future__ import annotations
 
@@ -50,12 +53,35 @@ _F32, _F16 = np.dtype(np.float32), np.dtype(np.float16)
 
 class _Regions(threading.local):
     def __init__(self):
-        self.dtype_of = {}  # device type -> the dtype of the innermost enabled region
+        self.enabled = {}  # device type -> bool, as set by regions and set_autocast_enabled
+        self.dtype = {}  # device type -> dtype, as set by regions and set_autocast_dtype
+        self.dtype_of = {}  # device type -> dtype of the enabled types whose dtype lucid can cast to
         self.custom_backward = 0  # custom_bwd bodies running: their regions apply inside a backward
+        self.nesting = 0  # autocast_increment_nesting / decrement
+        self.cache_enabled = True
+        self.cache = {}  # (id(weight), grad enabled) -> (weight, its cast): NOTE [Autocast cache]
 
 
 _REGIONS = _Regions()
-_ACTIVE = [0]  # regions entered in any thread
+_ACTIVE = [0]  # threads whose dtype_of is not empty: while any, the hook is installed
+
+
+def _sync(device_type):
+    """Recompute ``dtype_of[device_type]`` from the enabled flag and the dtype, and keep the hook
+    installed (and ``bind`` on its slow branch) while any thread has something to cast."""
+    state = _REGIONS
+    was = bool(state.dtype_of)
+    dtype = state.dtype.get(device_type, _DEFAULT_DTYPES.get(device_type, dtypes.float16))
+    if state.enabled.get(device_type) and dtype in _SUPPORTED:
+        state.dtype_of[device_type] = dtype
+    else:  # off, or a dtype lucid lacks (bfloat16): the flag reads True but no op is cast
+        state.dtype_of.pop(device_type, None)
+    now = bool(state.dtype_of)
+    if now != was:
+        step = 1 if now else -1
+        _ACTIVE[0] += step
+        ACTIVE_TRACES[0] += step
+        primitive.AUTOCAST_HOOK[0] = _hook if _ACTIVE[0] else None
 
 
 def is_autocast_available(device_type: str) -> bool:
@@ -64,13 +90,14 @@ def is_autocast_available(device_type: str) -> bool:
 
 
 def is_autocast_enabled(device_type: str = "cuda") -> bool:
-    """Whether this thread is inside an enabled autocast region for ``device_type``."""
-    return device_type in _REGIONS.dtype_of
+    """Whether autocast is on in this thread for ``device_type`` (by a region or
+    :func:`set_autocast_enabled`)."""
+    return bool(_REGIONS.enabled.get(device_type, False))
 
 
 def get_autocast_dtype(device_type: str):
-    """The dtype of the innermost region for ``device_type`` (PyTorch's default when none)."""
-    return _REGIONS.dtype_of.get(device_type, _DEFAULT_DTYPES.get(device_type, dtypes.float16))
+    """The autocast dtype set for ``device_type`` (PyTorch's default, float16 on "cuda", until set)."""
+    return _REGIONS.dtype.get(device_type, _DEFAULT_DTYPES.get(device_type, dtypes.float16))
 
 
 def _device_type(arr):
@@ -105,10 +132,29 @@ def _hook(name, args):
     out = []
     for a in args:
         if isinstance(a, tensor) and a.dtype == frm:
-            a = a.to(to)
+            a = _cached_cast(a, to) if to_lower and _REGIONS.cache_enabled else a.to(to)
             changed = True
         out.append(a)
     return tuple(out) if changed else None
+
+
+# NOTE [Autocast cache]
+# As PyTorch's, a region casts each float32 weight (a leaf that requires grad) to the lower
+# precision once and reuses that cast for every later use in the region, until the outermost
+# region exits or ``clear_autocast_cache()`` is called. So the cast is stale if the weight is
+# changed in place inside the region (PyTorch's too). Unlike PyTorch's, the key includes
+# the grad mode: a cast made under ``no_grad`` has no graph and must not stand in for one
+# made with grad on (the weight would get no gradient).
+def _cached_cast(a, to):
+    if a.__class__ is not primitive._Tensor or not a.requires_grad or not a.is_leaf:
+        return a.to(to)
+    from .._core.grad_mode import is_grad_enabled
+
+    key = (id(a), is_grad_enabled(), to)
+    hit = _REGIONS.cache.get(key)
+    if hit is None:  # the entry keeps the weight alive, so its id is not reused meanwhile
+        hit = _REGIONS.cache[key] = (a, a.to(to))
+    return hit[1]
 
 
 def refuse_if_autocast(tensor, message):
@@ -131,7 +177,8 @@ class autocast:  # noqa: N801 (PyTorch's name)
     enabled : bool
         False makes a region where autocast is off (for its device type), e.g. inside another.
     cache_enabled : bool, optional
-        Accepted for PyTorch's signature; casts are not cached (NOTE [Autocast]).
+        Whether a weight's cast is made once and reused within the region (NOTE [Autocast
+        cache]); default: :func:`lucid.is_autocast_cache_enabled`, True unless set.
 
     Examples
     --------
@@ -151,7 +198,9 @@ class autocast:  # noqa: N801 (PyTorch's name)
         if not is_autocast_available(device_type):
             raise RuntimeError(f"autocast: user specified an unsupported autocast device_type '{device_type}'")
         self.device_type = device_type
-        self.fast_dtype = _DEFAULT_DTYPES.get(device_type, dtypes.float16) if dtype is None else dtype
+        # as PyTorch: unset arguments take the thread's current settings (set_autocast_dtype ...)
+        self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else dtype
+        self._cache_enabled = _REGIONS.cache_enabled if cache_enabled is None else bool(cache_enabled)
         self._enabled = bool(enabled)
         if self._enabled and device_type == "cuda":
             import lucid.cuda
@@ -167,33 +216,29 @@ class autocast:  # noqa: N801 (PyTorch's name)
             self._enabled = False
 
     def __enter__(self):
-        regions = _REGIONS.dtype_of
-        self._prev = regions.get(self.device_type)
-        if self._enabled:
-            regions[self.device_type] = self.fast_dtype
-        else:
-            regions.pop(self.device_type, None)
-        _ACTIVE[0] += 1
-        ACTIVE_TRACES[0] += 1
-        primitive.AUTOCAST_HOOK[0] = _hook
+        state = _REGIONS
+        self._prev = (state.enabled.get(self.device_type, False), get_autocast_dtype(self.device_type),
+                      state.cache_enabled)
+        state.enabled[self.device_type] = self._enabled
+        state.dtype[self.device_type] = self.fast_dtype
+        state.nesting += 1
+        state.cache_enabled = self._cache_enabled
+        _sync(self.device_type)
         return self
 
     def __exit__(self, *exc):
-        regions = _REGIONS.dtype_of
-        if self._prev is None:
-            regions.pop(self.device_type, None)
-        else:
-            regions[self.device_type] = self._prev
-        _ACTIVE[0] -= 1
-        ACTIVE_TRACES[0] -= 1
-        if not _ACTIVE[0]:
-            primitive.AUTOCAST_HOOK[0] = None
+        state = _REGIONS
+        state.nesting -= 1
+        if state.nesting == 0:  # left the outermost region: NOTE [Autocast cache]
+            state.cache.clear()
+        state.enabled[self.device_type], state.dtype[self.device_type], state.cache_enabled = self._prev
+        _sync(self.device_type)
         return False
 
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapped(*args, **kwargs):
-            with autocast(self.device_type, self.fast_dtype, self._enabled):
+            with autocast(self.device_type, self.fast_dtype, self._enabled, self._cache_enabled):
                 return fn(*args, **kwargs)
 
         return wrapped

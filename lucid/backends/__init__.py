@@ -1,6 +1,7 @@
 """``lucid.backends``: the backend flags PyTorch code sets, answered for a CPU-only build.
 
-``cudnn`` and ``mps`` report that they are unavailable; their flags can be read and set
+``cpu``, ``mkl``, ``openmp`` and ``opt_einsum`` answer for lucid's CPU engine (NumPy and its
+BLAS, read from ``numpy.show_config``). ``cudnn``, ``mkldnn`` and ``mps`` report that they are unavailable; their flags can be read and set
 (so ``lucid.backends.cudnn.benchmark = True`` in a training script is harmless) but do
 nothing here. See NOTE [Devices] in ``lucid/_core/backend.py``.
 
@@ -11,4 +12,4 @@ Examples
 (False, False)
 >>> lucid.backends.cudnn.deterministic = True
 """
-from . import cuda, cudnn, mps  # noqa: F401
+from . import cpu, cuda, cudnn, mkl, mkldnn, mps, openmp, opt_einsum  # noqa: F401

@@ -15,7 +15,7 @@ True
 """
 from __future__ import annotations
 
-from ._core import backend as _backend
+from .._core import backend as _backend
 
 _STATE = {"device": None, "seed": None}
 
@@ -152,7 +152,7 @@ def manual_seed(seed) -> None:
     seed = int(seed)
     _STATE["seed"] = seed
     if is_initialized():
-        from .ops import random as _random
+        from ..ops import random as _random
 
         _random.seed_device("cuda", seed)
 
@@ -170,126 +170,84 @@ def seed() -> None:
 seed_all = seed
 
 
-def memory_allocated(device=None) -> int:
-    """Bytes held by live CUDA arrays (CuPy's memory pool: used bytes)."""
-    cupy, _ = _index(device, "memory_allocated")
-    return cupy.get_default_memory_pool().used_bytes()
+class OutOfMemoryError(RuntimeError):
+    """CUDA ran out of memory (``torch.cuda.OutOfMemoryError``; a RuntimeError, as PyTorch's).
+
+    CuPy raises its own ``cupy.cuda.memory.OutOfMemoryError`` (a MemoryError) where an op
+    allocates; ``except (lucid.cuda.OutOfMemoryError, MemoryError)`` catches both.
+    """
 
 
-_PEAK = [0]
+def init() -> None:
+    """Set up CUDA now rather than at first use (``torch.cuda.init``); raises without a GPU."""
+    _cupy("init")
 
 
-def max_memory_allocated(device=None) -> int:
-    """The largest :func:`memory_allocated` seen so far (sampled at each call here and at
-    :func:`reset_peak_memory_stats`; CuPy's pool keeps no peak of its own: its total bytes
-    held are used as an upper bound)."""
-    cupy, _ = _index(device, "max_memory_allocated")
-    pool = cupy.get_default_memory_pool()
-    _PEAK[0] = max(_PEAK[0], pool.used_bytes(), pool.total_bytes())
-    return _PEAK[0]
+def ipc_collect() -> None:
+    """Free memory held for tensors shared with other processes: lucid shares no CUDA memory
+    across processes, so there is none; raises without a GPU, as PyTorch does."""
+    _cupy("ipc_collect")
 
 
-def reset_peak_memory_stats(device=None) -> None:
-    _PEAK[0] = 0
+def can_device_access_peer(device, peer_device) -> bool:
+    """Whether GPU ``device`` can read ``peer_device``'s memory directly (CUDA peer access)."""
+    cupy, i = _index(device, "can_device_access_peer")
+    _, j = _index(peer_device, "can_device_access_peer")
+    n = cupy.cuda.runtime.getDeviceCount()
+    if not (0 <= i < n and 0 <= j < n):
+        raise AssertionError(f"can_device_access_peer: invalid device id {i if not 0 <= i < n else j}")
+    return i != j and bool(cupy.cuda.runtime.deviceCanAccessPeer(i, j))
 
 
-def memory_reserved(device=None) -> int:
-    """Bytes CuPy's memory pool holds from the driver (used + cached)."""
-    cupy, _ = _index(device, "memory_reserved")
-    return cupy.get_default_memory_pool().total_bytes()
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """False: lucid has no bfloat16 dtype (NumPy and CuPy lack one), whatever the GPU can do.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.cuda.is_bf16_supported()
+    False
+    """
+    return False
 
 
-def empty_cache() -> None:
-    """Give cached, unused blocks of CuPy's memory pool back to the driver."""
-    if is_initialized():
-        import cupy
+def is_tf32_supported() -> bool:
+    """Whether the GPU has TF32 tensor cores (compute capability 8.0 or later); False without one.
 
-        cupy.get_default_memory_pool().free_all_blocks()
-        cupy.get_default_pinned_memory_pool().free_all_blocks()
-
-
-class Stream:
-    """A CUDA stream (CuPy's), usable as a context manager: ``with lucid.cuda.Stream(): ...``."""
-
-    def __init__(self, device=None, priority=0):
-        cupy = _cupy("Stream")
-        self._stream = cupy.cuda.Stream(non_blocking=True)
-
-    def synchronize(self):
-        self._stream.synchronize()
-
-    def wait_stream(self, other):
-        self._stream.wait_event(other._stream.record())
-
-    def __enter__(self):
-        self._stream.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self._stream.__exit__(*exc)
+    lucid does not switch float32 matmuls to TF32 (``lucid.backends.cuda.matmul.allow_tf32``
+    is recorded, not applied): this answers what the hardware can do.
+    """
+    if not is_available():
+        return False
+    return get_device_capability()[0] >= 8
 
 
-def current_stream(device=None):
-    s = object.__new__(Stream)
-    s._stream = _cupy("current_stream").cuda.get_current_stream()
-    return s
+def get_arch_list() -> list:
+    """The GPU architectures CUDA code can be built for, e.g. ``['sm_80', 'sm_90']``; ``[]``
+    without a GPU. CuPy compiles its kernels at run time (NVRTC), so these are NVRTC's
+    targets rather than those of a prebuilt binary as in PyTorch."""
+    if not is_available():
+        return []
+    import cupy
+
+    try:
+        archs = cupy.cuda.nvrtc.getSupportedArchs()
+    except Exception:  # an NVRTC older than CUDA 11.2 cannot list them: the device's own
+        major, minor = get_device_capability()
+        archs = [major * 10 + minor]
+    return [f"sm_{a}" for a in archs]
 
 
-class Event:
-    """A CUDA event for timing: ``e.record(); ...; e2.record(); e2.synchronize();
-    e.elapsed_time(e2)`` (milliseconds)."""
-
-    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
-        cupy = _cupy("Event")
-        self._event = cupy.cuda.Event(block=blocking, disable_timing=not enable_timing,
-                                      interprocess=interprocess)
-
-    def record(self, stream=None):
-        self._event.record(None if stream is None else stream._stream)
-
-    def synchronize(self):
-        self._event.synchronize()
-
-    def query(self):
-        return self._event.done
-
-    def elapsed_time(self, end_event):
-        import cupy
-
-        return cupy.cuda.get_elapsed_time(self._event, end_event._event)
+# PyTorch's submodules of torch.cuda; their names are re-exported here as PyTorch's are.
+from . import memory, nvtx, random, streams  # noqa: E402,F401
+from .memory import *  # noqa: E402,F401,F403
+from .random import *  # noqa: E402,F401,F403
+from .streams import *  # noqa: E402,F401,F403
 
 
-class _Amp:
-    """``lucid.cuda.amp``: PyTorch's older spelling of :mod:`lucid.amp` for CUDA."""
+def __getattr__(name):
+    if name == "amp":  # loads lucid.amp: only when asked for
+        import importlib
 
-    @staticmethod
-    def autocast(enabled=True, dtype=None, cache_enabled=True):
-        """``lucid.amp.autocast("cuda", ...)`` (a context manager and a decorator)."""
-        from .amp import autocast
-
-        return autocast("cuda", dtype, enabled, cache_enabled)
-
-    @staticmethod
-    def GradScaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,  # noqa: N802
-                   enabled=True):
-        """``lucid.amp.GradScaler("cuda", ...)``."""
-        from .amp import GradScaler
-
-        return GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
-
-    @staticmethod
-    def custom_fwd(fwd=None, *, cast_inputs=None):
-        """``lucid.amp.custom_fwd(device_type="cuda", ...)`` (PyTorch's deprecated spelling)."""
-        from .amp import custom_fwd
-
-        return custom_fwd(fwd, device_type="cuda", cast_inputs=cast_inputs)
-
-    @staticmethod
-    def custom_bwd(bwd=None):
-        """``lucid.amp.custom_bwd(device_type="cuda")``."""
-        from .amp import custom_bwd
-
-        return custom_bwd(bwd, device_type="cuda")
-
-
-amp = _Amp()
+        return importlib.import_module(".amp", __name__)
+    raise AttributeError(f"module 'lucid.cuda' has no attribute {name!r}")
