@@ -41,6 +41,7 @@ from .ops.torch_functions import *  # noqa: F401,F403
 from .ops.spectral import *  # noqa: F401,F403
 from .ops.tensor_surface import *  # noqa: F401,F403
 from .ops.tensor_surface_more import layout, strided  # noqa: F401  (torch.strided)
+from .ops.memory_format import *  # noqa: F401,F403  (torch.channels_last ...)
 from .ops.torch_misc import *  # noqa: F401,F403
 from .ops.torch_more import *  # noqa: F401,F403
 from ._runtime import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,

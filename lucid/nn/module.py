@@ -554,13 +554,16 @@ class Module:
                 b._data = fn(b._data)
         return self
 
-    def to(self, *args, dtype=None, device=None, **kwargs):
+    def to(self, *args, dtype=None, device=None, memory_format=None, **kwargs):
         """Move and/or cast parameters, gradients and buffers in place: ``m.to("cuda")``,
         ``m.to(lucid.float64)``, ``m.to(device, dtype)``, ``m.to(tensor)``.
 
         Only floating point and complex values change dtype (integer buffers keep theirs, as
         in PyTorch). The Parameter objects stay the same, so an optimizer built before the
         move keeps working (its state follows on the next step, see ``Optimizer``).
+        ``memory_format=lucid.channels_last`` (or ``channels_last_3d``) lays out every 4-d and
+        5-d parameter, gradient and buffer that way, as PyTorch's ``Tensor.to`` would (a rank
+        the format does not fit raises a RuntimeError before anything changes).
         """
         for a in args:
             if isinstance(a, Tensor):
@@ -575,14 +578,21 @@ class Module:
             dt = dtypes.to_dtype(dtype)
             if dt.kind not in "fc":
                 raise TypeError(f"Module.to: only floating point or complex dtypes are accepted, got {dt}")
-        if dt is None and dev is None:
+        fmt = None if memory_format is None else _memory_format_arg(self, memory_format)
+        if dt is None and dev is None and fmt is None:
             return self
 
         def convert(a):
             if dt is not None and a.dtype.kind in "fc":
                 with backend.on_device(a):
                     a = a.astype(dt, copy=False)
-            return a if dev is None else backend.to_device(a, dev)
+            if dev is not None:
+                a = backend.to_device(a, dev)
+            if fmt is not None and a.ndim in (4, 5):  # PyTorch's rule: 4-d and 5-d tensors only
+                from ..ops.memory_format import relayout_array
+
+                a = relayout_array(a, fmt, "Module.to")
+            return a
 
         return self._apply(convert)
 
@@ -957,3 +967,16 @@ class Module:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+
+
+def _memory_format_arg(module, memory_format):
+    """``Module.to``'s ``memory_format`` checked against every 4-d/5-d tensor it will lay out,
+    so a rank the format does not fit fails before anything changes."""
+    from ..ops.memory_format import as_format, check_rank
+
+    fmt = as_format(memory_format, "Module.to")
+    tensors = list(module.parameters()) + list(module.buffers())
+    for t in tensors + [t.grad for t in tensors if t.grad is not None]:
+        if t.ndim in (4, 5):
+            check_rank(t.shape, fmt, "Module.to")
+    return fmt

@@ -182,7 +182,7 @@ def ones(*size, dtype=None, device=None, requires_grad=False):
     return _finish(xp.ones(size_arg(size, "ones"), _float_dtype(dtype, "ones")), requires_grad, device, "ones")
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False):
+def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None):
     """An uninitialised tensor (zeros in practice).
 
     Parameters
@@ -195,14 +195,23 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
         Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
+    memory_format : lucid.memory_format, optional
+        ``contiguous_format`` (default), ``channels_last`` (4-d), ``channels_last_3d`` (5-d).
 
     Examples
     --------
     >>> import lucid
     >>> lucid.empty(2, 3).shape
     (2, 3)
+    >>> lucid.empty(2, 3, 4, 5, memory_format=lucid.channels_last).stride()
+    (60, 1, 15, 3)
     """
-    return _finish(xp.zeros(size_arg(size, "empty"), _float_dtype(dtype, "empty")), requires_grad, device, "empty")
+    out = _finish(xp.zeros(size_arg(size, "empty"), _float_dtype(dtype, "empty")), requires_grad, device, "empty")
+    if memory_format is None:
+        return out
+    from .memory_format import empty_in_format
+
+    return empty_in_format(out, memory_format, "empty")
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
@@ -244,17 +253,32 @@ def _device_of(t):
     return getattr(t, "device", None)
 
 
+def _laid_out_like(out, input, memory_format, op):
+    """``out`` with the layout PyTorch's ``op(input, memory_format=...)`` gives (NOTE [Memory formats])."""
+    if memory_format is None and (input.__class__ is not Tensor or input._data.strides == out._data.strides):
+        return out  # the common case: a row-major input of the same dtype (or a tracer: no strides)
+    from .memory_format import like_layout
+
+    return like_layout(out, input, memory_format, op)
+
+
+_LAYOUT_DOC = ("    memory_format : lucid.memory_format, optional\n        Default (None, PyTorch's "
+               "``preserve_format``): ``input``'s layout.\n")
+
+
 def _like(fn):
-    def like(input, dtype=None, device=None, requires_grad=False, **kw):
-        return fn(*input.shape, dtype=dtype or input.dtype, device=device or _device_of(input),
-                  requires_grad=requires_grad)
+    def like(input, dtype=None, device=None, requires_grad=False, memory_format=None, **kw):
+        out = fn(*input.shape, dtype=dtype or input.dtype, device=device or _device_of(input),
+                 requires_grad=requires_grad)
+        return _laid_out_like(out, input, memory_format, like.__name__)
 
     like.__name__ = fn.__name__ + "_like"
     like.__doc__ = (f"``{fn.__name__}`` with the shape (and by default dtype) of ``input``.\n\n"
                     "    Parameters\n    ----------\n    input : Tensor\n        Gives the shape.\n"
                     "    dtype : dtype, optional\n        Default: ``input.dtype``.\n"
                     "    device : str, optional\n        Default: ``input``'s device.\n"
-                    "    requires_grad : bool\n        Make the result a leaf that requires grad.\n\n"
+                    "    requires_grad : bool\n        Make the result a leaf that requires grad.\n"
+                    + _LAYOUT_DOC + "\n"
                     "    Examples\n    --------\n    >>> import lucid\n"
                     f"    >>> lucid.{fn.__name__}_like(lucid.zeros(2, 3)).shape\n    (2, 3)\n    ")
     return like
@@ -263,7 +287,7 @@ def _like(fn):
 zeros_like, ones_like, empty_like = _like(zeros), _like(ones), _like(empty)
 
 
-def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
+def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, memory_format=None):
     """A tensor of ``fill_value`` with the shape (and by default dtype) of ``input``.
 
     Parameters
@@ -278,15 +302,20 @@ def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
         Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
+    memory_format : lucid.memory_format, optional
+        Default (None, PyTorch's ``preserve_format``): ``input``'s layout.
 
     Examples
     --------
     >>> import lucid
     >>> lucid.full_like(lucid.zeros(2), 3.0).tolist()
     [3.0, 3.0]
+    >>> lucid.full_like(lucid.zeros(2, 3).t(), 1.0).stride()
+    (1, 3)
     """
-    return full(input.shape, fill_value, dtype=dtype or input.dtype, device=device or _device_of(input),
-                requires_grad=requires_grad)
+    out = full(input.shape, fill_value, dtype=dtype or input.dtype, device=device or _device_of(input),
+               requires_grad=requires_grad)
+    return _laid_out_like(out, input, memory_format, "full_like")
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
@@ -462,13 +491,17 @@ def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False, me
 
     Moving to a device this machine lacks (``"cuda"`` without a GPU, ``"mps"`` ...) raises a
     RuntimeError naming it (NOTE [Devices]). The move is differentiable (NOTE [Moving between
-    devices]); ``non_blocking`` is accepted (copies are synchronous).
+    devices]); ``non_blocking`` is accepted (copies are synchronous). ``memory_format`` asks for
+    a layout: the tensor itself if nothing else changes and its strides suggest it, as PyTorch.
 
     Examples
     --------
     >>> import lucid
     >>> lucid.tensor([1, 2]).to("cpu", lucid.float64)
     tensor([1., 2.], dtype=lucid.float64)
+    >>> x = lucid.zeros(2, 3, 4, 5).to(memory_format=lucid.channels_last)  # NOTE [Memory formats]
+    >>> x.stride(), x.to(memory_format=lucid.channels_last) is x
+    ((60, 1, 15, 3), True)
     """
     for a in args:
         if isinstance(a, Tensor):
@@ -482,6 +515,10 @@ def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False, me
         out = to_device(out, device)
     if dtype is not None:
         out = cast(out, dtype_arg(dtype, "to"))
+    if memory_format is not None:
+        from .memory_format import to_format
+
+        return to_format(input, out, memory_format, copy)
     if copy and out is input:
         out = out.clone()
     return out

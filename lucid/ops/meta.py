@@ -38,7 +38,19 @@ def stride(input, dim=None):
 
 @tensor_method("is_contiguous")
 def is_contiguous(input, memory_format=None):
-    """Whether the elements lie in row-major order with no gaps.
+    """Whether the elements lie in the order of ``memory_format`` with no gaps.
+
+    Read from the strides as PyTorch does: dims of size 1 are ignored (their stride never
+    moves an index), so a tensor can be contiguous in several formats at once.
+
+    Parameters
+    ----------
+    input : Tensor
+        The tensor.
+    memory_format : lucid.memory_format, optional
+        ``lucid.contiguous_format`` (the default, row-major; also what ``preserve_format``
+        asks), ``lucid.channels_last`` (4-d, NHWC memory) or ``lucid.channels_last_3d`` (5-d,
+        NDHWC); a tensor of another rank is never channels-last contiguous.
 
     Examples
     --------
@@ -46,8 +58,15 @@ def is_contiguous(input, memory_format=None):
     >>> x = lucid.zeros(2, 3)
     >>> x.is_contiguous(), x.t().is_contiguous()
     (True, False)
+    >>> y = lucid.zeros(2, 3, 4, 5)
+    >>> y.is_contiguous(memory_format=lucid.channels_last), y.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2).is_contiguous(memory_format=lucid.channels_last)
+    (False, True)
     """
-    return bool(input._data.flags.c_contiguous)
+    if memory_format is None:
+        return bool(input._data.flags.c_contiguous)
+    from .memory_format import is_contiguous_as
+
+    return is_contiguous_as(input, memory_format)
 
 
 @tensor_method("storage_offset")

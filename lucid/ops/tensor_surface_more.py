@@ -30,6 +30,8 @@ from .._core.grad_mode import STATE, no_grad
 from .._core.tensor import Tensor, _wrap
 from .inplace import BEFORE_MUTATION, _bump, _check_leaf, _check_writeable
 from .tensor_surface import _leave_storage, _renamed, _size_args
+from .memory_format import _BY_NAME as _FORMATS_BY_NAME, as_format, contiguous_format, is_contiguous_strides
+from .memory_format import channels_last as _channels_last
 
 
 def _lucid(name):
@@ -197,32 +199,18 @@ if not hasattr(Tensor, "const_data_ptr"):
 # dim_order: PyTorch's logical-to-physical permutation (torch._prims_common) for one tensor. A
 # comparison is a tie (0) where a stride is 0, or strides and sizes are equal; the insertion sort
 # keeps the given order there.
-_FORMAT_ORDERS = {"contiguous_format": None, "channels_last": (1, 3, 2, 0), "channels_last_3d": (1, 4, 3, 2, 0)}
-
-
 def _memory_format(fmt):
-    name = str(fmt).split(".")[-1]  # "channels_last", or torch.channels_last by its name
-    if name not in _FORMAT_ORDERS:
-        raise TypeError("dim_order: The ambiguity_check argument must be a bool or a list of memory formats.")
-    return name
+    """A memory format of ``ambiguity_check``: a lucid or torch ``memory_format``, or its name."""
+    if isinstance(fmt, str) and fmt.rpartition(".")[2] in _FORMATS_BY_NAME:
+        return _FORMATS_BY_NAME[fmt.rpartition(".")[2]]
+    try:
+        return as_format(fmt, "dim_order")
+    except TypeError:
+        raise TypeError("dim_order: The ambiguity_check argument must be a bool or a list of memory formats.") from None
 
 
-def _dense_from_inner(shape, stride, inner_to_outer):
-    expected = 1
-    for d in inner_to_outer:
-        if shape[d] == 1:
-            continue
-        if stride[d] != expected:
-            return False
-        expected *= shape[d]
-    return True
-
-
-def _is_contiguous_as(shape, stride, fmt):
-    order = _FORMAT_ORDERS[fmt]
-    if order is None:
-        return math.prod(shape) < 2 or _dense_from_inner(shape, stride, range(len(shape) - 1, -1, -1))
-    return len(shape) == len(order) and _dense_from_inner(shape, stride, order)
+def _is_contiguous_as(shape, stride, fmt):  # See NOTE [Memory formats]
+    return is_contiguous_strides(shape, stride, fmt)
 
 
 def _ge(a, b):
@@ -244,8 +232,8 @@ def _logical_to_physical(shape, stride, check):
     n = len(shape)
     if n <= 1:
         return list(range(n)), False
-    contiguous = _is_contiguous_as(shape, stride, "contiguous_format")
-    channels_last = _is_contiguous_as(shape, stride, "channels_last")
+    contiguous = _is_contiguous_as(shape, stride, contiguous_format)
+    channels_last = _is_contiguous_as(shape, stride, _channels_last)
     if contiguous and not channels_last:
         return list(range(n)), False
     if channels_last and not contiguous:
@@ -272,8 +260,8 @@ def dim_order(self, *, ambiguity_check=False):
     ----------
     ambiguity_check : bool or list of memory formats
         True: raise where size-1 dims or equal strides allow several orders. A list of
-        formats (``"contiguous_format"``, ``"channels_last"``, ``"channels_last_3d"``; a
-        ``torch.memory_format`` is read by its name): raise unless exactly one of them fits.
+        formats (``lucid.contiguous_format``, ``lucid.channels_last`` ..., their names, or a
+        ``torch.memory_format``, read by its name): raise unless exactly one of them fits.
 
     Examples
     --------

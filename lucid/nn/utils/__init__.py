@@ -5,13 +5,15 @@ from .convert_parameters import parameters_to_vector, vector_to_parameters
 from . import fusion, parametrizations, parametrize, prune, rnn  # noqa: F401
 from . import stateless  # noqa: F401  (deprecated functional_call, as torch.nn.utils.stateless)
 from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights
+from .memory_format import convert_conv2d_weight_memory_format, convert_conv3d_weight_memory_format
 from .spectral_norm import remove_spectral_norm, spectral_norm
 from .weight_norm import remove_weight_norm, weight_norm
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm",
            "parameters_to_vector", "vector_to_parameters", "weight_norm", "remove_weight_norm", "spectral_norm", "remove_spectral_norm",
            "skip_init", "clip_grads_with_norm_",
-           "fuse_conv_bn_eval", "fuse_conv_bn_weights", "fuse_linear_bn_eval", "fuse_linear_bn_weights"]
+           "fuse_conv_bn_eval", "fuse_conv_bn_weights", "fuse_linear_bn_eval", "fuse_linear_bn_weights",
+           "convert_conv2d_weight_memory_format", "convert_conv3d_weight_memory_format"]
 
 
 def skip_init(module_cls, *args, **kwargs):

@@ -14,6 +14,7 @@ from ..._core.backend import xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _to_array, _wrap, tensor_method
 from .._family import _as_tensor, batch_elementwise, binary, broadcast_tangent, quiet, sum_to_shape, unary
+from ..memory_format import contiguous_format as _contiguous_format
 
 
 # --------------------------------------------------------------------- casting
@@ -347,8 +348,11 @@ def clone(input, *, memory_format=None):
     ----------
     input : Tensor
         Any shape.
-    memory_format : optional
-        Ignored (PyTorch compatibility).
+    memory_format : lucid.memory_format, optional
+        The copy's layout. None or ``lucid.contiguous_format``: row-major (PyTorch's default,
+        ``preserve_format``, keeps the input's strides instead; pass it to get that).
+        ``lucid.channels_last`` / ``channels_last_3d``: NHWC / NDHWC memory for a 4-d / 5-d
+        tensor. See NOTE [Memory formats] in ``lucid/ops/memory_format.py``.
 
     Examples
     --------
@@ -357,8 +361,14 @@ def clone(input, *, memory_format=None):
     >>> y = x.clone(); y[0] = 5.0
     >>> x.tolist()
     [1.0]
+    >>> lucid.zeros(2, 3).t().clone(memory_format=lucid.preserve_format).stride()
+    (1, 3)
     """
-    return bind(clone_p, (_as_tensor(input),), {})
+    if memory_format is None or memory_format is _contiguous_format:
+        return bind(clone_p, (_as_tensor(input),), {})
+    from ..memory_format import clone_as
+
+    return clone_as(_as_tensor(input), memory_format)
 
 
 # ------------------------------------------------------------ integer division

@@ -12,6 +12,7 @@ from ..._core.backend import xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, tensor_method
 from .._family import _as_tensor, linear_jvp, move_bdim, normalize_axis, sum_to_shape
+from ..memory_format import contiguous_format as _contiguous_format
 
 
 # ----------------------------------------------------------------- error names
@@ -556,15 +557,23 @@ def unflatten(input, dim, sizes):
 
 @tensor_method("contiguous")
 def contiguous(input, memory_format=None):
-    """This tensor if its elements lie in row-major order (``is_contiguous()``), else a
-    row-major copy (differentiable, as ``clone``).
+    """This tensor if its elements already lie in the order ``memory_format`` asks for, else a
+    copy in that order (differentiable, as ``clone``).
 
     Parameters
     ----------
     input : Tensor
         The tensor.
-    memory_format : optional
-        Ignored.
+    memory_format : lucid.memory_format, optional
+        ``lucid.contiguous_format`` (the default: row-major), ``lucid.channels_last`` (a 4-d
+        tensor with NHWC memory) or ``lucid.channels_last_3d`` (5-d, NDHWC); see NOTE [Memory
+        formats] in ``lucid/ops/memory_format.py``. ``lucid.preserve_format`` raises unless the
+        tensor is contiguous, as in PyTorch.
+
+    Raises
+    ------
+    RuntimeError
+        A channels-last format for a tensor of another rank.
 
     Examples
     --------
@@ -572,12 +581,18 @@ def contiguous(input, memory_format=None):
     >>> x = lucid.zeros(2, 3).t()
     >>> x.is_contiguous(), x.contiguous().is_contiguous(), x.contiguous().shape
     (False, True, (3, 2))
+    >>> lucid.zeros(2, 3, 4, 5).contiguous(memory_format=lucid.channels_last).stride()
+    (60, 1, 15, 3)
     """
-    if input._data.flags.c_contiguous:
-        return input
-    from ..elementwise import clone
+    if memory_format is None or memory_format is _contiguous_format:
+        if input._data.flags.c_contiguous:
+            return input
+        from ..elementwise import clone
 
-    return clone(input, memory_format="contiguous_format")
+        return clone(input)
+    from ..memory_format import contiguous_as
+
+    return contiguous_as(input, memory_format)
 
 
 __all__ = ['broadcast_to', 'contiguous', 'expand', 'expand_as', 'flatten', 'moveaxis', 'movedim', 'permute', 'reshape', 'squeeze', 'swapaxes', 'swapdims', 't', 'transpose', 'unflatten', 'unsqueeze', 'view']
