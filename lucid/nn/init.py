@@ -270,7 +270,23 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
     return _write(tensor, vals)
 
 
-# PyTorch's deprecated, non-underscore aliases
-uniform, normal, constant = uniform_, normal_, constant_
-xavier_uniform, xavier_normal = xavier_uniform_, xavier_normal_
-kaiming_uniform, kaiming_normal, orthogonal = kaiming_uniform_, kaiming_normal_, orthogonal_
+def _make_deprecate(meth):
+    """PyTorch's deprecated spelling without the trailing underscore: a FutureWarning, then ``meth``."""
+    new_name = meth.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_name}`.",
+                      FutureWarning, stacklevel=2)
+        return meth(*args, **kwargs)
+
+    deprecated_init.__doc__ = f"Deprecated spelling of :func:`{new_name}` (warns FutureWarning, as PyTorch)."
+    deprecated_init.__name__ = deprecated_init.__qualname__ = old_name
+    return deprecated_init
+
+
+uniform, normal, constant = _make_deprecate(uniform_), _make_deprecate(normal_), _make_deprecate(constant_)
+eye, dirac, sparse = _make_deprecate(eye_), _make_deprecate(dirac_), _make_deprecate(sparse_)
+xavier_uniform, xavier_normal = _make_deprecate(xavier_uniform_), _make_deprecate(xavier_normal_)
+kaiming_uniform, kaiming_normal = _make_deprecate(kaiming_uniform_), _make_deprecate(kaiming_normal_)
+orthogonal = _make_deprecate(orthogonal_)

@@ -78,6 +78,8 @@ class _BatchNorm(_NormBase):
     _dims = ()
 
     def _check_input_dim(self, input):
+        if not self._dims:  # a subclass of the base itself must say which inputs it takes
+            raise NotImplementedError(f"{type(self).__name__}: _check_input_dim is not implemented")
         if input.ndim not in self._dims:
             raise ValueError(
                 f"{type(self).__name__}: expected {' or '.join(f'{d}D' for d in self._dims)} input "

@@ -36,7 +36,30 @@ class _PadNd(Module):
         return F.pad(input, self.padding, mode=self._mode)
 
     def extra_repr(self):
-        return f"{self.padding}" + (f", value={self.value}" if self._mode == "constant" else "")
+        return f"{self.padding}"
+
+
+class _ConstantPadNd(_PadNd):
+    _mode = "constant"
+
+    def extra_repr(self):
+        return f"padding={self.padding}, value={self.value}"
+
+
+class _ReflectionPadNd(_PadNd):
+    _mode = "reflect"
+
+
+class _ReplicationPadNd(_PadNd):
+    _mode = "replicate"
+
+
+class _CircularPadNd(_PadNd):
+    _mode = "circular"
+
+
+_BASES = {"constant": _ConstantPadNd, "reflect": _ReflectionPadNd, "replicate": _ReplicationPadNd,
+          "circular": _CircularPadNd}
 
 
 def _make(kind, mode, n):
@@ -52,13 +75,17 @@ def _make(kind, mode, n):
     if mode == "constant":
         doc += "value : float\n    The fill value.\n"
     doc += f"\nExamples\n--------\n>>> import lucid, lucid.nn as nn\n{example}\n"
-    body = {"_n": n, "_mode": "constant" if mode == "zeros" else mode, "__doc__": doc, "__module__": __name__}
+    body = {"_n": n, "__doc__": doc, "__module__": __name__}
     if mode != "constant":
         def __init__(self, padding):
             _PadNd.__init__(self, padding, 0.0)
 
         body["__init__"] = __init__
-    return type(name, (_PadNd,), body)
+    if mode == "zeros":
+        body["extra_repr"] = _PadNd.extra_repr
+    # PyTorch's hierarchy: ZeroPad{n}d is a ConstantPad{n}d, the others have one base per mode
+    base = globals()[f"ConstantPad{n}d"] if mode == "zeros" else _BASES[mode]
+    return type(name, (base,), body)
 
 
 for _kind, _mode in (("Constant", "constant"), ("Zero", "zeros"), ("Reflection", "reflect"),

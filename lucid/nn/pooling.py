@@ -99,14 +99,23 @@ class _AdaptiveNd(Module):
         return f"output_size={self.output_size}"
 
 
-class AdaptiveAvgPool1d(_AdaptiveNd):
+class _AdaptiveAvgPoolNd(_AdaptiveNd):
+    def __init__(self, output_size):  # no return_indices, as PyTorch
+        super().__init__(output_size)
+
+
+class _AdaptiveMaxPoolNd(_AdaptiveNd):
+    pass
+
+
+class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
     """Average pooling to a fixed output length."""
 
     def forward(self, input):
         return F.adaptive_avg_pool1d(input, self.output_size)
 
 
-class AdaptiveAvgPool2d(_AdaptiveNd):
+class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     """Average pooling to a fixed output size (``AdaptiveAvgPool2d(1)`` is global average pooling).
 
     Examples
@@ -120,21 +129,21 @@ class AdaptiveAvgPool2d(_AdaptiveNd):
         return F.adaptive_avg_pool2d(input, self.output_size)
 
 
-class AdaptiveMaxPool1d(_AdaptiveNd):
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
     """Max pooling to a fixed output length."""
 
     def forward(self, input):
         return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
 
 
-class AdaptiveMaxPool2d(_AdaptiveNd):
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     """Max pooling to a fixed output size."""
 
     def forward(self, input):
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
 
-class AdaptiveAvgPool3d(_AdaptiveNd):
+class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
     """Average pooling of (N, C, D, H, W) to a fixed output size.
 
     Examples
@@ -148,7 +157,7 @@ class AdaptiveAvgPool3d(_AdaptiveNd):
         return F.adaptive_avg_pool3d(input, self.output_size)
 
 
-class AdaptiveMaxPool3d(_AdaptiveNd):
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
     """Max pooling of (N, C, D, H, W) to a fixed output size.
 
     Examples

@@ -24,6 +24,7 @@ from .pooling_extra import *  # noqa: F401,F403
 from .loss_extra import *  # noqa: F401,F403
 from .grid import *  # noqa: F401,F403
 from .linear_cross_entropy import *  # noqa: F401,F403
+from .grouped_mm import *  # noqa: F401,F403
 
 
 

@@ -1,5 +1,5 @@
 """More activations: the in-place ``*_`` forms, ``prelu``, ``rrelu``, the shrink functions and
-``gumbel_softmax``. All are composites of existing primitives.
+``gumbel_softmax`` and ``native_channel_shuffle``. All are composites of existing primitives.
 
 The in-place forms change their input and extend its autograd history through the in-place
 machinery of ``lucid/ops/inplace.py`` (See NOTE [In-place semantics]).
@@ -11,7 +11,7 @@ from .activation import _apply, _lucid, celu, elu, hardtanh, leaky_relu, selu, s
 
 __all__ = [
     "elu_", "leaky_relu_", "hardtanh_", "selu_", "celu_", "threshold_", "rrelu", "rrelu_",
-    "prelu", "hardshrink", "softshrink", "gumbel_softmax",
+    "prelu", "hardshrink", "softshrink", "gumbel_softmax", "native_channel_shuffle",
 ]
 
 
@@ -219,3 +219,29 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     idx = y.argmax(dim, keepdim=True)
     y_hard = lucid.zeros_like(y).scatter(dim, idx, 1.0)
     return y_hard - y.detach() + y
+
+
+def native_channel_shuffle(input, groups):
+    """PyTorch's "native kernel" spelling of :func:`channel_shuffle`: split the C channels (dim
+    1) of a (N, C, *) input into ``groups`` groups and interleave them, ``(N, g, C/g, *) ->
+    (N, C/g, g, *)``. The same composite (a reshape and a transpose), so it is differentiable.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> F.native_channel_shuffle(lucid.arange(4.0).reshape(1, 4, 1), 2).reshape(-1).tolist()
+    [0.0, 2.0, 1.0, 3.0]
+    """
+    from .vision import channel_shuffle
+
+    g = int(groups)
+    if input.ndim <= 2:
+        raise RuntimeError(f"native_channel_shuffle: expects input with > 2 dims, but got input with sizes "
+                           f"{list(input.shape)}")
+    if g <= 0:
+        raise RuntimeError(f"native_channel_shuffle: number of groups to divide channels in must be positive, "
+                           f"got {g}")
+    if input.shape[1] % g:
+        raise RuntimeError(f"native_channel_shuffle: number of channels must be divisible by groups. Got "
+                           f"{input.shape[1]} channels and {g} groups.")
+    return channel_shuffle(input, g)

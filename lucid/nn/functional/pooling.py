@@ -24,7 +24,8 @@ from ._complex import refuse_complex as _refuse_complex
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
-           "max_pool1d_with_indices", "max_pool2d_with_indices"]
+           "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+           "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices"]
 
 
 def _batched(input, nsp, op):
@@ -103,12 +104,33 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3, "max_pool3d")
 
 
-def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+# The ``*_with_indices`` spellings always return ``(values, indices)``; their ``return_indices``
+# is accepted and ignored, as in PyTorch.
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    """:func:`max_pool1d` returning ``(values, indices)``."""
     return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
-def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    """:func:`max_pool2d` returning ``(values, indices)``."""
     return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    """:func:`max_pool3d` returning ``(values, indices)``; an index is the winner's flat
+    position in its channel's (D, H, W) volume.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> v, i = F.max_pool3d_with_indices(lucid.arange(8.0).reshape(1, 1, 2, 2, 2), 2)
+    >>> v.reshape(-1).tolist(), i.reshape(-1).tolist()
+    ([7.0], [7])
+    """
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
 def _avg_divisor(sp, k, s, pads, out_sp, count_include_pad):
@@ -259,3 +281,30 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     """Max pooling to a fixed output size (windows as in :func:`adaptive_avg_pool2d`)."""
     return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    """:func:`adaptive_max_pool1d` returning ``(values, indices)`` (``return_indices`` is ignored).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> v, i = F.adaptive_max_pool1d_with_indices(lucid.tensor([[[1.0, 5.0, 2.0, 3.0]]]), 2)
+    >>> v.tolist(), i.tolist()
+    ([[[5.0, 3.0]]], [[[1, 3]]])
+    """
+    return _adaptive_max(input, output_size, True, 1, "adaptive_max_pool1d_with_indices")
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    """:func:`adaptive_max_pool2d` returning ``(values, indices)`` (``return_indices`` is ignored);
+    an index is the winner's flat position in its channel's (H, W) plane.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> v, i = F.adaptive_max_pool2d_with_indices(lucid.arange(4.0).reshape(1, 1, 2, 2), 1)
+    >>> v.reshape(-1).tolist(), i.reshape(-1).tolist()
+    ([3.0], [3])
+    """
+    return _adaptive_max(input, output_size, True, 2, "adaptive_max_pool2d_with_indices")

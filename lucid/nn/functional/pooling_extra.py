@@ -16,7 +16,9 @@ from .pooling import _adaptive_avg, _adaptive_max, _batched, avg_pool1d, avg_poo
 from ._complex import refuse_complex as _refuse_complex
 
 __all__ = ["adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
-           "max_unpool2d", "max_unpool3d", "fractional_max_pool2d", "fractional_max_pool3d"]
+           "max_unpool2d", "max_unpool3d", "fractional_max_pool2d", "fractional_max_pool3d",
+           "adaptive_max_pool3d_with_indices", "fractional_max_pool2d_with_indices",
+           "fractional_max_pool3d_with_indices"]
 
 
 def _lucid():
@@ -60,6 +62,19 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
     [7.0]
     """
     return _adaptive_max(input, output_size, return_indices, 3, "adaptive_max_pool3d")
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
+    """:func:`adaptive_max_pool3d` returning ``(values, indices)`` (``return_indices`` is ignored).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> v, i = F.adaptive_max_pool3d_with_indices(lucid.arange(8.0).reshape(1, 1, 2, 2, 2), 1)
+    >>> v.reshape(-1).tolist(), i.reshape(-1).tolist()
+    ([7.0], [7])
+    """
+    return _adaptive_max(input, output_size, True, 3, "adaptive_max_pool3d_with_indices")
 
 
 def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, nsp, avg):
@@ -223,8 +238,9 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices, s
     out = win.amax(dim=-1).reshape((n, c) + osz)
     idx = None
     if return_indices:
-        arg = np.argmax(win.detach()._data, axis=-1)  # the first maximum, as PyTorch's scan
-        idx = _wrap(np.take_along_axis(flat, arg[..., None], -1)[..., 0].reshape((n, c) + osz))
+        # the first maximum, as PyTorch's scan; with tensor ops, so it also runs inside vmap
+        arg = win.detach().argmax(dim=-1, keepdim=True)
+        idx = _wrap(flat).gather(-1, arg).reshape((n, c) + osz)
     if unbatched:
         out = out.squeeze(0)
         idx = idx.squeeze(0) if idx is not None else None
@@ -261,3 +277,35 @@ def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=Non
     """
     return _fractional(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 3,
                        "fractional_max_pool3d")
+
+
+def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    """:func:`fractional_max_pool2d` returning ``(values, indices)`` (``return_indices`` is ignored).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> x = lucid.arange(16.0).reshape(1, 1, 4, 4)
+    >>> v, i = F.fractional_max_pool2d_with_indices(x, 2, output_size=1)
+    >>> v.reshape(-1).tolist(), i.reshape(-1).tolist()
+    ([15.0], [15])
+    """
+    return _fractional(input, kernel_size, output_size, output_ratio, True, _random_samples, 2,
+                       "fractional_max_pool2d_with_indices")
+
+
+def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    """:func:`fractional_max_pool3d` returning ``(values, indices)`` (``return_indices`` is ignored).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn.functional as F
+    >>> x = lucid.arange(8.0).reshape(1, 1, 2, 2, 2)
+    >>> v, i = F.fractional_max_pool3d_with_indices(x, 2, output_size=1)
+    >>> v.reshape(-1).tolist(), i.reshape(-1).tolist()
+    ([7.0], [7])
+    """
+    return _fractional(input, kernel_size, output_size, output_ratio, True, _random_samples, 3,
+                       "fractional_max_pool3d_with_indices")

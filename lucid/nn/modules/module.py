@@ -14,7 +14,7 @@ Examples
 from __future__ import annotations
 
 from ..._core.hooks import RemovableHandle
-from ..module import _GLOBAL_HOOKS, Module
+from ..module import _GLOBAL_HOOKS, Module, _addindent, _IncompatibleKeys  # noqa: F401
 
 __all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
            "register_module_full_backward_hook", "register_module_full_backward_pre_hook"]
