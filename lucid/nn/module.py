@@ -36,6 +36,10 @@ class _GlobalHooks:
         self.forward_pre, self.forward, self.backward, self.backward_pre = (OrderedDict() for _ in range(4))
         self.forward_with_kwargs = set()
         self.forward_always_called = set()
+        # register_module_{parameter,buffer,module}_registration_hook: hook(module, name, value)
+        # runs as a value is registered; a non-None return replaces the value (PyTorch's order).
+        self.parameter_registration, self.buffer_registration, self.module_registration = (
+            OrderedDict() for _ in range(3))
 
     @property
     def any(self):
@@ -43,6 +47,15 @@ class _GlobalHooks:
 
 
 _GLOBAL_HOOKS = _GlobalHooks()
+
+
+def _registered(hooks, module, name, value):
+    """``value`` after the global registration ``hooks`` (each may replace it)."""
+    for hook in tuple(hooks.values()):
+        out = hook(module, name, value)
+        if out is not None:
+            value = out
+    return value
 
 
 def _add_hook(module, attr, hook, prepend=False):
@@ -316,6 +329,8 @@ class Module:
             if params is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
             self._remove_from(name, d, params, self._buffers)
+            if _GLOBAL_HOOKS.module_registration:
+                value = _registered(_GLOBAL_HOOKS.module_registration, self, name, value)
             self._modules[name] = value
         elif params is not None and name in self._modules:
             if value is not None:
@@ -323,6 +338,8 @@ class Module:
                     f"cannot assign '{type(value).__name__}' as child module '{name}' "
                     "(lucid.nn.Module or None expected)"
                 )
+            if _GLOBAL_HOOKS.module_registration:
+                value = _registered(_GLOBAL_HOOKS.module_registration, self, name, value)
             self._modules[name] = value
         elif params is not None and name in self._buffers:
             if value is not None and not isinstance(value, Tensor):
@@ -330,6 +347,8 @@ class Module:
                     f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                     "(lucid.Tensor or None expected)"
                 )
+            if _GLOBAL_HOOKS.buffer_registration:
+                value = _registered(_GLOBAL_HOOKS.buffer_registration, self, name, value)
             self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
@@ -377,6 +396,8 @@ class Module:
                 f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
                 "(lucid.nn.Parameter or None required)"
             )
+        if _GLOBAL_HOOKS.parameter_registration:
+            param = _registered(_GLOBAL_HOOKS.parameter_registration, self, name, param)
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
@@ -389,6 +410,8 @@ class Module:
                 f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
                 "(lucid.Tensor or None required)"
             )
+        if _GLOBAL_HOOKS.buffer_registration:
+            tensor = _registered(_GLOBAL_HOOKS.buffer_registration, self, name, tensor)
         self._buffers[name] = tensor
         if persistent:
             self._non_persistent_buffers_set.discard(name)
@@ -402,6 +425,8 @@ class Module:
         self._check_name(name, "module")
         if hasattr(self, name) and name not in self._modules:
             raise KeyError(f"attribute '{name}' already exists")
+        if _GLOBAL_HOOKS.module_registration:
+            module = _registered(_GLOBAL_HOOKS.module_registration, self, name, module)
         self._modules[name] = module
 
     register_module = add_module

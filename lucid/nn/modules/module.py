@@ -17,7 +17,9 @@ from ..._core.hooks import RemovableHandle
 from ..module import _GLOBAL_HOOKS, Module, _addindent, _IncompatibleKeys  # noqa: F401
 
 __all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
-           "register_module_full_backward_hook", "register_module_full_backward_pre_hook"]
+           "register_module_full_backward_hook", "register_module_full_backward_pre_hook",
+           "register_module_backward_hook", "register_module_parameter_registration_hook",
+           "register_module_buffer_registration_hook", "register_module_module_registration_hook"]
 
 
 def _register(hooks, hook):
@@ -54,3 +56,42 @@ def register_module_full_backward_pre_hook(hook):
     """``hook(module, grad_output)`` for every module (see
     ``Module.register_full_backward_pre_hook``)."""
     return _register(_GLOBAL_HOOKS.backward_pre, hook)
+
+
+def register_module_backward_hook(hook):
+    """PyTorch's deprecated global backward hook: Lucid runs it as
+    :func:`register_module_full_backward_hook` (as ``Module.register_backward_hook``), warning."""
+    import warnings
+
+    warnings.warn("register_module_backward_hook is deprecated; using register_module_full_backward_hook",
+                  FutureWarning, stacklevel=2)
+    return register_module_full_backward_hook(hook)
+
+
+def register_module_parameter_registration_hook(hook):
+    """``hook(module, name, param)`` whenever any module registers a parameter (by
+    ``register_parameter`` or attribute assignment); a non-None return is registered instead.
+
+    Examples
+    --------
+    >>> import lucid.nn as nn
+    >>> from lucid.nn.modules.module import register_module_parameter_registration_hook
+    >>> names = []
+    >>> h = register_module_parameter_registration_hook(lambda m, name, p: names.append(name))
+    >>> _ = nn.Linear(2, 3)
+    >>> h.remove(); names
+    ['weight', 'bias']
+    """
+    return _register(_GLOBAL_HOOKS.parameter_registration, hook)
+
+
+def register_module_buffer_registration_hook(hook):
+    """``hook(module, name, buffer)`` whenever any module registers a buffer (by
+    ``register_buffer`` or assignment to a buffer's name); a non-None return is registered instead."""
+    return _register(_GLOBAL_HOOKS.buffer_registration, hook)
+
+
+def register_module_module_registration_hook(hook):
+    """``hook(module, name, submodule)`` whenever any module registers a child module (by
+    ``add_module``/``register_module`` or attribute assignment); a non-None return is registered instead."""
+    return _register(_GLOBAL_HOOKS.module_registration, hook)
