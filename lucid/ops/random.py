@@ -18,7 +18,7 @@ from .._core.backend import xp
 from .._core.grad_mode import STATE
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, nondiff
-from .creation import _device_of, device_arg, dtype_arg, size_arg
+from .creation import _device_of, _laid_out_like, device_arg, dtype_arg, size_arg
 from .linalg import batch_leading
 
 _DEFAULT_SEED = 67280421310721  # PyTorch's default seed
@@ -523,7 +523,8 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
                  device)
 
 
-def rand_like(input, *, generator=None, dtype=None, requires_grad=False):
+def rand_like(input, *, generator=None, dtype=None, layout=None, device=None, requires_grad=False,
+              memory_format=None):
     """:func:`rand` with the shape (and floating dtype) of ``input``.
 
     Parameters
@@ -536,6 +537,10 @@ def rand_like(input, *, generator=None, dtype=None, requires_grad=False):
         A floating dtype (default: the default dtype).
     requires_grad : bool
         Make the result a leaf that requires grad.
+    device : device, optional
+        Default: ``input``'s device.
+    memory_format : lucid.memory_format, optional
+        Default (None, PyTorch's ``preserve_format``): ``input``'s layout.
 
     Examples
     --------
@@ -544,11 +549,13 @@ def rand_like(input, *, generator=None, dtype=None, requires_grad=False):
     (2, 3)
     """
     input = _as_tensor(input)
-    return rand(tuple(input.shape), generator=generator, dtype=dtype or _like_float(input),
-                device=_device_of(input), requires_grad=requires_grad)
+    out = rand(tuple(input.shape), generator=generator, dtype=dtype or _like_float(input),
+               device=device or _device_of(input), requires_grad=requires_grad)
+    return _laid_out_like(out, input, memory_format, "rand_like")
 
 
-def randn_like(input, *, generator=None, dtype=None, requires_grad=False):
+def randn_like(input, *, generator=None, dtype=None, layout=None, device=None, requires_grad=False,
+               memory_format=None):
     """:func:`randn` with the shape (and floating dtype) of ``input``.
 
     Parameters
@@ -561,6 +568,10 @@ def randn_like(input, *, generator=None, dtype=None, requires_grad=False):
         A floating dtype (default: the default dtype).
     requires_grad : bool
         Make the result a leaf that requires grad.
+    device : device, optional
+        Default: ``input``'s device.
+    memory_format : lucid.memory_format, optional
+        Default (None, PyTorch's ``preserve_format``): ``input``'s layout.
 
     Examples
     --------
@@ -569,11 +580,13 @@ def randn_like(input, *, generator=None, dtype=None, requires_grad=False):
     (2, 3)
     """
     input = _as_tensor(input)
-    return randn(tuple(input.shape), generator=generator, dtype=dtype or _like_float(input),
-                 device=_device_of(input), requires_grad=requires_grad)
+    out = randn(tuple(input.shape), generator=generator, dtype=dtype or _like_float(input),
+                device=device or _device_of(input), requires_grad=requires_grad)
+    return _laid_out_like(out, input, memory_format, "randn_like")
 
 
-def randint_like(input, low=0, high=None, *, generator=None, dtype=None):
+def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=None, device=None,
+                 requires_grad=False, memory_format=None):
     """:func:`randint` with the shape and dtype of ``input``: ``(input, high)`` or ``(input, low, high)``.
 
     Parameters
@@ -586,6 +599,12 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None):
         The random source (default: the global one).
     dtype : dtype, optional
         Default: the input's dtype.
+    requires_grad : bool
+        Make the result a leaf that requires grad (a floating dtype only).
+    device : device, optional
+        Default: ``input``'s device.
+    memory_format : lucid.memory_format, optional
+        Default (None, PyTorch's ``preserve_format``): ``input``'s layout.
 
     Examples
     --------
@@ -596,8 +615,11 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None):
     input = _as_tensor(input)
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(input.shape), generator=generator, dtype=dtype or input.dtype,
-                   device=_device_of(input))
+    out = randint(low, high, tuple(input.shape), generator=generator, dtype=dtype or input.dtype,
+                  device=device or _device_of(input))
+    if requires_grad:
+        out.requires_grad_()
+    return _laid_out_like(out, input, memory_format, "randint_like")
 
 
 def _like_float(t):

@@ -403,3 +403,14 @@ def test_like_functions_work_under_vmap():
 
     out = vmap(lambda x: lucid.zeros_like(x) + lucid.ones_like(x) * x)(lucid.tensor([[1.0, 2.0], [3.0, 4.0]]))
     np.testing.assert_array_equal(out.numpy(), [[1.0, 2.0], [3.0, 4.0]])
+
+
+def test_random_like_functions_follow_the_input_layout():
+    x = lucid.zeros(2, 3, 4, 5).contiguous(memory_format=lucid.channels_last)
+    for make in (lucid.rand_like, lucid.randn_like, lambda t, **k: lucid.randint_like(t, 5, **k)):
+        assert make(x).stride() == (60, 1, 15, 3)  # preserve_format, PyTorch's default
+        assert make(x, memory_format=lucid.contiguous_format).stride() == (60, 20, 5, 1)
+        assert make(lucid.zeros(2, 3, 4, 5), memory_format=lucid.channels_last).stride() == (60, 1, 15, 3)
+    r = lucid.randint_like(lucid.zeros(3), 0, 4, requires_grad=True)
+    assert r.requires_grad and r.dtype == lucid.float32 and 0 <= float(r.min()) and float(r.max()) < 4
+    assert lucid.rand_like(lucid.zeros(2), device="cpu").device.type == "cpu"
