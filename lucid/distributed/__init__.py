@@ -21,6 +21,11 @@ from .process_group import (GroupMember, ProcessGroup, destroy_process_group, ge
                     init_process_group, is_available, is_gloo_available, is_initialized,
                     is_mpi_available, is_nccl_available, new_group)
 from .objects import all_gather_object, broadcast_object_list, gather_object, scatter_object_list
+from .p2p import P2POp, batch_isend_irecv, recv_object_list, send_object_list
+from .extras import (Backend, default_pg_timeout, get_default_backend_for_device, get_node_local_rank,
+                     is_backend_available, is_torchelastic_launched, is_ucc_available, is_xccl_available,
+                     monitored_barrier, new_subgroups, new_subgroups_by_enumeration)
+from .device_mesh import DeviceMesh, init_device_mesh
 
 __all__ = [
     "ReduceOp", "Work", "ProcessGroup", "GroupMember", "group", "init_process_group",
@@ -30,4 +35,17 @@ __all__ = [
     "reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
     "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter", "barrier", "send", "recv", "isend", "irecv",
     "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
+    "P2POp", "batch_isend_irecv", "send_object_list", "recv_object_list", "Backend", "get_node_local_rank",
+    "is_backend_available", "is_torchelastic_launched", "monitored_barrier", "new_subgroups",
+    "new_subgroups_by_enumeration", "DeviceMesh", "init_device_mesh", "default_pg_timeout",
+    "get_default_backend_for_device", "is_ucc_available", "is_xccl_available",
 ]
+
+
+def __getattr__(name):
+    # ``lucid.distributed.fsdp`` imports lucid.nn: loaded on first use, so ``import lucid`` stays fast
+    if name == "fsdp":
+        import importlib
+
+        return importlib.import_module(".fsdp", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
