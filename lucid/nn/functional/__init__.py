@@ -53,3 +53,13 @@ def pad(input, pad, mode="constant", value=None):
     if not hasattr(lucid, "pad"):
         raise NotImplementedError("pad: lucid.pad is not available in this build")
     return lucid.pad(input, pad, mode=mode, value=value)
+
+
+def __getattr__(name):
+    # torch.nn.functional.grad is the torch.nn.grad module (conv adjoints); loaded on use since
+    # lucid.nn imports this package before that module.
+    if name == "grad":
+        from .. import grad
+
+        return grad
+    raise AttributeError(f"module 'lucid.nn.functional' has no attribute {name!r}")
