@@ -14,7 +14,8 @@ from ._core.backend import device, get_default_device, set_default_device
 from ._core.dtypes import (bool_ as bool, can_cast, cdouble, cfloat, complex64, complex128, double,
                            dtype, finfo, float, float16, float32, float64, get_default_dtype, half,
                            iinfo, int, int8, int16, int32, int64, long, promote_types,
-                           public_result_type as result_type, set_default_dtype, short, uint8)
+                           public_result_type as result_type, set_default_dtype, short, uint8,
+                           uint16, uint32, uint64)
 from ._core.size import Size
 from ._core.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                               is_inference_mode_enabled, no_grad, set_grad_enabled)
@@ -44,6 +45,7 @@ from .ops.tensor_surface_more import layout, strided  # noqa: F401  (torch.strid
 from .ops.memory_format import *  # noqa: F401,F403  (torch.channels_last ...)
 from .ops.torch_misc import *  # noqa: F401,F403
 from .ops.torch_more import *  # noqa: F401,F403
+from .ops.torch_extra_linalg import *  # noqa: F401,F403
 from ._runtime import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,
                        get_float32_matmul_precision, get_num_interop_threads, get_num_threads,
                        init_num_threads, is_anomaly_check_nan_enabled, is_anomaly_enabled,

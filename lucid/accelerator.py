@@ -186,8 +186,8 @@ def get_device_capability(device=None, /) -> dict:
     _index(device, "get_device_capability")
     from ._core import dtypes
 
-    names = ("bool_", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
-             "complex64", "complex128")
+    names = ("bool_", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16",
+             "float32", "float64", "complex64", "complex128")
     return {"supported_dtypes": {getattr(dtypes, n) for n in names}}
 
 

@@ -52,7 +52,8 @@ _FORMAT = "lucid"
 _STRUCT_KEY = "lucid.structure"
 _MAX_HEADER = 100 * 1024 * 1024  # 100 MB of JSON is certainly not a real header
 _DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I8": np.int8, "I16": np.int16,
-           "I32": np.int32, "I64": np.int64, "U8": np.uint8, "BOOL": np.bool_}
+           "I32": np.int32, "I64": np.int64, "U8": np.uint8, "U16": np.uint16, "U32": np.uint32,
+           "U64": np.uint64, "BOOL": np.bool_}
 _CODES = {np.dtype(v): k for k, v in _DTYPES.items()}
 _TORCH_LEGACY = b"\x80\x02\x8a\x0al\xfc\x9cF"  # pickled magic number opening a torch < 1.6 file
 

@@ -55,11 +55,13 @@ _STORAGES = {"FloatStorage": "f4", "DoubleStorage": "f8", "HalfStorage": "f2", "
              "IntStorage": "i4", "ShortStorage": "i2", "CharStorage": "i1", "ByteStorage": "u1",
              "BoolStorage": "b1", "ComplexFloatStorage": "c8", "ComplexDoubleStorage": "c16"}
 _STORAGE_OF = {np.dtype(code): name for name, code in _STORAGES.items()}
-_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
-           "complex64", "complex128")
-_LACKS = {"BFloat16Storage": "bfloat16", "bfloat16": "bfloat16", "uint16": "uint16", "uint32": "uint32",
-          "uint64": "uint64", "complex32": "complex32", "float8_e4m3fn": "float8_e4m3fn",
-          "float8_e5m2": "float8_e5m2", "float8_e4m3fnuz": "float8_e4m3fnuz",
+_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+           "uint64", "bool", "complex64", "complex128")
+# Dtypes with no typed storage class: PyTorch writes them as an UntypedStorage of bytes and a
+# ``_rebuild_tensor_v3`` naming the dtype.
+_UNTYPED = frozenset(np.dtype(n) for n in ("uint16", "uint32", "uint64"))
+_LACKS = {"BFloat16Storage": "bfloat16", "bfloat16": "bfloat16", "complex32": "complex32",
+          "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2", "float8_e4m3fnuz": "float8_e4m3fnuz",
           "float8_e5m2fnuz": "float8_e5m2fnuz", "float8_e8m0fnu": "float8_e8m0fnu"}
 _TORCH_DEVICE_TYPES = frozenset(("cpu", "cuda", "mps", "meta", "xpu", "xla", "hip", "ipu", "vulkan", "mkldnn",
                                  "opengl", "opencl", "ideep", "ort", "hpu", "mtia", "privateuseone"))
@@ -714,10 +716,11 @@ class _Writer:
             self.glob("torch._utils", "_rebuild_parameter")
             self.op(b"(")
         key, stype, location, numel, offset, size, stride = self.storage(t, path)
-        self.glob("torch._utils", "_rebuild_tensor_v2")
+        untyped = stype == "UntypedStorage"
+        self.glob("torch._utils", "_rebuild_tensor_v3" if untyped else "_rebuild_tensor_v2")
         self.op(b"((")
         self.str("storage")
-        self.glob("torch", stype)
+        self.glob("torch.storage" if untyped else "torch", stype)
         self.str(key)
         self.str(location)
         self.int(numel)
@@ -727,7 +730,10 @@ class _Writer:
         self.tuple(stride, path)
         self.op(b"\x88" if t.requires_grad and not param else b"\x89")
         self.glob("collections", "OrderedDict")
-        self.op(b")RtR")  # OrderedDict() TUPLE REDUCE
+        self.op(b")R")  # OrderedDict()
+        if untyped:
+            self.glob("torch", t._data.dtype.name)
+        self.op(b"tR")  # TUPLE REDUCE
         if param:
             self.op(b"\x88" if t.requires_grad else b"\x89")
             self.glob("collections", "OrderedDict")
@@ -741,7 +747,7 @@ class _Writer:
         from .ops.shape.strided import _byte_span, _owner, storage_geometry
 
         arr = t._data
-        if arr.dtype not in _STORAGE_OF:
+        if arr.dtype not in _STORAGE_OF and arr.dtype not in _UNTYPED:
             raise TypeError(f"save_for_torch: unsupported dtype {arr.dtype} at {path or '<root>'!r}")
         dev = t.device
         location = str(dev) if dev.type == "cuda" else "cpu"  # data goes through the host (below)
@@ -767,7 +773,10 @@ class _Writer:
         host = np.ascontiguousarray(host, dtype=host.dtype.newbyteorder("<")).reshape(-1)
         key = str(len(self.records))
         self.records.append((key, host))
-        return key, _STORAGE_OF[host.dtype.newbyteorder("=")], location, host.size
+        dt = host.dtype.newbyteorder("=")
+        if dt in _UNTYPED:  # an UntypedStorage counts bytes
+            return key, "UntypedStorage", location, host.nbytes
+        return key, _STORAGE_OF[dt], location, host.size
 
 
 def _join(path, k):

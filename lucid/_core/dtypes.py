@@ -107,13 +107,19 @@ int16 = short = as_lucid("int16")
 int32 = int = as_lucid("int32")
 int64 = long = as_lucid("int64")
 uint8 = as_lucid("uint8")
+uint16 = as_lucid("uint16")
+uint32 = as_lucid("uint32")
+uint64 = as_lucid("uint64")
 bool_ = as_lucid("bool")
 complex64 = cfloat = as_lucid("complex64")
 complex128 = cdouble = as_lucid("complex128")
 
 # NumPy dtypes: what arrays carry and what ops compare against internally.
-_SUPPORTED = {d.dtype for d in (float16, float32, float64, int8, int16, int32, int64, uint8, bool_,
-                                complex64, complex128)}
+_SUPPORTED = {d.dtype for d in (float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32,
+                                uint64, bool_, complex64, complex128)}
+# PyTorch's "shell" unsigned dtypes: no promotion with another non-float dtype.
+# See NOTE [Unsigned dtypes]
+_BAREBONES = frozenset(d.dtype for d in (uint16, uint32, uint64))
 
 _default_float = float32
 
@@ -211,8 +217,26 @@ def default_complex():
     return complex128 if _default_float == float64 else complex64
 
 
+# NOTE [Unsigned dtypes]
+# uint16, uint32 and uint64 are PyTorch's "shell" dtypes (2.3+): a dtype promotes with itself
+# and with any floating dtype (the float wins), and with nothing else — bool, the other
+# integers, uint8 and complex raise RuntimeError (uint64 has no exact signed partner, and
+# PyTorch would not pick one). Weak operands never promote: ``u16 + 3``, ``u16 * True`` and
+# ``u16 + tensor(3)`` (a 0-d int64) stay uint16, ``u16 * 1j`` and ``u16 + tensor(1j)`` are
+# complex64; but a bool tensor meeting a weaker uint16 operand raises, as PyTorch's
+# combine_categories promotes a bool with whatever it meets. Lucid follows that table
+# exactly; unlike PyTorch (which lacks most kernels for them), every integer op works.
+def _barebones_clash(a, b, op):
+    """Raise if ``a`` and ``b`` (NumPy dtypes) are a pair NOTE [Unsigned dtypes] refuses."""
+    if a != b and (a in _BAREBONES or b in _BAREBONES) and a.kind != "f" and b.kind != "f":
+        raise RuntimeError(f"{op}: promotion for uint16, uint32, uint64 types is not supported, "
+                           f"attempted to promote {as_lucid(a)} and {as_lucid(b)}")
+
+
 def _same_group(cur, cat, dt):
     """Combine two operands of one priority group (PyTorch's promoteTypes)."""
+    if dt is not cur[1] and (dt in _BAREBONES or cur[1] in _BAREBONES):
+        _barebones_clash(cur[1], dt, "result_type")
     if cat > cur[0]:
         if cat == 3 and cur[0] == 2 and cur[1] is not None and dt is not None:
             return (3, np.promote_types(cur[1], dt))
@@ -248,6 +272,8 @@ def result_type(*operands) -> np.dtype:
             break
     else:
         res = (bool_, int64, _default_float, default_complex())[top].dtype
+    if top == 1 and best[0] is not None and best[0][0] == 0 and res in _BAREBONES:
+        _barebones_clash(best[0][1], res, "result_type")  # bool meets a weaker uint16: NOTE [Unsigned dtypes]
     if top == 3:  # a float of a higher-priority group keeps its width. See NOTE [Type promotion]
         for b in best:
             if b is not None and b[0] == 3 and b[1] is not None:
@@ -281,6 +307,7 @@ def promote_types(type1, type2) -> dtype:
     lucid.int16
     """
     a, b = _dtype_of(type1, "promote_types"), _dtype_of(type2, "promote_types")
+    _barebones_clash(a, b, "promote_types")
     ca, cb = category(a), category(b)
     if ca != cb:
         win, lose = (a, b) if ca > cb else (b, a)

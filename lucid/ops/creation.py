@@ -561,7 +561,8 @@ def type_(input, dtype=None, non_blocking=False):
 
     # PyTorch's names; the complex ones have no constructor class (neither in PyTorch)
     names = {c.dtype: c.__name__ for c in TYPED.values()}
-    names.update({dtypes.complex64: "ComplexFloatTensor", dtypes.complex128: "ComplexDoubleTensor"})
+    names.update({dtypes.complex64: "ComplexFloatTensor", dtypes.complex128: "ComplexDoubleTensor",
+                  dtypes.uint16: "UInt16Tensor", dtypes.uint32: "UInt32Tensor", dtypes.uint64: "UInt64Tensor"})
     if dtype is None:
         where = "" if input.device.type == "cpu" else f"{input.device.type}."  # 'lucid.cuda.FloatTensor'
         return f"lucid.{where}{names[input.dtype]}"

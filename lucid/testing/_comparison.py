@@ -386,7 +386,7 @@ def make_tensor(*shape, dtype, device, low=None, high=None, requires_grad=False,
         result = lucid.randint(low, high, shape, dtype=dt, device=device)
     elif integral:
         info = np.iinfo(dt.dtype)
-        top = int(info.max) + (1 if dt != dtypes.int64 else 0)  # randint's bound is an int64
+        top = min(int(info.max) + 1, int(np.iinfo(np.int64).max))  # randint's bound is an int64
         low, high = _low_high(low, high, dt, int(info.min), top, -9, 10, True)
         result = lucid.randint(low, high, shape, dtype=dt, device=device)
     else:
