@@ -5,6 +5,8 @@ to this class by :func:`tensor_method`, so this file holds only state and conver
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from . import backend, dtypes, primitive
@@ -452,17 +454,37 @@ def _to_array(data, dtype):
         arr = np.array(data, dtype=dtype)
     if dtype is None:
         if arr.dtype.kind == "f" and not isinstance(data, np.ndarray) and not _is_np_scalar(data):
+            # NumPy goes to float64 for ints beyond int64 mixed with others: look only when a
+            # value is that large (one vectorised pass), then for such an int in the data
+            if arr.size and arr.dtype == np.float64 and np.abs(arr).max() >= 2.0 ** 63 and _big_int_in(data):
+                raise _int_overflow()
             arr = arr.astype(dtypes.get_default_dtype(), copy=False)
         elif arr.dtype.kind in "iu" and not isinstance(data, np.ndarray) and not _is_np_scalar(data):
+            if arr.dtype.kind == "u":  # NumPy chose uint64 for an int above int64's range: no wrap
+                raise _int_overflow()
             arr = arr.astype(dtypes.int64, copy=False)
         elif arr.dtype.kind == "c" and not isinstance(data, np.ndarray) and not _is_np_scalar(data):
             arr = arr.astype(dtypes.default_complex(), copy=False)
         elif arr.dtype.kind not in "fiucb":
+            if arr.dtype == object and arr.size and all(v.__class__ is builtins.int for v in arr.flat):
+                raise _int_overflow()  # Python ints beyond even uint64
             raise TypeError(f"tensor: can't convert data of dtype {arr.dtype} to a tensor")
         if arr.dtype not in dtypes._SUPPORTED:
             arr = arr.astype(dtypes.to_dtype(np.promote_types(arr.dtype, np.float32)
                                              if arr.dtype.kind == "f" else np.int64))
     return arr
+
+
+def _int_overflow():
+    # PyTorch's message; its tensor() infers int64 and raises rather than wrap or go to float
+    return ValueError("tensor: Overflow when unpacking long long (a Python int outside int64's range; "
+                      "pass dtype=lucid.uint64 for values up to 2**64 - 1)")
+
+
+def _big_int_in(data):
+    if data.__class__ is builtins.int:
+        return not -2 ** 63 <= data < 2 ** 63
+    return isinstance(data, (list, tuple)) and any(_big_int_in(v) for v in data)
 
 
 def _is_np_scalar(x):

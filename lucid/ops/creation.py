@@ -80,6 +80,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     try:
         arr = _to_array(data, dtype_arg(dtype, "tensor"))
     except ValueError as e:  # ragged nesting, strings ...
+        if str(e).startswith("tensor: "):  # already says what is wrong (an int overflow)
+            raise
         raise ValueError(f"tensor: can't make a tensor from this data ({e})") from None
     return _finish(arr, requires_grad, device, "tensor")
 

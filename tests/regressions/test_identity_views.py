@@ -81,3 +81,4 @@ def test_in_place_through_identity_view_of_a_leaf_is_refused():
     x = lucid.ones(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="view of a leaf"):
         x[:].add_(1)
+
