@@ -25,33 +25,25 @@ def _checked_size(size, nd, what, name):
     return size
 
 
-def _input_grad(nd, input_size, weight, grad_output, stride, padding, dilation, groups):
+def _adjoint(nd, wrt, size, other, grad_output, stride, padding, dilation, groups):
+    """The vjp of the convolution with respect to its ``wrt`` argument ("input" or "weight",
+    of shape ``size``), ``other`` being the one held fixed."""
     import lucid
     from lucid.func import vjp
 
-    name = f"conv{nd}d_input"
-    input_size = _checked_size(input_size, nd, "input_size", name)
+    name = f"conv{nd}d_{wrt}"
+    size = _checked_size(size, nd, f"{wrt}_size", name)
     conv = _conv(nd)
-    zeros = lucid.zeros(input_size, dtype=weight.dtype, device=weight.device)
-    out, pullback = vjp(lambda x: conv(x, weight, None, stride, padding, dilation, groups), zeros)
+    if wrt == "input":
+        def f(x):
+            return conv(x, other, None, stride, padding, dilation, groups)
+    else:
+        def f(w):
+            return conv(other, w, None, stride, padding, dilation, groups)
+    out, pullback = vjp(f, lucid.zeros(size, dtype=other.dtype, device=other.device))
     if tuple(out.shape) != tuple(grad_output.shape):
         raise RuntimeError(f"{name}: grad_output has shape {tuple(grad_output.shape)}, but the convolution "
-                           f"of an input of size {input_size} gives {tuple(out.shape)}")
-    return pullback(grad_output)[0]
-
-
-def _weight_grad(nd, input, weight_size, grad_output, stride, padding, dilation, groups):
-    import lucid
-    from lucid.func import vjp
-
-    name = f"conv{nd}d_weight"
-    weight_size = _checked_size(weight_size, nd, "weight_size", name)
-    conv = _conv(nd)
-    zeros = lucid.zeros(weight_size, dtype=input.dtype, device=input.device)
-    out, pullback = vjp(lambda w: conv(input, w, None, stride, padding, dilation, groups), zeros)
-    if tuple(out.shape) != tuple(grad_output.shape):
-        raise RuntimeError(f"{name}: grad_output has shape {tuple(grad_output.shape)}, but the convolution "
-                           f"with a weight of size {weight_size} gives {tuple(out.shape)}")
+                           f"with an {wrt} of size {size} gives {tuple(out.shape)}")
     return pullback(grad_output)[0]
 
 
@@ -65,7 +57,7 @@ def conv1d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=
     >>> lucid.nn.grad.conv1d_input((1, 1, 3), w, lucid.tensor([[[1.0, 10.0]]]))
     tensor([[[ 1., 11., 10.]]])
     """
-    return _input_grad(1, input_size, weight, grad_output, stride, padding, dilation, groups)
+    return _adjoint(1, "input", input_size, weight, grad_output, stride, padding, dilation, groups)
 
 
 def conv1d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1):
@@ -78,26 +70,26 @@ def conv1d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation
     >>> lucid.nn.grad.conv1d_weight(x, (1, 1, 2), lucid.tensor([[[1.0, 10.0]]]))
     tensor([[[21., 32.]]])
     """
-    return _weight_grad(1, input, weight_size, grad_output, stride, padding, dilation, groups)
+    return _adjoint(1, "weight", weight_size, input, grad_output, stride, padding, dilation, groups)
 
 
 def conv2d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=1, groups=1):
     """Gradient of ``conv2d`` with respect to its input (of size ``input_size``); see
     :func:`conv1d_input`."""
-    return _input_grad(2, input_size, weight, grad_output, stride, padding, dilation, groups)
+    return _adjoint(2, "input", input_size, weight, grad_output, stride, padding, dilation, groups)
 
 
 def conv2d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1):
     """Gradient of ``conv2d`` with respect to its weight (of size ``weight_size``); see
     :func:`conv1d_weight`."""
-    return _weight_grad(2, input, weight_size, grad_output, stride, padding, dilation, groups)
+    return _adjoint(2, "weight", weight_size, input, grad_output, stride, padding, dilation, groups)
 
 
 def conv3d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=1, groups=1):
     """Gradient of ``conv3d`` with respect to its input (of size ``input_size``)."""
-    return _input_grad(3, input_size, weight, grad_output, stride, padding, dilation, groups)
+    return _adjoint(3, "input", input_size, weight, grad_output, stride, padding, dilation, groups)
 
 
 def conv3d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1):
     """Gradient of ``conv3d`` with respect to its weight (of size ``weight_size``)."""
-    return _weight_grad(3, input, weight_size, grad_output, stride, padding, dilation, groups)
+    return _adjoint(3, "weight", weight_size, input, grad_output, stride, padding, dilation, groups)
