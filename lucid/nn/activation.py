@@ -38,24 +38,6 @@ class ReLU(Module):
         return "inplace=True" if self.inplace else ""
 
 
-class ReLU6(ReLU):
-    """``min(max(0, x), 6)``.
-
-    Parameters
-    ----------
-    inplace : bool
-        Change the input in place and return it (default False).
-
-    Examples
-    --------
-    >>> import lucid, lucid.nn as nn
-    >>> nn.ReLU6()(lucid.tensor([-1.0, 9.0])).tolist()
-    [0.0, 6.0]
-    """
-    def forward(self, input):
-        return F.relu6(input, self.inplace)
-
-
 class LeakyReLU(Module):
     """``x`` for ``x > 0`` else ``negative_slope * x``.
 
@@ -83,7 +65,18 @@ class LeakyReLU(Module):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
-class ELU(Module):
+class _AlphaUnit(Module):
+    """What ELU and CELU share (PyTorch derives both from Module: neither is the other)."""
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class ELU(_AlphaUnit):
     """``x`` for ``x > 0`` else ``alpha * (exp(x) - 1)``.
 
     Parameters
@@ -99,18 +92,12 @@ class ELU(Module):
     >>> nn.ELU()(lucid.tensor([0.0, 2.0])).tolist()
     [0.0, 2.0]
     """
-    def __init__(self, alpha=1.0, inplace=False):
-        super().__init__()
-        self.alpha, self.inplace = alpha, inplace
 
     def forward(self, input):
         return F.elu(input, self.alpha, self.inplace)
 
-    def extra_repr(self):
-        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
 
-
-class CELU(ELU):
+class CELU(_AlphaUnit):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``.
 
     Parameters
@@ -344,6 +331,31 @@ class Hardtanh(Module):
         return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
 
 
+class ReLU6(Hardtanh):
+    """``min(max(0, x), 6)``.
+
+    Parameters
+    ----------
+    inplace : bool
+        Change the input in place and return it (default False).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.ReLU6()(lucid.tensor([-1.0, 9.0])).tolist()
+    [0.0, 6.0]
+    """
+
+    def __init__(self, inplace=False):  # Hardtanh(0, 6), as PyTorch's (isinstance(m, nn.ReLU) is False)
+        super().__init__(0.0, 6.0, inplace)
+
+    def forward(self, input):
+        return F.relu6(input, self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
 class Threshold(Module):
     """``x`` where ``x > threshold``, else ``value``.
 
@@ -457,7 +469,18 @@ class RReLU(Module):
         return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
 
 
-class Hardshrink(Module):
+class _Shrink(Module):
+    """What Hardshrink and Softshrink share (PyTorch derives both from Module)."""
+
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def extra_repr(self):
+        return f"{self.lambd}"
+
+
+class Hardshrink(_Shrink):
     """``x`` where ``|x| > lambd``, else 0.
 
     Examples
@@ -467,18 +490,11 @@ class Hardshrink(Module):
     [-2.0, 0.0]
     """
 
-    def __init__(self, lambd=0.5):
-        super().__init__()
-        self.lambd = lambd
-
     def forward(self, input):
         return F.hardshrink(input, self.lambd)
 
-    def extra_repr(self):
-        return f"{self.lambd}"
 
-
-class Softshrink(Hardshrink):
+class Softshrink(_Shrink):
     """Shrink towards 0 by ``lambd`` (0 inside ``[-lambd, lambd]``).
 
     Examples

@@ -524,7 +524,18 @@ class InstanceNorm3d(_InstanceNorm):
     _dims = (4, 5)
 
 
-class LocalResponseNorm(Module):
+class _ResponseNorm(Module):
+    """What LocalResponseNorm and CrossMapLRN2d share (PyTorch derives both from Module)."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class LocalResponseNorm(_ResponseNorm):
     """Local response normalisation across channels (:func:`F.local_response_norm`).
 
     Examples
@@ -534,15 +545,8 @@ class LocalResponseNorm(Module):
     (1, 4, 3, 3)
     """
 
-    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
-        super().__init__()
-        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
-
     def forward(self, input):
         return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
-
-    def extra_repr(self):
-        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
 def _cross_map_matrix(c, size):
@@ -561,7 +565,7 @@ def _cross_map_matrix(c, size):
     return m
 
 
-class CrossMapLRN2d(LocalResponseNorm):
+class CrossMapLRN2d(_ResponseNorm):
     """PyTorch's legacy cross-channel LRN for (N, C, H, W):
     ``x * (k + alpha / size * sum of x**2 over the window) ** -beta``.
 

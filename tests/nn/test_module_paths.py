@@ -348,3 +348,15 @@ def test_init_names_match_torch():
     names = [n for n in dir(torch.nn.init) if not n.startswith("_") and callable(getattr(torch.nn.init, n))
              and getattr(getattr(torch.nn.init, n), "__module__", "") == "torch.nn.init"]
     assert [n for n in names if not hasattr(init, n)] == []
+
+
+def test_activation_and_norm_hierarchies_are_pytorchs():
+    # code that swaps every nn.ReLU (or nn.ELU ...) must not catch ReLU6/CELU/Softshrink too
+    assert not isinstance(nn.ReLU6(), nn.ReLU) and isinstance(nn.ReLU6(), nn.Hardtanh)
+    assert (nn.ReLU6().min_val, nn.ReLU6().max_val) == (0.0, 6.0) and repr(nn.ReLU6(True)) == "ReLU6(inplace=True)"
+    assert not isinstance(nn.CELU(), nn.ELU) and repr(nn.CELU(0.5)) == "CELU(alpha=0.5)"
+    assert not isinstance(nn.Softshrink(), nn.Hardshrink) and repr(nn.Softshrink(0.3)) == "Softshrink(0.3)"
+    assert not isinstance(nn.CrossMapLRN2d(3), nn.LocalResponseNorm)
+    assert repr(nn.CrossMapLRN2d(3)) == "CrossMapLRN2d(3, alpha=0.0001, beta=0.75, k=1.0)"
+    np.testing.assert_allclose(nn.ReLU6()(lucid.tensor([-1.0, 3.0, 9.0])).numpy(), [0.0, 3.0, 6.0])
+    np.testing.assert_allclose(nn.CELU(0.5)(lucid.tensor([-1.0])).numpy(), [0.5 * np.expm1(-2.0)], rtol=1e-6)
