@@ -21,7 +21,19 @@ from .._core.tensor import Tensor
 from .engine import _SEQ
 from .function import Function, FunctionNode
 
-__all__ = ["checkpoint"]
+__all__ = ["checkpoint", "CheckpointError", "noop_context_fn"]
+
+
+class CheckpointError(RuntimeError):
+    """The recomputation of a checkpointed segment did not record what its forward recorded
+    (``torch.utils.checkpoint.CheckpointError``)."""
+
+
+def noop_context_fn():
+    """``checkpoint``'s default ``context_fn``: two contexts that do nothing."""
+    import contextlib
+
+    return contextlib.nullcontext(), contextlib.nullcontext()
 
 
 def _rng_state():
@@ -102,8 +114,9 @@ def _strip(node, rec):
 class _Recompute:
     """Reruns one segment and moves the recomputed saved values into its original nodes."""
 
-    def __init__(self, run, args, kwargs, rng):
+    def __init__(self, run, args, kwargs, rng, context=None):
         self.run_fn, self.args, self.kwargs, self.rng = run, args, kwargs, rng
+        self.context = context  # the recomputation's context manager (checkpoint's context_fn)
         self.targets = []
 
     def run(self):
@@ -115,7 +128,7 @@ class _Recompute:
         # The recomputed values go straight into the original nodes: no saved-tensor hooks.
         hooks, STATE.saved_hooks = STATE.saved_hooks, []
         try:
-            with enable_grad():
+            with enable_grad(), (self.context if self.context is not None else _NULL):
                 out = self.run_fn(*self.args, **self.kwargs)
         finally:
             STATE.saved_hooks = hooks
@@ -124,7 +137,7 @@ class _Recompute:
         fresh = _segment_nodes(out, start)
         if len(fresh) != len(self.targets) or any(
                 type(a.prim) is not type(b.prim) or a.op_name != b.op_name for a, b in zip(self.targets, fresh)):
-            raise RuntimeError(
+            raise CheckpointError(
                 "checkpoint: the recomputation recorded different operations than the forward "
                 f"({len(fresh)} ops instead of {len(self.targets)}); the checkpointed function must "
                 "run the same operations each time (random ops are replayed with "
@@ -145,13 +158,15 @@ class _Recompute:
         self.args = self.kwargs = None
 
 
-def _non_reentrant(function, args, kwargs, preserve):
+def _non_reentrant(function, args, kwargs, preserve, context_fn=None):
     rng = _rng_state() if preserve else None
+    forward_ctx, recompute_ctx = context_fn() if context_fn is not None else (_NULL, None)
     start = next(_SEQ)
-    out = function(*args, **kwargs)
+    with forward_ctx:
+        out = function(*args, **kwargs)
     nodes = _segment_nodes(out, start)
     if nodes:
-        rec = _Recompute(function, args, kwargs, rng)
+        rec = _Recompute(function, args, kwargs, rng, recompute_ctx)
         rec.targets = nodes
         for node in nodes:
             _strip(node, rec)
@@ -203,7 +218,21 @@ class _Reentrant(Function):
         return (None, None, *res)
 
 
-def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **kwargs):
+class _NullContext:
+    __slots__ = ()
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NULL = _NullContext()
+
+
+def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default", debug=False,
+               preserve_rng_state=True, **kwargs):
     """Run ``function(*args, **kwargs)`` without keeping its intermediates; recompute them in backward.
 
     Parameters
@@ -217,6 +246,15 @@ def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **k
         variables, module parameters) gets the same gradient as without checkpointing.
         ``True``: PyTorch's reentrant mode: gradients flow only if a tensor argument
         requires grad (a warning otherwise); it works with ``backward()``, not ``grad()``.
+    context_fn : callable, optional
+        Returns two context managers: the forward runs inside the first, the recomputation
+        inside the second (PyTorch's; non-reentrant mode only). Default: neither does anything.
+    determinism_check : {"default", "none"}
+        Accepted as PyTorch's. Lucid always checks that the recomputation recorded the same
+        operations (it moves each recomputed value into its original node), raising
+        :class:`CheckpointError` otherwise.
+    debug : bool
+        Accepted as PyTorch's (no extra trace is printed).
     preserve_rng_state : bool
         Replay the random state in the recomputation, so dropout masks match.
 
@@ -239,10 +277,20 @@ def checkpoint(function, *args, use_reentrant=None, preserve_rng_state=True, **k
         raise TypeError(f"checkpoint: expected a callable, got {type(function).__name__}")
     if use_reentrant not in (None, True, False):
         raise TypeError(f"checkpoint: use_reentrant must be a bool or None, got {use_reentrant!r}")
+    if determinism_check not in ("default", "none"):
+        raise ValueError(f"checkpoint: determinism_check should be one of ['default', 'none'], but got "
+                         f"{determinism_check!r}")
+    if context_fn is not None and context_fn is not noop_context_fn and use_reentrant:
+        raise ValueError("checkpoint: passing context_fn is only supported when use_reentrant=False")
+    if context_fn is noop_context_fn:
+        context_fn = None
     if STATE.traces or not STATE.grad_enabled:
-        return function(*args, **kwargs)
+        if context_fn is None:
+            return function(*args, **kwargs)
+        with context_fn()[0]:
+            return function(*args, **kwargs)
     if not use_reentrant:
-        return _non_reentrant(function, args, kwargs, bool(preserve_rng_state))
+        return _non_reentrant(function, args, kwargs, bool(preserve_rng_state), context_fn)
     if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
         warnings.warn("checkpoint: none of the inputs has requires_grad=True; with use_reentrant=True "
                       "the gradients of the checkpointed segment will be None", UserWarning, stacklevel=2)
