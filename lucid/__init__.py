@@ -57,6 +57,9 @@ from ._core.printing import get_printoptions, set_printoptions
 from . import autograd, fft, func, linalg, special  # noqa: E402,F401
 from .linalg import matrix_exp  # noqa: E402,F401  (torch.matrix_exp)
 from .func import vmap  # noqa: E402,F401  (torch.vmap)
+from .ops.out_arguments import TOP_LEVEL as _OUT_NAMES, accept_out as _accept_out  # noqa: E402
+
+_accept_out(globals(), _OUT_NAMES)  # PyTorch's out= (NOTE [Out arguments])
 
 __version__ = "0.1.0"
 

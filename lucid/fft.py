@@ -467,3 +467,8 @@ def ifftshift(input, dim=None):
 __all__ = ["fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2",
            "rfftn", "irfftn", "hfft", "ihfft", "hfft2", "ihfft2", "hfftn", "ihfftn",
            "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+
+
+from .ops.out_arguments import FFT as _OUT_NAMES, accept_out as _accept_out  # noqa: E402
+
+_accept_out(globals(), _OUT_NAMES)  # PyTorch's out= (NOTE [Out arguments])

@@ -163,3 +163,8 @@ __all__ = [
     "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "sinc", "softmax",
     "spherical_bessel_j0", "xlog1py", "xlogy", "zeta",
 ]
+
+
+from .ops.out_arguments import SPECIAL as _OUT_NAMES, accept_out as _accept_out  # noqa: E402
+
+_accept_out(globals(), _OUT_NAMES)  # PyTorch's out= (NOTE [Out arguments])

@@ -506,3 +506,8 @@ __all__ = ["LinAlgError", "inv", "det", "slogdet", "solve", "cholesky", "qr", "e
            "lu_factor", "lu_factor_ex", "lu_solve", "matrix_exp", "ldl_factor", "ldl_factor_ex", "ldl_solve",
            "eig", "eigvals", "matrix_rank", "cond", "lstsq", "cholesky_ex", "inv_ex", "solve_ex", "cross",
            "multi_dot", "vecdot", "vander", "householder_product", "tensorinv", "tensorsolve", "diagonal"]
+
+
+from ..ops.out_arguments import LINALG as _OUT_NAMES, accept_out as _accept_out  # noqa: E402
+
+_accept_out(globals(), _OUT_NAMES)  # PyTorch's out= (NOTE [Out arguments])
