@@ -71,8 +71,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  enable_gqa=False):
     """``softmax(q k^T * scale + mask) v`` over the last two dims, as PyTorch's function.
 
-    ``attn_mask`` is boolean (True = may attend) or float (added to the scores);
-    ``is_causal`` masks out the upper triangle; ``scale`` defaults to ``1/sqrt(E)``.
+    ``attn_mask`` is boolean (True = may attend), float (added to the scores) or a
+    :class:`lucid.nn.attention.bias.CausalBias`; ``is_causal`` masks out the upper triangle;
+    ``scale`` defaults to ``1/sqrt(E)``.
     Rows whose every score is masked produce NaN, as in PyTorch's math path.
 
     Parameters
@@ -81,8 +82,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         (..., L, E).
     key, value : Tensor
         (..., S, E) and (..., S, Ev).
-    attn_mask : Tensor, optional
-        Bool (True = may attend) or float (added to the scores).
+    attn_mask : Tensor or CausalBias, optional
+        Bool (True = may attend), float (added to the scores), or a causal bias
+        (``causal_upper_left`` / ``causal_lower_right``).
     dropout_p : float
         Dropout on the weights.
     is_causal : bool
@@ -98,6 +100,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     (2, 3, 4)
     """
     lucid = _lucid()
+    if attn_mask is not None and not isinstance(attn_mask, lucid.Tensor):
+        from ..attention.bias import CausalBias  # lazily: the bias module is only needed for its masks
+
+        if isinstance(attn_mask, CausalBias):
+            return attn_mask._dispatch(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     if ALLOWED_BACKENDS[0] is not None:
         _check_backends()
     q, k, v = (lucid.as_tensor(t) for t in (query, key, value))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import enum
 
-from .functional import attention as _attention
+from ..functional import attention as _attention
 
 __all__ = ["SDPBackend", "sdpa_kernel", "can_use_flash_attention", "can_use_efficient_attention"]
 
