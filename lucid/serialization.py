@@ -443,17 +443,34 @@ class _Decoder:
             raise self.fail(f"file ends inside the {what} (truncated?)")
         return data
 
+    def json_follows(self, head, size, pos):
+        """Whether ``head``, read as a safetensors header length, is followed by a JSON object.
+
+        The length's 8 bytes can spell another format's magic: a header of 0x480 bytes starts
+        with b"\x80\x04", pickle protocol 4's, and one of 0x4B50 with b"PK". A safetensors
+        header is a JSON object, so its first byte is "{", which neither a pickle nor a zip has
+        there. A stream that can't seek keeps the magic's verdict."""
+        if size is None:
+            return False
+        (n,) = struct.unpack("<Q", head)
+        if not 2 <= n <= min(_MAX_HEADER, size - pos - 8):
+            return False
+        first = self.fh.read(1)
+        self.fh.seek(pos + 8)
+        return first == b"{"
+
     def header(self):
         size = self.size()
         pos = self.fh.tell() if size is not None else 0
         head = self.fh.read(8)
         if len(head) < 8:
             raise self.fail(f"file is {len(head)} bytes, too short for a safetensors header (truncated?)")
-        if head[:2] == b"PK" or head == _TORCH_LEGACY:  # PyTorch's formats: serialization_torch reads them
-            return None, head, pos
-        if head[:2] in (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"):
-            raise self.fail("it looks like a pickle (e.g. from pickle.dump); lucid.load reads safetensors "
-                            "files and torch.save checkpoints, and never runs code from a file")
+        is_pickle = head[:2] in (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05") and head != _TORCH_LEGACY
+        if (head[:2] == b"PK" or head == _TORCH_LEGACY or is_pickle) and not self.json_follows(head, size, pos):
+            if is_pickle:
+                raise self.fail("it looks like a pickle (e.g. from pickle.dump); lucid.load reads safetensors "
+                                "files and torch.save checkpoints, and never runs code from a file")
+            return None, head, pos  # PyTorch's formats: serialization_torch reads them
         (n,) = struct.unpack("<Q", head)
         avail = _MAX_HEADER if size is None else min(_MAX_HEADER, size - pos - 8)
         if n > avail:
