@@ -359,3 +359,18 @@ def test_pad_reflect_gradient_accumulates():
 def test_errors_name_the_op(call, exc, match):
     with pytest.raises(exc, match=match):
         call(lucid.arange(12.0).reshape(3, 4))
+
+
+def test_range_indexes_as_a_list():
+    # "What is torch.nn really?": -input[range(target.shape[0]), target].mean()
+    a = np.arange(12.0).reshape(3, 4)
+    x = lucid.tensor(a, requires_grad=True)
+    picked = x[range(3), lucid.tensor([1, 3, 0])]
+    assert picked.tolist() == [1.0, 7.0, 8.0]
+    picked.sum().backward()
+    want = np.zeros((3, 4))
+    want[[0, 1, 2], [1, 3, 0]] = 1.0
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    y = lucid.tensor(a)
+    y[range(2)] = 0.0
+    assert y[:, 0].tolist() == [0.0, 0.0, 8.0] and lucid.tensor(a)[range(0)].shape == (0, 4)

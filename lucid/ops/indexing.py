@@ -60,7 +60,7 @@ def split_key(key):
                 raise IndexError(f"getitem: tensors used as indices must be long, int or bool, got {k.dtype}")
             template.append(IDX)
             tensors.append(k)
-        elif isinstance(k, (list, np.ndarray)):
+        elif isinstance(k, (list, range, np.ndarray)):  # range: as a list (the nn tutorial's x[range(n), y])
             arr = np.asarray(k)
             if arr.dtype.kind not in "biu":
                 if arr.size == 0:
