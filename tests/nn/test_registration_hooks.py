@@ -77,3 +77,12 @@ def test_torch_parity_of_the_order():
         want = run(torch.nn, TM.register_module_parameter_registration_hook, TM.register_module_module_registration_hook)
     got = run(nn, M.register_module_parameter_registration_hook, M.register_module_module_registration_hook)
     assert got == want
+
+
+def test_load_state_dict_result_prints_as_pytorchs():
+    m = nn.Linear(2, 2)
+    res = m.load_state_dict(m.state_dict())
+    assert repr(res) == "<All keys matched successfully>" and tuple(res) == ([], [])
+    res = m.load_state_dict({}, strict=False)
+    assert repr(res) == "_IncompatibleKeys(missing_keys=['weight', 'bias'], unexpected_keys=[])"
+    assert res.missing_keys == ["weight", "bias"]
