@@ -18,6 +18,8 @@ import builtins
 import contextlib
 import typing
 
+from .futures import Future  # torch.jit.Future is torch.futures.Future
+
 __all__ = ["script", "trace", "trace_module", "script_method", "script_if_tracing", "ignore", "unused",
            "export", "interface", "is_scripting", "is_tracing", "annotate", "isinstance", "Attribute", "Final",
            "fork", "wait", "Future", "freeze", "optimize_for_inference", "save", "load", "Error",
@@ -184,61 +186,6 @@ def isinstance(obj, target_type):  # noqa: A001  (torch.jit.isinstance's name)
             return all(isinstance(v, args[0]) for v in obj)
         return len(obj) == len(args) and all(isinstance(v, t) for v, t in zip(obj, args))
     return builtins.isinstance(obj, origin)
-
-
-class Future:
-    """``torch.futures.Future`` for ``fork``/``wait``: here always completed by the time
-    ``fork`` returns (the function ran at once). ``then`` and ``add_done_callback`` run their
-    callback immediately when the value is set."""
-
-    def __init__(self, *, devices=None):
-        self._done, self._value, self._error, self._callbacks = False, None, None, []
-
-    def done(self):
-        return self._done
-
-    def set_result(self, result):
-        self._finish(result, None)
-
-    def set_exception(self, result):
-        self._finish(None, result)
-
-    def _finish(self, value, error):
-        if self._done:
-            raise RuntimeError("Future: this future's value has already been set")
-        self._done, self._value, self._error = True, value, error
-        callbacks, self._callbacks = self._callbacks, []
-        for cb in callbacks:
-            cb(self)
-
-    def wait(self):
-        """The value (or raise the exception the function raised)."""
-        if not self._done:
-            raise RuntimeError("Future: wait() on a future nobody completes (Lucid runs forks at once)")
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-    value = wait
-
-    def then(self, callback):
-        """A future of ``callback(self)``."""
-        out = Future()
-
-        def run(fut):
-            try:
-                out.set_result(callback(fut))
-            except Exception as e:  # noqa: BLE001  (the error belongs to the chained future)
-                out.set_exception(e)
-
-        self.add_done_callback(run)
-        return out
-
-    def add_done_callback(self, callback):
-        if self._done:
-            callback(self)
-        else:
-            self._callbacks.append(callback)
 
 
 def fork(func, *args, **kwargs):

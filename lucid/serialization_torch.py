@@ -16,7 +16,10 @@ to Lucid's own callables and refuses every other global (pickle.UnpicklingError 
 REDUCE calls only those callables; the opcodes that call methods of whatever object is on the
 stack act on real lists, dicts and sets only (APPEND(S), SETITEM(S), ADDITEMS), BUILD only sets
 attributes of an OrderedDict, and the opcodes that instantiate classes (INST, OBJ, NEWOBJ, EXT)
-are refused. (The C unpickler's opcodes cannot be changed; data.pkl is small, as the tensors
+are refused. The one widening is the user's: objects registered with
+``lucid.serialization.add_safe_globals`` answer their names too, and then REDUCE may call them,
+NEWOBJ instantiate them and BUILD set the state of their instances (NOTE [Safe globals] in
+``serialization.py``), as in PyTorch's weights-only unpickler. (The C unpickler's opcodes cannot be changed; data.pkl is small, as the tensors
 are not in it.) Sizes are checked before memory is allocated: a storage's numel against its
 record's length, the record against the archive's size, a view's offset and strides against
 its storage. Each storage is read once, straight into its array; tensors are strided NumPy
@@ -70,6 +73,21 @@ _ALIGN = 64
 _MAX_RATIO = 1100  # deflate expands at most ~1032x: a bigger claim is a lie (or a zip bomb)
 
 
+# The globals REDUCE may call: each name's stand-in, a method of _Archive (None: OrderedDict itself).
+_CALLS = {"collections.OrderedDict": None, "torch._utils._rebuild_tensor_v2": "rebuild_tensor_v2",
+          "torch._utils._rebuild_tensor_v3": "rebuild_tensor_v3", "torch._utils._rebuild_parameter": "rebuild_parameter",
+          "torch._utils._rebuild_parameter_with_state": "rebuild_parameter_with_state", "torch.Size": "size_",
+          "torch.device": "device_", "_codecs.encode": "encode_", "builtins.bytes": "bytes_", "builtins.set": "set_",
+          "builtins.frozenset": "set_", "builtins.complex": "complex_"}
+
+
+def _builtin_names():
+    """Every name Lucid reads itself, and the dtypes it knows but lacks (refused as unsupported
+    data, not as unsafe globals)."""
+    return (set(_CALLS) | {f"torch.{n}" for n in _STORAGES} | {"torch.storage.UntypedStorage"}
+            | {f"torch.{n}" for n in _DTYPES} | {f"torch.{n}" for n in _LACKS})
+
+
 # ---------------------------------------------------------------------------- read
 class _Invalid(ValueError):
     """A corrupt, truncated or unsupported checkpoint (lucid.load's ValueError)."""
@@ -109,6 +127,48 @@ class _Storage:
 def load_torch(dec, head, pos):
     """Load the PyTorch checkpoint open in ``dec.fh`` (a ``serialization._Decoder``) whose first
     8 bytes, ``head``, were read from offset ``pos``. See NOTE [PyTorch checkpoints]."""
+    zf, size, fail = _open_zip(dec, head, pos)
+    with zf:
+        return _Archive(zf, dec, size, fail).load()
+
+
+def unsafe_globals(dec, head, pos):
+    """The sorted names the checkpoint's data.pkl asks for that a load would refuse, found by
+    scanning its opcodes (nothing is unpickled). See ``serialization.get_unsafe_globals_in_checkpoint``."""
+    from .serialization import _globals_in_pickle, _user_globals
+
+    zf, size, fail = _open_zip(dec, head, pos)
+    with zf:
+        archive = _Archive(zf, dec, size, fail)
+        raw = archive.read(f"{archive.prefix}/data.pkl")
+    known = _builtin_names() | set(_user_globals())
+    try:
+        named = _globals_in_pickle(raw)
+    except Exception as e:  # pickletools' ValueError for a bad opcode, a truncated stream ...
+        raise fail(f"data.pkl can't be scanned ({type(e).__name__}: {e}); corrupt or truncated?") from None
+    return sorted(n for n in named if n not in known or n.split(".", 1)[0] in _blocked())
+
+
+def _blocked():
+    from .serialization import _BLOCKED_MODULES
+
+    return _BLOCKED_MODULES
+
+
+def _full_name(module, name):
+    """The Python 3 name of a global, as pickle (and PyTorch's loader) map protocol-2 names: Python 3
+    writes ``subprocess.call`` as ``commands.call``, ``builtins`` as ``__builtin__``."""
+    import _compat_pickle
+
+    if (module, name) in _compat_pickle.NAME_MAPPING:
+        module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+    elif module in _compat_pickle.IMPORT_MAPPING:
+        module = _compat_pickle.IMPORT_MAPPING[module]
+    return f"{module}.{name}"
+
+
+def _open_zip(dec, head, pos):
+    """``(ZipFile, archive size, failer)`` of the checkpoint open in ``dec.fh``."""
     from .serialization import _TORCH_LEGACY
 
     fail = _failer(dec.where)
@@ -126,8 +186,7 @@ def load_torch(dec, head, pos):
         zf = zipfile.ZipFile(fh)
     except Exception as e:  # BadZipFile, EOFError, OSError, struct.error ...: not a readable zip
         raise fail(f"it starts like a zip archive but can't be read as one ({e}; truncated?)") from None
-    with zf:
-        return _Archive(zf, dec, size, fail).load()
+    return zf, size, fail
 
 
 def _failer(where):
@@ -140,7 +199,11 @@ class _Archive:
         self.storages = {}
         self.spans = []  # sorted (start, end) of the records read: a new one may overlap none
         self.globals, calls = self.whitelist()
-        self.callables = {id(f): f for f in calls}  # what REDUCE may call (storage classes, dtypes: no)
+        from .serialization import _user_globals
+
+        self.user = _user_globals()  # NOTE [Safe globals]: one snapshot per load
+        self.callables = {id(f): f for f in calls + list(self.user.values())}  # what REDUCE may call
+        self.user_types = {id(v): v for v in self.user.values() if isinstance(v, type)}  # NEWOBJ, BUILD
         self.prefix = self.find_prefix()
         self.order = self.byteorder()
 
@@ -223,14 +286,7 @@ class _Archive:
     def whitelist(self):
         from ._core import dtypes
 
-        g = {"collections.OrderedDict": OrderedDict,
-             "torch._utils._rebuild_tensor_v2": self.rebuild_tensor_v2,
-             "torch._utils._rebuild_tensor_v3": self.rebuild_tensor_v3,
-             "torch._utils._rebuild_parameter": self.rebuild_parameter,
-             "torch._utils._rebuild_parameter_with_state": self.rebuild_parameter_with_state,
-             "torch.Size": self.size_, "torch.device": self.device_, "_codecs.encode": self.encode_,
-             "builtins.bytes": self.bytes_, "builtins.set": self.set_, "builtins.frozenset": self.set_,
-             "builtins.complex": self.complex_}
+        g = {name: OrderedDict if method is None else getattr(self, method) for name, method in _CALLS.items()}
         calls = list(g.values())
         for name, code in _STORAGES.items():
             g[f"torch.{name}"] = _StorageType(code, name)
@@ -241,21 +297,37 @@ class _Archive:
 
     def resolve(self, module, name):
         """``find_class``: a whitelisted name's Lucid stand-in; anything else is refused."""
-        full = f"{module}.{name}"
-        got = self.globals.get(f"builtins.{name}" if module == "__builtin__" else full)
+        full, written = _full_name(module, name), f"{module}.{name}"
+        if full.split(".", 1)[0] in _blocked() or module.split(".", 1)[0] in _blocked():
+            raise _Refused(f"lucid.load: refusing to load {written!r} from the PyTorch checkpoint {self.dec.where!r}: "
+                           f"its module {module!r} is blocked, even if allowlisted; nothing in the file is executed")
+        got = self.globals.get(full)
         if got is not None:
             return got
+        if full in self.user:
+            return self.user[full]
         if module == "torch" and name in _LACKS:
             raise self.fail(f"it holds {_LACKS[name]} data ({full}), and Lucid has no {_LACKS[name]} dtype; "
                             "convert it in PyTorch first (e.g. t.float())")
         hint = (" (this is a TorchScript archive from torch.jit.save; lucid.load reads torch.save "
                 "checkpoints)" if module.startswith("__torch__") else "")
-        raise _Refused(f"lucid.load: refusing to load {full!r} from the PyTorch checkpoint {self.dec.where!r}: "
-                       f"only tensors, containers and numbers are read; nothing in the file is executed{hint}")
+        raise _Refused(f"lucid.load: refusing to load {written!r} from the PyTorch checkpoint {self.dec.where!r}: "
+                       "only tensors, containers and numbers are read, and globals allowlisted with "
+                       f"lucid.serialization.add_safe_globals([{full}]) or the lucid.serialization.safe_globals("
+                       f"[{full}]) context manager if you trust this class/function; nothing in the file is "
+                       f"executed{hint}{self.not_weights_only()}")
 
     def refuse_op(self, what):
         raise _Refused(f"lucid.load: refusing {what} in the PyTorch checkpoint {self.dec.where!r}: only "
-                       "tensors, containers and numbers are read; nothing in the file is executed")
+                       "tensors, containers and numbers are read, and globals allowlisted with "
+                       "lucid.serialization.add_safe_globals; nothing in the file is executed"
+                       f"{self.not_weights_only()}")
+
+    def not_weights_only(self):
+        if getattr(self.dec, "weights_only", True):
+            return ""
+        return (" (weights_only=False does not change this: lucid.load never imports or runs what a file "
+                "names)")
 
     # -- storages
     def storage(self, pid):
@@ -489,12 +561,43 @@ class _Unpickler(pickle._Unpickler):
     def load_build(self):
         state = self.stack.pop()
         inst = self.stack[-1]
+        if self.archive.user_types.get(id(type(inst))) is type(inst):
+            return self.build_registered(inst, state)
         # PyTorch uses BUILD for a state dict's ``_metadata``; nothing else is given attributes, and
         # none that would shadow what the class defines (``sd.keys = ...`` would change sd.keys())
         if type(inst) is not OrderedDict or type(state) is not dict or \
                 not all(isinstance(k, str) and not k.startswith("__") and not hasattr(OrderedDict, k) for k in state):
             self.archive.refuse_op(f"setting the state of a {type(inst).__name__}")
         inst.__dict__.update(state)
+
+    def build_registered(self, inst, state):
+        """BUILD on an instance of a registered class, as pickle and PyTorch do it (NOTE [Safe globals])."""
+        setstate = getattr(inst, "__setstate__", None)
+        if setstate is not None:
+            setstate(state)
+            return
+        slotstate = None
+        if isinstance(state, tuple) and len(state) == 2:
+            state, slotstate = state
+        if state:
+            if type(state) is not dict or not all(type(k) is str for k in state):
+                raise self.archive.fail(f"the state of a {type(inst).__name__} is {str(state)[:80]}")
+            inst.__dict__.update(state)
+        if slotstate:
+            # a slot state names slots: never a dunder (``__class__`` would retype the object)
+            if type(slotstate) is not dict or not all(type(k) is str and not k.startswith("__") for k in slotstate):
+                self.archive.refuse_op(f"setting the slot state {str(slotstate)[:60]} of a {type(inst).__name__}")
+            for k, v in slotstate.items():
+                setattr(inst, k, v)
+
+    def load_newobj(self):
+        args = self.stack.pop()
+        cls = self.stack.pop()
+        if not isinstance(cls, type) or self.archive.user_types.get(id(cls)) is not cls:
+            self.refused()
+        if type(args) is not tuple:
+            raise self.archive.fail(f"NEWOBJ of {cls.__qualname__} with arguments {str(args)[:60]}")
+        self.append(cls.__new__(cls, *args))
 
     def load_append(self):
         value = self.stack.pop()
@@ -526,7 +629,7 @@ class _Unpickler(pickle._Unpickler):
         return obj
 
     def refused(self):
-        self.archive.refuse_op("an opcode that instantiates a class")
+        self.archive.refuse_op("an opcode that instantiates a class that is not allowlisted")
 
     def load_inst(self):  # protocol 0's INST names its class inline: refused by name if unlisted
         module = self.readline()[:-1].decode("ascii")
@@ -536,9 +639,10 @@ class _Unpickler(pickle._Unpickler):
 
     for _op, _fn in ((pickle.REDUCE, load_reduce), (pickle.BUILD, load_build), (pickle.APPEND, load_append),
                      (pickle.APPENDS, load_appends), (pickle.SETITEM, load_setitem),
-                     (pickle.SETITEMS, load_setitems), (pickle.ADDITEMS, load_additems)):
+                     (pickle.SETITEMS, load_setitems), (pickle.ADDITEMS, load_additems),
+                     (pickle.NEWOBJ, load_newobj)):
         dispatch[_op[0]] = _fn
-    for _op in (pickle.OBJ, pickle.NEWOBJ, pickle.NEWOBJ_EX, pickle.EXT1, pickle.EXT2, pickle.EXT4):
+    for _op in (pickle.OBJ, pickle.NEWOBJ_EX, pickle.EXT1, pickle.EXT2, pickle.EXT4):
         dispatch[_op[0]] = refused
     dispatch[pickle.INST[0]] = load_inst
     del _op, _fn

@@ -196,6 +196,21 @@ class Work:
         self.wait()
         return self._result
 
+    def get_future(self):
+        """A :class:`lucid.futures.Future` of :meth:`result` (PyTorch's ``Work.get_future``).
+
+        MPI has no completion callbacks, so the future is completed here, by waiting for the
+        operation: call it when you are ready to block (or poll :meth:`is_completed` first).
+        """
+        from ..futures import Future
+
+        fut = Future()
+        try:
+            fut.set_result(self.result())
+        except Exception as e:  # noqa: BLE001  (the future carries the failure, as PyTorch's does)
+            fut.set_exception(e)
+        return fut
+
     def __repr__(self):
         return f"Work(completed={self._done})"
 
