@@ -37,6 +37,7 @@ non-negative strides) share one storage, written whole, as PyTorch writes a view
 from __future__ import annotations
 
 import bisect
+import collections
 import io
 import math
 import os
@@ -78,7 +79,8 @@ _CALLS = {"collections.OrderedDict": None, "torch._utils._rebuild_tensor_v2": "r
           "torch._utils._rebuild_tensor_v3": "rebuild_tensor_v3", "torch._utils._rebuild_parameter": "rebuild_parameter",
           "torch._utils._rebuild_parameter_with_state": "rebuild_parameter_with_state", "torch.Size": "size_",
           "torch.device": "device_", "_codecs.encode": "encode_", "builtins.bytes": "bytes_", "builtins.set": "set_",
-          "builtins.frozenset": "set_", "builtins.complex": "complex_"}
+          "builtins.frozenset": "set_", "builtins.complex": "complex_", "collections.Counter": "counter_",
+          "builtins.bytearray": "bytearray_"}
 
 
 def _builtin_names():
@@ -512,6 +514,16 @@ class _Archive:
         if not isinstance(items, (list, tuple)):
             raise self.fail(f"a set of {type(items).__name__}")
         return set(items)
+
+    def counter_(self, counts=None):
+        if counts is not None and not isinstance(counts, dict):
+            raise self.fail(f"a Counter of {type(counts).__name__}")
+        return collections.Counter(counts or {})
+
+    def bytearray_(self, data=b""):
+        if not isinstance(data, bytes):  # pickle writes bytearray(b"...") (never bytearray(n): no allocation)
+            raise self.fail(f"bytearray() of {type(data).__name__}")
+        return bytearray(data)
 
     def complex_(self, real=0.0, imag=0.0):
         if not all(isinstance(v, (int, float)) for v in (real, imag)):

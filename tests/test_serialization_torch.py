@@ -253,7 +253,7 @@ def _payloads(marker):
                             + f"open({str(marker)!r},'w')".encode() + b"\x85R.")
     yield "subprocess.call", _Pickle().op(b"(](").str("touch").str(str(marker)).op(b"eisubprocess\ncall\n").done()
     # an unlisted class built by reduce / NEWOBJ
-    yield "collections.Counter", _Pickle().glob("collections", "Counter").op(b")R").done()
+    yield "collections.defaultdict", _Pickle().glob("collections", "defaultdict").op(b")R").done()
     yield "torch.nn.modules.linear.Linear", _Pickle().glob("torch.nn.modules.linear", "Linear").op(b")\x81").done()
 
 
@@ -706,3 +706,16 @@ def test_lucid_checkpoints_load_in_torch(tmp_path):
     assert isinstance(got["p"], torch.nn.Parameter) and got["p"].requires_grad
     assert [t.dtype for t in got["dt"]] == [torch.float16, torch.int64, torch.bool, torch.complex128]
     assert got["misc"] == (torch.Size([2]), torch.device("cpu"), torch.float16, b"x", {1}, 1j)
+
+
+def test_counter_and_bytearray_load_as_in_torchs_weights_only(tmp_path):
+    torch = pytest.importorskip("torch")
+    import collections
+
+    path = str(tmp_path / "ck.pt")
+    torch.save({"counts": collections.Counter({"a": 2, "b": 1}), "blob": bytearray(b"\x00ab"),
+                "w": torch.ones(2)}, path)
+    back = lucid.load(path)
+    assert back["counts"] == collections.Counter({"a": 2, "b": 1}) and isinstance(back["counts"], collections.Counter)
+    assert back["blob"] == bytearray(b"\x00ab") and isinstance(back["blob"], bytearray)
+    assert back["w"].tolist() == [1.0, 1.0]
