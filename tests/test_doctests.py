@@ -13,7 +13,7 @@ import pytest
 
 import lucid
 
-OPTIONAL = ("scipy", "torch", "safetensors")
+OPTIONAL = ("scipy", "torch", "safetensors", "matplotlib", "PIL", "tensorboard")
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 

@@ -96,3 +96,23 @@ def test_matches_torch():
                                                                     attn_mask=tf(L, S))
             got = F.scaled_dot_product_attention(T(q), T(k), T(v), attn_mask=lf(L, S))
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+
+
+def test_sdpa_rows_with_every_score_masked_give_zero_and_finite_grads():
+    rng = np.random.default_rng(0)
+    q, k, v = (lucid.tensor(rng.standard_normal(s), requires_grad=True) for s in ((1, 2, 3, 4), (1, 2, 2, 4), (1, 2, 2, 4)))
+    mask = lucid.tensor([[True, True], [False, False], [True, False]])
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    np.testing.assert_array_equal(out.detach().numpy()[:, :, 1], 0.0)
+    # the other rows are the plain softmax attention
+    s = q.detach().numpy() @ np.swapaxes(k.detach().numpy(), -1, -2) / 2.0
+    w0 = np.exp(s[..., 0, :] - s[..., 0, :].max(-1, keepdims=True))
+    w0 /= w0.sum(-1, keepdims=True)
+    np.testing.assert_allclose(out.detach().numpy()[:, :, 0], (w0[..., None, :] @ v.detach().numpy())[:, :, 0],
+                               rtol=1e-12)
+    np.testing.assert_allclose(out.detach().numpy()[:, :, 2], v.detach().numpy()[:, :, 0], rtol=1e-12)
+    (out ** 2).sum().backward()
+    assert all(np.isfinite(t.grad.numpy()).all() for t in (q, k, v))
+    np.testing.assert_array_equal(q.grad.numpy()[:, :, 1], 0.0)
+    assert lucid.autograd.gradcheck(lambda a: F.scaled_dot_product_attention(a, k.detach(), v.detach(),
+                                                                            attn_mask=mask), (q,))

@@ -74,7 +74,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     ``attn_mask`` is boolean (True = may attend), float (added to the scores) or a
     :class:`lucid.nn.attention.bias.CausalBias`; ``is_causal`` masks out the upper triangle;
     ``scale`` defaults to ``1/sqrt(E)``.
-    Rows whose every score is masked produce NaN, as in PyTorch's math path.
+    Rows whose every score is masked give 0 (and a zero gradient), as PyTorch's does.
 
     Parameters
     ----------
@@ -127,7 +127,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     mask = _additive(attn_mask, scores.dtype, False, "scaled_dot_product_attention")
     if mask is not None:
         scores = scores + mask
-    attn = softmax(scores, dim=-1)
+        # A row whose every score is -inf attends to nothing: its output is 0, as PyTorch's
+        # (2.5+) safe softmax gives, with a zero gradient; a plain softmax gives NaN there. Its
+        # scores become 0 first so that no NaN enters the softmax or its backward.
+        dead = lucid.isneginf(scores).all(dim=-1, keepdim=True)
+        scores = lucid.where(dead, 0.0, scores)
+        attn = lucid.where(dead, 0.0, softmax(scores, dim=-1))
+    else:
+        attn = softmax(scores, dim=-1)
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True)
     return attn @ v
