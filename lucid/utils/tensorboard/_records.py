@@ -171,15 +171,16 @@ def summary(*values: bytes) -> bytes:
 
 
 def summary_value(tag: str, *, simple_value: float | None = None, image: bytes | None = None,
-                  histo: bytes | None = None, tensor: bytes | None = None,
-                  metadata: bytes | None = None) -> bytes:
+                  histo: bytes | None = None, audio: bytes | None = None,
+                  tensor: bytes | None = None, metadata: bytes | None = None) -> bytes:
     """``Summary.Value``: tag 1, oneof value {simple_value 2 (float), image 4, histo 5,
-    tensor 8}, metadata 9."""
+    audio 6, tensor 8}, metadata 9."""
     return b"".join((
         bytes_field(1, tag),
         b"" if simple_value is None else float_field(2, simple_value, keep=True),
         message_field(4, image),
         message_field(5, histo),
+        message_field(6, audio),
         message_field(8, tensor),
         message_field(9, metadata),
     ))
@@ -254,3 +255,125 @@ def hparams_session_start(values: dict) -> bytes:
 def hparams_session_end(status: int = HPARAMS_STATUS_SUCCESS) -> bytes:
     """``HParamsPluginData{session_end_info 4}``; ``SessionEndInfo{status 1}``."""
     return message_field(4, varint_field(1, status))
+
+
+# ------------------------------------------------- more messages (see the NOTE at the top)
+def packed_varints(field: int, ns) -> bytes:
+    """Packed repeated int32/int64/uint32/uint64/bool/enum."""
+    return bytes_field(field, b"".join(_varint(int(n)) for n in ns))
+
+
+def graph_event(wall_time: float, graph_def: bytes) -> bytes:
+    """``Event{wall_time 1, graph_def 4 (bytes)}``: the serialized ``GraphDef``."""
+    return double_field(1, wall_time) + bytes_field(4, graph_def, keep=True)
+
+
+def run_metadata_event(wall_time: float, tag: str, run_metadata: bytes) -> bytes:
+    """``Event{wall_time 1, tagged_run_metadata 8}``; ``TaggedRunMetadata{tag 1,
+    run_metadata 2 (bytes)}``."""
+    return double_field(1, wall_time) + message_field(
+        8, bytes_field(1, tag) + bytes_field(2, run_metadata))
+
+
+def cpu_run_metadata() -> bytes:
+    """``RunMetadata{step_stats 1}``, ``StepStats{dev_stats 1}``, ``DeviceStepStats{device 1}``
+    naming ``/device:CPU:0``, as torch writes it next to a graph."""
+    return message_field(1, message_field(1, bytes_field(1, "/device:CPU:0")))
+
+
+def shape_proto(shape) -> bytes:
+    """``TensorShapeProto{repeated Dim dim 2}``, ``Dim{size 1}`` (-1: unknown)."""
+    return b"".join(message_field(2, varint_field(1, d)) for d in shape)
+
+
+def attr_string(s) -> bytes:
+    """``AttrValue{s 2}`` (a ``oneof`` member: written even when empty)."""
+    return bytes_field(2, s, keep=True)
+
+
+def attr_shapes(shapes) -> bytes:
+    """``AttrValue{list 1}``, ``ListValue{repeated TensorShapeProto shape 7}``."""
+    return message_field(1, b"".join(message_field(7, shape_proto(s)) for s in shapes))
+
+
+def node_def(name: str, op: str, inputs=(), attrs=None) -> bytes:
+    """``NodeDef``: name 1, op 2, repeated input 3, ``map<string, AttrValue> attr 5`` (entries
+    ``{key 1, value 2}``, written in key order as protobuf's deterministic output does)."""
+    entries = b"".join(message_field(5, bytes_field(1, k, keep=True) + message_field(2, v))
+                       for k, v in sorted((attrs or {}).items()))
+    return (bytes_field(1, name) + bytes_field(2, op)
+            + b"".join(bytes_field(3, i, keep=True) for i in inputs) + entries)
+
+
+def graph_def(nodes, producer: int = 22) -> bytes:
+    """``GraphDef{repeated NodeDef node 1, versions 4}``; ``VersionDef{producer 1}``."""
+    return b"".join(message_field(1, n) for n in nodes) + message_field(4, varint_field(1, producer))
+
+
+def audio(sample_rate: float, num_channels: int, length_frames: int, encoded: bytes,
+          content_type: str = "audio/wav") -> bytes:
+    """``Summary.Audio``: sample_rate 1 (float), num_channels 2, length_frames 3,
+    encoded_audio_string 4, content_type 5."""
+    return b"".join((float_field(1, sample_rate), varint_field(2, num_channels),
+                     varint_field(3, length_frames), bytes_field(4, encoded),
+                     bytes_field(5, content_type)))
+
+
+# tensorboard.DataType -> the TensorProto field its values go to, for ``add_tensor``.
+DT_INT32, DT_UINT8, DT_INT16, DT_INT8, DT_COMPLEX64, DT_INT64, DT_BOOL = 3, 4, 5, 6, 8, 9, 10
+DT_UINT16, DT_COMPLEX128, DT_HALF, DT_UINT32, DT_UINT64 = 17, 18, 19, 22, 23
+
+
+def tensor_values(dtype: int, shape, values) -> bytes:
+    """``TensorProto`` of any dtype: dtype 1, tensor_shape 2, then the values in the field
+    the dtype uses (float_val 5, double_val 6, int_val 7, scomplex_val 9, int64_val 10,
+    bool_val 11, dcomplex_val 12, half_val 13 (the float16 bits), uint32_val 16,
+    uint64_val 17), all packed."""
+    head = varint_field(1, dtype) + message_field(2, shape_proto(shape))
+    if dtype in (DT_FLOAT, DT_COMPLEX64):
+        return head + packed_floats(5 if dtype == DT_FLOAT else 9, values)
+    if dtype in (DT_DOUBLE, DT_COMPLEX128):
+        return head + packed_doubles(6 if dtype == DT_DOUBLE else 12, values)
+    field = {DT_INT32: 7, DT_UINT8: 7, DT_INT16: 7, DT_INT8: 7, DT_UINT16: 7, DT_INT64: 10,
+             DT_BOOL: 11, DT_HALF: 13, DT_UINT32: 16, DT_UINT64: 17}[dtype]
+    return head + packed_varints(field, values)
+
+
+def summary_metadata(plugin_name: str, content: bytes = b"", display_name: str = "",
+                     description: str = "") -> bytes:
+    """``SummaryMetadata{plugin_data 1, display_name 2, summary_description 3}``."""
+    return (plugin_metadata(plugin_name, content) + bytes_field(2, display_name)
+            + bytes_field(3, description))
+
+
+def pr_curve_plugin_data(num_thresholds: int) -> bytes:
+    """``PrCurvePluginData{version 1 (0, left out), num_thresholds 2}``."""
+    return varint_field(2, num_thresholds)
+
+
+def mesh_plugin_data(name: str, content_type: int, json_config: str, shape,
+                     components: int) -> bytes:
+    """``tensorboard.mesh.MeshPluginData``: version 1 (0), name 2, content_type 3,
+    json_config 5, packed shape 6, components 7."""
+    return b"".join((bytes_field(2, name), varint_field(3, content_type),
+                     bytes_field(5, json_config), packed_varints(6, shape),
+                     varint_field(7, components)))
+
+
+def custom_scalar_layout(layout) -> bytes:
+    """``tensorboard.Layout{repeated Category category 2}``: ``Category{title 1, chart 2}``,
+    ``Chart{title 1, oneof {multiline 2, margin 3}}``, ``MultilineChartContent{repeated tag 1}``,
+    ``MarginChartContent{repeated Series series 1}``, ``Series{value 1, lower 2, upper 3}``.
+    ``layout``: ``[(category, [(title, "Multiline" or "Margin", tags), ...]), ...]``."""
+    cats = []
+    for title, charts in layout:
+        body = b""
+        for chart_title, kind, tags in charts:
+            if kind == "Margin":
+                series = b"".join(bytes_field(k + 1, t) for k, t in enumerate(tags))
+                content = message_field(3, message_field(1, series))
+            else:
+                content = message_field(2, b"".join(bytes_field(1, t, keep=True) for t in tags))
+            body += message_field(2, bytes_field(1, chart_title) + content)
+        cats.append(message_field(2, bytes_field(1, title) + body))
+    return b"".join(cats)

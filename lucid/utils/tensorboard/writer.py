@@ -19,6 +19,7 @@ import numpy as np
 
 from ..._core.tensor import Tensor
 from . import _records as rec
+from ._more import MoreSummaries
 from ._png import encode_png
 
 __all__ = ["SummaryWriter"]
@@ -200,8 +201,8 @@ def _to_hwc(arr, dataformats, fname):
     return arr
 
 
-def _image(img_tensor, dataformats, fname) -> bytes:
-    """``Summary.Image``: floats are taken in [0, 1] and scaled by 255, uint8 kept; both
+def _pixels(img_tensor, dataformats, fname):
+    """(H, W, C) uint8 pixels for ``Summary.Image``: floats are taken in [0, 1] and scaled by 255, uint8 kept; both
     clipped to [0, 255] and truncated to uint8, as torch does."""
     arr = _host(img_tensor, fname)
     if arr.dtype.kind == "c":
@@ -212,8 +213,12 @@ def _image(img_tensor, dataformats, fname) -> bytes:
         raise ValueError(f"{fname}: cannot encode an image of {height}x{width} pixels with "
                          f"{channels} channels (1 to 4 channels, at least one pixel)")
     scale = 1 if hwc.dtype == np.uint8 else 255
-    pixels = (hwc.astype(np.float32) * scale).clip(0, 255).astype(np.uint8)
-    return rec.image(height, width, channels, encode_png(pixels))
+    return (hwc.astype(np.float32) * scale).clip(0, 255).astype(np.uint8)
+
+
+def _image(img_tensor, dataformats, fname) -> bytes:
+    pixels = _pixels(img_tensor, dataformats, fname)
+    return rec.image(*pixels.shape, encode_png(pixels))
 
 
 # ------------------------------------------------------------------------------- hparams
@@ -256,8 +261,9 @@ def _hparams_summaries(hparam_dict, metric_dict, domains, fname):
 
 
 # -------------------------------------------------------------------------------- writer
-class SummaryWriter:
-    """Write TensorBoard event files: scalars, histograms, images, text and hparams.
+class SummaryWriter(MoreSummaries):
+    """Write TensorBoard event files: scalars, histograms, images, text, hparams, graphs,
+    embeddings, PR curves, audio, video, meshes and custom scalar layouts.
 
     The API and the files are PyTorch's (``torch.utils.tensorboard.SummaryWriter``); neither
     TensorBoard, protobuf nor Pillow is needed to write them (``pip install tensorboard`` to
@@ -283,9 +289,9 @@ class SummaryWriter:
     Records are written synchronously by the logging call that fills the queue (PyTorch uses
     a background thread); pending ones are also written on ``flush``, ``close`` and when the
     writer is garbage collected or the program exits. After ``close`` the next ``add_*`` opens
-    a new event file, as in PyTorch. ``add_graph``, ``add_embedding``, ``add_audio``,
-    ``add_video``, ``add_figure``, ``add_mesh``, ``add_pr_curve`` and the custom scalar
-    layouts are not provided.
+    a new event file, as in PyTorch. ``add_graph`` reads the graph off the autograd tape of one
+    forward pass (PyTorch traces with TorchScript); ``add_video`` writes its GIF without
+    moviepy; ``add_onnx_graph`` raises (Lucid has no ONNX support).
 
     Examples
     --------
