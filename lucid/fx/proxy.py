@@ -1,0 +1,210 @@
+"""``Proxy``: the stand-in value symbolic tracing passes through user code (``torch.fx.Proxy``).
+
+Every operation on a Proxy appends a node to the tracer's graph and returns a new Proxy: Python
+operators become ``call_function`` nodes on ``operator`` functions, attribute reads
+``getattr`` nodes, method calls ``call_method`` nodes. What needs a concrete value (``bool``,
+``len``, iteration, ``numpy.asarray``) raises ``TraceError``.
+"""
+from __future__ import annotations
+
+import dis
+import inspect
+import operator
+
+from .node import map_aggregate
+
+__all__ = ["Proxy", "Attribute", "TraceError", "TracerBase", "GraphAppendingTracer"]
+
+_CONTROL_FLOW = "symbolically traced variables cannot be used as inputs to control flow"
+
+
+class TraceError(ValueError):
+    """Symbolic tracing met an operation that needs a concrete value (``torch.fx.proxy.TraceError``)."""
+
+
+class TracerBase:
+    """What a ``Proxy`` needs from its tracer: a graph and ``create_proxy``."""
+
+    graph = None
+    proxy_buffer_attributes = True
+
+    def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
+        return self.graph.create_node(kind, target, args, kwargs, name, type_expr)
+
+    def proxy(self, node):
+        return Proxy(node, self)
+
+    def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None):
+        """Record ``kind``/``target`` called on ``args``/``kwargs`` and return its Proxy."""
+        args_ = self.create_arg(args)
+        kwargs_ = self.create_arg(kwargs)
+        node = self.create_node(kind, target, args_, kwargs_, name, type_expr)
+        return self.proxy(node) if proxy_factory_fn is None else proxy_factory_fn(node)
+
+    def create_arg(self, a):
+        """Turn an argument into what a node stores: Proxies become their nodes."""
+        def leaf(x):
+            if isinstance(x, Proxy):
+                return x.node
+            return x
+        return map_aggregate(a, leaf)
+
+    def to_bool(self, obj):
+        raise TraceError(_CONTROL_FLOW)
+
+    def iter(self, obj):
+        raise TraceError(f"{_CONTROL_FLOW}: a Proxy cannot be iterated (a loop over it, or "
+                         "*proxy / **proxy in a call); index it instead")
+
+    def keys(self, obj):
+        return Attribute(obj, "keys")()
+
+
+class GraphAppendingTracer(TracerBase):
+    """A tracer that only appends to ``graph`` (for Proxies made around a free graph's nodes)."""
+
+    def __init__(self, graph):
+        self.graph = graph
+
+
+class Proxy:
+    """A value during symbolic tracing: it records what is done to it as graph nodes.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.fx import Graph, Proxy
+    >>> g = Graph()
+    >>> x = Proxy(g.placeholder("x"))
+    >>> y = (x * 2).relu()
+    >>> _ = g.output(y.node)
+    >>> [n.op for n in g.nodes]
+    ['placeholder', 'call_function', 'call_method', 'output']
+    """
+
+    __hash__ = object.__hash__
+
+    def __init__(self, node, tracer=None):
+        if tracer is None:
+            tracer = GraphAppendingTracer(node.graph)
+        self.tracer = tracer
+        self.node = node
+
+    def __repr__(self):
+        return f"Proxy({self.node.name})"
+
+    def __getattr__(self, k):
+        if k.startswith("__") and k.endswith("__"):  # copy/pickle probes are not tensor attributes
+            raise AttributeError(k)
+        return Attribute(self, k)
+
+    def __getstate__(self):
+        return self.__dict__
+
+    def __setstate__(self, d):
+        self.__dict__ = d
+
+    def __call__(self, *args, **kwargs):
+        return self.tracer.create_proxy("call_method", "__call__", (self,) + args, kwargs)
+
+    def __iter__(self):
+        # ``a, b = proxy`` is a fixed-size unpack: record it as getitems, as torch.fx does.
+        frame = inspect.currentframe()
+        caller = frame.f_back if frame is not None else None
+        if caller is not None:
+            for inst in dis.get_instructions(caller.f_code):
+                if inst.offset >= caller.f_lasti:
+                    if inst.opname == "UNPACK_SEQUENCE":
+                        return iter([self[i] for i in range(inst.argval)])
+                    break
+        return self.tracer.iter(self)
+
+    def __bool__(self):
+        return self.tracer.to_bool(self)
+
+    def __len__(self):
+        raise TraceError(f"{_CONTROL_FLOW}: 'len' is not supported in symbolic tracing by default. "
+                         "If you want this call to be recorded, please call lucid.fx.wrap('len') at module scope")
+
+    def __index__(self):
+        raise TraceError(f"{_CONTROL_FLOW}: a Proxy cannot be used as a Python int")
+
+    def __array__(self, *args, **kwargs):
+        raise TraceError(f"{_CONTROL_FLOW}: a Proxy cannot be converted to a NumPy array (a NumPy "
+                         "call on a traced value); use lucid functions, or lucid.fx.wrap the helper")
+
+    def keys(self):
+        return self.tracer.keys(self)
+
+
+class Attribute(Proxy):
+    """``proxy.attr``: becomes a ``getattr`` node when used as a value, a ``call_method``
+    node when called."""
+
+    def __init__(self, root, attr):
+        self.root = root
+        self.attr = attr
+        self.tracer = root.tracer
+        self._node = None
+
+    @property
+    def node(self):
+        if self._node is None:
+            self._node = self.tracer.create_proxy("call_function", getattr, (self.root, self.attr), {}).node
+        return self._node
+
+    def __call__(self, *args, **kwargs):
+        return self.tracer.create_proxy("call_method", self.attr, (self.root,) + args, kwargs)
+
+
+_UNARY = ("neg", "pos", "invert", "abs")
+_BINARY = ("add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "lshift", "rshift", "and_",
+           "or_", "xor", "matmul", "getitem", "eq", "ne", "lt", "gt", "le", "ge")
+_REFLECTABLE = ("add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "lshift", "rshift",
+                "and_", "or_", "xor", "matmul")
+
+
+def _dunder(name):
+    return f"__{name.rstrip('_')}__"
+
+
+def _define_magic(name):
+    target = getattr(operator, name)
+
+    def impl(*args):
+        tracer = next(a.tracer for a in args if isinstance(a, Proxy))
+        return tracer.create_proxy("call_function", target, args, {})
+
+    impl.__name__ = _dunder(name)
+    setattr(Proxy, _dunder(name), impl)
+
+
+def _define_reflected(name):
+    target = getattr(operator, name)
+
+    def impl(self, rhs):
+        return self.tracer.create_proxy("call_function", target, (rhs, self), {})
+
+    impl.__name__ = f"__r{name.rstrip('_')}__"
+    setattr(Proxy, impl.__name__, impl)
+
+
+for _name in _UNARY + _BINARY:
+    _define_magic(_name)
+for _name in _REFLECTABLE:
+    _define_reflected(_name)
+
+
+def _find_proxy(args, kwargs):
+    """The first Proxy nested anywhere in ``args``/``kwargs``, or None."""
+    found = []
+
+    def look(x):
+        if not found and isinstance(x, Proxy):
+            found.append(x)
+        return x
+
+    map_aggregate(args, look)
+    if not found:
+        map_aggregate(kwargs, look)
+    return found[0] if found else None
