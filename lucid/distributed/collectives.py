@@ -154,6 +154,7 @@ class Work:
     def __init__(self, requests, finish=None, result=None, status=None):
         self._requests, self._finish, self._result = list(requests), finish, result
         self._status = status  # an MPI.Status for a receive: who sent it
+        self._check = None  # a receive's size check: NOTE [Receive sizes]
         self._done = False
 
     def _complete(self):
@@ -167,7 +168,7 @@ class Work:
         """Block until the collective has finished (``timeout`` is ignored). Returns True."""
         if not self._done:
             if self._status is not None:
-                self._requests[0].Wait(self._status)
+                self._received(lambda: self._requests[0].Wait(self._status))
             elif self._requests:
                 _mpi("Work.wait").Request.Waitall(self._requests)
             self._complete()
@@ -178,12 +179,33 @@ class Work:
         if self._done:
             return True
         if self._status is not None:
-            ready = self._requests[0].Test(self._status)
+            ready = self._received(lambda: self._requests[0].Test(self._status))
         else:
             ready = not self._requests or _mpi("Work.is_completed").Request.Testall(self._requests)
         if ready:
             self._complete()
         return self._done
+
+    def _received(self, complete):
+        """Run a receive's Wait/Test; a message of another size raises. See NOTE [Receive sizes]."""
+        MPI = _mpi("Work.wait")
+        try:
+            ready = complete()
+        except MPI.Exception as e:
+            if e.Get_error_class() != MPI.ERR_TRUNCATE or self._check is None:
+                raise
+            self._fail()
+            raise self._check(None) from None
+        if ready is not False and self._check is not None:
+            error = self._check(self._status.Get_count(MPI.BYTE))
+            if error is not None:
+                self._fail()
+                raise error
+        return ready
+
+    def _fail(self):
+        # the request is over (MPI completed it with the error); the tensor's value is undefined
+        self._done, self._requests, self._finish = True, [], None
 
     def is_success(self):
         return self.is_completed()
@@ -531,7 +553,7 @@ def send(tensor, dst=None, group=None, tag=0, group_dst=None):
 
 def recv(tensor, src=None, group=None, tag=0, group_src=None):
     """Receive into ``tensor`` from rank ``src`` (default: any); returns the sender's global rank."""
-    work = irecv(tensor, src, group, tag, group_src)
+    work = _irecv(tensor, src, group, tag, group_src, blocking=True)
     if work is None:
         return -1
     work.wait()
@@ -553,8 +575,16 @@ def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
 
 
 def irecv(tensor, src=None, group=None, tag=0, group_src=None):
-    """Start receiving into ``tensor`` from rank ``src`` (default: any); returns a :class:`Work`."""
-    api = "irecv"
+    """Start receiving into ``tensor`` from rank ``src`` (default: any); returns a :class:`Work`.
+
+    Its ``wait()`` raises a RuntimeError naming both ranks when the message sent has another
+    size than ``tensor`` (NOTE [Receive sizes]).
+    """
+    return _irecv(tensor, src, group, tag, group_src, blocking=False)
+
+
+def _irecv(tensor, src, group, tag, group_src, blocking):
+    api = "recv" if blocking else "irecv"
     pg = _resolve(group, api)
     target = _Target(tensor, api)
     MPI = _mpi(api)
@@ -567,7 +597,37 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None):
     status = MPI.Status()
     work = Work([comm.Irecv(target.tmp, peer, tag)], _finisher([target], api), [tensor], status)
     work._source_rank = lambda: pg.ranks[status.Get_source()]  # PyTorch's Work._source_rank()
+    work._check = _size_check(api, target.tmp, pg, status, tag)
     return work
+
+
+# NOTE [Receive sizes]
+# MPI moves bytes: a message longer than the receive buffer fails at the receiver's wait with
+# MPI's bare ERR_TRUNCATE ("Message truncated"), and a shorter one fills part of the tensor
+# silently. A receive checks both when it completes, from its MPI.Status alone: the truncation
+# error is caught and re-raised naming the op, the ranks, the tag and the receiving tensor; a
+# short message is caught by its byte count. No extra message is sent (a size handshake would
+# double every send's latency), so the sender's shape is not known here: a short message
+# reports its length in the receiver's elements, a long one only that it is longer. The
+# sender's side completes normally, as in MPI. (PyTorch's MPI backend raises MPI's error text;
+# gloo raises on any size mismatch.)
+def _size_check(api, buf, pg, status, tag):
+    def check(nbytes):
+        if nbytes == buf.nbytes:
+            return None
+        here = f"rank {pg.ranks[pg.comm.Get_rank()]}"
+        there = f"rank {pg.ranks[status.Get_source()]}"
+        tensor = f"the receive tensor (shape {tuple(buf.shape)}, dtype {buf.dtype}, {buf.nbytes} bytes)"
+        if nbytes is None:
+            sent = f"a message longer than {tensor}"
+        else:
+            n = nbytes / buf.itemsize
+            sent = (f"a message of {nbytes} bytes ({int(n) if n == int(n) else n} elements of {buf.dtype}), "
+                    f"but {tensor} expects {buf.size} elements")
+        return RuntimeError(f"{api}: {here} got from {there} (tag {tag}) {sent}; send and receive tensors "
+                            "must have the same number of elements and dtype")
+
+    return check
 
 
 # -------------------------------------------------------------------- helpers

@@ -2,8 +2,10 @@
 """
 from __future__ import annotations
 
+import math
 import operator
 
+import numpy as np
 
 from ..._core import dtypes
 from ..._core.backend import on_device, xp
@@ -192,20 +194,76 @@ def clamp(input, min=None, max=None):
     input = _as_tensor(input)
     if min is None and max is None:
         raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
-    if isinstance(min, Tensor) or isinstance(max, Tensor):
-        out = input
-        if min is not None:
-            out = where(out < min, min, out) if not isinstance(min, Tensor) else where(out < min, min.to(out.dtype), out)
-        if max is not None:
-            out = where(out > max, max, out) if not isinstance(max, Tensor) else where(out > max, max.to(out.dtype), out)
-        return out
-    if input.dtype.kind in "biu":
-        # Python bounds take part in type promotion as in PyTorch: float bounds make an integer
-        # tensor float, int bounds make a bool tensor int64.
+    # The bounds take part in type promotion as in PyTorch: a float bound makes an integer
+    # tensor float, an int bound a bool tensor int64, a dimensioned tensor bound promotes as
+    # an operand (a 0-d one is weak); the bounds are then converted to the result's dtype.
+    dt = input.dtype
+    if dt.kind == "f" and not isinstance(min, Tensor) and not isinstance(max, Tensor):
+        # Numbers keep a float's dtype; within float16's range no bound can overflow.
+        try:
+            small = (min is None or -65504.0 <= min <= 65504.0) and (max is None or -65504.0 <= max <= 65504.0)
+        except TypeError:  # a complex bound
+            raise TypeError("clamp: not supported for complex bounds (complex numbers have no order; "
+                            "compare .abs() or .real instead)") from None
+        if small:
+            return bind(clamp_p, (input,), {"lo": min, "hi": max})
+    else:
         dt = dtypes.result_type(input, *(v for v in (min, max) if v is not None))
         if dt != input.dtype:
             input = cast(input, dt)
-    return bind(clamp_p, (input,), {"lo": min, "hi": max})
+    lo, hi = _bound(min, dt), _bound(max, dt)
+    if isinstance(lo, Tensor) or isinstance(hi, Tensor):
+        out = input
+        if lo is not None:
+            out = where(_nan_or(out < lo, lo), lo, out)
+        if hi is not None:
+            out = where(_nan_or(out > hi, hi), hi, out)
+        return out
+    return bind(clamp_p, (input,), {"lo": lo, "hi": hi})
+
+
+def _nan_or(cond, bound):
+    # a NaN tensor bound gives NaN, as PyTorch's clamp (a comparison with NaN alone would keep x)
+    if isinstance(bound, Tensor) and bound.dtype.kind == "f":
+        return cond | isnan(bound)
+    return cond
+
+
+def _bound(v, dt):
+    """A clamp bound in the result dtype ``dt``: a tensor cast (wrapping, as PyTorch's cast),
+    a number checked as PyTorch's ``Scalar`` conversion does."""
+    if v is None:
+        return None
+    if isinstance(v, Tensor):
+        return v if v.dtype == dt else cast(v, dt)
+    return _number_in(v, dt, "clamp")
+
+
+_FLOAT_MAX = {}
+
+
+def _float_max(dt):
+    top = _FLOAT_MAX.get(dt)
+    if top is None:
+        top = _FLOAT_MAX[dt] = float(np.finfo(dt).max)
+    return top
+
+
+def _number_in(v, dt, op):
+    """The Python number ``v`` as a value of dtype ``dt``, as c10's checked conversion: an
+    out-of-range value raises, except that an unsigned dtype takes a negative int down to
+    ``-max`` in two's complement (uint8: -1 is 255), so ``clamp(min=-1)`` is ``clamp(min=255)``."""
+    kind = dt.kind
+    if kind in "iu" and v.__class__ is not bool:
+        info = np.iinfo(dt)
+        v = int(v)
+        low = -int(info.max) if kind == "u" else int(info.min)
+        if not low <= v <= int(info.max):
+            raise RuntimeError(f"{op}: value {v} cannot be converted to type {dtypes.as_lucid(dt)} without overflow")
+        return v + (1 << dt.itemsize * 8) if v < 0 and kind == "u" else v
+    if kind == "f" and v.__class__ is not bool and abs(v) > _float_max(dt) and (v.__class__ is int or math.isfinite(v)):
+        raise RuntimeError(f"{op}: value {v} cannot be converted to type {dtypes.as_lucid(dt)} without overflow")
+    return v
 
 
 clip = clamp

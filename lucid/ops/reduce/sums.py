@@ -262,13 +262,24 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 
 # ------------------------------------------------------------- any / all
 
-any_p = _nondiff("any", lambda x, axis, keepdims: xp.asarray(xp.any(x, axis=axis, keepdims=keepdims)))
-all_p = _nondiff("all", lambda x, axis, keepdims: xp.asarray(xp.all(x, axis=axis, keepdims=keepdims)))
+def _truth_reduction(reduce):
+    # PyTorch keeps uint8 for a uint8 input (its legacy mask dtype); every other dtype gives bool.
+    def impl(x, axis, keepdims):
+        out = xp.asarray(reduce(x, axis=axis, keepdims=keepdims))
+        return out.astype(x.dtype) if x.dtype == _UINT8 else out
+
+    return impl
+
+
+_UINT8 = np.dtype(np.uint8)
+any_p = _nondiff("any", _truth_reduction(xp.any))
+all_p = _nondiff("all", _truth_reduction(xp.all))
 
 
 @tensor_method("any")
 def any(input, dim=None, keepdim=False):
-    """Whether any element over ``dim`` is nonzero (bool result, no gradient).
+    """Whether any element over ``dim`` is nonzero (bool result, uint8 for uint8 input as in
+    PyTorch; no gradient).
 
     Parameters
     ----------
@@ -291,7 +302,8 @@ def any(input, dim=None, keepdim=False):
 
 @tensor_method("all")
 def all(input, dim=None, keepdim=False):
-    """Whether every element over ``dim`` is nonzero (bool result, no gradient).
+    """Whether every element over ``dim`` is nonzero (bool result, uint8 for uint8 input as in
+    PyTorch; no gradient).
 
     Parameters
     ----------
