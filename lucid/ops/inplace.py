@@ -461,6 +461,12 @@ def _binary_direct(ufunc):
     return direct
 
 
+def _half_with_number(x, *numbers):
+    """A float16 tensor meeting a Python float: NumPy would round the number to float16 first;
+    the out-of-place op computes in float32 and rounds once, as PyTorch (NOTE [Half opmath])."""
+    return x.dtype == np.float16 and any(n.__class__ is float for n in numbers)  # dtype: tracers too
+
+
 @tensor_method("add_", "__iadd__")
 def add_(self, other, *, alpha=1):
     """In-place ``self += alpha * other``; returns ``self``.
@@ -477,7 +483,9 @@ def add_(self, other, *, alpha=1):
     def direct(a, o):
         xp.add(a, o if alpha == 1 else xp.multiply(o, alpha), out=a)
 
-    if alpha != 1 and not isinstance(other, Tensor):  # a Python product stays exact
+    if _half_with_number(self, other, alpha):
+        direct = None
+    elif alpha != 1 and not isinstance(other, Tensor):  # a Python product stays exact
         other, alpha = other * alpha, 1
     return _inplace("add_", self, (other,), lambda x, o: add(x, o, alpha=alpha), direct, needs_old=False)
 
@@ -490,7 +498,9 @@ def sub_(self, other, *, alpha=1):
     def direct(a, o):
         xp.subtract(a, o if alpha == 1 else xp.multiply(o, alpha), out=a)
 
-    if alpha != 1 and not isinstance(other, Tensor):
+    if _half_with_number(self, other, alpha):
+        direct = None
+    elif alpha != 1 and not isinstance(other, Tensor):
         other, alpha = other * alpha, 1
     return _inplace("sub_", self, (other,), lambda x, o: sub(x, o, alpha=alpha), direct, needs_old=False)
 
@@ -500,7 +510,8 @@ def mul_(self, other):
     """In-place ``self *= other``; returns ``self``."""
     from .elementwise import mul
 
-    return _inplace("mul_", self, (other,), mul, _binary_direct(xp.multiply))
+    direct = None if _half_with_number(self, other) else _binary_direct(xp.multiply)
+    return _inplace("mul_", self, (other,), mul, direct)
 
 
 @tensor_method("div_", "divide_", "true_divide_", "__itruediv__")
@@ -508,7 +519,7 @@ def div_(self, other, *, rounding_mode=None):
     """In-place ``self /= other`` (``rounding_mode`` "floor" / "trunc" as in ``div``)."""
     from .elementwise import div
 
-    direct = _binary_direct(xp.true_divide) if rounding_mode is None else None
+    direct = _binary_direct(xp.true_divide) if rounding_mode is None and not _half_with_number(self, other) else None
     return _inplace("div_", self, (other,), lambda x, o: div(x, o, rounding_mode=rounding_mode), direct)
 
 
@@ -517,7 +528,9 @@ def pow_(self, exponent):
     """In-place ``self **= exponent``."""
     from .elementwise import pow
 
-    return _inplace("pow_", self, (exponent,), pow, _binary_direct(xp.power))
+    # integers go through pow's checks (a negative exponent raises or gives PyTorch's 0/±1)
+    direct = _binary_direct(xp.power) if self.dtype.kind in "fc" else None
+    return _inplace("pow_", self, (exponent,), pow, direct)
 
 
 def _unary_inplace(name, ufunc, needs_old=True):
@@ -563,7 +576,10 @@ def clamp_(self, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("clamp_: at least one of 'min' or 'max' must not be None")
     direct = None
-    if not isinstance(min, Tensor) and not isinstance(max, Tensor):
+    # Only floats clip directly (numbers within float16's range never overflow); an integer
+    # tensor's bounds are converted as clamp converts them (uint8: min=-1 is 255).
+    if (self.dtype.kind == "f" and not isinstance(min, Tensor) and not isinstance(max, Tensor)
+            and all(b is None or (b.__class__ in (int, float) and -65504.0 <= b <= 65504.0) for b in (min, max))):
         def direct(a):
             xp.clip(a, min, max, out=a)
     return _inplace("clamp_", self, (), lambda x: clamp(x, min, max), direct)

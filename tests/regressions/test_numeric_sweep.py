@@ -272,3 +272,28 @@ def test_half_opmath_matches_torch():
         for f in (lambda t: t * s, lambda t: s * t, lambda t: t / s, lambda t: s / t, lambda t: t + s,
                   lambda t: abs(t) ** s, lambda t: t % s, lambda t: t > s):
             np.testing.assert_array_equal(np.asarray(f(x).tolist()), f(tx).numpy())
+
+
+def test_in_place_forms_follow_their_out_of_place_ops():
+    # the no-graph in-place paths wrote with NumPy directly: float16 rounded the number first,
+    # integer clamp_ ignored wrapped bounds, integer pow_ raised NumPy's errors
+    x = np.array([1000.0, 3.0, -7.5, 0.1], np.float16)
+    for name, arg in (("mul_", 0.1), ("div_", 3.3), ("add_", 0.1), ("sub_", 0.37)):
+        t = lucid.tensor(x)
+        getattr(t, name)(arg)
+        want = getattr(lucid.tensor(x), name[:-1])(arg)
+        np.testing.assert_array_equal(t.numpy(), want.numpy())
+    t = lucid.tensor(x)
+    t.mul_(0.1)
+    np.testing.assert_array_equal(t.numpy(), (x.astype(np.float32) * np.float32(0.1)).astype(np.float16))
+    u = lucid.tensor([0, 1, 200], dtype=lucid.uint8)
+    u.clamp_(min=-1)
+    assert u.tolist() == [255, 255, 255]
+    i = lucid.tensor([2, 3])
+    i.pow_(lucid.tensor([-1, 2]))
+    assert i.tolist() == [0, 9]
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+        lucid.tensor([2, 3], dtype=lucid.uint8).pow_(-1)
+    f = lucid.tensor([1.0, 5.0])
+    f.clamp_(0, 2)
+    assert f.tolist() == [1.0, 2.0]
