@@ -296,7 +296,9 @@ def angle(input):
 
         if input.dtype.kind != "f":
             input = input.to(dtypes.get_default_dtype())
-        return where(input < 0, np.pi, 0.0) + input * 0  # keeps the graph, zero gradient
+        # nan stays nan and +-inf gives 0 or pi (inf * 0 would be nan); input * 0 keeps the graph
+        # with a zero gradient and the result in input's dtype
+        return where(input < 0, np.pi, where(input >= 0, 0.0, input * 0))
     return bind(angle_p, (input,), {})
 
 

@@ -67,7 +67,17 @@ def _doc(fn, text):
 
 # ------------------------------------------------------------------ gamma family
 
-lgamma_p, _lgamma = unary("lgamma", _scipy("gammaln"), lambda ns, x, o: ns.digamma(x))
+_gammaln = _scipy("gammaln")
+
+
+def _lgamma_impl(x):
+    # SciPy's gammaln(-inf) is -inf; |Gamma| has poles at every negative integer and
+    # log|Gamma(x)| grows without bound as x -> -inf, so PyTorch (and C's lgamma) give +inf.
+    out = _gammaln(x)
+    return xp.where(x == -np.inf, np.inf, out).astype(out.dtype, copy=False) if x.dtype.kind == "f" else out
+
+
+lgamma_p, _lgamma = unary("lgamma", _lgamma_impl, lambda ns, x, o: ns.digamma(x))
 digamma_p, _digamma = unary("digamma", _scipy("psi"), lambda ns, x, o: ns.polygamma(x, n=1))
 
 
@@ -124,7 +134,8 @@ k1e_p, _k1e = unary("scaled_modified_bessel_k1", _scipy("k1e"),
 
 def _sph_j0_impl(x):
     with np.errstate(all="ignore"):
-        return xp.where(x == 0, 1.0, xp.sin(x) / x).astype(x.dtype, copy=False)
+        # sin(x) / x -> 0 as |x| -> inf (sin(inf) is nan), as PyTorch
+        return xp.where(x == 0, 1.0, xp.where(xp.isinf(x), 0.0, xp.sin(x) / x)).astype(x.dtype, copy=False)
 
 
 spherical_bessel_j0_p, _spherical_bessel_j0 = unary(
@@ -168,14 +179,16 @@ sinc_p, _sinc = unary("sinc", quiet(_sinc_impl, 1),
 entr_p, _entr = unary("entr", _scipy("entr"), lambda ns, x, o: -(ns.log(x) + 1))
 
 
-def _nonzero(ns, x):
-    return ns.cast(x != 0, dtype=x.dtype)
+def _kept(ns, x, y, pole):
+    """1, or 0 where ``x == 0`` and ``y <= pole`` (where the log is -inf or nan)."""
+    return 1 - ns.cast(x == 0, dtype=x.dtype) * ns.cast(y <= pole, dtype=x.dtype)
 
 
-# xlogy: d/dx = log(y) where x != 0 (else 0), d/dy = x / y (PyTorch's formulas).
-xlogy_p = binary("xlogy", _scipy("xlogy"), lambda ns, x, y, o: ns.xlogy(_nonzero(ns, x), y),
+# xlogy: d/dx = log(y), 0 where x == 0 and y <= 0; d/dy = x / y (PyTorch's formulas: the
+# derivative in x is log(y) at x == 0 too wherever the log is finite).
+xlogy_p = binary("xlogy", _scipy("xlogy"), lambda ns, x, y, o: ns.xlogy(_kept(ns, x, y, 0), y),
                  lambda ns, x, y, o: x / y)
-xlog1py_p = binary("xlog1py", _scipy("xlog1py"), lambda ns, x, y, o: ns.xlog1py(_nonzero(ns, x), y),
+xlog1py_p = binary("xlog1py", _scipy("xlog1py"), lambda ns, x, y, o: ns.xlog1py(_kept(ns, x, y, -1), y),
                    lambda ns, x, y, o: x / (y + 1))
 
 

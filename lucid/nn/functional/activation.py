@@ -344,7 +344,19 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
-    return _apply("hardtanh_", input, inplace, lambda x: _lucid().clamp(x, min_val, max_val))
+    return _apply("hardtanh_", input, inplace, lambda x: _hard_clamp(x, min_val, max_val))
+
+
+def _hard_clamp(x, lo, hi):
+    """``clamp(x, lo, hi)`` whose derivative is 1 strictly inside ``(lo, hi)`` and 0 at the bounds,
+    as PyTorch's hardtanh/relu6/hardsigmoid backward (``clamp`` itself passes it at the bounds).
+    An integer input stays integer, its bounds cast as C does."""
+    lucid = _lucid()
+    if isinstance(x, Tensor) and x.dtype.kind in "iu":
+        if x.dtype.kind == "u" and (lo < 0 or hi < 0):
+            raise RuntimeError("hardtanh: cannot do hardtanh on an unsigned type with negative limits")
+        return lucid.clamp(x, int(lo), int(hi))
+    return lucid.where((x > lo) & (x < hi), x, lucid.clamp(x, lo, hi).detach())
 
 
 def relu6(input, inplace=False):
@@ -382,7 +394,7 @@ def hardsigmoid(input, inplace=False):
     >>> F.hardsigmoid(lucid.tensor([-4.0, 0.0, 4.0])).tolist()
     [0.0, 0.5, 1.0]
     """
-    return _apply("hardsigmoid_", input, inplace, lambda x: _lucid().clamp(x / 6.0 + 0.5, 0.0, 1.0))
+    return _apply("hardsigmoid_", input, inplace, lambda x: _hard_clamp(x / 6.0 + 0.5, 0.0, 1.0))
 
 
 def hardswish(input, inplace=False):

@@ -176,7 +176,8 @@ def hardshrink(input, lambd=0.5):
     >>> F.hardshrink(lucid.tensor([-1.0, 0.2, 0.75])).tolist()
     [-1.0, 0.0, 0.75]
     """
-    return _lucid().where((input > lambd) | (input < -lambd), input, 0.0)
+    # the zero band is tested, not its complement, so nan stays nan (as PyTorch)
+    return _lucid().where((input >= -lambd) & (input <= lambd), 0.0, input)
 
 
 def softshrink(input, lambd=0.5):
@@ -191,7 +192,10 @@ def softshrink(input, lambd=0.5):
     if lambd < 0:
         raise RuntimeError(f"softshrink: lambda must be greater or equal to 0, but found to be {lambd}")
     lucid = _lucid()
-    return lucid.where(input > lambd, input - lambd, lucid.where(input < -lambd, input + lambd, 0.0))
+    # the band is tested (input * 0 there keeps -0.0 signed), so nan takes the outer branch: nan, with
+    # gradient 1, as PyTorch
+    band = (input >= -lambd) & (input <= lambd)
+    return lucid.where(band, input * 0, lucid.where(input > lambd, input - lambd, input + lambd))
 
 
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):

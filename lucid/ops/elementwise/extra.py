@@ -179,13 +179,14 @@ def _nan_aware(name, pick):
 def _fmax_pick(a, b):
     import lucid
 
-    return lucid.maximum(a, b)
+    # a tie goes to input, value and gradient (PyTorch's fmax; maximum splits a tie's gradient)
+    return lucid.where(a >= b, a, b)
 
 
 def _fmin_pick(a, b):
     import lucid
 
-    return lucid.minimum(a, b)
+    return lucid.where(a <= b, a, b)
 
 
 fmax = tensor_method("fmax")(_nan_aware("fmax", _fmax_pick))

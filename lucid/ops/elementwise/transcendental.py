@@ -54,7 +54,15 @@ def _abs_jvp(ns, primals, tangents, out):
 abs_p.vjp, abs_p.jvp = (_abs_vjp,), _abs_jvp
 # sign's derivative is zero almost everywhere: a differentiable primitive (like floor) so that
 # sign(x).sum().backward() gives zero gradients instead of "does not require grad", as in PyTorch.
-sign_p, _sign = unary("sign", xp.sign, _zero, save_inputs=False, float_only=False)
+def _sign_impl(x):
+    # PyTorch's sign is (0 < x) - (x < 0): nan gives 0 (NumPy's nan), bool is returned as is.
+    kind = x.dtype.kind
+    if kind == "f":
+        return xp.where(x == x, xp.sign(x), 0)
+    return x.copy() if kind == "b" else xp.sign(x)
+
+
+sign_p, _sign = unary("sign", _sign_impl, _zero, save_inputs=False, float_only=False)
 _abs_any_dtype = abs
 
 
@@ -155,7 +163,10 @@ log10_p, log10 = unary("log10", quiet(_log10), lambda ns, x, o: 1 / (x * _LN10))
 log1p_p, log1p = unary("log1p", quiet(xp.log1p), lambda ns, x, o: 1 / (x + 1))
 rsqrt_p, rsqrt = unary("rsqrt", quiet(lambda x: 1 / xp.sqrt(x)), lambda ns, x, o: -0.5 * o * o * o,
                        save_out=True, save_inputs=False)
-square_p, square = unary("square", quiet(xp.square), lambda ns, x, o: 2 * x, float_only=False)
+# bool squares to int64 as in PyTorch (pow(bool, 2)); NumPy's square of bool is int8
+_square = quiet(xp.square)
+square_p, square = unary("square", lambda x: _square(x.astype(np.int64) if x.dtype.kind == "b" else x),
+                         lambda ns, x, o: 2 * x, float_only=False)
 reciprocal_p, reciprocal = unary("reciprocal", quiet(lambda x: 1 / x), lambda ns, x, o: -(o * o),
                                  save_out=True, save_inputs=False)
 tan_p, tan = unary("tan", quiet(xp.tan), lambda ns, x, o: 1 + o * o, save_out=True, save_inputs=False)
@@ -335,7 +346,8 @@ frac_p.vjp = (lambda ns, g, out, x: g,)
 frac_p.jvp = lambda ns, primals, tangents, out: tangents[0]
 
 round_p = defprim(
-    "round", quiet(lambda x, decimals: xp.round(x, decimals), 1),
+    # an integer or bool tensor rounds to itself (NumPy gives float16 for bool)
+    "round", quiet(lambda x, decimals: x.copy() if x.dtype.kind in "biu" and decimals >= 0 else xp.round(x, decimals), 1),
     vjp=(lambda ns, g, out, x, decimals: g * 0,),
     jvp=lambda ns, primals, tangents, out, decimals: tangents[0] * 0,
     save_inputs=False,
@@ -380,7 +392,9 @@ def _floating_binary(name, prim, doc):
 
 
 def _atan2_d(ns, a, b, num):
-    return num / (a * a + b * b)
+    # 0 at the origin, where atan2 is not differentiable (PyTorch's convention; 0 / 0 is nan)
+    d = a * a + b * b
+    return ns.where(d == 0, 0.0, num / ns.where(d == 0, 1.0, d))
 
 
 atan2_p = binary("atan2", xp.arctan2, lambda ns, a, b, o: _atan2_d(ns, a, b, b),

@@ -16,10 +16,14 @@ from ._common import _axis_key, _drop_axis, _lift0d, _nondiff, _py_any, expand_r
 # ---------------------------------------------------------------- amax / amin
 
 
-def _extreme_parts(ns, out, x, axis, keepdims):
-    # Ties share the gradient equally (PyTorch's amax/amin convention).
+def _extreme_parts(ns, out, x, axis, keepdims, nan_ties=False):
+    # Ties share the gradient equally (PyTorch's amax/amin convention). With ``nan_ties`` (max()
+    # and min() of a whole tensor, PyTorch's evenly_distribute_backward) a nan result is shared by
+    # the nan elements; amax/amin give nan there, as in PyTorch.
     outk = expand_reduced(ns, out, x.shape, axis, keepdims)
     mask = ns.cast(x == outk, dtype=x.dtype)
+    if nan_ties:
+        mask = mask + ns.cast(x != x, dtype=x.dtype) * ns.cast(outk != outk, dtype=x.dtype)
     count = ns.sum(mask, axis=axis, keepdims=True)
     return mask / count
 
@@ -27,11 +31,12 @@ def _extreme_parts(ns, out, x, axis, keepdims):
 def _extreme(name, impl):
     prim = defprim(
         name,
-        lambda x, axis, keepdims: xp.asarray(impl(x, axis=axis, keepdims=keepdims)),
-        vjp=(lambda ns, g, out, x, axis, keepdims:
-             expand_reduced(ns, g, x.shape, axis, keepdims) * _extreme_parts(ns, out, x, axis, keepdims),),
-        jvp=lambda ns, primals, tangents, out, axis, keepdims:
-            ns.sum(tangents[0] * _extreme_parts(ns, out, primals[0], axis, keepdims), axis=axis, keepdims=keepdims),
+        lambda x, axis, keepdims, nan_ties=False: xp.asarray(impl(x, axis=axis, keepdims=keepdims)),
+        vjp=(lambda ns, g, out, x, axis, keepdims, nan_ties=False:
+             expand_reduced(ns, g, x.shape, axis, keepdims) * _extreme_parts(ns, out, x, axis, keepdims, nan_ties),),
+        jvp=lambda ns, primals, tangents, out, axis, keepdims, nan_ties=False:
+            ns.sum(tangents[0] * _extreme_parts(ns, out, primals[0], axis, keepdims, nan_ties),
+                   axis=axis, keepdims=keepdims),
         save_out=True,
     )
     prim.batch = batch_unary_axis(prim)
@@ -183,7 +188,8 @@ def _max_min(input, dim, keepdim, other, name):
     if dim is None:
         if input.numel() == 0:
             raise RuntimeError(f"{name}: expected a non-empty tensor, got shape {tuple(input.shape)}")
-        return bind(amax_p if name == "max" else amin_p, (input,), {"axis": tuple(range(input.ndim)), "keepdims": False})
+        return bind(amax_p if name == "max" else amin_p, (input,),
+                    {"axis": tuple(range(input.ndim)), "keepdims": False, "nan_ties": True})
     prim = argmax_p if name == "max" else argmin_p
     return _select_along(input, lambda x, a: bind(prim, (x,), {"axis": a, "keepdims": True}), dim, keepdim,
                          getattr(return_types, name), name)

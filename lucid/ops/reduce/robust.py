@@ -102,7 +102,8 @@ def aminmax(input, *, dim=None, keepdim=False):
     aminmax(min=tensor(1), max=tensor(3))
     """
     x = _as_tensor(input)
-    if x.numel() == 0:
+    # Only an empty reduced dim has no extreme: (2, 0) reduced over dim 0 is simply empty.
+    if x.numel() == 0 and (dim is None or x.ndim == 0 or x.shape[normalize_axis(dim, x.ndim, "aminmax")] == 0):
         raise RuntimeError("aminmax: cannot compute aminmax of an empty tensor")
     d = () if dim is None else dim
     L = _L()
@@ -284,6 +285,8 @@ def median(input, dim=None, keepdim=False):
     >>> lucid.median(lucid.tensor([[3.0, 1.0, 2.0]]), dim=1)
     median(values=tensor([2.]), indices=tensor([2]))
     """
+    if dim is None and _empty_float(input):  # PyTorch: the median of no elements is nan
+        return _nan_of_empty(input, keepdim)
     v, i = _select_sorted("median", input, dim, keepdim, lambda n, c, dev: _lower_middle(n, None, dev), False)
     return v if dim is None else _values_indices["median"](v, i)
 
@@ -291,8 +294,20 @@ def median(input, dim=None, keepdim=False):
 @tensor_method("nanmedian")
 def nanmedian(input, dim=None, keepdim=False):
     """The lower median of the non-NaN values (NaN only for an all-NaN slice)."""
+    if dim is None and _empty_float(input):
+        return _nan_of_empty(input, keepdim)
     v, i = _select_sorted("nanmedian", input, dim, keepdim, _lower_middle, True)
     return v if dim is None else _values_indices["nanmedian"](v, i)
+
+
+def _empty_float(x):
+    return isinstance(x, Tensor) and x.numel() == 0 and x.dtype.kind == "f"
+
+
+def _nan_of_empty(x, keepdim):
+    # the sum of no elements (0) times nan: nan in x's dtype, still in x's graph (an empty gradient)
+    r = x.sum() * float("nan")
+    return r.reshape((1,) * x.ndim) if keepdim else r
 
 
 @tensor_method("kthvalue")
@@ -338,7 +353,10 @@ def mode(input, dim=-1, keepdim=False):
     big = float("inf") if x.dtype.kind == "f" else int(np.iinfo(x.dtype).max) if x.dtype.kind in "iu" else True
     value = L.where(best, xs, big).amin(-1, keepdim=True)
     pos = L.arange(n, device=x.device).expand(*xs.shape)
-    idx = L.where(xs == value, pos, -1).amax(-1, keepdim=True)
+    same = xs == value
+    if x.dtype.kind == "f":  # a nan mode (nan never equals itself) is at the last nan
+        same = same | (xs.isnan() & value.isnan())
+    idx = L.where(same, pos, -1).amax(-1, keepdim=True)
     v = L.gather(xs, -1, idx).squeeze(-1)
     return _values_indices["mode"](_restore(v, x, d, keepdim), _restore(idx.squeeze(-1), x, d, keepdim))
 
@@ -643,7 +661,9 @@ def _unique_dim(arr, dim, sorted_, return_inverse, return_counts, consecutive):
         inverse = np.cumsum(keep) - 1
         counts = np.diff(np.append(starts, moved.shape[0]))
         return (np.moveaxis(out, 0, dim) if dim is not None else out), inverse, counts
-    out, inverse, counts = np.unique(arr, return_inverse=True, return_counts=True, axis=dim)
+    # nan equals nothing, itself included: each nan is a distinct value, as in PyTorch
+    extra = {"equal_nan": False} if dim is None else {}
+    out, inverse, counts = np.unique(arr, return_inverse=True, return_counts=True, axis=dim, **extra)
     return out, inverse.reshape(-1) if dim is not None else inverse.reshape(arr.shape), counts
 
 
