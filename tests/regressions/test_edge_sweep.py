@@ -280,3 +280,21 @@ def test_mode_unique_aminmax_match_torch():
     _same([lv.values.item()], [tv.values.item()])
     lm, tm = lucid.aminmax(lucid.zeros(2, 0), dim=0), torch.aminmax(torch.zeros(2, 0), dim=0)
     assert tuple(lm.min.shape) == tuple(tm.min.shape)
+
+
+def test_norm_dims_and_pow_exponents_as_pytorch():
+    # a complex input's 0-"norm" counts in the real dtype, like every other p
+    r = lucid.tensor([1 + 1j, 0j]).norm(p=0)
+    assert r.dtype == lucid.float32 and r.item() == 1.0
+    with pytest.raises(RuntimeError, match="cannot compute the inf norm on an empty tensor"):
+        lucid.zeros(0).norm(p=float("inf"))
+    assert lucid.zeros(0, 3).norm(p=float("inf"), dim=1).shape == (0,)
+    with pytest.raises(RuntimeError, match="appears multiple times in the list of dims"):
+        lucid.tensor(1.0).sum(dim=(0, -1))
+    assert lucid.tensor(1.0).sum(dim=0).item() == 1.0
+    with pytest.raises(RuntimeError, match="value 300 cannot be converted to type lucid.uint8 without overflow"):
+        lucid.tensor([2], dtype=lucid.uint8) ** 300
+    with pytest.raises(RuntimeError, match="cannot be converted to type lucid.float16 without overflow"):
+        lucid.tensor([2.0], dtype=lucid.float16) ** 1e5
+    assert (lucid.tensor([2], dtype=lucid.uint8) ** 3).tolist() == [8]
+    np.testing.assert_allclose((lucid.tensor([2], dtype=lucid.uint8) ** 2.5).numpy(), [2 ** 2.5], rtol=1e-6)

@@ -426,6 +426,12 @@ def pow(input, exponent):
         # exponent in an integer tensor is computed, as PyTorch does (see _int_power).
         raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
     a, b = promote(input, exponent)
+    if exponent.__class__ in (int, float) and (a.dtype.kind in "iu" or a.dtype == _F16):
+        # PyTorch converts a number exponent to the result's dtype, checked: uint8 ** 300 and
+        # float16 ** 1e5 raise instead of wrapping the exponent or making it inf
+        from .comparison import _number_in
+
+        _number_in(exponent, a.dtype, "pow")
     return bind(pow_p, (a, b), {})
 
 

@@ -23,10 +23,10 @@ def norm_axes(dim, nd, op):
         return tuple(range(nd))
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     axes = tuple(sorted({normalize_axis(d, nd, op) for d in dims}))
+    if len(axes) != len(dims):  # 0-d too: dim (0, -1) names its one dim twice, as PyTorch says
+        raise RuntimeError(f"{op}: dim {dim} appears multiple times in the list of dims")
     if nd == 0:  # a 0-d tensor accepts dim 0 / -1 and has nothing to reduce
         return ()
-    if len(axes) != len(dims):
-        raise RuntimeError(f"{op}: dim {dim} appears multiple times in the list of dims")
     return axes
 
 

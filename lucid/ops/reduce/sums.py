@@ -251,12 +251,13 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     from ..elementwise import abs as _abs
 
     a = _abs(input)
-    if p == math.inf:
-        return amax(a, axes, keepdim) if input.numel() else sum(a, axes, keepdim)
-    if p == -math.inf:
-        return amin(a, axes, keepdim)
-    if p == 0:
-        return sum(TN.cast(input != 0, dtype=input.dtype), axes, keepdim)
+    if p in (math.inf, -math.inf):
+        if 0 in [input.shape[ax] for ax in axes]:  # (`any` here is lucid's)
+            raise RuntimeError(f"norm: cannot compute the {p} norm on an empty tensor because the operation does "
+                               f"not have an identity (shape {tuple(input.shape)}, dim {dim})")
+        return amax(a, axes, keepdim) if p == math.inf else amin(a, axes, keepdim)
+    if p == 0:  # counted in the real dtype: a complex input's norm is real, as every other p's
+        return sum(TN.cast(input != 0, dtype=a.dtype), axes, keepdim)
     return sum(a, axes, keepdim)
 
 
