@@ -298,3 +298,20 @@ def test_norm_dims_and_pow_exponents_as_pytorch():
         lucid.tensor([2.0], dtype=lucid.float16) ** 1e5
     assert (lucid.tensor([2], dtype=lucid.uint8) ** 3).tolist() == [8]
     np.testing.assert_allclose((lucid.tensor([2], dtype=lucid.uint8) ** 2.5).numpy(), [2 ** 2.5], rtol=1e-6)
+
+
+def test_logaddexp_gradients_at_infinity_empty_quantile_and_one_hot():
+    a = lucid.tensor([math.inf, 0.5, -3.0], dtype=lucid.float64, requires_grad=True)
+    b = lucid.tensor([1.0, 2.0, 1000.0], dtype=lucid.float64, requires_grad=True)
+    lucid.logaddexp(a, b).sum().backward()
+    s = 1 / (1 + np.exp(-1.5))
+    np.testing.assert_allclose(a.grad.numpy(), [1.0, 1 - s, 0.0])
+    np.testing.assert_allclose(b.grad.numpy(), [0.0, s, 1.0])
+    assert lucid.autograd.gradcheck(lambda x, y: lucid.logaddexp2(x, y),
+                                    (lucid.tensor([0.3, -2.0], dtype=lucid.float64, requires_grad=True),
+                                     lucid.tensor([1.0, 4.0], dtype=lucid.float64, requires_grad=True)))
+    with pytest.raises(RuntimeError, match="quantile: input tensor must be non-empty"):
+        lucid.quantile(lucid.zeros(0), 0.5)
+    with pytest.raises(RuntimeError, match="Can not infer total number of classes from empty tensor"):
+        lucid.nn.functional.one_hot(lucid.zeros(0, dtype=lucid.int64))
+    assert lucid.nn.functional.one_hot(lucid.zeros(0, dtype=lucid.int64), 3).shape == (0, 3)

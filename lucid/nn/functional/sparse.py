@@ -55,7 +55,9 @@ def one_hot(tensor, num_classes=-1):
     if t.dtype.kind not in "iu":
         raise RuntimeError(f"one_hot: expected an integer (long) tensor of class indices, got {t.dtype}")
     if num_classes == -1:
-        num_classes = int(t.max()) + 1 if t.numel() else 0
+        if not t.numel():
+            raise RuntimeError("one_hot: Can not infer total number of classes from empty tensor.")
+        num_classes = int(t.max()) + 1
     return bind(one_hot_p, (t,), {"num_classes": int(num_classes)})
 
 

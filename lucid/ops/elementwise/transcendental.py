@@ -400,10 +400,12 @@ def _atan2_d(ns, a, b, num):
 atan2_p = binary("atan2", xp.arctan2, lambda ns, a, b, o: _atan2_d(ns, a, b, b),
                  lambda ns, a, b, o: _atan2_d(ns, a, b, -a))
 hypot_p = binary("hypot", quiet(xp.hypot), lambda ns, a, b, o: a / o, lambda ns, a, b, o: b / o, save_out=True)
-logaddexp_p = binary("logaddexp", quiet(xp.logaddexp), lambda ns, a, b, o: ns.exp(a - o),
-                     lambda ns, a, b, o: ns.exp(b - o), save_out=True)
-logaddexp2_p = binary("logaddexp2", quiet(xp.logaddexp2), lambda ns, a, b, o: ns.exp2(a - o),
-                      lambda ns, a, b, o: ns.exp2(b - o), save_out=True)
+# d/da log(e^a + e^b) = sigmoid(a - b), written exp(-softplus(b - a)): finite for any finite
+# gap, 1 and 0 at (inf, finite) where exp(a - out) was exp(inf - inf) = nan (PyTorch gives 1, 0).
+logaddexp_p = binary("logaddexp", quiet(xp.logaddexp), lambda ns, a, b, o: ns.exp(-ns.logaddexp(0.0, b - a)),
+                     lambda ns, a, b, o: ns.exp(-ns.logaddexp(0.0, a - b)))
+logaddexp2_p = binary("logaddexp2", quiet(xp.logaddexp2), lambda ns, a, b, o: ns.exp2(-ns.logaddexp2(0.0, b - a)),
+                      lambda ns, a, b, o: ns.exp2(-ns.logaddexp2(0.0, a - b)))
 
 atan2 = _floating_binary("atan2", atan2_p, """Angle of the point ``(other, input)``: ``atan(input / other)`` in the right quadrant.
 

@@ -384,8 +384,8 @@ def _quantile(op, input, q, dim, keepdim, interpolation, nan_skip):
         raise RuntimeError(f"{op}: q values must be in the range [0, 1]")
     xs, d = _move_last(x, dim, op)
     n = xs.shape[-1]
-    if n == 0:
-        raise IndexError(f"{op}: can't compute it over an empty dimension")
+    if n == 0:  # PyTorch's type and words (median and mode raise IndexError, quantile this)
+        raise RuntimeError(f"{op}: input tensor must be non-empty (shape {tuple(x.shape)}, dim {dim})")
     vals = L.sort(xs, -1).values
     nan = xs.isnan()
     cnt = ((~nan).sum(-1, keepdim=True).to(x.dtype) if nan_skip
