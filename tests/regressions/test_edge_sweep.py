@@ -315,3 +315,21 @@ def test_logaddexp_gradients_at_infinity_empty_quantile_and_one_hot():
     with pytest.raises(RuntimeError, match="Can not infer total number of classes from empty tensor"):
         lucid.nn.functional.one_hot(lucid.zeros(0, dtype=lucid.int64))
     assert lucid.nn.functional.one_hot(lucid.zeros(0, dtype=lucid.int64), 3).shape == (0, 3)
+
+
+def test_median_of_all_elements_splits_its_gradient_among_ties():
+    x = lucid.tensor([1.0, 2.0, 2.0, 3.0, 2.0], dtype=lucid.float64, requires_grad=True)
+    m = x.median()
+    assert m.item() == 2.0
+    m.backward()
+    np.testing.assert_allclose(x.grad.numpy(), [0, 1 / 3, 1 / 3, 0, 1 / 3])
+    x = lucid.tensor([1.0, math.nan, math.nan], requires_grad=True)
+    m = x.median()
+    m.backward()
+    assert math.isnan(m.item()) and x.grad.tolist() == [0.0, 0.5, 0.5]
+    x = lucid.tensor([1.0, 2.0, 2.0, math.nan], requires_grad=True)
+    x.nanmedian().backward()
+    assert x.grad.tolist() == [0.0, 0.5, 0.5, 0.0]
+    assert lucid.tensor([3, 1, 2]).median().item() == 2  # integers: no gradient, value as before
+    # value exactly the middle element, even where n * v / n would round
+    assert lucid.tensor([0.1, 0.1, 0.1, 5.0], dtype=lucid.float64).median().item() == 0.1

@@ -288,7 +288,7 @@ def median(input, dim=None, keepdim=False):
     if dim is None and _empty_float(input):  # PyTorch: the median of no elements is nan
         return _nan_of_empty(input, keepdim)
     v, i = _select_sorted("median", input, dim, keepdim, lambda n, c, dev: _lower_middle(n, None, dev), False)
-    return v if dim is None else _values_indices["median"](v, i)
+    return _evenly(input, v) if dim is None else _values_indices["median"](v, i)
 
 
 @tensor_method("nanmedian")
@@ -297,7 +297,21 @@ def nanmedian(input, dim=None, keepdim=False):
     if dim is None and _empty_float(input):
         return _nan_of_empty(input, keepdim)
     v, i = _select_sorted("nanmedian", input, dim, keepdim, _lower_middle, True)
-    return v if dim is None else _values_indices["nanmedian"](v, i)
+    return _evenly(input, v) if dim is None else _values_indices["nanmedian"](v, i)
+
+
+def _evenly(x, v):
+    """The median ``v`` of all of ``x`` with PyTorch's gradient: split evenly among the elements
+    equal to it (the NaNs when it is NaN), where the selection gave it all to one of them.
+    The value is ``v`` exactly: the masked differences are zeros (or NaN when ``v`` is)."""
+    x = _as_tensor(x)
+    if x.dtype.kind != "f":
+        return v
+    L = _L()
+    vd = v.detach()
+    mask = L.where(L.isnan(vd), L.isnan(x), x == vd)
+    out = vd + L.where(mask, x - vd, 0.0).sum() / mask.sum()
+    return out.reshape(tuple(v.shape))
 
 
 def _empty_float(x):
