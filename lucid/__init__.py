@@ -69,7 +69,7 @@ newaxis = None
 # The training stack (nn, optim, utils, distributions, save/load) loads on first use, so `import lucid`
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
 _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
-                 "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu", "accelerator", "jit", "library", "futures", "fx"}
+                 "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu", "accelerator", "jit", "library", "futures", "fx", "export"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
                "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler",
                "GradScaler": "amp", "Event": "accelerator", "Stream": "accelerator",

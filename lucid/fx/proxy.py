@@ -59,6 +59,15 @@ class TracerBase:
     def keys(self, obj):
         return Attribute(obj, "keys")()
 
+    # ``len(proxy)`` and ``int``-like uses need a concrete value: a tracer that knows example
+    # values (``lucid.export``'s) answers them; symbolic tracing cannot.
+    def len(self, obj):
+        raise TraceError(f"{_CONTROL_FLOW}: 'len' is not supported in symbolic tracing by default. "
+                         "If you want this call to be recorded, please call lucid.fx.wrap('len') at module scope")
+
+    def index(self, obj):
+        raise TraceError(f"{_CONTROL_FLOW}: a Proxy cannot be used as a Python int")
+
 
 class GraphAppendingTracer(TracerBase):
     """A tracer that only appends to ``graph`` (for Proxies made around a free graph's nodes)."""
@@ -123,11 +132,10 @@ class Proxy:
         return self.tracer.to_bool(self)
 
     def __len__(self):
-        raise TraceError(f"{_CONTROL_FLOW}: 'len' is not supported in symbolic tracing by default. "
-                         "If you want this call to be recorded, please call lucid.fx.wrap('len') at module scope")
+        return self.tracer.len(self)
 
     def __index__(self):
-        raise TraceError(f"{_CONTROL_FLOW}: a Proxy cannot be used as a Python int")
+        return self.tracer.index(self)
 
     def __array__(self, *args, **kwargs):
         raise TraceError(f"{_CONTROL_FLOW}: a Proxy cannot be converted to a NumPy array (a NumPy "

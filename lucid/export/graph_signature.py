@@ -1,0 +1,157 @@
+"""The signature of an exported graph: which placeholder is a parameter, a buffer, a lifted
+constant or a user input, and what each output is (``torch.export.graph_signature``)."""
+from __future__ import annotations
+
+import dataclasses
+from enum import Enum, auto
+
+__all__ = ["InputKind", "OutputKind", "TensorArgument", "ConstantArgument", "InputSpec", "OutputSpec",
+           "ExportGraphSignature", "ModuleCallSignature", "ModuleCallEntry"]
+
+
+class InputKind(Enum):
+    """What a placeholder of an exported graph stands for."""
+
+    USER_INPUT = auto()
+    PARAMETER = auto()
+    BUFFER = auto()
+    CONSTANT_TENSOR = auto()
+    CUSTOM_OBJ = auto()
+    TOKEN = auto()
+
+
+class OutputKind(Enum):
+    """What an output of an exported graph is."""
+
+    USER_OUTPUT = auto()
+    LOSS_OUTPUT = auto()
+    BUFFER_MUTATION = auto()
+    PARAMETER_MUTATION = auto()
+    GRADIENT_TO_PARAMETER = auto()
+    GRADIENT_TO_USER_INPUT = auto()
+    USER_INPUT_MUTATION = auto()
+    TOKEN = auto()
+
+
+@dataclasses.dataclass
+class TensorArgument:
+    """A graph value that is a tensor, by node name."""
+
+    name: str
+
+
+@dataclasses.dataclass
+class ConstantArgument:
+    """A non-tensor input or output, specialised to ``value``."""
+
+    name: str
+    value: object
+
+
+@dataclasses.dataclass
+class InputSpec:
+    """One placeholder: its ``kind``, its argument and, for state, the ``target`` it is read from."""
+
+    kind: InputKind
+    arg: object
+    target: str | None
+    persistent: bool | None = None
+
+    def __post_init__(self):
+        if self.kind == InputKind.BUFFER and self.persistent is None:
+            raise ValueError("InputSpec: a BUFFER input needs persistent=True or False")
+
+
+@dataclasses.dataclass
+class OutputSpec:
+    """One (flattened) output: its ``kind``, its argument and, for mutations, the ``target``."""
+
+    kind: OutputKind
+    arg: object
+    target: str | None
+
+
+@dataclasses.dataclass
+class ExportGraphSignature:
+    """The ``input_specs`` (in placeholder order: parameters, buffers, constants, user inputs)
+    and ``output_specs`` of an exported graph."""
+
+    input_specs: list
+    output_specs: list
+
+    def _names(self, kind, specs):
+        return [s.arg.name for s in specs if s.kind == kind]
+
+    @property
+    def parameters(self):
+        """Targets (``"fc.weight"``) of the lifted parameters, in placeholder order."""
+        return [s.target for s in self.input_specs if s.kind == InputKind.PARAMETER]
+
+    @property
+    def buffers(self):
+        """Targets of the lifted buffers, in placeholder order."""
+        return [s.target for s in self.input_specs if s.kind == InputKind.BUFFER]
+
+    @property
+    def non_persistent_buffers(self):
+        return [s.target for s in self.input_specs if s.kind == InputKind.BUFFER and s.persistent is False]
+
+    @property
+    def lifted_tensor_constants(self):
+        return [s.target for s in self.input_specs if s.kind == InputKind.CONSTANT_TENSOR]
+
+    @property
+    def user_inputs(self):
+        """Names of the user-input placeholders (and values of specialised constants)."""
+        return [s.arg.name if isinstance(s.arg, TensorArgument) else s.arg.value
+                for s in self.input_specs if s.kind == InputKind.USER_INPUT]
+
+    @property
+    def user_outputs(self):
+        return [s.arg.name if isinstance(s.arg, TensorArgument) else s.arg.value
+                for s in self.output_specs if s.kind == OutputKind.USER_OUTPUT]
+
+    @property
+    def inputs_to_parameters(self):
+        """Placeholder name -> parameter target."""
+        return {s.arg.name: s.target for s in self.input_specs if s.kind == InputKind.PARAMETER}
+
+    @property
+    def inputs_to_buffers(self):
+        return {s.arg.name: s.target for s in self.input_specs if s.kind == InputKind.BUFFER}
+
+    @property
+    def inputs_to_lifted_tensor_constants(self):
+        return {s.arg.name: s.target for s in self.input_specs if s.kind == InputKind.CONSTANT_TENSOR}
+
+    @property
+    def buffers_to_mutate(self):
+        return {}  # See NOTE [Exported graphs are not functionalized] in _trace.py
+
+    def __str__(self):
+        lines = ["# inputs"]
+        for s in self.input_specs:
+            target = "" if s.target is None else f" target={s.target!r}"
+            persistent = "" if s.persistent is None else f" persistent={s.persistent}"
+            lines.append(f"{s.arg.name}: {s.kind.name}{target}{persistent}")
+        lines += ["", "# outputs"]
+        for s in self.output_specs:
+            target = "" if s.target is None else f" target={s.target!r}"
+            lines.append(f"{s.arg.name}: {s.kind.name}{target}")
+        return "\n" + "\n".join(lines) + "\n"
+
+
+@dataclasses.dataclass
+class ModuleCallSignature:
+    inputs: list
+    outputs: list
+    forward_arg_names: list | None = None
+
+
+@dataclasses.dataclass
+class ModuleCallEntry:
+    """A submodule of the exported module (``fqn``; ``""`` is the root) and, for the root and
+    the modules named in ``preserve_module_call_signature``, its call signature."""
+
+    fqn: str
+    signature: ModuleCallSignature | None = None
