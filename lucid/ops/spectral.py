@@ -65,6 +65,13 @@ def _window_dtype(name, dtype):
     return dt
 
 
+def _c(k, value):
+    """``value`` as a 0-d tensor of ``k``'s dtype: PyTorch's window factories round their
+    constants to the window's dtype (a float16 window multiplies by float16 constants), where a
+    Python number would take float16 arithmetic through float32 (NOTE [Half opmath])."""
+    return _L().full((), value, dtype=k.dtype, device=k.device)
+
+
 def _make_window(name, window_length, periodic, dtype, device, requires_grad, body):
     """``body(k, m)`` on ``k = arange(window_length)`` for a symmetric window of length ``m``
     (one more for a periodic window, whose last point is dropped: ``k`` never reaches it)."""
@@ -109,7 +116,7 @@ def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype
     tensor([0.08, 0.54, 1.  , 0.54], dtype=lucid.float64)
     """
     return _make_window("hamming_window", window_length, periodic, dtype, device, requires_grad,
-                        lambda k, m: (k * (2.0 * math.pi / (m - 1))).cos() * -beta + alpha)
+                        lambda k, m: (k * _c(k, 2.0 * math.pi / (m - 1))).cos() * _c(k, -beta) + alpha)
 
 
 def hann_window(window_length, periodic=True, *, dtype=None, device=None, requires_grad=False):
@@ -127,12 +134,12 @@ def hann_window(window_length, periodic=True, *, dtype=None, device=None, requir
     tensor([0. , 0.5, 1. , 0.5, 0. ], dtype=lucid.float64)
     """
     return _make_window("hann_window", window_length, periodic, dtype, device, requires_grad,
-                        lambda k, m: (k * (2.0 * math.pi / (m - 1))).cos() * -0.5 + 0.5)
+                        lambda k, m: (k * _c(k, 2.0 * math.pi / (m - 1))).cos() * -0.5 + 0.5)
 
 
 def _blackman(k, m):
-    t = k * (math.pi / (m - 1))
-    return (t * 4).cos() * 0.08 - (t * 2).cos() * 0.5 + 0.42
+    t = k * _c(k, math.pi / (m - 1))
+    return (t * 4).cos() * _c(k, 0.08) - (t * 2).cos() * 0.5 + 0.42
 
 
 def blackman_window(window_length, periodic=True, *, dtype=None, device=None, requires_grad=False):
@@ -149,7 +156,7 @@ def blackman_window(window_length, periodic=True, *, dtype=None, device=None, re
 
 
 def _bartlett(k, m):
-    w = k * (2.0 / (m - 1))
+    w = k * _c(k, 2.0 / (m - 1))
     half = ((m - 1) >> 1) + 1  # points from here on are on the falling side
     return _L().cat([w[:half], -w[half:] + 2])
 
