@@ -14,6 +14,7 @@ from ..._core.tensor import Tensor
 from ...ops import elementwise as _elementwise
 from ...ops._family import _promote_float, unary
 from ._complex import refuse_complex as _refuse_complex
+from ._opmath import in_float32 as _in_float32, is_half as _is_half
 
 __all__ = [
     "relu", "relu_", "leaky_relu", "elu", "gelu", "silu", "mish", "tanh", "sigmoid", "softplus",
@@ -45,9 +46,13 @@ def _lucid():
     return lucid
 
 
-def _apply(name, input, inplace, fn):
+def _apply(name, input, inplace, fn, opmath=True):
     """``fn(input)``; with ``inplace`` its value is written into ``input``, which is returned
-    and takes the result's history (See NOTE [In-place semantics] in lucid/ops/inplace.py)."""
+    and takes the result's history (See NOTE [In-place semantics] in lucid/ops/inplace.py).
+    A float16 ``input`` is computed in float32 and rounded once (NOTE [Half composites]);
+    ``opmath=False`` for the exact ones (clamps, selections), whose float16 values are PyTorch's."""
+    if opmath and _is_half(input):
+        fn = _float32_fn(fn)
     if not inplace:
         return fn(input)
     from ...ops.inplace import _inplace
@@ -55,6 +60,10 @@ def _apply(name, input, inplace, fn):
     if not isinstance(input, Tensor):
         raise TypeError(f"{name}: expected a Tensor to change in place, got {type(input).__name__}")
     return _inplace(name, input, (), fn)
+
+
+def _float32_fn(fn):
+    return lambda x: _in_float32(fn, x)
 
 
 def _nonpos(x):
@@ -96,7 +105,7 @@ def relu(input, inplace=False):
     >>> F.relu(lucid.tensor([-1.0, 2.0]))
     tensor([0., 2.])
     """
-    return _apply("relu_", input, inplace, _lucid().relu)
+    return _apply("relu_", input, inplace, _lucid().relu, opmath=False)
 
 
 def relu_(input):
@@ -136,7 +145,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     [-1.0, 3.0]
     """
     return _apply("leaky_relu_", input, inplace,
-                  lambda x: _lucid().where(x > 0, x, x * negative_slope))
+                  lambda x: _lucid().where(x > 0, x, x * negative_slope), opmath=False)
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -222,9 +231,10 @@ def gelu(input, approximate="none"):
     """
     x = _t(input)
     if approximate == "none":
-        return 0.5 * x * (1.0 + erf(x * (1.0 / _SQRT2)))
+        return _apply("gelu", x, False, lambda x: 0.5 * x * (1.0 + erf(x * (1.0 / _SQRT2))))
     if approximate == "tanh":
-        return 0.5 * x * (1.0 + _lucid().tanh(_SQRT2PI * (x + 0.044715 * x * x * x)))
+        return _apply("gelu", x, False,
+                      lambda x: 0.5 * x * (1.0 + _lucid().tanh(_SQRT2PI * (x + 0.044715 * x * x * x))))
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
@@ -242,7 +252,7 @@ def sigmoid(input):
     >>> F.sigmoid(lucid.tensor([0.0])).tolist()
     [0.5]
     """
-    return _sigmoid(_t(input))
+    return _apply("sigmoid", _t(input), False, _sigmoid)  # lucid.sigmoid rounds twice in float16
 
 
 def silu(input, inplace=False):
@@ -282,9 +292,11 @@ def softplus(input, beta=1.0, threshold=20.0):
     >>> F.softplus(lucid.tensor([30.0])).tolist()
     [30.0]
     """
-    x = _t(input)
-    sp = _softplus(x * beta) / beta if beta != 1 else _softplus(x)
-    return _lucid().where(x * beta > threshold, x, sp)
+    def fn(x):
+        sp = _softplus(x * beta) / beta if beta != 1 else _softplus(x)
+        return _lucid().where(x * beta > threshold, x, sp)
+
+    return _apply("softplus", _t(input), False, fn)
 
 
 def mish(input, inplace=False):
@@ -344,7 +356,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
-    return _apply("hardtanh_", input, inplace, lambda x: _hard_clamp(x, min_val, max_val))
+    return _apply("hardtanh_", input, inplace, lambda x: _hard_clamp(x, min_val, max_val), opmath=False)
 
 
 def _hard_clamp(x, lo, hi):
@@ -448,7 +460,7 @@ def logsigmoid(input):
     -0.6931
     """
     _refuse_complex("logsigmoid", input)
-    return -_softplus(-_t(input))
+    return _apply("logsigmoid", _t(input), False, lambda x: -_softplus(-x))
 
 
 def tanhshrink(input):
@@ -488,7 +500,8 @@ def threshold(input, threshold, value, inplace=False):
     >>> F.threshold(lucid.tensor([0.5, 2.0]), 1.0, -1.0).tolist()
     [-1.0, 2.0]
     """
-    return _apply("threshold_", input, inplace, lambda x: _lucid().where(x > threshold, x, value))
+    return _apply("threshold_", input, inplace, lambda x: _lucid().where(x > threshold, x, value),
+                  opmath=False)
 
 
 def glu(input, dim=-1):
@@ -508,6 +521,8 @@ def glu(input, dim=-1):
     [1.0]
     """
     _refuse_complex("glu", input)
+    if _is_half(input):  # See NOTE [Half composites]
+        return _in_float32(glu, input, dim)
     n = input.shape[dim]
     if n % 2:
         raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} is size {n}")
@@ -561,6 +576,8 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
     dim = _softmax_dim(dim, x.ndim, "log_softmax")
+    if _is_half(x):  # See NOTE [Half composites]
+        return _in_float32(log_softmax, x, dim)
     if hasattr(lucid, "log_softmax") and lucid.log_softmax is not log_softmax:
         return lucid.log_softmax(x, dim)
     shifted = x - _max_const(x, dim)
@@ -590,6 +607,8 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
     dim = _softmax_dim(dim, x.ndim, "softmax")
+    if _is_half(x):  # See NOTE [Half composites]
+        return _in_float32(softmax, x, dim)
     if hasattr(lucid, "softmax") and lucid.softmax is not softmax:
         return lucid.softmax(x, dim)
     e = lucid.exp(x - _max_const(x, dim))

@@ -16,6 +16,7 @@ import numpy as np
 from .activation import softmax
 from .dropout import dropout
 from .linear import linear
+from ._opmath import in_float32 as _in_float32, is_half as _is_half
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -108,6 +109,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if ALLOWED_BACKENDS[0] is not None:
         _check_backends()
     q, k, v = (lucid.as_tensor(t) for t in (query, key, value))
+    if _is_half(q):  # See NOTE [Half composites]
+        return _in_float32(lambda q, k, v, m: scaled_dot_product_attention(q, k, v, m, dropout_p, is_causal, scale,
+                                                                           enable_gqa), q, k, v, attn_mask)
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2 or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise RuntimeError(f"scaled_dot_product_attention: incompatible shapes query {tuple(q.shape)}, key "
                            f"{tuple(k.shape)}, value {tuple(v.shape)} (expected (..., L, E), (..., S, E), (..., S, Ev))")

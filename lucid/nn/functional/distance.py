@@ -7,6 +7,7 @@ import numpy as np
 
 from ..._core.tensor import _wrap
 from ...ops._family import _as_tensor
+from ._opmath import in_float32 as _in_float32, is_half as _is_half
 
 __all__ = ["pairwise_distance", "pdist"]
 
@@ -18,7 +19,11 @@ def _lucid():
 
 
 def _pnorm(d, p, dim, keepdim):
-    """``||d||_p`` along ``dim`` with finite gradients at 0 (p >= 1 or inf)."""
+    """``||d||_p`` along ``dim`` with finite gradients at 0 (p >= 1 or inf). A float16 ``d`` is
+    reduced in float32 and rounded once, as PyTorch's norm kernel (``d`` itself is float16 there
+    too: PyTorch's composite rounds ``x1 - x2 + eps``). See NOTE [Half composites]."""
+    if _is_half(d):
+        return _in_float32(_pnorm, d, p, dim, keepdim)
     lucid = _lucid()
     if p == 2:
         return lucid.norm(d, 2, dim, keepdim)

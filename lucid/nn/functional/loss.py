@@ -21,6 +21,7 @@ from ..._core.tensor import Tensor, _wrap
 from ...ops._family import _as_tensor, move_bdim, quiet
 from .activation import _softplus, log_softmax
 from ._complex import refuse_complex as _refuse_complex
+from ._opmath import in_float32 as _in_float32, is_half as _is_half
 from .sparse import one_hot
 
 __all__ = [
@@ -121,6 +122,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d^2`` where ``|d| <= delta``, else ``delta (|d| - 0.5 delta)``."""
     _refuse_complex("huber_loss", input, target)
+    if _is_half(input):  # See NOTE [Half composites]
+        return _in_float32(huber_loss, input, target, reduction, delta, weight)
     if delta <= 0:
         raise RuntimeError("huber_loss: delta must be positive")
     _check_same_shape(input, target, "huber_loss")
@@ -560,6 +563,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     _refuse_complex("nll_loss", input)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     target = _as_tensor(target)
+    if _is_half(input):  # See NOTE [Half composites]
+        return _in_float32(nll_loss, input, target, weight, None, ignore_index, None, reduction)
     mask = _class_mask(target, input, weight, ignore_index, "nll_loss")
     return _pick(input, mask, reduction, "nll_loss")
 
@@ -593,8 +598,14 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
     target = _as_tensor(target)
+    if _is_half(input):  # See NOTE [Half composites]; the composite, as PyTorch's float16 path
+        return _in_float32(_cross_entropy, input, target, weight, ignore_index, reduction, label_smoothing)
     if _fused_ce(input, target, weight, reduction, label_smoothing):  # See NOTE [Fused cross-entropy]
         return bind(cross_entropy_p, (input, target), {"ignore_index": ignore_index, "reduction": reduction})
+    return _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
+
+
+def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing):
     class_dim = 1 if input.ndim > 1 else 0
     logp = log_softmax(input, class_dim)
     if target.dtype.kind == "f":
@@ -664,6 +675,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
         refuse_if_autocast(input, _BCE_UNSAFE)
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    if _is_half(input):  # See NOTE [Half composites]
+        return _in_float32(binary_cross_entropy, input, target, weight, reduction=reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(
             f"binary_cross_entropy: using a target size ({tuple(target.shape)}) that is different to "
@@ -703,7 +716,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
             f"binary_cross_entropy_with_logits: target size ({tuple(target.shape)}) must be the same as "
             f"input size ({tuple(input.shape)})"
         )
-    sp = _softplus(-input)
+    # PyTorch's float16 composite: ``-logsigmoid(x)`` rounded once, the rest float16 ops
+    sp = _in_float32(_softplus, -input) if _is_half(input) else _softplus(-input)
     if pos_weight is not None:
         loss = (1.0 - target) * input + (1.0 + (pos_weight - 1.0) * target) * sp
     else:
@@ -740,6 +754,10 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """``log(1 + exp(-t x))``."""
     _refuse_complex("soft_margin_loss", input, target)
+    if _is_half(input):  # PyTorch's float16 composite ``log1p(exp(-t x))``: one rounding per op
+        lucid = _lucid()
+        return _reduce(lucid.log1p(lucid.exp(-target * input)), _legacy_reduction(size_average, reduce, reduction),
+                       "soft_margin_loss")
     return _reduce(_softplus(-target * input), _legacy_reduction(size_average, reduce, reduction),
                    "soft_margin_loss")
 
@@ -786,7 +804,11 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 
 
 def _clamp_value(x, dim, eps):
-    """``||x||`` along ``dim`` (kept), its value clamped below at ``eps``, its gradient the norm's."""
+    """``||x||`` along ``dim`` (kept), its value clamped below at ``eps``, its gradient the norm's.
+    A float16 norm is accumulated in float32 and rounded once (PyTorch's composite divides by
+    that float16 norm); See NOTE [Half composites]."""
+    if _is_half(x):
+        return _in_float32(_clamp_value, x, dim, eps)
     n = _lucid().norm(x, 2, dim, keepdim=True)
     return n + (_lucid().clamp(n, min=eps) - n).detach()
 

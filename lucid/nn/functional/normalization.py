@@ -11,6 +11,7 @@ from ..._core.backend import runs_on_operands_device
 from ..._core.grad_mode import no_grad
 from ..._core.primitive import autocast_float32
 from ._complex import refuse_complex as _refuse_complex
+from ._opmath import in_float32 as _in_float32, is_half as _is_half
 
 __all__ = ["layer_norm", "group_norm", "batch_norm", "instance_norm", "normalize", "rms_norm", "local_response_norm"]
 
@@ -69,6 +70,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     tensor([[-1.,  1.]])
     """
     _refuse_complex("layer_norm", input)
+    if _is_half(input):  # See NOTE [Half composites]
+        return _in_float32(layer_norm, input, normalized_shape, weight, bias, eps)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
@@ -109,6 +112,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     lucid = _lucid()
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
+    if _is_half(input):  # See NOTE [Half composites]; the default eps is float32's, as PyTorch's
+        return _in_float32(rms_norm, input, normalized_shape, weight, eps)
     k = len(normalized_shape)
     eps = float(np.finfo(input.dtype).eps) if eps is None else eps
     axes = tuple(range(input.ndim - k, input.ndim))
@@ -142,6 +147,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     tensor([[-1.,  1.]])
     """
     _refuse_complex("group_norm", input)
+    if _is_half(input):  # See NOTE [Half composites]
+        return _in_float32(group_norm, input, num_groups, weight, bias, eps)
     if input.ndim < 2:
         raise RuntimeError(f"group_norm: expected an input of shape (N, C, *), got {tuple(input.shape)}")
     n, c = input.shape[:2]
@@ -188,6 +195,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
            [ 1.]])
     """
     _refuse_complex("batch_norm", input)
+    if _is_half(input):  # See NOTE [Half composites]; running statistics updated in place stay as they are
+        if training:
+            return _in_float32(lambda x, w, b: batch_norm(x, running_mean, running_var, w, b, True, momentum, eps),
+                               input, weight, bias)
+        return _in_float32(batch_norm, input, running_mean, running_var, weight, bias, False, momentum, eps)
     lucid = _lucid()
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got {tuple(input.shape)}")
@@ -265,6 +277,9 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     _refuse_complex("instance_norm", input)
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    if _is_half(input):  # See NOTE [Half composites]; the running statistics are updated in place
+        return _in_float32(lambda x, w, b: instance_norm(x, running_mean, running_var, w, b, True, momentum, eps),
+                           input, weight, bias)
     axes = tuple(range(2, input.ndim))
     if running_mean is None and running_var is None:
         out = _standardize(input, axes, eps)
@@ -308,7 +323,10 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     tensor([[0.6, 0.8]])
     """
     lucid = _lucid()
-    norm = _vector_norm(input, p, dim)
+    if _is_half(input):  # PyTorch's composite: a float16 norm (accumulated in float32), then float16 ops
+        norm = _in_float32(_vector_norm, input, p, dim)
+    else:
+        norm = _vector_norm(input, p, dim)
     return input / lucid.clamp(norm, min=eps)
 
 
@@ -352,5 +370,7 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
                          "dimensions)")
     if input.numel() == 0:
         return input
+    if _is_half(input):  # See NOTE [Half composites]
+        return _in_float32(local_response_norm, input, size, alpha, beta, k)
     div = _channel_mix(input * input, _lrn_matrix(input.shape[1], size))
     return input / (div * alpha + k) ** beta

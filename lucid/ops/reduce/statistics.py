@@ -8,6 +8,7 @@ import numpy as np
 
 from ..._core.tensor import tensor_method
 from .._family import _as_tensor
+from ..elementwise.arithmetic import _F16, _F32, _is_half, cast as _cast
 from ._common import _py_max, _safe_sqrt, norm_axes
 from .sums import mean, sum
 
@@ -73,6 +74,8 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     >>> lucid.var(lucid.tensor([1.0, 2.0, 3.0, 4.0])).item()
     1.6666666269302368
     """
+    if _is_half(input):  # PyTorch accumulates float16 in float32 and rounds once (NOTE [Half opmath])
+        return _cast(var(_cast(input, _F32), dim, unbiased, keepdim, correction=correction), _F16)
     return _var(input, dim, unbiased, keepdim, correction, "var")
 
 
@@ -99,6 +102,8 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     >>> lucid.std(lucid.tensor([1.0, 3.0]), correction=0).item()
     1.0
     """
+    if _is_half(input):  # See var
+        return _cast(std(_cast(input, _F32), dim, unbiased, keepdim, correction=correction), _F16)
     return _safe_sqrt(_var(input, dim, unbiased, keepdim, correction, "std"))
 
 
