@@ -22,6 +22,7 @@ from .._core.tensor import Tensor, _wrap
 from .parameter import Buffer, Parameter
 from .._core.hooks import RemovableHandle
 from ..ops.creation import device_arg
+from ._global_hooks import _GLOBAL_HOOKS, _GlobalHooks, _registered  # noqa: F401  (nn.modules.module imports them from here)
 
 __all__ = ["Module", "RemovableHandle"]
 
@@ -36,36 +37,6 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
         return f"_IncompatibleKeys(missing_keys={self.missing_keys!r}, unexpected_keys={self.unexpected_keys!r})"
 
     __str__ = __repr__
-
-
-class _GlobalHooks:
-    """Hooks for every Module call (``nn.modules.module.register_module_*_hook``); they run
-    before each module's own hooks of the same kind."""
-
-    def __init__(self):
-        self.forward_pre, self.forward, self.backward, self.backward_pre = (OrderedDict() for _ in range(4))
-        self.forward_with_kwargs = set()
-        self.forward_always_called = set()
-        # register_module_{parameter,buffer,module}_registration_hook: hook(module, name, value)
-        # runs as a value is registered; a non-None return replaces the value (PyTorch's order).
-        self.parameter_registration, self.buffer_registration, self.module_registration = (
-            OrderedDict() for _ in range(3))
-
-    @property
-    def any(self):
-        return bool(self.forward_pre or self.forward or self.backward or self.backward_pre)
-
-
-_GLOBAL_HOOKS = _GlobalHooks()
-
-
-def _registered(hooks, module, name, value):
-    """``value`` after the global registration ``hooks`` (each may replace it)."""
-    for hook in tuple(hooks.values()):
-        out = hook(module, name, value)
-        if out is not None:
-            value = out
-    return value
 
 
 def _add_hook(module, attr, hook, prepend=False):
