@@ -22,7 +22,7 @@ from .._core.tensor import Tensor, _wrap
 from .parameter import Buffer, Parameter
 from .._core.hooks import RemovableHandle
 from ..ops.creation import device_arg
-from ._global_hooks import _GLOBAL_HOOKS, _GlobalHooks, _registered  # noqa: F401  (nn.modules.module imports them from here)
+from ._global_hooks import _GLOBAL_HOOKS, _registered  # (nn.modules.module imports _GLOBAL_HOOKS from here)
 
 __all__ = ["Module", "RemovableHandle"]
 
