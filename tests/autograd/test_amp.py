@@ -216,12 +216,16 @@ def test_disabled_scaler_passes_through():
 
 
 def test_under_transforms():
+    lucid.manual_seed(0)  # the draws used to follow the worker's earlier tests (a flake)
     w, xs = lucid.randn(3, 3), lucid.randn(4, 3)
     with _region():
         batched = lucid.func.vmap(lambda x: x @ w)(xs)
         g = lucid.func.grad(lambda v: (xs @ v).float().sum())(w)
     assert batched.dtype is F16 and g.dtype is F32
-    np.testing.assert_allclose(g.cpu().numpy(), np.repeat(xs.sum(0).cpu().numpy()[:, None], 3, axis=1), rtol=1e-2)
+    # xs was rounded to float16 for the matmul: an absolute float16-sized error, also where the
+    # column sum is near 0 (a relative tolerance alone failed there)
+    np.testing.assert_allclose(g.cpu().numpy(), np.repeat(xs.sum(0).cpu().numpy()[:, None], 3, axis=1),
+                               rtol=1e-2, atol=1e-2)
 
 
 def test_a_failed_load_changes_nothing():
