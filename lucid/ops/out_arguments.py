@@ -98,17 +98,24 @@ def _write_out(name, fn, args, kwargs, out):
             raise RuntimeError(f"{name}(): result type {r.dtype} can't be cast to the desired output type {o.dtype}")
     with no_grad():
         for o, r in zip(outs, results):
-            if tuple(o.shape) != tuple(r.shape):
-                if o.numel():
-                    warnings.warn(
-                        f"{name}(): An output with one or more elements was resized since it had shape "
-                        f"{list(o.shape)}, which does not match the required output shape {list(r.shape)}. "
-                        "This behavior is deprecated, and in a future PyTorch release outputs will not be "
-                        "resized unless they have zero elements. You can explicitly reuse an out tensor t by "
-                        "resizing it, inplace, to zero elements with t.resize_(0).", UserWarning, stacklevel=3)
-                o.resize_(tuple(r.shape))
+            resize_out(f"{name}()", o, tuple(r.shape), stacklevel=3)
             o.copy_(r)
     return out
+
+
+def resize_out(name, out, shape, stacklevel=3):
+    """Give ``out`` the result's ``shape`` as PyTorch's ``out=`` does: silently when it is empty,
+    with PyTorch's deprecation warning when it held elements."""
+    if tuple(out.shape) == shape:
+        return
+    if out.numel():
+        warnings.warn(
+            f"{name}: An output with one or more elements was resized since it had shape "
+            f"{list(out.shape)}, which does not match the required output shape {list(shape)}. "
+            "This behavior is deprecated, and in a future PyTorch release outputs will not be "
+            "resized unless they have zero elements. You can explicitly reuse an out tensor t by "
+            "resizing it, inplace, to zero elements with t.resize_(0).", UserWarning, stacklevel=stacklevel + 1)
+    out.resize_(shape)
 
 
 _WRAPPED = {}  # id(function) -> (function, its wrapper): aliases (row_stack/vstack, special.expit and

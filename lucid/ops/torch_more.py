@@ -6,8 +6,6 @@ rules of the primitives it calls. The recurrent functions live in ``torch_rnn.py
 """
 from __future__ import annotations
 
-import warnings
-
 from .._core.tensor import Tensor, tensor_method
 from ._family import _as_tensor
 from .torch_rnn import *  # noqa: F401,F403
@@ -46,12 +44,9 @@ def _write_out(name, res, out):
         raise TypeError(f"{name}: out must be a Tensor, got {type(out).__name__}")
     if out.dtype != res.dtype:
         raise RuntimeError(f"{name}: expected out tensor to have dtype {res.dtype}, but got {out.dtype} instead")
-    if tuple(out.shape) != tuple(res.shape):
-        if out.numel():
-            warnings.warn(f"{name}: an output with one or more elements was resized since it had shape "
-                          f"{list(out.shape)}, which does not match the required output shape {list(res.shape)}",
-                          UserWarning, stacklevel=3)
-        out.resize_(tuple(res.shape))
+    from .out_arguments import resize_out
+
+    resize_out(name, out, tuple(res.shape), stacklevel=3)
     with _L().no_grad():
         out.copy_(res.detach())
     return out
