@@ -464,9 +464,11 @@ def _binary_direct(ufunc):
 def _half_with_number(x, *numbers):
     """A float16 tensor meeting a Python float: NumPy would round the number to float16 first;
     the out-of-place op computes in float32 and rounds once, as PyTorch (NOTE [Half opmath])."""
+    if x.dtype != np.float16:  # dtype: tracers too; other dtypes pay this one test
+        return False
     from .elementwise.arithmetic import _half_exact  # a number float16 holds keeps the direct path
 
-    return x.dtype == np.float16 and any(n.__class__ is float and not _half_exact(n) for n in numbers)
+    return any(n.__class__ is float and not _half_exact(n) for n in numbers)
 
 
 @tensor_method("add_", "__iadd__")
