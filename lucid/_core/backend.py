@@ -623,9 +623,16 @@ def sliding_window_view(x, size, axis):
 
 
 def data_pointer(arr) -> int:
-    """The address of ``arr``'s first element, host or device."""
+    """The address of ``arr``'s first element, host or device (0 on the meta device, as PyTorch)."""
+    if not has_values(arr):
+        return 0
     iface = getattr(arr, "__cuda_array_interface__", None) or arr.__array_interface__
     return iface["data"][0]
+
+
+def has_values(arr) -> bool:
+    """Whether ``arr`` holds values: every array but the meta device's (NOTE [Meta device])."""
+    return arr.__class__ is np.ndarray or _BY_TYPE.get(arr.__class__, CPU_BACKEND).type != "meta"
 
 
 def device_of_array(arr) -> device:

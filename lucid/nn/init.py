@@ -40,6 +40,12 @@ def _standard_normal(shape):
     return np.random.standard_normal(shape)
 
 
+def _on_meta(tensor):
+    """Whether ``tensor`` is on the meta device: a fill then neither draws from the generator nor
+    builds the values on the host (NOTE [Meta device]); arguments are still checked before."""
+    return not backend.has_values(tensor._data)
+
+
 def _write(tensor, values):
     """Write host ``values`` into ``tensor`` in place (no graph), bumping its version.
 
@@ -113,11 +119,15 @@ def _fan(tensor, mode):
 # ------------------------------------------------------------------- basic fills
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fill with values drawn from U(a, b)."""
+    if _on_meta(tensor):
+        return tensor
     return _write(tensor, a + (b - a) * _uniform01(tensor.shape))
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fill with values drawn from N(mean, std²)."""
+    if _on_meta(tensor):
+        return tensor
     return _write(tensor, mean + std * _standard_normal(tensor.shape))
 
 
@@ -131,6 +141,8 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
+    if _on_meta(tensor):
+        return tensor
     lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
     u = 2 * (lo + (hi - lo) * _uniform01(tensor.shape)) - 1
     u = np.clip(u, -1 + 1e-12, 1 - 1e-12)
@@ -174,6 +186,8 @@ def _giles_large(w):
 
 def constant_(tensor, val):
     """Fill with the constant ``val``."""
+    if _on_meta(tensor):
+        return tensor
     return _write(tensor, np.full(tensor.shape, val))
 
 
@@ -189,13 +203,15 @@ def eye_(tensor):
     """Fill a 2-D tensor with the identity matrix."""
     if tensor.ndim != 2:
         raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got shape {tuple(tensor.shape)}")
-    return _write(tensor, np.eye(*tensor.shape))
+    return tensor if _on_meta(tensor) else _write(tensor, np.eye(*tensor.shape))
 
 
 def dirac_(tensor, groups=1):
     """Fill a {3,4,5}-D conv weight with the Dirac delta (identity convolution)."""
     if tensor.ndim not in (3, 4, 5):
         raise ValueError("dirac_: only tensors with 3, 4, or 5 dimensions are supported")
+    if _on_meta(tensor):
+        return tensor
     out_per = tensor.shape[0] // groups
     min_dim = min(out_per, tensor.shape[1])
     vals = np.zeros(tensor.shape)
@@ -243,7 +259,7 @@ def orthogonal_(tensor, gain=1.0, generator=None):
     """Fill with a (semi-)orthogonal matrix from the QR of a Gaussian matrix (sign-fixed)."""
     if tensor.ndim < 2:
         raise ValueError("orthogonal_: only tensors with 2 or more dimensions are supported")
-    if tensor.numel() == 0:
+    if tensor.numel() == 0 or _on_meta(tensor):
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
@@ -261,6 +277,8 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
     """Fill a 2-D tensor as a sparse matrix: in each column a ``sparsity`` fraction is zero."""
     if tensor.ndim != 2:
         raise ValueError("sparse_: only tensors with 2 dimensions are supported")
+    if _on_meta(tensor):
+        return tensor
     rows, cols = tensor.shape
     n_zero = int(math.ceil(sparsity * rows))
     vals = std * _standard_normal((rows, cols))

@@ -28,6 +28,26 @@ def _finish(arr, requires_grad, device, op):
     return t
 
 
+def _made(make, size, dtype, requires_grad, device, op, *fill):
+    """``make`` (``"zeros"``, ``"ones"``, ``"full"``) of ``size`` made by its device's own array
+    module: no host array and no host-to-device copy (a meta tensor of any size costs nothing)."""
+    dev = device_arg(device, op)
+    if dev is backend.CPU:
+        arr = getattr(xp, make)(size, *fill, dtype=dtype)
+    else:
+        b = backend._BACKENDS[dev.type]
+        backend.note_device(b, dev.index)
+        if b.use_device is not None and dev.index is not None and dev.index != b.current_index():
+            with b.use_device(dev.index):
+                arr = getattr(b.xp, make)(size, *fill, dtype=dtype)
+        else:
+            arr = getattr(b.xp, make)(size, *fill, dtype=dtype)
+    t = _wrap(arr)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
 def size_arg(size, op):
     """``(2, 3)``, ``((2, 3),)`` or ``([2, 3],)`` -> ``(2, 3)``, checked (shared by the random ops)."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
@@ -158,7 +178,7 @@ def zeros(*size, dtype=None, device=None, requires_grad=False):
     >>> lucid.zeros(2, 3).shape
     (2, 3)
     """
-    return _finish(xp.zeros(size_arg(size, "zeros"), _float_dtype(dtype, "zeros")), requires_grad, device, "zeros")
+    return _made("zeros", size_arg(size, "zeros"), _float_dtype(dtype, "zeros"), requires_grad, device, "zeros")
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
@@ -181,7 +201,7 @@ def ones(*size, dtype=None, device=None, requires_grad=False):
     >>> lucid.ones((2,), dtype=lucid.int64).tolist()
     [1, 1]
     """
-    return _finish(xp.ones(size_arg(size, "ones"), _float_dtype(dtype, "ones")), requires_grad, device, "ones")
+    return _made("ones", size_arg(size, "ones"), _float_dtype(dtype, "ones"), requires_grad, device, "ones")
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None):
@@ -208,7 +228,7 @@ def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=Non
     >>> lucid.empty(2, 3, 4, 5, memory_format=lucid.channels_last).stride()
     (60, 1, 15, 3)
     """
-    out = _finish(xp.zeros(size_arg(size, "empty"), _float_dtype(dtype, "empty")), requires_grad, device, "empty")
+    out = _made("zeros", size_arg(size, "empty"), _float_dtype(dtype, "empty"), requires_grad, device, "empty")
     if memory_format is None:
         return out
     from .memory_format import empty_in_format
@@ -247,7 +267,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     if not isinstance(fill_value, (bool, int, float, complex, np.number, np.bool_)):
         raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
     size = size_arg((size,) if isinstance(size, int) else (tuple(size),), "full")
-    return _finish(xp.full(size, fill_value, dtype_arg(dtype, "full")), requires_grad, device, "full")
+    return _made("full", size, dtype_arg(dtype, "full"), requires_grad, device, "full", fill_value)
 
 
 def _device_of(t):

@@ -7,7 +7,7 @@ import numpy as np
 from .._core import backend, dtypes
 from .._core.backend import xp
 from .._core.tensor import Tensor, _to_array, _wrap
-from .creation import _finish, _float_dtype, device_arg, dtype_arg, to_device
+from .creation import _finish, _float_dtype, _made, device_arg, dtype_arg, to_device
 from .elementwise import cast
 
 
@@ -252,7 +252,7 @@ def empty_strided(size, stride, *, dtype=None, device=None, requires_grad=False)
         if any(s != c for s, c, k in zip(stride, contiguous, size) if k > 1):
             raise RuntimeError(f"{op}: the 'meta' device keeps no strides (its tensors are contiguous), "
                                f"so it can't make stride {stride} for size {size}")
-        return _finish(xp.zeros(size, dt), requires_grad, dev, op)
+        return _made("zeros", size, dt, requires_grad, dev, op)
     n = 0 if 0 in size else 1 + sum((k - 1) * s for k, s in zip(size, stride))
     flat = xp.zeros(n, dt)
     if dev is not backend.CPU:

@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from .._core.backend import add_at, namespace_of, on_device, on_device_of, xp
+from .._core.backend import add_at, has_values, namespace_of, on_device, on_device_of, xp
 from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, move_bdim, normalize_axis, quiet
@@ -399,7 +399,7 @@ def _check_index(op, index, size, dim, allow_negative=False):
         raise RuntimeError(f"{op}: expected an integer index tensor, got "
                            f"{getattr(index, 'dtype', type(index).__name__)}")
     arr = concrete(index)
-    if arr is None or arr.size == 0:
+    if arr is None or arr.size == 0 or not has_values(arr):  # meta: no values to check, as PyTorch
         return
     lo = -size if allow_negative else 0
     with on_device(arr):

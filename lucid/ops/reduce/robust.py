@@ -15,7 +15,7 @@ import collections
 import numpy as np
 
 from ..._core import dtypes
-from ..._core.backend import host_fallback, is_array, runs_on_operands_device, xp
+from ..._core.backend import has_values, host_fallback, is_array, runs_on_operands_device, xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _wrap, tensor_method
 from .._family import _as_tensor, move_bdim, normalize_axis
@@ -575,6 +575,9 @@ def _concrete(op, t):
     if arr is None:
         raise RuntimeError(f"{op}: the output's shape depends on the values, so it can't run under a "
                            "transform (vmap/grad/jvp); call it outside the transform")
+    if not has_values(arr):
+        raise NotImplementedError(f"{op}: the output's shape depends on the input's values, which meta "
+                                  "tensors do not have (as PyTorch's meta kernels)")
     return arr
 
 

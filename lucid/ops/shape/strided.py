@@ -157,6 +157,8 @@ def storage_geometry(arr):
     """``(shape, strides, storage_offset, storage_size)`` of ``arr`` in its own elements, counted
     from the lowest address of the array owning its memory (PyTorch's storage), or None where
     the layout is no whole number of elements (e.g. a reinterpreting dtype view)."""
+    if not backend.has_values(arr):  # a meta array: its own, contiguous storage (NOTE [Meta device])
+        return tuple(arr.shape), tuple(s // arr.itemsize for s in arr.strides), 0, arr.size
     item = arr.itemsize
     start, nbytes = _byte_span(_owner(arr))
     delta = backend.data_pointer(arr) - start
@@ -255,6 +257,8 @@ def _relayout(x, src, dst, cnt):
 
 
 def _as_strided_impl(x, size, stride, offset, geom, view):
+    if not backend.has_values(x):  # a meta array: its shape is all there is (NOTE [Meta device])
+        return backend.as_strided(x, size, stride)
     if view and x.ndim == len(geom[0]):
         g = storage_geometry(x)
         if g is not None and g[:3] == tuple(geom) and (_extent(size, stride, offset) or (0, -1))[1] < g[3]:
@@ -339,7 +343,13 @@ def _geometry(t):
     if _is_vmap_tracer(t):
         return _example_geometry(t)
     primal = getattr(t, "_primal", None)  # grad / jvp tracers: the primal's memory
-    return _geometry(primal) if primal is not None else storage_geometry(t._data)
+    if primal is not None:
+        return _geometry(primal)
+    geom = storage_geometry(t._data)
+    if t._base is not None and not backend.has_values(t._data):
+        # a meta view: its storage is its root's, whose layout is all a meta tensor keeps
+        geom = geom[:3] + (max(geom[3], t._base.numel()),)
+    return geom
 
 
 def _join_storage(out, input, params):
