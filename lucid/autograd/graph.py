@@ -381,12 +381,22 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
                     fn(grad)
                 return None
             if fresh:
-                state["grads"] = [None] * len(tensors)
-                engine.queue_callback(lambda: fn(tuple(state["grads"])))
+                state["grads"], state["waiting"] = [None] * len(tensors), len(handles)
+                # fires when every tensor has its gradient, or at the end of a backward that
+                # reaches only some of them (PyTorch ignores the tensors a backward won't reach)
+                engine.queue_callback(lambda: finish(run))
             state["grads"][i] = grad
+            state["waiting"] -= 1
+            if state["waiting"] == 0:
+                finish(run)
             return None
 
         return hook
+
+    def finish(run):
+        if state.get("done") is not run:
+            state["done"] = run
+            fn(tuple(state["grads"]))
 
     handles = [t.register_hook(make_hook(i)) for i, t in enumerate(tensors) if t.requires_grad]
     return RemovableHandle.group(handles)
