@@ -16,6 +16,7 @@ import numpy as np
 from .._core.backend import xp
 from .._core.primitive import defprim
 from ._family import batch_unary_axis
+from .elementwise._half import F16, F32
 
 
 def _pow2_scale(ax, axis, p):
@@ -33,6 +34,8 @@ def _pow2_scale(ax, axis, p):
 
 
 def _vnorm_impl(x, ord, axis, keepdims):
+    if x.dtype == F16:  # in float32, rounded once (NOTE [Half primitives])
+        return _vnorm_impl(x.astype(F32), ord, axis, keepdims).astype(F16)
     ax = xp.abs(x)
     s = _pow2_scale(ax, axis, ord)
     with np.errstate(all="ignore"):
@@ -65,7 +68,20 @@ def _vnorm_deriv(ns, x, out, ord, axis, keepdims):
     return d if ord > 0 else ns.where(n == 0, 0.0, d)  # p < 0: one zero entry makes the norm 0
 
 
+def _half_vnorm_vjp(ns, g, x, n, ord):
+    """PyTorch's float16 norm_backward, op for op (each rounds): ``grad * (x / norm)`` for p = 2,
+    ``x * |x|**(p - 2) * (grad / norm**(p - 1))`` (``sgn(x) * |x|**(p - 1)`` for p < 2), 0 where
+    the norm is 0. See NOTE [Half primitives]."""
+    zero = n == 0
+    if ord == 2:
+        return g * ns.where(zero, 0.0, x / n)
+    scaled = x * ns.abs(x) ** (ord - 2) if ord >= 2 else ns.sign(x) * ns.abs(x) ** (ord - 1)
+    return scaled * ns.where(zero, 0.0, g / n ** (ord - 1))
+
+
 def _vnorm_vjp(ns, g, out, x, ord, axis, keepdims):
+    if g.dtype == F16 and ord >= 1:
+        return _half_vnorm_vjp(ns, _kept(ns, g, x, axis, keepdims), x, _kept(ns, out, x, axis, keepdims), ord)
     return _kept(ns, g, x, axis, keepdims) * _vnorm_deriv(ns, x, out, ord, axis, keepdims)
 
 

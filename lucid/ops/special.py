@@ -23,6 +23,7 @@ from .._core import dtypes
 from ._family import (_PY_SCALARS, _as_tensor, _promote_float, batch_elementwise, binary,
                       broadcast_tangent, quiet, same_dtype, scalar_operand, shape_of, sum_to_shape,
                       unary)
+from .elementwise._half import F16, F32, half_unary_rules, round_rule
 from .elementwise.arithmetic import _floatify, cast
 
 _SQRT_PI = math.sqrt(math.pi)
@@ -97,8 +98,20 @@ polygamma_p.batch = batch_elementwise(polygamma_p)
 
 # ----------------------------------------------------------- error-function family
 
-erfinv_p, _erfinv = unary("erfinv", _scipy("erfinv"), lambda ns, x, o: (_SQRT_PI / 2) * ns.exp(o * o),
+_erfinv64 = _scipy("erfinv")
+
+
+def _erfinv_impl(x):
+    # PyTorch's float16 erfinv is its float32 one rounded: float64 -> float32 -> float16
+    # (straight from float64 differs in the last bit now and then). NOTE [Half primitives]
+    return _erfinv64(x.astype(F32)).astype(F16) if x.dtype == F16 else _erfinv64(x)
+
+
+erfinv_p, _erfinv = unary("erfinv", _erfinv_impl, lambda ns, x, o: (_SQRT_PI / 2) * ns.exp(o * o),
                           save_out=True, save_inputs=False)
+# PyTorch's ``0.5 * sqrt(pi) * exp(result.pow(2)) * grad``, rounding after each float16 op
+# (the constant read at float32 precision, as its mul by a number)
+half_unary_rules(erfinv_p, lambda ns, g, x, o: round_rule(ns, lambda e: e * (_SQRT_PI / 2), ns.exp(o * o)) * g)
 erfcx_p, _erfcx = unary("erfcx", _scipy("erfcx"), lambda ns, x, o: 2 * x * o - 2 / _SQRT_PI, save_out=True)
 ndtri_p, _ndtri = unary("ndtri", _scipy("ndtri"), lambda ns, x, o: _SQRT_2PI * ns.exp(o * o * 0.5),
                         save_out=True, save_inputs=False)
@@ -169,6 +182,8 @@ airy_ai_p, _airy_ai = unary("airy_ai", _airy(0, "airy_ai"), lambda ns, x, o: ns.
 # ------------------------------------------------------------------- the others
 
 def _sinc_impl(x):
+    if x.dtype == F16:  # one rounding (NumPy's sinc rounds pi * x first). See NOTE [Half primitives]
+        return xp.sinc(x.astype(F32)).astype(F16)
     return xp.sinc(x).astype(x.dtype, copy=False)
 
 
@@ -186,8 +201,29 @@ def _kept(ns, x, y, pole):
 
 # xlogy: d/dx = log(y), 0 where x == 0 and y <= 0; d/dy = x / y (PyTorch's formulas: the
 # derivative in x is log(y) at x == 0 too wherever the log is finite).
-xlogy_p = binary("xlogy", _scipy("xlogy"), lambda ns, x, y, o: ns.xlogy(_kept(ns, x, y, 0), y),
+_xlogy64 = _scipy("xlogy")
+
+
+def _xlogy_impl(x, y):
+    if getattr(x, "dtype", None) == F16 or getattr(y, "dtype", None) == F16:
+        # PyTorch's float16 kernel rounds log(y) to float16 before the product. NOTE [Half primitives]
+        log_y = xp.log(y) if hasattr(y, "shape") else float(np.log(np.float16(y)))
+        return xp.where((x == 0) & (y == y), 0, x * log_y).astype(F16, copy=False)
+    return _xlogy64(x, y)
+
+
+xlogy_p = binary("xlogy", quiet(_xlogy_impl, 2), lambda ns, x, y, o: ns.xlogy(_kept(ns, x, y, 0), y),
                  lambda ns, x, y, o: x / y)
+_xlogy_dy = xlogy_p.vjp[1]
+
+
+def _xlogy_vjp_y(ns, g, out, x, y):
+    if g.dtype == F16 and getattr(x, "dtype", None) == F16:  # PyTorch's ``grad * self / other``
+        return sum_to_shape(ns, g * x / y, shape_of(y))
+    return _xlogy_dy(ns, g, out, x, y)
+
+
+xlogy_p.vjp = (xlogy_p.vjp[0], _xlogy_vjp_y)
 xlog1py_p = binary("xlog1py", _scipy("xlog1py"), lambda ns, x, y, o: ns.xlog1py(_kept(ns, x, y, -1), y),
                    lambda ns, x, y, o: x / (y + 1))
 

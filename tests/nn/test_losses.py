@@ -237,3 +237,17 @@ DEVICE_CASES = [
 @pytest.mark.parametrize("name,fn", DEVICE_CASES, ids=[c[0] for c in DEVICE_CASES])
 def test_class_losses_on_a_device_match_the_cpu_and_read_nothing_back(name, fn):
     assert_same_on_device(fn, RNG.normal(size=(5, 3)), what=name)
+
+
+def test_binary_cross_entropy_gradient_at_the_boundary_is_pytorchs():
+    # PyTorch's backward: grad * (p - t) / max((1 - p) p, 1e-12 as a C++ float); the clamped
+    # logs' own derivative would be 0 * inf = nan at p == t == 0 or 1.
+    eps = float(np.float32(1e-12))
+    p = lucid.tensor([0.0, 1.0, 0.3, 1.0, 0.0], dtype=lucid.float64, requires_grad=True)
+    t = lucid.tensor([0.0, 1.0, 0.6, 0.0, 1.0], dtype=lucid.float64)
+    loss = lucid.nn.functional.binary_cross_entropy(p, t, reduction="sum")
+    loss.backward()
+    assert loss.item() == pytest.approx(200 - (0.6 * np.log(0.3) + 0.4 * np.log(0.7)))
+    assert p.grad.tolist() == [0.0, 0.0, pytest.approx((0.3 - 0.6) / (0.3 * 0.7)), 1 / eps, -1 / eps]
+    assert lucid.autograd.gradgradcheck(
+        lambda q: lucid.nn.functional.binary_cross_entropy(q, t[2:3]), (p[2:3].detach().requires_grad_(),))

@@ -56,4 +56,9 @@ OPS = [
     OpInfo("nn.bce_with_logits", F.binary_cross_entropy_with_logits,
            lambda x, t: np.mean(np.log1p(np.exp(x)) - t * x),
            lambda rng: [Sample((_wide(rng, 2, 3), rng.uniform(size=(2, 3))))]),
+    # the primitive behind F.binary_cross_entropy (PyTorch's gradient at the boundary)
+    OpInfo("nn.binary_cross_entropy", lambda p, t: F.binary_cross_entropy(p, t, reduction="none"),
+           lambda p, t: -(t * np.log(p) + (1 - t) * np.log1p(-p)),
+           lambda rng: [Sample((rng.uniform(0.05, 0.95, size=(2, 3)), rng.uniform(size=(2, 3)))),
+                        Sample((rng.uniform(0.05, 0.95, size=(4,)), rng.uniform(size=(4,))))]),
 ]

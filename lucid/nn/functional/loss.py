@@ -18,7 +18,7 @@ from ..._core.backend import namespace_of, runs_on_operands_device, xp
 from ..._core.kernels import Kernel, kernel_for
 from ..._core.primitive import AUTOCAST_HOOK, TN, autocast_float32, bind, defprim
 from ..._core.tensor import Tensor, _wrap
-from ...ops._family import _as_tensor, move_bdim, quiet
+from ...ops._family import _as_tensor, binary as _binary, move_bdim, quiet
 from .activation import _softplus, log_softmax
 from ._complex import refuse_complex as _refuse_complex
 from ._opmath import in_float32 as _in_float32, is_half as _is_half
@@ -659,6 +659,35 @@ _BCE_UNSAFE = (
     "or BCEWithLogitsLoss, which are safe to autocast.")
 
 
+def _clamped_logs(ns, p):
+    """``log p`` and ``log(1 - p)``, each at least -100 (PyTorch's clamp: finite at 0 and 1)."""
+    lp, l1mp = ns.log(p), ns.log(1 - p)
+    return ns.where(lp < -100, -100.0, lp), ns.where(l1mp < -100, -100.0, l1mp)
+
+
+def _bce_impl(p, t):
+    lp, l1mp = xp.log(p), xp.log(1 - p)
+    lp, l1mp = xp.where(lp < -100, -100.0, lp), xp.where(l1mp < -100, -100.0, l1mp)
+    return (-(t * lp + (1 - t) * l1mp)).astype(p.dtype, copy=False)
+
+
+def _bce_dp(ns, p, t, out):
+    # PyTorch's ``(p - t) / max((1 - p) p, 1e-12)``: 0 at p == t == 0 or 1, where the clamped
+    # logs' own derivative is 0 * inf = nan; equal to t/p - ... (and its derivative) inside (0, 1).
+    d = (1 - p) * p
+    return (p - t) / ns.where(d < _BCE_EPS, _BCE_EPS, d)
+
+
+def _bce_dt(ns, p, t, out):
+    lp, l1mp = _clamped_logs(ns, p)
+    return l1mp - lp
+
+
+_BCE_EPS = float(np.float32(1e-12))  # PyTorch's EPSILON, a C++ float
+# A primitive so the gradient is PyTorch's at the boundary (a composite of clamped logs gives nan).
+_bce_p = _binary("binary_cross_entropy", quiet(_bce_impl, 2), _bce_dp, _bce_dt)
+
+
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     """``-(t log p + (1 - t) log(1 - p))`` with the logs clamped at -100 (as PyTorch does).
@@ -682,16 +711,13 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
             f"binary_cross_entropy: using a target size ({tuple(target.shape)}) that is different to "
             f"the input size ({tuple(input.shape)}) is not supported"
         )
-    lucid = _lucid()
     # Concrete CPU values only (not in a transform; on a device the check would read back every
     # call: PyTorch's CUDA kernel asserts on the device instead).
     if isinstance(input, Tensor) and input._level == 0 and input._data.__class__ is np.ndarray:
         arr = input._data
         if arr.size and (arr.min() < 0 or arr.max() > 1):
             raise RuntimeError("binary_cross_entropy: all elements of input should be between 0 and 1")
-    log_p = lucid.clamp(lucid.log(input), min=-100.0)
-    log_1mp = lucid.clamp(lucid.log(1.0 - input), min=-100.0)
-    loss = -(target * log_p + (1.0 - target) * log_1mp)
+    loss = bind(_bce_p, (input, _as_tensor(target, like=input)), {})
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction, "binary_cross_entropy")

@@ -15,7 +15,8 @@ from ..._core.backend import xp
 from ..._core.primitive import bind
 from ..._core.tensor import Tensor, _wrap, tensor_method
 from .._family import _as_tensor, nondiff, normalize_axis
-from .arithmetic import _floatify, promote
+from ._half import F16, F32
+from .arithmetic import _floatify, _is_half, cast, promote
 
 
 def _t(x):
@@ -104,6 +105,8 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     >>> lucid.addcmul(lucid.ones(2), lucid.tensor([1.0, 2.0]), lucid.tensor([3.0, 4.0]), value=0.5).tolist()
     [2.5, 5.0]
     """
+    if _all_half(input, tensor1, tensor2):  # float32 inside, one rounding (NOTE [Half primitives])
+        return cast(addcmul(*(cast(v, F32) for v in (input, tensor1, tensor2)), value=value), F16)
     prod = _t(tensor1) * tensor2
     return input + (prod if value == 1 else prod * value)
 
@@ -115,8 +118,14 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     if t1.dtype.kind in "biu" and t2.dtype.kind in "biu":
         raise RuntimeError("addcdiv: integer division of tensors is not supported; use floating point "
                            "tensor1/tensor2")
+    if _all_half(input, t1, t2):  # See NOTE [Half primitives]
+        return cast(addcdiv(*(cast(v, F32) for v in (input, t1, t2)), value=value), F16)
     q = t1 / t2
     return input + (q if value == 1 else q * value)
+
+
+def _all_half(*tensors):
+    return all(_is_half(t) for t in tensors)
 
 
 @tensor_method("positive")

@@ -13,9 +13,11 @@ from ..._core.backend import namespace_of, special_of, xp
 from ..._core.kernels import Kernel, kernel_for
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, tensor_method
-from .._family import _as_tensor, _promote_float, batch_elementwise, binary, nondiff, quiet, unary
+from .._family import (_as_tensor, _promote_float, batch_elementwise, binary, nondiff, quiet, shape_of,
+                       sum_to_shape, unary)
 
-from .arithmetic import _floatify, _zero
+from ._half import F16, F32, half_unary_rules, round_rule
+from .arithmetic import _floatify, _is_half, _zero, cast
 from .comparison import _BINARY_PARAMS, clamp, where
 
 
@@ -104,6 +106,9 @@ def sign(input):
     return _sign(input)
 
 
+# PyTorch's tanh_backward kernel reads the float16 output and computes in float32 (NOTE [Half primitives])
+half_unary_rules(tanh_p, lambda ns, g, x, o: round_rule(ns, lambda g, o: g * (1 - o * o), g, o))
+
 for _name, _fn in [("exp", exp), ("log", log), ("sin", sin), ("cos", cos), ("tanh", tanh),
                    ("sqrt", sqrt), ("abs", abs), ("__abs__", abs)]:
     setattr(Tensor, _name, _fn)
@@ -161,8 +166,19 @@ def _log10(x):
 
 log10_p, log10 = unary("log10", quiet(_log10), lambda ns, x, o: 1 / (x * _LN10))
 log1p_p, log1p = unary("log1p", quiet(xp.log1p), lambda ns, x, o: 1 / (x + 1))
-rsqrt_p, rsqrt = unary("rsqrt", quiet(lambda x: 1 / xp.sqrt(x)), lambda ns, x, o: -0.5 * o * o * o,
+half_unary_rules(log1p_p, lambda ns, g, x, o: g / (x + 1))  # PyTorch's float16 steps: NOTE [Half primitives]
+
+
+def _rsqrt(x):
+    if x.dtype == F16:  # one rounding, not two. See NOTE [Half primitives]
+        return (1 / xp.sqrt(x.astype(F32))).astype(F16)
+    return 1 / xp.sqrt(x)
+
+
+rsqrt_p, rsqrt = unary("rsqrt", quiet(_rsqrt), lambda ns, x, o: -0.5 * o * o * o,
                        save_out=True, save_inputs=False)
+# PyTorch's ``-0.5 * grad * result.pow(3)``, the cube rounded once
+half_unary_rules(rsqrt_p, lambda ns, g, x, o: (-0.5 * g) * round_rule(ns, lambda o: o * o * o, o))
 # bool squares to int64 as in PyTorch (pow(bool, 2)); NumPy's square of bool is int8
 _square = quiet(xp.square)
 square_p, square = unary("square", lambda x: _square(x.astype(np.int64) if x.dtype.kind == "b" else x),
@@ -181,6 +197,8 @@ atanh_p, atanh = unary("atanh", quiet(xp.arctanh), lambda ns, x, o: 1 / (1 - x *
 
 
 def _sigmoid_impl(x):
+    if x.dtype == F16:  # one rounding. See NOTE [Half primitives]
+        return _sigmoid_impl(x.astype(F32)).astype(F16)
     if x.dtype.kind == "c":
         return 1 / (1 + xp.exp(-x))
     # exp(-|x|) never overflows: 1/(1+e) for x >= 0, e/(1+e) for x < 0.
@@ -191,6 +209,8 @@ def _sigmoid_impl(x):
 # A primitive (not 1/(1+exp(-x))) for stability, and so the backward reuses the output.
 sigmoid_p, sigmoid = unary("sigmoid", _sigmoid_impl, lambda ns, x, o: o * (1 - o),
                            save_out=True, save_inputs=False)
+# PyTorch's float16 sigmoid_backward rounds ``grad * (1 - y)`` before ``* y``
+half_unary_rules(sigmoid_p, lambda ns, g, x, o: g * (1 - o) * o)
 
 
 # NOTE [erf without SciPy]
@@ -298,6 +318,13 @@ erf_p, erf = unary("erf", _erf_impl, lambda ns, x, o: _TWO_OVER_SQRT_PI * ns.exp
 erfc_p, erfc = unary("erfc", _erfc_impl, lambda ns, x, o: -_TWO_OVER_SQRT_PI * ns.exp(-(x * x)))
 
 
+# ``log(x / (1 - x))`` as PyTorch's kernel, one primitive (a float16 input rounds after each
+# step there, as here); the backward is PyTorch's ``grad / (x * (1 - x))``.
+logit_p, _logit = unary("logit", quiet(lambda x: xp.log(x / (1 - x)), 1), lambda ns, x, o: 1 / (x * (1 - x)))
+logit_p.vjp = (lambda ns, g, out, x: g / (x * (1 - x)),)
+logit_p.jvp = lambda ns, primals, tangents, out: tangents[0] / (primals[0] * (1 - primals[0]))
+
+
 @tensor_method("logit")
 def logit(input, eps=None):
     """``log(p / (1 - p))``; with ``eps`` the input is first clamped to ``[eps, 1 - eps]``.
@@ -323,7 +350,7 @@ def logit(input, eps=None):
                         f"PyTorch) (input of shape {tuple(x.shape)}, dtype {x.dtype})")
     if eps is not None:
         x = clamp(x, eps, 1 - eps)
-    return log(x) - log1p(-x)
+    return _logit(x)
 
 
 # ------------------------------------------------------------------ rounding
@@ -400,6 +427,22 @@ def _atan2_d(ns, a, b, num):
 atan2_p = binary("atan2", xp.arctan2, lambda ns, a, b, o: _atan2_d(ns, a, b, b),
                  lambda ns, a, b, o: _atan2_d(ns, a, b, -a))
 hypot_p = binary("hypot", quiet(xp.hypot), lambda ns, a, b, o: a / o, lambda ns, a, b, o: b / o, save_out=True)
+
+
+def _hypot_half(i):
+    """PyTorch's float16 ``grad * self / result`` (two roundings), other dtypes the family's rule."""
+    rule = hypot_p.vjp[i]
+
+    def vjp(ns, g, out, a, b):
+        v = (a, b)[i]
+        if g.dtype == F16 and getattr(v, "dtype", None) == F16:  # See NOTE [Half primitives]
+            return sum_to_shape(ns, g * v / out, shape_of(v))
+        return rule(ns, g, out, a, b)
+
+    return vjp
+
+
+hypot_p.vjp = (_hypot_half(0), _hypot_half(1))
 # d/da log(e^a + e^b) = sigmoid(a - b), written exp(-softplus(b - a)): finite for any finite
 # gap, 1 and 0 at (inf, finite) where exp(a - out) was exp(inf - inf) = nan (PyTorch gives 1, 0).
 logaddexp_p = binary("logaddexp", quiet(xp.logaddexp), lambda ns, a, b, o: ns.exp(-ns.logaddexp(0.0, b - a)),
@@ -461,6 +504,10 @@ def lerp(input, end, weight):
     >>> lucid.lerp(lucid.tensor([0.0, 10.0]), lucid.tensor([10.0, 20.0]), 0.5).tolist()
     [5.0, 15.0]
     """
+    if _is_half(input) and _is_half(end) and (_is_half(weight) or not isinstance(weight, Tensor)):
+        # PyTorch's float16 kernel: float32 inside, one rounding (NOTE [Half primitives])
+        w = cast(weight, F32) if isinstance(weight, Tensor) else weight
+        return cast(lerp(cast(input, F32), cast(end, F32), w), F16)
     diff = end - input
     if not isinstance(weight, Tensor):
         return input + weight * diff if builtins.abs(weight) < 0.5 else end - diff * (1 - weight)

@@ -6,6 +6,7 @@ from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
 from .._family import _promote_float, batch_unary_axis, conj_if_complex, quiet
+from ..elementwise._half import F16, F32, round_rule
 from ._common import _float_input, _lift0d, expand_reduced, norm_axes
 
 
@@ -72,34 +73,69 @@ def logsumexp(input, dim=None, keepdim=False):
 def _softmax_impl(x, axis):
     if x.shape[axis] == 0:
         return x.copy()
+    if x.dtype == F16:  # in float32, rounded once (NOTE [Half primitives])
+        e = xp.exp(_up(x) - xp.max(_up(x), axis=axis, keepdims=True))
+        s = xp.sum(e, axis=axis, keepdims=True)
+        if axis != x.ndim - 1:  # PyTorch's kernel over an inner dim keeps exp(x - max) in float16
+            e = e.astype(F16).astype(F32)
+        return (e / s).astype(F16)
     e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
     e /= xp.sum(e, axis=axis, keepdims=True)
     return e
 
 
+def _up(x):
+    return x.astype(F32)
+
+
 def _log_softmax_impl(x, axis):
     if x.shape[axis] == 0:
         return x.copy()
+    if x.dtype == F16:  # See NOTE [Half primitives]
+        return _log_softmax_impl(x.astype(F32), axis).astype(F16)
     s = x - xp.max(x, axis=axis, keepdims=True)
     s -= xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
     return s
 
 
 # Primitives for stability and speed (one pass forward; the backward needs only the output).
+def _softmax_grad(ns, g, out, axis):
+    return out * (g - ns.sum(g * out, axis=(axis,), keepdims=True))
+
+
+def _log_softmax_grad(ns, g, out, axis):
+    return g - ns.exp(out) * ns.sum(g, axis=(axis,), keepdims=True)
+
+
+def _log_softmax_jvp(ns, t, out, axis):
+    return t - ns.sum(ns.exp(out) * t, axis=(axis,), keepdims=True)
+
+
+def _fused(grad):
+    """``grad(ns, g, out, axis)``; for float16, PyTorch's backward kernel: the float16 output
+    and cotangent read in float32, the result rounded once (NOTE [Half primitives])."""
+    def rule(ns, g, out, axis):
+        if g.dtype == F16:
+            return round_rule(ns, lambda g, out: grad(ns, g, out, axis), g, out)
+        return grad(ns, g, out, axis)
+
+    return rule
+
+
+_softmax_rule, _log_softmax_rule = _fused(_softmax_grad), _fused(_log_softmax_grad)
+_log_softmax_jvp_rule = _fused(_log_softmax_jvp)
 softmax_p = defprim(
     "softmax", quiet(_softmax_impl, 1),
-    vjp=(lambda ns, g, out, x, axis: out * (g - ns.sum(g * out, axis=(axis,), keepdims=True)),),
-    jvp=lambda ns, primals, tangents, out, axis:
-        out * (tangents[0] - ns.sum(tangents[0] * out, axis=(axis,), keepdims=True)),
+    vjp=(lambda ns, g, out, x, axis: _softmax_rule(ns, g, out, axis),),
+    jvp=lambda ns, primals, tangents, out, axis: _softmax_rule(ns, tangents[0], out, axis),
     save_out=True, save_inputs=False,
 )
 softmax_p.batch = batch_unary_axis(softmax_p)
 
 log_softmax_p = defprim(
     "log_softmax", quiet(_log_softmax_impl, 1),
-    vjp=(lambda ns, g, out, x, axis: g - ns.exp(out) * ns.sum(g, axis=(axis,), keepdims=True),),
-    jvp=lambda ns, primals, tangents, out, axis:
-        tangents[0] - ns.sum(ns.exp(out) * tangents[0], axis=(axis,), keepdims=True),
+    vjp=(lambda ns, g, out, x, axis: _log_softmax_rule(ns, g, out, axis),),
+    jvp=lambda ns, primals, tangents, out, axis: _log_softmax_jvp_rule(ns, tangents[0], out, axis),
     save_out=True, save_inputs=False,
 )
 log_softmax_p.batch = batch_unary_axis(log_softmax_p)

@@ -18,6 +18,7 @@ from ..._core import dtypes
 from ..._core.backend import has_values, host_fallback, is_array, runs_on_operands_device, xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _wrap, tensor_method
+from ..elementwise.arithmetic import _F16, _F32, cast as _cast
 from .._family import _as_tensor, move_bdim, normalize_axis
 from ._common import norm_axes
 
@@ -130,6 +131,8 @@ def logcumsumexp(input, dim):
     x = _float_input(input, "logcumsumexp")
     if x.ndim == 0:
         return x.clone()
+    if x.dtype == _F16:  # the scan in float32, rounded once (NOTE [Half primitives])
+        return _cast(logcumsumexp(_cast(x, _F32), dim), _F16)
     d = normalize_axis(dim, x.ndim, "logcumsumexp")
     n = x.shape[d]
     add = _complex_logaddexp if x.dtype.kind == "c" else L.logaddexp

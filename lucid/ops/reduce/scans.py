@@ -6,6 +6,7 @@ from ..._core import dtypes
 from ..._core.backend import namespace_of, running_extreme, xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
+from ..elementwise._half import F16, F32
 from .._family import _as_tensor, batch_unary_axis, conj_if_complex, linear_jvp, quiet
 from ._common import _lift0d, _linear_scan, _nondiff, _shift, return_types
 from .extrema import _select_along
@@ -16,6 +17,8 @@ from .extrema import _select_along
 
 def _cum_impl(fn):
     def impl(x, axis, reverse):
+        if x.dtype == F16:  # accumulated in float32, each output rounded once. See NOTE [Half primitives]
+            return impl(x.astype(F32), axis, reverse).astype(F16)
         if not reverse:
             return fn(x, axis=axis)
         return xp.flip(fn(xp.flip(x, axis), axis=axis), axis)
