@@ -25,14 +25,17 @@ class _NormBase(Module):
     _version = 2  # version 2 added num_batches_tracked (PyTorch's numbering)
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
-                 device=None, dtype=None):
+                 device=None, dtype=None, *, bias=True):
         super().__init__()
         lucid = _lucid()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
+        if affine:  # PyTorch 2.13's ``bias=False`` keeps the scale alone
             self.weight = Parameter(lucid.ones(num_features, dtype=dtype))
-            self.bias = Parameter(lucid.zeros(num_features, dtype=dtype))
+            if bias:
+                self.bias = Parameter(lucid.zeros(num_features, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -67,11 +70,12 @@ class _NormBase(Module):
         self.reset_running_stats()
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class _BatchNorm(_NormBase):
@@ -135,6 +139,8 @@ class BatchNorm1d(_BatchNorm):
         Weight of the newest batch in the running statistics (None: cumulative average).
     affine : bool
         Learn a per-channel ``weight`` and ``bias``.
+    bias : bool, keyword-only
+        With ``affine``, learn the ``bias`` too (``False``: the scale alone).
     track_running_stats : bool
         Keep running statistics for evaluation mode.
 
@@ -163,6 +169,8 @@ class BatchNorm2d(_BatchNorm):
         Weight of the newest batch in the running statistics (None: cumulative average).
     affine : bool
         Learn a per-channel ``weight`` and ``bias``.
+    bias : bool, keyword-only
+        With ``affine``, learn the ``bias`` too (``False``: the scale alone).
     track_running_stats : bool
         Keep running statistics for evaluation mode.
 
@@ -189,6 +197,8 @@ class BatchNorm3d(_BatchNorm):
         Weight of the newest batch in the running statistics (None: cumulative average).
     affine : bool
         Learn a per-channel ``weight`` and ``bias``.
+    bias : bool, keyword-only
+        With ``affine``, learn the ``bias`` too (``False``: the scale alone).
     track_running_stats : bool
         Keep running statistics for evaluation mode.
 
@@ -228,8 +238,8 @@ class SyncBatchNorm(_BatchNorm):
     """
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
-                 process_group=None, device=None, dtype=None):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+                 process_group=None, device=None, dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
         self.process_group = process_group
 
     def _check_input_dim(self, input):
@@ -303,7 +313,9 @@ def _synced_batch_norm(bn, x):
         _update_running(bn.running_mean, bn.running_var, mean, var, count, factor)
     out = xc / lucid.sqrt(var + bn.eps)
     if bn.weight is not None:
-        out = out * bn.weight.reshape(cshape) + bn.bias.reshape(cshape)
+        out = out * bn.weight.reshape(cshape)
+    if bn.bias is not None:
+        out = out + bn.bias.reshape(cshape)
     return out
 
 
@@ -311,8 +323,8 @@ class _InstanceNorm(_NormBase):
     _dims = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False,
-                 device=None, dtype=None):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+                 device=None, dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def forward(self, input):
         if input.ndim == self._dims[0]:  # unbatched
@@ -471,6 +483,8 @@ class GroupNorm(Module):
         Added to the variance for stability.
     affine : bool
         Learn a per-channel ``weight`` and ``bias``.
+    bias : bool, keyword-only
+        With ``affine``, learn the ``bias`` too (``False``: the scale alone).
 
     Examples
     --------
@@ -479,7 +493,7 @@ class GroupNorm(Module):
     (1, 2, 3)
     """
 
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
         super().__init__()
         if num_channels % num_groups:
             raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
@@ -487,16 +501,26 @@ class GroupNorm(Module):
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         if affine:
             self.weight = Parameter(lucid.ones(num_channels, dtype=dtype))
-            self.bias = Parameter(lucid.zeros(num_channels, dtype=dtype))
+            if bias:
+                self.bias = Parameter(lucid.zeros(num_channels, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+
+    def reset_parameters(self):
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
 
 
 class InstanceNorm3d(_InstanceNorm):

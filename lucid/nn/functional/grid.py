@@ -30,7 +30,22 @@ def _base(n, align_corners, dtype):
     return (np.arange(n) * 2.0 + 1.0) / n - 1.0
 
 
-def affine_grid(theta, size, align_corners=False):
+_ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to align_corners=False since 1.3.0. "
+                  "Please specify align_corners=True if the old behavior is desired. See the documentation of "
+                  "grid_sample for details.")
+
+
+def _default_align(align_corners, stacklevel=3):
+    """``align_corners=None`` means False, with PyTorch's warning that the default changed."""
+    if align_corners is None:
+        import warnings
+
+        warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=stacklevel)
+        return False
+    return align_corners
+
+
+def affine_grid(theta, size, align_corners=None):
     """Sampling grid of an affine map: ``theta`` (N, 2, 3) with ``size`` (N, C, H, W) gives
     (N, H, W, 2); ``theta`` (N, 3, 4) with (N, C, D, H, W) gives (N, D, H, W, 3). The last
     dim is (x, y[, z]) in [-1, 1], as :func:`grid_sample` reads it.
@@ -42,6 +57,7 @@ def affine_grid(theta, size, align_corners=False):
     >>> F.affine_grid(eye, (1, 1, 1, 2), align_corners=True).tolist()
     [[[[-1.0, 0.0], [1.0, 0.0]]]]
     """
+    align_corners = _default_align(align_corners)
     size = tuple(int(s) for s in size)
     nsp = len(size) - 2
     if nsp not in (2, 3) or tuple(theta.shape) != (size[0], nsp, nsp + 1):
@@ -132,7 +148,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         Values outside the input.
     align_corners : bool
         -1 and 1 are the centres of the corner pixels (True) or their outer edges (False,
-        the default).
+        the default; left unset, it warns as PyTorch does).
 
     Differentiable in ``input`` and in ``grid`` (except 'nearest', whose grid gradient is 0).
 
@@ -155,7 +171,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got "
                          f"{padding_mode!r}")
-    align = bool(align_corners)
+    align = bool(_default_align(align_corners, stacklevel=4))  # under runs_on_operands_device
     grid = grid.to(input.dtype)
     sp = tuple(input.shape[2:])
     x_flat = input.reshape(input.shape[0], input.shape[1], -1)
