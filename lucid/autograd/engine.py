@@ -32,6 +32,24 @@ _SEQ = itertools.count()
 _NOTHING = [(None,) * n for n in range(16)]  # saved inputs of prims whose rules need none
 
 
+def _getitem_node_name(key):
+    """PyTorch's name for the node of ``x[key]``: its indexing applies the key's parts in turn,
+    advanced (tensor) indices last, so the last part that does something names the node."""
+    from ..ops.indexing import IDX
+
+    if any(k is IDX for k in key):
+        return "IndexBackward0"
+    for k in reversed(key):
+        if isinstance(k, slice):
+            if k != slice(None):
+                return "SliceBackward0"
+        elif k is None:
+            return "UnsqueezeBackward0"
+        elif k is not Ellipsis:
+            return "SelectBackward0"
+    return "AliasBackward0"
+
+
 class Node:
     """A recorded call: what to run backward and where to send the results.
 
@@ -59,6 +77,8 @@ class Node:
     # Introspection as in PyTorch's ``torch.autograd.graph.Node`` (see autograd/graph.py).
     def name(self):
         """PyTorch-style name, e.g. ``'MulBackward0'``."""
+        if self.op_name == "getitem":
+            return _getitem_node_name(self.params.get("key", ()))
         return "".join(w[:1].upper() + w[1:] for w in self.op_name.split("_")) + "Backward0"
 
     @property
@@ -87,8 +107,8 @@ class Node:
 
         return _add_node_hook(self, fn, post=False)
 
-    def __repr__(self):
-        return f"<{self.name()} object>"
+    def __repr__(self):  # as PyTorch prints ``tensor.grad_fn``
+        return f"<{self.name()} object at {id(self):#x}>"
 
     def add_hook(self, idx, hook):
         if self.hooks is None:

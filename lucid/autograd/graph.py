@@ -62,7 +62,7 @@ class AccumulateGrad:
         return "AccumulateGrad"
 
     def __repr__(self):
-        return "<AccumulateGrad object>"
+        return f"<AccumulateGrad object at {id(self):#x}>"
 
 
 def _next_functions(node):

@@ -47,6 +47,8 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 
+    __str__ = __repr__  # Tensor's ``__str__`` is bound to Tensor.__repr__: print(param) says it too
+
     def __reduce_ex__(self, protocol):
         # As Tensor's: the values travel as a host array, the device as a string.
         if self._data.__class__ is np.ndarray:

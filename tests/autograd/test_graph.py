@@ -345,3 +345,15 @@ def test_gradient_edges_match_torch():
     gl = A.grad((hl ** 3).sum(), get_gradient_edge(hl))
     (gt,) = torch.autograd.grad((ht ** 3).sum(), torch.autograd.graph.get_gradient_edge(ht))
     np.testing.assert_allclose(gl.numpy(), gt.numpy(), rtol=1e-14)
+
+
+def test_indexing_nodes_have_pytorchs_names():
+    x = lucid.ones(3, 4, 5, requires_grad=True)
+    idx = lucid.tensor([0, 1])
+    names = [x[k].grad_fn.name() for k in [0, (0, slice(1, 3)), (slice(1, 3), 0), (slice(None), 0), (None,),
+                                           (0, None), (Ellipsis, 0), (slice(None, None, 2),)]]
+    assert names == ["SelectBackward0", "SliceBackward0", "SelectBackward0", "SelectBackward0",
+                                    "UnsqueezeBackward0", "UnsqueezeBackward0", "SelectBackward0", "SliceBackward0"]
+    assert x[idx].grad_fn.name() == x[0, idx].grad_fn.name() == "IndexBackward0"
+    node = (x * 2).sum().grad_fn
+    assert repr(node) == f"<SumBackward0 object at {id(node):#x}>"  # as PyTorch prints grad_fn

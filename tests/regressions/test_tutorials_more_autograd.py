@@ -233,10 +233,6 @@ def test_double_backward_with_custom_functions():
     assert g.item() == 12.0 and g2.item() == 12.0
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="div saves its output for the divisor's gradient, so the tutorial's in-place "
-                          "`grad_input += ...` on `(...) / 2` trips the version check (PyTorch's DivBackward0 "
-                          "saves the operands); lucid/ops/elementwise/arithmetic.py:202, reported")
 def test_double_backward_sinh_in_place_on_a_quotient():
     x = torch.rand(3, 3, requires_grad=True, dtype=torch.double)
     assert torch.autograd.gradgradcheck(sinh, x)

@@ -141,10 +141,6 @@ def test_unset_align_corners_warns_once_per_call_as_pytorch():
 
 # ----------------------------------------------- found by the tutorials, fixed elsewhere (xfail)
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="div saves its output for the divisor's gradient (lucid/ops/elementwise/arithmetic.py:202), "
-                          "so an in-place ReLU after a norm without affine trips the version check; PyTorch's "
-                          "DivBackward0 saves the operands. Reported; remove this mark with the fix.")
 @pytest.mark.parametrize("norm", ["instance", "batch", "group", "layer"])
 def test_norm_without_affine_then_inplace_relu(norm):
     make = {"instance": lambda: nn.InstanceNorm2d(3), "batch": lambda: nn.BatchNorm2d(3, affine=False),
@@ -160,8 +156,39 @@ def test_norm_without_affine_then_inplace_relu(norm):
     np.testing.assert_allclose(npy(m[0].weight.grad), want, rtol=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason="Parameter defines __repr__ but Tensor's `__str__ = __repr__` binds "
-                                       "Tensor.__repr__, so print(param) drops 'Parameter containing:' "
-                                       "(lucid/nn/parameter.py:47). Reported; remove this mark with the fix.")
 def test_print_parameter_says_parameter_containing():
     assert str(nn.Parameter(lucid.ones(2))).startswith("Parameter containing:\n")
+
+
+def test_changing_a_quotient_in_place_keeps_both_gradients():
+    # the divisor's gradient comes from the operands (PyTorch's -g * (x / y) / y), not the saved quotient
+    x = lucid.tensor([3.0, -2.0], dtype=lucid.float64, requires_grad=True)
+    y = lucid.tensor([2.0, 4.0], dtype=lucid.float64, requires_grad=True)
+    q = x / y
+    q += 1
+    q.mul_(3).sum().backward()
+    assert x.grad.tolist() == [1.5, 0.75]
+    assert y.grad.tolist() == [-3 * 3.0 / 4.0, -3 * -2.0 / 16.0]
+
+
+def test_lazy_norm_layers_take_bias():
+    m = nn.LazyBatchNorm1d(bias=False)
+    assert m.bias is None
+    out = m(lucid.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]]))
+    assert m.bias is None and m.weight.shape == (3,) and out.tolist() == [
+        [pytest.approx(v / (1 + 1e-5) ** 0.5) for v in row] for row in ([-1.0, 0.0, 1.0], [1.0, 0.0, -1.0])]
+    assert "bias=False" in repr(m) and nn.LazyInstanceNorm2d(affine=True, bias=False).bias is None
+
+
+def test_norm_nuclear_over_two_dims():
+    x = lucid.tensor(np.random.default_rng(0).normal(size=(3, 4, 5)))
+    want = [np.linalg.svd(x.numpy()[:, i, :], compute_uv=False).sum() for i in range(4)]
+    np.testing.assert_allclose(lucid.norm(x, "nuc", dim=(0, 2)).numpy(), want, rtol=1e-12)
+    assert lucid.norm(x, "nuc", dim=(0, 2), keepdim=True).shape == (1, 4, 1)
+    assert lucid.norm(x[0], "nuc").item() == pytest.approx(np.linalg.svd(x.numpy()[0], compute_uv=False).sum())
+    with pytest.raises(RuntimeError, match="norm: the nuclear norm needs 2 dims"):
+        lucid.norm(x, "nuc")
+    conv = nn.Conv1d(2, 4, 3)  # a 3-d weight: each output channel's (2, 3) slice has a nuclear norm
+    nn.utils.prune.ln_structured(conv, "weight", amount=0.5, n="nuc", dim=0)
+    kept = [np.linalg.svd(w, compute_uv=False).sum() for w in conv.weight_orig.detach().numpy()]
+    assert conv.weight_mask.sum((1, 2)).tolist() == [6.0 if k >= np.median(kept) else 0.0 for k in kept]

@@ -199,7 +199,9 @@ add_p = binary("add", quiet(xp.add), lambda ns, x, y, o: 1, lambda ns, x, y, o: 
 sub_p = binary("sub", quiet(xp.subtract), lambda ns, x, y, o: 1, lambda ns, x, y, o: -1, save_inputs=False)
 mul_p = binary("mul", quiet(xp.multiply), lambda ns, x, y, o: y, lambda ns, x, y, o: x,
                by_scalar=(operator.mul, operator.mul))  # NOTE [Scalar operands in backward]
-div_p = binary("div", quiet(xp.true_divide), lambda ns, x, y, o: 1 / y, lambda ns, x, y, o: -o / y, save_out=True,
+# The divisor's gradient from the operands, as PyTorch's ``-grad * ((x / y) / y)``: saving the
+# quotient instead would make an in-place change of it (``q = x / 2; q += 1``) fail backward.
+div_p = binary("div", quiet(xp.true_divide), lambda ns, x, y, o: 1 / y, lambda ns, x, y, o: -(x / y) / y,
                by_scalar=(operator.truediv, None))
 
 

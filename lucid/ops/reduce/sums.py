@@ -241,8 +241,16 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     if input.dtype.kind not in "fc":
         raise RuntimeError(f"norm: input dtype should be floating point, got {input.dtype} (shape {tuple(input.shape)})")
     if isinstance(p, str):
+        if p == "nuc":  # the sum of singular values over two dims (all of a 2-d input), as PyTorch
+            from ...linalg import matrix_norm
+
+            dims = tuple(range(input.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
+            if len(dims) != 2:
+                raise RuntimeError(f"norm: the nuclear norm needs 2 dims, got dim={dim} for an input of shape "
+                                   f"{tuple(input.shape)}")
+            return matrix_norm(input, "nuc", dim=dims, keepdim=bool(keepdim))
         if p != "fro":
-            raise RuntimeError(f"norm: p={p!r} is not supported (use 'fro' or a number)")
+            raise RuntimeError(f"norm: p={p!r} is not supported (use 'fro', 'nuc' or a number)")
         p = 2
     axes = norm_axes(dim, input.ndim, "norm")
     keepdim = bool(keepdim)
