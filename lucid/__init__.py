@@ -69,8 +69,10 @@ newaxis = None
 # The training stack (nn, optim, utils, distributions, save/load) loads on first use, so `import lucid`
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
 _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
-                 "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu", "accelerator", "jit", "library", "futures", "fx", "export"}
+                 "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu", "accelerator", "jit", "library", "futures", "fx", "export",
+                 "hub", "version", "mps", "xpu"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
+               "OutOfMemoryError": "cuda",
                "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler",
                "GradScaler": "amp", "Event": "accelerator", "Stream": "accelerator",
                **dict.fromkeys(("set_autocast_enabled", "is_autocast_cpu_enabled", "set_autocast_cpu_enabled",

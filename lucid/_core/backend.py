@@ -630,6 +630,22 @@ def data_pointer(arr) -> int:
     return iface["data"][0]
 
 
+class OutOfMemoryError(RuntimeError):
+    """CUDA ran out of memory (``torch.cuda.OutOfMemoryError``, also ``lucid.OutOfMemoryError``;
+    a RuntimeError, as PyTorch's). An op or factory that CuPy could not allocate for raises it,
+    naming the op, with CuPy's message (:func:`cuda_oom`).
+    """
+
+
+def cuda_oom(op, err):
+    """``err`` as :class:`OutOfMemoryError` when it is CuPy's out-of-memory error, else None."""
+    cls = type(err)
+    if cls.__name__ == "OutOfMemoryError" and cls.__module__.startswith("cupy"):
+        return OutOfMemoryError(f"{op}: CUDA out of memory. {err} (free memory with del and "
+                                "lucid.cuda.empty_cache(), or use smaller batches)")
+    return None
+
+
 def has_values(arr) -> bool:
     """Whether ``arr`` holds values: every array but the meta device's (NOTE [Meta device])."""
     return arr.__class__ is np.ndarray or _BY_TYPE.get(arr.__class__, CPU_BACKEND).type != "meta"

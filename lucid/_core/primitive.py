@@ -319,6 +319,9 @@ def _escaped(trace):
 # Failures inside an impl (NumPy shape errors, bad axes ...) are re-raised with the
 # op's name and the argument shapes, so users see which lucid call broke.
 def _op_error(prim, args, err):
+    oom = backend.cuda_oom(prim.name, err)
+    if oom is not None:
+        return oom
     mixed = _mixed_devices(args)
     if mixed is not None:  # PyTorch's message, naming the op
         return RuntimeError(

@@ -170,12 +170,7 @@ def seed() -> None:
 seed_all = seed
 
 
-class OutOfMemoryError(RuntimeError):
-    """CUDA ran out of memory (``torch.cuda.OutOfMemoryError``; a RuntimeError, as PyTorch's).
-
-    CuPy raises its own ``cupy.cuda.memory.OutOfMemoryError`` (a MemoryError) where an op
-    allocates; ``except (lucid.cuda.OutOfMemoryError, MemoryError)`` catches both.
-    """
+OutOfMemoryError = _backend.OutOfMemoryError  # ops and factories raise it for CuPy's own
 
 
 def init() -> None:

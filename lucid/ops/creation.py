@@ -37,11 +37,14 @@ def _made(make, size, dtype, requires_grad, device, op, *fill):
     else:
         b = backend._BACKENDS[dev.type]
         backend.note_device(b, dev.index)
-        if b.use_device is not None and dev.index is not None and dev.index != b.current_index():
-            with b.use_device(dev.index):
+        try:
+            if b.use_device is not None and dev.index is not None and dev.index != b.current_index():
+                with b.use_device(dev.index):
+                    arr = getattr(b.xp, make)(size, *fill, dtype=dtype)
+            else:
                 arr = getattr(b.xp, make)(size, *fill, dtype=dtype)
-        else:
-            arr = getattr(b.xp, make)(size, *fill, dtype=dtype)
+        except MemoryError as e:  # CuPy's is one: PyTorch's OutOfMemoryError, naming the op
+            raise backend.cuda_oom(op, e) or e from e
     t = _wrap(arr)
     if requires_grad:
         t.requires_grad = True
