@@ -5,9 +5,12 @@ from __future__ import annotations
 import warnings
 
 from ..autograd.checkpoint import CheckpointError, checkpoint, noop_context_fn
+from ..autograd.selective_checkpoint import (CheckpointPolicy, SelectiveCheckpointContext,
+                                             create_selective_checkpoint_contexts)
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn", "detach_variable",
-           "check_backward_validity", "get_device_states", "set_device_states", "DefaultDeviceType"]
+           "check_backward_validity", "get_device_states", "set_device_states", "DefaultDeviceType",
+           "CheckpointPolicy", "SelectiveCheckpointContext", "create_selective_checkpoint_contexts"]
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):
