@@ -23,8 +23,10 @@ def _nvtx(name):
     import lucid.cuda
 
     if lucid.cuda.is_available():
-        import cupy.cuda.nvtx as nvtx
+        import cupy
 
+        # an attribute of cupy.cuda (CuPy 14 binds cupy_backends' module there), not a submodule
+        nvtx = cupy.cuda.nvtx
         if getattr(nvtx, "available", True):
             return nvtx
     raise RuntimeError(f"lucid.cuda.nvtx.{name}: NVTX functions not installed (needs CuPy with NVTX and a GPU; "

@@ -11,21 +11,24 @@ __all__ = ["Event", "Stream", "StreamContext", "current_stream", "default_stream
 
 
 class Stream:
-    """A CUDA stream (CuPy's), usable as a context manager: ``with lucid.cuda.Stream(): ...``.
+    """A CUDA stream (CuPy's), usable as a context manager: ``with lucid.cuda.Stream(): ...``;
+    the block runs on the stream's GPU, as in PyTorch.
 
-    ``priority`` is recorded (CuPy's Stream takes none in every version lucid supports).
+    ``priority``: lower is more urgent, as CUDA's (``cudaStreamCreateWithPriority`` clamps it
+    to the device's range, as PyTorch does).
     """
 
     def __init__(self, device=None, priority=0):
         cupy, i = _index(device, "Stream")
         with cupy.cuda.Device(i):
-            self._stream = cupy.cuda.Stream(non_blocking=True)
+            self._stream = cupy.cuda.Stream(non_blocking=True, priority=priority)
         self.device_index, self.priority = i, priority
+        self._devices = []  # the device contexts of nested ``with`` blocks
 
     @classmethod
     def _wrap(cls, cupy_stream, index):
         s = object.__new__(cls)
-        s._stream, s.device_index, s.priority = cupy_stream, index, 0
+        s._stream, s.device_index, s.priority, s._devices = cupy_stream, index, 0, []
         return s
 
     @property
@@ -68,12 +71,27 @@ class Stream:
     def __hash__(self):
         return hash((self._stream.ptr, self.device_index))
 
+    # CuPy refuses to enter a stream of another GPU than the current one (and its null stream
+    # has no GPU of its own): the stream's GPU is made current for the block first.
     def __enter__(self):
-        self._stream.__enter__()
+        from . import device
+
+        ctx = device(self.device_index)
+        ctx.__enter__()
+        try:
+            self._stream.__enter__()
+        except BaseException:
+            ctx.__exit__(None, None, None)
+            raise
+        self._devices.append(ctx)
         return self
 
     def __exit__(self, *exc):
-        return self._stream.__exit__(*exc)
+        try:
+            self._stream.__exit__(*exc)
+        finally:
+            self._devices.pop().__exit__(*exc)
+        return False
 
     def __repr__(self):
         return f"<lucid.cuda.Stream device=cuda:{self.device_index} cuda_stream={self._stream.ptr:#x}>"
@@ -96,8 +114,9 @@ def set_stream(stream) -> None:
     """Make ``stream`` the current stream of its device (None: nothing to do, as PyTorch)."""
     if stream is None:
         return
-    _cupy("set_stream")
-    stream._stream.use()
+    cupy = _cupy("set_stream")
+    with cupy.cuda.Device(stream.device_index):  # CuPy's use() needs the stream's GPU current
+        stream._stream.use()
 
 
 class StreamContext:
