@@ -61,6 +61,13 @@ from .ops.out_arguments import TOP_LEVEL as _OUT_NAMES, accept_out as _accept_ou
 
 _accept_out(globals(), _OUT_NAMES)  # PyTorch's out= (NOTE [Out arguments])
 
+# Sparse tensors (NOTE [Sparse tensors]); mm/matmul/addmm also take a sparse operand.
+from . import sparse  # noqa: E402,F401
+from .sparse import sparse_coo, sparse_coo_tensor, sparse_csr, sparse_csr_tensor  # noqa: E402,F401
+from .sparse._ops import hspmm, smm, sparse_aware as _sparse_aware  # noqa: E402,F401
+mm, matmul, addmm = (_sparse_aware(mm, "mm"), _sparse_aware(matmul, "matmul"),  # noqa: F405
+                     _sparse_aware(addmm, "addmm"))  # noqa: F405
+
 __version__ = "0.1.0"
 
 pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
@@ -70,7 +77,7 @@ newaxis = None
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
 _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
                  "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu", "accelerator", "jit", "library", "futures", "fx", "export",
-                 "hub", "version", "mps", "xpu"}
+                 "hub", "version", "mps", "xpu", "overrides", "_C", "__future__"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
                "OutOfMemoryError": "cuda",
                "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler",

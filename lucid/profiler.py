@@ -131,12 +131,13 @@ class FunctionEvent:
     """One recorded call: times in microseconds, memory in bytes."""
 
     __slots__ = ("name", "start_us", "cpu_time_total", "self_cpu_time_total", "input_shapes",
-                 "cpu_memory_usage", "thread", "category")
+                 "cpu_memory_usage", "thread", "category", "stack")
 
-    def __init__(self, name, start_us, total, self_time, shapes, mem, thread, category):
+    def __init__(self, name, start_us, total, self_time, shapes, mem, thread, category, stack=()):
         self.name, self.start_us, self.cpu_time_total = name, start_us, total
         self.self_cpu_time_total, self.input_shapes = self_time, shapes
         self.cpu_memory_usage, self.thread, self.category = mem, thread, category
+        self.stack = list(stack)  # "file(line): function", innermost first (with_stack=True)
 
     key = property(lambda self: self.name)
     count = 1
@@ -151,8 +152,8 @@ class FunctionEvent:
 class FunctionEventAvg:
     """Events of one name (and input shapes, if grouped by them), summed."""
 
-    def __init__(self, key, input_shapes=None):
-        self.key, self.input_shapes = key, input_shapes
+    def __init__(self, key, input_shapes=None, stack=()):
+        self.key, self.input_shapes, self.stack = key, input_shapes, list(stack)
         self.count = 0
         self.cpu_time_total = self.self_cpu_time_total = 0.0
         self.cpu_memory_usage = self.self_cpu_memory_usage = 0
@@ -186,13 +187,16 @@ class EventList(list):
         super().__init__(items)
         self._shapes, self._memory = record_shapes, profile_memory
 
-    def key_averages(self, group_by_input_shape=False):
+    def key_averages(self, group_by_input_shape=False, group_by_stack_n=0):
+        """Events summed by name (and by input shapes, and by their ``group_by_stack_n``
+        innermost stack frames, recorded with ``with_stack=True``)."""
         groups = {}
         for ev in self:
             shapes = str(ev.input_shapes) if group_by_input_shape else None
-            k = (ev.name, shapes)
+            stack = tuple(ev.stack[:group_by_stack_n]) if group_by_stack_n > 0 else ()
+            k = (ev.name, shapes, stack)
             if k not in groups:
-                groups[k] = FunctionEventAvg(ev.name, ev.input_shapes if group_by_input_shape else None)
+                groups[k] = FunctionEventAvg(ev.name, ev.input_shapes if group_by_input_shape else None, stack)
             groups[k].add(ev)
         return EventList(groups.values(), record_shapes=group_by_input_shape and self._shapes,
                          profile_memory=self._memory)
@@ -212,6 +216,9 @@ class EventList(list):
             heads += ["CPU Mem", "Self CPU Mem"]
         if self._shapes:
             heads.append("Input Shapes")
+        stacks = any(getattr(e, "stack", None) for e in rows)
+        if stacks:
+            heads.append("Source Location")
         body = []
         for e in rows:
             name = e.key if len(e.key) <= max_name_column_width else e.key[:max_name_column_width - 3] + "..."
@@ -222,7 +229,11 @@ class EventList(list):
                 row += [_fmt_mem(e.cpu_memory_usage), _fmt_mem(e.self_cpu_memory_usage)]
             if self._shapes:
                 row.append(str(e.input_shapes if e.input_shapes is not None else []))
+            if stacks:  # as PyTorch: the innermost frame on the row, the callers below it
+                row.append(e.stack[0] if e.stack else "")
             body.append(row)
+            for frame in (e.stack[1:] if stacks else ()):
+                body.append([""] * (len(heads) - 1) + [frame])
         widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(heads)]
         line = "-" * (sum(widths) + 2 * (len(widths) - 1))
 
@@ -256,10 +267,10 @@ def _fmt_mem(b):
 
 
 class _Recorder:
-    """Collects raw events: (name, start_ns, end_ns, child_ns, shapes, bytes, thread, category)."""
+    """Collects raw events: (name, start_ns, end_ns, child_ns, shapes, bytes, thread, category, stack)."""
 
-    def __init__(self, record_shapes, profile_memory):
-        self.record_shapes, self.profile_memory = record_shapes, profile_memory
+    def __init__(self, record_shapes, profile_memory, with_stack=False):
+        self.record_shapes, self.profile_memory, self.with_stack = record_shapes, profile_memory, with_stack
         self.raw = []
         self.local = threading.local()
         self.t0 = time.perf_counter_ns()
@@ -284,8 +295,25 @@ class _Recorder:
             if stack:
                 stack[-1][0] += end - start
         mem = _nbytes(out) if self.profile_memory else 0
-        self.raw.append((name, start, end, frame[0], shapes, mem, threading.get_ident(), category))
+        stack = _user_stack() if self.with_stack else ()
+        self.raw.append((name, start, end, frame[0], shapes, mem, threading.get_ident(), category, stack))
         return out
+
+
+_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_stack():
+    """The Python frames outside Lucid that led to this event, innermost first."""
+    import sys
+
+    out, f = [], sys._getframe(2)
+    while f is not None:
+        path = f.f_code.co_filename
+        if not os.path.abspath(path).startswith(_PKG):
+            out.append(f"{path}({f.f_lineno}): {f.f_code.co_name}")
+        f = f.f_back
+    return tuple(out)
 
 
 def _nbytes(out):
@@ -378,7 +406,10 @@ class profile:
         of the last cycle. Without one, the whole block is recorded.
     on_trace_ready : callable, optional
         Called with the profiler when a recorded cycle ends (or the block exits while recording).
-    with_stack, with_flops, with_modules, use_cuda : optional
+    with_stack : bool
+        Record the Python frames (outside Lucid) that led to each event: ``event.stack``,
+        ``key_averages(group_by_stack_n=n)`` and a ``Source Location`` column.
+    with_flops, with_modules, use_cuda : optional
         Accepted and ignored.
 
     Examples
@@ -402,6 +433,7 @@ class profile:
             raise TypeError(f"profile: schedule must be callable (lucid.profiler.schedule(...)), got {schedule!r}")
         self.enabled = bool(enabled)
         self.record_shapes, self.profile_memory = bool(record_shapes), bool(profile_memory)
+        self.with_stack = bool(with_stack)
         self.schedule, self.on_trace_ready = schedule, on_trace_ready
         self.step_num = 0
         self.current_action = ProfilerAction.RECORD
@@ -412,7 +444,7 @@ class profile:
     def _start_trace(self):
         if _CURRENT[0] is not None:
             raise RuntimeError("profile: a profiler is already running; nested profilers are not supported")
-        self._rec = _Recorder(self.record_shapes, self.profile_memory)
+        self._rec = _Recorder(self.record_shapes, self.profile_memory, self.with_stack)
         self._events = None
         _CURRENT[0] = self._rec
         _install()
@@ -475,14 +507,14 @@ class profile:
             return EventList()
         if self._events is None:
             t0 = self._rec.t0
-            evs = [FunctionEvent(n, (s - t0) / 1e3, (e - s) / 1e3, (e - s - c) / 1e3, sh, m, th, cat)
-                   for n, s, e, c, sh, m, th, cat in sorted(self._rec.raw, key=lambda r: r[1])]
+            evs = [FunctionEvent(n, (s - t0) / 1e3, (e - s) / 1e3, (e - s - c) / 1e3, sh, m, th, cat, st)
+                   for n, s, e, c, sh, m, th, cat, st in sorted(self._rec.raw, key=lambda r: r[1])]
             self._events = EventList(evs, record_shapes=self.record_shapes, profile_memory=self.profile_memory)
         return self._events
 
-    def key_averages(self, group_by_input_shape=False):
-        """Events grouped by name (and input shapes): ``.table(sort_by=..., row_limit=...)``."""
-        return self.events().key_averages(group_by_input_shape)
+    def key_averages(self, group_by_input_shape=False, group_by_stack_n=0):
+        """Events grouped by name (and input shapes, and stacks): ``.table(sort_by=..., row_limit=...)``."""
+        return self.events().key_averages(group_by_input_shape, group_by_stack_n)
 
     def table(self, *args, **kwargs):
         return self.events().table(*args, **kwargs)
@@ -557,7 +589,7 @@ class record_function:
             if self._stack:
                 self._stack[-1][0] += end - self._start
             rec.raw.append((self.name, self._start, end, self._frame[0], None, 0, threading.get_ident(),
-                            "user_annotation"))
+                            "user_annotation", _user_stack() if rec.with_stack else ()))
             self._rec = None
         return False
 

@@ -36,6 +36,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ._core import backend as _backend
 from ._core.backend import check_device, host, to_device
 from ._core.tensor import Tensor, _wrap
 
@@ -68,6 +69,7 @@ class _Encoder:
         self.arrays = {}
         self.names = {}  # id(tensor) -> name, so one tensor object is stored once
         self.keep = []  # keep encoded objects alive so their ids stay unique
+        self.roots = {}  # (device, root address, bytes) -> (root, [(node, array)]): NOTE [Shared storage]
 
     def name_for(self, obj, path):
         if id(obj) in self.names:
@@ -100,6 +102,10 @@ class _Encoder:
             # Values are written from the host (one explicit copy for a device tensor); the
             # device is recorded so load() puts them back there (PyTorch's default).
             node = {"t": self.array(host(obj._data), obj, path), "rg": bool(obj._rg)}
+            if obj._data.dtype.kind != "c" and _backend.has_values(obj._data):
+                root = _root(obj._data)
+                key = (str(obj.device), _backend.data_pointer(root), root.nbytes)
+                self.roots.setdefault(key, (root, []))[1].append((node, obj._data))
             if obj._data.__class__ is not np.ndarray:
                 node["device"] = str(obj.device)
             if obj._data.dtype.kind == "c":
@@ -136,6 +142,51 @@ class _Encoder:
         return self.encode(k, path)
 
 
+# NOTE [Shared storage]
+# PyTorch saves storages, so tensors that view one storage load as views of one storage again
+# (``save([x, x[1:]])``: writing the loaded ``x[1:]`` changes the loaded ``x``). A safetensors
+# file has no views, so when two or more saved host tensors view one NumPy array, that array
+# (the root of their ``.base`` chain) is stored once, and each tensor's node says where it lies
+# in it: ``"view": [offset, shape, strides]`` in elements. Loading builds them as strided views
+# of one array sharing one version counter. A lone view is stored compact (PyTorch would save
+# its whole storage), so files of ordinary state dicts stay plain safetensors tensors. Device
+# tensors too: roots are told apart by device and address (a device array's ``.base`` may be a
+# fresh wrapper each time), and loading puts the storage on the device once and views it there.
+def _root(arr):
+    while _backend.is_array(arr.base):
+        arr = arr.base
+    return arr
+
+
+def _view_of(arr, root):
+    """``[offset, shape, strides]`` in elements placing ``arr`` in ``root``, or None."""
+    size = root.dtype.itemsize
+    if arr.dtype != root.dtype or not root.flags.c_contiguous:
+        return None
+    off = _backend.data_pointer(arr) - _backend.data_pointer(root)
+    if off % size or any(st % size for st in arr.strides):
+        return None
+    return [off // size, list(arr.shape), [st // size for st in arr.strides]]
+
+
+def _share_storage(enc):
+    """Rewrite the nodes of tensors that view one array as views of it (NOTE [Shared storage])."""
+    for root, members in enc.roots.values():
+        if len({n["t"] for n, _ in members}) < 2:
+            continue
+        views = [_view_of(arr, root) for _, arr in members]
+        if any(v is None for v in views):
+            continue
+        name, k = members[0][0]["t"] + ".storage", 1
+        while name in enc.arrays:
+            name, k = f"{members[0][0]['t']}.storage#{k}", k + 1
+        for node, _ in members:
+            enc.arrays.pop(node["t"], None)
+        enc.arrays[name] = np.ascontiguousarray(host(root).reshape(-1), dtype=root.dtype.newbyteorder("<"))
+        for (node, _), view in zip(members, views):
+            node["t"], node["view"] = name, view
+
+
 def _join(path, k):
     return f"{path}.{k}" if path else str(k)
 
@@ -143,6 +194,7 @@ def _join(path, k):
 def _to_bytes(obj):
     enc = _Encoder()
     structure = enc.encode(obj)
+    _share_storage(enc)
     header, offset = {}, 0
     for name, arr in enc.arrays.items():
         header[name] = {"dtype": _CODES[arr.dtype.newbyteorder("=")], "shape": list(arr.shape),
@@ -162,8 +214,9 @@ def save(obj, f):
     obj : Tensor, dict, list, tuple, ...
         Tensors and NumPy arrays, nested in lists, tuples and dicts (any order-preserving
         mix) with ``None``, bools, ints, floats and strings. ``requires_grad`` and the
-        ``Parameter`` class are kept; tensors that share storage are saved as independent
-        copies, while one tensor object that appears twice is stored once.
+        ``Parameter`` class are kept; one tensor object that appears twice is stored once,
+        and tensors that view one array are saved with it and load as views of one array
+        again, as in PyTorch (NOTE [Shared storage]; a lone view is saved compact).
     f : str, os.PathLike or binary file object
         A path is written atomically (temporary file + fsync + ``os.replace``); a symlink
         is followed and its target replaced; a path that is a FIFO, device, socket or
@@ -546,7 +599,7 @@ def _globals_in_pickle(raw):
 
 
 # ---------------------------------------------------------------------------- load
-def load(f, map_location=None, weights_only=True):
+def load(f, map_location=None, weights_only=True, *, mmap=None):
     """Load what :func:`save` wrote (or any safetensors file, or a ``torch.save`` checkpoint)
     without executing code.
 
@@ -570,6 +623,12 @@ def load(f, map_location=None, weights_only=True):
         checkpoints are always read "weights only", even with ``weights_only=False`` (which
         never makes Lucid import or run what a file names; allowlist trusted classes with
         :func:`add_safe_globals` instead).
+    mmap : bool, optional
+        Map the file instead of reading it (``f`` must be a path): each tensor of a Lucid
+        (safetensors) file is a view of a private, copy-on-write map of it, as PyTorch's
+        ``mmap=True`` (``MAP_PRIVATE``) gives, so nothing is read until it is used and writes
+        never reach the file. Bool tensors, tensors moved to another device and a
+        ``torch.save`` checkpoint's tensors are read into memory as without ``mmap``.
 
     Returns
     -------
@@ -596,10 +655,12 @@ def load(f, map_location=None, weights_only=True):
     if map_location is not None and not callable(map_location) and not isinstance(map_location, dict):
         map_location = check_device(map_location)
     if hasattr(f, "read"):
+        if mmap:
+            raise ValueError("load: f must be a file path in order to use the mmap argument")
         return _Decoder(f, str(getattr(f, "name", None) or repr(f)), map_location, weights_only).run()
     where = os.fspath(f)
     with open(where, "rb") as fh:
-        return _Decoder(fh, str(where), map_location, weights_only).run()
+        return _Decoder(fh, str(where), map_location, weights_only, mmap=bool(mmap)).run()
 
 
 # NOTE [Load memory]
@@ -609,10 +670,11 @@ def load(f, map_location=None, weights_only=True):
 # peak is the size of the tensors, not twice the file. (This beats a memory map, which
 # would still need one copy per tensor for Tensors to own writable memory.)
 class _Decoder:
-    def __init__(self, fh, where, map_location=None, weights_only=True):
-        self.fh, self.where, self.map_location = fh, where, map_location
+    def __init__(self, fh, where, map_location=None, weights_only=True, mmap=False):
+        self.fh, self.where, self.map_location, self.mmap = fh, where, map_location, mmap
         self.weights_only = weights_only is not False  # (None: PyTorch's default, True)
         self.cache = {}
+        self.versions = {}  # storage name -> the version counter its views share
 
     def place(self, arr, saved):
         """``arr`` (host) on the device ``map_location`` assigns to one saved from ``saved``."""
@@ -749,8 +811,28 @@ class _Decoder:
                 raise self.fail(f"tensors {n0!r} and {n1!r} overlap")
         return {name: header[name] for _, _, name in spans}
 
+    def mapped_arrays(self, start):
+        """Every tensor as a view of one copy-on-write map of the file (``mmap=True``); bool
+        tensors, whose bytes must be normalised, are copied out of it."""
+        if not self.entries:
+            return {}
+        # a plain ndarray over the map: Lucid tells host arrays by their exact class
+        whole = np.memmap(self.where, dtype=np.uint8, mode="c").view(np.ndarray)
+        arrays = {}
+        for name, e in self.entries.items():
+            b, end = e["data_offsets"]
+            dt = np.dtype(_DTYPES[e["dtype"]])
+            raw = whole[start + b:start + end]
+            if dt == np.bool_:
+                arrays[name] = np.not_equal(raw, 0).reshape(e["shape"])
+            else:
+                arrays[name] = raw.view(dt.newbyteorder("<")).reshape(e["shape"])
+        return arrays
+
     def read_arrays(self, start):
         """Every tensor's bytes, read once into its final array. See NOTE [Load memory]."""
+        if self.mmap:
+            return self.mapped_arrays(start)
         arrays, pos = {}, 0
         for name, e in self.entries.items():  # in storage order
             b, end = e["data_offsets"]
@@ -785,6 +867,9 @@ class _Decoder:
         name = node.get("t", node.get("nd"))
         if not isinstance(name, str) or name not in self.entries:
             raise self.fail(f"the structure refers to a missing tensor {name!r}")
+        view = node.get("view")
+        if view is not None:
+            return self.view(name, view, node)
         if name not in self.cache:
             arr = self.arrays[name]
             if node.get("complex"):
@@ -793,6 +878,39 @@ class _Decoder:
                 arr = np.ascontiguousarray(arr).view(np.result_type(arr.dtype, np.complex64))[..., 0]
             self.cache[name] = self.build(arr, node)
         return self.cache[name]
+
+    def view(self, name, view, node):
+        """A tensor saved as a view of a shared storage (NOTE [Shared storage])."""
+        key = (name, json.dumps(view))
+        if key in self.cache:
+            return self.cache[key]
+        flat = self.arrays[name]
+        saved = node.get("device", "cpu")
+        if isinstance(saved, str) and saved != "cpu" and not callable(self.map_location):
+            placed = (name, "placed", saved)  # the storage goes to its device once, viewed there
+            if placed not in self.cache:
+                self.cache[placed] = self.place(flat, saved)
+            flat = self.cache[placed]
+        ok = (isinstance(view, list) and len(view) == 3 and _is_uint(view[0]) and isinstance(view[1], list)
+              and isinstance(view[2], list) and len(view[1]) == len(view[2])
+              and all(_is_uint(d) for d in view[1]) and all(isinstance(st, int) for st in view[2]))
+        if ok:
+            off, shape, strides = view
+            lo = off + sum(st * (d - 1) for d, st in zip(shape, strides) if st < 0 and d)
+            hi = off + sum(st * (d - 1) for d, st in zip(shape, strides) if st > 0 and d)
+            ok = flat.ndim == 1 and (0 in shape or (lo >= 0 and hi < flat.size))
+        if not ok:
+            raise self.fail(f"tensor {name!r}: bad view {str(view)[:80]}")
+        if 0 in shape:
+            arr = flat[:0].reshape(shape)
+        else:
+            size = flat.dtype.itemsize
+            with _backend.on_device(flat):
+                arr = _backend.as_strided(flat[off:], tuple(shape), tuple(st * size for st in strides))
+        t = self.cache[key] = self.build(arr, node)
+        if t._data is arr:  # still sharing memory (not moved again): share the version counter too
+            t._version = self.versions.setdefault((name, saved), t._version)
+        return t
 
     def build(self, arr, node):
         if "nd" in node:

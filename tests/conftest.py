@@ -10,6 +10,9 @@ def pytest_addoption(parser):
     parser.addoption("--lucid-device", default="cpu",
                      help="the default device for the run: 'cpu', 'strict' (the CPU stand-in that "
                           "behaves like CuPy, NOTE [Strict stand-in device]) or 'cuda'")
+    parser.addoption("--lucid-torch-function", action="store_true", default=False,
+                     help="run with the __torch_function__ dispatchers switched on for every test, as in a "
+                          "program that defines a Tensor subclass (NOTE [Torch function])")
     parser.addoption("--lucid-inputs", default=None,
                      help="make the op database's samples on this device ('strict' or 'cuda') while "
                           "the default device stays the CPU (NOTE [Device inputs, CPU default])")
@@ -22,6 +25,8 @@ def pytest_addoption(parser):
 # the op database that way (the test command's third pass uses ``strict:1``, the device that is
 # not current, NOTE [Several devices]); tests/gpu/test_device_sweep.py does the same for layers.
 def pytest_configure(config):
+    if config.getoption("--lucid-torch-function"):
+        import lucid.overrides  # noqa: F401  (importing it switches the dispatchers on)
     import os
 
     inputs = config.getoption("--lucid-inputs", default=None)
@@ -78,11 +83,28 @@ def pytest_collection_modifyitems(config, items):
 # process (NOTE [Several devices]). Off again after it, so the tests a worker runs next keep the
 # one-device paths (the backward engine's inlined fast path) they would have in a user's
 # program; not in a run whose default device is itself not current (``--lucid-device=strict:1``).
+def pytest_collection_finish(session):
+    # A test module that defines a Tensor subclass at import switched the dispatchers on while
+    # being collected: off again before the first test (see pytest_runtest_teardown)
+    import sys
+
+    overrides = sys.modules.get("lucid.overrides")
+    if overrides is not None and not session.config.getoption("--lucid-torch-function"):
+        overrides._deactivate()
+
+
 def pytest_runtest_teardown(item, nextitem):
+    import sys
+
     from lucid._core import backend
 
     if backend.DEVICE_GUARD[0] and item.config.getoption("--lucid-device", default="cpu") != "strict:1":
         backend.reset_device_guard()
+    # Likewise the __torch_function__ dispatchers a test switched on by defining a Tensor subclass
+    # (NOTE [Torch function]): the next test starts on the plain path again.
+    overrides = sys.modules.get("lucid.overrides")
+    if overrides is not None and overrides._STATE.active and not item.config.getoption("--lucid-torch-function"):
+        overrides._deactivate()
 
 
 # On a lent GPU machine a run may be cut off by its time limit before pytest prints its summary;

@@ -15,6 +15,16 @@ from .hooks import RemovableHandle
 from .size import as_size
 
 
+def _disabled_torch_function_impl(func, types, args=(), kwargs=None):
+    """``__torch_function__ = _disabled_torch_function_impl`` on a Tensor subclass opts it out of
+    the protocol (PyTorch's ``torch._C._disabled_torch_function_impl``): its instances behave as
+    plain tensors and ops on them return plain tensors (``nn.Parameter`` does this)."""
+    from ..overrides import DisableTorchFunctionSubclass
+
+    with DisableTorchFunctionSubclass():
+        return func(*args, **(kwargs or {}))
+
+
 class Tensor:
     """A multi-dimensional array that can record operations for autograd.
 
@@ -50,6 +60,22 @@ class Tensor:
     _hooks = None
     _post_hooks = None  # register_post_accumulate_grad_hook (leaves only)
     _retains = False
+
+    # NOTE [Torch function] in lucid/overrides.py: a subclass keeps its class through ops, and
+    # one that overrides this gets every public function call; nothing is paid until one exists.
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from ..overrides import _default_torch_function
+
+        return _default_torch_function(cls, func, types, args, kwargs)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        impl = cls.__torch_function__
+        if getattr(impl, "__func__", impl) is not _disabled_torch_function_impl:
+            from .. import overrides
+
+            overrides._activate()
 
     def __init__(self, data=None, requires_grad=False, dtype=None, device=None):
         dev = backend.check_device(device if device is not None or not isinstance(data, Tensor)

@@ -89,8 +89,8 @@ class _ExportTracer(Tracer):
             self._patched_classes.add(klass)
             for name, v in list(vars(klass).items()):
                 fn = v.__func__ if isinstance(v, staticmethod) else None
-                rec = self._patcher._recorders.get(id(fn)) if fn is not None else None
-                if rec is not None and rec.__fx_original__ is fn:
+                rec = self._patcher.recorder_of(fn) if fn is not None else None
+                if rec is not None:
                     self._patcher.set_attr(klass, name, staticmethod(rec))
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):

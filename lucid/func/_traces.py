@@ -13,7 +13,7 @@ from .._core.backend import namespace_of
 from .._core.dtypes import _LUCID
 from .._core.grad_mode import STATE, pop_trace, push_trace
 from .._core.primitive import TN, bind
-from .._core.tensor import Tensor, _wrap
+from .._core.tensor import Tensor, _disabled_torch_function_impl, _wrap
 from ..autograd.engine import make_node
 from ..ops._family import quiet_call
 
@@ -43,6 +43,8 @@ class Trace:
 
 class _Tracer(Tensor):
     """Common base: a Tensor whose value lives in a lower level (``_inner``)."""
+
+    __torch_function__ = _disabled_torch_function_impl  # plain-tensor behaviour (NOTE [Torch function])
 
     __slots__ = ("_trace", "_level")
     # Autograd-state defaults (a tracer itself is never a leaf of the eager tape).
@@ -154,12 +156,18 @@ class GradTrace(Trace):
         return res[0] if single else tuple(res)
 
     def process_function(self, cls, args, kwargs):
-        from ..autograd.function import FunctionCtx, _attach, _call_forward
+        from ..autograd.function import FunctionCtx, _attach, _call_forward, _is_separate_style
 
         ctx = FunctionCtx()
         vals = tuple(a._primal if self.owns(a) else a for a in args)
         ctx.needs_input_grad = tuple(self.owns(a) for a in args)
-        out = _call_forward(cls, ctx, vals, kwargs)
+        if _is_separate_style(cls):
+            # the levels below run the Function themselves (a vmap level through its vmap rule:
+            # forward's NumPy code never sees a batched value), then this level keeps its context
+            out = cls.apply(*vals, **kwargs)
+            cls.setup_context(ctx, vals, out)
+        else:
+            out = _call_forward(cls, ctx, vals, kwargs)
         if not STATE.grad_enabled:
             return out
         parents = [(a if a.grad_fn is None else (a.grad_fn, a._out_idx)) if self.owns(a) else None for a in args]

@@ -1,8 +1,11 @@
 """Symbolic tracing: ``Tracer``, ``symbolic_trace`` and ``wrap`` (``torch.fx._symbolic_trace``).
 
 NOTE [Tracing without __torch_function__]
-torch.fx sees ``torch.tanh(proxy)`` through the ``__torch_function__`` protocol. Lucid has no
-such protocol, so while a trace runs the tracer *patches*, and restores in a ``finally``:
+torch.fx sees ``torch.tanh(proxy)`` through the ``__torch_function__`` protocol. Lucid's protocol
+(NOTE [Torch function]) is switched on only once a Tensor subclass exists, and a Proxy is no
+Tensor, so while a trace runs the tracer *patches*, and restores in a ``finally`` (a function's
+recorder also stands for the original a dispatcher wraps, reached through references taken
+before the protocol was switched on):
 - the public functions (module attributes that are plain or builtin functions) of the
   namespaces user code calls through: ``lucid``, ``lucid.nn.functional``, ``lucid.linalg``,
   ``lucid.special``, ``lucid.fft`` and the tracer's ``autowrap_modules`` (``math``); plus
@@ -148,7 +151,22 @@ class _Patcher:
         rec = self._recorders.get(id(fn))
         if rec is None:
             rec = self._recorders[id(fn)] = _recorder(fn)
+            inner = getattr(fn, "_lucid_original", None)  # a __torch_function__ dispatcher (lucid.overrides)
+            if inner is not None:  # references taken before it was installed reach the same recorder
+                self._recorders.setdefault(id(inner), rec)
         return rec
+
+    def recorder_of(self, value):
+        """The recorder standing for ``value`` (a patched function, or the original a dispatcher wraps)."""
+        rec = self._recorders.get(id(value))
+        if rec is None:  # a dispatcher taken while __torch_function__ was on, the namespace now plain
+            inner = getattr(value, "_lucid_original", None)
+            rec = self._recorders.get(id(inner)) if inner is not None else None
+            return rec if rec is not None and rec.__fx_original__ is inner else None
+        fx_original = rec.__fx_original__
+        if fx_original is value or getattr(fx_original, "_lucid_original", None) is value:
+            return rec
+        return None
 
     def patch_namespace(self, module, skip=()):
         for name, value in list(vars(module).items()):
@@ -160,8 +178,8 @@ class _Patcher:
     def patch_globals(self, fn_globals):
         """Replace the globals that are patched namespace functions by their recorders."""
         for name, value in list(fn_globals.items()):
-            rec = self._recorders.get(id(value))
-            if rec is not None and rec.__fx_original__ is value:
+            rec = self.recorder_of(value)
+            if rec is not None:
                 self.set_item(fn_globals, name, rec)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._core import backend
 from .._core.grad_mode import no_grad
-from .._core.tensor import Tensor
+from .._core.tensor import Tensor, _disabled_torch_function_impl
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .linear import Linear
 from .normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d,
@@ -84,6 +84,8 @@ class UninitializedParameter(Parameter):
 
 class UninitializedBuffer(Tensor):
     """A buffer whose shape is not known yet (See NOTE [Lazy modules])."""
+
+    __torch_function__ = _disabled_torch_function_impl  # plain-tensor behaviour (NOTE [Torch function])
 
     cls_to_become = Tensor
 

@@ -547,10 +547,20 @@ class Module:
     # ---------------------------------------------------------------- dtype
     def _apply(self, fn):
         """Replace the data of every parameter, gradient and buffer by ``fn(array)``."""
+        import importlib  # (``from ..__future__ import`` would be a future statement)
+
+        _FLAGS = importlib.import_module("lucid.__future__")._FLAGS
         for m in self.children():
             m._apply(fn)
-        for p in self._parameters.values():
+        renew = _FLAGS["overwrite"] and not _FLAGS["swap"]  # See NOTE [Module conversion flags]
+        for k, p in self._parameters.items():
             if p is None:
+                continue
+            if renew:
+                grad = p._grad
+                p = self._parameters[k] = type(p)(_wrap(fn(p._data)), requires_grad=p.requires_grad)
+                if grad is not None:
+                    p.grad = _wrap(fn(grad._data))
                 continue
             p._data = fn(p._data)
             if p._grad is not None:

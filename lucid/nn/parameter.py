@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import backend
-from .._core.tensor import Tensor, _rebuild_meta, _to_array, _wrap
+from .._core.tensor import Tensor, _disabled_torch_function_impl, _rebuild_meta, _to_array, _wrap
 
 __all__ = ["Parameter", "Buffer"]
 
@@ -30,6 +30,8 @@ class Parameter(Tensor):
     >>> p.requires_grad
     True
     """
+
+    __torch_function__ = _disabled_torch_function_impl  # plain-tensor behaviour (NOTE [Torch function])
 
     def __init__(self, data=None, requires_grad=True):
         if isinstance(data, Tensor):
@@ -106,6 +108,8 @@ class Buffer(Tensor):
     >>> list(m.state_dict())
     ['scale']
     """
+
+    __torch_function__ = _disabled_torch_function_impl  # plain-tensor behaviour (NOTE [Torch function])
 
     def __init__(self, data=None, *, persistent=True):
         Tensor.__init__(self, None)

@@ -253,6 +253,27 @@ class Timer:
 
         return self._with_threads(run)
 
+    def adaptive_autorange(self, threshold: float = 0.1, *, min_run_time: float = 0.01,
+                           max_run_time: float = 10.0, callback=None) -> Measurement:
+        """Time blocks (sized as in :meth:`blocked_autorange`) until more than 3 were taken,
+        ``min_run_time`` seconds have passed and the IQR is below ``threshold`` of the median,
+        or ``max_run_time`` seconds have passed."""
+
+        def run():
+            number = self._block_size(0.05)  # PyTorch sizes blocks for 50 ms here
+            times, total = [], 0.0
+            while True:
+                spent = self._measure(number)
+                times.append(spent)
+                total += spent
+                if callback is not None:
+                    callback(number, spent)
+                steady = len(times) > 3 and self._measurement(number, times).meets_confidence(threshold)
+                if (total >= min_run_time and steady) or (max_run_time and total > max_run_time):
+                    return self._measurement(number, times)
+
+        return self._with_threads(run)
+
 
 # ------------------------------------------------------------------------------------ Compare
 

@@ -91,7 +91,10 @@ def test_out_on_another_device_is_refused():
 
 
 def test_methods_and_internals_are_not_wrapped():
-    assert inspect.unwrap(lucid.add) is lucid.Tensor.add  # the method pays nothing
+    # the method pays nothing: no out= wrapper (a __torch_function__ dispatcher, once a Tensor
+    # subclass exists, wraps it as it wraps every public function: NOTE [Torch function])
+    method = getattr(lucid.Tensor.add, "_lucid_original", lucid.Tensor.add)
+    assert not hasattr(method, "__wrapped__") and inspect.unwrap(lucid.add) is method
     assert lucid.row_stack is lucid.vstack  # aliases stay one object
     assert out_arguments.TOP_LEVEL >= {"add", "matmul", "mul", "sum", "cat", "zeros"}
     # functions that take out themselves are left alone

@@ -337,12 +337,11 @@ def test_new_of_a_tensor_is_an_alias():
     assert _np(z).tolist() == [5.0, 0.0] and z._version[0] == 1
 
 
-class _Tagged(lucid.Tensor):
-    def tag(self):
-        return "tagged"
-
-
 def test_as_subclass():
+    class _Tagged(lucid.Tensor):  # defined here: a Tensor subclass switches __torch_function__ on
+        def tag(self):
+            return "tagged"
+
     x = T([1.0, -2.0], requires_grad=True)
     y = x.as_subclass(_Tagged)
     assert type(y) is _Tagged and y.tag() == "tagged" and y.data_ptr() == x.data_ptr() and y.requires_grad

@@ -618,8 +618,9 @@ def test_tensor_methods_are_attached_without_replacing():
         assert callable(getattr(lucid.Tensor, name)), name
     # methods Lucid had stay Lucid's; pinverse is torch's (rcond), not linalg.pinv (atol/rtol)
     # (the namespaces' functions wrap the methods' for out=, NOTE [Out arguments])
-    assert lucid.Tensor.pinverse is inspect.unwrap(lucid.pinverse)
-    assert lucid.Tensor.det is inspect.unwrap(lucid.linalg.det)
+    # (unwrapped on both sides: NOTE [Torch function] wraps both once a Tensor subclass exists)
+    assert inspect.unwrap(lucid.Tensor.pinverse) is inspect.unwrap(lucid.pinverse)
+    assert inspect.unwrap(lucid.Tensor.det) is inspect.unwrap(lucid.linalg.det)
 
 
 # ------------------------------------------------------------------ nn.functional spellings

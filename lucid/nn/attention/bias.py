@@ -7,8 +7,9 @@ key lengths agree) is ``is_causal=True``; the lower-right variant is the materia
 mask whose diagonal ends in the bottom-right corner, what PyTorch does on a CPU.
 
 Unlike PyTorch's, Lucid's ``CausalBias`` is a plain object, not an empty ``Tensor``
-subclass: Lucid has no ``__torch_function__`` protocol, so ``scaled_dot_product_attention``
-checks for it directly, and no other function accepts it as a tensor.
+subclass taking over ``scaled_dot_product_attention`` through ``__torch_function__``: that
+function checks for it directly (so the protocol stays off for programs that use it), and no
+other function accepts it as a tensor.
 """
 from __future__ import annotations
 

@@ -57,12 +57,44 @@ def _maybe_inplace(name, input, inplace, fn):
 
 def _feature_dropout(input, p, training, name, nspatial, inplace=False):
     _check(p, name)
+    nd = input.ndim
+    _check_feature_dims(name, nd, nspatial)
     if not training or p == 0.0:
         return input
-    if input.ndim < nspatial + 1:
-        raise RuntimeError(f"{name}: expected an input with a channel dim, got shape {tuple(input.shape)}")
-    shape = tuple(input.shape[:input.ndim - nspatial]) + (1,) * nspatial  # [:-0] would be empty
+    # PyTorch gives an unbatched input a batch dim of 1, except dropout2d, which still reads a
+    # 3-D input as (N, C, L) (pytorch/pytorch#77081): ``lead`` is how many dims the mask keeps.
+    lead = 2 if nspatial == 2 or nd == nspatial + 2 else 1
+    if nd < lead:
+        raise RuntimeError(f"{name}: Feature dropout requires at least 2 dimensions in the input")
+    shape = tuple(input.shape[:lead]) + (1,) * (nd - lead)
     return _maybe_inplace(name + "_", input, inplace, lambda x: _apply_mask(x, shape, p))
+
+
+def _check_feature_dims(name, nd, nspatial):
+    """PyTorch's checks on the rank: dropout1d refuses, dropout2d/3d warn (and still run)."""
+    import warnings
+
+    if nspatial == 1:
+        if nd not in (2, 3):
+            raise RuntimeError(
+                f"dropout1d: Expected 2D or 3D input, but received a {nd}D input. Note that dropout1d exists "
+                "to provide channel-wise dropout on inputs with 1 spatial dimension, a channel dimension, "
+                "and an optional batch dimension (i.e. 2D or 3D inputs).")
+        return
+    if nd not in (nspatial + 1, nspatial + 2):
+        warnings.warn(
+            f"{name}: Received a {nd}-D input to {name}, which is deprecated and will result in an error "
+            "in a future release. To retain the behavior and silence this warning, please use dropout "
+            f"instead. Note that {name} exists to provide channel-wise dropout on inputs with {nspatial} "
+            "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. "
+            f"{nspatial + 1}D or {nspatial + 2}D inputs).", stacklevel=4)
+    if nspatial == 2 and nd == 3:
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior "
+            "is desired - input is interpreted as shape (N, C, L), where C is the channel dim. This behavior "
+            "will change in a future release to interpret the input as one without a batch dimension, i.e. "
+            "shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please switch to using "
+            "dropout1d instead.", stacklevel=4)
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):
@@ -89,7 +121,10 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
-    """Zero whole channels of (N, C, H, W) / (C, H, W) inputs.
+    """Zero whole channels of (N, C, H, W) inputs.
+
+    As in PyTorch, a 3-D input is read as (N, C, L) (with a warning: PyTorch plans to read it
+    as an unbatched (C, H, W) one), and other ranks warn and drop along dims 0 and 1.
 
     Parameters
     ----------

@@ -1,0 +1,49 @@
+"""Sparse tensors, PyTorch's ``torch.sparse``: COO and CSR layouts composed from dense ops.
+
+Examples
+--------
+>>> import lucid
+>>> s = lucid.tensor([[0.0, 2.0], [3.0, 0.0]]).to_sparse()
+>>> s.is_sparse, s.layout, s._nnz()
+(True, lucid.sparse_coo, 2)
+>>> lucid.sparse.mm(s, lucid.ones(2, 1))
+tensor([[2.],
+        [3.]])
+"""
+# NOTE [Sparse tensors]
+# A sparse tensor is a ``Tensor`` subclass (SparseCOOTensor, SparseCSRTensor) that holds
+# dense tensors: int64 ``indices`` (sparse_dim, nnz) and ``values`` (nnz, *dense_dims) for
+# COO; ``crow_indices``/``col_indices``/``values`` for CSR. Nothing in _core, the engine or
+# the op families knows about it:
+# - Every sparse operation is composed from dense Lucid ops on those components (coalesce
+#   = ``unique`` + ``index_add``; to_dense = ``index_add`` into a flat buffer; sparse @ dense
+#   = ``index_select`` of the dense rows, scaled by the values, ``index_add``-ed into the
+#   output rows; softmax = per-group ``scatter_reduce``/``index_add``). So gradients, double
+#   backward, the strict/CUDA devices and the func transforms come from those ops.
+# - Autograd identity: a sparse tensor's ``requires_grad``/``grad_fn``/``is_leaf`` are its
+#   values'. A sparse leaf owns a leaf values tensor (``requires_grad_`` swaps in a detached
+#   copy so the caller's tensor is never flipped), the engine writes that tensor's ``.grad``
+#   and ``s.grad`` rebuilds it as a sparse tensor with ``s``'s indices. For an uncoalesced
+#   leaf the duplicates are averaged (each saw the same dense gradient), which gives
+#   PyTorch's coalesced gradient. Every product with a sparse operand thus gives it a
+#   sparse gradient on its pattern (PyTorch does so for ``torch.sparse.mm``; its
+#   ``torch.mm``/``@`` give a dense one).
+# - Being a ``Tensor`` subclass keeps ``isinstance(s, lucid.Tensor)`` true (as in PyTorch)
+#   and lets ``dense + s``, ``dense @ s`` reach the subclass's reflected operators first.
+#   Its ``_data`` is a ``_SparseData`` stand-in with a shape and dtype only: a dense op
+#   that reaches it (``lucid.exp(s)``, ``s.cumsum(0)``) fails inside its impl with
+#   NotImplementedError, which ``bind`` names ("exp: sparse tensors are not supported here;
+#   call .to_dense() first"). The dense fast path pays nothing.
+# - ``lucid.mm``/``matmul``/``addmm`` are wrapped (``sparse_aware``) to route sparse
+#   operands here: two class checks on a dense call.
+# - Not done: ``lucid.save`` of a sparse tensor (serialization.py stores dense arrays only;
+#   it raises the stand-in's error), CSC/BSR/BSC layouts, batched or hybrid CSR, indexing.
+from ._base import SparseTensor, sparse_coo, sparse_csr
+from ._coo import SparseCOOTensor, sparse_coo_tensor
+from ._csr import SparseCSRTensor, sparse_csr_tensor
+from ._ops import (add, addmm, hspmm, log_softmax, mm, mul, sampled_addmm, smm, softmax, spdiags,
+                   sum)
+
+__all__ = ["SparseTensor", "SparseCOOTensor", "SparseCSRTensor", "sparse_coo", "sparse_csr",
+           "sparse_coo_tensor", "sparse_csr_tensor", "mm", "addmm", "sum", "softmax", "log_softmax",
+           "add", "mul", "sampled_addmm", "hspmm", "smm", "spdiags"]

@@ -1,0 +1,306 @@
+"""What COO and CSR tensors share: the layouts, the stand-in array and the base class.
+
+See NOTE [Sparse tensors] in ``lucid/sparse/__init__.py``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._core import backend
+from .._core import tensor as _tensor_module
+from .._core.tensor import Tensor
+from ..ops.tensor_surface_more import layout as _layout
+
+NOT_HERE = "sparse tensors are not supported here; call .to_dense() first"
+
+
+class _SparseLayout(_layout):
+    """A sparse layout singleton (pickled by name from this module)."""
+
+    __slots__ = ()
+
+
+sparse_coo = _SparseLayout("sparse_coo")
+sparse_csr = _SparseLayout("sparse_csr")
+
+
+class _SparseData:
+    """What a sparse tensor holds as ``_data``: a shape and a dtype, and no values.
+
+    Dense ops reach a tensor's array through ``_data``; NumPy ufuncs, array functions,
+    conversions and array methods all raise NotImplementedError on this object, which
+    ``bind`` re-raises prefixed with the op's name (NOTE [Errors name the op]).
+    """
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __array_ufunc__(self, *args, **kwargs):
+        raise NotImplementedError(NOT_HERE)
+
+    def __array_function__(self, *args, **kwargs):
+        raise NotImplementedError(NOT_HERE)
+
+    def __array__(self, *args, **kwargs):
+        raise NotImplementedError(NOT_HERE)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise NotImplementedError(NOT_HERE)
+
+    def __getitem__(self, key):
+        raise NotImplementedError(NOT_HERE)
+
+    def __repr__(self):
+        return f"<sparse tensor data, shape={self.shape}, dtype={self.dtype}>"
+
+
+class SparseTensor(Tensor):
+    """Base of :class:`SparseCOOTensor` and :class:`SparseCSRTensor`: a ``Tensor`` whose
+    autograd identity is its dense ``values`` tensor (NOTE [Sparse tensors])."""
+
+    _vals = None
+    _size = ()
+    # Off the __torch_function__ protocol (NOTE [Torch function]), which a Tensor subclass
+    # would otherwise switch on for every public call: sparse tensors dispatch through their
+    # own methods and lucid.mm/matmul/addmm's wrappers.
+    if hasattr(_tensor_module, "_disabled_torch_function_impl"):
+        __torch_function__ = _tensor_module._disabled_torch_function_impl
+
+    def _init(self, vals, size):
+        self._vals = vals
+        self._size = backend_size(size)
+        self._data = _SparseData(self._size, np.dtype(vals.dtype))
+        self._version = [0]
+
+    # ----------------------------------------------------------- metadata
+    @property
+    def shape(self):
+        return self._size
+
+    @property
+    def dtype(self):
+        return self._vals.dtype
+
+    @property
+    def device(self):
+        return self._vals.device
+
+    @property
+    def is_cpu(self):
+        return self._vals.is_cpu
+
+    def numel(self):
+        return int(np.prod(self._size, dtype=np.int64))
+
+    nelement = numel
+
+    def _nnz(self):
+        return int(self._vals.shape[0])
+
+    def dense_dim(self):
+        return len(self._vals.shape) - 1
+
+    # ----------------------------------------------------------- autograd
+    @property
+    def requires_grad(self):
+        return self._vals.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        flag = bool(flag)
+        if flag == self._vals.requires_grad:
+            return
+        if not flag:  # a leaf only, as for dense tensors
+            self._vals.requires_grad = False
+            return
+        # A fresh leaf of our own: never flip the flag of the tensor the values came from.
+        leaf = self._vals.detach()
+        try:
+            leaf.requires_grad = True
+        except RuntimeError as e:
+            raise RuntimeError(str(e).replace("requires_grad:", "requires_grad_:", 1)) from None
+        self._vals = leaf
+
+    @property
+    def is_leaf(self):
+        return self._vals.is_leaf
+
+    @property
+    def grad_fn(self):
+        return self._vals.grad_fn
+
+    @property
+    def grad(self):
+        g = self._vals._grad
+        if g is None:
+            return None
+        cached = self.__dict__.get("_grad_cache")
+        if cached is not None and cached[0] is g:
+            return cached[1]
+        out = self._grad_from_values(g)
+        self.__dict__["_grad_cache"] = (g, out)
+        return out
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            raise NotImplementedError("grad: only None can be assigned to a sparse tensor's .grad")
+        self._vals._grad = None
+
+    @property
+    def data(self):
+        return self.detach()
+
+    def retain_grad(self):
+        raise NotImplementedError("retain_grad: not supported on sparse tensors; call it on .values()")
+
+    def register_hook(self, hook):
+        raise NotImplementedError("register_hook: not supported on sparse tensors; hook .values() instead")
+
+    def detach_(self):
+        raise NotImplementedError("detach_: not supported on sparse tensors; use .detach()")
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        raise RuntimeError("backward: call it on a dense result (e.g. lucid.sparse.sum(s) or s.to_dense().sum())")
+
+    # ----------------------------------------------------------- conversions
+    def numpy(self, *, force=False):
+        raise TypeError("numpy: can't convert a sparse tensor to numpy; use Tensor.to_dense() first")
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("numpy: can't convert a sparse tensor to numpy; use Tensor.to_dense() first")
+
+    def tolist(self):
+        raise RuntimeError("tolist: " + NOT_HERE)
+
+    def item(self):
+        raise RuntimeError("item: " + NOT_HERE)
+
+    def __bool__(self):
+        raise RuntimeError("bool: " + NOT_HERE)
+
+    def __len__(self):
+        if not self._size:
+            raise TypeError("len() of a 0-d tensor")
+        return self._size[0]
+
+    def __iter__(self):
+        raise NotImplementedError("iter: " + NOT_HERE)
+
+    def __getitem__(self, key):
+        raise NotImplementedError("getitem: " + NOT_HERE)
+
+    def __setitem__(self, key, value):
+        raise NotImplementedError("setitem: " + NOT_HERE)
+
+    def to(self, *args, **kwargs):
+        """The same sparse tensor with its values (and indices) moved or cast, as ``Tensor.to``."""
+        vals = self._vals.to(*args, **kwargs)
+        if vals is self._vals:
+            return self
+        return self._replace(vals, vals.device)
+
+    def double(self):
+        return self.to(np.float64)
+
+    def float(self):
+        return self.to(np.float32)
+
+    def half(self):
+        return self.to(np.float16)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None, non_blocking=False):
+        return self.to("cuda" if device is None else device)
+
+    def type(self, dtype=None, non_blocking=False):
+        if dtype is None:
+            head, name = self._vals.type().rsplit(".", 1)  # PyTorch's torch[.cuda].sparse.FloatTensor
+            return f"{head}.sparse.{name}"
+        return self.to(dtype)
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+
+    def to_dense(self, dtype=None, *, masked_grad=None):
+        raise NotImplementedError  # per layout
+
+    # ----------------------------------------------------------- printing
+    def _suffixes(self):
+        from .._core.dtypes import get_default_dtype
+
+        out = []
+        if self.device.type != "cpu":
+            out.append(f"device='{self.device}'")
+        out += [f"size={tuple(self._size)}", f"nnz={self._nnz()}"]
+        dt = self.dtype
+        complex_default = np.complex128 if np.dtype(get_default_dtype()) == np.float64 else np.complex64
+        if np.dtype(dt) not in (np.dtype(get_default_dtype()), np.dtype(complex_default), np.dtype(np.int64),
+                                np.dtype(np.bool_)):
+            out.append(f"dtype=lucid.{np.dtype(dt)}")
+        return out
+
+    def _tail(self):
+        out = [f"layout={self.layout!r}"]
+        if self.grad_fn is not None:
+            out.append(f"grad_fn=<{self.grad_fn.name()}>")
+        elif self.requires_grad:
+            out.append("requires_grad=True")
+        return out
+
+
+def backend_size(size):
+    from .._core.size import as_size
+
+    return as_size(tuple(int(s) for s in size))
+
+
+def field_str(t, prefix, indent=7):
+    """PyTorch's ``_tensor_str`` of a component tensor printed after ``prefix``."""
+    from .._core.printing import array_str
+
+    arr = backend.host(t.detach()._data)
+    if arr.size == 0:
+        return "[]" + f", size={tuple(arr.shape)}"
+    return array_str(arr, prefix=" " * (indent + len(prefix)))
+
+
+def add_suffixes(text, suffixes, indent, force_newline):
+    """PyTorch's ``_add_suffixes``: suffixes after ``text``, wrapped at the print width."""
+    from .._core.printing import get_printoptions
+
+    width = max(80, get_printoptions().get("linewidth", 80))  # PyTorch's default width is 80
+    parts = [text]
+    last = len(text) - text.rfind("\n") + 1
+    for s in suffixes:
+        if force_newline or last + len(s) + 2 > width:
+            parts.append(",\n" + " " * indent + s)
+            last = indent + len(s)
+            force_newline = False
+        else:
+            parts.append(", " + s)
+            last += len(s) + 2
+    parts.append(")")
+    return "".join(parts)
+
+
+def require_sparse(x, name):
+    if not isinstance(x, SparseTensor):
+        raise TypeError(f"{name}: expected a sparse tensor, got {type(x).__name__}"
+                        + (" with layout lucid.strided" if isinstance(x, Tensor) else ""))
+    return x

@@ -1,0 +1,462 @@
+"""Sparse COO tensors: ``sparse_coo_tensor``, coalescing, conversions to and from dense.
+
+Everything is composed from dense Lucid ops on the ``indices``/``values`` tensors
+(``unique``, ``index_add``, ``nonzero``, advanced indexing), so gradients, devices and
+transforms come from those ops. See NOTE [Sparse tensors] in ``lucid/sparse/__init__.py``.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+import lucid
+from .._core import backend
+from .._core.tensor import Tensor, tensor_method
+from ._base import (NOT_HERE, SparseTensor, add_suffixes, field_str, require_sparse,
+                    sparse_coo, sparse_csr)
+
+
+class SparseCOOTensor(SparseTensor):
+    """A tensor in PyTorch's sparse COO layout: an int64 ``indices`` tensor of shape
+    ``(sparse_dim, nnz)`` and a ``values`` tensor of shape ``(nnz, *dense_dims)``.
+
+    Made by :func:`lucid.sparse_coo_tensor` or ``Tensor.to_sparse()``; not constructed
+    directly. ``isinstance(s, lucid.Tensor)`` holds, ``s.is_sparse`` is True and
+    ``s.layout`` is ``lucid.sparse_coo``.
+    """
+
+    is_sparse = True
+    is_sparse_csr = False
+    layout = sparse_coo
+    _idx = None
+    _coalesced = False
+
+    # ----------------------------------------------------------- structure
+    def sparse_dim(self):
+        return int(self._idx.shape[0])
+
+    def is_coalesced(self):
+        return self._coalesced
+
+    def indices(self):
+        if not self._coalesced:
+            raise RuntimeError("indices: Cannot get indices on an uncoalesced tensor, please call .coalesce() first")
+        return _alias(self._idx)
+
+    def values(self):
+        if not self._coalesced:
+            raise RuntimeError("values: Cannot get values on an uncoalesced tensor, please call .coalesce() first")
+        return _alias(self._vals)
+
+    def _indices(self):
+        return _alias(self._idx)
+
+    def _values(self):
+        return _alias(self._vals)
+
+    def _replace(self, vals, device=None, coalesced=None):
+        idx = self._idx if device is None or self._idx.device == device else self._idx.to(device)
+        return make_coo(idx, vals, self._size, self._coalesced if coalesced is None else coalesced)
+
+    def coalesce(self):
+        """Duplicates summed and entries sorted by index (row-major), as PyTorch's ``coalesce``.
+
+        Examples
+        --------
+        >>> import lucid
+        >>> s = lucid.sparse_coo_tensor([[1, 0, 1]], [1.0, 2.0, 3.0], (2,))
+        >>> c = s.coalesce()
+        >>> c.indices(), c.values(), c.is_coalesced()
+        (tensor([[0, 1]]), tensor([2., 4.]), True)
+        """
+        if self._coalesced:
+            return self
+        return coalesced(self, "sum")
+
+    def to_dense(self, dtype=None, *, masked_grad=None):
+        """The dense tensor this sparse tensor represents (duplicates summed); differentiable.
+
+        Examples
+        --------
+        >>> import lucid
+        >>> lucid.sparse_coo_tensor([[0, 1], [1, 0]], [2.0, 3.0], (2, 2)).to_dense()
+        tensor([[0., 2.],
+                [3., 0.]])
+        """
+        if dtype is not None:
+            raise RuntimeError("to_dense: dtype argument is not supported by sparse_to_dense")
+        sd = self.sparse_dim()
+        sparse_shape, dense_shape = tuple(self._size[:sd]), tuple(self._size[sd:])
+        n = int(np.prod(sparse_shape, dtype=np.int64))
+        flat = lucid.zeros((n,) + dense_shape, dtype=self.dtype, device=self.device)
+        flat = flat.index_add(0, linear_index(self._idx, sparse_shape), self._vals)
+        return flat.reshape(tuple(self._size))
+
+    def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
+        if layout is sparse_csr:
+            return self.to_sparse_csr()
+        if sparse_dim is not None and sparse_dim != self.sparse_dim():
+            raise RuntimeError("to_sparse: conversion from Sparse to Sparse with sparse_dim argument "
+                               "!=self.sparse_dim() is not supported")
+        return self
+
+    def to_sparse_coo(self):
+        return self
+
+    def to_sparse_csr(self, dense_dim=None):
+        from ._csr import coo_to_csr
+
+        return coo_to_csr(self)
+
+    def detach(self):
+        return make_coo(self._idx, self._vals.detach(), self._size, self._coalesced)
+
+    def clone(self, *, memory_format=None):
+        return make_coo(self._idx.clone(), self._vals.clone(), self._size, self._coalesced)
+
+    def transpose(self, dim0, dim1):
+        return _transpose(self, dim0, dim1)
+
+    def t(self):
+        if len(self._size) > 2:
+            raise RuntimeError(f"t: expects a tensor with <= 2 sparse and 0 dense dimensions, "
+                               f"but self is {len(self._size)}D")
+        return self if len(self._size) < 2 else _transpose(self, 0, 1)
+
+    @property
+    def T(self):
+        return self.t()
+
+    def _grad_from_values(self, g):
+        # The gradient of the dense tensor this one represents, on its pattern: duplicates
+        # of an uncoalesced leaf each saw it once, so they are averaged, not summed
+        # (PyTorch gives an uncoalesced leaf the coalesced gradient). NOTE [Sparse tensors]
+        out = make_coo(self._idx, g, self._size, self._coalesced)
+        return out if self._coalesced else coalesced(out, "mean")
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild_coo, (self._idx, self._vals, tuple(self._size), self._coalesced))
+
+    def __repr__(self):
+        indent = 7
+        text = ("tensor(indices=tensor(" + field_str(self._idx, "indices=tensor(") + "),\n" + " " * indent
+                + "values=tensor(" + field_str(self._vals, "values=tensor(") + ")")
+        return add_suffixes(text, self._suffixes() + self._tail(), indent, force_newline=True)
+
+    __str__ = __repr__
+
+
+def _rebuild_coo(idx, vals, size, is_coalesced):
+    return make_coo(idx, vals, size, is_coalesced)
+
+
+def _alias(t):
+    """A new tensor object sharing ``t``'s memory and gradient path (PyTorch's views)."""
+    return t.view(tuple(t.shape))
+
+
+def make_coo(idx, vals, size, is_coalesced):
+    s = object.__new__(SparseCOOTensor)
+    s._init(vals, size)
+    s._idx = idx
+    s._coalesced = bool(is_coalesced)
+    return s
+
+
+# ------------------------------------------------------------------ index arithmetic
+def linear_index(idx, shape):
+    """Row-major position of each column of ``idx`` (sparse_dim, nnz) in ``shape``."""
+    lin = None
+    for d, n in enumerate(shape):
+        row = idx[d]
+        lin = row if lin is None else lin * int(n) + row
+    if lin is None:
+        return lucid.zeros(idx.shape[1], dtype=lucid.int64, device=idx.device)
+    return lin
+
+
+def unravel(lin, shape):
+    """The inverse of :func:`linear_index`: (len(shape), n) indices of positions ``lin``."""
+    rows = []
+    for n in reversed(tuple(shape)):
+        rows.append(lin % int(n))
+        lin = lin // int(n)
+    if not rows:
+        return lucid.zeros((0, lin.shape[0]), dtype=lucid.int64, device=lin.device)
+    return lucid.stack(rows[::-1])
+
+
+def coalesced(s, how="sum"):
+    """``s`` with duplicate indices combined (``how``: "sum", or "mean" for gradients)."""
+    nnz = s._nnz()
+    if nnz == 0:
+        return make_coo(s._idx, s._vals, s._size, True)
+    sd = s.sparse_dim()
+    sparse_shape = tuple(s._size[:sd])
+    uniq, inv = lucid.unique(linear_index(s._idx, sparse_shape), sorted=True, return_inverse=True)
+    vals = lucid.zeros((uniq.shape[0],) + tuple(s._vals.shape[1:]), dtype=s.dtype, device=s.device)
+    vals = vals.index_add(0, inv, s._vals)
+    if how == "mean":
+        counts = lucid.bincount(inv, minlength=uniq.shape[0]).to(s.dtype)
+        vals = vals / counts.reshape((-1,) + (1,) * (vals.ndim - 1))
+    return make_coo(unravel(uniq, sparse_shape), vals, s._size, True)
+
+
+def _transpose(s, dim0, dim1):
+    nd = len(s._size)
+    d0, d1 = _canon(dim0, nd, "transpose"), _canon(dim1, nd, "transpose")
+    size = list(s._size)
+    size[d0], size[d1] = size[d1], size[d0]
+    sd = s.sparse_dim()
+    if d0 == d1:
+        return s
+    if d0 < sd and d1 < sd:
+        rows = list(range(sd))
+        rows[d0], rows[d1] = rows[d1], rows[d0]
+        return make_coo(s._idx[rows], s._vals, size, False)
+    if d0 >= sd and d1 >= sd:
+        return make_coo(s._idx, s._vals.transpose(d0 - sd + 1, d1 - sd + 1), size, s._coalesced)
+    raise RuntimeError("transpose: transposing a sparse dimension with a dense dimension is not supported")
+
+
+def _canon(dim, nd, name):
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+        raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
+    if not -max(nd, 1) <= dim < max(nd, 1):
+        raise IndexError(f"{name}: Dimension out of range (expected to be in range of "
+                         f"[{-max(nd, 1)}, {max(nd, 1) - 1}], but got {dim})")
+    return dim % max(nd, 1)
+
+
+# ------------------------------------------------------------------ construction
+def _default_device(*candidates):
+    for c in candidates:
+        if isinstance(c, Tensor):
+            return c.device
+    return None
+
+
+def as_values(values, dtype, device, name):
+    if isinstance(values, SparseTensor):
+        raise TypeError(f"{name}: values must be a dense tensor")
+    if isinstance(values, Tensor):
+        if dtype is not None or device is not None:
+            values = values.to(device=device, dtype=dtype)
+        if values.requires_grad and values.is_leaf:
+            # made from a leaf that requires grad, the sparse tensor is not a leaf itself (its
+            # gradient flows to that leaf), as in PyTorch; the alias gives it a grad_fn
+            values = _alias(values)
+        return values
+    return lucid.tensor(values, dtype=dtype, device=device)
+
+
+def as_indices(indices, device, name, dtype=lucid.int64, move=False):
+    if isinstance(indices, SparseTensor):
+        raise TypeError(f"{name}: indices must be a dense tensor")
+    if isinstance(indices, Tensor):
+        idx = indices.detach()
+        if idx.dtype != dtype:
+            idx = idx.to(dtype)
+        if idx.device != device and move:  # an explicit device= moves every component
+            idx = idx.to(device)
+        if idx.device != device:
+            raise RuntimeError(f"{name}: indices are on {idx.device} but values are on {device}; "
+                               "pass device= or move one of them")
+        return idx
+    return lucid.tensor(indices, dtype=dtype, device=device)
+
+
+def _host(t):
+    return backend.host(t._data)  # an explicit read, as PyTorch's size inference syncs
+
+
+def _infer_size(idx, name):
+    if idx.shape[1] == 0:
+        return (0,) * idx.shape[0]
+    lo = _host(idx.amin(1))
+    for d, v in enumerate(lo.tolist()):
+        if v < 0:
+            raise RuntimeError(f"{name}: found negative index {v} for dim {d}")
+    return tuple(int(v) + 1 for v in _host(idx.amax(1)).tolist())
+
+
+def _check_bounds(idx, size, name):
+    if idx.shape[1] == 0:
+        return
+    lo, hi = _host(idx.amin(1)).tolist(), _host(idx.amax(1)).tolist()
+    for d, (a, b) in enumerate(zip(lo, hi)):
+        if a < 0:
+            raise RuntimeError(f"{name}: found negative index {a} for dim {d}")
+        if b >= size[d]:
+            raise RuntimeError(f"{name}: size is inconsistent with indices: for dim {d}, size is "
+                               f"{size[d]} but found index {b}")
+
+
+def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pin_memory=False,
+                      requires_grad=False, check_invariants=None, is_coalesced=None):
+    """A sparse COO tensor with ``values`` at ``indices``, PyTorch's ``torch.sparse_coo_tensor``.
+
+    Parameters
+    ----------
+    indices : array_like
+        ``(sparse_dim, nnz)`` coordinates (cast to int64).
+    values : array_like
+        ``(nnz, *dense_dims)`` values; a tensor keeps its gradient path.
+    size : sequence of int, optional
+        Inferred as ``indices.max(1) + 1`` followed by ``values.shape[1:]`` when omitted.
+    dtype, device : optional
+        Of the values (default: those of ``values``).
+    requires_grad : bool
+        Make the tensor a leaf that collects a sparse ``.grad``.
+    check_invariants : bool, optional
+        Check that indices are non-negative and within ``size`` (reads them on the host).
+    is_coalesced : bool, optional
+        Declare the indices unique and sorted (trusted, as in PyTorch).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> s = lucid.sparse_coo_tensor([[0, 1], [2, 0]], [3.0, 4.0])
+    >>> s
+    tensor(indices=tensor([[0, 1],
+                           [2, 0]]),
+           values=tensor([3., 4.]),
+           size=(2, 3), nnz=2, layout=lucid.sparse_coo)
+    >>> s.to_dense()
+    tensor([[0., 0., 3.],
+            [4., 0., 0.]])
+    """
+    name = "sparse_coo_tensor"
+    if pin_memory:
+        raise RuntimeError(f"{name}: pin_memory is not supported")
+    dev = device if device is not None else _default_device(values, indices)
+    vals = as_values(values, dtype, dev, name)
+    idx = as_indices(indices, vals.device, name, move=device is not None)
+    if idx.ndim != 2:
+        raise RuntimeError(f"{name}: indices must be sparse_dim x nnz, but got: {list(idx.shape)}")
+    if vals.ndim == 0:
+        raise RuntimeError(f"{name}: values must be at least 1-D (nnz, *dense_dims), got a 0-d tensor")
+    sd, nnz = idx.shape
+    if vals.shape[0] != nnz:
+        raise RuntimeError(f"{name}: indices and values must have same nnz, but got nnz from indices: "
+                           f"{nnz}, nnz from values: {vals.shape[0]}")
+    dense = tuple(vals.shape[1:])
+    if size is None:
+        size = _infer_size(idx, name) + dense
+    else:
+        size = tuple(int(s) for s in (size if not isinstance(size, numbers.Integral) else (size,)))
+        if len(size) != sd + len(dense):
+            raise RuntimeError(f"{name}: 'len(size) == sparse_dim + dense_dim' is not satisfied: "
+                               f"len(size) = {len(size)}, sparse_dim = {sd}, dense_dim = {len(dense)}")
+        if size[sd:] != dense:
+            raise RuntimeError(f"{name}: values has incorrect size, expected {list((nnz,) + size[sd:])}, "
+                               f"got {list(vals.shape)}")
+        if check_invariants:
+            _check_bounds(idx, size, name)
+    coalesced_flag = nnz < 2 if is_coalesced is None else bool(is_coalesced)
+    s = make_coo(idx, vals, size, coalesced_flag)
+    if requires_grad and not vals.requires_grad:
+        try:
+            s.requires_grad_(True)
+        except RuntimeError as e:
+            raise RuntimeError(f"{name}: {str(e).split(': ', 1)[-1]}") from None
+    return s
+
+
+def dense_to_coo(x, sparse_dim=None, name="to_sparse"):
+    """The COO form of dense ``x`` with ``sparse_dim`` sparse dims (all by default)."""
+    nd = x.ndim
+    sd = nd if sparse_dim is None else int(sparse_dim)
+    if not 0 <= sd <= nd:
+        raise RuntimeError(f"{name}: sparse_dim argument must be in [0,{nd}] range, but {sd} is given")
+    if sd == 0 and nd > 0:
+        raise RuntimeError(f"{name}: sparse_dim argument must be in >0 when self.dim()>0")
+    if nd == 0:
+        keep = lucid.nonzero(x.reshape(1) != 0)[:, 0]  # PyTorch: nnz 0 for a zero scalar
+        return make_coo(lucid.zeros((0, keep.shape[0]), dtype=lucid.int64, device=x.device),
+                        x.reshape(1)[keep], (), True)
+    mask = x != 0
+    if sd < nd:
+        mask = mask.reshape(tuple(x.shape[:sd]) + (-1,)).any(-1)
+    idx = lucid.nonzero(mask).t()  # row-major order: already coalesced
+    vals = x[tuple(idx[d] for d in range(sd))]
+    return make_coo(idx.contiguous(), vals, tuple(x.shape), True)
+
+
+# ------------------------------------------------------------------ dense Tensor methods
+@tensor_method("to_sparse")
+def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
+    """This tensor in a sparse layout (COO by default; ``layout=lucid.sparse_csr`` for CSR).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([[0.0, 2.0], [3.0, 0.0]]).to_sparse()
+    tensor(indices=tensor([[0, 1],
+                           [1, 0]]),
+           values=tensor([2., 3.]),
+           size=(2, 2), nnz=2, layout=lucid.sparse_coo)
+    """
+    if blocksize is not None:
+        raise NotImplementedError("to_sparse: block layouts (blocksize=) are not supported")
+    if layout is None or layout is sparse_coo:
+        return dense_to_coo(self, sparse_dim)
+    if layout is sparse_csr:
+        return self.to_sparse_csr(dense_dim)
+    raise RuntimeError(f"to_sparse: unsupported layout {layout!r}")
+
+
+@tensor_method("to_sparse_coo")
+def to_sparse_coo(self):
+    """This tensor as a sparse COO tensor (``to_sparse()``).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([0.0, 5.0]).to_sparse_coo().values()
+    tensor([5.])
+    """
+    return dense_to_coo(self, None, "to_sparse_coo")
+
+
+@tensor_method("to_sparse_csr")
+def to_sparse_csr(self, dense_dim=None):
+    """This 2-D tensor as a sparse CSR tensor.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([[0.0, 2.0], [3.0, 0.0]]).to_sparse_csr().crow_indices()
+    tensor([0, 1, 2])
+    """
+    from ._csr import coo_to_csr
+
+    if dense_dim:
+        raise NotImplementedError("to_sparse_csr: hybrid CSR tensors (dense_dim > 0) are not supported")
+    if self.ndim != 2:
+        raise RuntimeError(f"to_sparse_csr: expected a 2-D tensor, got {self.ndim}-D")
+    return coo_to_csr(dense_to_coo(self, 2, "to_sparse_csr"))
+
+
+@tensor_method("sparse_mask")
+def sparse_mask(self, mask):
+    """This dense tensor's values at the positions of sparse ``mask`` (a sparse tensor with
+    ``mask``'s indices); differentiable in ``self``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> m = lucid.tensor([[0.0, 1.0], [1.0, 0.0]]).to_sparse()
+    >>> lucid.tensor([[5.0, 6.0], [7.0, 8.0]]).sparse_mask(m).values()
+    tensor([6., 7.])
+    """
+    require_sparse(mask, "sparse_mask")
+    if isinstance(self, SparseTensor):
+        raise NotImplementedError("sparse_mask: " + NOT_HERE)
+    mask = mask.to_sparse_coo()
+    if tuple(self.shape) != tuple(mask.shape):
+        raise RuntimeError(f"sparse_mask: expected mask of size {list(self.shape)}, got {list(mask.shape)}")
+    idx = mask._idx
+    vals = self[tuple(idx[d] for d in range(mask.sparse_dim()))]
+    return make_coo(idx, vals, mask._size, mask._coalesced)
