@@ -194,3 +194,22 @@ def test_the_suite_switch_restores_the_originals():
     finally:
         if was_on:  # (a --lucid-torch-function run keeps it on)
             ov._activate()
+
+
+def test_make_subclass_in_new_as_pytorch_subclasses_do():
+    class Scaled(lucid.Tensor):
+        def __new__(cls, data, scale=1.0, requires_grad=True):
+            t = lucid.Tensor._make_subclass(cls, data, requires_grad)
+            t.scale = scale
+            return t
+
+    x = lucid.ones(2)
+    w = Scaled(x, scale=3.0)  # Tensor.__init__ leaves what __new__ made alone
+    assert type(w) is Scaled and w.is_leaf and w.requires_grad and w.scale == 3.0
+    (w * w).sum().backward()
+    assert w.grad.tolist() == [2.0, 2.0] and type(w + 1) is Scaled
+    plain = Scaled(x, requires_grad=False)
+    x.add_(1)  # the same memory and version counter as data, as a detached alias
+    assert plain.tolist() == [2.0, 2.0] and plain._version is x._version
+    with pytest.raises(TypeError, match="_make_subclass: cls must be a subclass of Tensor"):
+        lucid.Tensor._make_subclass(int, x)

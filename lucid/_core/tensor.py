@@ -25,6 +25,10 @@ def _disabled_torch_function_impl(func, types, args=(), kwargs=None):
         return func(*args, **(kwargs or {}))
 
 
+def _init_made_by_new(self, *args, **kwargs):
+    """``__init__`` of a Tensor subclass whose ``__new__`` made the tensor: nothing left to do."""
+
+
 class Tensor:
     """A multi-dimensional array that can record operations for autograd.
 
@@ -71,6 +75,10 @@ class Tensor:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "__new__" in cls.__dict__ and cls.__init__ is Tensor.__init__:
+            # a subclass whose __new__ builds it (Tensor._make_subclass) takes its own arguments,
+            # which PyTorch's Tensor.__init__ ignores: so does this one
+            cls.__init__ = _init_made_by_new
         impl = cls.__torch_function__
         if getattr(impl, "__func__", impl) is not _disabled_torch_function_impl:
             from .. import overrides
@@ -78,6 +86,8 @@ class Tensor:
             overrides._activate()
 
     def __init__(self, data=None, requires_grad=False, dtype=None, device=None):
+        if self.__class__ is not Tensor and "_data" in self.__dict__:
+            return  # a subclass's __new__ made it (Tensor._make_subclass): its values are set, as PyTorch's
         dev = backend.check_device(device if device is not None or not isinstance(data, Tensor)
                                    else data.device)
         arr = _to_array(data if data is not None else [], dtype)

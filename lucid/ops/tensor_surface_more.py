@@ -551,6 +551,42 @@ def as_subclass(self, cls):
     return out
 
 
+def _make_subclass(cls, data, require_grad=False, **kwargs):
+    """A ``cls`` instance viewing ``data``'s memory as a new leaf (PyTorch's
+    ``Tensor._make_subclass``, what a subclass's ``__new__`` calls): detached from ``data``'s
+    graph, sharing its version counter, requiring grad when ``require_grad``; ``cls.__init__``
+    is not called.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> class Scaled(lucid.Tensor):
+    ...     def __new__(cls, data, scale=1.0):
+    ...         t = lucid.Tensor._make_subclass(cls, data, True)
+    ...         t.scale = scale
+    ...         return t
+    >>> w = Scaled(lucid.ones(2), scale=3.0)
+    >>> type(w).__name__, w.is_leaf, w.requires_grad, w.scale
+    ('Scaled', True, True, 3.0)
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError("_make_subclass: cls must be a subclass of Tensor, got "
+                        f"{getattr(cls, '__name__', cls)!r}")
+    if not isinstance(data, Tensor):
+        raise TypeError(f"_make_subclass: data must be a Tensor, got {type(data).__name__}")
+    if data._level:
+        raise RuntimeError(f"_make_subclass: can't make a subclass from a tensor of an active {data._trace.kind} "
+                           "transform")
+    out = object.__new__(cls)
+    out._data, out._version = data._data, data._version  # data.detach(): same memory and counter
+    if require_grad:
+        out.requires_grad_(True)
+    return out
+
+
+Tensor._make_subclass = staticmethod(_make_subclass)
+
+
 def _resize_out(name, self, shape):
     n, have = math.prod(shape), self.numel()
     if n != have:
