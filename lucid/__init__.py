@@ -64,7 +64,7 @@ _accept_out(globals(), _OUT_NAMES)  # PyTorch's out= (NOTE [Out arguments])
 # Sparse tensors (NOTE [Sparse tensors]); mm/matmul/addmm also take a sparse operand.
 from . import sparse  # noqa: E402,F401
 from .sparse import sparse_coo, sparse_coo_tensor, sparse_csr, sparse_csr_tensor  # noqa: E402,F401
-from .sparse._ops import hspmm, smm, sparse_aware as _sparse_aware  # noqa: E402,F401
+from .sparse._ops import hspmm, smm, spmm, sparse_aware as _sparse_aware  # noqa: E402,F401
 mm, matmul, addmm = (_sparse_aware(mm, "mm"), _sparse_aware(matmul, "matmul"),  # noqa: F405
                      _sparse_aware(addmm, "addmm"))  # noqa: F405
 
@@ -77,9 +77,9 @@ newaxis = None
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
 _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
                  "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu", "accelerator", "jit", "library", "futures", "fx", "export",
-                 "hub", "version", "mps", "xpu", "overrides", "_C", "__future__"}
+                 "hub", "version", "mps", "xpu", "overrides", "_C", "__future__", "nested"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
-               "OutOfMemoryError": "cuda",
+               "OutOfMemoryError": "cuda", "jagged": "nested",
                "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler",
                "GradScaler": "amp", "Event": "accelerator", "Stream": "accelerator",
                **dict.fromkeys(("set_autocast_enabled", "is_autocast_cpu_enabled", "set_autocast_cpu_enabled",

@@ -12,7 +12,7 @@ import numpy as np
 from . import backend, dtypes, primitive
 from .dtypes import _LUCID
 from .hooks import RemovableHandle
-from .size import as_size
+from .size import Size, as_size
 
 
 def _disabled_torch_function_impl(func, types, args=(), kwargs=None):
@@ -85,9 +85,27 @@ class Tensor:
 
             overrides._activate()
 
-    def __init__(self, data=None, requires_grad=False, dtype=None, device=None):
+    def __init__(self, data=None, requires_grad=False, dtype=None, device=None, *more_sizes):
         if self.__class__ is not Tensor and "_data" in self.__dict__:
             return  # a subclass's __new__ made it (Tensor._make_subclass): its values are set, as PyTorch's
+        # PyTorch's legacy constructor: ``Tensor(5, 3)`` / ``Tensor(size)`` is an uninitialised
+        # tensor of that shape, and values that are not a tensor take the default dtype
+        # (``Tensor([1, 2])`` is float32, as ``torch.Tensor``'s).
+        if data.__class__ is int or isinstance(data, Size):
+            rest = (requires_grad, dtype, device) + more_sizes
+            ints = 0
+            if data.__class__ is int:  # positional sizes go on while they are ints
+                while ints < len(rest) and rest[ints].__class__ is int:
+                    ints += 1
+            if any(v is not None and v is not False for v in rest[ints:]):
+                raise TypeError(f"Tensor: a size must be all ints, got {(data,) + rest[:ints + 1]}")
+            sizes = tuple(data) if isinstance(data, Size) else (data,) + rest[:ints]
+            data, requires_grad, dtype, device = np.zeros(sizes, dtypes.get_default_dtype()), False, None, None
+        elif more_sizes:
+            raise TypeError(f"Tensor: too many arguments ({len(more_sizes) + 4})")
+        elif dtype is None and data is not None and not isinstance(data, Tensor) and not _is_np_scalar(data) \
+                and not isinstance(data, (bool, int, float, complex)):
+            dtype = dtypes.get_default_dtype()
         dev = backend.check_device(device if device is not None or not isinstance(data, Tensor)
                                    else data.device)
         arr = _to_array(data if data is not None else [], dtype)

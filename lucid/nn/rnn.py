@@ -91,6 +91,45 @@ class RNNBase(Module):
         for p in self.parameters():
             init.uniform_(p, -bound, bound)
 
+    def flatten_parameters(self):
+        """Do nothing, as PyTorch does off cuDNN: the weights are never packed into one buffer here.
+
+        Scripts call it after loading a model (``model.rnn.flatten_parameters()``).
+
+        Examples
+        --------
+        >>> import lucid.nn as nn
+        >>> nn.LSTM(2, 3).flatten_parameters() is None
+        True
+        """
+        return None
+
+    @property
+    def _flat_weights_names(self):
+        dirs = 2 if self.bidirectional else 1
+        names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if self.bias else [])
+        names += ["weight_hr"] if self.proj_size else []
+        return [n + f"_l{layer}" + ("_reverse" if d else "")
+                for layer in range(self.num_layers) for d in range(dirs) for n in names]
+
+    @property
+    def _flat_weights(self):
+        return [getattr(self, n) for n in self._flat_weights_names]
+
+    @property
+    def all_weights(self):
+        """The parameters per layer and direction, ``[[w_ih, w_hh, b_ih, b_hh(, w_hr)], ...]``.
+
+        Examples
+        --------
+        >>> import lucid.nn as nn
+        >>> [[tuple(p.shape) for p in ws] for ws in nn.GRU(2, 3).all_weights]
+        [[(9, 2), (9, 3), (9,), (9,)]]
+        """
+        w = self._flat_weights
+        k = len(w) // (self.num_layers * (2 if self.bidirectional else 1))
+        return [w[i:i + k] for i in range(0, len(w), k)]
+
     def _layer_params(self, layer, d):
         sfx = f"_l{layer}" + ("_reverse" if d else "")
         get = lambda n: getattr(self, n + sfx) if self.bias or n.startswith("weight") else None  # noqa: E731

@@ -51,6 +51,16 @@ def _made(make, size, dtype, requires_grad, device, op, *fill):
     return t
 
 
+def sizes_or_keyword(size_args, size, op):
+    """The sizes a factory was given: positionally (``zeros(2, 3)``, ``zeros((2, 3))``) or as
+    PyTorch's ``size=`` keyword (``zeros(size=(2, 3))``), not both."""
+    if size is None:
+        return size_args
+    if size_args:
+        raise TypeError(f"{op}: got sizes both positionally {size_args} and as size={size!r}")
+    return (size,)
+
+
 def size_arg(size, op):
     """``(2, 3)``, ``((2, 3),)`` or ``([2, 3],)`` -> ``(2, 3)``, checked (shared by the random ops)."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
@@ -161,13 +171,13 @@ def from_numpy(array):
     return _wrap(array)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False):
+def zeros(*size_args, size=None, dtype=None, device=None, requires_grad=False):
     """A tensor of zeros.
 
     Parameters
     ----------
     *size : int or tuple of int
-        The shape.
+        The shape (or ``size=`` as a keyword, as PyTorch's).
     dtype : dtype, optional
         The dtype (default: the default dtype).
     device : str or lucid.device, optional
@@ -181,16 +191,16 @@ def zeros(*size, dtype=None, device=None, requires_grad=False):
     >>> lucid.zeros(2, 3).shape
     (2, 3)
     """
-    return _made("zeros", size_arg(size, "zeros"), _float_dtype(dtype, "zeros"), requires_grad, device, "zeros")
+    return _made("zeros", size_arg(sizes_or_keyword(size_args, size, "zeros"), "zeros"), _float_dtype(dtype, "zeros"), requires_grad, device, "zeros")
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False):
+def ones(*size_args, size=None, dtype=None, device=None, requires_grad=False):
     """A tensor of ones.
 
     Parameters
     ----------
     *size : int or tuple of int
-        The shape.
+        The shape (or ``size=`` as a keyword, as PyTorch's).
     dtype : dtype, optional
         The dtype (default: the default dtype).
     device : str or lucid.device, optional
@@ -204,16 +214,16 @@ def ones(*size, dtype=None, device=None, requires_grad=False):
     >>> lucid.ones((2,), dtype=lucid.int64).tolist()
     [1, 1]
     """
-    return _made("ones", size_arg(size, "ones"), _float_dtype(dtype, "ones"), requires_grad, device, "ones")
+    return _made("ones", size_arg(sizes_or_keyword(size_args, size, "ones"), "ones"), _float_dtype(dtype, "ones"), requires_grad, device, "ones")
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None):
+def empty(*size_args, size=None, dtype=None, device=None, requires_grad=False, memory_format=None):
     """An uninitialised tensor (zeros in practice).
 
     Parameters
     ----------
     *size : int or tuple of int
-        The shape.
+        The shape (or ``size=`` as a keyword, as PyTorch's).
     dtype : dtype, optional
         The dtype (default: the default dtype).
     device : str or lucid.device, optional
@@ -231,7 +241,7 @@ def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=Non
     >>> lucid.empty(2, 3, 4, 5, memory_format=lucid.channels_last).stride()
     (60, 1, 15, 3)
     """
-    out = _made("zeros", size_arg(size, "empty"), _float_dtype(dtype, "empty"), requires_grad, device, "empty")
+    out = _made("zeros", size_arg(sizes_or_keyword(size_args, size, "empty"), "empty"), _float_dtype(dtype, "empty"), requires_grad, device, "empty")
     if memory_format is None:
         return out
     from .memory_format import empty_in_format

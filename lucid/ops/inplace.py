@@ -616,6 +616,8 @@ def fill_(self, value):
     if isinstance(value, Tensor) and value.ndim != 0:
         raise RuntimeError(f"fill_: only supports 0-dimension value tensor but got a tensor of "
                            f"shape {tuple(value.shape)}")
+    if isinstance(value, Tensor) and value.device != self.device and value.device.type == "cpu":
+        value = value.to(self.device)  # a CPU number fills any device's tensor, as in PyTorch
 
     def direct(a, v):
         a[...] = v

@@ -18,7 +18,7 @@ from .._core.backend import xp
 from .._core.grad_mode import STATE
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, nondiff
-from .creation import _device_of, _laid_out_like, device_arg, dtype_arg, size_arg
+from .creation import _device_of, _laid_out_like, device_arg, dtype_arg, size_arg, sizes_or_keyword
 from .linalg import batch_leading
 
 _DEFAULT_SEED = 67280421310721  # PyTorch's default seed
@@ -386,7 +386,7 @@ def _finish(t, requires_grad):
 
 # ------------------------------------------------------------------- samplers
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def rand(*size_args, size=None, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform samples on ``[0, 1)``.
 
     Parameters
@@ -411,12 +411,13 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """
     device = device_arg(device, "rand")
     dt = _float_dtype(dtype, "rand", complex_ok=True)
-    return _finish(_draw("rand", size_arg(size, "rand"), _complex_sampler(_uniform01, dt, 1.0), generator,
+    shape = size_arg(sizes_or_keyword(size_args, size, "rand"), "rand")
+    return _finish(_draw("rand", shape, _complex_sampler(_uniform01, dt, 1.0), generator,
                          device),
                    requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def randn(*size_args, size=None, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples.
 
     Parameters
@@ -440,7 +441,8 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """
     device = device_arg(device, "randn")
     dt = _float_dtype(dtype, "randn", complex_ok=True)
-    return _finish(_draw("randn", size_arg(size, "randn"), _complex_sampler(_normal01, dt, 0.5 ** 0.5),
+    shape = size_arg(sizes_or_keyword(size_args, size, "randn"), "randn")
+    return _finish(_draw("randn", shape, _complex_sampler(_normal01, dt, 0.5 ** 0.5),
                          generator, device),
                    requires_grad)
 

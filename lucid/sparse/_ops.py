@@ -514,6 +514,23 @@ def spdiags(diagonals, offsets, shape, layout=None):
     raise RuntimeError(f"spdiags: unsupported layout {layout!r}")
 
 
+def spmm(input, mat2):
+    """``input @ mat2`` for a sparse or dense ``input``, PyTorch's ``torch.spmm``: the product is
+    dense and, as with ``lucid.mm``, differentiable in both operands.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> s = lucid.sparse_coo_tensor([[0, 1], [1, 0]], [2.0, 3.0], (2, 2))
+    >>> lucid.sparse._ops.spmm(s, lucid.ones(2, 1))
+    tensor([[2.],
+            [3.]])
+    """
+    if isinstance(input, SparseTensor):
+        return mm(input, mat2)
+    return lucid.mm(input, mat2)
+
+
 # ------------------------------------------------------------------ lucid.mm / matmul / addmm
 def sparse_aware(dense_fn, name):
     """``dense_fn`` (``lucid.mm``, ``matmul``, ``addmm``) that hands sparse operands to the
@@ -540,4 +557,4 @@ def sparse_aware(dense_fn, name):
 
 
 __all__ = ["mm", "addmm", "sum", "softmax", "log_softmax", "add", "mul", "sampled_addmm", "hspmm", "smm",
-           "spdiags"]
+           "spmm", "spdiags"]

@@ -192,3 +192,17 @@ def test_norm_nuclear_over_two_dims():
     nn.utils.prune.ln_structured(conv, "weight", amount=0.5, n="nuc", dim=0)
     kept = [np.linalg.svd(w, compute_uv=False).sum() for w in conv.weight_orig.detach().numpy()]
     assert conv.weight_mask.sum((1, 2)).tolist() == [6.0 if k >= np.median(kept) else 0.0 for k in kept]
+
+
+def test_fill_takes_a_cpu_number_tensor_on_any_device():
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    x = lucid.zeros(3, device="strict:1")
+    assert x.fill_(lucid.tensor(2.0, device="cpu")) is x and x.device == lucid.device("strict:1")
+    assert x.cpu().tolist() == [2.0, 2.0, 2.0]
+    v = lucid.tensor(3.0, requires_grad=True, device="cpu")
+    y = lucid.zeros(2, device="strict", requires_grad=True).clone()
+    y.fill_(v)
+    y.sum().backward()
+    assert v.grad.item() == 2.0  # the number's gradient still flows

@@ -47,6 +47,11 @@ def _var(input, dim, unbiased, keepdim, correction, op):
     d = input - mu
     ss = sum(_abs2(d), axes, bool(keepdim))
     den = _py_max(n - corr, 0)
+    if n - corr <= 0:
+        import warnings
+
+        warnings.warn(f"{op}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                      "factor (input numel divided by output numel).", UserWarning, stacklevel=3)
     with np.errstate(divide="ignore", invalid="ignore"):
         return ss / den if den else ss * float("inf")
 

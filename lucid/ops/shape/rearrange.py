@@ -130,7 +130,9 @@ def repeat(input, *sizes):
     big = tuple(v for r, s in zip(sizes, shape) for v in (r, s))
     out = broadcast_to(reshape(input, inter), big)
     out = reshape(out, tuple(r * s for r, s in zip(sizes, shape)))
-    return _clone(out) if all(r == 1 for r in sizes) else out
+    # a copy, always (PyTorch's): where the reshape could keep the broadcast as a (read-only,
+    # stride-0) view of the input, as for repeats along a new leading dim, copy it
+    return _clone(out) if out._base is not None or all(r == 1 for r in sizes) else out
 
 
 @tensor_method("tile")
