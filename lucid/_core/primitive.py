@@ -224,6 +224,9 @@ def bind(prim, args, params):
     try:
         out = prim.impl(*arrays, **params)
     except Exception as e:  # name the op and the shapes. See NOTE [Errors name the op]
+        moved = _cpu_numbers_moved(args)
+        if moved is not None:  # NOTE [CPU numbers on a device]
+            return bind(prim, moved, params)
         raise _op_error(prim, args, e) from e
     if needs_grad and STATE.grad_enabled and prim.differentiable:
         return _record(prim, args, params, out)
@@ -336,6 +339,30 @@ def _op_error(prim, args, err):
         return cls(f"{prim.name}: {err} (arguments: {desc})")
     except Exception:
         return RuntimeError(f"{prim.name}: {err} (arguments: {desc})")
+
+
+# NOTE [CPU numbers on a device]
+# PyTorch lets a 0-d CPU tensor (a number, e.g. ``t.sum().item()`` kept as a tensor, or a loss
+# scale) meet tensors of any device in an op. Lucid's device arrays refuse host arrays (as CuPy
+# does), so such an op fails in its impl; only then, on the error path, are the 0-d CPU tensors
+# moved to the other operands' device (``to``: their gradient still flows) and the op bound
+# again. The eager path pays nothing; an op that fails for another reason fails again, unchanged.
+def _cpu_numbers_moved(args):
+    """``args`` with their 0-d CPU tensors on the device of the others, or None if none applies."""
+    Tensor = _Tensor
+    target = None
+    small = False
+    for a in args:
+        if isinstance(a, Tensor) and not a._level:
+            arr = a._data
+            if arr.__class__ is ndarray:
+                small = small or arr.ndim == 0
+            elif target is None:
+                target = a.device
+    if target is None or not small:
+        return None
+    return tuple(a.to(target) if isinstance(a, Tensor) and not a._level and a._data.__class__ is ndarray
+                 and a._data.ndim == 0 else a for a in args)
 
 
 def _mixed_devices(args):
