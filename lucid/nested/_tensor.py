@@ -7,8 +7,7 @@ from __future__ import annotations
 import itertools
 import weakref
 
-import numpy as np
-
+from .._core.no_values import NoValues
 from .._core.size import Size
 from .._core.tensor import Tensor
 from ..ops.tensor_surface_more import layout as _layout
@@ -146,43 +145,12 @@ class Structure:
 
 # ------------------------------------------------------------------ the stand-in array
 
-class _NestedData:
-    """A nested tensor's ``_data``: a shape and dtype, no values. Dense ops that reach it raise
-    NotImplementedError, which ``bind`` names (as ``lucid/sparse/_base.py``'s stand-in does)."""
+class _NestedData(NoValues):
+    """A nested tensor's ``_data``: the packed values' shape and dtype, no values."""
 
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, shape, dtype):
-        self.shape = tuple(shape)
-        self.dtype = dtype
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    def __array_ufunc__(self, *args, **kwargs):
-        raise NotImplementedError(NOT_HERE)
-
-    def __array_function__(self, *args, **kwargs):
-        raise NotImplementedError(NOT_HERE)
-
-    def __array__(self, *args, **kwargs):
-        raise NotImplementedError(NOT_HERE)
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise NotImplementedError(NOT_HERE)
-
-    def __getitem__(self, key):
-        raise NotImplementedError(NOT_HERE)
-
-    def __repr__(self):
-        return f"<nested tensor data, values shape={self.shape}, dtype={self.dtype}>"
+    __slots__ = ()
+    message = NOT_HERE
+    kind = "nested tensor values"
 
 
 # ------------------------------------------------------------------ the tensor

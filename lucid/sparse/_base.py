@@ -8,6 +8,7 @@ import numpy as np
 
 from .._core import backend
 from .._core import tensor as _tensor_module
+from .._core.no_values import NoValues
 from .._core.tensor import Tensor
 from ..ops.tensor_surface_more import layout as _layout
 
@@ -24,47 +25,12 @@ sparse_coo = _SparseLayout("sparse_coo")
 sparse_csr = _SparseLayout("sparse_csr")
 
 
-class _SparseData:
-    """What a sparse tensor holds as ``_data``: a shape and a dtype, and no values.
+class _SparseData(NoValues):
+    """What a sparse tensor holds as ``_data``: a shape and a dtype, and no values."""
 
-    Dense ops reach a tensor's array through ``_data``; NumPy ufuncs, array functions,
-    conversions and array methods all raise NotImplementedError on this object, which
-    ``bind`` re-raises prefixed with the op's name (NOTE [Errors name the op]).
-    """
-
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, shape, dtype):
-        self.shape = tuple(shape)
-        self.dtype = dtype
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    def __array_ufunc__(self, *args, **kwargs):
-        raise NotImplementedError(NOT_HERE)
-
-    def __array_function__(self, *args, **kwargs):
-        raise NotImplementedError(NOT_HERE)
-
-    def __array__(self, *args, **kwargs):
-        raise NotImplementedError(NOT_HERE)
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise NotImplementedError(NOT_HERE)
-
-    def __getitem__(self, key):
-        raise NotImplementedError(NOT_HERE)
-
-    def __repr__(self):
-        return f"<sparse tensor data, shape={self.shape}, dtype={self.dtype}>"
+    __slots__ = ()
+    message = NOT_HERE
+    kind = "sparse tensor"
 
 
 class SparseTensor(Tensor):
