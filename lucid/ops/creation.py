@@ -37,18 +37,13 @@ def _made(make, size, dtype, requires_grad, device, op, *fill):
     else:
         b = backend._BACKENDS[dev.type]
         backend.note_device(b, dev.index)
+        elsewhere = b.use_device is not None and dev.index is not None and dev.index != b.current_index()
         try:
-            if b.use_device is not None and dev.index is not None and dev.index != b.current_index():
-                with b.use_device(dev.index):
-                    arr = getattr(b.xp, make)(size, *fill, dtype=dtype)
-            else:
+            with b.use_device(dev.index) if elsewhere else backend._NO_GUARD:
                 arr = getattr(b.xp, make)(size, *fill, dtype=dtype)
         except MemoryError as e:  # CuPy's is one: PyTorch's OutOfMemoryError, naming the op
             raise backend.cuda_oom(op, e) or e from e
-    t = _wrap(arr)
-    if requires_grad:
-        t.requires_grad = True
-    return t
+    return _finish(arr, requires_grad, dev, op)  # already there: _finish moves nothing
 
 
 def sizes_or_keyword(size_args, size, op):

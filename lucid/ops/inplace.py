@@ -215,7 +215,13 @@ def _inplace(name, x, args, fn, direct=None, needs_old=True):
         try:  # quiet: x += inf where x is -inf is nan, silently (NOTE [Silent floating-point errors])
             quiet_apply(direct, x._data, *arrays)
         except (TypeError, ValueError) as e:  # numpy's casting errors are TypeErrors
-            raise _direct_error(name, x, args, e) from None
+            moved = primitive._cpu_numbers_moved((x,) + tuple(args))  # NOTE [CPU numbers on a device]
+            if moved is None:
+                raise _direct_error(name, x, args, e) from None
+            try:
+                quiet_apply(direct, x._data, *[a._data if isinstance(a, Tensor) else a for a in moved[1:]])
+            except (TypeError, ValueError) as e2:
+                raise _direct_error(name, x, args, e2) from None
     else:
         with no_grad():
             res = _out_of_place(name, fn, x, args)
@@ -617,7 +623,7 @@ def fill_(self, value):
         raise RuntimeError(f"fill_: only supports 0-dimension value tensor but got a tensor of "
                            f"shape {tuple(value.shape)}")
     if isinstance(value, Tensor) and value.device != self.device and value.device.type == "cpu":
-        value = value.to(self.device)  # a CPU number fills any device's tensor, as in PyTorch
+        value = value.to(self.device)  # a CPU number fills any device's tensor (broadcast below: move it first)
 
     def direct(a, v):
         a[...] = v

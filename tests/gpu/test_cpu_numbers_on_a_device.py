@@ -24,6 +24,19 @@ def test_cpu_numbers_join_device_ops_with_their_gradient(dev):
     assert lucid.where(mask, lucid.tensor(9.0, device="cpu"), x.detach()).cpu().tolist() == [1.0, 9.0, 9.0]
 
 
+def test_in_place_ops_take_cpu_numbers_too():
+    x = lucid.ones(3, device="strict")
+    x.add_(lucid.tensor(2.0, device="cpu")).mul_(lucid.tensor(2.0, device="cpu"))  # the direct write path
+    assert x.device == lucid.device("strict:0") and x.cpu().tolist() == [6.0, 6.0, 6.0]
+    w = lucid.ones(2, device="strict", requires_grad=True)
+    y = w * 1
+    y.mul_(lucid.tensor(3.0, device="cpu"))  # the graph path
+    y.sum().backward()
+    assert w.grad.cpu().tolist() == [3.0, 3.0]
+    with pytest.raises(RuntimeError, match="^add_: "):
+        x.add_(lucid.ones(3, device="cpu"))
+
+
 def test_only_numbers_move():
     x = lucid.ones(3, device="strict")
     with pytest.raises(RuntimeError, match="^add: Expected all tensors to be on the same device, but found at "
