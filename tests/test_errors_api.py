@@ -14,10 +14,10 @@ def _x(*shape):
 
 CASES = [
     # binary elementwise ops: broadcasting
-    ("add", lambda: lucid.add(_x(2, 3), _x(4)), ValueError, r"^add: .*\(2,3\) \(4,\)"),
-    ("mul", lambda: _x(2, 3) * _x(2), ValueError, r"^mul: .*\(2,3\) \(2,\)"),
-    ("where", lambda: lucid.where(_x(2) > 0, _x(3), _x(2)), ValueError, r"^where: .*\(3,\)"),
-    ("maximum", lambda: lucid.maximum(_x(2, 3), _x(3, 2)), ValueError, r"^maximum: .*\(2,3\) \(3,2\)"),
+    ("add", lambda: lucid.add(_x(2, 3), _x(4)), RuntimeError, r"^add: .*\(2,3\) \(4,\)"),
+    ("mul", lambda: _x(2, 3) * _x(2), RuntimeError, r"^mul: .*\(2,3\) \(2,\)"),
+    ("where", lambda: lucid.where(_x(2) > 0, _x(3), _x(2)), RuntimeError, r"^where: .*\(3,\)"),
+    ("maximum", lambda: lucid.maximum(_x(2, 3), _x(3, 2)), RuntimeError, r"^maximum: .*\(2,3\) \(3,2\)"),
     # matrix products
     ("matmul", lambda: lucid.matmul(_x(2, 3), _x(2, 3)), RuntimeError, r"^matmul: shapes \(2, 3\) and \(2, 3\)"),
     ("mm", lambda: lucid.mm(_x(2, 3), _x(2, 3)), RuntimeError, r"^mm: shapes \(2, 3\) and \(2, 3\)"),
@@ -89,6 +89,17 @@ def test_error_names_the_op_and_shapes(call, exc, match):
 
 
 # ------------------------------------------------- a failing call changes nothing
+
+
+def test_numpy_value_errors_are_runtime_errors_as_in_pytorch_and_still_value_errors():
+    # PyTorch raises RuntimeError when operands do not broadcast; code written against
+    # Lucid's earlier ValueError (NumPy's class) keeps working.
+    from lucid._core.primitive import OpError
+
+    for call in (lambda: _x(2, 3) + _x(4), lambda: lucid.where(_x(2) > 0, _x(3), _x(2))):
+        with pytest.raises(RuntimeError) as info:
+            call()
+        assert isinstance(info.value, ValueError) and type(info.value) is OpError
 
 
 def test_optimizer_step_with_a_bad_gradient_changes_nothing():

@@ -320,7 +320,23 @@ def _escaped(trace):
 
 # NOTE [Errors name the op]
 # Failures inside an impl (NumPy shape errors, bad axes ...) are re-raised with the
-# op's name and the argument shapes, so users see which lucid call broke.
+# op's name and the argument shapes, so users see which lucid call broke. NumPy's
+# ValueErrors (operands that do not broadcast, bad axes) become OpError: a RuntimeError,
+# as PyTorch raises for them, and still a ValueError for code written against NumPy.
+class OpError(RuntimeError, ValueError):
+    """An op refused its arguments' shapes or values (PyTorch: RuntimeError).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> try:
+    ...     lucid.ones(2, 3) + lucid.ones(4)
+    ... except RuntimeError as e:
+    ...     print(str(e)[:58])
+    add: operands could not be broadcast together with shapes
+    """
+
+
 def _op_error(prim, args, err):
     oom = backend.cuda_oom(prim.name, err)
     if oom is not None:
@@ -334,7 +350,9 @@ def _op_error(prim, args, err):
         f"Tensor(shape={tuple(a.shape)}, dtype={a.dtype})" if hasattr(a, "shape") and not isinstance(a, (int, float)) else repr(a)
         for a in args
     )
-    cls = type(err) if isinstance(err, (ValueError, TypeError, IndexError, RuntimeError)) else RuntimeError
+    cls = type(err) if isinstance(err, (TypeError, IndexError, RuntimeError)) else RuntimeError
+    if isinstance(err, ValueError) and not isinstance(err, RuntimeError):
+        cls = OpError
     try:
         return cls(f"{prim.name}: {err} (arguments: {desc})")
     except Exception:

@@ -73,6 +73,7 @@ class Node:
         self.seq = next(_SEQ)
 
     op_name = property(lambda self: self.prim.name)  # used in error messages
+    keeps_none = False  # FunctionNode: missing output grads stay None (materialize_grads=False)
 
     # Introspection as in PyTorch's ``torch.autograd.graph.Node`` (see autograd/graph.py).
     def name(self):
@@ -591,7 +592,7 @@ def _needed_nodes(order, wanted):
 
 def _prepare_output_grads(node, grads, captured, wanted, tensor_mode):
     """Fill missing output grads with zeros, run tensor hooks, serve retain_grad/capture."""
-    keep_none = getattr(node, "keeps_none", False)  # a custom Function without materialize_grads
+    keep_none = node.keeps_none  # a custom Function without materialize_grads
     for i, g in enumerate(grads):
         if g is None and not keep_none:
             shape, dtype, cls = node.out_meta[i] if node.out_meta else (None, None, np.ndarray)

@@ -75,16 +75,17 @@ class FunctionCtx:
                 "saved_tensors: trying to backward through the graph a second time; the saved "
                 "tensors were freed. Pass retain_graph=True to the first backward()."
             )
-        if self._packed is not None:
-            return tuple(None if p is None else p.get(STATE.grad_enabled) for p in self._packed)
-        for t, v in zip(self._saved, self._saved_versions):
-            if t is not None and t._version[0] != v:
+        packed = self._packed  # a _Packed per slot where hooks packed it, else None
+        for i, (t, v) in enumerate(zip(self._saved, self._saved_versions)):
+            if t is not None and t._version[0] != v and (packed is None or packed[i] is None):
                 raise RuntimeError(
                     f"saved_tensors: one of the variables needed for gradient computation has been "
                     f"modified by an inplace operation: a Tensor of shape {tuple(t.shape)} saved by "
                     f"a custom Function is at version {t._version[0]}; expected version {v}."
                 )
-        return self._saved
+        if packed is None:
+            return self._saved
+        return tuple(t if p is None else p.get(STATE.grad_enabled) for p, t in zip(packed, self._saved))
 
     saved_values = saved_tensors
 
@@ -110,6 +111,23 @@ class FunctionNode(Node):
 
     def name(self):
         return f"{self.cls.__name__}Backward"
+
+    def __getattr__(self, attr):
+        # In PyTorch a custom Function's grad_fn is its ctx: ``grad_fn.saved_tensors``,
+        # ``needs_input_grad`` and what forward stored on ctx are read through it.
+        if attr == "_raw_saved_tensors":
+            from .graph import SavedTensor
+
+            if self.ctx._freed:
+                return ()
+            return tuple(SavedTensor(self, ("ctx", i)) for i in range(len(self.ctx._saved)))
+        if attr not in FunctionNode.__slots__ and attr not in Node.__slots__ and not attr.startswith("__"):
+            try:
+                return getattr(self.ctx, attr)
+            except AttributeError:
+                pass
+            raise AttributeError(f"'{self.name()}' object has no attribute '{attr}'")
+        raise AttributeError(attr)
     # The engine leaves missing output grads as None (not zeros) for this node.
     keeps_none = property(lambda self: not self.ctx.materialize_grads)
 
