@@ -11,9 +11,10 @@ import warnings
 from .._core.tensor import Tensor
 from ._family import _as_tensor
 
-__all__ = ["cond", "detach", "empty_permuted", "fill", "get_device", "get_device_module", "is_inference",
-           "is_neg", "is_signed", "pca_lowrank", "resolve_neg", "set_default_tensor_type", "svd_lowrank",
-           "vander", "while_loop"]
+__all__ = ["SymBool", "SymFloat", "SymInt", "cond", "detach", "empty_permuted", "fill", "get_device",
+           "get_device_module", "is_inference", "is_neg", "is_signed", "pca_lowrank", "resolve_neg",
+           "set_default_tensor_type", "svd_lowrank", "sym_float", "sym_fresh_size", "sym_int", "sym_ite",
+           "sym_max", "sym_min", "sym_not", "sym_sqrt", "sym_sum", "vander", "while_loop"]
 
 
 def _L():
@@ -312,3 +313,115 @@ def while_loop(cond_fn, body_fn, carried_inputs):
                 raise RuntimeError(f"while_loop: body_fn changed a carried value's shape from {tuple(a.shape)} to "
                                    f"{tuple(getattr(b, 'shape', ()))}")
         carried = new
+
+
+# --------------------------------------------------------------- symbolic-size helpers
+# PyTorch's ``sym_*`` functions let code written for symbolic shapes (torch.compile/export) run
+# on plain numbers too. Lucid's shapes are always concrete ints, so only the plain-number
+# behaviour exists; the Sym* classes are there for ``isinstance`` checks (nothing is one).
+
+
+class SymInt:
+    """A symbolic int (PyTorch's ``torch.SymInt``). Lucid's sizes are plain ints, so no value is one."""
+
+
+class SymFloat:
+    """A symbolic float (PyTorch's ``torch.SymFloat``). No Lucid value is one."""
+
+
+class SymBool:
+    """A symbolic bool (PyTorch's ``torch.SymBool``). No Lucid value is one."""
+
+
+_NUMBER_TYPES = None
+
+
+def _number_types(name, *values):
+    global _NUMBER_TYPES
+    if _NUMBER_TYPES is None:
+        import numpy as np
+
+        _NUMBER_TYPES = ((int, float, np.integer, np.floating), (float, np.floating))
+    for v in values:
+        if not isinstance(v, _NUMBER_TYPES[0]):
+            raise AssertionError(f"{name}: expected an int or a float, got {type(v).__name__}")
+    return any(isinstance(v, _NUMBER_TYPES[1]) for v in values)
+
+
+def sym_int(a):
+    """``int(a)`` rounding toward zero, as PyTorch's ``sym_int`` on a plain number.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.sym_int(3.7), lucid.sym_int(-3.7)
+    (3, -3)
+    """
+    import math
+
+    return math.trunc(a) if isinstance(a, float) else int(a)
+
+
+def sym_float(a):
+    """``float(a)`` (PyTorch's ``sym_float`` on a plain number)."""
+    return float(a)
+
+
+def sym_max(a, b):
+    """The larger of two numbers, a float if either is a float (PyTorch's ``sym_max``).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.sym_max(2, 3), lucid.sym_max(2, 2.0)
+    (3, 2.0)
+    """
+    return float(max(a, b)) if _number_types("sym_max", a, b) else max(a, b)
+
+
+def sym_min(a, b):
+    """The smaller of two numbers, a float if either is a float (PyTorch's ``sym_min``)."""
+    return float(min(a, b)) if _number_types("sym_min", a, b) else min(a, b)
+
+
+def sym_not(a):
+    """``not a`` (PyTorch's ``sym_not``)."""
+    return not a
+
+
+def sym_ite(b, t, f):
+    """``t if b else f`` for a bool ``b`` (PyTorch's ``sym_ite``).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.sym_ite(True, "then", "else")
+    'then'
+    """
+    if not isinstance(b, bool):
+        raise AssertionError(f"sym_ite: expected SymBool or bool, got {type(b).__name__}")
+    return t if b else f
+
+
+def sym_sqrt(a):
+    """``math.sqrt(a)`` (PyTorch's ``sym_sqrt``)."""
+    import math
+
+    return math.sqrt(a)
+
+
+def sym_sum(args):
+    """The sum of an iterable of numbers, starting from int 0 (PyTorch's ``sym_sum``).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.sym_sum([1, 2.5]), lucid.sym_sum([])
+    (3.5, 0)
+    """
+    return sum(args, 0)
+
+
+def sym_fresh_size(expr):
+    """``expr`` itself: a fresh unbacked size is the size itself when sizes are concrete."""
+    return expr

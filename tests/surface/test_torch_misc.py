@@ -130,3 +130,31 @@ def test_match_torch():
     np.testing.assert_array_equal(lucid.vander(lucid.tensor(x)).numpy(), torch.vander(torch.tensor(x)).numpy())
     assert lucid.empty_permuted((3, 4, 5), (2, 0, 1), device="cpu").stride() == \
         torch.empty_permuted((3, 4, 5), (2, 0, 1)).stride()
+
+
+def test_sym_helpers_on_plain_numbers():
+    assert (lucid.sym_int(3.7), lucid.sym_int(-3.7), lucid.sym_int(True)) == (3, -3, 1)
+    assert type(lucid.sym_int(3.7)) is int and type(lucid.sym_float(True)) is float
+    assert lucid.sym_max(2, 2.0) == 2.0 and type(lucid.sym_max(2, 2.0)) is float
+    assert lucid.sym_max(True, 3) == 3 and type(lucid.sym_max(True, 3)) is int
+    assert lucid.sym_min(2.5, 1) == 1.0 and type(lucid.sym_min(2.5, 1)) is float
+    assert lucid.sym_not(0) is True and lucid.sym_ite(False, "a", "b") == "b"
+    assert lucid.sym_sqrt(2) == 2 ** 0.5 and lucid.sym_sum([1, 2.5]) == 3.5 and lucid.sym_sum([]) == 0
+    assert lucid.sym_fresh_size(3) == 3
+    with pytest.raises(AssertionError, match="^sym_max: expected an int or a float, got Tensor"):
+        lucid.sym_max(lucid.tensor(2), 3)
+    with pytest.raises(AssertionError, match="^sym_ite: expected SymBool or bool"):
+        lucid.sym_ite(0, 1, 2)
+    with pytest.raises(OverflowError):
+        lucid.sym_int(float("inf"))
+    assert not isinstance(lucid.ones(2).shape[0], (lucid.SymInt, lucid.SymFloat, lucid.SymBool))
+
+
+def test_sym_helpers_match_pytorch():
+    torch = pytest.importorskip("torch")
+    cases = [("sym_int", (3.7,)), ("sym_int", (-2.5,)), ("sym_float", (3,)), ("sym_max", (2, 2.0)),
+             ("sym_max", (True, 3)), ("sym_min", (2.5, 1)), ("sym_not", (0,)), ("sym_ite", (True, 1, 2)),
+             ("sym_sqrt", (2,)), ("sym_sum", ((1, 2.5),)), ("sym_sum", ([],))]
+    for name, args in cases:
+        got, want = getattr(lucid, name)(*args), getattr(torch, name)(*args)
+        assert got == want and type(got) is type(want), (name, args, got, want)
