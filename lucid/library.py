@@ -541,6 +541,14 @@ class _OpNamespace:
 
     def __getattr__(self, name):
         op = _OPS.get(f"{self._ns}::{name}")
+        if op is None and self._ns == "lucid":  # Lucid's primitives, as ``torch.ops.aten``
+            from ._core.primitive import REGISTRY
+
+            prim = REGISTRY.get(name)
+            if prim is not None:
+                from .utils._python_dispatch import packet_of
+
+                return packet_of(prim)
         if op is None:
             raise AttributeError(f"'_OpNamespace' '{self._ns}' object has no attribute '{name}'")
         return op

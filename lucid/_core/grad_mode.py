@@ -65,6 +65,8 @@ class _State(threading.local):
         # message of an active disable_saved_tensors_hooks (None when enabled).
         self.saved_hooks = []
         self.saved_hooks_disabled = None
+        # utils._python_dispatch.TorchDispatchMode instances, innermost last (NOTE [Dispatch modes]).
+        self.dispatch_modes = []
 
 
 STATE = _State()

@@ -72,6 +72,8 @@ class Kernel:
 
     Examples
     --------
+    >>> import numpy as np
+    >>> from lucid._core.kernels import Kernel
     >>> k = Kernel("scale", "const T* x, T f, T* out", "out[i] = f * x[i];")
     >>> "typedef float T;" in k.source("cuda", (np.float32,))
     True

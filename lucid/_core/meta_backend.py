@@ -68,7 +68,7 @@ class MetaArray(NDArrayOperatorsMixin):
     >>> x = lucid.ones(2, 3, device="meta")
     >>> y = (x @ lucid.ones(3, 4, device="meta")).exp().sum(0)
     >>> y.shape, y.dtype, y.device
-    (lucid.Size([4]), lucid.float32, device(type='meta'))
+    ((4,), lucid.float32, device(type='meta'))
     """
 
     __slots__ = ("_p", "__weakref__")

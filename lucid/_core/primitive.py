@@ -144,6 +144,10 @@ _wrap = None
 # linear) call it first themselves.
 AUTOCAST_HOOK = [None]
 
+# Set by lucid.utils._python_dispatch while a TorchDispatchMode is entered in any thread (which
+# also counts in ACTIVE_TRACES, so the eager path reads nothing more). NOTE [Dispatch modes].
+DISPATCH_MODE_HOOK = [None]
+
 
 def autocast_float32(name):
     """Decorator for a composite that PyTorch's autocast runs in float32 (``mse_loss``,
@@ -153,6 +157,7 @@ def autocast_float32(name):
     Examples
     --------
     >>> import lucid
+    >>> from lucid._core.primitive import autocast_float32
     >>> double = autocast_float32("mse_loss")(lambda t: t * 2)
     >>> with lucid.autocast("cpu", dtype=lucid.float16):
     ...     double(lucid.ones(2, dtype=lucid.float16)).dtype
@@ -211,6 +216,8 @@ def bind(prim, args, params):
             if prim.is_view:
                 return _traced_view(trace, prim, args, params)
             return trace.process(prim, args, params)
+        if DISPATCH_MODE_HOOK[0] is not None and STATE.dispatch_modes:
+            return DISPATCH_MODE_HOOK[0](prim, args, params)
     Tensor = _Tensor
     arrays = []
     needs_grad = False
@@ -235,6 +242,20 @@ def bind(prim, args, params):
         t = object.__new__(Tensor)
         t._data = out if out.__class__ is ndarray else _as_array(out)
         t._version = [0]
+        if prim.is_view:
+            _share_version(t, args[0], prim, params, args)
+        return t
+    return tuple(_wrap(o) for o in out)
+
+
+def finish_bind(prim, args, params, out):
+    """What ``bind`` does with the arrays an impl returned (record or wrap), for a caller that
+    computed them another way (a dispatch mode). The eager path keeps its inlined copy."""
+    needs_grad = any(isinstance(a, _Tensor) and a._rg for a in args)
+    if needs_grad and STATE.grad_enabled and prim.differentiable:
+        return _record(prim, args, params, out)
+    if prim.nout == 1:
+        t = _wrap(out)
         if prim.is_view:
             _share_version(t, args[0], prim, params, args)
         return t
