@@ -62,6 +62,15 @@ class Adafactor(Optimizer):
         super().__init__(params, dict(lr=lr, beta2_decay=beta2_decay, eps=tuple(eps), d=d,
                                       weight_decay=weight_decay, foreach=foreach, maximize=maximize))
 
+    def _state_shape(self, p, name):
+        # the factored moments of a matrix are a column and a row (as made in _update)
+        shape = tuple(p.shape)
+        if name == "row_var" and len(shape) > 1:
+            return shape[:-1] + (1,)
+        if name == "col_var" and len(shape) > 1:
+            return shape[:-2] + (1,) + shape[-1:]
+        return shape
+
     def _gradients(self):
         work = super()._gradients()
         for p, _, _ in work:  # checked before any update, as every gradient is
@@ -140,6 +149,8 @@ class SparseAdam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False):
         check_options("SparseAdam", lr=lr, eps=eps, betas=betas)
+        if not lr > 0:  # PyTorch's SparseAdam, unlike Adam, refuses a zero rate
+            raise ValueError(f"SparseAdam: invalid lr {lr!r} (expected a number > 0)")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, maximize=maximize))
 
     def _update(self, p, g, state, group):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from .._core.tensor import Tensor
 from .optimizer import Optimizer, _decay_add, _ops, _scale, _sub, check_options, multi_tensor_kernel
 
 
@@ -100,6 +101,9 @@ class Adam(Optimizer):
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
         _check(type(self).__name__, lr, betas, eps, weight_decay)
+        if isinstance(lr, Tensor) and foreach and not capturable:
+            raise ValueError(f"{type(self).__name__}: lr as a Tensor is not supported for capturable=False and "
+                             "foreach=True")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
                                       differentiable=differentiable, fused=fused,
@@ -219,8 +223,8 @@ class Adamax(Optimizer):
     [0.9, -0.9]
     """
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *,
-                 foreach=None, maximize=False, differentiable=False, capturable=False):
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 foreach=None, *, maximize=False, differentiable=False, capturable=False):
         _check("Adamax", lr, betas, eps, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       maximize=maximize, foreach=foreach, capturable=capturable,

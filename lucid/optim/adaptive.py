@@ -1,7 +1,8 @@
 """Per-coordinate adaptive methods: RMSprop, Adagrad, Adadelta (PyTorch's formulas)."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, _decay_add, _ops, _sub, check_options
+from .._core import backend
+from .optimizer import Optimizer, _decay_add, _ops, _real_view, _sub, check_options
 
 
 class RMSprop(Optimizer):
@@ -35,7 +36,7 @@ class RMSprop(Optimizer):
     """
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
-                 centered=False, *, capturable=False, foreach=None, maximize=False, differentiable=False):
+                 centered=False, capturable=False, foreach=None, maximize=False, differentiable=False):
         check_options("RMSprop", lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
                                       momentum=momentum, centered=centered,
@@ -94,17 +95,27 @@ class Adagrad(Optimizer):
     """
 
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
-                 eps=1e-10, *, foreach=None, maximize=False, differentiable=False, fused=None, capturable=False):
+                 eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
         check_options("Adagrad", lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                       initial_accumulator_value=initial_accumulator_value, eps=eps)
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, eps=eps,
-                                      maximize=maximize, foreach=foreach, capturable=capturable,
-                                      differentiable=differentiable))
+                                      maximize=maximize, foreach=foreach, differentiable=differentiable,
+                                      fused=fused))
+        # PyTorch makes the state of the constructor's parameters at once (so it is in
+        # state_dict before the first step); parameters added later get it on their first step
+        for group in self.param_groups:
+            for p in group["params"]:
+                with backend.on_device(p):
+                    self._init_state(self.state[p], _real_view(p._data), group)
+
+    @staticmethod
+    def _init_state(state, p, group):
+        state.update(step=0, sum=_ops(p).full_like(p, group["initial_accumulator_value"]))
 
     def _update(self, p, g, state, group):
         if "step" not in state:
-            state.update(step=0, sum=_ops(p).full_like(p, group["initial_accumulator_value"]))
+            self._init_state(state, p, group)
         state["step"] += 1
         if group["weight_decay"]:
             g = g + group["weight_decay"] * p
@@ -139,7 +150,7 @@ class Adadelta(Optimizer):
     True
     """
 
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, *, foreach=None, capturable=False,
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, foreach=None, *, capturable=False,
                  maximize=False, differentiable=False):
         check_options("Adadelta", lr=lr, eps=eps, weight_decay=weight_decay)
         if not 0 <= rho <= 1:

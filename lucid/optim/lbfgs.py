@@ -8,7 +8,8 @@ import numpy as np
 from .._core import backend
 from .._core.backend import xp
 from .._core.grad_mode import enable_grad
-from .optimizer import Optimizer
+from .._core.tensor import Tensor
+from .optimizer import Optimizer, check_options
 
 
 def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
@@ -140,6 +141,7 @@ class LBFGS(Optimizer):
 
     def __init__(self, params, lr=1.0, max_iter=20, max_eval=None, tolerance_grad=1e-7,
                  tolerance_change=1e-9, history_size=100, line_search_fn=None):
+        check_options("LBFGS", lr=lr)
         if max_eval is None:
             max_eval = max_iter * 5 // 4
         if line_search_fn not in (None, "strong_wolfe"):
@@ -189,6 +191,8 @@ class LBFGS(Optimizer):
 
         group = self.param_groups[0]
         lr, max_iter, max_eval = group["lr"], group["max_iter"], group["max_eval"]
+        if isinstance(lr, Tensor):  # read once per step, as PyTorch's non-capturable steps do
+            lr = float(lr.detach().item())
         tol_grad, tol_change, hist = group["tolerance_grad"], group["tolerance_change"], group["history_size"]
         state = self.state.setdefault(self._params[0], {})
         state.setdefault("func_evals", 0)

@@ -18,7 +18,26 @@ from __future__ import annotations
 import bisect
 import math
 
+from .._core.tensor import Tensor
 from .optimizer import Optimizer
+
+
+def _set_lr(group, value):
+    """Write a rate: a Tensor ``lr`` is filled in place (as PyTorch's schedulers do, so the
+    Tensor an optimizer was given keeps following the schedule), a number replaced."""
+    cur = group["lr"]
+    if isinstance(cur, Tensor):
+        from .._core.grad_mode import no_grad
+
+        with no_grad():
+            cur.fill_(value.detach().item() if isinstance(value, Tensor) else value)
+    else:
+        group["lr"] = value
+
+
+def _current_lrs(optimizer):
+    """The groups' rates, Tensors copied (``get_last_lr`` never aliases a group's Tensor)."""
+    return [g["lr"].clone() if isinstance(g["lr"], Tensor) else g["lr"] for g in optimizer.param_groups]
 
 
 class LRScheduler:
@@ -49,14 +68,23 @@ class LRScheduler:
         self.optimizer = optimizer
         if last_epoch == -1:
             for g in optimizer.param_groups:
-                g.setdefault("initial_lr", g["lr"])
+                # a Tensor rate is changed in place by the steps, so the initial one is a copy
+                g.setdefault("initial_lr", g["lr"].clone() if isinstance(g["lr"], Tensor) else g["lr"])
         else:
             for i, g in enumerate(optimizer.param_groups):
                 if "initial_lr" not in g:
                     raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when resuming an optimizer")
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
-        self.step()
+        self._initial_step()
+
+    def _initial_step(self):
+        """The constructor's step. See NOTE [Initial step]."""
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def get_last_lr(self):
         """The learning rates set by the last ``step``."""
@@ -66,6 +94,17 @@ class LRScheduler:
         return [self._lr_at(self.last_epoch, b, i) for i, b in enumerate(self.base_lrs)]
 
     _chainable = False  # See NOTE [Chainable schedulers]
+    _is_initial = False
+
+    # NOTE [Initial step]
+    # The constructor steps once (epoch ``last_epoch + 1``). PyTorch's recursive schedulers
+    # (ExponentialLR, CosineAnnealingLR, PolynomialLR, MultiplicativeLR, and LinearLR past
+    # epoch 0) leave the rates as they are in that step, so that resuming with
+    # ``last_epoch=k`` keeps the restored rates instead of moving one epoch ahead of them; the
+    # others (StepLR, MultiStepLR, ConstantLR) apply their rule. SequentialLR's first
+    # scheduler takes its initial step the same way.
+    def _initial_keeps_lr(self, epoch):
+        return False
 
     def _chained_lr(self, e, cur, base, i):
         a1 = self._lr_at(e, 0.0, i)
@@ -82,14 +121,20 @@ class LRScheduler:
         """Advance one epoch (or jump to ``epoch``) and update the optimizer's rates."""
         if epoch is None and self._chainable:
             self.last_epoch += 1
-            lrs = [self._chained_lr(self.last_epoch, g["lr"], b, i)
-                   for i, (g, b) in enumerate(zip(self.optimizer.param_groups, self.base_lrs))]
+            if self._is_initial and self._initial_keeps_lr(self.last_epoch):  # See NOTE [Initial step]
+                lrs = [g["lr"] for g in self.optimizer.param_groups]
+            else:
+                lrs = [self._chained_lr(self.last_epoch, g["lr"], b, i)
+                       for i, (g, b) in enumerate(zip(self.optimizer.param_groups, self.base_lrs))]
         else:
             self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
             lrs = self.get_lr()
+        self._write_lrs(lrs)
+
+    def _write_lrs(self, lrs):
         for g, lr in zip(self.optimizer.param_groups, lrs):
-            g["lr"] = lr
-        self._last_lr = lrs
+            _set_lr(g, lr)
+        self._last_lr = _current_lrs(self.optimizer)
 
     def state_dict(self):
         return {k: v for k, v in self.__dict__.items() if k != "optimizer" and not callable(v)}
@@ -241,6 +286,9 @@ class ExponentialLR(LRScheduler):
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
+    def _initial_keeps_lr(self, epoch):  # See NOTE [Initial step]
+        return True
+
     def _lr_at(self, epoch, base, i):
         return base * self.gamma ** epoch
 
@@ -279,8 +327,13 @@ class LinearLR(LRScheduler):
         self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
         super().__init__(optimizer, last_epoch)
 
+    def _initial_keeps_lr(self, epoch):  # See NOTE [Initial step]
+        return epoch != 0
+
     def _lr_at(self, epoch, base, i):
-        frac = min(epoch, self.total_iters) / self.total_iters
+        # total_iters=0: the end factor at once (PyTorch's recursion keeps the start factor
+        # forever there, against its documentation; its closed form divides by zero)
+        frac = min(epoch, self.total_iters) / self.total_iters if self.total_iters else 1.0
         return base * (self.start_factor + (self.end_factor - self.start_factor) * frac)
 
 
@@ -315,6 +368,9 @@ class CosineAnnealingLR(LRScheduler):
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer, last_epoch)
+
+    def _initial_keeps_lr(self, epoch):  # See NOTE [Initial step]
+        return True
 
     def _lr_at(self, epoch, base, i):
         return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * epoch / self.T_max)) / 2
@@ -353,23 +409,61 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             raise ValueError(f"CosineAnnealingWarmRestarts: expected positive integer T_0, got {T_0}")
         if T_mult < 1 or not isinstance(T_mult, int):
             raise ValueError(f"CosineAnnealingWarmRestarts: expected integer T_mult >= 1, got {T_mult}")
-        self.T_0, self.T_mult, self.eta_min = T_0, T_mult, eta_min
+        if isinstance(eta_min, bool) or not isinstance(eta_min, (float, int)):
+            raise ValueError(f"CosineAnnealingWarmRestarts: expected float or int eta_min, got {eta_min!r}")
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
         self.T_cur = last_epoch
         super().__init__(optimizer, last_epoch)
 
+    def step(self, epoch=None):
+        """Advance one epoch, or go to ``epoch`` (fractional epochs allowed: ``epoch + i / iters``).
+
+        As PyTorch's: ``T_cur`` advances by one per plain step (so a plain step after a
+        fractional one keeps the fraction) and ``last_epoch`` is the epoch's floor."""
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur % self.T_i
+                self.T_i = self.T_i * self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"CosineAnnealingWarmRestarts.step: expected a non-negative epoch, got {epoch}")
+            self.T_cur, self.T_i = self._cycle(epoch)
+        self.last_epoch = math.floor(epoch)
+        lrs = self.get_lr()
+        self._write_lrs(lrs)
+
     def _cycle(self, epoch):
-        """(T_cur, T_i) for a possibly fractional epoch."""
-        if epoch < 0:
+        """(T_cur, T_i) at a possibly fractional epoch >= 0."""
+        if epoch < self.T_0:
             return epoch, self.T_0
         if self.T_mult == 1:
             return epoch % self.T_0, self.T_0
         n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
         return epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1), self.T_0 * self.T_mult ** n
 
-    def _lr_at(self, epoch, base, i):
-        t_cur, t_i = self._cycle(epoch)
-        self.T_cur, self.T_i = t_cur, t_i
-        return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * t_cur / t_i)) / 2
+    def get_lr(self):
+        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for base in self.base_lrs]
+
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"OneCycleLR: expected a positive integer {name}, got {value!r}")
+
+
+def _per_group_values(owner, name, optimizer, value):
+    """``value`` for each parameter group: a list or tuple must have one per group."""
+    n = len(optimizer.param_groups)
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"{owner}: {name} must have one value per parameter group: got {len(value)} values "
+                             f"for {n} groups")
+        return list(value)
+    return [value] * n
 
 
 class OneCycleLR(LRScheduler):
@@ -402,16 +496,23 @@ class OneCycleLR(LRScheduler):
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
                  pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
                  max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False, last_epoch=-1):
-        if total_steps is None:
-            if epochs is None or steps_per_epoch is None:
-                raise ValueError("OneCycleLR: you must define either total_steps OR (epochs AND steps_per_epoch)")
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"OneCycleLR: {type(optimizer).__name__} is not an Optimizer")
+        if total_steps is not None:
+            _positive_int("total_steps", total_steps)
+        elif epochs is not None and steps_per_epoch is not None:
+            _positive_int("epochs", epochs)
+            _positive_int("steps_per_epoch", steps_per_epoch)
             total_steps = epochs * steps_per_epoch
+        else:
+            raise ValueError("OneCycleLR: you must define either total_steps OR (epochs AND steps_per_epoch)")
+        if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
+            raise ValueError(f"OneCycleLR: expected a float between 0 and 1 for pct_start, got {pct_start!r}")
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
         self.total_steps = total_steps
         self.anneal_strategy = anneal_strategy
-        n = len(optimizer.param_groups)
-        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
+        max_lrs = _per_group_values("OneCycleLR", "max_lr", optimizer, max_lr)
         self.cycle_momentum = cycle_momentum
         for g, m in zip(optimizer.param_groups, max_lrs):
             if last_epoch == -1:
@@ -426,11 +527,14 @@ class OneCycleLR(LRScheduler):
             self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
                             (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
         if cycle_momentum:
-            for g in optimizer.param_groups:
-                key = "betas" if "betas" in g else "momentum"
-                if key not in g:
-                    raise ValueError("OneCycleLR: optimizer must support momentum or betas with cycle_momentum enabled")
-                g["max_momentum"], g["base_momentum"] = max_momentum, base_momentum
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("OneCycleLR: optimizer must support momentum or betas with cycle_momentum enabled")
+            # per group, as max_lr (a list gives one value to each group)
+            max_ms = _per_group_values("OneCycleLR", "max_momentum", optimizer, max_momentum)
+            base_ms = _per_group_values("OneCycleLR", "base_momentum", optimizer, base_momentum)
+            if last_epoch == -1:
+                for g, m, b in zip(optimizer.param_groups, max_ms, base_ms):
+                    g["max_momentum"], g["base_momentum"] = m, b
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start, end, pct):
@@ -463,6 +567,15 @@ class OneCycleLR(LRScheduler):
         return lrs
 
 
+def _undo_step(sched):
+    """One epoch back for ``sched``, or for each scheduler it holds (PyTorch's recursive_undo)."""
+    if hasattr(sched, "_schedulers"):
+        for s in sched._schedulers:
+            _undo_step(s)
+    elif hasattr(sched, "last_epoch"):
+        sched.last_epoch -= 1
+
+
 class SequentialLR(LRScheduler):
     """Run ``schedulers`` one after another, switching at ``milestones``.
 
@@ -489,20 +602,33 @@ class SequentialLR(LRScheduler):
     """
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        schedulers = list(schedulers)
+        if not schedulers:
+            raise ValueError("SequentialLR: expects at least one scheduler, but got none")
+        for i, sched in enumerate(schedulers):
+            if not hasattr(sched, "optimizer"):
+                raise TypeError(f"SequentialLR: the scheduler at index {i} should have `optimizer` as its attribute")
+            if isinstance(sched, ReduceLROnPlateau):
+                raise ValueError(f"SequentialLR: does not support ReduceLROnPlateau (at index {i}): its step "
+                                 "needs a metric")
+            if sched.optimizer is not optimizer:
+                raise ValueError(f"SequentialLR: expects all schedulers to belong to the same optimizer, but the "
+                                 f"one at index {i} ({type(sched).__name__}) does not")
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(
                 f"SequentialLR: expects len(milestones) == len(schedulers) - 1, got {len(milestones)} and {len(schedulers)}"
             )
         self.optimizer = optimizer
-        self._schedulers, self._milestones = list(schedulers), list(milestones)
+        self._schedulers, self._milestones = schedulers, list(milestones)
         self.last_epoch = last_epoch + 1
         for g in optimizer.param_groups:
-            g["lr"] = g["initial_lr"]
-        # Undo the steps the sub-schedulers took at construction, then start the first.
-        for s in self._schedulers:
-            s.last_epoch -= 1
-        self._schedulers[0].step()
-        self._last_lr = self._schedulers[0].get_last_lr()
+            _set_lr(g, g["initial_lr"])
+        # Undo the steps the sub-schedulers took at construction, then start the one that runs
+        # at epoch 0 (the second with a milestone at 0), as its constructor would.
+        _undo_step(self)
+        first = self._schedulers[bisect.bisect_right(self._milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
 
     def step(self):
         self.last_epoch += 1
@@ -563,6 +689,8 @@ class ReduceLROnPlateau:
             raise ValueError(f"ReduceLROnPlateau: bad mode {mode!r} or threshold_mode {threshold_mode!r}")
         self.optimizer = optimizer
         n = len(optimizer.param_groups)
+        if isinstance(min_lr, (list, tuple)) and len(min_lr) != n:
+            raise ValueError(f"ReduceLROnPlateau: expected {n} min_lrs, got {len(min_lr)}")
         self.min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
         self.mode, self.factor, self.patience = mode, factor, patience
         self.threshold, self.threshold_mode = threshold, threshold_mode
@@ -571,7 +699,7 @@ class ReduceLROnPlateau:
         self.best = math.inf if mode == "min" else -math.inf
         self.num_bad_epochs = 0
         self.last_epoch = 0
-        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+        self._last_lr = _current_lrs(optimizer)
 
     def _better(self, a, best):
         if self.mode == "min":
@@ -592,10 +720,10 @@ class ReduceLROnPlateau:
             for g, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
                 new = max(g["lr"] * self.factor, min_lr)
                 if g["lr"] - new > self.eps:
-                    g["lr"] = new
+                    _set_lr(g, new)
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
-        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+        self._last_lr = _current_lrs(self.optimizer)
 
     def get_last_lr(self):
         return list(self._last_lr)

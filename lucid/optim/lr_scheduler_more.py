@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .lr_scheduler import LRScheduler, ReduceLROnPlateau
+from .lr_scheduler import LRScheduler, ReduceLROnPlateau, _current_lrs, _set_lr
 from .optimizer import Optimizer
 
 
@@ -80,6 +80,9 @@ class PolynomialLR(LRScheduler):
         self.total_iters, self.power = total_iters, power
         super().__init__(optimizer, last_epoch)
 
+    def _initial_keeps_lr(self, epoch):  # See NOTE [Initial step]
+        return True
+
     def _lr_at(self, epoch, base, i):
         return base * (1.0 - min(self.total_iters, epoch) / self.total_iters) ** self.power
 
@@ -117,11 +120,16 @@ class MultiplicativeLR(LRScheduler):
             raise ValueError(f"MultiplicativeLR: expected {n} lr_lambdas, got {len(self.lr_lambdas)}")
         super().__init__(optimizer, last_epoch)
 
-    def _chained_lr(self, e, cur, base, i):
-        return cur * self.lr_lambdas[i](e) if e > 0 else cur
+    def _initial_keeps_lr(self, epoch):  # See NOTE [Initial step]
+        return True
 
-    def _lr_at(self, epoch, base, i):  # step(epoch): the product of the factors so far
-        return base * math.prod(self.lr_lambdas[i](k) for k in range(1, epoch + 1))
+    def _chained_lr(self, e, cur, base, i):
+        return cur * self.lr_lambdas[i](e)
+
+    def get_lr(self):
+        # step(epoch) (and SequentialLR's switch to it, step(0)) multiplies the current rates by
+        # the factor of that epoch, as PyTorch's (it has no closed form)
+        return [self._chained_lr(self.last_epoch, g["lr"], None, i) for i, g in enumerate(self.optimizer.param_groups)]
 
     def state_dict(self):
         return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
@@ -182,7 +190,7 @@ class CyclicLR(LRScheduler):
         base_lrs = _per_group("base_lr", optimizer, base_lr)
         if last_epoch == -1:
             for lr, g in zip(base_lrs, optimizer.param_groups):
-                g["lr"] = lr
+                _set_lr(g, lr)
         self.max_lrs = _per_group("max_lr", optimizer, max_lr)
         up = float(step_size_up)
         down = float(step_size_down) if step_size_down is not None else up
@@ -278,12 +286,12 @@ class ChainedScheduler(LRScheduler):
                 raise ValueError(f"ChainedScheduler: expects all schedulers to belong to the same optimizer, "
                                  f"but the one at index {i} ({type(s).__name__}) does not")
         self._schedulers, self.optimizer = schedulers, optimizer
-        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+        self._last_lr = _current_lrs(optimizer)
 
     def step(self):
         for s in self._schedulers:
             s.step()
-        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+        self._last_lr = _current_lrs(self.optimizer)
 
     def state_dict(self):
         sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}

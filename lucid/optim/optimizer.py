@@ -31,6 +31,7 @@ Host-side state (Adam's step count, new state arrays) is stored after the launch
 """
 from __future__ import annotations
 
+import collections
 import copy
 import numbers
 
@@ -168,6 +169,24 @@ def _decay_add(state, key, decay, x):
 _FLAG_KEYS = frozenset({"foreach", "maximize", "capturable", "differentiable", "fused", "decoupled_weight_decay"})
 
 
+def _resolve_tensor_lr(work):
+    """``work`` with each group whose ``lr`` is a Tensor replaced by a copy holding its value
+    as a number (read once per step), so the update rules and kernels see a number, as
+    PyTorch's non-capturable steps do (``lr.item()``). A differentiable group keeps the Tensor:
+    its update is recorded in the graph, so a gradient can reach ``lr``."""
+    resolved = {}
+    out = []
+    for p, g, group in work:
+        lr = group.get("lr")
+        if isinstance(lr, Tensor) and not group.get("differentiable", False):
+            key = id(group)
+            if key not in resolved:
+                resolved[key] = {**group, "lr": float(lr.detach().item())}
+            group = resolved[key]
+        out.append((p, g, group))
+    return out
+
+
 class _Required:
     def __repr__(self):
         return "<required parameter>"
@@ -178,10 +197,15 @@ required = _Required()
 
 def check_options(name, *, betas=None, **values):
     """Validate hyperparameters: each of ``values`` a real number >= 0 (``required`` is
-    skipped), ``betas`` a pair in ``[0, 1)``. Errors start with the optimizer's name."""
+    skipped; ``lr`` may also be a one-element Tensor, as in PyTorch), ``betas`` a pair in
+    ``[0, 1)``. Errors start with the optimizer's name."""
     for k, v in values.items():
         if v is required:
             continue
+        if k == "lr" and isinstance(v, Tensor):
+            if v.numel() != 1:
+                raise ValueError(f"{name}: Tensor lr must be 1-element, got shape {tuple(v.shape)}")
+            v = float(v.detach().item())
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or not v >= 0:
             raise ValueError(f"{name}: invalid {k} {v!r} (expected a number >= 0)")
     if betas is not None:
@@ -210,7 +234,8 @@ class Optimizer:
 
     def __init__(self, params, defaults):
         self.defaults = defaults
-        self.state = {}
+        # a defaultdict, as PyTorch's: ``opt.state[p]`` is ``{}`` for a parameter without state
+        self.state = collections.defaultdict(dict)
         self.param_groups = []
         if isinstance(params, Tensor):
             raise TypeError(
@@ -237,8 +262,14 @@ class Optimizer:
 
     def add_param_group(self, param_group):
         """Add a group of parameters with its own options."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"{type(self).__name__}.add_param_group: param_group must be a dict, but got "
+                            f"{type(param_group).__name__}")
         group = dict(param_group)
         params = group["params"]
+        if isinstance(params, (set, frozenset)):
+            raise TypeError(f"{type(self).__name__}: optimizer parameters need to be organized in ordered "
+                            "collections, but the ordering of tensors in sets will change between runs; use a list")
         params = [params] if isinstance(params, Tensor) else list(params)
         differentiable = group.get("differentiable", self.defaults.get("differentiable", False))
         for p in params:
@@ -282,7 +313,7 @@ class Optimizer:
 
             with enable_grad():
                 loss = closure()
-        work = self._gradients()
+        work = _resolve_tensor_lr(self._gradients())
         if work and self._fused_kernel is not None and work[0][0]._data.__class__ is not np.ndarray \
                 and _kernel_fits_update(type(self)):
             work = self._fused_steps(work)  # See NOTE [Fused updates on a device]
@@ -294,7 +325,7 @@ class Optimizer:
     def _step_one(self, p, grad, group):
         if group.get("maximize", False):
             grad = -grad
-        state = self.state.setdefault(p, {})
+        state = self.state[p]
         if group.get("differentiable", False):
             self._graph_update(p, grad, state, group)
         else:
@@ -354,7 +385,7 @@ class Optimizer:
                 _launch_slots(launch, items[start:start + _SLOTS], scalars)
         for _, group, key, items in batches.values():
             for p, _, arrays in items:
-                state = self.state.setdefault(p, {})
+                state = self.state[p]
                 for name, (a, fresh) in zip(self._fused_state, arrays):
                     if fresh:
                         state[name] = a
@@ -455,11 +486,21 @@ class Optimizer:
     # (momentum buffers, moments); LBFGS keeps flat vectors instead.
     _state_like_params = True
 
+    def _state_shape(self, p, name):
+        """The shape state ``name`` of ``p`` must have when loaded (None: any)."""
+        return tuple(p.shape) if self._state_like_params else None
+
     def _import_state(self, p, st, index=None):
         entry = {}
         for name, v in st.items():
             if not isinstance(v, Tensor):
                 entry[name] = _import(v)
+                continue
+            if name == "step" and v.numel() == 1:
+                # PyTorch saves the step count as a float32 tensor; kept as one, ``1 - b ** step``
+                # would be computed in float32 (PyTorch's rules read it as a Python number)
+                step = float(v.detach().item())
+                entry[name] = int(step) if step.is_integer() else step
                 continue
             # state follows its parameter's device (PyTorch's rule); the step count stays put
             src = v._data if name == "step" else backend.to_device(v._data, p.device)
@@ -468,10 +509,11 @@ class Optimizer:
                 if p.dtype.kind == "c" and arr.dtype.kind == "c" and arr.shape == tuple(p.shape):
                     entry[name] = _real_view(arr.astype(p.dtype)).copy()  # See NOTE [Complex optimizer state]
                     continue
-                if name != "step" and arr.ndim and self._state_like_params and arr.shape != tuple(p.shape):
+                want = self._state_shape(p, name)
+                if name != "step" and arr.ndim and want is not None and arr.shape != want:
                     raise ValueError(f"{type(self).__name__}.load_state_dict: state {name!r} has shape "
-                                     f"{arr.shape} but its parameter (index {index}) has shape {tuple(p.shape)}")
-                if name != "step" and arr.shape == p.shape:
+                                     f"{arr.shape} but its parameter (index {index}) needs {want}")
+                if name != "step" and arr.ndim and arr.shape == want:
                     arr = arr.astype(p.dtype)
             entry[name] = arr
         return entry
@@ -514,7 +556,7 @@ class Optimizer:
                       for saved, mine in zip(groups, self.param_groups)]
         for mine, new in zip(self.param_groups, new_groups):
             mine.update(new)
-        self.state = new_state
+        self.state = collections.defaultdict(dict, new_state)
 
     def _check_group_options(self, name, i, saved):
         """The saved group's options are this optimizer's, and pass its constructor's checks."""
@@ -535,6 +577,8 @@ class Optimizer:
         except (TypeError, ValueError):  # pragma: no cover - builtins only
             return
         kw = {k: saved[k] for k in self.defaults if k in sig.parameters and k in saved}
+        if all(k in mine and _same_option(mine[k], v) for k, v in kw.items()):
+            return  # the options this group already runs with (PyTorch checks no group's options)
         from ..ops.creation import zeros
 
         dummy = zeros(1, 1, requires_grad=True)  # 2-D: some optimizers (Muon) take only matrices
@@ -546,6 +590,15 @@ class Optimizer:
             type(self)([dummy], **kw)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{name}: param_groups[{i}] has an invalid option: {e}") from None
+
+def _same_option(a, b):
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return a is b
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
 
 # Keys that learning-rate schedulers add to parameter groups.
 _SCHEDULER_KEYS = frozenset({"initial_lr", "max_lr", "min_lr", "base_lr", "max_momentum", "base_momentum",

@@ -5,6 +5,8 @@ in ``_worker.py``.
 """
 from __future__ import annotations
 
+import collections.abc
+import copy
 import time
 import warnings
 import weakref
@@ -19,7 +21,14 @@ from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 
 def default_collate(batch):
-    """Stack a list of samples into a batch (tensors, arrays, numbers, tuples, dicts).
+    """Stack a list of samples into a batch (tensors, arrays, numbers, tuples, dicts), as
+    PyTorch's ``default_collate``.
+
+    Tensors, NumPy arrays and NumPy scalars are stacked along a new dim 0 (keeping their
+    dtype); Python floats give float64, other Python numbers the dtype ``lucid.tensor`` infers
+    for the whole list (``[1, 2.5]`` -> float32, ``[True, 2]`` -> int64); strings stay a list
+    of strings. Mappings keep their type (``OrderedDict``), namedtuples too; any other
+    sequence of samples (tuples included) becomes a list with one batch per position.
 
     Parameters
     ----------
@@ -35,36 +44,81 @@ def default_collate(batch):
     >>> from lucid.utils.data import default_collate
     >>> default_collate([(1, 2.0), (3, 4.0)])
     [tensor([1, 3]), tensor([2., 4.], dtype=lucid.float64)]
+    >>> default_collate([("a", 1), ("b", 2.5)])
+    [['a', 'b'], tensor([1. , 2.5])]
     """
+    from ..._core.dtypes import float64
+    from ...ops.creation import tensor
     from ...ops.shape import stack
 
-    first = batch[0]
-    if isinstance(first, Tensor):
+    elem = batch[0]
+    if isinstance(elem, Tensor):
         return stack(batch, 0)
-    if isinstance(first, (np.ndarray, np.generic)) and not isinstance(first, (np.str_, np.bytes_)):
-        return _wrap(np.stack(batch))
-    if isinstance(first, (bool, np.bool_)):
-        return _wrap(np.array(batch, dtype=bool))
-    if isinstance(first, (int, np.integer)):
-        return _wrap(np.array(batch, dtype=np.int64))
-    if isinstance(first, (float, np.floating)):
-        return _wrap(np.array(batch, dtype=np.float64))
-    if isinstance(first, (str, bytes)):
-        return list(batch)
-    if isinstance(first, dict):
-        return {k: default_collate([b[k] for b in batch]) for k in first}
-    if isinstance(first, tuple) and hasattr(first, "_fields"):
-        return type(first)(*(default_collate(list(s)) for s in zip(*batch)))
-    if isinstance(first, (tuple, list)):
-        if any(len(b) != len(first) for b in batch):
+    if isinstance(elem, np.ndarray):
+        if _is_text_or_object(elem.dtype):
+            raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
+                            f"found an array of dtype {elem.dtype}")
+        return stack([_wrap(np.asarray(b)) for b in batch], 0)
+    if isinstance(elem, (np.bool_, np.number)):
+        return _wrap(np.stack(batch))  # NumPy scalars keep their dtype (np.int8 stays int8)
+    # (numbers are batched on the host, as arrays are: a batch is moved to a device by its user)
+    if isinstance(elem, float):
+        return tensor(batch, dtype=float64, device="cpu")
+    if isinstance(elem, int):  # bool too; the list decides the dtype, as torch.tensor(batch)
+        return tensor(batch, device="cpu")
+    if isinstance(elem, (str, bytes)):
+        return list(batch)  # (a list also where PyTorch hands out the zip's tuple)
+    if isinstance(elem, collections.abc.Mapping):
+        return _same_mapping(elem, {k: default_collate([d[k] for d in batch]) for k in elem})
+    if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
+        return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
+    if isinstance(elem, collections.abc.Sequence):
+        if any(len(b) != len(elem) for b in batch):
             raise RuntimeError("default_collate: each element in list of batch should be of equal size")
-        return [default_collate(list(s)) for s in zip(*batch)]
-    raise TypeError(f"default_collate: batch must contain tensors, arrays, numbers, dicts or lists; found {type(first).__name__}")
+        return _same_sequence(elem, [default_collate(list(s)) for s in zip(*batch)])
+    raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
+                    f"found {type(elem).__name__}")
+
+
+def _is_text_or_object(dtype):
+    return dtype.kind in "SaUO"  # PyTorch's np_str_obj_array_pattern
+
+
+def _same_mapping(elem, values):
+    """``values`` (a dict) in the type of the mapping ``elem``, as PyTorch's collate does."""
+    if isinstance(elem, collections.abc.MutableMapping):
+        try:
+            clone = copy.copy(elem)
+            clone.update(values)
+            return clone
+        except TypeError:
+            return values
+    try:
+        return type(elem)(values)
+    except TypeError:
+        return values
+
+
+def _same_sequence(elem, values):
+    """``values`` (a list) in the type of the sequence ``elem``; a tuple gives a list."""
+    if isinstance(elem, tuple):
+        return values
+    try:
+        if isinstance(elem, collections.abc.MutableSequence):
+            clone = copy.copy(elem)
+            for i, v in enumerate(values):
+                clone[i] = v
+            return clone
+        return type(elem)(values)
+    except TypeError:
+        return values
 
 
 def default_convert(data):
     """Without automatic batching: NumPy arrays and scalars become Tensors, containers are
-    converted element by element, everything else is returned as is.
+    converted element by element (a tuple becomes a list, as in PyTorch; namedtuples and
+    mappings keep their type), everything else is returned as is, arrays of strings or
+    objects included.
 
     Parameters
     ----------
@@ -77,15 +131,23 @@ def default_convert(data):
     >>> from lucid.utils.data import default_convert
     >>> default_convert(np.array([1.0, 2.0]))
     tensor([1., 2.], dtype=lucid.float64)
+    >>> default_convert((1, np.int64(2)))
+    [1, tensor(2)]
     """
+    if isinstance(data, Tensor):
+        return data
     if isinstance(data, (np.ndarray, np.generic)) and not isinstance(data, (np.str_, np.bytes_)):
+        if isinstance(data, np.ndarray) and _is_text_or_object(data.dtype):
+            return data
         return _wrap(np.asarray(data))
-    if isinstance(data, dict):
-        return {k: default_convert(v) for k, v in data.items()}
+    if isinstance(data, collections.abc.Mapping):
+        return _same_mapping(data, {k: default_convert(v) for k, v in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(v) for v in data))
-    if isinstance(data, (tuple, list)):
-        return type(data)(default_convert(v) for v in data)
+    if isinstance(data, tuple):
+        return [default_convert(v) for v in data]
+    if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
+        return _same_sequence(data, [default_convert(v) for v in data])
     return data
 
 

@@ -57,6 +57,9 @@ class IterableDataset(Dataset):
     def __iter__(self):
         raise NotImplementedError(f"{type(self).__name__}: subclasses of IterableDataset should implement __iter__")
 
+    def __add__(self, other):
+        return ChainDataset([self, other])  # streams chain; ConcatDataset refuses them
+
 
 class TensorDataset(Dataset):
     """Samples are the ``index``-th rows of each tensor.
@@ -146,10 +149,10 @@ class ConcatDataset(Dataset):
         for d in self.datasets:
             if isinstance(d, IterableDataset):
                 raise TypeError("ConcatDataset: does not support IterableDataset")
-        self.cumulative_sizes = list(np.cumsum([len(d) for d in self.datasets]))
+        self.cumulative_sizes = [int(c) for c in np.cumsum([len(d) for d in self.datasets])]
 
     def __len__(self):
-        return int(self.cumulative_sizes[-1])
+        return self.cumulative_sizes[-1]
 
     def __getitem__(self, idx):
         if idx < 0:
@@ -270,7 +273,11 @@ def random_split(dataset, lengths, generator=None):
     """
     n = len(dataset)
     lengths = list(lengths)
-    if math.isclose(sum(lengths), 1) and sum(lengths) <= 1 and any(isinstance(x, float) for x in lengths):
+    # PyTorch's rule: lengths summing to 1 are fractions (so [1] and [0, 1] are too)
+    if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        for i, f in enumerate(lengths):
+            if not 0 <= f <= 1:
+                raise ValueError(f"random_split: fraction at index {i} is not between 0 and 1, got {f!r}")
         counts = [int(math.floor(n * f)) for f in lengths]
         for i in range(n - sum(counts)):
             counts[i % len(counts)] += 1

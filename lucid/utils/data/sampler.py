@@ -83,10 +83,13 @@ class RandomSampler(Sampler):
     """
 
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+        if not isinstance(replacement, bool):
+            raise TypeError(f"RandomSampler: replacement should be a boolean value, but got replacement={replacement!r}")
         self.data_source, self.replacement, self.generator = data_source, replacement, generator
         self._num_samples = num_samples
-        if num_samples is not None and (not isinstance(num_samples, int) or num_samples <= 0):
-            raise ValueError(f"RandomSampler: num_samples should be a positive integer, got {num_samples}")
+        # (an empty dataset is refused too: PyTorch's num_samples is then 0)
+        if isinstance(self.num_samples, bool) or not isinstance(self.num_samples, int) or self.num_samples <= 0:
+            raise ValueError(f"RandomSampler: num_samples should be a positive integer, got {self.num_samples!r}")
 
     @property
     def num_samples(self):
@@ -155,6 +158,10 @@ class WeightedRandomSampler(Sampler):
     """
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
+            raise ValueError(f"WeightedRandomSampler: num_samples should be a positive integer, got {num_samples!r}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"WeightedRandomSampler: replacement should be a boolean value, got {replacement!r}")
         # drawing happens on the host (indices are Python ints): a device tensor of weights is
         # copied here once, explicitly
         w = np.asarray(host(weights._data) if isinstance(weights, Tensor) else weights, dtype=np.float64)
@@ -195,6 +202,8 @@ class BatchSampler(Sampler):
     def __init__(self, sampler, batch_size, drop_last):
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
             raise ValueError(f"BatchSampler: batch_size should be a positive integer, got {batch_size}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"BatchSampler: drop_last should be a boolean value, got {drop_last!r}")
         self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
 
     def __iter__(self):
