@@ -506,6 +506,10 @@ def _to_array(data, dtype):
         arr = np.array(_tensors_to_lists(data), dtype=dtype)
     else:
         arr = np.array(data, dtype=dtype)
+    if dtype is None and data.__class__ in (list, tuple) and arr.dtype not in _PYTHON_ONLY:
+        leaf = _numpy_leaf_dtype(data)
+        if leaf is not None:  # NumPy scalars or arrays inside: PyTorch's promotion of the leaves
+            return arr.astype(leaf, copy=False)
     if dtype is None:
         if arr.dtype.kind == "f" and not isinstance(data, np.ndarray) and not _is_np_scalar(data):
             # NumPy goes to float64 for ints beyond int64 mixed with others: look only when a
@@ -527,6 +531,62 @@ def _to_array(data, dtype):
             arr = arr.astype(dtypes.to_dtype(np.promote_types(arr.dtype, np.float32)
                                              if arr.dtype.kind == "f" else np.int64))
     return arr
+
+
+# NumPy infers int64/bool for a list of Python ints/bools exactly as PyTorch does, whatever
+# NumPy scalars it also holds; any other dtype may come from NumPy leaves and is re-derived.
+_PYTHON_ONLY = (np.dtype(np.int64), np.dtype(np.bool_))
+_PYTHON_LEAVES = frozenset((builtins.float, builtins.int, builtins.bool, builtins.complex, list, tuple))
+
+
+def _leaf_types(seq, acc):
+    """The classes of the leaves of a nested list (``set(map(type, ...))`` runs at C speed)."""
+    kinds = set(map(type, seq))
+    acc |= kinds
+    if list in kinds or tuple in kinds:
+        for v in seq:
+            if v.__class__ is list or v.__class__ is tuple:
+                _leaf_types(v, acc)
+    return acc
+
+
+def _array_leaf_dtypes(seq, acc):
+    for v in seq:
+        if v.__class__ is list or v.__class__ is tuple:
+            _array_leaf_dtypes(v, acc)
+        elif isinstance(v, np.ndarray):
+            acc.add(v.dtype)
+    return acc
+
+
+def _numpy_leaf_dtype(data):
+    """PyTorch's dtype for a (nested) list holding NumPy scalars or arrays: the promotion of its
+    leaves' dtypes, a Python float counting as the default dtype (``tensor([np.float64(1.5)])``
+    is float64, ``tensor([np.float32(1), 2.0])`` float32); None when no leaf is NumPy's."""
+    kinds = _leaf_types(data, set())
+    if kinds <= _PYTHON_LEAVES or not any(issubclass(k, (np.generic, np.ndarray)) for k in kinds):
+        return None
+    found = set()
+    for k in kinds:
+        if k is builtins.bool:
+            found.add(np.dtype(np.bool_))
+        elif k is builtins.int:
+            found.add(np.dtype(np.int64))
+        elif k is builtins.float:
+            found.add(np.dtype(dtypes.get_default_dtype()))
+        elif k is builtins.complex:
+            found.add(np.dtype(dtypes.default_complex()))
+        elif issubclass(k, np.generic):
+            found.add(np.dtype(k))
+    if any(issubclass(k, np.ndarray) for k in kinds):
+        _array_leaf_dtypes(data, found)
+    found = [d for d in found if d.kind in "biufc"]
+    if not found:
+        return None
+    out = found[0]
+    for d in found[1:]:
+        out = dtypes.to_dtype(dtypes.promote_types(out, d))
+    return out
 
 
 def _int_overflow():

@@ -305,3 +305,33 @@ def test_range_matches_torch():
             want = torch.range(*args, dtype=torch.float64).numpy()
             np.testing.assert_array_equal(host(lucid.range(*args, dtype=lucid.float64)), want)
 
+
+
+_NUMPY_LEAF_CASES = [
+    ([np.float64(1.5)], "float64"), ([np.int8(1), np.int8(2)], "int8"), ([np.float16(1)], "float16"),
+    ([np.float32(1), 2.0], "float32"), ([1.0, np.float64(2)], "float64"), ([np.int8(1), 2], "int64"),
+    ([np.int32(1), 2.5], "float32"), ([np.array([1.0, 2.0])], "float64"),
+    ([np.array([1, 2], dtype=np.int16), np.array([3, 4], dtype=np.int16)], "int16"),
+    ([[np.float64(1)], [np.float64(2)]], "float64"), ([np.bool_(True), np.bool_(False)], "bool"),
+    ([np.uint8(3), np.int8(1)], "int16"), ([np.complex64(1j), 2.0], "complex64"), ([np.float16(1), 2.0], "float32"),
+    ([1.0, 2.0], "float32"), ([1, 2], "int64"), ([True, 2], "int64"),
+]
+
+
+@pytest.mark.parametrize("data,want", _NUMPY_LEAF_CASES)
+def test_a_list_of_numpy_scalars_keeps_their_promoted_dtype(data, want):
+    # PyTorch promotes the leaves' dtypes (a Python float counts as the default dtype); Lucid
+    # took NumPy's float64/int64 and then the defaults, so tensor([np.float64(1.5)]) was float32.
+    t = lucid.tensor(data)
+    assert str(t.dtype) == f"lucid.{want}"
+    np.testing.assert_array_equal(t.numpy(), np.array(data).astype(want))
+
+
+def test_numpy_leaves_match_pytorch():
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns that a list of ndarrays is slow
+        for data, _ in _NUMPY_LEAF_CASES:
+            assert str(lucid.tensor(data).dtype).split(".")[1] == str(torch.tensor(data).dtype).split(".")[1]
