@@ -58,7 +58,7 @@ _NOT_WRAPPED = frozenset("""
 is_tensor is_storage vmap compile typename set_default_dtype get_default_dtype set_default_device
 get_default_device set_printoptions get_printoptions manual_seed seed initial_seed
 use_deterministic_algorithms are_deterministic_algorithms_enabled is_grad_enabled set_grad_enabled
-is_inference_mode_enabled
+is_inference_mode_enabled bind
 """.split())
 # PyTorch's get_ignored_functions (for the names Lucid has): constructors, which a subclass
 # argument does not take over (``lucid.tensor(sub)`` is a plain tensor) but modes do see.
@@ -208,7 +208,10 @@ def _activate():
             public = _wrap_function(obj, modes_only=name in _IGNORED_NAMES)
             put(ns, name, public)
             home = sys.modules.get(obj.__module__)  # so pickling by name finds the wrapper
-            if home is not None and home is not ns and vars(home).get(obj.__name__) is obj:
+            # ... but never inside lucid._core: its machinery (bind, which lucid.linalg happens
+            # to import) calls its own functions and must not reach a subclass's handler
+            if home is not None and home is not ns and vars(home).get(obj.__name__) is obj \
+                    and not obj.__module__.startswith("lucid._core"):
                 put(home, obj.__name__, public)
     for name, obj in list(vars(Tensor).items()):
         if name in _TENSOR_SKIP or (name.startswith("_") and not (name.startswith("__") and name.endswith("__"))):

@@ -213,3 +213,28 @@ def test_make_subclass_in_new_as_pytorch_subclasses_do():
     assert plain.tolist() == [2.0, 2.0] and plain._version is x._version
     with pytest.raises(TypeError, match="_make_subclass: cls must be a subclass of Tensor"):
         lucid.Tensor._make_subclass(int, x)
+
+
+def test_switching_the_protocol_on_leaves_the_core_machinery_alone():
+    # lucid.linalg imports bind; wrapping it also rebound lucid._core.primitive.bind, so bind's own
+    # recursive call (operands on a device that is not current) reached a subclass's handler.
+    from lucid._core import primitive
+    from lucid.testing import strict_device
+
+    original = primitive.bind
+    seen = []
+
+    class Watched(lucid.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(func.__name__)
+            return super().__torch_function__(func, types, args, kwargs)
+
+    assert primitive.bind is original
+    strict_device.enable()
+    with lucid.device("strict:0"):
+        x = lucid.ones(2, device="strict:1").as_subclass(Watched)
+        from lucid.ops.shape.views import alias
+
+        out = alias(x)
+    assert "bind" not in seen and type(out) is lucid.Tensor
