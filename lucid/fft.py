@@ -23,9 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from ._core import dtypes
-from ._core.tensor import Tensor
 from .ops import fft as _p
 from .ops._family import _as_tensor
+from .ops.creation import tensor as _tensor
 from .ops.complex import conj
 
 _NORMS = ("backward", "forward", "ortho")
@@ -35,12 +35,16 @@ _SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 # ------------------------------------------------------------------------ validation
 
 
+class _NormModeError(RuntimeError, ValueError):
+    """PyTorch raises RuntimeError for a bad ``norm``; Lucid raised ValueError before, so both catch it."""
+
+
 def _norm(api, norm):
     if norm is None:
         return "backward"
     if norm not in _NORMS:
-        raise ValueError(f"{api}: Invalid normalization mode: {norm!r} (expected one of "
-                         f"'backward', 'forward', 'ortho' or None)")
+        raise _NormModeError(f"{api}: Invalid normalization mode: {norm!r} (expected one of "
+                             f"'backward', 'forward', 'ortho' or None)")
     return norm
 
 
@@ -100,7 +104,10 @@ def _dims(api, x, s, dim, default_all=True):
     return sizes, dims
 
 
-def _one(n, dim):
+def _one(api, n, dim):
+    # a 1-D transform's n must be positive: -1 ("keep the size") is only for the n-D ``s``
+    if n is not None and n < 1:
+        raise RuntimeError(f"{api}: Invalid number of data points ({n}) specified")
     return None if n is None else [n], dim
 
 
@@ -133,7 +140,7 @@ def fft(input, n=None, dim=-1, norm=None):
     >>> lucid.fft.fft(lucid.tensor([1.0, 0.0, 0.0, 0.0]))
     tensor([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=lucid.complex64)
     """
-    s, d = _one(n, dim)
+    s, d = _one("fft.fft", n, dim)
     return _c2c("fft.fft", input, s, d, norm, False)
 
 
@@ -146,7 +153,7 @@ def ifft(input, n=None, dim=-1, norm=None):
     >>> lucid.fft.ifft(lucid.tensor([4.0, 0.0, 0.0, 0.0]))
     tensor([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=lucid.complex64)
     """
-    s, d = _one(n, dim)
+    s, d = _one("fft.ifft", n, dim)
     return _c2c("fft.ifft", input, s, d, norm, True)
 
 
@@ -240,7 +247,7 @@ def rfft(input, n=None, dim=-1, norm=None):
     >>> lucid.fft.rfft(lucid.tensor([1.0, 1.0, 1.0]))
     tensor([3.+0.j, 0.+0.j], dtype=lucid.complex64)
     """
-    s, d = _one(n, dim)
+    s, d = _one("fft.rfft", n, dim)
     return _rfftn("fft.rfft", input, s, [d], norm)
 
 
@@ -256,7 +263,7 @@ def irfft(input, n=None, dim=-1, norm=None):
     >>> lucid.fft.irfft(lucid.tensor([3.0, 0.0]), n=3)
     tensor([1., 1., 1.])
     """
-    s, d = _one(n, dim)
+    s, d = _one("fft.irfft", n, dim)
     return _irfftn("fft.irfft", input, s, [d], norm)
 
 
@@ -323,7 +330,7 @@ def hfft(input, n=None, dim=-1, norm=None):
     >>> lucid.fft.hfft(lucid.tensor([1.0, 0.0, 0.0]))
     tensor([1., 1., 1., 1.])
     """
-    s, d = _one(n, dim)
+    s, d = _one("fft.hfft", n, dim)
     return _hfftn("fft.hfft", input, s, [d], norm)
 
 
@@ -337,7 +344,7 @@ def ihfft(input, n=None, dim=-1, norm=None):
     >>> bool((lucid.fft.ihfft(x) == lucid.fft.rfft(x).conj() / 4).all())
     True
     """
-    s, d = _one(n, dim)
+    s, d = _one("fft.ihfft", n, dim)
     return _ihfftn("fft.ihfft", input, s, [d], norm)
 
 
@@ -409,7 +416,9 @@ def fftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False):
     >>> lucid.fft.fftfreq(4)
     tensor([ 0.  ,  0.25, -0.5 , -0.25])
     """
-    return _freqs(np.fft.fftfreq(n, d), dtype, device, requires_grad)
+    k = _freq_count("fft.fftfreq", n)
+    k = np.concatenate([k[:(n + 1) // 2], k[(n + 1) // 2:] - n])
+    return _freqs("fft.fftfreq", k, n, d, dtype, device, requires_grad)
 
 
 def rfftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False):
@@ -421,12 +430,31 @@ def rfftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False):
     >>> lucid.fft.rfftfreq(4)
     tensor([0.  , 0.25, 0.5 ])
     """
-    return _freqs(np.fft.rfftfreq(n, d), dtype, device, requires_grad)
+    # n / 2 + 1 with C's truncating division, as PyTorch's (rfftfreq(-1) is [-0.], (-4) raises)
+    return _freqs("fft.rfftfreq", _freq_count("fft.rfftfreq", int(n / 2) + 1), n, d, dtype, device,
+                  requires_grad)
 
 
-def _freqs(arr, dtype, device, requires_grad):
-    return Tensor(arr.astype(dtypes.to_dtype(dtype) or dtypes.get_default_dtype()), dtype=None,
-                  device=device, requires_grad=requires_grad)
+def _freq_count(api, n):
+    if n < 0:
+        raise RuntimeError(f"{api}: Trying to create tensor with negative dimension {n}: [{n}]")
+    return np.arange(n, dtype=np.float64)
+
+
+def _freqs(api, k, n, d, dtype, device, requires_grad):
+    # PyTorch's kernel: arange(...) in the dtype times the scalar 1 / (n d), the scalar rounded to
+    # float32 for float16/float32 (their opmath); n d = 0 gives inf (C's division), so
+    # rfftfreq(0) is [nan] and fftfreq(n, 0) holds nan and +-inf
+    dt = dtypes.to_dtype(dtype) or dtypes.get_default_dtype()
+    if dt.kind == "c":
+        raise NotImplementedError(f"{api}: \"arange_cpu\" not implemented for complex dtype {dt}")
+    if dt.kind != "f":
+        raise RuntimeError(f"{api}: fftfreq requires a floating point or complex dtype, got {dt}")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.float64(1.0) / np.float64(n * d)
+        op = np.float64 if dt == np.float64 else np.float32
+        arr = (k.astype(op) * op(scale)).astype(dt)
+    return _tensor(arr, dtype=dt, device=device, requires_grad=requires_grad)
 
 
 def _shift(api, input, dim, sign):

@@ -22,6 +22,7 @@ from .ops.special import (airy_ai, bessel_j0, bessel_j1, bessel_y0, bessel_y1, d
                           ndtri, polygamma, psi, scaled_modified_bessel_k0,
                           scaled_modified_bessel_k1, sinc, spherical_bessel_j0, xlog1py, xlogy, zeta)
 from .ops._family import _as_tensor, _promote_float
+from .ops.creation import ones_like, zeros_like
 
 expit = sigmoid
 _RSQRT2 = 1 / math.sqrt(2.0)
@@ -66,9 +67,10 @@ def _poly(name, p1, step, shift=False):
 
 
 def _poly_int(x, n, p1, step):
+    # P_0 = 1 and P_{n<0} = 0 everywhere, also where x is inf or nan (as PyTorch): not x * 0 + 1
     if n < 0:
-        return x * 0
-    prev, cur = x * 0 + 1, p1(x)
+        return zeros_like(x)
+    prev, cur = ones_like(x), p1(x)
     if n == 0:
         return prev
     for k in range(1, n):
@@ -86,8 +88,8 @@ def _poly_tensor_n(name, x, n, p1, step):
     # once); the comparisons below run on x's device
     degrees = _as_tensor(np.trunc(host(n.detach()._data)).astype(np.int64)).to(x.device)
     top = int(degrees.max()) if degrees.numel() else -1
-    out = x * 0 + degrees.to(x.dtype) * 0  # the broadcast shape; 0 for negative degrees
-    prev, cur = None, x * 0 + 1
+    out = zeros_like(x) + degrees.to(x.dtype) * 0  # the broadcast shape; 0 for negative degrees
+    prev, cur = None, ones_like(x)
     for k in range(top + 1):
         if k == 1:
             prev, cur = cur, p1(x)

@@ -20,8 +20,11 @@ def _one_of(probs, logits, name):
 
 
 def _bce_with_logits(logits, target):
-    # max(x, 0) - x t + log1p(exp(-|x|)): stable for every x.
-    return lucid.relu(logits) - logits * target + lucid.log1p(lucid.exp(-logits.abs()))
+    # t softplus(-x) + (1 - t) softplus(x): smooth everywhere, with derivative sigmoid(x) - t, and
+    # no cancellation for t in {0, 1}. (max(x, 0) - x t + log1p(exp(-|x|)) has the same values,
+    # but the subgradients of its two kinks add up to 1 - t at x = 0, not 1/2 - t.)
+    zero = lucid.zeros_like(logits)
+    return target * lucid.logaddexp(zero, -logits) + (1 - target) * lucid.logaddexp(zero, logits)
 
 
 class Bernoulli(ExponentialFamily):

@@ -17,8 +17,8 @@ from .exp_family import ExponentialFamily
 from .normal import Uniform
 from .transformed_distribution import TransformedDistribution
 from .transforms import AffineTransform, PowerTransform
-from .utils import (broadcast_all, euler_constant, finfo, lazy_property, logits_to_probs,
-                    probs_to_logits, special)
+from .utils import (broadcast_all, clamp_min, euler_constant, finfo, lazy_property, logits_to_probs,
+                    probs_to_logits, safe_where, special)
 
 __all__ = ["Gamma", "Chi2", "Beta", "Dirichlet", "StudentT", "InverseGamma", "FisherSnedecor",
            "Kumaraswamy", "NegativeBinomial"]
@@ -176,7 +176,7 @@ class Dirichlet(ExponentialFamily):
 
     @property
     def mode(self):
-        cm1 = (self.concentration - 1).clamp(min=0.0)
+        cm1 = clamp_min(self.concentration - 1, 0.0)
         mode = cm1 / cm1.sum(-1, keepdim=True)
         # every concentration < 1: the density peaks at the vertex of the largest one.
         vertex = (self.concentration.argmax(-1).unsqueeze(-1)
@@ -324,9 +324,8 @@ class StudentT(Distribution):
     @property
     def variance(self):
         df = self.df
-        finite = self.scale.pow(2) * df / (df - 2).clamp(min=float(finfo(df.dtype).tiny))
-        return lucid.where(df > 2, finite, lucid.where(df > 1, lucid.full_like(df, math.inf),
-                                                       lucid.full_like(df, math.nan)))
+        finite = safe_where(df > 2, lambda d: self.scale.pow(2) * d / (d - 2), df, 3.0, math.inf)
+        return lucid.where(df > 1, finite, lucid.full_like(finite, math.nan))
 
     def rsample(self, sample_shape=()):
         # X / sqrt(V / df) with X standard normal and V ~ Chi2(df) = 2 Gamma(df / 2, 1).
@@ -384,9 +383,7 @@ class InverseGamma(TransformedDistribution):
 
     @property
     def mean(self):
-        c = self.concentration
-        return lucid.where(c > 1, self.rate / (c - 1).clamp(min=float(finfo(c.dtype).tiny)),
-                           lucid.full_like(c, math.inf))
+        return safe_where(self.concentration > 1, lambda c: self.rate / (c - 1), self.concentration, 2.0, math.inf)
 
     @property
     def mode(self):
@@ -394,9 +391,8 @@ class InverseGamma(TransformedDistribution):
 
     @property
     def variance(self):
-        c = self.concentration
-        finite = self.rate.pow(2) / ((c - 1).pow(2) * (c - 2).clamp(min=float(finfo(c.dtype).tiny)))
-        return lucid.where(c > 2, finite, lucid.full_like(c, math.inf))
+        return safe_where(self.concentration > 2, lambda c: self.rate.pow(2) / ((c - 1).pow(2) * (c - 2)),
+                          self.concentration, 3.0, math.inf)
 
     def entropy(self):
         c = self.concentration
@@ -424,22 +420,18 @@ class FisherSnedecor(Distribution):
 
     @property
     def mean(self):
-        df2 = self.df2
-        return lucid.where(df2 > 2, df2 / (df2 - 2).clamp(min=float(finfo(df2.dtype).tiny)),
-                           lucid.full_like(df2, math.nan))
+        return safe_where(self.df2 > 2, lambda d: d / (d - 2), self.df2, 3.0, math.nan)
 
     @property
     def mode(self):
-        mode = (self.df1 - 2) / self.df1
-        mode = lucid.where(mode > 0, mode, lucid.full_like(mode, math.nan))
-        return mode * self.df2 / (self.df2 + 2)
+        mode = (self.df1 - 2) / self.df1 * self.df2 / (self.df2 + 2)
+        return lucid.where(self.df1 > 2, mode, lucid.full_like(mode, math.nan))  # PyTorch's mask: no df2 grad
 
     @property
     def variance(self):
-        df1, df2 = self.df1, self.df2
-        finite = (2 * df2.pow(2) * (df1 + df2 - 2)
-                  / (df1 * (df2 - 2).pow(2) * (df2 - 4).clamp(min=float(finfo(df2.dtype).tiny))))
-        return lucid.where(df2 > 4, finite, lucid.full_like(df2, math.nan))
+        df1 = self.df1
+        return safe_where(self.df2 > 4, lambda d: 2 * d.pow(2) * (df1 + d - 2) / (df1 * (d - 2).pow(2) * (d - 4)),
+                          self.df2, 5.0, math.nan)
 
     def rsample(self, sample_shape=()):
         # (X1 / df1) / (X2 / df2) with X_i ~ Chi2(df_i) = 2 Gamma(df_i / 2, 1).

@@ -121,7 +121,7 @@ class Uniform(Distribution):
 
     @property
     def mode(self):
-        return lucid.full_like(self.high, math.nan)
+        return self.high * math.nan  # PyTorch's: no mode, but a graph (its gradient is nan)
 
     @property
     def stddev(self):

@@ -13,7 +13,7 @@ from .distribution import Distribution
 from .normal import Cauchy, Exponential, Normal, Uniform
 from .transforms import (AbsTransform, AffineTransform, ComposeTransform, ExpTransform,
                          PowerTransform, Transform)
-from .utils import broadcast_all, euler_constant, finfo, special, sum_rightmost
+from .utils import broadcast_all, clamp_min, euler_constant, finfo, special, sum_rightmost
 
 __all__ = ["TransformedDistribution", "Independent", "LogNormal", "HalfNormal", "HalfCauchy",
            "Gumbel", "Pareto", "Weibull", "LogisticNormal"]
@@ -459,7 +459,7 @@ class Pareto(TransformedDistribution):
 
     @property
     def mean(self):
-        a = self.alpha.clamp(min=1)  # infinite for alpha <= 1
+        a = clamp_min(self.alpha, 1.0)  # infinite for alpha <= 1
         with np.errstate(divide="ignore"):
             return a * self.scale / (a - 1)
 
@@ -469,7 +469,7 @@ class Pareto(TransformedDistribution):
 
     @property
     def variance(self):
-        a = self.alpha.clamp(min=2)  # infinite for alpha <= 2
+        a = clamp_min(self.alpha, 2.0)  # infinite for alpha <= 2
         with np.errstate(divide="ignore"):
             return self.scale.pow(2) * a / ((a - 1).pow(2) * (a - 2))
 

@@ -59,6 +59,26 @@ def finfo(dtype):
     return np.finfo(np.dtype(dtype))
 
 
+def clamp_min(x, lo):
+    """``x.clamp(min=lo)`` whose gradient is selected, not multiplied by a mask.
+
+    PyTorch's clamp backward is ``where(x >= lo, g, 0)``: a clamped element gets 0 even where
+    the upstream gradient is inf (``mean = a / (a - 1)`` at the clamp ``a = 1``); Lucid's clamp
+    multiplies by the mask, which gives nan there. NaN stays NaN, as clamp's.
+    """
+    return lucid.where(x < lo, lucid.full_like(x, lo), x)
+
+
+def safe_where(cond, fn, x, safe, fill):
+    """``where(cond, fn(x), fill)`` with ``fn`` evaluated at ``safe`` where ``cond`` is False.
+
+    The masked branch then has a finite derivative, so its zero cotangent stays 0 (0 * inf
+    would be nan): PyTorch's gradient for a statistic that is inf or nan off its domain.
+    """
+    inside = fn(lucid.where(cond, x, lucid.full_like(x, safe)))
+    return lucid.where(cond, inside, lucid.full_like(inside, fill))
+
+
 def clamp_probs(probs):
     """Probabilities clamped to ``[eps, 1 - eps]`` of their dtype (keeps logs finite)."""
     eps = float(finfo(probs.dtype).eps)

@@ -159,7 +159,8 @@ class VonMises(Distribution):
     """
 
     arg_constraints = {"loc": constraints.real, "concentration": constraints.positive}
-    support = constraints.circular
+    # PyTorch's: any real angle (the density is 2 pi periodic), though samples lie in [-pi, pi)
+    support = constraints.real
     has_rsample = False
 
     def __init__(self, loc, concentration, validate_args=None):

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from .._core.primitive import bind
-from .._core.tensor import tensor_method
+from .._core.tensor import Tensor, tensor_method
 from ..ops import linalg as _ops
 from ..ops import linalg_norm as _norm
 from ..ops._family import _as_tensor, normalize_axis
@@ -129,7 +129,12 @@ def solve(A, B, *, left=True):
     from ..ops.elementwise import promote
 
     if not left:  # X A = B  <=>  A^T X^T = B^T
-        return solve(_as_tensor(A).mT, _as_tensor(B).mT).mT
+        A, B = _as_tensor(A), _as_tensor(B)
+        if B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1])):
+            n = A.shape[-1] if A.ndim else 0
+            raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation XA = B "
+                               f"({n}x{n} and {B.shape[-1]}x1): a vector B needs left=True")
+        return solve(A.mT, B.mT).mT
     A = _matrix(A, "solve", True)
     A, B = promote(A, _float(B, "solve"))
     vec = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
@@ -145,7 +150,8 @@ def solve(A, B, *, left=True):
 def cholesky(A, *, upper=False):
     """Cholesky factor ``L`` (lower) with ``A = L L^T``, of a symmetric positive-definite ``A``.
 
-    Only the lower triangle of ``A`` is read; the gradient is symmetric.
+    Only the lower triangle of ``A`` is read (the upper one with ``upper=True``, as PyTorch);
+    the gradient is symmetric.
 
     Parameters
     ----------
@@ -160,7 +166,10 @@ def cholesky(A, *, upper=False):
     >>> lucid.linalg.cholesky(lucid.tensor([[4.0, 2.0], [2.0, 2.0]])).tolist()
     [[2.0, 0.0], [1.0, 1.0]]
     """
-    L = bind(_ops.cholesky_p, (_matrix(A, "cholesky", True),), {})
+    A = _matrix(A, "cholesky", True)
+    if upper:  # PyTorch (LAPACK uplo='U') reads the upper triangle: the lower one of A^H
+        A = A.mT.conj() if A.dtype.kind == "c" else A.mT
+    L = bind(_ops.cholesky_p, (A,), {})
     if upper:  # U = L^H (PyTorch's; the conjugate matters for complex A)
         return L.mT.conj() if L.dtype.kind == "c" else L.mT
     return L
@@ -217,10 +226,12 @@ def eigh(A, UPLO="L"):
     [1.0, 2.0]
     """
     A = _matrix(A, "eigh", True)
-    if UPLO not in ("L", "U"):
-        raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
-    if UPLO == "U":
-        A = A.mT
+    if not isinstance(UPLO, str) or UPLO.upper() not in ("L", "U"):  # PyTorch takes 'l' and 'u' too
+        raise RuntimeError(f"linalg.eigh: Expected UPLO argument to be 'L' or 'U', but got {UPLO!r}")
+    if UPLO.upper() == "U":
+        # the lower triangle of A^H is the Hermitian matrix the upper one of A stands for (A^T's
+        # would be its conjugate: the same eigenvalues, conjugated eigenvectors)
+        A = A.mT.conj() if A.dtype.kind == "c" else A.mT
     return EighResult(*bind(_ops.eigh_p, (A,), {}))
 
 
@@ -243,7 +254,19 @@ def eigvalsh(A, UPLO="L"):
     return eigh(A, UPLO).eigenvalues
 
 
-def svd(A, full_matrices=True):
+def _check_svd_driver(op, A, driver):
+    # PyTorch takes driver= on CUDA only (cuSOLVER's algorithms); on a device Lucid accepts the
+    # same names and computes the same decomposition with its backend's one routine
+    if driver is None:
+        return
+    if A.device.type in ("cpu", "meta"):
+        raise RuntimeError(f"linalg.{op}: keyword argument `driver=` is only supported on CUDA inputs with "
+                           f"cuSOLVER backend (got driver={driver!r} for a {A.device.type} tensor)")
+    if driver not in ("gesvd", "gesvdj", "gesvda"):
+        raise RuntimeError(f"linalg.{op}: driver must be one of None, 'gesvd', 'gesvdj' or 'gesvda', got {driver!r}")
+
+
+def svd(A, full_matrices=True, *, driver=None):
     """SVD ``A = U diag(S) Vh``; ``full_matrices=True`` (PyTorch's default) gives square U and Vh.
 
     Gradients as PyTorch's: at exactly repeated singular values (or zero ones when the matrix
@@ -260,6 +283,8 @@ def svd(A, full_matrices=True):
         (..., m, n).
     full_matrices : bool
         U (..., m, m) and Vh (..., n, n) if True, else (..., m, k) and (..., k, n), k = min(m, n).
+    driver : {None, 'gesvd', 'gesvdj', 'gesvda'}
+        cuSOLVER's algorithm in PyTorch: only on a device (the result is the same), None on the CPU.
 
     Examples
     --------
@@ -270,17 +295,20 @@ def svd(A, full_matrices=True):
     (3, 3)
     """
     A = _matrix(A, "svd")
+    _check_svd_driver("svd", A, driver)
     full = full_matrices and A.shape[-1] != A.shape[-2]
     return SVDResult(*bind(_ops.svd_p, (A,), {"full_matrices": True} if full else {}))
 
 
-def svdvals(A):
+def svdvals(A, *, driver=None):
     """Singular values (descending); the gradient is ``U diag(g) Vh``.
 
     Parameters
     ----------
     A : Tensor
         (..., m, n).
+    driver : None
+        As :func:`svd`'s.
 
     Examples
     --------
@@ -288,7 +316,9 @@ def svdvals(A):
     >>> lucid.linalg.svdvals(lucid.tensor([[3.0, 0.0], [0.0, -2.0]])).tolist()
     [3.0, 2.0]
     """
-    return bind(_ops.svdvals_p, (_matrix(A, "svdvals"),), {})
+    A = _matrix(A, "svdvals")
+    _check_svd_driver("svdvals", A, driver)
+    return bind(_ops.svdvals_p, (A,), {})
 
 
 # ----------------------------------------------------------------------- norms
@@ -444,8 +474,8 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
     ----------
     A : Tensor
         (..., m, n).
-    atol, rtol : float, optional
-        Absolute and relative cut-offs.
+    atol, rtol : float or Tensor, optional
+        Absolute and relative cut-offs (a tensor: one per matrix, broadcast over the batch).
     hermitian : bool
         ``A`` is symmetric (Hermitian): use ``eigh``.
 
@@ -458,10 +488,49 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
     from ..ops import linalg_eig as _e
 
     A = _matrix(A, "pinv", square=bool(hermitian))
+    if (isinstance(atol, Tensor) or isinstance(rtol, Tensor)) and A.numel():
+        return _pinv_batched_tol(A, atol, rtol, bool(hermitian))
     atol = 0.0 if atol is None else float(atol)
     if rtol is None:
         rtol = float(np.finfo(A.dtype).eps * max(A.shape[-2:])) if atol <= 0 else 0.0
     return bind(_e.pinv_p, (A,), {"atol": atol, "rtol": float(rtol), "hermitian": bool(hermitian)})
+
+
+def _pinv_batched_tol(A, atol, rtol, hermitian):
+    """pinv with tensor tolerances (one per matrix, broadcast over the batch, as PyTorch's).
+
+    Composed from svd / eigh, as PyTorch's pinv is: the cut-off differs per matrix, which the
+    primitive's scalar parameters can't say. Its gradient is svd's (not finite at repeated
+    singular values, as PyTorch's).
+    """
+    from ..ops.creation import full
+    from ..ops.elementwise import maximum, where
+    from ..ops.reduce import amax
+
+    real = np.dtype(A.dtype).type(0).real.dtype
+
+    def tol(v):  # a number is made on A's device, as a tensor's value is read there
+        return v.to(real) if isinstance(v, Tensor) else full((), float(v), dtype=real, device=A.device)
+
+    at = tol(0.0 if atol is None else atol)
+    if rtol is None:  # PyTorch: eps * max(m, n), or 0 where atol > 0
+        rt = where(at > 0, 0.0, float(np.finfo(real).eps * max(A.shape[-2:]))).to(real)
+    else:
+        rt = tol(rtol)
+    if hermitian:
+        w, V = eigh(A)
+        s, Uh, Vl = w.abs(), _adj(V), V
+    else:
+        U, w, Vh = svd(A, full_matrices=False)
+        s, Uh, Vl = w, _adj(U), _adj(Vh)
+    cut = maximum(at.unsqueeze(-1), amax(s, -1, True) * rt.unsqueeze(-1))
+    keep = s > cut
+    winv = where(keep, 1 / where(keep, w, 1.0), 0.0)
+    return (Vl * winv.unsqueeze(-2).to(A.dtype)) @ Uh
+
+
+def _adj(x):
+    return x.mT.conj() if x.dtype.kind == "c" else x.mT
 
 
 @tensor_method("matrix_power")

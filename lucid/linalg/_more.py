@@ -185,9 +185,10 @@ def lstsq(A, B, rcond=None, *, driver=None):
 
     Full-rank inputs solve through the QR decomposition (of ``A``, or of ``A^H`` when wide),
     rank-deficient ones through the pseudo-inverse; both are differentiable. As PyTorch:
-    ``residuals`` (squared column norms of ``A X - B``) only when m > n and A has full rank,
-    ``rank`` for the drivers 'gelsy' (default), 'gelsd' and 'gelss', ``singular_values``
-    for 'gelsd' and 'gelss'; empty tensors otherwise.
+    ``residuals`` (squared column norms of ``A X - B``) only when m > n, A has full rank and
+    the driver is not 'gelsy' (the default), ``rank`` for 'gelsy', 'gelsd' and 'gelss',
+    ``singular_values`` for 'gelsd' and 'gelss'; empty tensors otherwise. ``residuals`` and
+    ``singular_values`` are real for complex inputs.
 
     Parameters
     ----------
@@ -227,9 +228,10 @@ def lstsq(A, B, rcond=None, *, driver=None):
     full = bool((rank.numpy() == min(m, n)).all()) if rank.__class__ is Tensor else False
     X = _lstsq_qr(A, B, m, n) if full else _L().pinv(A, rtol=rtol) @ B
     mod = namespace_of(A)
-    empty = _as_tensor(mod.zeros((0,), dtype=np.dtype(A.dtype)))
+    # residuals and singular values are real, as PyTorch's, for complex inputs too
+    empty = _as_tensor(mod.zeros((0,), dtype=np.dtype(A.dtype).type(0).real.dtype))
     residuals = empty
-    if m > n and full and m:
+    if m > n and full and m and driver != "gelsy":  # PyTorch's gelsy (its CPU default) gives none
         r = A @ X - B
         residuals = (r.conj() * r).real.sum(-2) if r.dtype.kind == "c" else (r * r).sum(-2)
     sv = _L().svdvals(A).detach() if driver in ("gelsd", "gelss") else empty
@@ -278,7 +280,8 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     Parameters
     ----------
     A : Tensor
-        (..., n, n), symmetric (Hermitian) positive-definite; the lower triangle is read.
+        (..., n, n), symmetric (Hermitian) positive-definite; the lower triangle is read
+        (the upper one with ``upper=True``, as PyTorch).
     upper : bool
         Return the upper factor ``L^H``.
     check_errors : bool
@@ -291,7 +294,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     2
     """
     A = _float_matrix(A, "cholesky_ex", square=True)
-    F, info = bind(_ex.cholesky_ex_p, (A,), {})
+    F, info = bind(_ex.cholesky_ex_p, (_mH(A) if upper else A,), {})  # upper reads A's upper triangle
     if check_errors:
         _check_info("cholesky_ex", info, lambda k: "The factorization could not be completed because the input is "
                     f"not positive-definite (the leading minor of order {k} is not positive-definite).")
@@ -357,8 +360,9 @@ def solve_ex(A, B, *, left=True, check_errors=False):
     if B.dtype.kind not in "fc":
         raise RuntimeError(f"linalg.solve_ex: expected B to be a floating point tensor, got dtype {B.dtype}")
     if not left:  # X A = B  <=>  A^T X^T = B^T
-        if B.ndim < 2:
-            raise RuntimeError(f"linalg.solve_ex: left=False needs B of at least 2 dims, got shape {tuple(B.shape)}")
+        if B.ndim < 2 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1])):  # a vector B
+            raise RuntimeError(f"linalg.solve_ex: left=False needs a matrix B (vector B is for left=True), "
+                               f"got shape {tuple(B.shape)}")
         X, info = solve_ex(A.mT, B.mT, check_errors=check_errors)
         return SolveExResult(X.mT, info)
     A, B = promote(A, B)
@@ -502,7 +506,7 @@ def vander(x, *, N=None):
     x : Tensor
         (..., n).
     N : int, optional
-        Number of columns (default n).
+        Number of columns (default n); at least 2, as PyTorch.
 
     Examples
     --------
@@ -517,13 +521,13 @@ def vander(x, *, N=None):
     if x.ndim < 1:
         raise RuntimeError(f"linalg.vander: x must have at least 1 dimension, got shape {tuple(x.shape)}")
     N = x.shape[-1] if N is None else int(N)
-    if N < 0:
-        raise RuntimeError(f"linalg.vander: N must be non-negative, got {N}")
+    if N <= 1:  # PyTorch's check (torch.vander, unlike linalg.vander, takes 0 and 1)
+        raise RuntimeError(f"linalg.vander: N must be greater than 1, got {N}")
     col = x.unsqueeze(-1)
     cols = [ones_like(col)]
     for _ in range(1, N):  # repeated products: exact for integers, no pow(0, 0) corner
         cols.append(cols[-1] * col)
-    return cat(cols[:N], -1) if N else cat(cols, -1)[..., :0]
+    return cat(cols, -1)
 
 
 def householder_product(A, tau):

@@ -11,6 +11,7 @@ from scipy.linalg import lapack
 
 import lucid
 from db_linalg import svd_input, wellcond
+from db_linalg_extra import _lstsq_parts, _np_lstsq_parts
 from opinfo import OpInfo, Sample, floats
 
 L = lucid.linalg
@@ -64,10 +65,6 @@ def _np_eig_parts(a):
     return w, np.abs(v) ** 2
 
 
-def _np_lstsq(a, b, **k):
-    return np.linalg.pinv(a) @ b
-
-
 # ------------------------------------------------------------------ ldl (complex)
 
 def _c_sym(rng, *shape):
@@ -106,6 +103,32 @@ def _np_solve(a, b, hermitian=False):
     return np.linalg.solve(a, b)
 
 
+def _c_herm_sep(rng, *shape):
+    """Half a complex Hermitian matrix with eigenvalues (1, 2.5, 4): unitary Q diag Q^H / 2."""
+    *batch, n, _ = shape
+    q, _ = np.linalg.qr(cplx(rng, *batch, n, n))
+    return np.einsum("...ij,j,...kj->...ik", q, np.array([1.0, 2.5, 4.0][:n]), q.conj()) / 2
+
+
+def _herm_sum_t(x):
+    return x + x.mT.conj()  # Hermitian whatever gradcheck perturbs (eigh's gradient is Hermitian)
+
+
+def _herm_sum_np(x):
+    return x + np.conj(np.swapaxes(x, -1, -2))
+
+
+def _eigh_upper_parts(x):
+    w, v = L.eigh(_herm_sum_t(x), UPLO="U")
+    k = lucid.arange(1.0, w.shape[-1] + 1.0, dtype=lucid.float64, device=v.device).to(v.dtype)
+    return w, (v * k) @ v.mT.conj()
+
+
+def _np_eigh_upper_parts(x):
+    w, v = np.linalg.eigh(_herm_sum_np(x), "U")
+    return w, (v * np.arange(1.0, w.shape[-1] + 1.0)) @ np.conj(np.swapaxes(v, -1, -2))
+
+
 # ------------------------------------------------------------------- _ex variants
 
 def _herm_t(x):
@@ -129,7 +152,7 @@ OPS = [
            lambda rng: [Sample((c_distinct_eig(rng, 3, 3),)), Sample((c_distinct_eig(rng, 2, 2, 2),))], atol=1e-8),
     OpInfo("complex.linalg.eigvals", L.eigvals, np.linalg.eigvals,
            lambda rng: [Sample((c_distinct_eig(rng, 3, 3),))], atol=1e-8),
-    OpInfo("complex.linalg.lstsq", lambda a, b, **k: L.lstsq(a, b, **k).solution, _np_lstsq,
+    OpInfo("complex.linalg.lstsq", _lstsq_parts, _np_lstsq_parts,
            lambda rng: [Sample((c_svd_input(rng, 4, 2), cplx(rng, 4, 2)), name="tall"),
                         Sample((c_svd_input(rng, 2, 3), cplx(rng, 2, 1)), name="wide"),
                         Sample((c_svd_input(rng, 3, 2), floats(rng, 3, 1)), {"driver": "gelsd"}, name="real B")],
@@ -154,6 +177,16 @@ OPS = [
     OpInfo("linalg.svd_full_matrices_nonsquare", _full_svd_parts, _np_full_svd_parts,
            lambda rng: [Sample((svd_input(rng, 3, 2),), name="tall"), Sample((svd_input(rng, 2, 2, 3),), name="wide"),
                         Sample((c_svd_input(rng, 3, 2),), name="complex")], atol=1e-8),
+    # UPLO='U' reads the Hermitian matrix of the upper triangle (not its conjugate): a gauge-free
+    # function of the eigenvectors that tells V from conj(V)
+    OpInfo("complex.linalg.eigh_upper", _eigh_upper_parts, _np_eigh_upper_parts,
+           lambda rng: [Sample((_c_herm_sep(rng, 3, 3),)), Sample((_c_herm_sep(rng, 2, 2, 2),))], atol=1e-8),
+    OpInfo("complex.linalg.eigvalsh_upper", lambda x: L.eigvalsh(_herm_sum_t(x), UPLO="U"),
+           lambda x: np.linalg.eigvalsh(_herm_sum_np(x), "U"),
+           lambda rng: [Sample((_c_herm_sep(rng, 3, 3),))], atol=1e-8),
+    OpInfo("complex.linalg.cholesky_upper", lambda x: L.cholesky(_herm_t(x), upper=True),
+           lambda x: np.conj(np.swapaxes(np.linalg.cholesky(_herm_np(x)), -1, -2)),
+           lambda rng: [Sample((cplx(rng, 3, 3),)), Sample((cplx(rng, 2, 2, 2),))]),
     # batched real samples of the _ex variants (their vmap rules: info is batched too)
     OpInfo("linalg.inv_ex_batched", lambda a: tuple(L.inv_ex(a)),
            lambda a: (np.linalg.inv(a), np.zeros(a.shape[:-2], np.int32)),

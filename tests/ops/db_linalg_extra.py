@@ -153,6 +153,20 @@ def _np_lstsq(a, b, **k):
     return np.linalg.pinv(a) @ b
 
 
+def _lstsq_parts(a, b, **k):
+    res = L.lstsq(a, b, **k)
+    return res.solution, res.residuals
+
+
+def _np_lstsq_parts(a, b, driver=None):
+    """Solution and residuals: squared column norms of A X - B, only for m > n and a driver
+    other than gelsy (PyTorch's CPU default), real for complex inputs."""
+    x = np.linalg.pinv(a) @ b
+    if a.shape[-2] <= a.shape[-1] or driver in (None, "gelsy"):
+        return x, np.zeros((0,), dtype=np.abs(a.flat[0]).dtype)
+    return x, np.sum(np.abs(a @ x - b) ** 2, axis=-2)
+
+
 def _np_cross(a, b, dim=-1):
     return np.cross(a, b, axis=dim)
 
@@ -180,6 +194,13 @@ def _np_tensorinv(a, ind=2):
     return np.linalg.tensorinv(a, ind)
 
 
+def _np_pinv_atol(a, atol):
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    keep = s > np.maximum(np.asarray(atol)[..., None], 0.0)
+    sinv = np.where(keep, 1 / np.where(keep, s, 1.0), 0.0)
+    return np.swapaxes(vh, -1, -2) @ (sinv[..., None] * np.swapaxes(u, -1, -2))
+
+
 def _sym_pinv(a):
     return L.pinv(a + a.mT, hermitian=True)
 
@@ -196,7 +217,7 @@ OPS += [
            lambda rng: [Sample((svd_input(rng, 3, 3, vals=(2.0, 1.0, 0.0)),)),
                         Sample((svd_input(rng, 3, 2, vals=(1.5, 0.0)),))], atol=1e-8,
            grad=False),  # pinv jumps off the rank-deficient set: finite differences mean nothing there
-    OpInfo("linalg.lstsq", lambda a, b, **k: L.lstsq(a, b, **k).solution, _np_lstsq,
+    OpInfo("linalg.lstsq", _lstsq_parts, _np_lstsq_parts,
            lambda rng: [Sample((svd_input(rng, 4, 2), floats(rng, 4, 2)), name="tall"),
                         Sample((svd_input(rng, 2, 4), floats(rng, 2, 1)), name="wide"),
                         Sample((svd_input(rng, 2, 4, 3), floats(rng, 2, 4, 1)), {"driver": "gelsd"})], atol=1e-8,
@@ -234,7 +255,16 @@ OPS += [
            lambda rng: [Sample((wellcond(rng, 3, 3), floats(rng, 3, 2)))]),
     OpInfo("linalg.cholesky_ex", lambda a: L.cholesky_ex(a @ a.mT + 3 * lucid.eye(3, dtype=a.dtype, device=a.device)).L,
            lambda a: np.linalg.cholesky(a @ a.T + 3 * np.eye(3)), lambda rng: [Sample((floats(rng, 3, 3),))]),
+    OpInfo("linalg.cholesky_upper", lambda a: L.cholesky(a @ a.mT + 3 * lucid.eye(a.shape[-1], dtype=a.dtype,
+                                                                                  device=a.device), upper=True),
+           lambda a: np.swapaxes(np.linalg.cholesky(a @ np.swapaxes(a, -1, -2) + 3 * np.eye(a.shape[-1])), -1, -2),
+           lambda rng: [Sample((floats(rng, 3, 3),)), Sample((floats(rng, 2, 2, 2),))]),
+    # tensor tolerances, one per matrix: the cut falls between singular values (3, 2, 1.2)
+    OpInfo("linalg.pinv_tensor_atol", lambda a, t: L.pinv(a, atol=t), _np_pinv_atol,
+           lambda rng: [Sample((svd_input(rng, 2, 3, 3), np.array([1.5, 0.5]))),
+                        Sample((svd_input(rng, 2, 3, 2), np.array(2.5)), name="0-d atol")], atol=1e-8),
 ]
+
 
 
 # ------------------------------------------------------------------ complex samples
