@@ -371,8 +371,8 @@ def _op_error(prim, args, err):
         f"Tensor(shape={tuple(a.shape)}, dtype={a.dtype})" if hasattr(a, "shape") and not isinstance(a, (int, float)) else repr(a)
         for a in args
     )
-    cls = type(err) if isinstance(err, (TypeError, IndexError, RuntimeError)) else RuntimeError
-    if isinstance(err, ValueError) and not isinstance(err, RuntimeError):
+    cls = type(err) if isinstance(err, (ValueError, TypeError, IndexError, RuntimeError)) else RuntimeError
+    if cls is ValueError:  # NumPy's (a subclass is an op's own choice of class: kept)
         cls = OpError
     try:
         return cls(f"{prim.name}: {err} (arguments: {desc})")

@@ -150,7 +150,7 @@ class _ConvTransposeNd(_ConvNd):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
                  groups=1, bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
         if isinstance(padding, str):
-            raise ValueError(f"{type(self).__name__}: padding must be an int or a tuple, got {padding!r}")
+            raise TypeError(f"{type(self).__name__}: padding must be an int or a tuple, got {padding!r}")
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, device, dtype, output_padding)
 

@@ -28,6 +28,10 @@ class Flatten(Module):
         self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, input):
+        nd = max(input.ndim, 1)
+        if self.start_dim % nd > self.end_dim % nd:  # (lucid.flatten itself lets this through)
+            raise RuntimeError(f"Flatten: flatten() has invalid args: start_dim cannot come after end_dim "
+                               f"(start_dim={self.start_dim}, end_dim={self.end_dim}, input of {input.ndim} dims)")
         return input.flatten(self.start_dim, self.end_dim)
 
     def extra_repr(self):

@@ -244,12 +244,11 @@ class _LazyNormMixin(LazyModuleMixin):
 
 
 def _lazy_norm(name, base):
-    def __init__(self, eps=1e-5, momentum=0.1, affine=None, track_running_stats=None, device=None, dtype=None,
+    # PyTorch's lazy norms default to affine=True, track_running_stats=True, the lazy instance
+    # norms too (unlike InstanceNorm*d): a PyTorch state dict then has the same keys.
+    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None,
                  *, bias=True):
-        instance = "Instance" in base.__name__
-        affine = (not instance) if affine is None else affine
-        track = (not instance) if track_running_stats is None else track_running_stats
-        base.__init__(self, 0, eps, momentum, affine, track, device=device, dtype=dtype, bias=bias)
+        base.__init__(self, 0, eps, momentum, affine, track_running_stats, device=device, dtype=dtype, bias=bias)
         _lazy_init(self, ("weight", "bias"), device, dtype, buffers=("running_mean", "running_var"))
 
     doc = (f"``{base.__name__}`` whose ``num_features`` is read from the first input.\n\nExamples\n--------\n"

@@ -89,8 +89,9 @@ class _BatchNorm(_NormBase):
                 f"{type(self).__name__}: expected {' or '.join(f'{d}D' for d in self._dims)} input "
                 f"(got {input.ndim}D input of shape {tuple(input.shape)})"
             )
-        if input.shape[1] != self.num_features:
-            raise ValueError(
+        # PyTorch: RuntimeError from the size of the weight or running stats (without either, any C goes)
+        if input.shape[1] != self.num_features and (self.affine or self.running_mean is not None):
+            raise RuntimeError(
                 f"{type(self).__name__}: expected {self.num_features} channels at dim 1, got input of "
                 f"shape {tuple(input.shape)}"
             )
@@ -327,6 +328,12 @@ class _InstanceNorm(_NormBase):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def forward(self, input):
+        if input.ndim not in self._dims:
+            raise ValueError(f"{type(self).__name__}: expected {' or '.join(f'{d}D' for d in self._dims)} input "
+                             f"(got {input.ndim}D input)")
+        if self.affine and input.shape[-self._dims[0]] != self.num_features:
+            raise ValueError(f"{type(self).__name__}: expected input's size at dim={input.ndim - self._dims[0]} "
+                             f"to match num_features ({self.num_features}), but got: {input.shape[-self._dims[0]]}.")
         if input.ndim == self._dims[0]:  # unbatched
             return self.forward(input.unsqueeze(0)).squeeze(0)
         return F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,

@@ -255,7 +255,9 @@ class _FractionalMaxPoolNd(Module):
         if output_ratio is not None and not all(0 < r < 1 for r in ratios):
             raise ValueError(f"{type(self).__name__}: output_ratio must be in (0, 1), got {output_ratio}")
         self.kernel_size, self.output_size, self.output_ratio = kernel_size, output_size, output_ratio
-        self.return_indices, self._random_samples = return_indices, _random_samples
+        self.return_indices = return_indices
+        # a buffer, as in PyTorch: it travels with .to() and state_dict (when given)
+        self.register_buffer("_random_samples", _random_samples)
 
     def forward(self, input):
         return type(self)._fn(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,

@@ -388,6 +388,24 @@ class RNNCellBase(Module):
         for p in self.parameters():
             init.uniform_(p, -bound, bound)
 
+    def _check(self, input, hs):
+        """PyTorch's checks of one step's input and states: a silent broadcast would be wrong."""
+        name = type(self).__name__
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.ndim}D instead")
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError(f"{name}: input has inconsistent input_size: got {input.shape[-1]}, expected "
+                               f"{self.input_size}")
+        for h in hs:
+            if h.ndim not in (1, 2):
+                raise ValueError(f"{name}: Expected hidden to be 1D or 2D, got {h.ndim}D instead")
+            if h.ndim != input.ndim or (input.ndim == 2 and h.shape[0] != input.shape[0]):
+                raise RuntimeError(f"{name}: Input batch size {input.shape[0] if input.ndim == 2 else 1} doesn't "
+                                   f"match hidden batch size {h.shape[0] if h.ndim == 2 else 1}")
+            if h.shape[-1] != self.hidden_size:
+                raise RuntimeError(f"{name}: hidden has inconsistent hidden_size: got {h.shape[-1]}, expected "
+                                   f"{self.hidden_size}")
+
     def _zeros(self, input):
         shape = (input.shape[0], self.hidden_size) if input.ndim == 2 else (self.hidden_size,)
         return _lucid().zeros(*shape, dtype=input.dtype, device=input.device)
@@ -427,7 +445,10 @@ class RNNCell(RNNCellBase):
         self.nonlinearity = nonlinearity
 
     def forward(self, input, hx=None):
+        self._check(input, () if hx is None else (hx,))
         hx = self._zeros(input) if hx is None else hx
+        if self.nonlinearity not in ("tanh", "relu"):  # PyTorch checks at the call, not in __init__
+            raise RuntimeError(f"RNNCell: Unknown nonlinearity: {self.nonlinearity}")
         fn = F.rnn_tanh_cell if self.nonlinearity == "tanh" else F.rnn_relu_cell
         return fn(input, hx, *self._args())
 
@@ -456,6 +477,7 @@ class LSTMCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
     def forward(self, input, hx=None):
+        self._check(input, () if hx is None else tuple(hx))
         hx = (self._zeros(input), self._zeros(input)) if hx is None else hx
         return F.lstm_cell(input, hx, *self._args())
 
@@ -483,5 +505,6 @@ class GRUCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
     def forward(self, input, hx=None):
+        self._check(input, () if hx is None else (hx,))
         hx = self._zeros(input) if hx is None else hx
         return F.gru_cell(input, hx, *self._args())

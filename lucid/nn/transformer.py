@@ -36,7 +36,8 @@ class MultiheadAttention(Module):
     (L, N, E), or (N, L, E) with ``batch_first=True``, or unbatched (L, E). Boolean masks are
     True where attention is *not* allowed; float masks are added to the scores. ``is_causal``
     is a hint that ``attn_mask`` is causal: as in PyTorch it needs ``attn_mask`` (else raises).
-    Limitations: no ``bias_k``/``bias_v``/``add_zero_attn``.
+    ``add_bias_kv`` learns one more key and value (``bias_k``, ``bias_v``, (1, 1, E)) appended to
+    every sequence; ``add_zero_attn`` appends an all-zero key and value.
 
     Parameters
     ----------
@@ -50,6 +51,8 @@ class MultiheadAttention(Module):
         Learn projection biases.
     kdim, vdim : int, optional
         Widths of key and value when they differ from ``embed_dim``.
+    add_bias_kv, add_zero_attn : bool
+        Append a learned, or a zero, key/value to every sequence.
     batch_first : bool
         Inputs are (N, L, E).
 
@@ -69,8 +72,6 @@ class MultiheadAttention(Module):
         if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
                              f"({num_heads}) and both positive")
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
         lucid = _lucid()
         self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
         self.kdim = kdim if kdim is not None else embed_dim
@@ -92,6 +93,12 @@ class MultiheadAttention(Module):
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        if add_bias_kv:
+            self.bias_k = Parameter(lucid.empty(1, 1, embed_dim, dtype=dtype))
+            self.bias_v = Parameter(lucid.empty(1, 1, embed_dim, dtype=dtype))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
         self._reset_parameters()
 
     def _reset_parameters(self):
@@ -103,6 +110,9 @@ class MultiheadAttention(Module):
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
@@ -121,7 +131,8 @@ class MultiheadAttention(Module):
             self.out_proj.bias, key_padding_mask=key_padding_mask, need_weights=need_weights,
             attn_mask=attn_mask, average_attn_weights=average_attn_weights, is_causal=is_causal,
             dropout_p=self.dropout, training=self.training, q_proj_weight=self.q_proj_weight,
-            k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight)
+            k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight, bias_k=self.bias_k,
+            bias_v=self.bias_v, add_zero_attn=self.add_zero_attn)
         if unbatched:
             return out.squeeze(1), (weights.squeeze(0) if weights is not None else None)
         if self.batch_first:

@@ -121,7 +121,8 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
             slope = lucid.rand(*x.shape, dtype=x.dtype, device=x.device) * (upper - lower) + lower
         else:
             slope = (lower + upper) / 2.0
-        return lucid.where(x >= 0, x, x * slope)
+        # x > 0, as PyTorch: at 0 the gradient is the slope (its kernels' subgradient)
+        return lucid.where(x > 0, x, x * slope)
 
     return _apply("rrelu_", input, inplace, fn)
 
@@ -139,8 +140,8 @@ def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
 
 
 def prelu(input, weight):
-    """``x`` for ``x >= 0`` else ``weight * x``; ``weight`` has one element or one per channel
-    (dim 1, or dim 0 of a 1-D input).
+    """``x`` for ``x > 0`` else ``weight * x``; ``weight`` has one element or one per channel
+    (dim 1; an input of fewer than 2 dims has one channel, as in PyTorch).
 
     Examples
     --------
@@ -155,16 +156,17 @@ def prelu(input, weight):
     if input.ndim == 0 and n != 1:
         raise RuntimeError(f"prelu: a 0-d input needs a single weight, got {n}")
     if n != 1:
-        ch = 1 if input.ndim >= 2 else 0
-        if input.shape[ch] != n:
+        # PyTorch: the channels are dim 1; an input of fewer dims has one channel
+        if input.ndim < 2 or input.shape[1] != n:
             raise RuntimeError(f"prelu: mismatch of parameter numbers and input channel size: "
                                f"{n} weights for input of shape {tuple(input.shape)}")
         shape = [1] * input.ndim
-        shape[ch] = n
+        shape[1] = n
         weight = weight.reshape(tuple(shape))
     elif weight.ndim == 1 and input.ndim == 0:
         weight = weight.reshape(())
-    return _lucid().where(input >= 0, input, weight * input)
+    # x > 0, as PyTorch: at 0 the input's gradient is the weight (its kernel's subgradient)
+    return _lucid().where(input > 0, input, weight * input)
 
 
 def hardshrink(input, lambd=0.5):

@@ -144,37 +144,28 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return attn @ v
 
 
-def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=None, in_proj_bias=None,
-                                 out_proj_weight=None, out_proj_bias=None, key_padding_mask=None,
-                                 need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False,
-                                 dropout_p=0.0, training=True, q_proj_weight=None, k_proj_weight=None,
-                                 v_proj_weight=None):
-    """Multi-head attention on (L, N, E) query and (S, N, E) key/value (sequence first).
+def multi_head_attention_forward(query, key, value, *args, **kwargs):
+    """Multi-head attention on (L, N, E) query and (S, N, E) key/value (sequence first), or
+    unbatched (L, E) and (S, E).
+
+    Takes PyTorch's signature ``(query, key, value, embed_dim_to_check, num_heads, in_proj_weight,
+    in_proj_bias, bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
+    training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
+    use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None, v_proj_weight=None,
+    static_k=None, static_v=None, average_attn_weights=True, is_causal=False)`` and Lucid's shorter
+    one ``(query, key, value, num_heads, in_proj_weight=None, in_proj_bias=None, out_proj_weight=None,
+    out_proj_bias=None, ...)`` (keywords as PyTorch's), told apart by the type of the fifth argument
+    (PyTorch's ``num_heads``, an int) or an ``embed_dim_to_check`` keyword.
 
     Returns ``(output (L, N, E), weights)`` with weights (N, L, S) averaged over heads,
     (N, heads, L, S) if ``average_attn_weights=False``, or None if ``need_weights=False``.
-
-    Parameters
-    ----------
-    query : Tensor
-        (L, N, E).
-    key, value : Tensor
-        (S, N, E).
-    num_heads : int
-        Number of heads.
-    in_proj_weight, in_proj_bias : Tensor
-        Packed q/k/v projections (3E, E) and (3E,).
-    out_proj_weight, out_proj_bias : Tensor
-        Output projection.
-    key_padding_mask, attn_mask : Tensor, optional
-        Masks (True = not allowed).
-    is_causal : bool
-        A hint that ``attn_mask`` is the causal mask; as in PyTorch it does not replace it
-        (``is_causal=True`` without ``attn_mask`` raises).
-    need_weights, average_attn_weights : bool
-        What weights to return.
-    dropout_p : float
-        Dropout on the weights (when ``training``).
+    Boolean masks are True where attention is *not* allowed; float masks are added to the scores.
+    ``bias_k``/``bias_v`` (1, 1, E) append one learned key/value, ``add_zero_attn`` one zero
+    key/value, and the masks grow by one allowed column for each. As in PyTorch, with
+    ``need_weights=False`` the attention runs through :func:`scaled_dot_product_attention`, so a
+    query whose every key is masked gives 0; with ``need_weights=True`` it gives NaN.
+    ``is_causal`` is a hint that ``attn_mask`` is causal (without ``attn_mask`` it raises); with
+    ``need_weights=False`` and no ``key_padding_mask`` the causal mask replaces ``attn_mask``.
 
     Examples
     --------
@@ -184,44 +175,114 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
     >>> out.shape, w.shape
     ((3, 1, 4), (1, 3, 3))
     """
+    if "embed_dim_to_check" in kwargs or (len(args) >= 2 and type(args[1]) is int):
+        return _mha_torch_form(query, key, value, *args, **kwargs)
+    return _mha_lucid_form(query, key, value, *args, **kwargs)
+
+
+def _mha_torch_form(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias, bias_k, bias_v,
+                    add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training=True, key_padding_mask=None,
+                    need_weights=True, attn_mask=None, use_separate_proj_weight=False, q_proj_weight=None,
+                    k_proj_weight=None, v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
+                    is_causal=False):
+    if query.shape[-1] != embed_dim_to_check:
+        raise RuntimeError(f"multi_head_attention_forward: was expecting embedding dimension of {embed_dim_to_check}, "
+                           f"but got {query.shape[-1]}")
+    if use_separate_proj_weight:
+        in_proj_weight = None
+    else:
+        q_proj_weight = k_proj_weight = v_proj_weight = None
+    return _mha(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
+                key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal, dropout_p, training,
+                q_proj_weight, k_proj_weight, v_proj_weight, bias_k, bias_v, add_zero_attn, static_k, static_v)
+
+
+def _mha_lucid_form(query, key, value, num_heads, in_proj_weight=None, in_proj_bias=None, out_proj_weight=None,
+                    out_proj_bias=None, key_padding_mask=None, need_weights=True, attn_mask=None,
+                    average_attn_weights=True, is_causal=False, dropout_p=0.0, training=True, q_proj_weight=None,
+                    k_proj_weight=None, v_proj_weight=None, bias_k=None, bias_v=None, add_zero_attn=False,
+                    static_k=None, static_v=None):
+    return _mha(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
+                key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal, dropout_p, training,
+                q_proj_weight, k_proj_weight, v_proj_weight, bias_k, bias_v, add_zero_attn, static_k, static_v)
+
+
+def _append_column(mask):
+    """One more allowed key (an additive 0) at the end of the last dim."""
+    if mask is None:
+        return None
+    return _lucid().cat([mask, _lucid().zeros(*mask.shape[:-1], 1, dtype=mask.dtype, device=mask.device)], -1)
+
+
+def _mha(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
+         key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal, dropout_p, training,
+         q_proj_weight, k_proj_weight, v_proj_weight, bias_k, bias_v, add_zero_attn, static_k, static_v):
+    lucid = _lucid()
+    op = "multi_head_attention_forward"
+    unbatched = query.ndim == 2
+    if unbatched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+    if query.ndim != 3 or key.ndim != 3 or value.ndim != 3:
+        raise RuntimeError(f"{op}: expected query, key and value of 2 or 3 dims (all alike), got shapes "
+                           f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
     L, N, E = query.shape
     S = key.shape[0]
     if E % num_heads:
-        raise RuntimeError(f"multi_head_attention_forward: embed_dim {E} is not divisible by num_heads {num_heads}")
+        raise RuntimeError(f"{op}: embed_dim {E} is not divisible by num_heads {num_heads}")
     hd = E // num_heads
     if is_causal and attn_mask is None:  # PyTorch's rule: is_causal is only a hint about attn_mask
-        raise RuntimeError("multi_head_attention_forward: Need attn_mask if specifying the is_causal hint. You may "
+        raise RuntimeError(f"{op}: Need attn_mask if specifying the is_causal hint. You may "
                            "use the Transformer module method `generate_square_subsequent_mask` to create this mask.")
+    if (bias_k is None) != (bias_v is None):
+        raise RuntimeError(f"{op}: bias_k and bias_v must be given together")
+    # PyTorch's SDPA route trusts the hint (its own causal mask); elsewhere the mask is used as given
+    causal_sdpa = is_causal and key_padding_mask is None and not need_weights
+    mask = None if causal_sdpa else _additive(attn_mask, query.dtype, True, op)
+    if mask is not None:
+        expect = (N * num_heads, L, S) if mask.ndim == 3 else (L, S)
+        if tuple(mask.shape) != expect:
+            raise RuntimeError(f"{op}: the shape of the {mask.ndim}D attn_mask is {tuple(mask.shape)}, but should "
+                               f"be {expect}")
+        mask = mask.reshape(N, num_heads, L, S) if mask.ndim == 3 else mask
+    kpm = _additive(key_padding_mask, query.dtype, True, op)
+    if kpm is not None and tuple(kpm.shape) != (N, S):
+        raise RuntimeError(f"{op}: expected key_padding_mask of shape {(N, S)}, got {tuple(kpm.shape)}")
     if in_proj_weight is not None:
         wq, wk, wv = in_proj_weight.chunk(3, 0)
     else:
         wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
     bq, bk, bv = in_proj_bias.chunk(3, 0) if in_proj_bias is not None else (None, None, None)
     q, k, v = linear(query, wq, bq), linear(key, wk, bk), linear(value, wv, bv)
-    heads = lambda t, n: t.reshape(n, N, num_heads, hd).permute(1, 2, 0, 3)  # noqa: E731  (N, h, n, hd)
-    q, k, v = heads(q, L), heads(k, S), heads(v, S)
-    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-    mask = _additive(attn_mask, scores.dtype, True, "multi_head_attention_forward")
-    if mask is not None:
-        if mask.ndim == 3:
-            if tuple(mask.shape) != (N * num_heads, L, S):
-                raise RuntimeError(f"multi_head_attention_forward: the shape of the 3D attn_mask is "
-                                   f"{tuple(mask.shape)}, but should be {(N * num_heads, L, S)}")
-            mask = mask.reshape(N, num_heads, L, S)
-        elif tuple(mask.shape) != (L, S):
-            raise RuntimeError(f"multi_head_attention_forward: the shape of the 2D attn_mask is {tuple(mask.shape)}, "
-                               f"but should be {(L, S)}")
-        scores = scores + mask
-    kpm = _additive(key_padding_mask, scores.dtype, True, "multi_head_attention_forward")
+    if bias_k is not None:  # one more (learned) key and value per example
+        k = lucid.cat([k, bias_k.reshape(1, 1, E).expand(1, N, E)], 0)
+        v = lucid.cat([v, bias_v.reshape(1, 1, E).expand(1, N, E)], 0)
+        mask, kpm = _append_column(mask), _append_column(kpm)
+    heads = lambda t: t.reshape(t.shape[0], N, num_heads, hd).permute(1, 2, 0, 3)  # noqa: E731  (N, h, n, hd)
+    q, k, v = heads(q), heads(k), heads(v)
+    if static_k is not None:
+        k = static_k.reshape(N, num_heads, -1, hd)
+    if static_v is not None:
+        v = static_v.reshape(N, num_heads, -1, hd)
+    if add_zero_attn:  # one more all-zero key and value
+        zero = lucid.zeros(N, num_heads, 1, hd, dtype=k.dtype, device=k.device)
+        k, v = lucid.cat([k, zero], 2), lucid.cat([v, zero], 2)
+        mask, kpm = _append_column(mask), _append_column(kpm)
     if kpm is not None:
-        if tuple(kpm.shape) != (N, S):
-            raise RuntimeError(f"multi_head_attention_forward: expected key_padding_mask of shape {(N, S)}, "
-                               f"got {tuple(kpm.shape)}")
-        scores = scores + kpm.reshape(N, 1, 1, S)
-    attn = softmax(scores, dim=-1)
-    dropped = dropout(attn, dropout_p, True) if dropout_p > 0.0 and training else attn
-    out = (dropped @ v).permute(2, 0, 1, 3).reshape(L, N, E)
-    out = linear(out, out_proj_weight, out_proj_bias)
-    if not need_weights:
-        return out, None
-    return out, (attn.mean(dim=1) if average_attn_weights else attn)
+        kpm = kpm.reshape(N, 1, 1, kpm.shape[-1])
+        mask = kpm if mask is None else mask + kpm
+    p = dropout_p if training else 0.0
+    if need_weights:
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        attn = softmax(scores if mask is None else scores + mask, dim=-1)
+        out = (dropout(attn, p, True) if p > 0.0 else attn) @ v
+    else:
+        attn = None
+        out = scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal_sdpa)
+    out = linear(out.permute(2, 0, 1, 3).reshape(L, N, E), out_proj_weight, out_proj_bias)
+    if attn is not None and average_attn_weights:
+        attn = attn.mean(dim=1)
+    if unbatched:
+        return out.squeeze(1), (attn.squeeze(0) if attn is not None else None)
+    return out, attn

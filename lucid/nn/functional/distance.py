@@ -32,8 +32,9 @@ def _pnorm(d, p, dim, keepdim):
         return a.sum(dim, keepdim=keepdim)
     if p == float("inf"):
         return lucid.amax(a, dim, keepdim=keepdim)
-    if p == 0:
-        return (d != 0).to(d.dtype).sum(dim, keepdim=keepdim)
+    if p == 0:  # a count: its gradient is 0, but it stays in the graph (PyTorch's backward gives zeros)
+        zero = lucid.where(lucid.zeros_like(d, dtype=lucid.bool), d, 0.0)  # 0 (not d * 0: inf * 0 is NaN)
+        return (d != 0).to(d.dtype).sum(dim, keepdim=keepdim) + zero.sum(dim, keepdim=keepdim)
     s = (a ** p).sum(dim, keepdim=keepdim)
     pos = s > 0
     return lucid.where(pos, lucid.where(pos, s, 1.0) ** (1.0 / p), 0.0)

@@ -441,9 +441,11 @@ def _check_targets(t, num_classes, ignore_index):
     valid = t != ignore_index
     if bool(((t < 0) | (t >= num_classes))[valid].any()):
         live = t[valid]
-        raise ValueError(f"linear_cross_entropy: target class values must be in [0, {num_classes}) (or be "
-                         f"ignore_index), got range [{live.min().item()}, {live.max().item()}] for target of "
-                         f"shape {tuple(t.shape)}")
+        from .loss import TargetOutOfBoundsError  # PyTorch: IndexError; still a ValueError
+
+        raise TargetOutOfBoundsError(f"linear_cross_entropy: target class values must be in [0, {num_classes}) (or "
+                                     f"be ignore_index), got range [{live.min().item()}, {live.max().item()}] for "
+                                     f"target of shape {tuple(t.shape)}")
 
 
 def _chunked(input, linear_weight, target, bias, weight, reduction, ignore_index, eps, options, probs):

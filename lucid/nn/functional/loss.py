@@ -142,6 +142,11 @@ def _concrete(*ts):
     return all(t is None or (isinstance(t, Tensor) and t._level == 0) for t in ts)
 
 
+class TargetOutOfBoundsError(IndexError, ValueError):
+    """A class-index target outside ``[0, C)`` (PyTorch's cross_entropy/nll_loss: IndexError);
+    still a ValueError, as Lucid raised before."""
+
+
 def _class_mask(target, input, weight, ignore_index, name):
     """``onehot(target) * weight * (target != ignore_index)`` laid out like ``input``
     (classes at dim 1). See NOTE [Class picks]."""
@@ -178,7 +183,7 @@ def _class_mask_numpy(t, input, weight, ignore_index, ncls):
     if t.__class__ is np.ndarray:
         classes = np.arange(ncls)
         if safe.size and (safe.min() < 0 or safe.max() >= ncls):
-            raise ValueError(f"one_hot: class values must be in [0, {ncls}), got range "
+            raise TargetOutOfBoundsError(f"one_hot: class values must be in [0, {ncls}), got range "
                              f"[{safe.min()}, {safe.max()}] for target of shape {t.shape}")
     else:  # no range check on a device: it would read back every call (see _check_classes)
         classes = namespace_of(t).arange(ncls)
@@ -259,9 +264,9 @@ def _check_classes(safe, num_classes):
     if safe.__class__ is not np.ndarray:
         return
     if safe.size and xp.max(safe.astype(np.uint64, copy=False)) >= num_classes:
-        raise ValueError(f"target class values must be in [0, {num_classes}) (or be ignore_index) to one_hot "
-                         "encode them, "
-                         f"got range [{safe.min()}, {safe.max()}] for target of shape {safe.shape}")
+        raise TargetOutOfBoundsError(f"target class values must be in [0, {num_classes}) (or be ignore_index) to "
+                                     f"one_hot encode them, got range [{safe.min()}, {safe.max()}] for target of "
+                                     f"shape {safe.shape}")
 
 
 def _ce_mask_batch(vals, bdims, **params):

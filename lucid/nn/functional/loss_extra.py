@@ -40,7 +40,12 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     >>> F.gaussian_nll_loss(lucid.tensor([1.0]), lucid.tensor([3.0]), lucid.tensor([2.0])).item() > 0
     True
     """
-    input, target, var = _as_tensor(input), _as_tensor(target), _as_tensor(var)
+    input, target = _as_tensor(input), _as_tensor(target)
+    if isinstance(var, (int, float)):  # PyTorch: a number is a variance of the input's shape and dtype
+        if var < 0:
+            raise ValueError("gaussian_nll_loss: var has negative entry/entries")
+        var = _lucid().full_like(input, float(var))
+    var = _as_tensor(var)
     if tuple(var.shape) != tuple(input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = var.unsqueeze(-1)
@@ -251,8 +256,16 @@ def _ctc_targets(targets, target_lengths, n):
     lens = _host_values(target_lengths).astype(np.int64).reshape(-1)
     if len(lens) != n:
         raise RuntimeError(f"ctc_loss: expected {n} target lengths, got {len(lens)}")
+    if n and lens.min() < 0:
+        raise RuntimeError(f"ctc_loss: expected target_lengths to have value at least 0, got {lens.tolist()}")
     if t.ndim == 2:
+        if n and lens.max() > t.shape[1]:  # else the padded targets would be read past their end
+            raise RuntimeError(f"ctc_loss: expected targets to have size at least {lens.max()} at dimension 1, "
+                               f"got shape {t.shape}")
         return t.astype(np.int64), lens
+    if t.shape[0] != lens.sum():
+        raise RuntimeError(f"ctc_loss: expected 1-D targets of size {lens.sum()} (the sum of target_lengths), got "
+                           f"size {t.shape[0]}")
     s = int(lens.max()) if n else 0
     out = np.zeros((n, s), np.int64)
     offs = np.concatenate([[0], np.cumsum(lens)])

@@ -281,14 +281,14 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         return _in_float32(lambda x, w, b: instance_norm(x, running_mean, running_var, w, b, True, momentum, eps),
                            input, weight, bias)
     axes = tuple(range(2, input.ndim))
+    count = math.prod(input.shape[2:])
+    if count <= 1:  # one element has no spread: PyTorch refuses rather than return zeros
+        raise ValueError(f"instance_norm: expected more than 1 spatial element when training, got input "
+                         f"size {tuple(input.shape)}")
     if running_mean is None and running_var is None:
         out = _standardize(input, axes, eps)
     else:  # PyTorch's: the running statistics move towards the instances' average statistics
         lucid = _lucid()
-        count = math.prod(input.shape[2:])
-        if count <= 1:
-            raise ValueError(f"instance_norm: expected more than 1 spatial element when tracking running "
-                             f"statistics, got input size {tuple(input.shape)}")
         mean = lucid.mean(input, axes, keepdim=True)
         xc = input - mean
         var = lucid.mean(xc * xc, axes, keepdim=True)

@@ -46,6 +46,11 @@ def _pool_geometry(sp, kernel_size, stride, padding, dilation, ceil_mode, op):
         _tuple(stride, nsp, "stride", op)
     p = _tuple(padding, nsp, "padding", op)
     d = _tuple(dilation, nsp, "dilation", op)
+    for name, v in (("kernel_size", k), ("stride", s), ("dilation", d)):
+        if any(vv <= 0 for vv in v):
+            raise RuntimeError(f"{op}: {name} must be greater than zero, got {name}={v}")
+    if any(pp < 0 for pp in p):
+        raise RuntimeError(f"{op}: padding must be non-negative, got padding={p}")
     if any(pp * 2 > kk for pp, kk in zip(p, k)):
         raise RuntimeError(f"{op}: pad should be at most half of effective kernel size, got padding={p} "
                            f"and kernel_size={k}")
@@ -157,7 +162,9 @@ def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
     ones = const_like(np.ones((1, 1) + k, dtype=x.dtype), x)
     summed = bind(conv_p, (x.reshape((n * c, 1) + sp), ones), dict(stride=s, padding=pads, dilation=d, groups=1))
     summed = summed.reshape((n, c) + out_sp)
-    if divisor_override:
+    if divisor_override is not None:
+        if divisor_override == 0:  # PyTorch refuses 0 rather than treating it as "no override"
+            raise RuntimeError(f"{op}: divisor_override must not be zero")
         out = summed / float(divisor_override)
     else:
         div = _avg_divisor(sp, k, s, pads, out_sp, count_include_pad)
@@ -204,7 +211,10 @@ def _adaptive_sizes(x, output_size, nsp, op):
     osz = (output_size,) * nsp if isinstance(output_size, int) or output_size is None else tuple(output_size)
     if len(osz) != nsp:
         raise ValueError(f"{op}: output_size must have {nsp} elements, got {output_size}")
-    return tuple(n if o is None else int(o) for n, o in zip(x.shape[2:], osz))
+    osz = tuple(n if o is None else int(o) for n, o in zip(x.shape[2:], osz))
+    if any(o < 0 for o in osz):
+        raise RuntimeError(f"{op}: elements of output_size must be greater than or equal to 0, got {osz}")
+    return osz
 
 
 def _adaptive_avg(input, output_size, nsp, op):
@@ -212,7 +222,7 @@ def _adaptive_avg(input, output_size, nsp, op):
     n, c = x.shape[:2]
     sp = tuple(x.shape[2:])
     osz = _adaptive_sizes(x, output_size, nsp, op)
-    if all(m % o == 0 for m, o in zip(sp, osz)):
+    if all(o and m % o == 0 for m, o in zip(sp, osz)):
         blocks = sum(((o, m // o) for m, o in zip(sp, osz)), ())
         out = x.reshape((n, c) + blocks).mean(dim=tuple(3 + 2 * i for i in range(nsp)))
     else:
@@ -251,6 +261,11 @@ def _adaptive_max(input, output_size, return_indices, nsp, op):
     n, c = x.shape[:2]
     sp = tuple(x.shape[2:])
     osz = _adaptive_sizes(x, output_size, nsp, op)
+    if 0 in osz:  # an empty output: no windows to gather from
+        out = x.sum(dim=tuple(range(2, 2 + nsp)), keepdim=True).expand((n, c) + osz)
+        idx = const_like(np.zeros((n, c) + osz, dtype=np.int64), x)
+        out, idx = (out.squeeze(0), idx.squeeze(0)) if unbatched else (out, idx)
+        return (out, idx) if return_indices else out
     per_dim = []
     for m, o in zip(sp, osz):
         lo, hi = _adaptive_bounds(m, o)

@@ -12,7 +12,8 @@ from ..._core.backend import array_cls_of, namespace_of, on_device_of, runs_on_o
 from ..._core.primitive import bind
 from ..._core.tensor import _wrap
 from ...ops.conv import take_last_p
-from .pooling import _adaptive_avg, _adaptive_max, _batched, avg_pool1d, avg_pool2d, avg_pool3d
+from .pooling import (_adaptive_avg, _adaptive_max, _batched, avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d,
+                      max_pool2d, max_pool3d)
 from ._complex import refuse_complex as _refuse_complex
 
 __all__ = ["adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
@@ -77,10 +78,16 @@ def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
     return _adaptive_max(input, output_size, True, 3, "adaptive_max_pool3d_with_indices")
 
 
-def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, nsp, avg):
-    """PyTorch's formula: ``(sign(a) relu(|a|) * prod(k)) ** (1/p)`` with ``a = avg_pool(x**p)``."""
+def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, nsp, avg, maxpool):
+    """PyTorch's formula: ``(sign(a) relu(|a|) * prod(k)) ** (1/p)`` with ``a = avg_pool(x**p)``;
+    ``p = +-inf`` is the limit, the window's largest (smallest) ``|x|``, as PyTorch special-cases it
+    (the formula would give ``inf ** 0 = 1``)."""
     lucid = _lucid()
     k = _tuple(kernel_size, nsp)
+    if isinstance(norm_type, (int, float)) and math.isinf(norm_type):
+        if norm_type > 0:
+            return maxpool(input.abs(), k, stride, 0, 1, ceil_mode)
+        return -maxpool(-input.abs(), k, stride, 0, 1, ceil_mode)
     out = avg(input ** norm_type, k, stride if stride is not None else k, 0, ceil_mode)
     return (lucid.sign(out) * lucid.relu(lucid.abs(out)) * math.prod(k)) ** (1.0 / norm_type)
 
@@ -94,7 +101,7 @@ def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     >>> F.lp_pool1d(lucid.tensor([[[3.0, 4.0]]]), 2, 2).tolist()
     [[[5.0]]]
     """
-    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1, avg_pool1d)
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1, avg_pool1d, max_pool1d)
 
 
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
@@ -106,7 +113,7 @@ def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     >>> F.lp_pool2d(lucid.ones(1, 1, 2, 2), 1, 2).tolist()
     [[[[4.0]]]]
     """
-    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2, avg_pool2d)
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2, avg_pool2d, max_pool2d)
 
 
 def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
@@ -118,7 +125,7 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     >>> F.lp_pool3d(lucid.ones(1, 1, 2, 2, 2), 1, 2).reshape(-1).tolist()
     [8.0]
     """
-    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3, avg_pool3d)
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3, avg_pool3d, max_pool3d)
 
 
 def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nsp, op):
@@ -130,10 +137,9 @@ def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nsp, 
     k = _tuple(kernel_size, nsp)
     s = _tuple(stride if stride is not None else kernel_size, nsp)
     p = _tuple(padding, nsp)
-    if output_size is None:
-        out_sp = tuple((n - 1) * si - 2 * pi + ki for n, si, pi, ki in zip(x.shape[2:], s, p, k))
-    else:
-        out_sp = tuple(output_size)[-nsp:]
+    out_sp = tuple((n - 1) * si - 2 * pi + ki for n, si, pi, ki in zip(x.shape[2:], s, p, k))
+    if output_size is not None:
+        out_sp = _unpool_size(out_sp, s, output_size, op)
     n, c = x.shape[:2]
     size = math.prod(out_sp)
     flat = idx.reshape(n, c, -1)
@@ -145,6 +151,22 @@ def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nsp, 
     out = _lucid().zeros(n, c, size, dtype=x.dtype, device=x.device).scatter(2, flat, x.reshape(n, c, -1))
     out = out.reshape((n, c) + out_sp)
     return out.squeeze(0) if unbatched else out
+
+
+def _unpool_size(default, stride, output_size, op):
+    """PyTorch's check: ``output_size`` (spatial, or with the batch and channel dims) must lie
+    strictly within one stride of the default size in every dim."""
+    size = tuple(int(o) for o in output_size)
+    if len(size) == len(default) + 2:
+        size = size[2:]
+    if len(size) != len(default):
+        raise ValueError(f"{op}: output_size should be a sequence containing {len(default)} or "
+                         f"{len(default) + 2} elements, but it has a length of {len(size)}")
+    for d, (o, df, st) in enumerate(zip(size, default, stride)):
+        if not df - st < o < df + st:
+            raise ValueError(f'{op}: invalid output_size "{list(size)}" (dim {d} must be between '
+                             f"{df - st} and {df + st})")
+    return size
 
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):

@@ -6,6 +6,7 @@ import numpy as np
 from ..._core.backend import add_at, host, namespace_of, on_device_of, runs_on_operands_device, xp
 from ..._core.grad_mode import no_grad
 from ..._core.primitive import bind, defprim
+from ..._core.tensor import Tensor
 from ...ops._family import _as_tensor, move_bdim
 from ._complex import refuse_complex as _refuse_complex
 
@@ -102,6 +103,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise RuntimeError(f"embedding: weight must be 2-D, got shape {tuple(weight.shape)}")
     if sparse:
         _warn_sparse("embedding")
+    # Negative indices would silently wrap to the end of the table. The check reads values:
+    # CPU and plain tensors only (a device would read back every call; a vmap tracer has no value).
+    if type(idx) is Tensor and idx._data.__class__ is np.ndarray and idx._data.size and (
+            idx._data.min() < 0 or idx._data.max() >= weight.shape[0]):
+        raise IndexError(f"embedding: index out of range in self (a table of {weight.shape[0]} rows)")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
     if max_norm is not None:
@@ -197,8 +203,8 @@ def _bags(idx, offsets, include_last_offset, op):
     if data.__class__ is not np.ndarray:
         off = off.reshape(-1).astype(np.int64, copy=False)
         if off.size == 0:  # a shape, not a value: checked everywhere
-            raise ValueError(f"{op}: offsets must start at 0, be non-decreasing and at most len(input) = "
-                             f"{idx.shape[0]}, got []")
+            raise RuntimeError(f"{op}: offsets must start at 0, be non-decreasing and at most len(input) = "
+                               f"{idx.shape[0]}, got []")
         nbags = off.size - 1 if include_last_offset else off.size
         ns = namespace_of(data)
         pos = ns.arange(data.shape[0])
@@ -208,8 +214,8 @@ def _bags(idx, offsets, include_last_offset, op):
         return data, seg, nbags
     off = np.asarray(off).astype(np.int64).reshape(-1)
     if off.size == 0 or off[0] != 0 or np.any(np.diff(off) < 0) or off[-1] > idx.shape[0]:
-        raise ValueError(f"{op}: offsets must start at 0, be non-decreasing and at most len(input) = "
-                         f"{idx.shape[0]}, got {off.tolist()}")
+        raise RuntimeError(f"{op}: offsets must start at 0, be non-decreasing and at most len(input) = "
+                           f"{idx.shape[0]}, got {off.tolist()}")
     bounds = off if include_last_offset else np.concatenate([off, [idx.shape[0]]])
     nbags = len(bounds) - 1
     seg = np.repeat(np.arange(nbags), np.diff(bounds))
