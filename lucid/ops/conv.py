@@ -759,7 +759,10 @@ def _conv_padding(padding, nsp, ksize, dilation, stride, op):
             tot = [d * (k - 1) for d, k in zip(dilation, ksize)]
             return tuple((t // 2, t - t // 2) for t in tot)
         raise ValueError(f"{op}: invalid padding string {padding!r}, expected 'valid' or 'same'")
-    return tuple((p, p) for p in _tuple(padding, nsp, "padding", op))
+    pads = _tuple(padding, nsp, "padding", op)
+    if any(p < 0 for p in pads):  # NumPy's slicing would crop the input instead
+        raise RuntimeError(f"{op}: negative padding is not supported (got padding={padding})")
+    return tuple((p, p) for p in pads)
 
 
 def _check_input(input, weight, nsp, op):

@@ -393,7 +393,12 @@ for _p in (gather_p, scatter_add_p, scatter_p):
     _p.batch = _along_axis_batch(_p)
 
 
-def _check_index(op, index, size, dim, allow_negative=False):
+class _AlongAxisIndexError(RuntimeError, IndexError):
+    """gather/scatter's out-of-bounds index: PyTorch raises RuntimeError (its index_select and
+    take: IndexError); still an IndexError, as Lucid raised for all of them."""
+
+
+def _check_index(op, index, size, dim, allow_negative=False, error=IndexError):
     """PyTorch-style bounds check of an integer index tensor (skipped where values are unknown)."""
     if not isinstance(index, Tensor) or index.dtype.kind not in "iu":
         raise RuntimeError(f"{op}: expected an integer index tensor, got "
@@ -406,7 +411,7 @@ def _check_index(op, index, size, dim, allow_negative=False):
         bad = arr[(arr < lo) | (arr >= size)]
         first = int(bad.reshape(-1)[0]) if bad.size else None
     if first is not None:
-        raise IndexError(f"{op}: index {first} is out of bounds for dimension {dim} with size {size}")
+        raise error(f"{op}: index {first} is out of bounds for dimension {dim} with size {size}")
 
 
 def _along_axis_args(op, input, dim, index, src=None):
@@ -422,7 +427,7 @@ def _along_axis_args(op, input, dim, index, src=None):
         if d != axis and index.shape[d] > input.shape[d]:
             raise RuntimeError(f"{op}: size of index {tuple(index.shape)} does not match input "
                                f"{tuple(input.shape)} at dimension {d} (it must not be larger)")
-    _check_index(op, index, input.shape[axis] if nd else 1, axis)
+    _check_index(op, index, input.shape[axis] if nd else 1, axis, error=_AlongAxisIndexError)
     return input, axis, index
 
 

@@ -83,24 +83,22 @@ def pad(input, pad, mode="constant", value=None):
         raise RuntimeError(f"pad: padding length must be divisible by 2 and at most 2 * ndim, "
                            f"got {len(pad)} for a tensor of shape {tuple(input.shape)}")
     k = len(pad) // 2
-    widths = [(0, 0)] * (input.ndim - k) + [(pad[2 * i], pad[2 * i + 1]) for i in reversed(range(k))]
-    if mode == "constant":
+    widths = tuple([(0, 0)] * (input.ndim - k) + [(pad[2 * i], pad[2 * i + 1]) for i in reversed(range(k))])
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad: unknown padding mode '{mode}'")
+    if any(lo < 0 or hi < 0 for lo, hi in widths):  # as PyTorch: crop first, then pad what is left
         crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, input.shape))
-        if any(lo < 0 or hi < 0 for lo, hi in widths):
-            if any(c.start > c.stop for c in crop):
-                raise RuntimeError(f"pad: negative padding {pad} crops more than the size of {tuple(input.shape)}")
-            input = _getitem(input, crop)
+        if any(c.start > c.stop for c in crop):
+            raise RuntimeError(f"pad: negative padding {pad} crops more than the size of {tuple(input.shape)}")
+        input = _getitem(input, crop)
         widths = tuple((max(lo, 0), max(hi, 0)) for lo, hi in widths)
+    if mode == "constant":
         v = 0 if value is None else value
         if all(w == (0, 0) for w in widths):
             return _clone(input)
         return bind(pad_p, (input,), {"pad_width": widths, "value": v})
-    if mode not in ("reflect", "replicate", "circular"):
-        raise NotImplementedError(f"pad: unknown padding mode '{mode}'")
     if value not in (None, 0):
         raise RuntimeError(f"pad: padding mode '{mode}' doesn't take in value argument")
-    if any(lo < 0 or hi < 0 for lo, hi in widths):
-        raise RuntimeError(f"pad: negative padding {pad} is only supported in constant mode")
     out = input
     for d, (lo, hi) in enumerate(widths):
         if lo or hi:

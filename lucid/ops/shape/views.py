@@ -521,6 +521,9 @@ def flatten(input, start_dim=0, end_dim=-1):
     if nd == 0:
         return reshape(input, 1)
     s, e = normalize_axis(start_dim, nd, "flatten"), normalize_axis(end_dim, nd, "flatten")
+    if s > e:
+        raise RuntimeError(f"flatten: start_dim cannot come after end_dim (got {start_dim} and {end_dim} "
+                           f"for a tensor of shape {tuple(input.shape)})")
     if s == e and nd > 1:  # PyTorch returns the tensor itself here (and an alias for 1-d)
         return input
     shape = input.shape

@@ -1,0 +1,70 @@
+"""Wrong answers and error types the session's PyTorch sweeps found outside their own files:
+negative pads in reflect/replicate/circular modes (PyTorch crops, then pads), negative conv
+padding (silently cropped), ``flatten(start > end)`` (silently added a dim), gather/scatter's
+out-of-bounds index (PyTorch: RuntimeError). Expected values are written out; torch optional."""
+import numpy as np
+import pytest
+
+import lucid
+import lucid.nn as nn
+import lucid.nn.functional as F
+
+X = lucid.arange(5.0)
+
+
+@pytest.mark.parametrize("mode,want", [
+    ("reflect", [1.0, 2.0, 3.0, 4.0, 3.0, 2.0]),
+    ("replicate", [1.0, 2.0, 3.0, 4.0, 4.0, 4.0]),
+    ("circular", [1.0, 2.0, 3.0, 4.0, 1.0, 2.0]),
+    ("constant", [1.0, 2.0, 3.0, 4.0, 0.0, 0.0]),
+])
+def test_negative_pads_crop_then_pad_in_every_mode(mode, want):
+    x = X.reshape(1, 1, 5)
+    assert F.pad(x, (-1, 2), mode=mode).reshape(-1).tolist() == want
+
+
+def test_negative_pad_modules_and_gradient():
+    x = X.reshape(1, 1, 5).clone().requires_grad_()
+    y = nn.ReflectionPad1d((-1, 2))(x)
+    assert y.reshape(-1).tolist() == [1.0, 2.0, 3.0, 4.0, 3.0, 2.0]
+    y.sum().backward()
+    # x0 is cropped; x2 and x3 also appear once more each in the reflection
+    assert x.grad.reshape(-1).tolist() == [0.0, 1.0, 2.0, 2.0, 1.0]
+    with pytest.raises(RuntimeError, match="crops more than"):
+        F.pad(x, (-3, -3), mode="replicate")
+
+
+def test_negative_conv_padding_raises():
+    with pytest.raises(RuntimeError, match="^conv1d: negative padding is not supported"):
+        F.conv1d(lucid.randn(1, 2, 7), lucid.randn(3, 2, 3), padding=-1)
+
+
+def test_flatten_start_after_end_raises():
+    with pytest.raises(RuntimeError, match="^flatten: start_dim cannot come after end_dim"):
+        lucid.zeros(2, 3, 4).flatten(2, 1)
+    assert lucid.zeros(2, 3, 4).flatten(1, 2).shape == (2, 12)
+
+
+def test_gather_and_scatter_out_of_bounds_are_runtime_errors():
+    t = lucid.ones(3)
+    for call in (lambda: lucid.gather(t, 0, lucid.tensor([5])), lambda: t.scatter(0, lucid.tensor([5]), 1.0),
+                 lambda: lucid.take_along_dim(t, lucid.tensor([5]))):
+        with pytest.raises(RuntimeError, match="index 5 is out of bounds for dimension 0 with size 3") as info:
+            call()
+        assert isinstance(info.value, IndexError)  # what Lucid raised before
+    with pytest.raises(IndexError):
+        t.index_select(0, lucid.tensor([5]))  # PyTorch: IndexError here
+
+
+def test_parity_with_pytorch():
+    torch = pytest.importorskip("torch")
+    x = np.arange(36.0).reshape(1, 1, 6, 6)
+    for mode in ("reflect", "replicate", "circular"):
+        for p in ((-1, 2, 1, -2), (-2, 0, 0, 3)):
+            want = torch.nn.functional.pad(torch.tensor(x), p, mode=mode).numpy()
+            np.testing.assert_array_equal(F.pad(lucid.tensor(x), p, mode=mode).numpy(), want)
+    for exc_call in (lambda L: L.gather(L.ones(3), 0, L.tensor([5])), lambda L: L.zeros(2, 3, 4).flatten(2, 1)):
+        with pytest.raises(RuntimeError):
+            exc_call(torch)
+        with pytest.raises(RuntimeError):
+            exc_call(lucid)
