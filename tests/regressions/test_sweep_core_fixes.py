@@ -68,3 +68,23 @@ def test_parity_with_pytorch():
             exc_call(torch)
         with pytest.raises(RuntimeError):
             exc_call(lucid)
+
+
+def test_logit_eps_selects_per_element_and_its_gradients():
+    # PyTorch: x < eps ? eps : (x > 1 - eps ? 1 - eps : x), gradient 0 where replaced; without
+    # eps the derivative is nan outside [0, 1]. A clamp gave 1 - eps everywhere for eps > 0.5.
+    x = lucid.tensor([-0.1, 0.0, 0.3, 1.0, 1.2], dtype=lucid.float64, requires_grad=True)
+    l6 = float(np.log(0.6 / 0.4))
+    y = lucid.logit(x, 0.6)
+    np.testing.assert_allclose(y.detach().numpy(), [l6, l6, l6, -l6, -l6], rtol=1e-12)
+    (g,) = lucid.autograd.grad(y.sum(), [x])
+    assert g.tolist() == [0.0] * 5
+    y = lucid.logit(x, 0.1)
+    (g,) = lucid.autograd.grad(y.sum(), [x])
+    np.testing.assert_allclose(g.numpy(), [0.0, 0.0, 1 / (0.3 * 0.7), 0.0, 0.0], rtol=1e-12)
+    (g,) = lucid.autograd.grad(lucid.logit(x).sum(), [x])
+    got = g.numpy()
+    assert np.isnan(got[[0, 4]]).all() and np.isinf(got[[1, 3]]).all()
+    np.testing.assert_allclose(got[2], 1 / (0.3 * 0.7), rtol=1e-12)
+    (t,) = lucid.func.jvp(lucid.logit, (x.detach(),), (lucid.ones(5, dtype=lucid.float64),))[1:]
+    assert np.isnan(t.numpy()[[0, 4]]).all()

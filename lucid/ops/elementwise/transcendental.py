@@ -321,8 +321,14 @@ erfc_p, erfc = unary("erfc", _erfc_impl, lambda ns, x, o: -_TWO_OVER_SQRT_PI * n
 # ``log(x / (1 - x))`` as PyTorch's kernel, one primitive (a float16 input rounds after each
 # step there, as here); the backward is PyTorch's ``grad / (x * (1 - x))``.
 logit_p, _logit = unary("logit", quiet(lambda x: xp.log(x / (1 - x)), 1), lambda ns, x, o: 1 / (x * (1 - x)))
-logit_p.vjp = (lambda ns, g, out, x: g / (x * (1 - x)),)
-logit_p.jvp = lambda ns, primals, tangents, out: tangents[0] / (primals[0] * (1 - primals[0]))
+# Outside [0, 1] the function is nan and so is its derivative (PyTorch's logit_backward);
+# 1 / (x (1 - x)) alone would be finite there.
+def _logit_deriv(ns, x, t):
+    return ns.where((x < 0) | (x > 1), float("nan"), t / (x * (1 - x)))
+
+
+logit_p.vjp = (lambda ns, g, out, x: _logit_deriv(ns, x, g),)
+logit_p.jvp = lambda ns, primals, tangents, out: _logit_deriv(ns, primals[0], tangents[0])
 
 
 @tensor_method("logit")
@@ -349,7 +355,11 @@ def logit(input, eps=None):
         raise TypeError(f"logit: not supported for complex tensors (a function of real arguments, as in "
                         f"PyTorch) (input of shape {tuple(x.shape)}, dtype {x.dtype})")
     if eps is not None:
-        x = clamp(x, eps, 1 - eps)
+        # PyTorch's per-element rule ``x < eps ? eps : (x > 1 - eps ? 1 - eps : x)``: a clamp
+        # would give 1 - eps everywhere when eps > 0.5; the gradient is 0 where replaced.
+        from .comparison import where
+
+        x = where(x < eps, eps, where(x > 1 - eps, 1 - eps, x))
     return _logit(x)
 
 
