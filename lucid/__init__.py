@@ -14,8 +14,8 @@ from ._core.backend import device, get_default_device, set_default_device
 from ._core.dtypes import (bool_ as bool, can_cast, cdouble, cfloat, complex64, complex128, double,
                            dtype, finfo, float, float16, float32, float64, get_default_dtype, half,
                            iinfo, int, int8, int16, int32, int64, long, promote_types,
-                           public_result_type as result_type, set_default_dtype, short, uint8,
-                           uint16, uint32, uint64)
+                           public_result_type as result_type, qint8, qint32, quint8, set_default_dtype,
+                           short, uint8, uint16, uint32, uint64)
 from ._core.size import Size
 from ._core.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                               is_inference_mode_enabled, no_grad, set_grad_enabled)
@@ -77,11 +77,17 @@ newaxis = None
 # stays fast for users of the core alone; `import lucid.nn` works as usual.
 _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
                  "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu", "accelerator", "jit", "library", "futures", "fx", "export",
-                 "hub", "version", "mps", "xpu", "overrides", "_C", "__future__", "nested", "masked"}
+                 "hub", "version", "mps", "xpu", "overrides", "_C", "__future__", "nested", "ao", "quantization", "masked"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
                "OutOfMemoryError": "cuda", "jagged": "nested",
                "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler",
                "GradScaler": "amp", "Event": "accelerator", "Stream": "accelerator",
+               # quantized tensors (NOTE [Quantized tensors]), loaded on first use
+               **dict.fromkeys(("qscheme", "per_tensor_affine", "per_channel_affine", "per_tensor_symmetric",
+                                "per_channel_symmetric", "per_channel_affine_float_qparams", "quantize_per_tensor",
+                                "quantize_per_channel", "quantize_per_tensor_dynamic", "dequantize"), "_core.quantized"),
+               **dict.fromkeys(("fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine"),
+                               "_core.fake_quantize"),
                **dict.fromkeys(("set_autocast_enabled", "is_autocast_cpu_enabled", "set_autocast_cpu_enabled",
                                 "get_autocast_cpu_dtype", "set_autocast_cpu_dtype", "get_autocast_gpu_dtype",
                                 "set_autocast_gpu_dtype", "set_autocast_dtype", "is_autocast_cache_enabled",

@@ -6,6 +6,7 @@ Modules are found by walking the package; an example that needs an optional pack
 import doctest
 import importlib
 import importlib.util
+import os
 import pkgutil
 
 import numpy as np
@@ -21,6 +22,9 @@ def _modules():
     names = ["lucid"]
     for info in pkgutil.walk_packages(lucid.__path__, "lucid."):
         names.append(info.name)
+    # lucid._core has no __init__.py (a namespace package), which walk_packages does not enter.
+    core = os.path.join(lucid.__path__[0], "_core")
+    names += [info.name for info in pkgutil.iter_modules([core], "lucid._core.")]
     return sorted(names)
 
 

@@ -24,8 +24,8 @@ class dtype:
     >>> import lucid, numpy as np
     >>> lucid.float32, lucid.float32.itemsize, lucid.float32.is_floating_point
     (lucid.float32, 4, True)
-    >>> lucid.float32 == np.float32 == "float32"
-    True
+    >>> lucid.float32 == np.float32, lucid.float32 == "float32"
+    (True, True)
     """
 
     __slots__ = ("dtype", "name", "kind", "itemsize", "is_floating_point", "is_complex", "is_signed")
@@ -45,6 +45,8 @@ class dtype:
     def __eq__(self, other):
         if other.__class__ is dtype:
             return other is self
+        if isinstance(other, dtype):  # a quantized dtype equals only itself
+            return False
         try:
             return bool(self.dtype == other)
         except TypeError:
@@ -78,6 +80,55 @@ class dtype:
 _Dtype = dtype
 
 
+# NOTE [Quantized dtypes]
+# ``lucid.qint8``/``quint8``/``qint32`` (PyTorch's quantized element types) are ``dtype``
+# instances of a subclass with no NumPy dtype: no array ever carries one (a quantized tensor
+# stores its integers in an int8/uint8/int32 tensor, NOTE [Quantized tensors] in
+# ``_core/quantized.py``), so the eager path and ``Tensor.dtype`` never see them. Each
+# equals only itself (``qint8 != int8``), and NumPy cannot take one for a dtype.
+class _QuantizedDtype(dtype):
+    """A quantized element type; ``storage`` is the NumPy dtype of its integer representation."""
+
+    __slots__ = ("storage",)
+
+    def __init__(self, name, storage):
+        d = np.dtype(storage)
+        self.name, self.kind, self.itemsize, self.storage = name, "q", d.itemsize, d
+        self.is_floating_point = self.is_complex = False
+
+    @property
+    def is_signed(self):
+        raise RuntimeError("is_signed: isSignedType not supported for quantized types")
+
+    def __eq__(self, other):
+        return other is self
+
+    def __hash__(self):
+        return hash(("quantized", self.name))
+
+    def __reduce__(self):
+        return (_quantized_dtype, (self.name,))
+
+    def __getattr__(self, name):
+        raise AttributeError(f"'lucid.dtype' object has no attribute {name!r}")
+
+    def to_real(self):
+        return self
+
+    def to_complex(self):
+        raise TypeError(f"to_complex: {self} is not a floating point dtype")
+
+
+qint8 = _QuantizedDtype("qint8", np.int8)
+quint8 = _QuantizedDtype("quint8", np.uint8)
+qint32 = _QuantizedDtype("qint32", np.int32)
+_QUANTIZED = {d.name: d for d in (qint8, quint8, qint32)}
+
+
+def _quantized_dtype(name):
+    return _QUANTIZED[name]
+
+
 class _DtypeTable(dict):
     """NumPy dtype -> its lucid singleton, made on first use (covers any NumPy dtype)."""
 
@@ -94,7 +145,7 @@ _LUCID = _DtypeTable()
 
 def as_lucid(d) -> dtype:
     """The :class:`dtype` singleton for a NumPy dtype, type or name."""
-    if d.__class__ is dtype:
+    if d.__class__ is dtype or d.__class__ is _QuantizedDtype:
         return d
     return _LUCID[d]
 
@@ -166,6 +217,9 @@ def to_dtype(dtype) -> np.dtype:
         return complex128.dtype
     if dtype.__class__ is _Dtype:
         return dtype.dtype
+    if dtype.__class__ is _QuantizedDtype:
+        raise TypeError(f"dtype {dtype} is a quantized dtype: make quantized tensors with "
+                        "lucid.quantize_per_tensor or lucid.quantize_per_channel")
     d = np.dtype(dtype)
     if d not in _SUPPORTED:
         raise TypeError(f"dtype {d} is not supported by lucid")
@@ -255,6 +309,9 @@ def result_type(*operands) -> np.dtype:
         dt = getattr(op, "dtype", None)
         if dt.__class__ is _Dtype:
             dt = dt.dtype
+        elif dt.__class__ is _QuantizedDtype:  # See NOTE [Quantized tensors]
+            raise NotImplementedError(f"result_type: {dt} tensors are not supported by dense ops; "
+                                      "call .dequantize() first")
         if dt is None:
             cat = scalar_category(op)
             if cat < 0:

@@ -92,7 +92,10 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(lucid.empty(3 * embed_dim, dtype=dtype))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        # PyTorch's class: quantize_dynamic leaves it alone (this module reads its weight directly)
+        from .modules.linear import NonDynamicallyQuantizableLinear
+
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         if add_bias_kv:
             self.bias_k = Parameter(lucid.empty(1, 1, embed_dim, dtype=dtype))
             self.bias_v = Parameter(lucid.empty(1, 1, embed_dim, dtype=dtype))

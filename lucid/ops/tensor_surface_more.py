@@ -5,7 +5,8 @@ attached to :class:`Tensor` only where no other module defined the name. Five gr
   Python 2 names PyTorch still has (``__div__`` ...), and ``__cuda_array_interface__`` (CUDA
   tensors only, so ``hasattr`` is False elsewhere, as in PyTorch);
 * queries: the device flags (``is_meta``, ``is_mps`` ...), the flags of tensor kinds Lucid
-  does not have (``is_sparse``, ``is_quantized`` ...: always False), ``layout``, ``output_nr``,
+  does not have (``is_sparse`` ...: always False; ``is_quantized`` and the ``q_*`` queries of
+  quantized tensors, which refuse on a dense tensor), ``layout``, ``output_nr``,
   ``dim_order``, ``is_set_to``, ``const_data_ptr``;
 * method forms and legacy constructors: ``hardshrink``, ``prelu``, ``orgqr``, ``unsafe_split``
   and kin (also top-level, as in PyTorch), ``new``, ``new_empty_strided``, ``as_subclass``,
@@ -143,9 +144,42 @@ for _name in ("meta", "mps", "xpu", "xla", "ipu", "mtia", "maia", "vulkan"):
         setattr(Tensor, f"is_{_name}", _device_flag(_name))
 
 # Kinds of tensor Lucid does not have: every Lucid tensor is dense and strided.
-for _name in ("is_sparse", "is_sparse_csr", "is_quantized", "is_nested", "is_mkldnn"):
+for _name in ("is_sparse", "is_sparse_csr", "is_nested", "is_mkldnn"):
     if not hasattr(Tensor, _name):
         setattr(Tensor, _name, property(lambda self: False, doc="Always False: Lucid tensors are dense and strided."))
+# Quantized tensors are their own subclass (NOTE [Quantized tensors] in lucid/_core/quantized.py),
+# which overrides these; on a dense tensor the queries refuse as PyTorch's (no CPU kernel).
+if not hasattr(Tensor, "is_quantized"):
+    Tensor.is_quantized = False
+
+
+def _not_quantized(name):
+    def method(self, *args, **kwargs):
+        raise NotImplementedError(f"{name}: expected a quantized tensor, got a dense {self.dtype} tensor "
+                                  "(make one with lucid.quantize_per_tensor)")
+    method.__name__ = name
+    method.__doc__ = f"PyTorch's ``Tensor.{name}`` of a quantized tensor; a dense tensor raises NotImplementedError."
+    return method
+
+
+for _name in ("int_repr", "q_scale", "q_zero_point", "q_per_channel_scales", "q_per_channel_zero_points",
+              "q_per_channel_axis", "qscheme"):
+    if not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _not_quantized(_name))
+
+
+@_attach("dequantize")
+def dequantize(self):
+    """The tensor itself if it is floating point, else a float32 copy (PyTorch's
+    ``Tensor.dequantize`` of a dense tensor; quantized tensors override it).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([1, 2]).dequantize()
+    tensor([1., 2.])
+    """
+    return self if self.dtype.kind == "f" else self.float()
 
 
 @_attach("is_distributed")

@@ -7,6 +7,5 @@ __all__ = ["Bilinear", "Identity", "LazyLinear", "Linear"]
 
 
 class NonDynamicallyQuantizableLinear(Linear):
-    """A ``Linear`` that PyTorch's dynamic quantization leaves alone (``MultiheadAttention.out_proj``
-    in PyTorch). Lucid has no quantization, so it is exactly a ``Linear``; it exists so code that
-    builds attention blocks with it keeps working."""
+    """A ``Linear`` that dynamic quantization leaves alone: ``MultiheadAttention.out_proj``, whose
+    weight the attention reads directly (``quantize_dynamic`` maps exact types, as PyTorch's)."""

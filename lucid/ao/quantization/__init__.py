@@ -1,0 +1,31 @@
+"""PyTorch's ``torch.ao.quantization`` (eager mode): observers, fake quantization, qconfigs,
+stubs, module fusion and the dynamic / static / quantization-aware workflows.
+
+Examples
+--------
+>>> import lucid, lucid.nn as nn
+>>> from lucid.ao.quantization import quantize_dynamic
+>>> q = quantize_dynamic(nn.Sequential(nn.Linear(4, 2)), {nn.Linear}, dtype=lucid.qint8)
+>>> type(q[0]).__name__
+'Linear'
+"""
+from lucid._core.fake_quantize import fake_quantize_per_channel_affine, fake_quantize_per_tensor_affine
+from lucid._core.quantized import (dequantize, per_channel_affine, per_channel_symmetric, per_tensor_affine,
+                                   per_tensor_symmetric, quantize_per_channel, quantize_per_tensor)
+
+from .fake_quantize import (FakeQuantize, FakeQuantizeBase, default_dynamic_fake_quant, default_fake_quant,
+                            default_per_channel_weight_fake_quant, default_weight_fake_quant, disable_fake_quant,
+                            disable_observer, enable_fake_quant, enable_observer)
+from .fuse_modules import fuse_modules
+from .observer import (MinMaxObserver, MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver,
+                       NoopObserver, ObserverBase, PerChannelMinMaxObserver, PlaceholderObserver,
+                       UniformQuantizationObserverBase, default_dynamic_quant_observer,
+                       default_float_qparams_observer, default_observer, default_per_channel_weight_observer,
+                       default_placeholder_observer, default_weight_observer)
+from .qconfig import (QConfig, QConfigDynamic, default_dynamic_qconfig, default_per_channel_qconfig,
+                      default_qat_qconfig, default_qconfig, float16_dynamic_qconfig, float_qparams_weight_only_qconfig,
+                      get_default_qat_qconfig, get_default_qconfig, per_channel_dynamic_qconfig)
+from .quantize import convert, prepare, prepare_qat, propagate_qconfig_, quantize, quantize_dynamic, swap_module
+from .stubs import DeQuantStub, QuantStub, QuantWrapper
+
+__all__ = [name for name in dir() if not name.startswith("_")]

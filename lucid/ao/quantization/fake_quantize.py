@@ -1,0 +1,168 @@
+"""Fake-quantize modules (PyTorch's ``torch.ao.quantization.fake_quantize``): an observer plus
+:func:`lucid.fake_quantize_per_tensor_affine` (or the per-channel one), for quantization-aware
+training; the gradient is the straight-through estimator (NOTE [Straight-through fake
+quantization] in ``lucid/_core/fake_quantize.py``).
+
+Examples
+--------
+>>> import lucid
+>>> from lucid.ao.quantization import FakeQuantize
+>>> fq = FakeQuantize(quant_min=0, quant_max=255)
+>>> fq(lucid.tensor([0.0, 0.5, 1.0]))
+tensor([0.        , 0.49803925, 1.        ])
+"""
+from __future__ import annotations
+
+import lucid
+from lucid import nn
+from lucid._core.quantized import per_channel_affine_float_qparams
+
+from .observer import (MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver, _with_args,
+                       _with_callable_args)
+from .utils import is_per_channel
+
+__all__ = ["FakeQuantizeBase", "FakeQuantize", "default_fake_quant", "default_weight_fake_quant",
+           "default_per_channel_weight_fake_quant", "default_dynamic_fake_quant", "disable_fake_quant",
+           "enable_fake_quant", "disable_observer", "enable_observer"]
+
+_INT_RANGE = {lucid.qint8: (-128, 127), lucid.quint8: (0, 255), lucid.qint32: (-2 ** 31, 2 ** 31 - 1),
+              lucid.int8: (-128, 127), lucid.uint8: (0, 255), lucid.int32: (-2 ** 31, 2 ** 31 - 1)}
+
+
+class FakeQuantizeBase(nn.Module):
+    """The switches every fake-quantize module has: fake quantization and observation, each
+    on or off (uint8 buffers, as PyTorch keeps them)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("fake_quant_enabled", lucid.tensor([1], dtype=lucid.uint8))
+        self.register_buffer("observer_enabled", lucid.tensor([1], dtype=lucid.uint8))
+
+    def forward(self, x):
+        raise NotImplementedError
+
+    def calculate_qparams(self, **kwargs):
+        raise NotImplementedError
+
+    def enable_fake_quant(self, enabled=True):
+        self.fake_quant_enabled[0] = 1 if enabled else 0
+
+    def disable_fake_quant(self):
+        self.enable_fake_quant(False)
+
+    def enable_observer(self, enabled=True):
+        self.observer_enabled[0] = 1 if enabled else 0
+
+    def disable_observer(self):
+        self.enable_observer(False)
+
+    with_args = classmethod(_with_args)
+    with_callable_args = classmethod(_with_callable_args)
+
+
+class FakeQuantize(FakeQuantizeBase):
+    """Observe (while ``observer_enabled``), then fake-quantize with the observer's scale and
+    zero point (while ``fake_quant_enabled``): PyTorch's ``FakeQuantize``.
+
+    Parameters
+    ----------
+    observer : observer class or ``with_args`` factory
+        MovingAverageMinMaxObserver unless given.
+    quant_min, quant_max : int, optional
+        The integer range (passed to the observer).
+    **observer_kwargs
+        More observer arguments (``dtype``, ``qscheme``, ``reduce_range``, ``ch_axis`` ...).
+    """
+
+    def __init__(self, observer=MovingAverageMinMaxObserver, quant_min=None, quant_max=None, is_dynamic=False,
+                 **observer_kwargs):
+        super().__init__()
+        if quant_min is not None and quant_max is not None:
+            if quant_min > quant_max:
+                raise AssertionError("quant_min must be less than or equal to quant_max")
+            dtype = observer_kwargs.get("dtype", lucid.quint8)
+            if hasattr(observer, "p"):  # a with_args factory may carry the dtype
+                dtype = getattr(observer.p, "keywords", {}).get("dtype", dtype)
+            lo, hi = _INT_RANGE.get(dtype, (quant_min, quant_max))
+            if not (lo <= quant_min and quant_max <= hi):
+                raise AssertionError("quant_min and quant_max out of the dtype's range")
+            observer_kwargs.update({"quant_min": quant_min, "quant_max": quant_max})
+        observer_kwargs["is_dynamic"] = is_dynamic
+        self.activation_post_process = observer(**observer_kwargs)
+        app = self.activation_post_process
+        self.quant_min, self.quant_max = app.quant_min, app.quant_max
+        self.is_dynamic = app.is_dynamic
+        zp_dtype = lucid.float32 if app.qscheme == per_channel_affine_float_qparams else lucid.int32
+        self.register_buffer("scale", lucid.tensor([1.0], dtype=lucid.float32))
+        self.register_buffer("zero_point", lucid.tensor([0], dtype=zp_dtype))
+        self.dtype = app.dtype
+        self.qscheme = app.qscheme
+        self.ch_axis = getattr(app, "ch_axis", -1)
+        if not (is_per_channel(self.qscheme) or self.qscheme in (lucid.per_tensor_affine,
+                                                                  lucid.per_tensor_symmetric)):
+            raise AssertionError(f"Only per channel and per tensor quantization are supported in fake quantize, "
+                                 f"got qscheme: {self.qscheme}")
+        self.is_per_channel = is_per_channel(self.qscheme)
+
+    def calculate_qparams(self):
+        return self.activation_post_process.calculate_qparams()
+
+    def forward(self, X):
+        if int(self.observer_enabled[0]) == 1:
+            self.activation_post_process(X.detach())
+            scale, zero_point = self.calculate_qparams()
+            self.scale = scale.to(device=self.scale.device, dtype=lucid.float32)
+            self.zero_point = zero_point.to(device=self.zero_point.device, dtype=self.zero_point.dtype)
+        if int(self.fake_quant_enabled[0]) == 1:
+            app = self.activation_post_process
+            if self.is_per_channel:
+                X = lucid.fake_quantize_per_channel_affine(X, self.scale, self.zero_point, self.ch_axis,
+                                                           app.quant_min, app.quant_max)
+            else:
+                X = lucid.fake_quantize_per_tensor_affine(X, self.scale, self.zero_point, app.quant_min,
+                                                          app.quant_max)
+        return X
+
+    def extra_repr(self):
+        app = self.activation_post_process
+        return (f"fake_quant_enabled={self.fake_quant_enabled}, observer_enabled={self.observer_enabled}, "
+                f"quant_min={app.quant_min}, quant_max={app.quant_max}, dtype={self.dtype}, "
+                f"qscheme={self.qscheme}, ch_axis={self.ch_axis}, scale={self.scale}, zero_point={self.zero_point}")
+
+
+default_fake_quant = FakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=0, quant_max=255,
+                                            dtype=lucid.quint8, qscheme=lucid.per_tensor_affine, reduce_range=True)
+default_weight_fake_quant = FakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=-128,
+                                                   quant_max=127, dtype=lucid.qint8,
+                                                   qscheme=lucid.per_tensor_symmetric, reduce_range=False)
+default_dynamic_fake_quant = FakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=0,
+                                                    quant_max=255, is_dynamic=True, dtype=lucid.quint8,
+                                                    averaging_constant=1)
+default_per_channel_weight_fake_quant = FakeQuantize.with_args(
+    observer=MovingAveragePerChannelMinMaxObserver, quant_min=-128, quant_max=127, dtype=lucid.qint8,
+    qscheme=lucid.per_channel_symmetric, reduce_range=False, ch_axis=0)
+
+
+def _is_fake_quant(mod):
+    return isinstance(mod, FakeQuantizeBase)
+
+
+def disable_fake_quant(mod):
+    """For ``model.apply``: switch fake quantization off in every FakeQuantize module."""
+    if _is_fake_quant(mod):
+        mod.disable_fake_quant()
+
+
+def enable_fake_quant(mod):
+    if _is_fake_quant(mod):
+        mod.enable_fake_quant()
+
+
+def disable_observer(mod):
+    if _is_fake_quant(mod):
+        mod.disable_observer()
+
+
+def enable_observer(mod):
+    if _is_fake_quant(mod):
+        mod.enable_observer()

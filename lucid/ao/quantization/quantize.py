@@ -1,0 +1,216 @@
+"""The eager-mode quantization workflows (PyTorch's ``torch.ao.quantization.quantize``):
+``quantize_dynamic``; ``prepare`` / calibrate / ``convert`` (post-training static); and
+``prepare_qat`` / train / ``convert`` (quantization-aware training)."""
+from __future__ import annotations
+
+import copy
+import itertools
+
+import lucid
+from lucid import nn
+
+from .fuse_modules import LinearReLU
+from .qconfig import default_dynamic_qconfig, float16_dynamic_qconfig
+from .stubs import DeQuantStub, QuantStub
+
+__all__ = ["quantize_dynamic", "propagate_qconfig_", "prepare", "convert", "prepare_qat", "quantize",
+           "swap_module", "get_default_dynamic_quant_module_mappings", "get_default_static_quant_module_mappings",
+           "get_default_qat_module_mappings"]
+
+
+def get_default_dynamic_quant_module_mappings():
+    from lucid.ao.nn.quantized import dynamic as nnqd
+
+    return {nn.Linear: nnqd.Linear, nn.LSTM: nnqd.LSTM}
+
+
+def get_default_static_quant_module_mappings():
+    from lucid.ao.nn import quantized as nnq
+
+    from .qat import Linear as QATLinear, LinearReLU as QATLinearReLU
+
+    return {QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize, nn.Linear: nnq.Linear, nn.ReLU: nnq.ReLU,
+            LinearReLU: nnq.LinearReLU, QATLinear: nnq.Linear, QATLinearReLU: nnq.LinearReLU}
+
+
+def get_default_qat_module_mappings():
+    from .qat import Linear as QATLinear, LinearReLU as QATLinearReLU
+
+    return {nn.Linear: QATLinear, LinearReLU: QATLinearReLU}
+
+
+def propagate_qconfig_(module, qconfig_dict=None, prepare_custom_config_dict=None):
+    """Give every submodule a ``qconfig``: its own, else its type's or its name's entry of
+    ``qconfig_dict``, else its parent's (PyTorch's rule)."""
+    qconfig_dict = {} if qconfig_dict is None else qconfig_dict
+
+    def visit(mod, parent, prefix):
+        qconfig = qconfig_dict.get(type(mod), parent)
+        qconfig = qconfig_dict.get(prefix, qconfig)
+        qconfig = getattr(mod, "qconfig", qconfig)
+        mod.qconfig = qconfig
+        for name, child in mod.named_children():
+            visit(child, qconfig, f"{prefix}.{name}" if prefix else name)
+
+    visit(module, None, "")
+
+
+def quantize_dynamic(model, qconfig_spec=None, dtype=lucid.qint8, mapping=None, inplace=False):
+    """Replace the layers named by ``qconfig_spec`` with dynamically quantized ones: int8
+    weights, activations quantized per call (PyTorch's ``quantize_dynamic``).
+
+    Parameters
+    ----------
+    model : nn.Module
+    qconfig_spec : set of module types, or dict of type/name -> QConfig, optional
+        ``{nn.Linear, nn.LSTM}`` by default (Lucid has dynamic forms of those two).
+    dtype : lucid.qint8 or lucid.float16
+    mapping : dict, optional
+        Float module type -> dynamic module class.
+    inplace : bool
+        Change ``model`` itself instead of a deep copy.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> from lucid.ao.quantization import quantize_dynamic
+    >>> q = quantize_dynamic(nn.Sequential(nn.Linear(4, 3), nn.ReLU()), {nn.Linear}, dtype=lucid.qint8)
+    >>> print(q)
+    Sequential(
+      (0): DynamicQuantizedLinear(in_features=4, out_features=3, dtype=lucid.qint8, qscheme=lucid.per_tensor_affine)
+      (1): ReLU()
+    )
+    """
+    if qconfig_spec is None:
+        if dtype == lucid.qint8:
+            qconfig_spec = dict.fromkeys((nn.Linear, nn.LSTM), default_dynamic_qconfig)
+        elif dtype == lucid.float16:
+            qconfig_spec = dict.fromkeys((nn.Linear, nn.LSTM), float16_dynamic_qconfig)
+        else:
+            raise ValueError(f"Don't know how to quantize with default settings for {dtype}. Provide full "
+                             "qconfig please")
+    elif isinstance(qconfig_spec, set):
+        if dtype == lucid.qint8:
+            default = default_dynamic_qconfig
+        elif dtype == lucid.float16:
+            default = float16_dynamic_qconfig
+        else:
+            raise RuntimeError(f"Unknown dtype specified for quantize_dynamic: {dtype}")
+        qconfig_spec = dict(zip(qconfig_spec, itertools.repeat(default)))
+    if mapping is None:
+        mapping = get_default_dynamic_quant_module_mappings()
+    if not inplace:
+        model = copy.deepcopy(model)
+    model.eval()
+    propagate_qconfig_(model, qconfig_spec)
+    convert(model, mapping, inplace=True)
+    return model
+
+
+def swap_module(mod, mapping, custom_module_class_mapping=None, use_precomputed_fake_quant=False):
+    """``mapping[type(mod)].from_float(mod)`` when ``mod`` has a qconfig, else ``mod``."""
+    if getattr(mod, "qconfig", None) is not None and type(mod) in mapping:
+        return mapping[type(mod)].from_float(mod)
+    return mod
+
+
+def convert(module, mapping=None, inplace=False, remove_qconfig=True, is_reference=False,
+            convert_custom_config_dict=None, use_precomputed_fake_quant=False):
+    """Swap each module that has a ``qconfig`` and a type in ``mapping`` (the static one by
+    default) for its quantized form, using its observers' statistics."""
+    if mapping is None:
+        mapping = get_default_static_quant_module_mappings()
+    if not inplace:
+        module = copy.deepcopy(module)
+    _convert(module, mapping)
+    if remove_qconfig:
+        _remove_qconfig(module)
+    return module
+
+
+def _convert(module, mapping):
+    swaps = {}
+    for name, child in module.named_children():
+        if type(child) not in mapping or isinstance(child, LinearReLU):
+            if not isinstance(child, LinearReLU):
+                _convert(child, mapping)
+        swaps[name] = swap_module(child, mapping)
+    for name, new in swaps.items():
+        if new is not module._modules[name]:
+            module._modules[name] = new
+
+
+def _remove_qconfig(module):
+    for child in module.children():
+        _remove_qconfig(child)
+    if "qconfig" in module.__dict__:
+        del module.__dict__["qconfig"]
+    post = module._modules.get("activation_post_process")
+    if post is not None and getattr(module, "_observer_hook", None) is not None:
+        module._observer_hook.remove()
+        del module._modules["activation_post_process"]
+        del module.__dict__["_observer_hook"]
+
+
+def _observe_output(module, args, output):
+    return module.activation_post_process(output)
+
+
+def _propagation_types():
+    return set(get_default_static_quant_module_mappings()) | set(get_default_qat_module_mappings().values())
+
+
+def _add_observers(module, allowed):
+    for child in module.children():
+        if isinstance(child, LinearReLU) or type(child) in (get_default_qat_module_mappings().get(LinearReLU),):
+            _insert_observer(child)
+        else:
+            _add_observers(child, allowed)
+    leaf = not any(True for _ in module.children()) or hasattr(module, "weight_fake_quant")
+    if leaf and type(module) in allowed and not isinstance(module, DeQuantStub):
+        _insert_observer(module)
+
+
+def _insert_observer(module):
+    if getattr(module, "qconfig", None) is None or "activation_post_process" in module._modules:
+        return
+    module.add_module("activation_post_process", module.qconfig.activation())
+    module.__dict__["_observer_hook"] = module.register_forward_hook(_observe_output)
+
+
+def prepare(model, inplace=False, allow_list=None, observer_non_leaf_module_list=None,
+            prepare_custom_config_dict=None):
+    """Attach an observer (the qconfig's activation factory) to the output of every module
+    that ``convert`` will quantize; run calibration data through the result, then ``convert``."""
+    if not inplace:
+        model = copy.deepcopy(model)
+    propagate_qconfig_(model)
+    _add_observers(model, set(allow_list) if allow_list is not None else _propagation_types())
+    return model
+
+
+def prepare_qat(model, mapping=None, inplace=False):
+    """Swap layers for their fake-quantizing training forms (weights through the qconfig's
+    weight fake-quantize) and observe activations with fake quantization: train, then
+    ``convert``."""
+    if not model.training:
+        raise AssertionError("prepare_qat only works on models in training mode")
+    if mapping is None:
+        mapping = get_default_qat_module_mappings()
+    if not inplace:
+        model = copy.deepcopy(model)
+    propagate_qconfig_(model)
+    convert(model, mapping=mapping, inplace=True, remove_qconfig=False)
+    prepare(model, inplace=True)
+    return model
+
+
+def quantize(model, run_fn, run_args, mapping=None, inplace=False):
+    """``prepare``, ``run_fn(model, *run_args)`` to calibrate, ``convert``."""
+    if not inplace:
+        model = copy.deepcopy(model)
+    model.eval()
+    prepare(model, inplace=True)
+    run_fn(model, *run_args)
+    convert(model, mapping, inplace=True)
+    return model
