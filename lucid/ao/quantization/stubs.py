@@ -7,29 +7,25 @@ from lucid import nn
 __all__ = ["QuantStub", "DeQuantStub", "QuantWrapper"]
 
 
-class QuantStub(nn.Module):
+class _IdentityStub(nn.Module):
+    """An identity that carries an optional ``qconfig`` until ``convert`` replaces it."""
+
+    def __init__(self, qconfig=None):
+        super().__init__()
+        if qconfig:
+            self.qconfig = qconfig
+
+    def forward(self, x):
+        return x
+
+
+class QuantStub(_IdentityStub):
     """Identity before calibration; the observer goes here, and ``convert`` swaps it for a
     ``Quantize`` module."""
 
-    def __init__(self, qconfig=None):
-        super().__init__()
-        if qconfig:
-            self.qconfig = qconfig
 
-    def forward(self, x):
-        return x
-
-
-class DeQuantStub(nn.Module):
+class DeQuantStub(_IdentityStub):
     """Identity before conversion; ``convert`` swaps it for a ``DeQuantize`` module."""
-
-    def __init__(self, qconfig=None):
-        super().__init__()
-        if qconfig:
-            self.qconfig = qconfig
-
-    def forward(self, x):
-        return x
 
 
 class QuantWrapper(nn.Module):
