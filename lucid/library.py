@@ -396,6 +396,8 @@ class CustomOpDef:
         fn = None if kind in self._disabled else self._backend_fns.get(kind)
         if fn is None and kind == "meta":
             fn = self._fake_fn
+            if fn is None and self._mutated and self._schema.endswith("-> ()"):
+                fn = _trivial_fake  # PyTorch's generated fake for a mutating op that returns nothing
         if fn is None:
             fn = self._default_fn
         if fn is None:
@@ -441,6 +443,12 @@ class CustomOpDef:
                 if a.__class__ is Tensor and (o is a or _arrays_alias(o._data, a._data)):
                     raise RuntimeError(f"{self._qualname}: the output of this custom operator must not be an input "
                                        "or alias (a view of) one; return a new tensor (e.g. x.clone())")
+
+
+def _trivial_fake(*args, **kwargs):
+    """The fake implementation of a mutating op that returns nothing (PyTorch generates it: such
+    an op changes no shape, so the meta device has nothing to compute)."""
+    return None
 
 
 def _tensors(value):

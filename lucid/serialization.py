@@ -13,6 +13,10 @@ keeps a JSON description of the saved container, in which every node is tagged:
     {"dict": [[key, value], ...]}              dicts (keys of any supported kind, in order;
                                                ``"odict"`` for an OrderedDict)
     {"float": "nan" | "inf" | "-inf"}          non-finite floats
+    {"q": dtype, "scheme": name, "ints": node, "scale": f, "zero_point": i}
+                                               a quantized tensor (per channel: "scales" and
+                                               "zero_points" tensor nodes and "axis")
+    {"dtype": name}                            a dtype (``lucid.float32``, ``lucid.qint8`` ...)
     null, true, 1, 1.5, "s"                    None, bools, ints, finite floats, strings
 
 Loading parses JSON and copies bytes only — nothing from the file is ever executed (no
@@ -38,6 +42,7 @@ import numpy as np
 
 from ._core import backend as _backend
 from ._core.backend import check_device, host, to_device
+from ._core.dtypes import dtype as _dtype
 from ._core.tensor import Tensor, _wrap
 
 __all__ = ["save", "load"]  # (and save_for_torch, through __getattr__ below; the safe-globals API
@@ -96,6 +101,10 @@ class _Encoder:
     def encode(self, obj, path=""):
         if obj is None or isinstance(obj, (bool, str)):
             return obj
+        if isinstance(obj, Tensor) and obj.is_quantized is True:
+            return self.quantized(obj, path)
+        if isinstance(obj, _dtype):  # e.g. a quantized module's ``_packed_params.dtype``
+            return {"dtype": obj.name}
         if isinstance(obj, Tensor):
             if type(obj).__name__.endswith("Tracer"):
                 raise TypeError(f"lucid.save: can't save a transform tracer at {path or '<root>'!r}")
@@ -135,6 +144,17 @@ class _Encoder:
             f"lucid.save: can't save an object of type {type(obj).__name__} at {path or '<root>'!r}; "
             "supported: Tensor, ndarray, None, bool, int, float, str, and lists, tuples and dicts of them"
         )
+
+    def quantized(self, q, path):
+        """A quantized tensor: its integers and its quantizer (NOTE [Quantized tensors])."""
+        node = {"q": q.dtype.name, "scheme": q.qscheme().name, "ints": self.encode(q.int_repr(), path)}
+        if q.qscheme().name.startswith("per_tensor"):
+            node["scale"], node["zero_point"] = float(q.q_scale()), int(q.q_zero_point())
+        else:
+            node["scales"] = self.encode(q.q_per_channel_scales(), _join(path, "scales"))
+            node["zero_points"] = self.encode(q.q_per_channel_zero_points(), _join(path, "zero_points"))
+            node["axis"] = int(q.q_per_channel_axis())
+        return node
 
     def key(self, k, path):
         if isinstance(k, Tensor) or isinstance(k, np.ndarray):
@@ -938,6 +958,10 @@ class _Decoder:
         if isinstance(node, dict) and len(node) >= 1:
             if "t" in node or "nd" in node:
                 return self.tensor(node)
+            if "q" in node:
+                return self.quantized(node)
+            if "dtype" in node and len(node) == 1:
+                return self.dtype(node["dtype"])
             if "list" in node and isinstance(node["list"], list):
                 return [self.decode(v) for v in node["list"]]
             if "tuple" in node and isinstance(node["tuple"], list):
@@ -951,11 +975,51 @@ class _Decoder:
                 return float(node["float"])
         raise self.fail(f"unknown node in the structure: {str(node)[:80]}")
 
+    def dtype(self, name):
+        from ._core.dtypes import _QUANTIZED, as_lucid
+
+        if name in _QUANTIZED:
+            return _QUANTIZED[name]
+        if not isinstance(name, str) or name.upper() in ("O", "OBJECT") or not name.isidentifier():
+            raise self.fail(f"bad dtype in the structure: {str(name)[:40]}")
+        try:
+            d = as_lucid(np.dtype(name))
+        except (TypeError, KeyError):
+            raise self.fail(f"unknown dtype in the structure: {name[:40]}") from None
+        if np.dtype(name) not in _CODES and np.dtype(name).kind != "c":
+            raise self.fail(f"unsupported dtype in the structure: {name[:40]}")
+        return d
+
+    def quantized(self, node):
+        """Rebuild a quantized tensor from known parts only (nothing named in the file is called)."""
+        from ._core import quantized as Q
+        from ._core.dtypes import _QUANTIZED
+
+        dtype, scheme = _QUANTIZED.get(node.get("q")), Q._SCHEMES.get(node.get("scheme"))
+        ints = self.decode(node.get("ints"))
+        if dtype is None or scheme is None or not isinstance(ints, Tensor) or ints.dtype != dtype.storage:
+            raise self.fail(f"bad quantized tensor in the structure: {str(node)[:80]}")
+        if scheme in Q.PER_TENSOR:
+            scale, zero_point = node.get("scale"), node.get("zero_point")
+            if not isinstance(scale, float) or not math.isfinite(scale) or not _is_int(zero_point):
+                raise self.fail(f"bad quantizer of a quantized tensor: {str(node)[:80]}")
+            return Q.make_quantized(ints, dtype, scheme, scale=scale, zero_point=zero_point)
+        scales, zero_points, axis = self.decode(node.get("scales")), self.decode(node.get("zero_points")), node.get("axis")
+        if not (isinstance(scales, Tensor) and isinstance(zero_points, Tensor) and _is_int(axis)
+                and 0 <= axis < max(ints.ndim, 1) and scales.shape == zero_points.shape
+                and tuple(scales.shape) == (ints.shape[axis] if ints.ndim else 1,)):
+            raise self.fail(f"bad per-channel quantizer of a quantized tensor: {str(node)[:80]}")
+        return Q.make_quantized(ints, dtype, scheme, scales=scales, zero_points=zero_points, axis=axis)
+
     def decode_key(self, k):
         key = self.decode(k)
         if isinstance(key, (list, dict, Tensor, np.ndarray)):
             raise self.fail(f"unhashable dict key in the structure: {str(k)[:80]}")
         return key
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _is_uint(x):

@@ -247,3 +247,20 @@ def test_printing_suffixes_match_torch():
                                        lucid.qint8))
     # the values print in each library's own number format; the suffixes are PyTorch's
     assert q[q.index("size="):].replace("lucid.", "torch.").split() == t[t.index("size="):].split()
+
+
+def test_quantized_tensors_and_dtypes_save_and_load(tmp_path):
+    path = str(tmp_path / "q.safetensors")
+    x = lucid.tensor([[-1.0, 0.25, 2.0], [0.5, -0.75, 1.5]])
+    per_tensor = lucid.quantize_per_tensor(x, 0.1, 10, lucid.quint8)
+    per_channel = lucid.quantize_per_channel(x, lucid.tensor([0.1, 0.05], dtype=lucid.float64),
+                                             lucid.tensor([0, -3]), 0, lucid.qint8)
+    lucid.save({"a": per_tensor, "b": per_channel, "dtypes": [lucid.qint32, lucid.float16]}, path)
+    got = lucid.load(path)
+    a, b = got["a"], got["b"]
+    assert a.dtype is lucid.quint8 and a.q_scale() == 0.1 and a.q_zero_point() == 10
+    assert a.int_repr().tolist() == per_tensor.int_repr().tolist()
+    assert b.dtype is lucid.qint8 and b.q_per_channel_axis() == 0
+    assert b.int_repr().tolist() == per_channel.int_repr().tolist()
+    assert b.q_per_channel_scales().tolist() == [0.1, 0.05] and b.q_per_channel_zero_points().tolist() == [0, -3]
+    assert got["dtypes"] == [lucid.qint32, lucid.float16]
