@@ -375,11 +375,36 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
-    if vals[2] == 0:
-        raise RuntimeError(f"arange: step must be nonzero (start {vals[0]}, end {vals[1]})")
     if dtype is None:
         dtype = dtypes.int64 if all(isinstance(v, int) for v in vals) else dtypes.get_default_dtype()
-    return _finish(xp.arange(*vals, dtype=dtype_arg(dtype, "arange")), requires_grad, device, "arange")
+    dt = np.dtype(dtype_arg(dtype, "arange"))
+    if dt.kind in "bc":
+        return _finish(xp.arange(*vals, dtype=dt), requires_grad, device, "arange")
+    return _finish(_arange_values(vals, dt), requires_grad, device, "arange")
+
+
+# NOTE [Arange as PyTorch computes it]
+# PyTorch casts start, end and step to the dtype's accumulation type (int64 for integer dtypes,
+# so arange(1, 2.5, 0.5, dtype=int8) is [1, 1, 1]; float32 for float16, float64 otherwise) and
+# writes start + i * step in that type. The length (and the step checks) use those cast values
+# for int64 (arange(1, 5.5, dtype=int64) has 4 values) and the double arguments for the other
+# dtypes. NumPy steps in the target dtype (float16 drifts: 0.2998 for 0.3) and takes the length
+# from the uncast arguments.
+def _arange_values(vals, dt):
+    from .._core.primitive import OpError
+
+    acc = np.int64 if dt.kind in "iu" else np.float32 if dt == np.float16 else np.float64
+    start, end, step = (int(v) if acc is np.int64 else float(v) for v in vals)
+    lo, hi, by = (start, end, step) if dt == np.int64 else (float(v) for v in vals)
+    if by == 0:
+        raise OpError(f"arange: step must be nonzero (start {vals[0]}, end {vals[1]})")
+    if not (np.isfinite(float(lo)) and np.isfinite(float(hi))):
+        raise RuntimeError(f"arange: unsupported range: {vals[0]} -> {vals[1]}")
+    if (by > 0 and hi < lo) or (by < 0 and hi > lo):
+        raise RuntimeError(f"arange: upper bound and lower bound inconsistent with step sign "
+                           f"(start {vals[0]}, end {vals[1]}, step {vals[2]})")
+    n = (hi - lo + by - (1 if by > 0 else -1)) // by if dt == np.int64 else int(np.ceil((hi - lo) / by))
+    return (acc(start) + np.arange(n, dtype=acc) * acc(step)).astype(dt, copy=False)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):

@@ -58,6 +58,10 @@ def split_key(key):
         if isinstance(k, Tensor):
             if k.dtype.kind not in "biu":
                 raise IndexError(f"getitem: tensors used as indices must be long, int or bool, got {k.dtype}")
+            if k.dtype == np.uint8:  # PyTorch still reads a uint8 index as a mask (deprecated)
+                warnings.warn("indexing with dtype uint8 is deprecated, please use a dtype bool instead",
+                              UserWarning, stacklevel=3)
+                k = k != 0
             template.append(IDX)
             tensors.append(k)
         elif isinstance(k, (list, range, np.ndarray)):  # range: as a list (the nn tutorial's x[range(n), y])
@@ -118,6 +122,50 @@ index_scatter_p = defprim(
         bind(index_scatter_p, (tangents[0],) + tuple(primals[1:]), {"key": key, "shape": shape}),
     save_inputs=1,
 )
+
+
+# NOTE [Ints beside index tensors]
+# PyTorch applies integer indices first (as select), so they never join the advanced group:
+# ``x[0, :, idx]`` is ``x[0][:, idx]``, shape (4, 2) for x of shape (3, 4, 5). NumPy counts the
+# int as an advanced index, finds the group split by the slice and puts its dims in front:
+# (2, 4). The dims are the same, only their order differs, so ``torch_order`` gives the
+# permutation from NumPy's result to PyTorch's (None where they agree: every key without both
+# an int and an index tensor takes one test).
+def torch_order(template, idx, ndim):
+    """Permutation taking ``x[template]`` in NumPy's dim order to PyTorch's, or None."""
+    if not idx or not any(k.__class__ is int for k in template):
+        return None
+    it = iter(idx)
+    entries = []  # (kind, input dims consumed); a basic entry makes one output dim
+    for k in template:
+        if k is IDX:
+            i = next(it)
+            entries.append(("adv", i.ndim if i.dtype == np.bool_ else 1))
+        else:
+            entries.append(("...", 0) if k is Ellipsis else ("int", 1) if k.__class__ is int
+                           else ("basic", 0 if k is None else 1))
+    rest = [("basic", 1)] * (ndim - sum(n for _, n in entries))
+    kinds = []
+    for kind, _ in entries:
+        kinds += [k for k, _ in rest] if kind == "..." else [kind]
+    if not any(kind == "..." for kind, _ in entries):
+        kinds += [k for k, _ in rest]
+
+    def slot(advanced):  # how many basic dims precede the advanced group's dims
+        kept = [k for k in kinds if k != "int" or "int" in advanced]
+        pos = [j for j, k in enumerate(kept) if k in advanced]
+        if pos != list(range(pos[0], pos[-1] + 1)):
+            return 0
+        return kept[:pos[0]].count("basic")
+
+    p_np, p_t = slot(("adv", "int")), slot(("adv",))
+    if p_np == p_t:
+        return None
+    nb = len(np.broadcast_shapes(*[(1,) if i.dtype == np.bool_ and i.ndim else tuple(i.shape) for i in idx]))
+    basic = list(range(kinds.count("basic")))
+    group = [("b", j) for j in range(nb)]
+    np_order, t_order = basic[:p_np] + group + basic[p_np:], basic[:p_t] + group + basic[p_t:]
+    return tuple(np_order.index(d) for d in t_order)
 
 
 def _advanced_front(key):
@@ -302,7 +350,9 @@ def getitem(input, key):
 
         return alias(input)
     try:
-        return bind(getitem_p, (input,) + idx, {"key": template})
+        out = bind(getitem_p, (input,) + idx, {"key": template})
+        perm = torch_order(template, idx, input.ndim)  # NOTE [Ints beside index tensors]
+        return out if perm is None else out.permute(perm)
     except IndexError as e:
         raise IndexError(f"getitem: {e} (tensor shape {tuple(input.shape)})".replace("getitem: getitem: ", "getitem: ")) from None
 
@@ -480,7 +530,8 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     """Copy of ``input`` with ``src`` (a tensor, or a number ``value``) written at ``index`` along ``dim``.
 
     For dim 0: ``out[index[i][j]][j] = src[i][j]``. With repeated indices the value written
-    is unspecified (as in PyTorch); ``reduce`` is not supported.
+    is unspecified (as in PyTorch). ``reduce="add"`` or ``"multiply"`` accumulates into the
+    values of ``input`` instead (as :func:`scatter_reduce` with "sum" / "prod").
 
     Parameters
     ----------
@@ -495,7 +546,8 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     value : number, optional
         One value written everywhere (instead of ``src``).
     reduce : str, optional
-        Not supported (use :func:`scatter_add`).
+        "add" or "multiply": combine with ``input``'s values (PyTorch's deprecated form of
+        :func:`scatter_reduce`; here differentiable too).
 
     Examples
     --------
@@ -503,12 +555,12 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     >>> lucid.scatter(lucid.zeros(3), 0, lucid.tensor([2, 0]), lucid.tensor([5.0, 6.0])).tolist()
     [6.0, 0.0, 5.0]
     """
-    if reduce is not None:
-        raise NotImplementedError("scatter: reduce= is not supported; use scatter_add or index_add")
     if src is None:
         src = value
     if src is None:
         raise TypeError("scatter: expected a src tensor or a value")
+    if reduce is not None:
+        return _scatter_reduce_kw(input, dim, index, src, reduce)
     input, axis, index = _along_axis_args("scatter", input, dim, index)
     src = _fit_src("scatter", src, index, input.dtype)
     if isinstance(src, Tensor) and src.ndim == 0 and input.ndim == 0:
@@ -516,6 +568,18 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     if not isinstance(src, Tensor):
         src = float(src) if input.dtype.kind in "fc" else src
     return bind(scatter_p, (input, index, src), {"axis": axis})
+
+
+def _scatter_reduce_kw(input, dim, index, src, reduce):
+    if reduce not in ("add", "multiply"):
+        raise RuntimeError(f"scatter: reduce argument must be either add or multiply, got {reduce!r}")
+    from .creation import full
+    from .scatter_extra import scatter_reduce
+
+    input, index = _as_tensor(input), _as_tensor(index)
+    if not isinstance(src, Tensor):
+        src = full(tuple(index.shape), src, dtype=input.dtype, device=input.device)
+    return scatter_reduce(input, dim, index, src, "sum" if reduce == "add" else "prod")
 
 
 @tensor_method("scatter_add")

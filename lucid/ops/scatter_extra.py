@@ -249,7 +249,13 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     s = src[tuple(slice(0, k) for k in index.shape)].to(input.dtype)
     n = input.shape[d]
     onehot = index[None] == L.arange(n, device=index.device).reshape((n,) + (1,) * nd)  # (n, *index.shape)
-    R, C = _reduce_onehot(L, reduce, onehot, s, d, input.dtype)
+    selfv = None
+    if include_self and reduce in ("amax", "amin"):
+        # input joins the same reduction, so ties between it and src share the gradient evenly
+        # (PyTorch: g / N over all N tied values), not half to input and half to src's ties
+        cut = input[tuple(slice(0, k) if j != d else slice(None) for j, k in enumerate(index.shape))]
+        selfv = L.movedim(cut, d, 0).unsqueeze(d + 1)
+    R, C = _reduce_onehot(L, reduce, onehot, s, d, input.dtype, selfv)
     pad = []
     for k in reversed(range(nd)):  # outside the index's extent nothing is scattered
         pad += [0, (input.shape[k] - R.shape[k]) if k != d else 0]
@@ -259,13 +265,15 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     return _combine(L, reduce, input, R, C, has, include_self)
 
 
-def _reduce_onehot(L, reduce, onehot, s, d, dt):
+def _reduce_onehot(L, reduce, onehot, s, d, dt, selfv=None):
     fill = {"sum": 0, "mean": 0, "prod": 1}.get(reduce)
     if fill is None:
         big = float("inf") if dt.kind == "f" else int(np.iinfo(dt).max)
         fill = -big if reduce == "amax" else big
     vals = L.where(onehot, s[None], fill)
     axis = d + 1
+    if selfv is not None:
+        vals = L.cat([selfv, vals], axis)
     red = {"sum": L.sum, "mean": L.sum, "prod": L.prod, "amax": L.amax, "amin": L.amin}[reduce](vals, axis)
     count = onehot.to(L.int64).sum(axis)
     return L.movedim(red, 0, d), L.movedim(count, 0, d)
@@ -276,10 +284,8 @@ def _combine(L, reduce, input, R, C, has, include_self):
         return L.where(has, R + input if include_self else R, input)
     if reduce == "prod":
         return L.where(has, R * input if include_self else R, input)
-    if reduce == "amax":
-        return L.where(has, L.maximum(R, input) if include_self else R, input)
-    if reduce == "amin":
-        return L.where(has, L.minimum(R, input) if include_self else R, input)
+    if reduce in ("amax", "amin"):  # include_self: input is already inside R
+        return L.where(has, R, input)
     total, cnt = (R + input, C + 1) if include_self else (R, C.clamp(min=1))
     mean = total / cnt.to(input.dtype) if input.dtype.kind in "fc" else L.floor_divide(total, cnt)
     return L.where(has, mean.to(input.dtype), input)

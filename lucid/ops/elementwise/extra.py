@@ -242,9 +242,10 @@ def ldexp(input, other):
     """
     import lucid
 
-    a = _t(input)
-    a = a if a.dtype.kind in "fc" else a.to(dtypes.get_default_dtype())
-    return a * lucid.exp2(_t(other).to(a.dtype if a.dtype.kind == "f" else lucid.float64))
+    a, b = _t(input), _t(other)
+    dt = dtypes.result_type(a, b)  # PyTorch: the promoted type, the default float for integers
+    dt = dt if dt.kind in "fc" else dtypes.to_dtype(dtypes.get_default_dtype())
+    return a.to(dt) * lucid.exp2(b.to(dt))
 
 
 @tensor_method("heaviside")

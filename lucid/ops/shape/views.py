@@ -370,7 +370,7 @@ def broadcast_to(input, shape):
     input : Tensor
         The tensor.
     shape : tuple of int
-        The target shape.
+        The target shape; -1 keeps a dim (as :meth:`Tensor.expand`).
 
     Examples
     --------
@@ -387,6 +387,9 @@ def broadcast_to(input, shape):
     except ValueError:
         ok = False
     if not ok:
+        if -1 in shape:  # PyTorch's broadcast_to is expand: -1 keeps a dim
+            with errors_as("broadcast_to"):
+                return expand(input, *shape)
         raise RuntimeError(f"broadcast_to: the shape {tuple(input.shape)} can't be broadcast to {shape}")
     return bind(broadcast_to_p, (input,), {"shape": shape})
 
