@@ -374,7 +374,7 @@ def _getitem(x, d, start, stop):
     return getitem(x, (slice(None),) * d + (slice(start, stop),))
 
 
-def tensor_split(input, indices_or_sections, dim=0):
+def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indices=None):
     """Split ``input`` along ``dim`` into views: into ``n`` near-equal parts (an int or a 0-d
     int64 tensor; the first ``size % n`` parts one longer) or before each index of a list (or
     1-d int64 tensor) of indices (Python slicing: negative indices count from the end, out of
@@ -388,11 +388,16 @@ def tensor_split(input, indices_or_sections, dim=0):
     >>> [t.tolist() for t in lucid.tensor_split(lucid.arange(7), [1, 5])]
     [[0], [1, 2, 3, 4], [5, 6]]
     """
+    given = [v for v in (indices_or_sections, sections, indices) if v is not None]
+    if len(given) != 1:  # PyTorch's overloads: exactly one of the three
+        raise TypeError("tensor_split: expected exactly one of indices_or_sections, sections= or indices=")
+    if sections is not None and not isinstance(sections, (int, np.integer)):
+        raise TypeError(f"tensor_split: sections must be an int, got {type(sections).__name__}")
     x = _as_tensor(input)
     if x.ndim == 0:
         raise RuntimeError("tensor_split: expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     d = normalize_axis(dim, x.ndim, "tensor_split")
-    spec = indices_or_sections
+    spec = given[0]
     if isinstance(spec, Tensor):
         if spec.dtype != _L().int64:
             raise RuntimeError(f"tensor_split: expected tensor_indices_or_sections to have dtype int64, got "

@@ -88,3 +88,13 @@ def test_logit_eps_selects_per_element_and_its_gradients():
     np.testing.assert_allclose(got[2], 1 / (0.3 * 0.7), rtol=1e-12)
     (t,) = lucid.func.jvp(lucid.logit, (x.detach(),), (lucid.ones(5, dtype=lucid.float64),))[1:]
     assert np.isnan(t.numpy()[[0, 4]]).all()
+
+
+def test_tensor_split_takes_sections_and_indices_keywords():
+    x = lucid.arange(6)
+    assert [t.tolist() for t in lucid.tensor_split(x, sections=3)] == [[0, 1], [2, 3], [4, 5]]
+    assert [t.tolist() for t in x.tensor_split(indices=[1, 4])] == [[0], [1, 2, 3], [4, 5]]
+    with pytest.raises(TypeError, match="exactly one of"):
+        lucid.tensor_split(x, 3, sections=3)
+    with pytest.raises(TypeError, match="exactly one of"):
+        lucid.tensor_split(x)
