@@ -17,6 +17,28 @@ from .._family import (_as_tensor, _promote_float, batch_unary_axis, linear_jvp,
 _py_any, _py_all, _py_max, _py_min = builtins.any, builtins.all, builtins.max, builtins.min
 
 
+class EmptyReductionError(RuntimeError, IndexError):
+    """A reduction with no identity over an empty dim (amax, argmax, aminmax, kthvalue, median ...).
+
+    PyTorch raises IndexError when the empty dim is named and RuntimeError when the whole
+    tensor is reduced; this class is both, so either ``except`` clause catches it.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> try:
+    ...     lucid.amax(lucid.zeros(2, 0), dim=1)
+    ... except IndexError as e:
+    ...     print(type(e).__name__)
+    EmptyReductionError
+    """
+
+
+def all_dims_if_empty(dim):
+    """``dim=()`` (or ``[]``) reduces every dim, as PyTorch's sum/mean/var/norm/logsumexp read it."""
+    return None if isinstance(dim, (tuple, list)) and not dim else dim
+
+
 def norm_axes(dim, nd, op):
     """``dim`` argument (None, int or sequence) as a sorted tuple of non-negative axes."""
     if dim is None:

@@ -10,7 +10,8 @@ from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import Tensor, tensor_method
 from .._family import _as_tensor, batch_unary_axis, normalize_axis
-from ._common import _axis_key, _drop_axis, _lift0d, _nondiff, _py_any, expand_reduced, norm_axes, pick_along_p, return_types
+from ._common import (EmptyReductionError, _axis_key, _drop_axis, _lift0d, _nondiff, _py_any, all_dims_if_empty,
+                      expand_reduced, norm_axes, pick_along_p, return_types)
 
 
 # ---------------------------------------------------------------- amax / amin
@@ -67,9 +68,9 @@ def amax(input, dim=None, keepdim=False):
     [5, 3]
     """
     input = _as_tensor(input)
-    axes = norm_axes(dim if dim != () else None, input.ndim, "amax")
+    axes = norm_axes(all_dims_if_empty(dim), input.ndim, "amax")
     if input.numel() == 0 and _py_any(input.shape[a] == 0 for a in axes):
-        raise RuntimeError(f"amax: expected reduction dims to be non-empty, got shape {tuple(input.shape)}")
+        raise EmptyReductionError(f"amax: expected reduction dims to be non-empty, got shape {tuple(input.shape)}")
     return bind(amax_p, (input,), {"axis": axes, "keepdims": bool(keepdim)})
 
 
@@ -93,9 +94,9 @@ def amin(input, dim=None, keepdim=False):
     [1, 2]
     """
     input = _as_tensor(input)
-    axes = norm_axes(dim if dim != () else None, input.ndim, "amin")
+    axes = norm_axes(all_dims_if_empty(dim), input.ndim, "amin")
     if input.numel() == 0 and _py_any(input.shape[a] == 0 for a in axes):
-        raise RuntimeError(f"amin: expected reduction dims to be non-empty, got shape {tuple(input.shape)}")
+        raise EmptyReductionError(f"amin: expected reduction dims to be non-empty, got shape {tuple(input.shape)}")
     return bind(amin_p, (input,), {"axis": axes, "keepdims": bool(keepdim)})
 
 
@@ -108,6 +109,9 @@ argmin_p = _nondiff("argmin", lambda x, axis, keepdims: xp.argmin(x, axis=axis, 
 
 def _arg_reduce(prim, input, dim, keepdim, op):
     input = _as_tensor(input)
+    if 0 in input.shape and (dim is None or input.shape[normalize_axis(dim, input.ndim, op)] == 0):
+        raise EmptyReductionError(f"{op}: expected reduction dim {dim} to have non-zero size, got shape "
+                                  f"{tuple(input.shape)}")
     if dim is None:
         flat = TN.reshape(input, shape=(input.numel(),))
         out = bind(prim, (flat,), {"axis": 0, "keepdims": False})
@@ -169,7 +173,8 @@ def _select_along(input, idx_fn, dim, keepdim, rtype, op, *, scan=False):
     """
     x, axis, was_0d = _lift0d(input, dim, op)
     if x.shape[axis] == 0 and not scan:
-        raise IndexError(f"{op}: expected reduction dim {dim} to have non-zero size, got shape {tuple(input.shape)}")
+        raise EmptyReductionError(f"{op}: expected reduction dim {dim} to have non-zero size, got shape "
+                                  f"{tuple(input.shape)}")
     idx = idx_fn(x, axis)
     vals = bind(pick_along_p, (x, idx), {"axis": axis})
     if was_0d:
@@ -187,7 +192,7 @@ def _max_min(input, dim, keepdim, other, name):
     input = _as_tensor(input)
     if dim is None:
         if input.numel() == 0:
-            raise RuntimeError(f"{name}: expected a non-empty tensor, got shape {tuple(input.shape)}")
+            raise EmptyReductionError(f"{name}: expected a non-empty tensor, got shape {tuple(input.shape)}")
         return bind(amax_p if name == "max" else amin_p, (input,),
                     {"axis": tuple(range(input.ndim)), "keepdims": False, "nan_ties": True})
     prim = argmax_p if name == "max" else argmin_p

@@ -7,7 +7,7 @@ from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
 from .._family import _promote_float, batch_unary_axis, conj_if_complex, quiet
 from ..elementwise._half import F16, F32, round_rule
-from ._common import _float_input, _lift0d, expand_reduced, norm_axes
+from ._common import _float_input, _lift0d, all_dims_if_empty, expand_reduced, norm_axes
 
 
 # ------------------------------------------------------------- logsumexp
@@ -61,7 +61,7 @@ def logsumexp(input, dim=None, keepdim=False):
     1000.69
     """
     input = _promote_float(input)
-    axes = norm_axes(dim, input.ndim, "logsumexp")
+    axes = norm_axes(all_dims_if_empty(dim), input.ndim, "logsumexp")
     return bind(logsumexp_p, (input,), {"axis": axes, "keepdims": bool(keepdim)})
 
 

@@ -20,7 +20,7 @@ from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _wrap, tensor_method
 from ..elementwise.arithmetic import _F16, _F32, cast as _cast
 from .._family import _as_tensor, move_bdim, normalize_axis
-from ._common import norm_axes
+from ._common import EmptyReductionError, norm_axes
 
 
 def _L():
@@ -74,6 +74,9 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     L = _L()
     x = _float_input(input, "nanmean")
     if dtype is not None:
+        if dtypes.to_dtype(dtype).kind not in "fc":
+            raise RuntimeError(f"nanmean: could not infer output dtype; dtype must be floating point or complex, "
+                               f"got {dtype}")
         x = x.to(dtype)
     count = (~x.isnan()).sum(dim, keepdim=keepdim).to(x.dtype)
     return nansum(x, dim, keepdim) / count
@@ -105,7 +108,8 @@ def aminmax(input, *, dim=None, keepdim=False):
     x = _as_tensor(input)
     # Only an empty reduced dim has no extreme: (2, 0) reduced over dim 0 is simply empty.
     if x.numel() == 0 and (dim is None or x.ndim == 0 or x.shape[normalize_axis(dim, x.ndim, "aminmax")] == 0):
-        raise RuntimeError("aminmax: cannot compute aminmax of an empty tensor")
+        raise EmptyReductionError(f"aminmax: cannot compute aminmax of an empty tensor (shape {tuple(x.shape)}, "
+                                  f"dim {dim}): the operation has no identity")
     d = () if dim is None else dim
     L = _L()
     if dim is None:
@@ -128,7 +132,9 @@ def logcumsumexp(input, dim):
     [-1000.0, 0.0]
     """
     L = _L()
-    x = _float_input(input, "logcumsumexp")
+    x = _as_tensor(input)
+    if x.dtype.kind not in "fc":  # NotImplementedError (a RuntimeError), as PyTorch's kernel table says
+        raise NotImplementedError(f"logcumsumexp: not implemented for {x.dtype} input (use a floating point one)")
     if x.ndim == 0:
         return x.clone()
     if x.dtype == _F16:  # the scan in float32, rounded once (NOTE [Half primitives])
@@ -167,42 +173,62 @@ def _complex_logaddexp(a, b):
 def cov(input, *, correction=1, fweights=None, aweights=None):
     """Covariance of the rows (variables) of ``input`` over its columns (observations).
 
+    ``fweights`` (integer repeat counts) and ``aweights`` (observation weights) are 1-d with one
+    entry per column; as in PyTorch, a single variable gives a 0-d result, and float64
+    ``aweights`` promote a float32 input. Negative weights are refused where their values are
+    on the host (reading a device tensor back would cost a transfer every call).
+
     Examples
     --------
     >>> import lucid
     >>> lucid.cov(lucid.tensor([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]])).tolist()
     [[1.0, -1.0], [-1.0, 1.0]]
+    >>> lucid.cov(lucid.tensor([0.0, 1.0, 3.0]), fweights=lucid.tensor([1, 1, 2])).item()
+    2.25
     """
-    L = _L()
     x = _as_tensor(input)
     if x.ndim > 2:
         raise RuntimeError(f"cov: expected a 1-d or 2-d input, got shape {tuple(x.shape)}")
     x = x if x.dtype.kind in "fc" else x.to(dtypes.get_default_dtype())
     x2 = x.reshape(1, -1) if x.ndim < 2 else x
     n = x2.shape[1]
-    w = None
-    for name, wt in (("fweights", fweights), ("aweights", aweights)):
-        if wt is not None:
-            wt = _as_tensor(wt)
-            if wt.ndim != 1 or wt.shape[0] != n:
-                raise RuntimeError(f"cov: {name} must be 1-d with {n} elements, got shape {tuple(wt.shape)}")
-            w = wt.to(x.dtype) if w is None else w * wt.to(x.dtype)
+    fw = _cov_weights("fweights", fweights, n, "iu")
+    aw = _cov_weights("aweights", aweights, n, "f")
+    if aw is not None and dtypes.result_type(x, aw) != x.dtype:  # float64 aweights promote float32 x
+        x2 = x2.to(dtypes.as_lucid(dtypes.result_type(x, aw)))
+    w = fw if aw is None else aw if fw is None else fw * aw
     if w is None:
         mean = x2.mean(1, keepdim=True)
-        norm = n - correction
+        norm = max(n - correction, 0)
         xw = x2 - mean
     else:
+        # the weights stay real (a complex input's normaliser is real, and clamp refuses complex)
+        w = w.to(x2.real.dtype if x2.dtype.kind == "c" else x2.dtype)
         wsum = w.sum()
         mean = (x2 * w).sum(1, keepdim=True) / wsum
-        if aweights is None:
+        if aw is None:
             norm = wsum - correction
         else:
-            norm = wsum - correction * (w * _as_tensor(aweights).to(x.dtype)).sum() / wsum
+            norm = wsum - correction * (w * aw.to(w.dtype)).sum() / wsum
+        norm = norm.clamp(min=0)
         xw = (x2 - mean) * w
     xc = x2 - mean
-    norm = L.clamp(norm, min=0) if isinstance(norm, Tensor) else max(norm, 0)
-    c = (xw @ xc.conj().t() if x.dtype.kind == "c" else xw @ xc.t()) / norm
-    return c.reshape(()) if x.ndim < 2 else c
+    c = (xw @ xc.conj().t() if x2.dtype.kind == "c" else xw @ xc.t()) / norm
+    return c.squeeze()
+
+
+def _cov_weights(name, wt, n, kinds):
+    if wt is None:
+        return None
+    wt = _as_tensor(wt)
+    if wt.ndim > 1 or (wt.numel() != n):
+        raise RuntimeError(f"cov: {name} must be 1-d with {n} elements, got shape {tuple(wt.shape)}")
+    if wt.dtype.kind not in kinds:
+        what = "an integral" if kinds == "iu" else "a floating point"
+        raise RuntimeError(f"cov: expected {name} to have {what} dtype, got {wt.dtype}")
+    if type(wt) is Tensor and wt._data.__class__ is np.ndarray and (wt._data < 0).any():
+        raise RuntimeError(f"cov: {name} cannot be negative")
+    return wt.reshape(-1)
 
 
 def corrcoef(input):
@@ -249,7 +275,7 @@ def _select_sorted(op, input, dim, keepdim, pick, nan_skip):
     xs, d = _move_last(x, dim, op)
     n = xs.shape[-1]
     if n == 0:
-        raise IndexError(f"{op}: can't compute it over an empty dimension")
+        raise EmptyReductionError(f"{op}: can't compute it over an empty dimension (shape {tuple(x.shape)}, dim {dim})")
     vals, idx = L.sort(xs, -1)
     if x.dtype.kind in "fc":
         nan = xs.isnan()
@@ -262,8 +288,9 @@ def _select_sorted(op, input, dim, keepdim, pick, nan_skip):
     if nan is not None and not nan_skip:  # a NaN anywhere makes the result NaN, at the first NaN's index
         has = nan.any(-1)
         first = L.gather(idx, -1, cnt.clamp(max=n - 1)).squeeze(-1)
-        v = L.where(has, float("nan"), v)
         i = L.where(has, first, i)
+        # selected at that index (not a NaN constant), so the gradient reaches it, as in PyTorch
+        v = L.gather(xs, -1, i.unsqueeze(-1)).squeeze(-1)
     return _restore(v, x, d, keepdim), _restore(i, x, d, keepdim)
 
 
@@ -340,6 +367,9 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     L = _L()
     x = _as_tensor(input)
     n = x.shape[normalize_axis(dim, x.ndim, "kthvalue")] if x.ndim else 1
+    if n == 0:
+        raise EmptyReductionError(f"kthvalue: expected reduction dim {dim} to have non-zero size "
+                                  f"(shape {tuple(x.shape)})")
     if not 1 <= k <= n:
         raise RuntimeError(f"kthvalue: k ({k}) must be between 1 and the size of dimension {dim} ({n})")
     v, i = _select_sorted("kthvalue", x, dim, keepdim,
@@ -363,7 +393,7 @@ def mode(input, dim=-1, keepdim=False):
     xs, d = _move_last(x, dim, "mode")
     n = xs.shape[-1]
     if n == 0:
-        raise IndexError("mode: can't compute it over an empty dimension")
+        raise EmptyReductionError(f"mode: can't compute it over an empty dimension (shape {tuple(x.shape)}, dim {dim})")
     eq = xs[..., :, None] == xs[..., None, :]
     counts = eq.to(L.int64).sum(-1)
     best = counts == counts.amax(-1, keepdim=True)
@@ -388,7 +418,7 @@ def _quantile(op, input, q, dim, keepdim, interpolation, nan_skip):
         raise RuntimeError(f"{op}: interpolation must be one of {_INTERPOLATIONS}, got {interpolation!r}")
     scalar_q = np.ndim(q) == 0 if not isinstance(q, Tensor) else q.ndim == 0
     # A number or list q is made beside x; no gradient flows to q.
-    qt = (q if isinstance(q, Tensor) else L.tensor(q, device=x.device)).detach().to(x.dtype).reshape(-1)
+    qt = (q if isinstance(q, Tensor) else L.tensor(q, dtype=x.dtype, device=x.device)).detach().to(x.dtype).reshape(-1)
     if qt.ndim > 1 or (isinstance(q, Tensor) and q.ndim > 1):
         raise RuntimeError(f"{op}: q must be a scalar or a 1-d tensor, got shape {tuple(q.shape)}")
     # q's range is checked where its values are on the host (as PyTorch, which checks a CPU q
@@ -401,13 +431,15 @@ def _quantile(op, input, q, dim, keepdim, interpolation, nan_skip):
         raise RuntimeError(f"{op}: q values must be in the range [0, 1]")
     xs, d = _move_last(x, dim, op)
     n = xs.shape[-1]
-    if n == 0:  # PyTorch's type and words (median and mode raise IndexError, quantile this)
+    if x.numel() == 0:  # PyTorch's type and words (median and mode raise IndexError, quantile this)
         raise RuntimeError(f"{op}: input tensor must be non-empty (shape {tuple(x.shape)}, dim {dim})")
     vals = L.sort(xs, -1).values
     nan = xs.isnan()
     cnt = ((~nan).sum(-1, keepdim=True).to(x.dtype) if nan_skip
            else L.full((1,), float(n), dtype=x.dtype, device=x.device))
     pos = qt * (cnt - 1).clamp(min=0)  # (..., Q)
+    if not nan_skip:  # a NaN makes the quantile the last sorted value (a NaN): PyTorch's rank, and its gradient
+        pos = L.where(nan.any(-1, keepdim=True), float(n - 1), pos)
     lo, hi = pos.floor(), pos.ceil()
     if interpolation == "nearest":
         lo = hi = pos.round()
@@ -415,8 +447,6 @@ def _quantile(op, input, q, dim, keepdim, interpolation, nan_skip):
     vhi = L.gather(vals, -1, hi.to(L.int64).expand(*(tuple(vals.shape[:-1]) + (qt.shape[0],))))
     res = {"linear": lambda: L.lerp(vlo, vhi, (pos - lo).expand(*vlo.shape)), "lower": lambda: vlo,
            "higher": lambda: vhi, "nearest": lambda: vlo, "midpoint": lambda: (vlo + vhi) * 0.5}[interpolation]()
-    if not nan_skip:
-        res = L.where(nan.any(-1, keepdim=True), float("nan"), res)
     res = res.movedim(-1, 0)  # (Q, ...)
     if d is None:
         res = res.reshape((qt.shape[0],) + ((1,) * x.ndim if keepdim else ()))
@@ -452,7 +482,8 @@ def _searchsorted_impl(seq, vals, right):
     if seq.ndim == 1:
         return xp.searchsorted(seq, vals, side=side).astype(np.int64)
     lead = seq.shape[:-1]
-    s2, v2 = seq.reshape(-1, seq.shape[-1]), vals.reshape(-1, vals.shape[-1])
+    rows = int(np.prod(lead))  # not reshape(-1, m): that is ambiguous when a row is empty
+    s2, v2 = seq.reshape(rows, seq.shape[-1]), vals.reshape(rows, vals.shape[-1])
     out = np.stack([xp.searchsorted(s, v, side=side) for s, v in zip(s2, v2)]) if s2.shape[0] else \
         np.zeros(v2.shape, np.int64)
     return out.reshape(lead + vals.shape[-1:]).astype(np.int64)
@@ -596,6 +627,8 @@ def histc(input, bins=100, min=0, max=0):
     [0.0, 2.0, 1.0, 0.0]
     """
     _no_complex("histc", input)
+    if _as_tensor(input).dtype.kind not in "fc":  # PyTorch: no kernel (NotImplementedError, a RuntimeError)
+        raise NotImplementedError(f"histc: expected a floating point input, got {_as_tensor(input).dtype}")
     x = _float_input(input, "histc")
     arr = _concrete("histc", x).astype(np.float64)
     lo, hi = float(min), float(max)
@@ -646,8 +679,15 @@ def bincount(input, weights=None, minlength=0):
     """
     L = _L()
     x = _as_tensor(input)
-    if x.ndim != 1 or x.dtype.kind not in "iu":
+    if x.ndim != 1:
         raise RuntimeError(f"bincount: expected a 1-d integer tensor, got shape {tuple(x.shape)} and {x.dtype}")
+    if x.dtype.kind not in "iu":  # PyTorch: no kernel for the dtype (NotImplementedError, a RuntimeError)
+        raise NotImplementedError(f"bincount: expected a 1-d integer tensor, got {x.dtype}")
+    if int(minlength) < 0:
+        raise RuntimeError(f"bincount: minlength should be >= 0, got {minlength}")
+    if weights is not None and (_as_tensor(weights).ndim != 1 or _as_tensor(weights).shape[0] != x.shape[0]):
+        raise RuntimeError(f"bincount: weights should be 1-d and have the same length as input ({x.shape[0]}), got "
+                           f"shape {tuple(_as_tensor(weights).shape)}")
     arr = _concrete("bincount", x)
     if arr.size and arr.min() < 0:
         raise RuntimeError("bincount: input must contain only non-negative integers")

@@ -62,6 +62,9 @@ def _cumulative(prim, input, dim, dtype, op):
         input = input.to(dtypes.int64)
     x, axis, was_0d = _lift0d(input, dim, op)
     out = bind(prim, (x,), {"axis": axis, "reverse": False})
+    if out.dtype != x.dtype and x.dtype.kind in "biu":  # NumPy scans int32/bool in int64; PyTorch
+        # keeps the (requested) dtype. (A float result stays as bind made it: autocast runs scans in float32.)
+        out = TN.cast(out, dtype=x.dtype)
     return TN.reshape(out, shape=()) if was_0d else out
 
 

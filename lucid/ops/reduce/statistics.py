@@ -9,16 +9,21 @@ import numpy as np
 from ..._core.tensor import tensor_method
 from .._family import _as_tensor
 from ..elementwise.arithmetic import _F16, _F32, _is_half, cast as _cast
-from ._common import _py_max, _safe_sqrt, norm_axes
+from ._common import _py_max, _safe_sqrt, all_dims_if_empty, norm_axes
 from .sums import mean, sum
 
 
 # ------------------------------------------------------------- var / std
 
 
+class _ArgumentError(RuntimeError, TypeError):
+    """Both ``unbiased`` and ``correction``: PyTorch's argument parser raises TypeError; Lucid
+    raised RuntimeError, so the error is both."""
+
+
 def _correction(unbiased, correction, op):
     if correction is not None and unbiased is not None:
-        raise RuntimeError(f"{op}: pass only one of 'unbiased' and 'correction'")
+        raise _ArgumentError(f"{op}: pass only one of 'unbiased' and 'correction'")
     if correction is not None:
         return correction
     return 0 if unbiased is False else 1
@@ -41,7 +46,7 @@ def _var(input, dim, unbiased, keepdim, correction, op):
     if input.dtype.kind not in "fc":
         raise RuntimeError(f"{op}: input dtype must be floating point, got {input.dtype} (shape {tuple(input.shape)})")
     corr = _correction(unbiased, correction, op)
-    axes = norm_axes(dim, input.ndim, op)
+    axes = norm_axes(all_dims_if_empty(dim), input.ndim, op)
     n = math.prod(input.shape[a] for a in axes)
     mu = mean(input, axes, True) if n else sum(input, axes, True)
     d = input - mu

@@ -11,7 +11,7 @@ from ..._core.backend import xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
 from .._family import _as_tensor, batch_unary_axis, conj_if_complex, linear_jvp, quiet
-from ._common import _nondiff, _shift, expand_reduced, norm_axes
+from ._common import EmptyReductionError, _nondiff, _shift, all_dims_if_empty, expand_reduced, norm_axes
 from ..linalg_norm import vector_norm_p
 from .extrema import amax, amin
 
@@ -59,13 +59,22 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None):
     [4.0, 6.0]
     """
     input = _as_tensor(input)
-    dim = axis if dim is None else dim
+    dim = all_dims_if_empty(axis if dim is None else dim)
     if dtype is not None:
-        input = input.to(dtype)
-    elif input.dtype.kind in "biu":
+        return _with_dtype(sum_p, input, dim, keepdim, dtype, "sum")
+    if input.dtype.kind in "biu":
         input = input.to(dtypes.int64)
     axes = norm_axes(dim, input.ndim, "sum")
     return bind(sum_p, (input,), {"axis": axes, "keepdims": bool(keepdim)})
+
+
+def _with_dtype(prim, input, dim, keepdim, dtype, op):
+    """``prim`` (sum or prod) of ``input`` cast to ``dtype``, the result in ``dtype`` too: NumPy
+    accumulates small integers and bool in int64, PyTorch keeps the requested dtype (an int32
+    sum wraps around as PyTorch's does; a bool sum is an ``any``, a bool prod an ``all``)."""
+    input = input.to(dtype)
+    out = bind(prim, (input,), {"axis": norm_axes(dim, input.ndim, op), "keepdims": bool(keepdim)})
+    return out if out.dtype == input.dtype else TN.cast(out, dtype=input.dtype)
 
 
 # ------------------------------------------------------------------------ mean
@@ -125,7 +134,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None):
     [2.0, 3.0]
     """
     input = _as_tensor(input)
-    dim = axis if dim is None else dim
+    dim = all_dims_if_empty(axis if dim is None else dim)
     if dtype is not None:
         input = input.to(dtype)
     if input.dtype.kind not in "fc":
@@ -200,8 +209,8 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     """
     input = _as_tensor(input)
     if dtype is not None:
-        input = input.to(dtype)
-    elif input.dtype.kind in "biu":
+        return _with_dtype(prod_p, input, dim, keepdim, dtype, "prod")
+    if input.dtype.kind in "biu":
         input = input.to(dtypes.int64)
     axes = norm_axes(dim, input.ndim, "prod")
     return bind(prod_p, (input,), {"axis": axes, "keepdims": bool(keepdim)})
@@ -252,17 +261,20 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
         if p != "fro":
             raise RuntimeError(f"norm: p={p!r} is not supported (use 'fro', 'nuc' or a number)")
         p = 2
-    axes = norm_axes(dim, input.ndim, "norm")
+    axes = norm_axes(all_dims_if_empty(dim), input.ndim, "norm")
     keepdim = bool(keepdim)
     if p not in (0, 1, math.inf, -math.inf):  # scaled, no over/underflow: NOTE [Scaled norms]
+        if p < 0 and 0 in [input.shape[ax] for ax in axes]:  # 0 ** p summed over nothing has no identity
+            raise EmptyReductionError(f"norm: cannot compute the {p} norm over an empty dimension (shape "
+                                      f"{tuple(input.shape)}, dim {dim}): the operation has no identity")
         return bind(vector_norm_p, (input,), {"ord": float(p), "axis": axes, "keepdims": keepdim})
     from ..elementwise import abs as _abs
 
     a = _abs(input)
     if p in (math.inf, -math.inf):
         if 0 in [input.shape[ax] for ax in axes]:  # (`any` here is lucid's)
-            raise RuntimeError(f"norm: cannot compute the {p} norm on an empty tensor because the operation does "
-                               f"not have an identity (shape {tuple(input.shape)}, dim {dim})")
+            raise EmptyReductionError(f"norm: cannot compute the {p} norm on an empty tensor because the operation "
+                                      f"does not have an identity (shape {tuple(input.shape)}, dim {dim})")
         return amax(a, axes, keepdim) if p == math.inf else amin(a, axes, keepdim)
     if p == 0:  # counted in the real dtype: a complex input's norm is real, as every other p's
         return sum(TN.cast(input != 0, dtype=a.dtype), axes, keepdim)
