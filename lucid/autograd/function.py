@@ -128,6 +128,7 @@ class FunctionNode(Node):
                 pass
             raise AttributeError(f"'{self.name()}' object has no attribute '{attr}'")
         raise AttributeError(attr)
+
     # The engine leaves missing output grads as None (not zeros) for this node.
     keeps_none = property(lambda self: not self.ctx.materialize_grads)
 
