@@ -308,6 +308,11 @@ class Tensor:
         return bool(self._data.reshape(()).item())
 
     def __float__(self):
+        if self._rg:  # PyTorch's warning (``item()`` and ``int()`` stay silent, as there)
+            import warnings
+
+            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
+                          "behavior.\nConsider using tensor.detach() first.", UserWarning, stacklevel=2)
         return float(self.item())
 
     def __int__(self):

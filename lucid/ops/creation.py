@@ -102,6 +102,11 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     tensor([1., 2.], requires_grad=True)
     """
     if isinstance(data, Tensor):
+        import warnings
+
+        warnings.warn("To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
+                      "sourceTensor.detach().clone().requires_grad_(True), rather than lucid.tensor(sourceTensor).",
+                      UserWarning, stacklevel=2)
         if device is None:
             device = data.device
         data = data._data

@@ -102,6 +102,11 @@ def _coords(a):
     return a.reshape(-1).astype(np.float64)
 
 
+def _number(loss):
+    """The closure's loss as a float (``.item()``: ``float()`` of a loss that requires grad warns)."""
+    return float(loss.item()) if isinstance(loss, Tensor) else float(loss)
+
+
 class LBFGS(Optimizer):
     """Limited-memory BFGS. ``step(closure)`` needs a closure that recomputes the loss and grads.
 
@@ -198,7 +203,7 @@ class LBFGS(Optimizer):
         state.setdefault("func_evals", 0)
         state.setdefault("n_iter", 0)
         orig_loss = evaluate()
-        loss = float(orig_loss)
+        loss = _number(orig_loss)
         evals = 1
         state["func_evals"] += 1
         g = self._flat_grad()
@@ -244,7 +249,7 @@ class LBFGS(Optimizer):
 
                 def obj(x, step, direction):
                     self._add(step, direction)
-                    f = float(evaluate())
+                    f = _number(evaluate())
                     fg = self._flat_grad()
                     self._set(x)
                     return f, fg
@@ -254,7 +259,7 @@ class LBFGS(Optimizer):
             else:
                 self._add(t, d)
                 if n_iter != max_iter:
-                    loss = float(evaluate())
+                    loss = _number(evaluate())
                     g = self._flat_grad()
                     ls_evals = 1
             evals += ls_evals

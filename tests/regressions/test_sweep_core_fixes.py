@@ -98,3 +98,27 @@ def test_tensor_split_takes_sections_and_indices_keywords():
         lucid.tensor_split(x, 3, sections=3)
     with pytest.raises(TypeError, match="exactly one of"):
         lucid.tensor_split(x)
+
+
+def test_pytorchs_conversion_warnings():
+    import warnings
+
+    p = lucid.ones(1, requires_grad=True)
+    with pytest.warns(UserWarning, match="^Converting a tensor with requires_grad=True to a scalar"):
+        assert float(p) == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert p.item() == 1.0 and int(p) == 1 and float(p.detach()) == 1.0  # silent, as in PyTorch
+        # LBFGS reads its closure's loss without the warning
+        opt = lucid.optim.LBFGS([p], max_iter=2)
+
+        def closure():
+            opt.zero_grad()
+            loss = ((p - 3) ** 2).sum()
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+    with pytest.warns(UserWarning, match=r"^To copy construct from a tensor.*rather than lucid.tensor\(sourceTensor\)"):
+        copy = lucid.tensor(lucid.ones(2))
+    assert copy.tolist() == [1.0, 1.0]
