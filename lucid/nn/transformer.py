@@ -200,6 +200,12 @@ class TransformerEncoderLayer(Module):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         self.activation = _activation(activation)
+        # PyTorch's flag (1 relu, 2 gelu, 0 other), read by TransformerEncoder's nested-tensor check
+        from .activation import GELU, ReLU
+
+        act = self.activation
+        self.activation_relu_or_gelu = (1 if act is F.relu or isinstance(act, ReLU)
+                                        else 2 if act is F.gelu or isinstance(act, GELU) else 0)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src
@@ -216,6 +222,28 @@ class TransformerEncoderLayer(Module):
 
     def _ff_block(self, x):
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+def _why_no_nested_fast_path(layer):
+    """PyTorch's reasons, checked in its order ('' when none applies)."""
+    name = "encoder_layer"
+    if not isinstance(layer, TransformerEncoderLayer):
+        return f"{name} was not TransformerEncoderLayer"
+    if layer.norm_first:
+        return f"{name}.norm_first was True"
+    if not layer.self_attn.batch_first:
+        return f"{name}.self_attn.batch_first was not True(use batch_first for better inference performance)"
+    if not layer.self_attn._qkv_same_embed_dim:
+        return f"{name}.self_attn._qkv_same_embed_dim was not True"
+    if layer.self_attn.in_proj_bias is None:
+        return f"{name}.self_attn was passed bias=False"
+    if not layer.activation_relu_or_gelu:
+        return f"{name}.activation_relu_or_gelu was not True"
+    if layer.norm1.eps != layer.norm2.eps:
+        return f"{name}.norm1.eps was not equal to {name}.norm2.eps"
+    if layer.self_attn.num_heads % 2 == 1:
+        return f"{name}.self_attn.num_heads is odd"
+    return ""
 
 
 class TransformerEncoder(Module):
@@ -243,6 +271,17 @@ class TransformerEncoder(Module):
         self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
         self.num_layers = num_layers
         self.norm = norm
+        # PyTorch's attributes and its warning when its nested-tensor fast path can't apply. Lucid
+        # has no such fast path (padding masks are applied as masks), so they change nothing else.
+        self.enable_nested_tensor = self.use_nested_tensor = enable_nested_tensor
+        self.mask_check = mask_check
+        why = _why_no_nested_fast_path(encoder_layer)
+        if enable_nested_tensor and why:
+            import warnings
+
+            warnings.warn(f"enable_nested_tensor is True, but self.use_nested_tensor is False because {why}",
+                          UserWarning, stacklevel=2)
+            self.use_nested_tensor = False
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         x = src

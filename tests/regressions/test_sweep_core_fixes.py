@@ -122,3 +122,29 @@ def test_pytorchs_conversion_warnings():
     with pytest.warns(UserWarning, match=r"^To copy construct from a tensor.*rather than lucid.tensor\(sourceTensor\)"):
         copy = lucid.tensor(lucid.ones(2))
     assert copy.tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("kwargs,reason", [
+    ({}, r"encoder_layer\.self_attn\.batch_first was not True\(use batch_first"),
+    ({"batch_first": True, "norm_first": True}, r"encoder_layer\.norm_first was True"),
+    ({"batch_first": True, "activation": lambda x: x}, r"encoder_layer\.activation_relu_or_gelu was not True"),
+    ({"batch_first": True, "nhead": 1}, r"encoder_layer\.self_attn\.num_heads is odd"),
+])
+def test_transformer_encoder_says_why_no_nested_fast_path(kwargs, reason):
+    kwargs = {"d_model": 8, "nhead": 2, "dim_feedforward": 16, **kwargs}
+    with pytest.warns(UserWarning, match="^enable_nested_tensor is True, but self.use_nested_tensor is False "
+                                         "because " + reason):
+        enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(**kwargs), 2)
+    assert enc.enable_nested_tensor is True and enc.use_nested_tensor is False and enc.mask_check is True
+
+
+def test_transformer_encoder_nested_flags_without_a_reason():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 2)
+        off = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 2, enable_nested_tensor=False)
+    assert enc.use_nested_tensor is True and off.use_nested_tensor is False
+    assert enc.layers[0].activation_relu_or_gelu == 1
+    assert nn.TransformerEncoderLayer(8, 2, 16, activation="gelu").activation_relu_or_gelu == 2
