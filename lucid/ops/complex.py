@@ -446,7 +446,9 @@ def sgn(input):
     if input.dtype.kind != "c":
         return sign(input)
     a = abs(input)
-    return input / where(a == 0, 1.0, a)
+    zero = a == 0
+    # the outer where makes the derivative 0 at 0 (PyTorch's value), not that of input / 1
+    return where(zero, 0.0, input / where(zero, 1.0, a))
 
 
 # ------------------------------------------------------------- ops that need an order
@@ -469,13 +471,21 @@ _REAL_FUNCTIONS = ("softmax", "log_softmax", "softplus", "cross_entropy", "erf",
                    "scaled_modified_bessel_k1", "spherical_bessel_j0")
 
 
+class ComplexNotSupportedError(NotImplementedError, TypeError):
+    """An op with no complex meaning met a complex tensor.
+
+    PyTorch raises NotImplementedError (a RuntimeError) or RuntimeError here; Lucid raised
+    TypeError before, so the class derives from both and old ``except TypeError`` callers still work.
+    """
+
+
 def _real_only(prim, why):
     impl = prim.impl
 
     def checked(*args, **params):
         for a in args:
             if getattr(a, "dtype", None) is not None and a.dtype.kind == "c":
-                raise TypeError(f"not supported for complex tensors ({why})")
+                raise ComplexNotSupportedError(f"not supported for complex tensors ({why})")
         return impl(*args, **params)
 
     prim.impl = checked

@@ -321,13 +321,40 @@ def _letter_sizes(ins, shapes, equation):
     return sizes
 
 
+_SUBLIST_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublist_subscripts(sub):
+    out = []
+    for s in sub:
+        if s is Ellipsis:
+            out.append("...")
+        elif isinstance(s, int) and not isinstance(s, bool) and 0 <= s < len(_SUBLIST_LETTERS):
+            out.append(_SUBLIST_LETTERS[s])
+        else:
+            raise ValueError(f"einsum(): subscript in subscript list is not within the valid range [0, 52), got {s!r}")
+    return "".join(out)
+
+
+def _from_sublists(args):
+    """PyTorch's sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])`` as an equation and operands."""
+    pairs, rest = args[:len(args) // 2 * 2], args[len(args) // 2 * 2:]
+    ops = list(pairs[0::2])
+    eq = ",".join(_sublist_subscripts(s) for s in pairs[1::2])
+    if rest:
+        eq += "->" + _sublist_subscripts(rest[0])
+    return eq, ops
+
+
 def einsum(equation, *operands):
     """Einstein summation (``'ij,jk->ik'``), with ``...``, implicit outputs and diagonals.
 
     Parameters
     ----------
     equation : str
-        Subscripts per operand separated by ``,``, optionally ``->`` and the output.
+        Subscripts per operand separated by ``,``, optionally ``->`` and the output. PyTorch's
+        sublist form is accepted too: ``einsum(a, [0, 1], b, [1, 2], [0, 2])`` (integers
+        0-51 name the dims, ``...`` the broadcast ones; the last list, if unpaired, is the output).
     *operands : Tensor
         The operands (a single list/tuple of tensors is accepted too).
 
@@ -339,7 +366,11 @@ def einsum(equation, *operands):
     5.0
     >>> lucid.einsum("...ij,jk", a, a).tolist()
     [[7.0, 10.0], [15.0, 22.0]]
+    >>> lucid.einsum(a, [0, 1], a, [1, 2], [0, 2]).tolist()
+    [[7.0, 10.0], [15.0, 22.0]]
     """
+    if not isinstance(equation, str):
+        equation, operands = _from_sublists((equation,) + operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     ops = _common(operands, "einsum")

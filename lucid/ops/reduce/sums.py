@@ -245,6 +245,8 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     5.0
     """
     input = _as_tensor(input)
+    if p is None:  # PyTorch's default spelled out: the 2-norm of each reduced slice
+        p = "fro"
     if dtype is not None:
         input = input.to(dtype)
     if input.dtype.kind not in "fc":
@@ -276,8 +278,12 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
             raise EmptyReductionError(f"norm: cannot compute the {p} norm on an empty tensor because the operation "
                                       f"does not have an identity (shape {tuple(input.shape)}, dim {dim})")
         return amax(a, axes, keepdim) if p == math.inf else amin(a, axes, keepdim)
-    if p == 0:  # counted in the real dtype: a complex input's norm is real, as every other p's
-        return sum(TN.cast(input != 0, dtype=a.dtype), axes, keepdim)
+    if p == 0:
+        # sign(|x|) is the nonzero indicator with a zero derivative: the count stays in the graph
+        # (zero gradients, requires_grad as PyTorch) and is real for a complex input
+        from ..elementwise import sign as _sign
+
+        return sum(_sign(a), axes, keepdim)
     return sum(a, axes, keepdim)
 
 

@@ -591,7 +591,11 @@ def contiguous(input, memory_format=None):
     (60, 1, 15, 3)
     """
     if memory_format is None or memory_format is _contiguous_format:
-        if input._data.flags.c_contiguous:
+        try:
+            dense = input._data.flags.c_contiguous
+        except RuntimeError:  # a vmap-batched value has no layout of its own: copy, as clone would
+            dense = False
+        if dense:
             return input
         from ..elementwise import clone
 
