@@ -48,6 +48,10 @@ def cast(x, dtype):
     return bind(cast_p, (x,), {"dtype": dtype})
 
 
+class DtypeNotImplemented(NotImplementedError, TypeError):
+    """An op has no kernel for the dtype (PyTorch: NotImplementedError; Lucid raised TypeError)."""
+
+
 # ------------------------------------------------------------------ promotion
 
 def _scalar_ok(v):
@@ -235,8 +239,13 @@ _float_power = quiet(xp.power)
 
 
 def _pow_impl(x, y):
-    if (x if hasattr(x, "dtype") else y).dtype.kind in "iu":
+    kind = (x if hasattr(x, "dtype") else y).dtype.kind
+    if kind in "iu":
         return _int_power(x, y)
+    if kind == "b":  # x ** y of truth values stays bool (NumPy gives int8), as in PyTorch
+        if hasattr(x, "dtype") and hasattr(y, "dtype"):
+            raise DtypeNotImplemented("not implemented for two 'Bool' tensors")
+        return xp.logical_or(x, xp.logical_not(y))
     return _float_power(x, y)
 
 
@@ -274,7 +283,15 @@ def _add_jvp(sign):
 
 add_p.jvp, sub_p.jvp = _add_jvp(1), _add_jvp(-1)
 
-neg_p, _ = unary("neg", xp.negative, lambda ns, x, o: -1, save_inputs=False, float_only=False)
+def _neg_impl(x):
+    try:
+        return xp.negative(x)
+    except TypeError:  # NumPy refuses bool; PyTorch's type is RuntimeError (TypeError kept too)
+        raise DtypeNotImplemented("negation, the `-` operator, on a bool tensor is not supported; "
+                                  "use `~` or logical_not() instead") from None
+
+
+neg_p, _ = unary("neg", _neg_impl, lambda ns, x, o: -1, save_inputs=False, float_only=False)
 neg_p.vjp = (lambda ns, g, out, x: -g,)
 neg_p.jvp = lambda ns, primals, tangents, out: -tangents[0]
 
@@ -471,7 +488,6 @@ Tensor.__rsub__ = lambda self, other: sub(other, self)
 Tensor.__rmul__ = lambda self, other: mul(other, self)
 Tensor.__rtruediv__ = _rtruediv
 Tensor.__rpow__ = lambda self, other: pow(other, self)
-Tensor.__pos__ = lambda self: self
 
 
 # -------------------------------------------------------------------- clone
@@ -528,7 +544,10 @@ def _int_checked(f):
 
     def impl(x, y):
         kind = (x if hasattr(x, "dtype") else y).dtype.kind
-        if kind in "biu" and (y.__class__ is np.ndarray or not hasattr(y, "dtype")) and not np.all(y):
+        if kind == "b":  # PyTorch has no bool kernel (NumPy divided True by True)
+            raise DtypeNotImplemented("not implemented for 'Bool' tensors")
+        if kind in "biu" and (y.__class__ is np.ndarray or not hasattr(y, "dtype")) and not np.all(y) \
+                and getattr(x, "size", 1):  # an empty result divides nothing (a zero divisor broadcast to 0 elements)
             raise ZeroDivisionError("integer division by zero")
         return f(x, y)
 
@@ -539,6 +558,9 @@ floor_divide_p = binary("floor_divide", quiet(_int_checked(xp.floor_divide)), _z
 # remainder has Python's sign convention (sign of the divisor), fmod C's (sign of the dividend).
 remainder_p = binary("remainder", quiet(_int_checked(xp.remainder)), lambda ns, x, y, o: 1,
                      lambda ns, x, y, o: -ns.floor_divide(x, y))
+# trunc(x / y) in one primitive: composed, trunc's zero gradient met div's 1/0 = inf at y == 0
+# and made nan; PyTorch's gradient of rounding_mode='trunc' is zero everywhere.
+trunc_divide_p = binary("trunc_divide", quiet(lambda x, y: _trunc_div_impl(x, y)), _zero, _zero, save_inputs=False)
 fmod_p = binary("fmod", quiet(_int_checked(xp.fmod)), lambda ns, x, y, o: 1, lambda ns, x, y, o: -ns.trunc(x / y))
 
 
@@ -600,14 +622,23 @@ def fmod(input, other):
     return bind(fmod_p, promote(input, other), {})
 
 
+def _trunc_div_impl(x, y):
+    if (x if hasattr(x, "dtype") else y).dtype == _F16:  # in float32, rounded once (PyTorch's opmath)
+        return xp.trunc(xp.true_divide(_up32(x), _up32(y))).astype(_F16)
+    return xp.trunc(xp.true_divide(x, y))
+
+
+def _up32(v):
+    return v.astype(np.float32) if hasattr(v, "dtype") else v
+
+
 def _trunc_divide(input, other):
     from .comparison import lt, ne
-    from .transcendental import trunc
 
     a, b = promote(input, other)
     ref = a if isinstance(a, Tensor) else b
     if ref.dtype.kind not in "biu":
-        return trunc(div(a, b))
+        return bind(trunc_divide_p, (a, b), {})
     # Exact integer division rounding toward zero: floor, plus one where the signs differ
     # and the division is inexact.
     q = floor_divide(a, b)

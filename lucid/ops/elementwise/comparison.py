@@ -73,8 +73,9 @@ def where(condition, input=None, other=None):
 
 
 def _tie_split(ns, a, b):
-    # Gradient of max(a, b) w.r.t. a: 1 where a wins, 1/2 on ties (as PyTorch).
-    return (a > b) + (a == b) * 0.5
+    # Gradient of max(a, b) w.r.t. a: 0 where b wins, 1/2 on ties, else 1 (PyTorch's
+    # masked_fill(a < b, 0)): where either is nan both operands get the whole gradient.
+    return 1 - ((b > a) + (a == b) * 0.5)
 
 
 maximum_p = binary("maximum", xp.maximum, lambda ns, x, y, o: _tie_split(ns, x, y),
@@ -218,6 +219,10 @@ def clamp(input, min=None, max=None):
             out = where(_nan_or(out < lo, lo), lo, out)
         if hi is not None:
             out = where(_nan_or(out > hi, hi), hi, out)
+        if dt.kind == "f":
+            # A nan anywhere (input or bound) gives nan and no gradient to any of them, as
+            # PyTorch's clamp_backward (its masks are comparisons, false with a nan).
+            out = where(isnan(out), float("nan"), out)
         return out
     return bind(clamp_p, (input,), {"lo": lo, "hi": hi})
 

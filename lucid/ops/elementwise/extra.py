@@ -3,8 +3,9 @@ ldexp, heaviside, trapezoid rules, distances, renorm; integer ops gcd/lcm, shift
 frexp; ``divmod`` and the shift operators.
 
 Differentiable ops here are composites of existing primitives. The integer and bit-level ops
-(gcd, lcm, shifts, nextafter, frexp) are primitives without gradient (``nondiff``: zero
-tangent, elementwise batching), as in PyTorch.
+(gcd, lcm, shifts) are primitives without gradient (``nondiff``: zero tangent, elementwise
+batching); nextafter and frexp are primitives with PyTorch's gradients (1 for nextafter's
+input, ``grad / 2 ** exponent`` for frexp's mantissa).
 """
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import collections
 
 from ..._core import dtypes
 from ..._core.backend import xp
-from ..._core.primitive import bind
+from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _wrap, tensor_method
-from .._family import _as_tensor, nondiff, normalize_axis
+from .._family import _as_tensor, batch_elementwise, binary, nondiff, normalize_axis
 from ._half import F16, F32
-from .arithmetic import _floatify, _is_half, cast, promote
+from .arithmetic import DtypeNotImplemented, _floatify, _is_half, _zero, cast, promote
 
 
 def _t(x):
@@ -108,6 +109,8 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     if _all_half(input, tensor1, tensor2):  # float32 inside, one rounding (NOTE [Half primitives])
         return cast(addcmul(*(cast(v, F32) for v in (input, tensor1, tensor2)), value=value), F16)
     prod = _t(tensor1) * tensor2
+    if value.__class__ is float and prod.dtype.kind in "biu" and _t(input).dtype.kind in "biu":
+        value = int(value)  # PyTorch converts value to the integer result type, truncating
     return input + (prod if value == 1 else prod * value)
 
 
@@ -133,8 +136,11 @@ def positive(input):
     """``input`` itself (unary plus); an error for bool tensors, as in PyTorch."""
     input = _t(input)
     if input.dtype == dtypes.bool_:
-        raise TypeError("positive: the unary + operator does not support bool tensors")
+        raise DtypeNotImplemented("positive: the unary + operator does not support bool tensors")
     return input
+
+
+Tensor.__pos__ = positive
 
 
 def rsub(input, other, *, alpha=1):
@@ -269,14 +275,15 @@ def heaviside(input, values):
 # ------------------------------------------------------------------ integer and bit-level ops
 
 
-def _int_binary(name, impl, doc, kinds="iu", dunder=()):
-    prim = nondiff(name, impl)
+def _int_binary(name, impl, doc, kinds="iu", dunder=(), prim=None):
+    prim = prim or nondiff(name, impl)
 
     def fn(input, other):
         a, b = promote(input, other)
         ref = a if isinstance(a, Tensor) else b
         if ref.dtype.kind not in kinds:
-            raise TypeError(f"{name}: expected integer tensors, got {ref.dtype}")
+            raise DtypeNotImplemented(f"{name}: expected {'floating point' if kinds == 'f' else 'integer'} tensors, "
+                                      f"got {ref.dtype}")
         return bind(prim, (a, b), {})
 
     fn.__name__ = fn.__qualname__ = name
@@ -310,12 +317,14 @@ Tensor.__rlshift__ = lambda self, other: bitwise_left_shift(other, self)
 Tensor.__rrshift__ = lambda self, other: bitwise_right_shift(other, self)
 nextafter_p, nextafter = _int_binary("nextafter", xp.nextafter, """The next floating point value after ``input`` towards ``other``.
 
+    The gradient is 1 for ``input`` (0 where it equals ``other``) and 0 for ``other``, as PyTorch's.
+
     Examples
     --------
     >>> import lucid
     >>> lucid.nextafter(lucid.tensor([1.0]), lucid.tensor([2.0])).item() > 1.0
     True
-    """, kinds="f")
+    """, kinds="f", prim=binary("nextafter", xp.nextafter, lambda ns, x, y, o: x != y, _zero))
 
 
 _Frexp = collections.namedtuple("frexp", ["mantissa", "exponent"])
@@ -326,7 +335,20 @@ def _frexp_impl(x):
     return m, e.astype(xp.int32)
 
 
-frexp_p = nondiff("frexp", _frexp_impl, nout=2)
+def _frexp_vjp(ns, g, out, x):
+    # PyTorch: the mantissa is x / 2**exponent, the exponent is piecewise constant
+    gm = g[0]
+    return None if gm is None else gm / ns.exp2(ns.cast(out[1], dtype=gm.dtype))
+
+
+def _frexp_jvp(ns, primals, tangents, out):
+    t = tangents[0]
+    return (None if t is None else t / ns.exp2(ns.cast(out[1], dtype=t.dtype))), None
+
+
+frexp_p = defprim("frexp", _frexp_impl, vjp=(_frexp_vjp,), jvp=_frexp_jvp, nout=2, save_inputs=False,
+                  save_out=True)
+frexp_p.batch = batch_elementwise(frexp_p)
 
 
 @tensor_method("frexp")
@@ -342,7 +364,7 @@ def frexp(input):
     """
     x = _t(input)
     if x.dtype.kind != "f":
-        raise TypeError(f"frexp: expected a floating point tensor, got {x.dtype}")
+        raise DtypeNotImplemented(f"frexp: expected a floating point tensor, got {x.dtype}")
     m, e = bind(frexp_p, (x,), {})
     return _Frexp(m, e)
 

@@ -7,7 +7,7 @@ from ..._core.primitive import bind
 from ..._core.tensor import Tensor, tensor_method
 from .._family import _as_tensor, nondiff
 
-from .arithmetic import _scalar_ok, promote
+from .arithmetic import DtypeNotImplemented, _scalar_ok, promote
 from .comparison import _BINARY_PARAMS
 
 
@@ -18,6 +18,9 @@ def _logical(name, impl, dunder):
 
     def fn(input, other):
         a, b = promote(input, other)
+        ref = a if isinstance(a, Tensor) else b
+        if getattr(ref, "dtype", None) is not None and ref.dtype.kind not in "biu":
+            raise DtypeNotImplemented(f"{name}: not implemented for {ref.dtype} tensors (integer or bool only)")
         return bind(prim, (a, b), {})
 
     fn.__name__ = fn.__qualname__ = name
@@ -55,7 +58,10 @@ def bitwise_not(input):
     >>> (~lucid.tensor([True, False])).tolist()
     [False, True]
     """
-    return bind(bitwise_not_p, (_as_tensor(input),), {})
+    x = _as_tensor(input)
+    if x.dtype.kind not in "biu":
+        raise DtypeNotImplemented(f"bitwise_not: not implemented for {x.dtype} tensors (integer or bool only)")
+    return bind(bitwise_not_p, (x,), {})
 
 
 @tensor_method("logical_not")

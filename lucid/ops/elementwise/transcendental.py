@@ -84,7 +84,7 @@ def abs(input):
     """
     data = input._data if input.__class__ is Tensor else None  # the cheap check for plain tensors
     if (data.dtype.kind == "b") if data is not None else getattr(input, "dtype", None) == dtypes.bool_:
-        raise RuntimeError("abs: not implemented for 'Bool' tensors (use the tensor itself, or .int())")
+        raise NotImplementedError("abs: not implemented for 'Bool' tensors (use the tensor itself, or .int())")
     return _abs_any_dtype(input)
 
 
@@ -192,7 +192,9 @@ atan_p, atan = unary("atan", xp.arctan, lambda ns, x, o: 1 / (1 + x * x))
 sinh_p, sinh = unary("sinh", quiet(xp.sinh), lambda ns, x, o: ns.cosh(x))
 cosh_p, cosh = unary("cosh", quiet(xp.cosh), lambda ns, x, o: ns.sinh(x))
 asinh_p, asinh = unary("asinh", xp.arcsinh, lambda ns, x, o: 1 / ns.sqrt(x * x + 1))
-acosh_p, acosh = unary("acosh", quiet(xp.arccosh), lambda ns, x, o: 1 / (ns.sqrt(x - 1) * ns.sqrt(x + 1)))
+# PyTorch's rsqrt(x**2 - 1), real below -1 too (the forward is nan there, the gradient is not);
+# (x - 1) * (x + 1) keeps the digits that x * x - 1 loses next to 1.
+acosh_p, acosh = unary("acosh", quiet(xp.arccosh), lambda ns, x, o: ns.rsqrt((x - 1) * (x + 1)))
 atanh_p, atanh = unary("atanh", quiet(xp.arctanh), lambda ns, x, o: 1 / (1 - x * x))
 
 
@@ -382,9 +384,17 @@ frac_p, frac = unary("frac", quiet(lambda x: x - xp.trunc(x), 1), lambda ns, x, 
 frac_p.vjp = (lambda ns, g, out, x: g,)
 frac_p.jvp = lambda ns, primals, tangents, out: tangents[0]
 
+def _round_impl(x, decimals):
+    if x.dtype.kind in "biu" and decimals >= 0:  # rounds to itself (NumPy gives float16 for bool)
+        return x.copy()
+    if decimals and x.dtype == F16:
+        # PyTorch scales in float32: 125 * 10**3 overflows float16 (NumPy gave inf)
+        return xp.round(x.astype(F32), decimals).astype(F16)
+    return xp.round(x, decimals)
+
+
 round_p = defprim(
-    # an integer or bool tensor rounds to itself (NumPy gives float16 for bool)
-    "round", quiet(lambda x, decimals: x.copy() if x.dtype.kind in "biu" and decimals >= 0 else xp.round(x, decimals), 1),
+    "round", quiet(_round_impl, 1),
     vjp=(lambda ns, g, out, x, decimals: g * 0,),
     jvp=lambda ns, primals, tangents, out, decimals: tangents[0] * 0,
     save_inputs=False,
@@ -551,8 +561,8 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     ----------
     input : Tensor
         Any shape.
-    nan : float
-        Replacement of NaN.
+    nan : float, optional
+        Replacement of NaN (None: 0).
     posinf, neginf : float, optional
         Replacements of +inf and -inf.
 
@@ -562,6 +572,8 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     >>> lucid.nan_to_num(lucid.tensor([float("nan"), 1.0]), nan=-1.0).tolist()
     [-1.0, 1.0]
     """
+    if nan is None:  # PyTorch's default, spelled out
+        nan = 0.0
     return bind(nan_to_num_p, (_as_tensor(input),), {"nan": nan, "posinf": posinf, "neginf": neginf})
 
 
