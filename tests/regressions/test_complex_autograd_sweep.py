@@ -137,18 +137,15 @@ def test_ops_without_complex_meaning_raise_not_implemented(op):
 
 
 # ---------------------------------------------------------------------------- known elementwise bugs
-# (lucid/ops/elementwise/**, another engineer's files: strict xfails until fixed there)
+# (the first two were strict xfails until fixed in lucid/ops/elementwise; the third is still open)
 
 
-@pytest.mark.xfail(strict=True, reason="acosh's rule rsqrt((z-1)(z+1)) has the wrong sign for Re z < 0; "
-                                       "PyTorch: 1 / (sqrt(z-1) * sqrt(z+1))")
 def test_acosh_complex_gradient_left_half_plane():
     z = np.array([-0.78 + 0.28j, -0.5 - 0.2j])
     f = lambda t: LOSSES["times c"](lucid.acosh(t))  # noqa: E731
     np.testing.assert_allclose(grad_of(f, z), fd_grad(f, z), atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="a Python complex beside a complex128 tensor is rounded to complex64 first")
 def test_python_complex_scalar_keeps_double_precision():
     x = lucid.tensor(np.array([1 + 0j]))
     assert (x * (0.7 - 1.3j)).numpy()[0] == 0.7 - 1.3j
@@ -191,3 +188,14 @@ def test_torch_parity_sgn_norm_einsum(loss):
         want = np.zeros_like(z) if tg is None else tg.numpy()
         np.testing.assert_allclose(lout.detach().numpy(), tout.detach().numpy(), atol=1e-12, err_msg=name)
         np.testing.assert_allclose(lg.numpy(), want, atol=1e-6, err_msg=name)
+
+
+def test_python_complex_scalars_keep_double_precision_everywhere():
+    z = np.array([1 + 0j, 2j])
+    c = 0.7 - 1.3j
+    x = lucid.tensor(z)
+    assert ((c * x).numpy() == c * z).all() and ((x / c).numpy() == z / c).all()
+    assert (lucid.add(x, c, alpha=2).numpy() == z + 2 * c).all()
+    assert (lucid.sub(x, 0.5, alpha=c).numpy() == z - 0.5 * c).all()
+    assert (lucid.ones(2) * 1j).dtype == lucid.complex64  # float32 beside a complex number: complex64
+    assert (lucid.ones(2, dtype=lucid.float64) * 1j).dtype == lucid.complex128

@@ -10,7 +10,7 @@ import operator
 import numpy as np
 
 from ..._core import dtypes
-from ..._core.backend import xp
+from ..._core.backend import namespace_of, xp
 from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _to_array, _wrap, tensor_method
 from .._family import _as_tensor, batch_elementwise, binary, broadcast_tangent, quiet, sum_to_shape, unary
@@ -58,6 +58,13 @@ def _scalar_ok(v):
     return v.__class__ in (int, float, bool)
 
 
+def _complex_number(v, dt, like):
+    """A Python complex as a 0-d tensor of the result dtype on ``like``'s device: made straight in
+    ``dt`` (as PyTorch's wrapped numbers), not in the default complex dtype first, which would
+    round ``0.7 - 1.3j`` to complex64 beside a complex128 tensor."""
+    return _wrap(namespace_of(like).asarray(v, dtype=dt))
+
+
 def promote(a, b, opmath=0):
     """Operands of a binary op, converted per NOTE [Type promotion] (scalars stay scalars).
 
@@ -80,7 +87,13 @@ def promote(a, b, opmath=0):
             if dt is _F16 and opmath and not _half_exact(b):
                 return None
             return (a if dt == a.dtype else cast(a, dt)), _fit_int(b, dt)
+        if b.__class__ is complex:
+            dt = dtypes.result_type(a, b)
+            return (a if dt == a.dtype else cast(a, dt)), _complex_number(b, dt, a)
         return promote(a, _as_tensor(b, like=a), opmath)
+    if a.__class__ is complex and isinstance(b, Tensor):
+        dt = dtypes.result_type(a, b)
+        return _complex_number(a, dt, b), (b if dt == b.dtype else cast(b, dt))
     if _scalar_ok(a):
         if isinstance(b, Tensor):
             dt = dtypes.result_type(a, b)
@@ -188,8 +201,9 @@ def _floatify(a, b):
 
 def _float_operands(a, b):
     """``a`` and ``b`` with integer operands made the default float, not yet promoted."""
-    a = a if _scalar_ok(a) else _as_tensor(a, like=b)
-    b = b if _scalar_ok(b) else _as_tensor(b, like=a)
+    # (a Python complex stays a number too: promote makes it in the result dtype)
+    a = a if _scalar_ok(a) or a.__class__ is complex else _as_tensor(a, like=b)
+    b = b if _scalar_ok(b) or b.__class__ is complex else _as_tensor(b, like=a)
     if dtypes.result_type(a, b).kind in "biu":
         dt = dtypes.get_default_dtype()
         a = cast(a, dt) if isinstance(a, Tensor) else float(a)
@@ -316,8 +330,17 @@ def add(input, other, *, alpha=1):
     if alpha != 1:
         if _half_result(input, other):  # See NOTE [Half opmath]
             return _half_axpy(add_p, input, other, alpha)
-        other = mul(other, alpha)
+        other = _scaled(other, alpha)
     return bind(add_p, promote(input, other), {})
+
+
+def _scaled(other, alpha):
+    """``alpha * other``; a complex number times a number stays a Python number (double
+    precision, as PyTorch's scalars), where ``mul`` would make a complex64 tensor of it."""
+    if other.__class__ in (complex, float, int) and alpha.__class__ in (complex, float, int) \
+            and complex in (other.__class__, alpha.__class__):
+        return other * alpha
+    return mul(other, alpha)
 
 
 @tensor_method("sub", "subtract", "__sub__")
@@ -341,7 +364,7 @@ def sub(input, other, *, alpha=1):
     if alpha != 1:
         if _half_result(input, other):  # See NOTE [Half opmath]
             return _half_axpy(sub_p, input, other, alpha)
-        other = mul(other, alpha)
+        other = _scaled(other, alpha)
     return bind(sub_p, promote(input, other), {})
 
 

@@ -194,7 +194,15 @@ cosh_p, cosh = unary("cosh", quiet(xp.cosh), lambda ns, x, o: ns.sinh(x))
 asinh_p, asinh = unary("asinh", xp.arcsinh, lambda ns, x, o: 1 / ns.sqrt(x * x + 1))
 # PyTorch's rsqrt(x**2 - 1), real below -1 too (the forward is nan there, the gradient is not);
 # (x - 1) * (x + 1) keeps the digits that x * x - 1 loses next to 1.
-acosh_p, acosh = unary("acosh", quiet(xp.arccosh), lambda ns, x, o: ns.rsqrt((x - 1) * (x + 1)))
+def _acosh_deriv(ns, x, o):
+    # Real x: rsqrt((x-1)(x+1)) (also right below -1). Complex z: the principal branch needs
+    # 1 / (sqrt(z-1) sqrt(z+1)), PyTorch's rule; the single rsqrt flips its sign where Re z < 0.
+    if x.dtype.kind == "c":
+        return 1 / (ns.sqrt(x - 1) * ns.sqrt(x + 1))
+    return ns.rsqrt((x - 1) * (x + 1))
+
+
+acosh_p, acosh = unary("acosh", quiet(xp.arccosh), _acosh_deriv)
 atanh_p, atanh = unary("atanh", quiet(xp.arctanh), lambda ns, x, o: 1 / (1 - x * x))
 
 
