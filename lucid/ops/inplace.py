@@ -450,7 +450,22 @@ def _scatter_into_base(root, view):
         chain.append(v._view_src)
         v = v._view_src[2][0]
     shape = tuple(root.shape)
-    pos = _wrap(np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape))
+    n = int(np.prod(shape))
+    if root.dtype.kind == "c" and view.dtype.kind != "c":
+        # A real view of complex memory (.real, .imag, view_as_real): replay the chain on complex
+        # positions ``2k + (2k+1)j``, so each real element of the view learns which real slot of
+        # root's (re, im) pairs it is, and scatter into root seen as reals.
+        from .complex import view_as_complex, view_as_real
+
+        slots = np.arange(n, dtype=np.float64) * 2
+        pos = _wrap((slots + 1j * (slots + 1)).reshape(shape))
+        for prim, params, args in reversed(chain):
+            pos = bind(prim, (pos,) + tuple(args[1:]), params)
+        pos = _wrap(np.asarray(pos._data, dtype=np.int64))
+        flat = reshape(view_as_real(root), -1)
+        new = bind(setitem_p, (flat, reshape(view, -1), reshape(pos, -1)), {"key": (IDX,)})
+        return view_as_complex(reshape(new, shape + (2,)))
+    pos = _wrap(np.arange(n, dtype=np.int64).reshape(shape))
     for prim, params, args in reversed(chain):
         pos = bind(prim, (pos,) + tuple(args[1:]), params)
     new = bind(setitem_p, (reshape(root, -1), reshape(view, -1), reshape(pos, -1)), {"key": (IDX,)})

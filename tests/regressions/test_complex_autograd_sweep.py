@@ -137,7 +137,7 @@ def test_ops_without_complex_meaning_raise_not_implemented(op):
 
 
 # ---------------------------------------------------------------------------- known elementwise bugs
-# (the first two were strict xfails until fixed in lucid/ops/elementwise; the third is still open)
+# (strict xfails until fixed: acosh and scalars in lucid/ops/elementwise, the .real write in ops/inplace.py)
 
 
 def test_acosh_complex_gradient_left_half_plane():
@@ -151,7 +151,6 @@ def test_python_complex_scalar_keeps_double_precision():
     assert (x * (0.7 - 1.3j)).numpy()[0] == 0.7 - 1.3j
 
 
-@pytest.mark.xfail(strict=True, reason="an in-place write through .real under vmap/jvp overwrites the imaginary part")
 def test_inplace_through_real_view_under_vmap():
     z = np.array([[1 + 2j, 3 - 1j]])
 
@@ -199,3 +198,20 @@ def test_python_complex_scalars_keep_double_precision_everywhere():
     assert (lucid.sub(x, 0.5, alpha=c).numpy() == z - 0.5 * c).all()
     assert (lucid.ones(2) * 1j).dtype == lucid.complex64  # float32 beside a complex number: complex64
     assert (lucid.ones(2, dtype=lucid.float64) * 1j).dtype == lucid.complex128
+
+
+def test_inplace_through_real_views_under_transforms_match_eager():
+    z = np.array([[1 + 2j, 3 - 1j, -2 + 0.5j]])
+
+    def g(a):
+        c = a * 1
+        c.imag.add_(1.0)
+        lucid.view_as_real(c)[..., 0].add_(10.0)
+        c[1:].real.mul_(3.0)
+        return c
+
+    eager = g(lucid.tensor(z[0])).numpy()
+    np.testing.assert_array_equal(eager, [11 + 3j, 39 + 0j, 24 + 1.5j])
+    np.testing.assert_array_equal(vmap(g)(lucid.tensor(z)).numpy()[0], eager)
+    _, tangent = lucid.func.jvp(g, (lucid.tensor(z[0]),), (lucid.tensor(np.full(3, 1 + 1j)),))
+    np.testing.assert_array_equal(tangent.numpy(), [1 + 1j, 3 + 1j, 3 + 1j])
