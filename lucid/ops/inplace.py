@@ -256,9 +256,11 @@ def _out_of_place(name, fn, x, args):
     """``fn(x, *args)`` (the op's out-of-place value), its errors reported under ``name``."""
     try:
         return fn(x, *args)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, NotImplementedError) as e:
         head, sep, rest = str(e).partition(": ")
-        raise RuntimeError(f"{name}: {rest if sep and head.isidentifier() else e}") from None
+        msg = f"{name}: {rest if sep and head.isidentifier() else e}"
+        err = _same_class(e, msg) if isinstance(e, NotImplementedError) else None
+        raise (err or RuntimeError(msg)) from None
 
 
 def _direct_error(name, x, args, err):
@@ -266,7 +268,17 @@ def _direct_error(name, x, args, err):
         return RuntimeError(f"{name}: result type can't be cast to the desired output type "
                             f"{x._data.dtype} ({err})")
     shapes = [tuple(a.shape) if hasattr(a, "shape") else a for a in args]
-    return RuntimeError(f"{name}: {err} (tensor shape {tuple(x.shape)}, arguments {shapes})")
+    msg = f"{name}: {err} (tensor shape {tuple(x.shape)}, arguments {shapes})"
+    return (_same_class(err, msg) if isinstance(err, NotImplementedError) else None) or RuntimeError(msg)
+
+
+def _same_class(err, msg):
+    """``err``'s class with ``msg`` (an op with no kernel for a dtype raises NotImplementedError
+    in PyTorch, in place too), or None if that class takes other arguments."""
+    try:
+        return type(err)(msg)
+    except TypeError:
+        return None
 
 
 def _check_result(name, x, res):

@@ -46,6 +46,22 @@ for _n in ("lerp", "addcmul", "addcdiv", "hypot", "atan2", "fmod", "remainder", 
            "baddbmm", "renorm"):
     _method(f"{_n}_", _n)
 Tensor.arctan2_ = Tensor.atan2_
+_float_power_ = Tensor.float_power_
+
+
+def _float_power_in_place(self, exponent):
+    # float_power computes in double: PyTorch refuses to write that into a float32 tensor (the
+    # other in-place ops cast their result down)
+    if self.dtype.kind in "fc" and self.dtype.itemsize < (16 if self.dtype.kind == "c" else 8):
+        want = "ComplexDouble" if self.dtype.kind == "c" else "Double"
+        raise RuntimeError(f"float_power_: the base given to float_power_ has dtype {self.dtype} but the "
+                           f"operation's result requires dtype {want}")
+    return _float_power_(self, exponent)
+
+
+_float_power_in_place.__name__ = _float_power_in_place.__qualname__ = "float_power_"
+_float_power_in_place.__doc__ = _float_power_.__doc__
+Tensor.float_power_ = _float_power_in_place
 Tensor.__ilshift__ = Tensor.bitwise_left_shift_
 Tensor.__irshift__ = Tensor.bitwise_right_shift_
 

@@ -148,3 +148,17 @@ def test_transformer_encoder_nested_flags_without_a_reason():
     assert enc.use_nested_tensor is True and off.use_nested_tensor is False
     assert enc.layers[0].activation_relu_or_gelu == 1
     assert nn.TransformerEncoderLayer(8, 2, 16, activation="gelu").activation_relu_or_gelu == 2
+
+
+def test_in_place_ops_keep_pytorchs_error_classes():
+    # an op with no kernel for a dtype raises NotImplementedError in place too (was RuntimeError)
+    with pytest.raises(NotImplementedError, match="^bitwise_and_: not implemented"):
+        lucid.tensor([1.0]).bitwise_and_(lucid.tensor([1.0]))
+    with pytest.raises(NotImplementedError, match="^remainder_: "):
+        lucid.tensor([True]).remainder_(lucid.tensor([True]))
+    # float_power computes in double: PyTorch refuses to write it into a float32 tensor
+    x = lucid.tensor([2.0])
+    with pytest.raises(RuntimeError, match="^float_power_: the base given to float_power_ has dtype lucid.float32"):
+        x.float_power_(2)
+    assert x.tolist() == [2.0] and x._version[0] == 0
+    assert lucid.tensor([2.0], dtype=lucid.float64).float_power_(2).tolist() == [4.0]
