@@ -369,8 +369,6 @@ _ARG_NAMES = {
     "scatter": ("self", "index", "src"),
     "scatter_add": ("self", "index", "src"),
     "setitem": ("self", "values"),
-    "conv": ("input", "weight", "bias"),
-    "conv_transpose": ("input", "weight", "bias"),
     "linear": ("input", "weight", "bias"),
     "lerp": ("self", "end", "weight"),
     "addcmul": ("self", "tensor1", "tensor2"),
@@ -382,6 +380,14 @@ _FREED = ("Trying to backward through the graph a second time (or directly acces
           "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
           "through the graph a second time or if you need to access saved tensors after calling "
           "backward.")
+
+
+_HOOKS_FREED = ("Calling register_hooks on a saved tensor after it has been freed. Saved intermediate values of "
+                "the graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if "
+                "you need to backward through the graph a second time or if you need to access saved variables "
+                "after calling backward.")
+_HOOKS_SET = ("Calling register_hooks on a saved tensor whose hooks have already been set. Hint: only one pair "
+              "of hooks is allowed at a time.")
 
 
 def _arg_names(node, nargs):
@@ -496,15 +502,10 @@ class SavedTensor:
         if kind == "ctx":  # a custom Function's save_for_backward
             return _register_ctx_hooks(node.ctx, where, pack_hook, unpack_hook)
         if node.freed or (node.saved if kind == "arg" else node.out) is None:
-            raise RuntimeError(
-                "Calling register_hooks on a saved tensor after it has been freed. Saved intermediate "
-                "values of the graph are freed when you call .backward() or autograd.grad(). Specify "
-                "retain_graph=True if you need to backward through the graph a second time or if you "
-                "need to access saved variables after calling backward.")
+            raise RuntimeError(_HOOKS_FREED)
         current = node.saved[where] if kind == "arg" else (node.out if node.nout == 1 else node.out[where])
         if current.__class__ is _Packed:
-            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have already been set. "
-                               "Hint: only one pair of hooks is allowed at a time.")
+            raise RuntimeError(_HOOKS_SET)
         if kind == "arg":
             packed = _Packed(current, pack_hook, unpack_hook)
             saved = list(node.saved)
@@ -548,15 +549,10 @@ del _name, _attr
 
 def _register_ctx_hooks(ctx, i, pack_hook, unpack_hook):
     if ctx._freed:
-        raise RuntimeError("Calling register_hooks on a saved tensor after it has been freed. Saved "
-                           "intermediate values of the graph are freed when you call .backward() or "
-                           "autograd.grad(). Specify retain_graph=True if you need to backward through "
-                           "the graph a second time or if you need to access saved variables after "
-                           "calling backward.")
+        raise RuntimeError(_HOOKS_FREED)
     packed = list(ctx._packed) if ctx._packed is not None else [None] * len(ctx._saved)
     if packed[i] is not None:
-        raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have already been set. "
-                           "Hint: only one pair of hooks is allowed at a time.")
+        raise RuntimeError(_HOOKS_SET)
     t = ctx._saved[i]
     if t is None:
         raise RuntimeError("register_hooks: the saved value is None; there is nothing to pack")
