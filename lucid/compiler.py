@@ -12,6 +12,9 @@ names); a callable backend, which PyTorch hands an FX graph, is refused.
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+
 __all__ = ["compile", "disable", "is_compiling", "is_dynamo_compiling", "is_exporting", "list_backends",
            "reset", "allow_in_graph", "assume_constant_result"]
 
@@ -92,17 +95,62 @@ def assume_constant_result(fn):
     return fn
 
 
+class _ExportState(threading.local):
+    depth = 0
+
+
+_EXPORT = _ExportState()
+
+
+@contextlib.contextmanager
+def _exporting():
+    """Marks the body as ``lucid.export`` tracing a module (per thread; nests)."""
+    _EXPORT.depth += 1
+    try:
+        yield
+    finally:
+        _EXPORT.depth -= 1
+
+
 def is_compiling():
-    """False: Lucid code never runs under a tracing compiler."""
-    return False
+    """Whether the calling code is being traced by ``lucid.export``.
+
+    As PyTorch, where ``torch.export`` traces through the compiler stack, it is True while
+    ``lucid.export.export`` traces a module; ``lucid.compile`` runs eagerly (NOTE [No graph
+    compiler]), so a compiled model sees False.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.compiler.is_compiling()
+    False
+    """
+    return _EXPORT.depth > 0
 
 
 is_dynamo_compiling = is_compiling
 
 
 def is_exporting():
-    """False: Lucid has no ``export``."""
-    return False
+    """Whether the calling code is being traced by ``lucid.export.export``.
+
+    A module's ``forward`` may branch on it (PyTorch's idiom for export-only paths); the
+    branch taken while tracing is the one the exported program keeps (export's own check of
+    the program against the module runs the module with the flag set too).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> class Scale(lucid.nn.Module):
+    ...     def forward(self, x):
+    ...         return x * (3 if lucid.compiler.is_exporting() else 2)
+    >>> ep = lucid.export.export(Scale(), (lucid.ones(2),))
+    >>> ep.module()(lucid.ones(2)), Scale()(lucid.ones(2))
+    (tensor([3., 3.]), tensor([2., 2.]))
+    >>> lucid.compiler.is_exporting()
+    False
+    """
+    return _EXPORT.depth > 0
 
 
 def list_backends(exclude_tags=("debug", "experimental")):

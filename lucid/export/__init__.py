@@ -84,7 +84,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserv
     >>> ep.module()(lucid.ones(4, 2))
     Traceback (most recent call last):
         ...
-    RuntimeError: Expected input at *args[0].shape[0] to be equal to 3, but got 4. If you meant for this dimension to be dynamic, please re-export and specify dynamic_shapes (e.g. with Dim.DYNAMIC)
+    lucid.export.dynamic_shapes.GuardError: Expected input at *args[0].shape[0] to be equal to 3, but got 4. If you meant for this dimension to be dynamic, please re-export and specify dynamic_shapes (e.g. with Dim.DYNAMIC)
 
     Limitations: see NOTE [Export tracing] and NOTE [Exported graphs are not functionalized]
     in ``lucid/export/_trace.py``.

@@ -141,6 +141,15 @@ def _guards(names, examples, symbols, defaulted):
 
 
 def export_impl(mod, args, kwargs, dynamic_shapes, strict, preserve):
+    from lucid import compiler
+
+    # forward may branch on lucid.compiler.is_exporting(): every run export makes of it sees True,
+    # the check against eager included (it checks the branch the program keeps)
+    with compiler._exporting():
+        return _export(mod, args, kwargs, dynamic_shapes, strict, preserve)
+
+
+def _export(mod, args, kwargs, dynamic_shapes, strict, preserve):
     import lucid
 
     _check_call(mod, args, kwargs, strict)

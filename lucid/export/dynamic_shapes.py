@@ -213,6 +213,28 @@ def check_inputs(guards, range_constraints, args, kwargs):
     return kwargs
 
 
+class GuardError(RuntimeError, AssertionError):
+    """An exported program's input check failed.
+
+    PyTorch 2.13's ``ep.module()`` raises ``AssertionError("Guard failed: ...")`` for a size
+    outside what was exported (earlier versions a RuntimeError with the message kept here):
+    both ``except`` clauses catch this one.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> class Double(lucid.nn.Module):
+    ...     def forward(self, x):
+    ...         return x * 2
+    >>> ep = lucid.export.export(Double(), (lucid.ones(2, 3),))
+    >>> try:
+    ...     ep.module()(lucid.ones(3, 3))
+    ... except AssertionError as e:
+    ...     print(str(e)[:52])
+    Expected input at *args[0].shape[0] to be equal to 2
+    """
+
+
 def _paired(guards, args, kwargs):
     for i, guard in enumerate(guards):
         if i < len(args):
@@ -225,37 +247,37 @@ def _check_constant(guard, value, path):
     ok = type(value) is type(guard.value) and (value == guard.value or (
         isinstance(value, float) and math.isnan(value) and math.isnan(guard.value)))
     if not ok:
-        raise RuntimeError(f"Expected input at {path} to be equal to {guard.value!r}, but got {value!r}")
+        raise GuardError(f"Expected input at {path} to be equal to {guard.value!r}, but got {value!r}")
 
 
 def _check_tensor(guard, value, path, range_constraints, bound):
     import lucid
 
     if not isinstance(value, lucid.Tensor):
-        raise RuntimeError(f"Expected input at {path} to be a tensor, but got {type(value)}")
+        raise GuardError(f"Expected input at {path} to be a tensor, but got {type(value)}")
     shape = tuple(value.shape)
     if len(shape) != len(guard.dims):
-        raise RuntimeError(f"Unexpected number of dimensions in input at {path}.shape "
+        raise GuardError(f"Unexpected number of dimensions in input at {path}.shape "
                            f"(expected {_shape_text(guard.dims)}, got {shape})")
     if str(value.dtype).replace("lucid.", "") != guard.dtype:
-        raise RuntimeError(f"Expected input at {path} to have dtype {guard.dtype}, but got "
+        raise GuardError(f"Expected input at {path} to have dtype {guard.dtype}, but got "
                            f"{str(value.dtype).replace('lucid.', '')}")
     for i, (size, d) in enumerate(zip(shape, guard.dims)):
         where = f"{path}.shape[{i}]"
         if isinstance(d, int):
             if size != d:
-                raise RuntimeError(f"Expected input at {where} to be equal to {d}, but got {size}. If you meant "
+                raise GuardError(f"Expected input at {where} to be equal to {d}, but got {size}. If you meant "
                                    "for this dimension to be dynamic, please re-export and specify dynamic_shapes "
                                    "(e.g. with Dim.DYNAMIC)")
             continue
         if d in bound and bound[d] != size:
-            raise RuntimeError(f"Expected input at {where} to be equal to {bound[d]}, but got {size}")
+            raise GuardError(f"Expected input at {where} to be equal to {bound[d]}, but got {size}")
         bound[d] = size
         vr = range_constraints[d]
         if size < vr.lower:
-            raise RuntimeError(f"Expected input at {where} to be >= {vr.lower}, but got {size}")
+            raise GuardError(f"Expected input at {where} to be >= {vr.lower}, but got {size}")
         if size > vr.upper:
-            raise RuntimeError(f"Expected input at {where} to be <= {vr.upper}, but got {size}")
+            raise GuardError(f"Expected input at {where} to be <= {vr.upper}, but got {size}")
 
 
 def _shape_text(dims):

@@ -62,9 +62,13 @@ def is_contiguous(input, memory_format=None):
     >>> y.is_contiguous(memory_format=lucid.channels_last), y.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2).is_contiguous(memory_format=lucid.channels_last)
     (False, True)
     """
+    from .memory_format import contiguous_format, is_contiguous_as
+
     if memory_format is None:
-        return bool(input._data.flags.c_contiguous)
-    from .memory_format import is_contiguous_as
+        if input._level:  # a transform's tracer: each example's own strides, as stride() reads them
+            memory_format = contiguous_format
+        else:
+            return bool(input._data.flags.c_contiguous)
 
     return is_contiguous_as(input, memory_format)
 
