@@ -28,7 +28,7 @@ import numpy as np
 from .._core import backend
 from .._core.grad_mode import STATE
 from .._core.tensor import Tensor
-from .process_group import _mpi, _resolve
+from .process_group import CollectiveArgumentError, _mpi, _resolve
 
 
 class ReduceOp(enum.Enum):
@@ -54,6 +54,16 @@ _OPS = {"sum": "SUM", "avg": "SUM", "product": "PROD", "min": "MIN", "max": "MAX
         "band": "BAND", "bor": "BOR", "bxor": "BXOR"}
 
 
+class BitwiseReduceOpError(RuntimeError, TypeError):
+    """``ReduceOp.BAND/BOR/BXOR`` on a floating or complex tensor: PyTorch's RuntimeError, and
+    the TypeError Lucid raised before."""
+
+
+class ComplexReduceOpError(ValueError, TypeError):
+    """``ReduceOp.MIN/MAX`` on a complex tensor: PyTorch's ValueError, and the TypeError Lucid
+    raised before."""
+
+
 def _mpi_op(op, dtype, api):
     """``(MPI op, whether to divide by the group size)`` for ``op`` on ``dtype``."""
     MPI = _mpi(api)
@@ -69,9 +79,9 @@ def _mpi_op(op, dtype, api):
     if name == "avg" and kind not in "fc":
         raise TypeError(f"{api}: ReduceOp.AVG needs a floating or complex tensor, got {dtype}")
     if name in ("min", "max") and kind == "c":
-        raise TypeError(f"{api}: ReduceOp.{op.name} is not defined for complex tensors")
+        raise ComplexReduceOpError(f"{api}: ReduceOp.{op.name} is not defined for complex tensors")
     if name in ("band", "bor", "bxor") and kind not in "iu":
-        raise TypeError(f"{api}: ReduceOp.{op.name} needs an integer tensor, got {dtype}")
+        raise BitwiseReduceOpError(f"{api}: ReduceOp.{op.name} needs an integer tensor, got {dtype}")
     return getattr(MPI, _OPS[name]), name == "avg"
 
 
@@ -130,14 +140,14 @@ def _same_layout(tensors, like, api, what):
     for i, t in enumerate(tensors):
         _check_tensor(t, api, f"{what}[{i}]")
         if t.shape != like.shape or t.dtype != like.dtype:
-            raise ValueError(f"{api}: {what}[{i}] has shape {tuple(t.shape)} and dtype {t.dtype}; "
-                             f"expected shape {tuple(like.shape)} and dtype {like.dtype}")
+            raise CollectiveArgumentError(f"{api}: {what}[{i}] has shape {tuple(t.shape)} and dtype {t.dtype}; "
+                                          f"expected shape {tuple(like.shape)} and dtype {like.dtype}")
 
 
 def _list_len(lst, n, api, what):
     if not isinstance(lst, (list, tuple)) or len(lst) != n:
         got = len(lst) if isinstance(lst, (list, tuple)) else type(lst).__name__
-        raise ValueError(f"{api}: {what} must be a list of {n} tensors (one per rank), got {got}")
+        raise CollectiveArgumentError(f"{api}: {what} must be a list of {n} tensors (one per rank), got {got}")
 
 
 # --------------------------------------------------------------------- work
@@ -524,14 +534,14 @@ def _splits(arr, sizes, n, api, what):
     lead, row = arr.shape[0], int(np.prod(arr.shape[1:], dtype=np.int64))
     if sizes is None:
         if lead % n:
-            raise ValueError(f"{api}: {what}'s first dimension ({lead}) must be divisible by the "
-                             f"world size ({n}) when no split sizes are given")
+            raise CollectiveArgumentError(f"{api}: {what}'s first dimension ({lead}) must be divisible by the "
+                                          f"world size ({n}) when no split sizes are given")
         sizes = [lead // n] * n
     else:
         sizes = [int(s) for s in sizes]
         if len(sizes) != n or min(sizes, default=0) < 0 or sum(sizes) != lead:
-            raise ValueError(f"{api}: {what}_split_sizes {sizes} must be {n} non-negative sizes "
-                             f"adding up to {what}'s first dimension ({lead})")
+            raise CollectiveArgumentError(f"{api}: {what}_split_sizes {sizes} must be {n} non-negative sizes "
+                                          f"adding up to {what}'s first dimension ({lead})")
     return _counts([s * row for s in sizes])
 
 
@@ -648,8 +658,8 @@ def _check_blocks(big, small, n, api, big_name, small_name):
     if big.dtype != small.dtype:
         raise TypeError(f"{api}: {big_name} has dtype {big.dtype} but {small_name} has dtype {small.dtype}")
     if big.size != n * small.size:
-        raise ValueError(f"{api}: {big_name} (shape {big.shape}) must have world_size ({n}) times the "
-                         f"elements of {small_name} (shape {small.shape})")
+        raise CollectiveArgumentError(f"{api}: {big_name} (shape {big.shape}) must have world_size ({n}) times the "
+                                      f"elements of {small_name} (shape {small.shape})")
 
 
 def _root_list(lst, like, n, is_root, api, what):

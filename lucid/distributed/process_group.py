@@ -35,6 +35,15 @@ def _mpi(api):
     return MPI
 
 
+class CollectiveArgumentError(RuntimeError, ValueError):
+    """A collective's tensors, sizes or root rank do not fit the group.
+
+    PyTorch's process groups raise RuntimeError here (``ProcessGroupGloo::allgather: invalid
+    tensor size``, ``invalid root rank``, ``Split sizes doesn't match``); Lucid raised
+    ValueError before, and this class is both.
+    """
+
+
 class ProcessGroup:
     """A set of ranks with its own MPI communicator.
 
@@ -58,7 +67,8 @@ class ProcessGroup:
         if isinstance(global_rank, bool) or not isinstance(global_rank, int):
             raise TypeError(f"{api}: {what} must be an int rank, got {type(global_rank).__name__}")
         if global_rank not in self._index:
-            raise ValueError(f"{api}: {what}={global_rank} is not a rank of the group {list(self.ranks)}")
+            raise CollectiveArgumentError(f"{api}: {what}={global_rank} is not a rank of the group "
+                                          f"{list(self.ranks)}")
         return self._index[global_rank]
 
     def __repr__(self):
@@ -174,8 +184,10 @@ def get_rank(group=None):
 
 
 def get_world_size(group=None):
-    """How many processes ``group`` (default: the world) has."""
-    return _resolve(group, "get_world_size").size()
+    """How many processes ``group`` (default: the world) has; -1 if this process is not a
+    member (PyTorch's answer for a group made by ``new_group`` without this rank)."""
+    pg = _resolve(group, "get_world_size")
+    return -1 if pg.rank() < 0 else pg.size()
 
 
 def get_backend(group=None):

@@ -273,7 +273,8 @@ def subgroups():
     members = [0, n - 1] if n > 2 else [n - 1]
     g = dist.new_group(members)
     assert dist.get_process_group_ranks(g) == members
-    assert dist.get_world_size(g) == len(members)
+    # PyTorch: -1 on a rank outside the group (as get_rank)
+    assert dist.get_world_size(g) == (len(members) if r in members else -1)
     if r in members:
         assert dist.get_rank(g) == members.index(r)
         t = lucid.tensor(np.array([r + 1.0]))
@@ -312,6 +313,17 @@ def clear_errors_change_nothing():
     raises(RuntimeError, "read-only", lambda: dist.all_reduce(lucid.tensor([1.0]).expand(3)))
     raises(TypeError, "AVG", lambda: dist.all_reduce(lucid.tensor([1, 2]), op=dist.ReduceOp.AVG))
     raises(TypeError, "complex", lambda: dist.all_reduce(lucid.tensor([1j]), op=dist.ReduceOp.MAX))
+    raises(ValueError, "complex", lambda: dist.all_reduce(lucid.tensor([1j]), op=dist.ReduceOp.MIN))  # PyTorch's
+    for op in (dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR):  # RuntimeError: PyTorch's type
+        raises(RuntimeError, "integer", lambda: dist.all_reduce(lucid.tensor([1.0]), op=op))
+        raises(TypeError, "integer", lambda: dist.all_reduce(lucid.tensor([1.0]), op=op))
+    # PyTorch's process groups raise RuntimeError for tensors, sizes or roots that do not fit
+    raises(RuntimeError, "one per rank", lambda: dist.all_gather([lucid.zeros(2)] * (n + 1), lucid.zeros(2)))
+    raises(RuntimeError, "dtype", lambda: dist.all_gather([lucid.zeros(2, dtype=lucid.float64)] * n, lucid.zeros(2)))
+    raises(RuntimeError, "world_size", lambda: dist.all_gather_into_tensor(lucid.zeros(n + 1), lucid.zeros(1)))
+    raises(RuntimeError, "not a rank", lambda: dist.reduce(lucid.zeros(1), dst=n))
+    raises(RuntimeError, "adding up", lambda: dist.all_to_all_single(lucid.zeros(n), lucid.zeros(n),
+                                                                      input_split_sizes=[n + 1] * n))
     raises(ValueError, "one per rank", lambda: dist.all_gather([lucid.zeros(2)] * (n + 1), lucid.zeros(2)))
     raises(ValueError, "shape", lambda: dist.all_gather([lucid.zeros(3)] * n, lucid.zeros(2)))
     raises(ValueError, "world_size", lambda: dist.all_gather_into_tensor(lucid.zeros(n + 1), lucid.zeros(1)))
