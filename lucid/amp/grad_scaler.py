@@ -20,6 +20,16 @@ from .._core import dtypes
 _READY, _UNSCALED, _STEPPED = 0, 1, 2
 
 
+class GradScalerStateError(RuntimeError, AssertionError):
+    """A GradScaler call out of order. PyTorch asserts (AssertionError); Lucid raised
+    RuntimeError before: this class is both."""
+
+
+class GradScalerArgumentError(ValueError, AssertionError):
+    """A bad GradScaler argument. PyTorch asserts (AssertionError); Lucid raised ValueError
+    before: this class is both."""
+
+
 class GradScaler:
     """Scale the loss, unscale the gradients and skip steps that overflowed (NOTE [Gradient scaling]).
 
@@ -61,11 +71,11 @@ class GradScaler:
         self._enabled = bool(enabled)
         if self._enabled:
             if not growth_factor > 1.0:
-                raise ValueError("GradScaler: the growth factor must be > 1.0.")
+                raise GradScalerArgumentError("GradScaler: the growth factor must be > 1.0.")
             if not backoff_factor < 1.0:
-                raise ValueError("GradScaler: the backoff factor must be < 1.0.")
+                raise GradScalerArgumentError("GradScaler: the backoff factor must be < 1.0.")
             if not (isinstance(growth_interval, int) and growth_interval > 0):
-                raise ValueError(f"GradScaler: growth_interval must be a positive int, got {growth_interval!r}")
+                raise GradScalerArgumentError(f"GradScaler: growth_interval must be a positive int, got {growth_interval!r}")
         self._init_scale, self._scale = float(init_scale), None
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
         self._growth_interval, self._growth_tracker = growth_interval, 0
@@ -134,8 +144,8 @@ class GradScaler:
         if "closure" in kwargs:
             raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
         if self._scale is None:
-            raise RuntimeError("Attempted step but the scale is None. This may indicate your script did not use "
-                               "scaler.scale(loss or outputs) earlier in the iteration.")
+            raise GradScalerStateError("Attempted step but the scale is None. This may indicate your script did "
+                                       "not use scaler.scale(loss or outputs) earlier in the iteration.")
         state = self._state(optimizer)
         if state["stage"] == _STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
@@ -153,21 +163,21 @@ class GradScaler:
         if not self._enabled:
             return
         if self._scale is None:
-            self._per_optimizer.clear()
-            return
+            raise GradScalerStateError("Attempted update but the scale is None. This may indicate your script did "
+                                       "not use scaler.scale(loss or outputs) earlier in the iteration.")
         if new_scale is not None:
             from .._core.tensor import Tensor
 
             if isinstance(new_scale, Tensor):
                 if new_scale.numel() != 1 or new_scale.requires_grad or new_scale.dtype.kind != "f":
-                    raise ValueError("new_scale should be a float or a 1-element floating tensor with "
+                    raise GradScalerArgumentError("new_scale should be a float or a 1-element floating tensor with "
                                      "requires_grad=False.")
                 new_scale = new_scale.item()
             self._scale = float(new_scale)
         else:
             recorded = [s["found_inf"] for s in self._per_optimizer.values() if s["stage"] != _READY]
             if not recorded:
-                raise RuntimeError("No inf checks were recorded prior to update.")
+                raise GradScalerStateError("No inf checks were recorded prior to update.")
             if any(_as_bool(f) for f in recorded):
                 self._scale *= self._backoff_factor
                 self._growth_tracker = 0

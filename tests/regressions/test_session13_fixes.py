@@ -74,3 +74,42 @@ def test_export_guard_failure_is_also_an_assertion_error():
     with pytest.raises(RuntimeError, match=r"shape\[0\] to be equal to 2, but got 3"):
         ep.module()(lucid.ones(3, 3))
     assert ep.module()(lucid.ones(2, 3)).tolist() == [[2.0] * 3] * 2
+
+
+def _scaled_step(scaler, grad_values):
+    w = lucid.nn.Parameter(lucid.tensor([1.0, 2.0]))
+    opt = lucid.optim.SGD([w], lr=0.1)
+    scaler.scale((w * lucid.tensor(grad_values)).sum()).backward()
+    scaler.step(opt)
+    return w
+
+
+def test_grad_scaler_update_without_scale_raises_as_pytorch():
+    # Lucid returned silently (and dropped new_scale); PyTorch asserts
+    scaler = lucid.amp.GradScaler("cpu")
+    with pytest.raises(AssertionError, match="Attempted update but the scale is None"):
+        scaler.update()
+    with pytest.raises(RuntimeError, match="Attempted update"):
+        scaler.update(new_scale=5.0)
+    assert scaler.get_scale() == 2.0 ** 16  # nothing changed
+
+
+def test_grad_scaler_errors_are_pytorch_assertions_and_old_types():
+    with pytest.raises(AssertionError, match="growth factor must be > 1.0"):
+        lucid.amp.GradScaler("cpu", growth_factor=1.0)
+    with pytest.raises(ValueError, match="backoff factor must be < 1.0"):
+        lucid.amp.GradScaler("cpu", backoff_factor=1.5)
+    w = lucid.nn.Parameter(lucid.tensor([1.0]))
+    w.sum().backward()
+    with pytest.raises(AssertionError, match="Attempted step but the scale is None"):
+        lucid.amp.GradScaler("cpu").step(lucid.optim.SGD([w], lr=0.1))
+
+
+def test_grad_scaler_new_scale_and_backoff_values():
+    scaler = lucid.amp.GradScaler("cpu", init_scale=8.0, growth_interval=1)
+    w = _scaled_step(scaler, [1.0, float("inf")])  # skipped: w unchanged, scale backed off
+    scaler.update()
+    assert w.tolist() == [1.0, 2.0] and scaler.get_scale() == 4.0
+    w = _scaled_step(scaler, [1.0, 1.0])
+    scaler.update(new_scale=lucid.tensor([3.0]))
+    assert lucid.allclose(w.detach(), lucid.tensor([0.9, 1.9])) and scaler.get_scale() == 3.0
