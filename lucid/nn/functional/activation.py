@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..._core.primitive import OpError
 from ..._core.tensor import Tensor
 from ...ops import elementwise as _elementwise
 from ...ops._family import _promote_float, unary
@@ -211,6 +212,8 @@ def celu(input, alpha=1.0, inplace=False):
     >>> F.celu(lucid.tensor([0.0, 2.0])).tolist()
     [0.0, 2.0]
     """
+    if alpha == 0:
+        raise OpError("celu: alpha cannot be 0 (a division by zero)")
     lucid = _lucid()
     return _apply("celu_", input, inplace,
                   lambda x: lucid.where(x > 0, x, alpha * (lucid.exp(_nonpos(x) / alpha) - 1.0)))
@@ -235,7 +238,7 @@ def gelu(input, approximate="none"):
     if approximate == "tanh":
         return _apply("gelu", x, False,
                       lambda x: 0.5 * x * (1.0 + _lucid().tanh(_SQRT2PI * (x + 0.044715 * x * x * x))))
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    raise OpError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 def sigmoid(input):
@@ -500,6 +503,10 @@ def threshold(input, threshold, value, inplace=False):
     >>> F.threshold(lucid.tensor([0.5, 2.0]), 1.0, -1.0).tolist()
     [-1.0, 2.0]
     """
+    if isinstance(input, Tensor) and input.dtype.kind in "iu" and isinstance(threshold, float):
+        threshold = int(threshold)  # PyTorch converts both numbers to the input's integer type
+    if isinstance(input, Tensor) and input.dtype.kind in "iu" and isinstance(value, float):
+        value = int(value)
     return _apply("threshold_", input, inplace, lambda x: _lucid().where(x > threshold, x, value),
                   opmath=False)
 
@@ -523,6 +530,8 @@ def glu(input, dim=-1):
     _refuse_complex("glu", input)
     if _is_half(input):  # See NOTE [Half composites]
         return _in_float32(glu, input, dim)
+    if input.ndim == 0:
+        raise RuntimeError("glu: does not support scalars because halving size must be even")
     n = input.shape[dim]
     if n % 2:
         raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} is size {n}")

@@ -6,6 +6,7 @@ machinery of ``lucid/ops/inplace.py`` (See NOTE [In-place semantics]).
 """
 from __future__ import annotations
 
+from ..._core.primitive import OpError
 from ..._core.tensor import Tensor
 from .activation import _apply, _lucid, celu, elu, hardtanh, leaky_relu, selu, softmax, threshold
 
@@ -113,7 +114,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     [-3.0, 1.0]
     """
     if lower > upper:
-        raise ValueError(f"rrelu: lower bound {lower} must be <= upper bound {upper}")
+        raise OpError(f"rrelu: lower bound {lower} must be <= upper bound {upper}")
     lucid = _lucid()
 
     def fn(x):

@@ -32,6 +32,8 @@ def _pnorm(d, p, dim, keepdim):
         return a.sum(dim, keepdim=keepdim)
     if p == float("inf"):
         return lucid.amax(a, dim, keepdim=keepdim)
+    if p == -float("inf"):
+        return lucid.amin(a, dim, keepdim=keepdim)
     if p == 0:  # a count: its gradient is 0, but it stays in the graph (PyTorch's backward gives zeros)
         zero = lucid.where(lucid.zeros_like(d, dtype=lucid.bool), d, 0.0)  # 0 (not d * 0: inf * 0 is NaN)
         return (d != 0).to(d.dtype).sum(dim, keepdim=keepdim) + zero.sum(dim, keepdim=keepdim)

@@ -16,7 +16,7 @@ import numpy as np
 from ..._core import backend
 from ..._core.backend import namespace_of, runs_on_operands_device, xp
 from ..._core.kernels import Kernel, kernel_for
-from ..._core.primitive import AUTOCAST_HOOK, TN, autocast_float32, bind, defprim
+from ..._core.primitive import AUTOCAST_HOOK, TN, OpError, autocast_float32, bind, defprim
 from ..._core.tensor import Tensor, _wrap
 from ...ops._family import _as_tensor, binary as _binary, move_bdim, quiet
 from .activation import _softplus, log_softmax
@@ -60,6 +60,19 @@ def _reduce(loss, reduction, name):
                      "(expected 'none', 'mean' or 'sum')")
 
 
+def _weighted(loss, weight, input, reduction, name, by_weight=True):
+    """``loss * weight`` reduced as PyTorch's weighted regression losses: the weight must have
+    the input's shape, and 'mean' divides by ``weight.sum()`` (mse/l1) or by the element count
+    (huber, ``by_weight=False``)."""
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError(f"{name}: weights and input must have the same size, got {tuple(weight.shape)} "
+                         f"and {tuple(input.shape)}")
+    loss = loss * weight
+    if reduction == "mean" and by_weight:
+        return loss.sum() / weight.sum()
+    return _reduce(loss, reduction, name)
+
+
 def _check_same_shape(input, target, name):
     if tuple(input.shape) != tuple(target.shape):
         warnings.warn(
@@ -86,7 +99,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     d = input - target
     loss = d * d
     if weight is not None:
-        loss = loss * weight
+        return _weighted(loss, weight, input, reduction, "mse_loss")
     return _reduce(loss, reduction, "mse_loss")
 
 
@@ -97,7 +110,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     _check_same_shape(input, target, "l1_loss")
     loss = _lucid().abs(input - target)
     if weight is not None:
-        loss = loss * weight
+        return _weighted(loss, weight, input, reduction, "l1_loss")
     return _reduce(loss, reduction, "l1_loss")
 
 
@@ -132,7 +145,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     ad = lucid.abs(d)
     loss = lucid.where(ad <= delta, 0.5 * d * d, delta * (ad - 0.5 * delta))
     if weight is not None:
-        loss = loss * weight
+        return _weighted(loss, weight, input, reduction, "huber_loss", by_weight=False)
     return _reduce(loss, reduction, "huber_loss")
 
 
@@ -568,6 +581,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     _refuse_complex("nll_loss", input)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     target = _as_tensor(target)
+    if input.ndim == 0:
+        raise ValueError("nll_loss: expected an input of 1 or more dimensions (classes), got a 0-d tensor")
     if _is_half(input):  # See NOTE [Half composites]
         return _in_float32(nll_loss, input, target, weight, None, ignore_index, None, reduction)
     mask = _class_mask(target, input, weight, ignore_index, "nll_loss")
@@ -601,8 +616,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     _refuse_complex("cross_entropy", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+        raise OpError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
     target = _as_tensor(target)
+    if input.ndim == 0:
+        raise OpError("cross_entropy: expected an input of 1 or more dimensions (classes), got a 0-d tensor")
     if _is_half(input):  # See NOTE [Half composites]; the composite, as PyTorch's float16 path
         return _in_float32(_cross_entropy, input, target, weight, ignore_index, reduction, label_smoothing)
     if _fused_ce(input, target, weight, reduction, label_smoothing):  # See NOTE [Fused cross-entropy]
@@ -614,6 +631,8 @@ def _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothi
     class_dim = 1 if input.ndim > 1 else 0
     logp = log_softmax(input, class_dim)
     if target.dtype.kind == "f":
+        if ignore_index != -100:
+            raise OpError("cross_entropy: ignore_index is not supported for floating point target")
         return _soft_cross_entropy(logp, target, weight, reduction, label_smoothing, class_dim)
     mask = _class_mask(target, input, weight, ignore_index, "cross_entropy")
     out = _pick(logp, mask, reduction, "cross_entropy")
@@ -642,7 +661,7 @@ def _smoothed(nll_out, logp, target, weight, ignore_index, reduction, eps, class
 
 def _soft_cross_entropy(logp, target, weight, reduction, eps, class_dim):
     if tuple(target.shape) != tuple(logp.shape):
-        raise ValueError(
+        raise OpError(
             f"cross_entropy: probability targets must have the input's shape {tuple(logp.shape)}, "
             f"got {tuple(target.shape)}"
         )
@@ -847,6 +866,9 @@ def _clamp_value(x, dim, eps):
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                         reduction="mean"):
     _refuse_complex("margin_ranking_loss", input1, input2, target)
+    if not input1.ndim == input2.ndim == _as_tensor(target).ndim:
+        raise RuntimeError(f"margin_ranking_loss: all input tensors should have the same dimension, got sizes "
+                           f"{tuple(input1.shape)}, {tuple(input2.shape)} and {tuple(_as_tensor(target).shape)}")
     loss = _lucid().relu(-target * (input1 - input2) + margin)
     return _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "margin_ranking_loss")
 
@@ -854,5 +876,7 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
     _refuse_complex("hinge_embedding_loss", input, target)
     lucid = _lucid()
-    loss = lucid.where(target == 1, input, 0.0) + lucid.where(target == -1, lucid.relu(margin - input), 0.0)
+    # PyTorch's two terms: ``x`` where the target is not -1, the margin term where it is not 1
+    # (a target outside {1, -1} gets both)
+    loss = lucid.where(target != -1, input, 0.0) + lucid.where(target != 1, lucid.relu(margin - input), 0.0)
     return _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "hinge_embedding_loss")

@@ -77,13 +77,16 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     True
     """
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_loss: margin must be greater than 0, got {margin}")
     dist = lambda x, y: pairwise_distance(x, y, p, eps)  # noqa: E731
     return _triplet(anchor, positive, negative, dist, margin, swap, reduction, "triplet_margin_loss")
 
 
 def _triplet(anchor, positive, negative, dist, margin, swap, reduction, name):
-    if not anchor.ndim == positive.ndim == negative.ndim or anchor.ndim not in (1, 2):
-        raise RuntimeError(f"{name}: expected 1-D or 2-D anchor, positive and negative of one dimensionality, "
+    # Any number of dims, the distance over the last one (PyTorch: only the counts must agree)
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(f"{name}: expected anchor, positive and negative of one dimensionality, "
                            f"got {tuple(anchor.shape)}, {tuple(positive.shape)}, {tuple(negative.shape)}")
     lucid = _lucid()
     d_ap, d_an = dist(anchor, positive), dist(anchor, negative)
@@ -128,6 +131,9 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     lucid = _lucid()
     dim = input1.ndim - 1
     target = _as_tensor(target)
+    if target.ndim != input1.ndim - 1:
+        raise RuntimeError(f"cosine_embedding_loss: a {input1.ndim}-D input expects a {input1.ndim - 1}-D target "
+                           f"(multi-target not supported), got shape {tuple(target.shape)}")
     prod = (input1 * input2).sum(dim)
     m1 = (input1 * input1).sum(dim) + 1e-12  # PyTorch's EPSILON
     m2 = (input2 * input2).sum(dim) + 1e-12
@@ -166,6 +172,10 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     c = x.shape[1]
     if t.shape[0] != x.shape[0]:
         raise RuntimeError(f"multi_margin_loss: expected {x.shape[0]} targets, got shape {tuple(target.shape)}")
+    if weight is not None and weight.ndim != 1:
+        raise ValueError(f"multi_margin_loss: weight must be one-dimensional, got shape {tuple(weight.shape)}")
+    if weight is not None and weight.shape[0] != c:
+        raise RuntimeError(f"multi_margin_loss: inconsistent weight size, expected {c} but got {tuple(weight.shape)}")
     xy = x.gather(1, t)
     h = lucid.clamp(margin - xy + x, min=0.0)
     if p == 2:
@@ -174,7 +184,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         h = h * weight[t.reshape(-1)].reshape(-1, 1).to(x.dtype)
     not_y = (lucid.arange(c, device=x.device).reshape(1, c) != t).to(x.dtype)
     loss = (h * not_y).sum(1) / c
-    return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction, "multi_margin_loss")
+    # A 1-D input keeps its target's shape: () or (1,), as PyTorch
+    return _reduce(loss if input.ndim == 2 else loss.reshape(tuple(target.shape)), reduction, "multi_margin_loss")
 
 
 @runs_on_operands_device

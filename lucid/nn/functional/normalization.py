@@ -9,7 +9,7 @@ import numpy as np
 
 from ..._core.backend import runs_on_operands_device
 from ..._core.grad_mode import no_grad
-from ..._core.primitive import autocast_float32
+from ..._core.primitive import OpError, autocast_float32
 from ._complex import refuse_complex as _refuse_complex
 from ._opmath import in_float32 as _in_float32, is_half as _is_half
 
@@ -43,9 +43,13 @@ def _vector_norm(x, p, dim):
         return lucid.sum(a, dim, keepdim=True)
     if p == float("inf"):
         return lucid.amax(a, dim, keepdim=True)
-    s = lucid.sum(a ** p, dim, keepdim=True)
-    pos = s > 0
-    return lucid.where(pos, lucid.where(pos, s, 1.0) ** (1.0 / p), 0.0)
+    if p > 0:
+        s = lucid.sum(a ** p, dim, keepdim=True)
+        pos = s > 0
+        return lucid.where(pos, lucid.where(pos, s, 1.0) ** (1.0 / p), 0.0)
+    # p = 0 (a count), -inf and negative p: linalg's norm has PyTorch's values and zero-safe
+    # gradients there; a 0-d input (dim 0 or -1) reduces over everything
+    return lucid.linalg.vector_norm(x, p, None if x.ndim == 0 and dim in (0, -1) else dim, keepdim=True)
 
 
 @autocast_float32("layer_norm")  # NOTE [Autocast]
@@ -112,9 +116,13 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     lucid = _lucid()
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if input.ndim < k or tuple(input.shape[input.ndim - k:]) != normalized_shape:
+        raise RuntimeError(f"rms_norm: input of shape {tuple(input.shape)} does not end with normalized_shape "
+                           f"{normalized_shape}")
     if _is_half(input):  # See NOTE [Half composites]; the default eps is float32's, as PyTorch's
         return _in_float32(rms_norm, input, normalized_shape, weight, eps)
-    k = len(normalized_shape)
     eps = float(np.finfo(input.dtype).eps) if eps is None else eps
     axes = tuple(range(input.ndim - k, input.ndim))
     out = input / lucid.sqrt(lucid.mean(input * input, axes, keepdim=True) + eps)
@@ -216,7 +224,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         out = xc / lucid.sqrt(var + eps)
     else:
         if running_mean is None or running_var is None:
-            raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+            raise OpError("batch_norm: running_mean and running_var are required when training=False")
         rm = running_mean.reshape(cshape)
         rv = running_var.reshape(cshape)
         out = (input - rm) / lucid.sqrt(rv + eps)
@@ -315,6 +323,8 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
         The dimension to normalise along.
     eps : float
         Lower bound of the norm (avoids division by zero).
+    out : Tensor, optional
+        Written with the result and returned (no autograd, as PyTorch's ``out=``).
 
     Examples
     --------
@@ -327,6 +337,8 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
         norm = _in_float32(_vector_norm, input, p, dim)
     else:
         norm = _vector_norm(input, p, dim)
+    if out is not None:  # PyTorch's ``div(..., out=out)``: its resize rules and its refusal under autograd
+        return lucid.div(input, lucid.clamp(norm, min=eps), out=out)
     return input / lucid.clamp(norm, min=eps)
 
 

@@ -108,8 +108,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     if type(idx) is Tensor and idx._data.__class__ is np.ndarray and idx._data.size and (
             idx._data.min() < 0 or idx._data.max() >= weight.shape[0]):
         raise IndexError(f"embedding: index out of range in self (a table of {weight.shape[0]} rows)")
-    if padding_idx is not None and padding_idx < 0:
-        padding_idx += weight.shape[0]
+    if padding_idx is not None:
+        n = weight.shape[0]
+        if not -n <= padding_idx < n:  # PyTorch's assert
+            raise AssertionError(f"embedding: padding_idx must be within num_embeddings ({n}), got {padding_idx}")
+        padding_idx %= n
     if max_norm is not None:
         _renorm_rows(weight, idx._data, max_norm, norm_type)
     out = weight[idx]
@@ -271,8 +274,12 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     # PyTorch's CUDA kernel checks with a device-side assert).
     if on_cpu and flat.size and (flat.min() < 0 or flat.max() >= weight.shape[0]):
         raise IndexError(f"{op}: index out of range for a table of {weight.shape[0]} rows")
-    if padding_idx is not None and padding_idx < 0:
-        padding_idx += weight.shape[0]
+    if padding_idx is not None:
+        n = weight.shape[0]
+        if not -n <= padding_idx < n:
+            raise RuntimeError(f"{op}: padding_idx must be within the number of embeddings, {-n} through {n - 1}, "
+                               f"but got {padding_idx}")
+        padding_idx %= n
     if max_norm is not None:
         _renorm_rows(weight, flat, max_norm, norm_type)
     rows = weight[_wrap(flat.astype(np.int64))]  # (L, D)
