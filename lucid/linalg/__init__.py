@@ -365,6 +365,14 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
         raise RuntimeError(f"linalg.vector_norm: ord must be a number (inf, -inf, 0 or any real p), got "
                            f"{ord!r} for an input of shape {tuple(x.shape)}")
     axes = _dims(dim, x.ndim, "vector_norm")
+    if x.ndim == 0:  # dim 0 / -1 of a scalar is the scalar itself: a norm over one element
+        return vector_norm(x.reshape(1), ord, 0, False)
+    if ord < 0 or ord == math.inf:
+        empty = [a for a in axes if x.shape[a] == 0]
+        if empty:  # min, max and negative powers have no value over nothing (PyTorch's error)
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {ord} norm on the dimension {empty[0]} "
+                               f"because this dimension is empty and the operation does not have an identity "
+                               f"(input of shape {tuple(x.shape)})")
     if ord == math.inf:
         return R.amax(E.abs(x), axes, keepdim)
     if ord == -math.inf:

@@ -113,3 +113,23 @@ def test_grad_scaler_new_scale_and_backoff_values():
     w = _scaled_step(scaler, [1.0, 1.0])
     scaler.update(new_scale=lucid.tensor([3.0]))
     assert lucid.allclose(w.detach(), lucid.tensor([0.9, 1.9])) and scaler.get_scale() == 3.0
+
+
+@pytest.mark.parametrize("ord", [2, 3, 1, 0, float("inf"), -1, -0.5])
+def test_vector_norm_of_a_scalar_over_dim_0(ord):
+    # raised numpy's AxisError for the powered norms; PyTorch: the norm of one element
+    x = lucid.tensor(-2.0, dtype=lucid.float64, requires_grad=True)
+    got = lucid.linalg.vector_norm(x, ord, 0)
+    assert got.shape == () and got.item() == (1.0 if ord == 0 else 2.0)
+    assert lucid.linalg.vector_norm(x, ord, -1, keepdim=True).shape == ()
+    got.backward()
+    assert x.grad.item() == (0.0 if ord == 0 else -1.0)
+
+
+@pytest.mark.parametrize("ord", [-1, -0.5, float("-inf"), float("inf")])
+def test_vector_norm_with_no_identity_over_an_empty_dim_raises(ord):
+    # negative powers returned inf over an empty dim; PyTorch refuses (no identity)
+    with pytest.raises(RuntimeError, match=r"cannot compute the .* norm on the dimension 0 because this dimension is empty"):
+        lucid.linalg.vector_norm(lucid.zeros(0, 3), ord, 0)
+    assert lucid.linalg.vector_norm(lucid.zeros(0, 3), ord, 1).shape == (0,)  # nothing to reduce: fine
+    assert lucid.linalg.vector_norm(lucid.zeros(0, 3), 2, 0).tolist() == [0.0, 0.0, 0.0]
