@@ -2,7 +2,9 @@
 
 NOTE [Full backward hooks]
 The module's Tensor inputs pass through an identity Function before ``forward`` and its
-outputs through another after it. In the backward the output identity sees the gradients
+outputs through another after it. ``grad_input`` has one entry per positional argument (None
+for a non-Tensor or one that needs no gradient); the hooks are skipped when the gradient
+reaches the inputs without passing through the outputs (PyTorch's rule). In the backward the output identity sees the gradients
 w.r.t. the outputs (``grad_output``) first; the input identity then sees the gradients
 w.r.t. the inputs (``grad_input``), calls the hooks with both and passes on whatever they
 return. When no input requires grad the hooks run from the output side with
@@ -45,6 +47,8 @@ class _InputIdentity(Function):
     @staticmethod
     def backward(ctx, *grads):
         st = ctx.state
+        if st.grad_output is None:  # reached without passing the module's outputs: PyTorch skips
+            return (None,) + grads
         full, it = [], iter(grads)
         for m in st.input_mask:
             full.append(next(it) if m else None)
@@ -56,6 +60,7 @@ class _OutputIdentity(Function):
     @staticmethod
     def forward(ctx, state, *xs):
         ctx.state = state
+        ctx.set_materialize_grads(False)  # an output no loss reached has grad_output None, as PyTorch
         return xs if len(xs) != 1 else xs[0]
 
     @staticmethod
@@ -71,7 +76,7 @@ class _OutputIdentity(Function):
                 grads = res
         st.grad_output = grads
         if st.n_inputs == 0:
-            st.run((None,) * max(len(st.input_mask), 1))
+            st.run((None,) * len(st.input_mask))
         return (None,) + grads
 
 
@@ -84,7 +89,7 @@ class BackwardHook:
     def setup_input_hook(self, args):
         st = self.state
         mask = tuple(isinstance(a, Tensor) and a.requires_grad and STATE.grad_enabled for a in args)
-        st.input_mask = tuple(m for a, m in zip(args, mask) if isinstance(a, Tensor))
+        st.input_mask = mask  # grad_input has one entry per positional argument, as PyTorch's
         st.n_inputs = sum(mask)
         if not st.n_inputs:
             return args

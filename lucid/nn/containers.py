@@ -46,6 +46,29 @@ class Container(Module):
             self.add_module(key, value)
 
 
+class _OperandError(TypeError, ValueError):
+    """PyTorch raises ValueError where Lucid raised TypeError: both keep callers working."""
+
+
+def _repeat_check(seq, other, op):
+    if not isinstance(other, int) or isinstance(other, bool):
+        raise TypeError(f"unsupported operand type(s) for {op}: {type(seq)} and {type(other)}")
+    if other <= 0:
+        raise ValueError(f"Non-positive multiplication factor {other} for {type(seq)}")
+
+
+def _tensor_line(key, p, dtype_text):
+    """One line of PyTorch's ParameterList/ParameterDict repr (its 2-space indent included)."""
+    from .._core.tensor import Tensor
+
+    if not isinstance(p, Tensor):
+        return f"  ({key}): Object of type: {type(p).__name__}"
+    size = "x".join(str(n) for n in p.shape)
+    dev = f" ({p.device})" if p.device.type not in ("cpu", "meta") else ""
+    kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+    return f"  ({key}): {kind} containing: [{dtype_text(p)} of size {size}{dev}]"
+
+
 def _index(idx, n, what):
     idx = operator.index(idx)
     if not -n <= idx < n:
@@ -106,8 +129,22 @@ class Sequential(Module):
 
     def __add__(self, other):
         if not isinstance(other, Sequential):
-            raise TypeError("Sequential: can only add another Sequential")
+            raise _OperandError("Sequential: add operator supports only objects of Sequential class, "
+                                f"but {type(other)} is given.")
         return Sequential(*self, *other)
+
+    def __mul__(self, other):
+        """``seq * n``: a new Sequential running the same modules (shared, not copied) n times."""
+        _repeat_check(self, other, "*")
+        return Sequential(*(list(self) * other))
+
+    __rmul__ = __mul__
+
+    def __imul__(self, other):
+        _repeat_check(self, other, "*=")
+        for m in list(self) * (other - 1):
+            self.append(m)
+        return self
 
     def append(self, module):
         self.add_module(str(len(self)), module)
@@ -123,7 +160,7 @@ class Sequential(Module):
         n = len(mods)
         if not -n <= index <= n:
             raise IndexError(f"Sequential.insert: index {index} is out of range")
-        mods.insert(index % (n + 1) if index < 0 else index, module)
+        mods.insert(index + n if index < 0 else index, module)  # list.insert's rule, as PyTorch
         self._modules.clear()
         for i, m in enumerate(mods):
             self.add_module(str(i), m)
@@ -187,6 +224,23 @@ class ModuleList(Module):
 
     def __add__(self, other):
         return ModuleList(list(self) + list(other))
+
+    def __repr__(self):
+        """PyTorch's: runs of equal entries print once, as ``(0-3): 4 x Linear(...)``."""
+        from .module import _addindent
+
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        runs = []  # [start, end, text]
+        for i, r in enumerate(reprs):
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = [_addindent(f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}", 2)
+                 for a, b, r in runs]
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
     def append(self, module):
         self.add_module(str(len(self)), module)
@@ -340,8 +394,7 @@ class ParameterList(Module):
         return self
 
     def extra_repr(self):
-        return "\n".join(f"({i}): Parameter containing: [{p.dtype} of size {tuple(p.shape)}]"
-                         for i, p in enumerate(self))
+        return "\n".join(_tensor_line(i, p, lambda t: t.dtype) for i, p in enumerate(self))
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterList has no forward")
@@ -404,13 +457,74 @@ class ParameterDict(Module):
         return v
 
     def update(self, parameters):
-        items = parameters.items() if hasattr(parameters, "items") else parameters
+        """Add ``parameters``; a plain mapping's keys go in sorted order, as PyTorch's (an
+        ``OrderedDict`` or ``ParameterDict`` keeps its own order)."""
+        from collections.abc import Iterable, Mapping
+
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            items = parameters.items()
+        elif isinstance(parameters, Mapping):
+            items = sorted(parameters.items())
+        elif isinstance(parameters, Iterable):
+            items = list(parameters)
+            for j, p in enumerate(items):
+                if not isinstance(p, Iterable):
+                    raise TypeError(f"ParameterDict update sequence element #{j} should be Iterable; "
+                                    f"is {type(p).__name__}")
+                if len(p) != 2:
+                    raise ValueError(f"ParameterDict update sequence element #{j} has length {len(p)}; "
+                                     "2 is required")
+        else:
+            raise TypeError("ParametersDict.update should be called with an iterable of key/value pairs, "
+                            f"but got {type(parameters).__name__}")
         for k, v in items:
             self[k] = v
 
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def popitem(self):
+        """Remove and return the last inserted ``(key, parameter)``."""
+        if not self._keys:
+            raise KeyError("popitem(): dictionary is empty")
+        key = next(reversed(self._keys))
+        return key, self.pop(key)
+
+    def clear(self):
+        for k in list(self._keys):
+            del self[k]
+
+    def copy(self):
+        """A new ParameterDict holding the same Parameter objects."""
+        return ParameterDict(OrderedDict((k, self[k]) for k in self._keys))
+
+    def fromkeys(self, keys, default=None):
+        return ParameterDict((k, default) for k in keys)
+
+    def __reversed__(self):
+        return reversed(list(self._keys))
+
+    def __or__(self, other):
+        out = self.copy()
+        out.update(other)
+        return out
+
+    def __ror__(self, other):
+        out = other.copy()
+        out.update(self)
+        return out
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
     def extra_repr(self):
-        return "\n".join(f"({k}): Parameter containing: [{p.dtype} of size {tuple(p.shape)}]"
-                         for k, p in self.items())
+        return "\n".join(_tensor_line(k, p, lambda t: t.type()) for k, p in self.items())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterDict has no forward")

@@ -17,7 +17,6 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 
 from .._core import backend, dtypes
-from .._core.grad_mode import no_grad
 from .._core.tensor import Tensor, _wrap
 from .parameter import Buffer, Parameter
 from .._core.hooks import RemovableHandle
@@ -65,115 +64,10 @@ def _addindent(s, n):
     return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
 
 
-def _checked_value(key, value, target, assign):
-    """``(array ready to write, None)`` or ``(None, error text naming the key)``.
-
-    Without ``assign`` the array is already converted to the target's device and dtype (a new
-    array when either differs: PyTorch's ``param.copy_(value)``, the one explicit transfer), so
-    writing it can't fail half-way; with ``assign`` it is a copy on the value's own device, as
-    PyTorch's ``assign=True`` keeps the value's tensor (a host array or list: the CPU)."""
-    try:
-        if isinstance(value, Tensor):
-            arr = value._data
-        elif value.__class__ is np.ndarray or backend.is_array(value):
-            arr = value
-        else:
-            arr = np.asarray(value)
-    except (TypeError, ValueError) as e:
-        return None, f"value for {key} can't be converted to an array ({type(value).__name__}: {e})."
-    if arr.dtype.kind not in "biufc":
-        return None, (f"value for {key} is not numeric (dtype {arr.dtype}, "
-                      f"{type(value).__name__}); expected a tensor or numeric array.")
-    if target.ndim == 0 and tuple(arr.shape) == (1,):  # PyTorch loads a (1,) value into a 0-d tensor
-        arr = arr.reshape(())
-    if tuple(arr.shape) != tuple(target.shape):
-        return None, (f"size mismatch for {key}: copying a param with shape {tuple(arr.shape)} from "
-                      f"checkpoint, the shape in current model is {tuple(target.shape)}.")
-    if assign:
-        return backend.xp.array(arr), None  # a copy, on the value's device
-    if arr.dtype.kind == "c" and target.dtype.kind != "c":
-        return None, (f"value for {key} is complex ({arr.dtype}) but the module's tensor is "
-                      f"{target.dtype}.")
-    dest = target._data
-    if arr.__class__ is not dest.__class__ or dest.__class__ is not np.ndarray:
-        arr = backend.to_device(arr, backend.device_of_array(dest))  # itself when already there
-    return backend.xp.asarray(arr, dtype=target.dtype), None
-
-
-def _key_errors(missing, unexpected):
-    """PyTorch's strict-mode messages: missing keys first, then unexpected ones."""
-    out = []
-    if missing:
-        out.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
-    if unexpected:
-        out.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
-    return out
-
-
-def _copy_here(arr):
-    """A copy of ``arr`` on its own device (NOTE [Several devices])."""
-    with backend.on_device(arr):
-        return arr.copy()
-
-
-def _write_state(slots, arrays, assign):
-    """Write checked ``arrays`` (see ``_checked_value``) into the tensors of ``slots``."""
-    with no_grad():
-        for k, arr in arrays.items():
-            target = slots[k]
-            if assign:
-                target._data = arr
-            else:  # arr already has the target's device and dtype: this copy can't fail
-                with backend.on_device(arr):
-                    np.copyto(target._data, arr)
-            target._version[0] += 1
-
-
-def _load_pre_hooks(m, state_dict, prefix, local_metadata, missing, unexpected, errors):
-    """One module's part of ``load_state_dict`` before the checks: a class's own upgrade of old
-    checkpoints (first, as PyTorch's ``_load_from_state_dict``), the pre-hooks, lazy shapes."""
-    cls = type(m)
-    if hasattr(cls, "_upgrade_state_dict"):
-        m._upgrade_state_dict(state_dict, prefix, local_metadata)
-    for hook in m.__dict__.get("_load_state_dict_pre_hooks", {}).values():
-        hook(m, state_dict, prefix, local_metadata, True, missing, unexpected, errors)
-    if hasattr(cls, "_materialize_from_state_dict"):
-        m._materialize_from_state_dict(state_dict, prefix)
-
-
-def _unexpected_by_prefix(root, state_dict, locals_):
-    """PyTorch's unexpected keys, grouped by the prefix of the module that reports them: each
-    key is followed down the module tree to the first module that has neither a child nor an
-    entry of that name (a key under a child set to None is ignored, as in PyTorch)."""
-    out = {}
-    for key in state_dict:
-        if not isinstance(key, str):
-            out.setdefault("", []).append(key)
-            continue
-        m, at = root, 0
-        while m is not None:
-            head, dot, _ = key[at:].partition(".")
-            if dot and head in m._modules:
-                m, at = m._modules[head], at + len(head) + 1
-                continue
-            if dot or head not in locals_[id(m)]:
-                out.setdefault(key[:at], []).append(key)
-            break
-    return out
-
-
 def _empty_on(arr, dev):
     """New memory shaped like ``arr`` on ``dev``, its values undefined; nothing of ``arr`` is
     read (it may be a meta array), as ``torch.empty_like(arr, device=dev)``."""
     return backend.to_device(np.empty(arr.shape, dtype=arr.dtype), dev)
-
-
-def _post_order(module):
-    """Every submodule (repeats included) children first: the order of PyTorch's load post-hooks."""
-    for child in module._modules.values():
-        if child is not None:
-            yield from _post_order(child)
-    yield module
 
 
 class _NoModuleHook:
@@ -248,6 +142,8 @@ class Module:
 
     training: bool
     _version = 1
+    dump_patches = False  # PyTorch's class flags, for code that reads them
+    call_super_init = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -422,6 +318,34 @@ class Module:
                 raise AttributeError(f"{type(mod).__name__} has no submodule `{item}`")
             mod = mod._modules[item]
         return mod
+
+    def set_submodule(self, target, module, strict=False):
+        """Put ``module`` at dotted path ``target``, replacing the submodule there (or, unless
+        ``strict``, adding it under an existing parent).
+
+        Examples
+        --------
+        >>> import lucid.nn as nn
+        >>> net = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+        >>> net.set_submodule("1", nn.Tanh())
+        >>> net
+        Sequential(
+          (0): Linear(in_features=2, out_features=2, bias=True)
+          (1): Tanh()
+        )
+        """
+        if target == "":
+            raise ValueError("set_submodule: cannot set the submodule without a target name")
+        if not isinstance(module, Module):
+            raise ValueError(f"set_submodule: `module` is not an nn.Module, found {type(module)}")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        exists = hasattr(parent, name)
+        if strict and not exists:
+            raise AttributeError(f"set_submodule: {parent._get_name()} has no attribute `{name}`")
+        if exists and not isinstance(getattr(parent, name), Module):
+            raise AttributeError(f"set_submodule: `{name}` is not an nn.Module")
+        setattr(parent, name, module)
 
     def get_parameter(self, target):
         mod_path, _, name = target.rpartition(".")
@@ -701,12 +625,7 @@ class Module:
         hooks = self.__dict__
         for hook in hooks.get("_state_dict_pre_hooks", {}).values():
             hook(self, prefix, keep_vars)
-        for name, p in self._parameters.items():
-            if p is not None:
-                destination[prefix + name] = p if keep_vars else p.detach()
-        for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = b if keep_vars else b.detach()
+        self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
@@ -756,46 +675,62 @@ class Module:
         """
         if not hasattr(state_dict, "items"):
             raise TypeError(f"load_state_dict: expected a dict-like state_dict, got {type(state_dict).__name__}")
+        from .utils._load_state import load_tree
+
         metadata = getattr(state_dict, "_metadata", None)
         state_dict = OrderedDict(state_dict)
         if metadata is not None:
             state_dict._metadata = metadata
-        missing, unexpected, errors, arrays = [], [], [], {}
-        modules = [(name + "." if name else "", m) for name, m in self.named_modules(remove_duplicate=False)]
-        for pre, m in modules:  # every pre-hook first (top-down), then the checks
-            local_metadata = {} if metadata is None else dict(metadata.get(pre[:-1], {}))
-            if assign:
-                local_metadata["assign_to_params_buffers"] = True
-            _load_pre_hooks(m, state_dict, pre, local_metadata, missing, unexpected, errors)
-        locals_ = {id(m): m._local_state() for _, m in modules}
-        stray = _unexpected_by_prefix(self, state_dict, locals_)
-        for pre, m in modules:  # PyTorch's per-module order: missing keys, value checks, strays
-            for k, target in locals_[id(m)].items():
-                if pre + k not in state_dict:
-                    missing.append(pre + k)
-                    continue
-                arr, err = _checked_value(pre + k, state_dict[pre + k], target, assign)
-                if err is not None:
-                    errors.append(err)
-                else:
-                    arrays[pre + k] = arr
-            unexpected.extend(stray.get(pre, ()))
-        slots = {pre + k: t for pre, m in modules for k, t in locals_[id(m)].items()}
-        post = [(m, h) for m in _post_order(self) for h in m.__dict__.get("_load_state_dict_post_hooks", {}).values()]
-        errors = _key_errors(missing, unexpected) + errors if strict and not post else errors
-        if errors:
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
-        old = {k: (slots[k]._data if assign else _copy_here(slots[k]._data)) for k in arrays} if strict and post else None
-        _write_state(slots, arrays, assign)
-        result = _IncompatibleKeys(missing, unexpected)
-        for m, hook in post:
-            if hook(m, result) is not None:
-                raise AssertionError("load_state_dict post-hooks must return None; edit incompatible_keys in place")
-        if strict and post and (missing or unexpected):
-            _write_state(slots, old, assign)
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
-                               + "\n\t".join(_key_errors(missing, unexpected)))
-        return result
+        return load_tree(self, state_dict, strict, assign, _IncompatibleKeys)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        """PyTorch's per-module step of :meth:`load_state_dict`, for subclasses to override
+        (calling ``super()._load_from_state_dict(...)``): the module's load pre-hooks, then its
+        own keys under ``prefix`` copied (or, with ``local_metadata["assign_to_params_buffers"]``,
+        assigned), missing/unexpected keys and errors appended to the lists.
+        See NOTE [Loading by module] (``nn/utils/_load_state.py``)."""
+        from .utils._load_state import load_module
+
+        load_module(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                    error_msgs, None)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        """This module's own entries of :meth:`state_dict` (parameters, persistent buffers, then
+        ``_extra_state`` when the class defines ``get_extra_state``); subclasses may override it."""
+        for name, t in self._local_state().items():
+            destination[prefix + name] = t if keep_vars else t.detach()
+        if type(self).get_extra_state is not Module.get_extra_state:
+            destination[prefix + "_extra_state"] = self.get_extra_state()
+
+    def get_extra_state(self):
+        """Extra state for :meth:`state_dict` under ``"_extra_state"``: override it together with
+        :meth:`set_extra_state` (any picklable value; the base class has none).
+
+        Examples
+        --------
+        >>> import lucid.nn as nn
+        >>> class Counter(nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.steps = 3
+        ...     def get_extra_state(self):
+        ...         return {"steps": self.steps}
+        ...     def set_extra_state(self, state):
+        ...         self.steps = state["steps"]
+        >>> c = Counter()
+        >>> dict(c.state_dict())
+        {'_extra_state': {'steps': 3}}
+        >>> _ = c.load_state_dict({"_extra_state": {"steps": 7}}); c.steps
+        7
+        """
+        raise RuntimeError(f"get_extra_state: {type(self).__name__} has no extra state; a class that has "
+                           "some overrides get_extra_state and set_extra_state")
+
+    def set_extra_state(self, state):
+        """Take back the value :meth:`get_extra_state` returned, from :meth:`load_state_dict`."""
+        raise RuntimeError(f"set_extra_state: {type(self).__name__} has no extra state; a class that has "
+                           "some overrides get_extra_state and set_extra_state")
 
     def register_state_dict_pre_hook(self, hook):
         """``hook(module, prefix, keep_vars)`` runs before this module's ``state_dict`` entries are made."""
@@ -855,8 +790,9 @@ class Module:
         """``hook(module, grad_input, grad_output)`` runs when the gradients of the module's
         inputs are computed; it may return a tuple replacing ``grad_input``.
 
-        ``grad_input`` / ``grad_output`` are tuples aligned with the Tensor positional
-        inputs / outputs (``None`` where an input does not require grad).
+        ``grad_input`` / ``grad_output`` are tuples aligned with the positional arguments /
+        the Tensor outputs (``None`` for a non-Tensor argument or one that needs no gradient,
+        and for an output no loss reached).
         """
         handle = RemovableHandle(self._backward_hooks)
         self._backward_hooks[handle.id] = hook
@@ -927,6 +863,9 @@ class Module:
             if hid in self._forward_pre_hooks_with_kwargs:
                 res = hook(self, args, kwargs)
                 if res is not None:
+                    if not (isinstance(res, tuple) and len(res) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, "
+                                           f"new_kwargs), but got {res}.")
                     args, kwargs = res
             else:
                 res = hook(self, args)

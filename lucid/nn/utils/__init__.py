@@ -16,6 +16,10 @@ __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_n
            "convert_conv2d_weight_memory_format", "convert_conv3d_weight_memory_format"]
 
 
+class _NotAModuleClass(RuntimeError, TypeError):
+    """PyTorch raises TypeError where Lucid raised RuntimeError: both keep callers working."""
+
+
 def skip_init(module_cls, *args, **kwargs):
     """Build ``module_cls(*args, **kwargs)`` for parameters that will be overwritten.
 
@@ -31,5 +35,5 @@ def skip_init(module_cls, *args, **kwargs):
     from ..module import Module
 
     if not (isinstance(module_cls, type) and issubclass(module_cls, Module)):
-        raise RuntimeError(f"skip_init: expected a Module class, got {module_cls!r}")
+        raise _NotAModuleClass(f"skip_init: expected a Module class, got {module_cls!r}")
     return module_cls(*args, **kwargs)

@@ -37,11 +37,25 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
         total = max(float(np.max(np.abs(a))) if a.size else 0.0 for a in arrays)
     elif norm_type == 2.0:
         total = math.sqrt(sum(float(np.vdot(a.ravel(), a.ravel()).real) for a in arrays))
-    else:
-        total = sum(float(np.sum(np.abs(a) ** norm_type)) for a in arrays) ** (1.0 / norm_type)
+    else:  # See NOTE [Norm of norms]
+        with np.errstate(divide="ignore"):
+            total = _host_norm(np.array([_host_norm(np.abs(a), norm_type) for a in arrays]), norm_type)
     if error_if_nonfinite and not math.isfinite(total):
         raise RuntimeError(_NONFINITE.format(norm_type=norm_type))
     return _wrap(np.array(total, dtype=dtype))
+
+
+# NOTE [Norm of norms]
+# As PyTorch, the total is the norm of the per-tensor norms. For p > 0 (and p < 0) that is the
+# norm of all entries as one vector, but not for p = 0 (the count of tensors with a nonzero entry)
+# or p = -inf (the smallest entry in absolute value), which PyTorch computes this way too.
+def _host_norm(a, p):
+    """``vector_norm(a, p)`` of a host array of absolute values, as a Python float."""
+    if p == -math.inf:
+        return float(a.min()) if a.size else math.inf
+    if p == 0:
+        return float(np.count_nonzero(a))
+    return float(np.sum(a ** p)) ** (1.0 / p)
 
 
 _NONFINITE = ("The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it "
@@ -71,9 +85,7 @@ def _device_total(arrays, norm_type, dtype):
     parts = [to_device(t, first) for t in totals]
     with on_device(parts[0]):
         ns = namespace_of(parts[0])
-        if norm_type == math.inf:
-            return ns.stack(parts).max()
-        return (ns.stack(parts) ** norm_type).sum() ** (1.0 / norm_type)
+        return _device_norm(ns, ns.stack(parts), norm_type)
 
 
 def _device_total_here(arrays, norm_type, dtype):
@@ -81,13 +93,22 @@ def _device_total_here(arrays, norm_type, dtype):
     arrays = [a for a in arrays if a.size]
     if not arrays:
         return ns.zeros((), dtype=dtype)
-    if norm_type == math.inf:
-        total = ns.stack([ns.abs(a).max() for a in arrays]).max()
-    elif norm_type == 2.0:
+    if norm_type == 2.0:
         total = ns.sqrt(ns.stack([ns.vdot(a.ravel(), a.ravel()).real for a in arrays]).sum())
-    else:
-        total = ns.stack([(ns.abs(a) ** norm_type).sum() for a in arrays]).sum() ** (1.0 / norm_type)
+    else:  # See NOTE [Norm of norms]
+        total = _device_norm(ns, ns.stack([_device_norm(ns, ns.abs(a), norm_type) for a in arrays]), norm_type)
     return total.astype(dtype, copy=False)
+
+
+def _device_norm(ns, a, p):
+    """``vector_norm(a, p)`` of a device array of absolute values, as a 0-d device array."""
+    if p == math.inf:
+        return a.max()
+    if p == -math.inf:
+        return a.min()
+    if p == 0:
+        return (a != 0).sum().astype(a.dtype)
+    return (a ** p).sum() ** (1.0 / p)
 
 
 def _scale_on_device(grads, max_norm, total):

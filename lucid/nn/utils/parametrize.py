@@ -23,7 +23,7 @@ from ..module import Module
 from ..parameter import Parameter
 
 __all__ = ["register_parametrization", "remove_parametrizations", "is_parametrized", "cached",
-           "type_before_parametrizations", "ParametrizationList"]
+           "type_before_parametrizations", "transfer_parametrizations_and_params", "ParametrizationList"]
 
 _cache_enabled = 0
 _cache = {}
@@ -99,13 +99,17 @@ class ParametrizationList(ModuleList):
                 raise ValueError(f"register_parametrization: the parametrization changes the shape "
                                  f"{tuple(original.shape)} to {tuple(getattr(value, 'shape', ()))}; pass "
                                  "unsafe=True to allow it")
+            if value.dtype != original.dtype:
+                raise ValueError(f"register_parametrization: the parametrization changes the dtype "
+                                 f"{original.dtype} to {value.dtype}; pass unsafe=True to allow it")
 
     def right_inverse(self, value):
         """Store ``value`` through the ``right_inverse`` of each parametrization (in reverse)."""
         with no_grad():
             for m in reversed(list(self)):
-                if hasattr(m, "right_inverse"):
-                    value = m.right_inverse(value)
+                if not hasattr(m, "right_inverse"):  # an assignment can't be inverted: PyTorch refuses it
+                    raise RuntimeError(f"parametrization {type(m).__name__} does not implement right_inverse.")
+                value = m.right_inverse(value)
             if self.is_tensor:
                 with backend.on_device(self.original):  # NOTE [Several devices]
                     self.original._data[...] = value._data if isinstance(value, Tensor) else value
@@ -133,8 +137,20 @@ def _inject_new_class(module):
     def __getstate__(self):
         raise RuntimeError("Serialization of parametrized modules is only supported through state_dict().")
 
-    module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), {"__getstate__": __getstate__,
-                                                                     "__module__": cls.__module__})
+    def __deepcopy__(self, memo):  # pickling is refused, but copy.deepcopy works (as PyTorch)
+        import copy
+
+        if id(self) in memo:
+            return memo[id(self)]
+        replica = self.__class__.__new__(self.__class__)
+        memo[id(self)] = replica
+        replica.__dict__ = copy.deepcopy(self.__dict__, memo)
+        return replica
+
+    attrs = {"__getstate__": __getstate__, "__module__": cls.__module__}
+    if not hasattr(cls, "__deepcopy__"):
+        attrs["__deepcopy__"] = __deepcopy__
+    module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), attrs)
 
 
 def _inject_property(module, name):
@@ -256,3 +272,38 @@ def remove_parametrizations(module, tensor_name, leave_parametrized=True):
         delattr(module, "parametrizations")
         module.__class__ = module.__class__.__bases__[0]
     return module
+
+
+def transfer_parametrizations_and_params(from_module, to_module, tensor_name=None):
+    """Register ``from_module``'s parametrizations (of ``tensor_name``, or all) on ``to_module``,
+    which then shares the original tensors (``original`` or ``original0``, ``original1``...).
+    A tensor ``to_module`` lacks is first created as a Parameter of the parametrized value.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> from lucid.nn.utils import parametrize
+    >>> class Double(nn.Module):
+    ...     def forward(self, x):
+    ...         return x * 2
+    >>> a = parametrize.register_parametrization(nn.Linear(2, 2), "weight", Double())
+    >>> b = parametrize.transfer_parametrizations_and_params(a, nn.Linear(2, 2))
+    >>> b.parametrizations.weight.original is a.parametrizations.weight.original
+    True
+    >>> bool((b.weight == a.weight).all())
+    True
+    """
+    if not is_parametrized(from_module):
+        return to_module
+    names = list(from_module.parametrizations) if tensor_name is None else [tensor_name]
+    for name in names:
+        src = from_module.parametrizations[name]
+        if not hasattr(to_module, name):
+            setattr(to_module, name, Parameter(getattr(from_module, name)))
+        for parametrization in src:
+            register_parametrization(to_module, name, parametrization)
+        dst = to_module.parametrizations[name]
+        keys = ["original"] if hasattr(src, "original") else [f"original{i}" for i in range(src.ntensors)]
+        for key in keys:
+            setattr(dst, key, getattr(src, key))
+    return to_module

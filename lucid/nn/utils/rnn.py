@@ -64,6 +64,41 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
         move = (lambda t: None if t is None else t.to(data.device))
         return type(self)(data, self.batch_sizes, move(self.sorted_indices), move(self.unsorted_indices))
 
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}")
+
+    def _cast(self, name):
+        import lucid  # (the dtype singletons; lucid is fully imported by the time this runs)
+
+        return self.to(dtype=getattr(lucid, name))
+
+    def double(self):
+        return self._cast("float64")
+
+    def float(self):
+        return self._cast("float32")
+
+    def half(self):
+        return self._cast("float16")
+
+    def long(self):
+        return self._cast("int64")
+
+    def int(self):
+        return self._cast("int32")
+
+    def short(self):
+        return self._cast("int16")
+
+    def char(self):
+        return self._cast("int8")
+
+    def byte(self):
+        return self._cast("uint8")
+
     @property
     def is_cuda(self):
         return self.data.is_cuda
@@ -198,6 +233,10 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     return padded, _wrap(lens.astype(np.int64))
 
 
+class _SideError(RuntimeError, ValueError):
+    """PyTorch raises RuntimeError where Lucid raised ValueError: both keep callers working."""
+
+
 def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="right"):
     """Stack sequences ``(L_i, *)`` into ``(max L, B, *)`` (``(B, max L, *)`` with
     ``batch_first``), padding with ``padding_value`` on ``padding_side``.
@@ -210,7 +249,7 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
     [[1.0, 2.0], [3.0, 0.0]]
     """
     if padding_side not in ("right", "left"):
-        raise ValueError(f"pad_sequence: padding_side must be 'left' or 'right', got {padding_side!r}")
+        raise _SideError(f"pad_sequence: padding_side must be 'left' or 'right', got {padding_side!r}")
     seqs = [_as_tensor(s) for s in sequences]
     if not seqs:
         raise RuntimeError("pad_sequence: received an empty list of sequences")
