@@ -692,7 +692,8 @@ def test_torch_old_style_weight_norm_checkpoint_loads_into_lucid_new_style():
     lm = parametrizations.weight_norm(nn.Linear(3, 2)).double()
     lm.load_state_dict(sd)
     x = RNG.normal(size=(4, 3))
-    np.testing.assert_allclose(npy(lm(t64(x))), tm(torch.tensor(x)).detach().numpy(), rtol=1e-13)
+    # float64 values from two libraries' summation orders: agree to ~1e-12, not to the last bit
+    np.testing.assert_allclose(npy(lm(t64(x))), tm(torch.tensor(x)).detach().numpy(), rtol=1e-11, atol=1e-14)
     tnew = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(3, 2).double())
     tnew.load_state_dict(tm.state_dict())
     for k, v in tnew.state_dict().items():
