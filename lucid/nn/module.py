@@ -38,6 +38,17 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
     __str__ = __repr__
 
 
+class _PublicStateDictHook:
+    """A hook registered by ``register_state_dict_post_hook``, which may not replace the dict."""
+    _from_public_api = True
+
+    def __init__(self, hook):
+        self.hook = hook
+
+    def __call__(self, *args):
+        return self.hook(*args)
+
+
 def _add_hook(module, attr, hook, prepend=False):
     hooks = module.__dict__.get(attr)
     if hooks is None:
@@ -632,6 +643,8 @@ class Module:
         for hook in hooks.get("_state_dict_hooks", {}).values():
             res = hook(self, destination, prefix, local_metadata)
             if res is not None:
+                if getattr(hook, "_from_public_api", False):  # PyTorch: only the private form replaces
+                    raise RuntimeError("state_dict post-hook must return None")
                 destination = res
         return destination
 
@@ -737,10 +750,14 @@ class Module:
         return _add_hook(self, "_state_dict_pre_hooks", hook)
 
     def register_state_dict_post_hook(self, hook):
-        """``hook(module, state_dict, prefix, local_metadata)`` runs after; a non-None return replaces the dict."""
-        return _add_hook(self, "_state_dict_hooks", hook)
+        """``hook(module, state_dict, prefix, local_metadata)`` runs after this module's entries
+        are written; it edits ``state_dict`` in place and must return None (as PyTorch)."""
+        return _add_hook(self, "_state_dict_hooks", _PublicStateDictHook(hook))
 
-    _register_state_dict_hook = register_state_dict_post_hook
+    def _register_state_dict_hook(self, hook):
+        """PyTorch's private form of :meth:`register_state_dict_post_hook`: a non-None return
+        replaces the dict."""
+        return _add_hook(self, "_state_dict_hooks", hook)
 
     def register_load_state_dict_pre_hook(self, hook):
         """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,

@@ -1,5 +1,6 @@
 """register_full_backward_pre_hook, the module-global hooks, state_dict hooks, register_module."""
 import numpy as np
+import pytest
 
 import lucid
 import lucid.nn as nn
@@ -76,9 +77,16 @@ def test_state_dict_hooks_and_register_module():
     assert isinstance(m.lin, nn.Linear)
     seen = []
     m.register_state_dict_pre_hook(lambda mod, prefix, keep_vars: seen.append(prefix))
-    m.lin.register_state_dict_post_hook(lambda mod, sd, prefix, meta: sd.pop(prefix + "bias"))
+    m.lin.register_state_dict_post_hook(lambda mod, sd, prefix, meta: [sd.pop(prefix + "bias")] and None)
     sd = m.state_dict()
     assert list(sd) == ["lin.weight"] and seen == [""]
+    # PyTorch: a public post-hook returning a value is an error; the private form replaces the dict
+    handle = m.register_state_dict_post_hook(lambda mod, sd, prefix, meta: sd)
+    with pytest.raises(RuntimeError, match="state_dict post-hook must return None"):
+        m.state_dict()
+    handle.remove()
+    m._register_state_dict_hook(lambda mod, sd, prefix, meta: {"only": 1})
+    assert m.state_dict() == {"only": 1}
 
     def rename(mod, sd, prefix, meta, strict, missing, unexpected, errors):
         if prefix + "w" in sd:
