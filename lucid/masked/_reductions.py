@@ -7,6 +7,8 @@ as PyTorch's.
 """
 from __future__ import annotations
 
+import numbers
+
 import lucid
 
 from ._common import (as_dtype, canonical_dim, fill, input_mask, is_float_or_complex, reduce_dims, unwrap,
@@ -254,6 +256,8 @@ def norm(input, ord=2.0, dim=None, *, keepdim=False, dtype=None, mask=None):
     if not is_float_or_complex(input.dtype):
         raise RuntimeError(f"norm: expected a floating point or complex tensor as input, got {input.dtype}")
     ord = 2.0 if ord is None else ord
+    if not isinstance(ord, numbers.Real):  # a dim given as ord: PyTorch's argument parser refuses it
+        raise TypeError(f"norm: argument 'ord' must be a number, not {type(ord).__name__}")
     dtype = input.dtype if dtype is None else as_dtype(dtype)
     dims = canonical_dim("norm", dim, input.ndim)
     x = fill("norm", "norm", input, mask, ord=ord)

@@ -42,10 +42,16 @@ NestedTensor(size=(2, j..., 3), offsets=tensor([0, 2, 6]), contiguous=True)
 #   each sequence's keys past its length (and, with ``is_causal``, the upper triangle within
 #   each sequence, which PyTorch refuses for nested inputs) and gathers the rows back: equal
 #   to attending each sequence alone.
+# - Reductions over the ragged dim (sum, mean, amax, amin, prod, any, all; max/min/argmax/
+#   argmin with the first extremum's index, whose element alone gets max's gradient) are one
+#   ``index_add``/``scatter_reduce`` of the rows by their sequence; softmax and log_softmax over
+#   it subtract each sequence's max the same way.
 # - Differences from PyTorch: only the jagged layout exists (``layout=None`` means it; the
 #   strided nested layout raises); ``to_padded_tensor``, reductions and attention also take
 #   nested tensors with holes; ``is_causal`` attention is accepted (causal within each
-#   sequence); ``grad_fn`` prints as Lucid's dense tensors print it (``<MulBackward0>``).
+#   sequence); log_softmax over the ragged dim, and softmax over it when it is not dim 1, are
+#   accepted (PyTorch 2.13 refuses them); ``grad_fn`` prints as Lucid's dense tensors print it
+#   (``<MulBackward0>``).
 import lucid as _lucid
 
 from ._create import (as_nested_tensor, masked_select, narrow, nested_tensor, nested_tensor_from_jagged,

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import inspect
 
+from .._core.primitive import OpError
 from .._core.tensor import Tensor
+from ..ops.reduce._common import return_types
 from ._tensor import NestedTensor
 
 _TABLE = {}
@@ -227,10 +229,35 @@ def _dim_mapped(func, args, kwargs):
     if dim is None or not isinstance(nt, NestedTensor):
         raise RuntimeError(f"{name}: nested tensors need an explicit dim (not the batch or ragged dim)")
     d = _norm_dim(name, dim, nt.dim())
+    if d == nt._ragged_idx and name in ("softmax", "log_softmax") and nt._struct.lengths is None:
+        return _wrap(nt, _ragged_softmax(nt, a.get("dtype"), name == "log_softmax"))
     if d in (0, nt._ragged_idx):
         raise RuntimeError(f"{name}: not supported for NestedTensor on the batch or ragged dim (dim={dim})")
     a["input"], a["dim"] = nt._values, d - 1
     return _wrap(nt, func(**a))
+
+
+def _ragged_softmax(nt, dtype, log):
+    """(log_)softmax over each sequence's rows: per-sequence max, exp and sum by ``scatter_reduce``
+    and ``index_add`` of the rows by their sequence (the values keep their layout)."""
+    import lucid
+
+    r = nt._ragged_idx
+    vals = nt._values.movedim(r - 1, 0)
+    if dtype is not None:
+        vals = vals.to(dtype)
+    batch = row_batch(nt._struct, int(vals.shape[0]), vals.device)
+    shape = (nt._struct.batch,) + tuple(vals.shape[1:])
+    where = batch.reshape((-1,) + (1,) * (vals.dim() - 1)).expand(tuple(vals.shape))
+    with lucid.no_grad():  # a constant shift per sequence, for stability only
+        peak = lucid.zeros(shape, dtype=vals.dtype, device=vals.device).scatter_reduce(
+            0, where, vals.detach(), "amax", include_self=False)
+        peak = lucid.where(lucid.isfinite(peak), peak, lucid.zeros_like(peak))
+    shifted = vals - peak.index_select(0, batch)
+    e = shifted.exp()
+    total = lucid.zeros(shape, dtype=vals.dtype, device=vals.device).index_add(0, batch, e)
+    out = shifted - total.log().index_select(0, batch) if log else e / total.index_select(0, batch)
+    return out.movedim(0, r - 1)
 
 
 # ------------------------------------------------------------------ reductions
@@ -240,13 +267,20 @@ def _dims(name, dim, nd):
     return sorted({_norm_dim(name, d, nd) for d in dims})
 
 
-def _reduce(func, args, kwargs):
-    import lucid
+_SEGMENT_KIND = {"sum": "sum", "mean": "mean", "amax": "amax", "amin": "amin", "prod": "prod", "any": "any",
+                 "all": "all", "max": "amax", "min": "amin", "argmax": "amax", "argmin": "amin"}
+_WITH_INDEX = ("max", "min", "argmax", "argmin")  # one int dim only, as in PyTorch
 
+
+def _reduce(func, args, kwargs):
     name = _name(func)
     a = _bind(func, args, kwargs)
     nt, keepdim, dtype = a["input"], bool(a["keepdim"]), a.get("dtype")
     dim = a["dim"] if a.get("axis") is None else a["axis"]
+    if isinstance(dim, Tensor) or a.get("other") is not None:  # max(nt, other): elementwise
+        return _pointwise(func, args, kwargs)
+    if name in _WITH_INDEX and isinstance(dim, (tuple, list)):
+        raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
     kw = {} if dtype is None else {"dtype": dtype}
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         if keepdim:
@@ -257,24 +291,74 @@ def _reduce(func, args, kwargs):
     if 0 in dims and r not in dims:
         raise RuntimeError(f"{name}: reducing along the batch dimension but not the ragged dimension is "
                            "not supported for nested tensors")
-    if r in dims and set(dims) - {0, r}:
+    if r in dims and 0 not in dims and set(dims) - {r}:
         raise RuntimeError(f"{name}: reducing along a ragged and non-batch dimension is not supported for "
                            "nested tensors")
+    if r in dims and 0 in dims:  # batch and ragged together: every row of every sequence
+        vals = packed(nt)[0]  # dims: ragged first, then the others in order
+        rest = [d for d in range(1, nd) if d != r]
+        vdims = (0,) + tuple(1 + rest.index(d) for d in dims if d not in (0, r))
+        out = func(vals, vdims if len(vdims) > 1 else 0, True, **kw)
+        out = out.unsqueeze(0).movedim(1, r)
+        return out if keepdim else out.reshape(tuple(n for i, n in enumerate(out.shape) if i not in dims))
     if r in dims:
-        vals, batch = packed(nt)
-        if 0 in dims:  # batch and ragged together: every row of every sequence
-            out = func(vals, 0, **kw)
-            return out.reshape((1, 1) + tuple(out.shape)).movedim(1, r) if keepdim else out
-        seg = lucid.zeros((nt._struct.batch,) + tuple(vals.shape[1:]), dtype=vals.dtype,
-                          device=vals.device).index_add(0, batch, vals)
-        if _orig(func).__name__ == "mean":
-            lens = nt._struct.seq_lengths().to(seg.dtype)
-            seg = seg / lens.reshape((-1,) + (1,) * (seg.dim() - 1))
-        if dtype is not None:
-            seg = seg.to(dtype)
-        return seg.unsqueeze(r) if keepdim else seg
-    out = func(nt._values, tuple(d - 1 for d in dims), keepdim, **kw)
-    return _wrap(nt, out, r if keepdim else r - sum(d < r for d in dims))
+        return _keep_ragged(_segment(name, nt, dtype), r, keepdim, name)
+    vdims = tuple(d - 1 for d in dims)
+    out = func(nt._values, vdims if len(vdims) > 1 or name not in _WITH_INDEX else vdims[0], keepdim, **kw)
+    return _wrap_all(nt, out, r if keepdim else r - sum(d < r for d in dims))
+
+
+def _keep_ragged(out, r, keepdim, name):
+    if not keepdim:
+        return out
+    if name in ("max", "min"):
+        return type(out)(out[0].unsqueeze(r), out[1].unsqueeze(r))
+    return out.unsqueeze(r)
+
+
+def _segment(name, nt, dtype):
+    """``name`` reduced over the ragged dim of each sequence: a dense ``(B, *rest)`` result
+    from one ``index_add``/``scatter_reduce`` of the packed rows by their sequence."""
+    import lucid
+
+    vals, batch = packed(nt)
+    if dtype is not None:
+        vals = vals.to(dtype)
+    elif name in ("sum", "prod") and not (vals.is_floating_point() or vals.is_complex()):
+        vals = vals.to(lucid.int64)  # integer sums and products widen, as the dense ones do
+    kind = _SEGMENT_KIND[name]
+    n_seq = nt._struct.batch
+    shape = (n_seq,) + tuple(vals.shape[1:])
+    where = batch.reshape((-1,) + (1,) * (vals.dim() - 1)).expand(tuple(vals.shape))
+    if kind in ("sum", "mean"):
+        out = lucid.zeros(shape, dtype=vals.dtype, device=vals.device).index_add(0, batch, vals)
+        if kind == "mean":
+            lens = nt._struct.seq_lengths().to(out.dtype)
+            out = out / lens.reshape((-1,) + (1,) * (out.dim() - 1))
+        return out
+    if kind in ("any", "all"):
+        hit = (vals != 0) if kind == "any" else (vals == 0)
+        count = lucid.zeros(shape, dtype=lucid.int64, device=vals.device).index_add(0, batch, hit.to(lucid.int64))
+        return count > 0 if kind == "any" else count == 0
+    ext = lucid.zeros(shape, dtype=vals.dtype, device=vals.device).scatter_reduce(
+        0, where, vals, kind, include_self=False)
+    if name not in _WITH_INDEX:
+        return ext
+    # the first position of the extremum within its sequence, as the dense max/argmax pick it
+    n = int(vals.shape[0])
+    lens = nt._struct.seq_lengths().to(lucid.int64)
+    starts = lens.cumsum(0) - lens
+    local = lucid.arange(n, dtype=lucid.int64, device=vals.device) - starts.index_select(0, batch)
+    local = local.reshape((-1,) + (1,) * (vals.dim() - 1)).expand(tuple(vals.shape))
+    hit = vals == ext.detach().index_select(0, batch)
+    cand = lucid.where(hit, local, lucid.full_like(local, n))
+    idx = lucid.full(shape, n, dtype=lucid.int64, device=vals.device).scatter_reduce(
+        0, where, cand, "amin", include_self=False)
+    if name in ("argmax", "argmin"):
+        return idx
+    rows = idx + starts.reshape((-1,) + (1,) * (vals.dim() - 1))
+    picked = vals.gather(0, rows)  # the gradient reaches the picked element only, as PyTorch's max
+    return getattr(return_types, name)(picked, idx)
 
 
 # ------------------------------------------------------------------ linear algebra and norms
@@ -332,9 +416,21 @@ def _transpose(func, args, kwargs):
     nd, r = nt.dim(), nt._ragged_idx
     d0, d1 = _norm_dim(name, d0, nd), _norm_dim(name, d1, nd)
     if 0 in (d0, d1) and d0 != d1:
-        raise ValueError(f"{name}: Transpose is not supported on the batch dimension for jagged NT")
+        # PyTorch 2.13 raises RuntimeError; ValueError kept for older callers
+        raise OpError(f"{name}: Transpose is not supported on the batch dimension for jagged NT")
     new_r = d1 if r == d0 else d0 if r == d1 else r
     return _wrap(nt, nt._values.transpose(max(d0 - 1, 0), max(d1 - 1, 0)), new_r)
+
+
+def _narrow(func, args, kwargs):
+    name = _name(func)
+    a = _bind(func, args, kwargs)
+    nt = a["input"]
+    d = _norm_dim(name, a["dim"], nt.dim())
+    if d == 0 or d == nt._ragged_idx:
+        raise RuntimeError(f"{name}: not supported for NestedTensor on "
+                           + ("dim=0" if d == 0 else "ragged dim"))
+    return _wrap(nt, nt._values.narrow(d - 1, a["start"], a["length"]))
 
 
 def _view(func, args, kwargs):
@@ -557,11 +653,13 @@ def _build_table():
     put(_passthrough, (lucid,), ["is_floating_point", "is_complex", "numel"])
     put(_dim_mapped, (lucid, T, F), ["softmax", "log_softmax"])
     put(_dim_mapped, (F,), ["glu"])
-    put(_reduce, (lucid, T), ["sum", "mean"])
+    put(_reduce, (lucid, T), ["sum", "mean", "amax", "amin", "prod", "any", "all", "max", "min", "argmax",
+                              "argmin"])
     put(_linear, (F,), ["linear"])
     put(_matmul, (lucid, T), ["matmul", "__matmul__"])
     put(_norm_layer, (F,), ["layer_norm", "rms_norm"])
     put(_transpose, (lucid, T), ["transpose", "swapaxes", "swapdims"])
+    put(_narrow, (lucid, T), ["narrow"])
     put(_view, (T,), ["view", "reshape"])
     put(_view, (lucid,), ["reshape"])
     put(_unflatten, (lucid, T), ["unflatten"])

@@ -37,7 +37,10 @@ tensor([[2.],
 # - ``lucid.mm``/``matmul``/``addmm`` are wrapped (``sparse_aware``) to route sparse
 #   operands here: two class checks on a dense call.
 # - Not done: ``lucid.save`` of a sparse tensor (serialization.py stores dense arrays only;
-#   it raises the stand-in's error), CSC/BSR/BSC layouts, batched or hybrid CSR, indexing.
+#   it raises the stand-in's error), CSC/BSR/BSC layouts, batched or hybrid CSR, indexing
+#   (``index_select`` and ``narrow_copy`` of COO tensors excepted), and the function forms of
+#   methods (``lucid.sum(s)``, ``lucid.t(s)``, ``lucid.index_select(s, ...)``: only
+#   mm/matmul/addmm are routed; call the method or ``lucid.sparse.sum``).
 from ._base import SparseTensor, sparse_coo, sparse_csr
 from ._coo import SparseCOOTensor, sparse_coo_tensor
 from ._csr import SparseCSRTensor, sparse_csr_tensor

@@ -119,14 +119,42 @@ class SparseCOOTensor(SparseTensor):
         return _transpose(self, dim0, dim1)
 
     def t(self):
-        if len(self._size) > 2:
-            raise RuntimeError(f"t: expects a tensor with <= 2 sparse and 0 dense dimensions, "
-                               f"but self is {len(self._size)}D")
+        if self.sparse_dim() > 2 or self.dense_dim() > 0:
+            raise RuntimeError(f"t: expects a tensor with <= 2 sparse and 0 dense dimensions, but got "
+                               f"{self.sparse_dim()} sparse and {self.dense_dim()} dense dimensions")
         return self if len(self._size) < 2 else _transpose(self, 0, 1)
 
     @property
     def T(self):
         return self.t()
+
+    def index_select(self, dim, index):
+        """The slices at ``index`` along ``dim`` (repeats allowed), as PyTorch's sparse
+        ``index_select``; differentiable in the values.
+
+        Examples
+        --------
+        >>> import lucid
+        >>> s = lucid.sparse_coo_tensor([[0, 1], [1, 0]], [2.0, 3.0], (2, 2))
+        >>> s.index_select(0, lucid.tensor([1, 1])).to_dense()
+        tensor([[3., 0.],
+                [3., 0.]])
+        """
+        return _index_select(self, dim, index)
+
+    def narrow_copy(self, dim, start, length):
+        """A sparse copy of ``length`` slices from ``start`` along ``dim``, as PyTorch's sparse
+        ``narrow_copy``; differentiable in the values.
+
+        Examples
+        --------
+        >>> import lucid
+        >>> s = lucid.sparse_coo_tensor([[0, 1], [1, 0]], [2.0, 3.0], (2, 2))
+        >>> s.narrow_copy(1, 1, 1).to_dense()
+        tensor([[2.],
+                [0.]])
+        """
+        return _narrow_copy(self, dim, start, length)
 
     def _grad_from_values(self, g):
         # The gradient of the dense tensor this one represents, on its pattern: duplicates
@@ -214,10 +242,62 @@ def _transpose(s, dim0, dim1):
     if d0 < sd and d1 < sd:
         rows = list(range(sd))
         rows[d0], rows[d1] = rows[d1], rows[d0]
-        return make_coo(s._idx[rows], s._vals, size, False)
+        return make_coo(s._idx[rows], s._vals, size, s._nnz() < 2)
     if d0 >= sd and d1 >= sd:
         return make_coo(s._idx, s._vals.transpose(d0 - sd + 1, d1 - sd + 1), size, s._coalesced)
     raise RuntimeError("transpose: transposing a sparse dimension with a dense dimension is not supported")
+
+
+def _index_select(s, dim, index):
+    name = "index_select"
+    d = _canon(dim, len(s._size), name)
+    if not isinstance(index, Tensor) or isinstance(index, SparseTensor) or index.ndim > 1 \
+            or index.dtype not in (lucid.int64, lucid.int32):
+        raise IndexError(f"{name}: argument index must be 1-D strided (non-sparse) long-tensor")
+    index = index.reshape(-1).to(lucid.int64)
+    n = int(s._size[d])
+    if index.shape[0]:
+        lo, hi = (int(v) for v in _host(lucid.stack([index.amin(), index.amax()])).tolist())
+        if lo < 0 or hi >= n:
+            raise IndexError(f"{name}: index contains {hi if hi >= n else lo} that is out of range for "
+                             f"tensor of size {list(s._size)} at dimension {d}")
+    sd = s.sparse_dim()
+    size = list(s._size)
+    size[d] = int(index.shape[0])
+    if d >= sd:
+        return make_coo(s._idx, s._vals.index_select(d - sd + 1, index), size, s._coalesced)
+    # every (entry, position) pair whose index matches: entries repeat once per hit
+    hits = lucid.nonzero(s._idx[d].unsqueeze(1) == index.unsqueeze(0))
+    entry, pos = hits[:, 0], hits[:, 1]
+    idx = s._idx.index_select(1, entry)
+    idx = lucid.cat([idx[:d], pos.unsqueeze(0), idx[d + 1:]]) if idx.shape[1] else idx
+    return make_coo(idx.contiguous(), s._vals.index_select(0, entry), size, idx.shape[1] < 2)
+
+
+def _narrow_copy(s, dim, start, length):
+    name = "narrow_copy"
+    nd = len(s._size)
+    if isinstance(dim, numbers.Integral) and not -nd <= dim < nd:  # RuntimeError here, as PyTorch's
+        raise RuntimeError(f"{name}: Dimension {dim} out of range. Expecting {-nd} <= dim < {nd}.")
+    d = _canon(dim, nd, name)
+    n = int(s._size[d])
+    start = int(start) + (n if int(start) < 0 else 0)
+    length = int(length)
+    if start < 0 or length < 0 or start + length > n:
+        raise RuntimeError(f"{name}: Invalid range to narrow. range(start, start+length) must be a "
+                           f"subset of range(0, {n}).")
+    sd = s.sparse_dim()
+    size = list(s._size)
+    size[d] = length
+    if d >= sd:
+        return make_coo(s._idx, s._vals.narrow(d - sd + 1, start, length).clone(), size, s._coalesced)
+    row = s._idx[d]
+    keep = lucid.nonzero((row >= start) & (row < start + length))[:, 0]
+    idx = s._idx.index_select(1, keep)
+    shift = lucid.zeros((idx.shape[0], 1), dtype=lucid.int64, device=idx.device)
+    shift[d] = start
+    return make_coo((idx - shift).contiguous(), s._vals.index_select(0, keep), size,
+                    s._coalesced or idx.shape[1] < 2)
 
 
 def _canon(dim, nd, name):
@@ -454,9 +534,15 @@ def sparse_mask(self, mask):
     require_sparse(mask, "sparse_mask")
     if isinstance(self, SparseTensor):
         raise NotImplementedError("sparse_mask: " + NOT_HERE)
+    csr = mask.layout is sparse_csr
     mask = mask.to_sparse_coo()
     if tuple(self.shape) != tuple(mask.shape):
         raise RuntimeError(f"sparse_mask: expected mask of size {list(self.shape)}, got {list(mask.shape)}")
     idx = mask._idx
     vals = self[tuple(idx[d] for d in range(mask.sparse_dim()))]
-    return make_coo(idx, vals, mask._size, mask._coalesced)
+    out = make_coo(idx, vals, mask._size, mask._coalesced)
+    if csr:  # the mask's layout, as PyTorch's
+        from ._csr import coo_to_csr
+
+        return coo_to_csr(out)
+    return out

@@ -211,3 +211,9 @@ def _check_csr(crow, col, size, nnz, name):
     cols = _host(col).tolist()
     if cols and (min(cols) < 0 or max(cols) >= size[1]):
         raise RuntimeError(f"{name}: `0 <= col_indices < ncols` is not satisfied.")
+    for a, b in zip(c, c[1:]):
+        row = cols[a:b]
+        if any(y <= x for x, y in zip(row, row[1:])):
+            raise RuntimeError(f"{name}: `col_indices[..., crow_indices[..., i - 1]:crow_indices[..., i]] for all "
+                               "i = 1, ..., nrows are sorted and distinct along the last dimension values` is not "
+                               "satisfied.")

@@ -55,7 +55,10 @@ def _spmm(s, dense, name):
 
 
 def _sparse_sparse(a, b, name):
-    """Product of two sparse matrices: sparse, with the structural pattern of ``a @ b``."""
+    """Product of two sparse matrices: sparse, with the structural pattern of ``a @ b``
+    (CSR when both are CSR, as PyTorch's)."""
+    if isinstance(a, SparseCSRTensor) and isinstance(b, SparseCSRTensor):
+        return coo_to_csr(_sparse_sparse(_coo(a), _coo(b), name))
     a, b = _coo(a).coalesce(), _coo(b).coalesce()
     ra, _ = _rows_cols(a, name)
     _rows_cols(b, name)
@@ -163,7 +166,11 @@ def sum(input, dim=None, dtype=None):  # noqa: A001  (torch.sparse.sum)
     if dim is None:
         return vals.sum()
     nd = len(s.shape)
-    dims = sorted({_canon(d, nd, "sum") for d in ((dim,) if isinstance(dim, numbers.Integral) else dim)})
+    dims = [_canon(d, nd, "sum") for d in ((dim,) if isinstance(dim, numbers.Integral) else dim)]
+    if len(set(dims)) != len(dims):
+        dup = next(d for d in dims if dims.count(d) > 1)
+        raise RuntimeError(f"sum: dim {dup} appears multiple times in the list of dims")
+    dims = sorted(dims)
     sd = s.sparse_dim()
     dense_axes = [d - sd + 1 for d in dims if d >= sd]
     if dense_axes:
@@ -377,9 +384,29 @@ def _rsub(self, other):
 
 
 def _sum_method(self, dim=None, keepdim=False, dtype=None):
-    if keepdim:
-        raise NotImplementedError("sum: keepdim=True is not supported for sparse tensors")
-    return sum(self, dim, dtype)
+    out = sum(self, dim, dtype)
+    if not keepdim or dim is None:
+        return out
+    nd = len(self.shape)
+    dims = {_canon(d, nd, "sum") for d in ((dim,) if isinstance(dim, numbers.Integral) else dim)}
+    size = [1 if d in dims else n for d, n in enumerate(self.shape)]
+    if not isinstance(out, SparseTensor):  # every sparse dim reduced: dense, as PyTorch's
+        return out.reshape(size)
+    # the reduced dims come back with size 1: a zero index row for a sparse one, a unit
+    # axis of the values for a dense one
+    sd = _coo(self).sparse_dim()
+    rows, k = [], 0
+    zero = lucid.zeros((1, out._nnz()), dtype=lucid.int64, device=out.device)
+    for d in range(sd):
+        if d in dims:
+            rows.append(zero)
+        else:
+            rows.append(out._idx[k:k + 1])
+            k += 1
+    vals = out._vals
+    for d in sorted(x for x in dims if x >= sd):
+        vals = vals.unsqueeze(d - sd + 1)
+    return make_coo(lucid.cat(rows), vals, size, True)
 
 
 def _install():
