@@ -67,6 +67,9 @@ from .sparse import sparse_coo, sparse_coo_tensor, sparse_csr, sparse_csr_tensor
 from .sparse._ops import hspmm, smm, spmm, sparse_aware as _sparse_aware  # noqa: E402,F401
 mm, matmul, addmm = (_sparse_aware(mm, "mm"), _sparse_aware(matmul, "matmul"),  # noqa: F405
                      _sparse_aware(addmm, "addmm"))  # noqa: F405
+sum, t, transpose, index_select, narrow_copy = (  # noqa: A001
+    _sparse_aware(sum, "sum"), _sparse_aware(t, "t"), _sparse_aware(transpose, "transpose"),  # noqa: F405
+    _sparse_aware(index_select, "index_select"), _sparse_aware(narrow_copy, "narrow_copy"))  # noqa: F405
 
 __version__ = "0.1.0"
 

@@ -323,6 +323,11 @@ def svdvals(A, *, driver=None):
 
 # ----------------------------------------------------------------------- norms
 
+class ArgumentTypeError(TypeError, RuntimeError):
+    """An argument of the wrong type where PyTorch raises TypeError and Lucid raised
+    RuntimeError before: both ``except`` clauses catch it."""
+
+
 def _dims(dim, nd, op):
     if dim is None:
         return tuple(range(nd))
@@ -361,9 +366,10 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     from ..ops import reduce as R
 
     x = _float(x, "vector_norm") if dtype is None else _as_tensor(x).to(dtype)
-    if isinstance(ord, bool) or not isinstance(ord, (int, float)):
-        raise RuntimeError(f"linalg.vector_norm: ord must be a number (inf, -inf, 0 or any real p), got "
-                           f"{ord!r} for an input of shape {tuple(x.shape)}")
+    if not isinstance(ord, (int, float)):  # PyTorch's TypeError; RuntimeError is Lucid's earlier type
+        raise ArgumentTypeError(f"linalg.vector_norm: ord must be a number (inf, -inf, 0 or any real p), got "
+                                f"{ord!r} for an input of shape {tuple(x.shape)}")
+    ord = float(ord) if isinstance(ord, bool) else ord  # a bool is a Number to PyTorch (True: 1)
     axes = _dims(dim, x.ndim, "vector_norm")
     if x.ndim == 0:  # dim 0 / -1 of a scalar is the scalar itself: a norm over one element
         return vector_norm(x.reshape(1), ord, 0, False)

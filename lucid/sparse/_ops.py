@@ -559,9 +559,13 @@ def spmm(input, mat2):
 
 
 # ------------------------------------------------------------------ lucid.mm / matmul / addmm
+# Function forms that, given a sparse tensor, call its method of the same name.
+_AS_METHOD = ("sum", "t", "transpose", "index_select", "narrow_copy")
+
+
 def sparse_aware(dense_fn, name):
-    """``dense_fn`` (``lucid.mm``, ``matmul``, ``addmm``) that hands sparse operands to the
-    sparse product; a dense call pays two class checks."""
+    """``dense_fn`` (``lucid.mm``, ``matmul``, ``addmm``, or one of ``_AS_METHOD``) that hands
+    sparse operands to the sparse implementation; a dense call pays one or two class checks."""
     if name == "addmm":
         @functools.wraps(dense_fn)
         def call(input, mat1, mat2, *args, **kwargs):
@@ -571,6 +575,12 @@ def sparse_aware(dense_fn, name):
                                               "sparse operands")
                 return addmm(input, mat1, mat2, **kwargs)
             return dense_fn(input, mat1, mat2, *args, **kwargs)
+    elif name in _AS_METHOD:
+        @functools.wraps(dense_fn)
+        def call(input, *args, **kwargs):
+            if isinstance(input, SparseTensor):  # the sparse tensor's own method (PyTorch routes so)
+                return getattr(input, name)(*args, **kwargs)
+            return dense_fn(input, *args, **kwargs)
     else:
         @functools.wraps(dense_fn)
         def call(input, other, *args, **kwargs):

@@ -133,3 +133,24 @@ def test_vector_norm_with_no_identity_over_an_empty_dim_raises(ord):
         lucid.linalg.vector_norm(lucid.zeros(0, 3), ord, 0)
     assert lucid.linalg.vector_norm(lucid.zeros(0, 3), ord, 1).shape == (0,)  # nothing to reduce: fine
     assert lucid.linalg.vector_norm(lucid.zeros(0, 3), 2, 0).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_vector_norm_ord_types_as_pytorch():
+    x = lucid.tensor([3.0, -4.0])
+    with pytest.raises(TypeError, match="ord must be a number"):  # was RuntimeError only
+        lucid.linalg.vector_norm(x, (0,))
+    with pytest.raises(RuntimeError, match="ord must be a number"):
+        lucid.linalg.vector_norm(x, "fro")
+    assert lucid.linalg.vector_norm(x, True).item() == 7.0  # PyTorch reads True as 1 (Lucid refused)
+
+
+def test_function_forms_route_sparse_tensors_to_their_methods():
+    # lucid.sum(s) / t / transpose / index_select / narrow_copy raised NotImplementedError
+    s = lucid.tensor([[0.0, 1.0], [2.0, 0.0]]).to_sparse()
+    assert lucid.sum(s).item() == 3.0
+    assert lucid.sum(s, 0).to_dense().tolist() == [2.0, 1.0]
+    assert lucid.t(s).to_dense().tolist() == [[0.0, 2.0], [1.0, 0.0]]
+    assert lucid.transpose(s, 0, 1).to_dense().tolist() == [[0.0, 2.0], [1.0, 0.0]]
+    assert lucid.index_select(s, 0, lucid.tensor([1, 1])).to_dense().tolist() == [[2.0, 0.0], [2.0, 0.0]]
+    assert lucid.narrow_copy(s, 1, 0, 1).to_dense().tolist() == [[0.0], [2.0]]
+    assert lucid.sum(lucid.ones(3)).item() == 3.0 and lucid.t(lucid.ones(2, 3)).shape == (3, 2)
