@@ -3,9 +3,11 @@ from .api import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, 
 from .functional_call import functional_call, replace_all_batch_norm_modules_, stack_module_state
 from .functionalize import functionalize
 from .pytree import tree_flatten, tree_map, tree_unflatten
+from .rearrange import rearrange
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian",
-           "vmap", "functional_call", "stack_module_state", "replace_all_batch_norm_modules_", "functionalize", "tree_flatten", "tree_unflatten", "tree_map"]
+           "vmap", "functional_call", "stack_module_state", "replace_all_batch_norm_modules_",
+           "functionalize", "rearrange", "tree_flatten", "tree_unflatten", "tree_map"]
 
 
 def debug_unwrap(tensor, *, recurse=True):

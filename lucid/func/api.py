@@ -20,10 +20,26 @@ from ..ops._family import move_bdim
 from .pytree import broadcast_prefix, tree_flatten, tree_map, tree_unflatten
 
 
-def _check_tensors(leaves, api):
+class FuncTypeError(TypeError, RuntimeError, ValueError):
+    """A transform got a non-Tensor, or a Tensor it can't differentiate (an integer one).
+
+    PyTorch raises RuntimeError (grad, vjp, jacrev) or ValueError (jvp, jacfwd) here; Lucid
+    raised TypeError before, so the class derives from all three.
+    """
+
+
+class FuncArgError(RuntimeError, ValueError):
+    """A transform's own argument (``argnums``, ``randomness``) is invalid (PyTorch: RuntimeError)."""
+
+
+class VmapDimError(ValueError, IndexError):
+    """An ``out_dims`` entry is out of range for its output (PyTorch: IndexError)."""
+
+
+def _check_tensors(leaves, api, what="input"):
     for x in leaves:
         if not isinstance(x, Tensor):
-            raise TypeError(f"{api}: expected every input to be a Tensor, got {type(x).__name__}")
+            raise FuncTypeError(f"{api}: expected every {what} to be a Tensor, got {type(x).__name__}")
 
 
 def _check_differentiable(leaves, api):
@@ -31,20 +47,27 @@ def _check_differentiable(leaves, api):
     _check_tensors(leaves, api)
     for i, x in enumerate(leaves):
         if x.dtype.kind not in "fc":
-            raise TypeError(
+            raise FuncTypeError(
                 f"{api}: only floating point or complex Tensors can be differentiated, but input {i} "
                 f"(shape {tuple(x.shape)}) has dtype {x.dtype}; convert it first, e.g. x.double()"
             )
 
 
 def _argnums_tuple(argnums, nargs, api):
+    if not isinstance(argnums, (int, tuple, list)) or isinstance(argnums, bool):
+        raise FuncArgError(f"{api}: argnums must be an int or a tuple of ints, got {type(argnums).__name__}")
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     if not nums:
-        raise ValueError(f"{api}: argnums must be non-empty")
+        raise FuncArgError(f"{api}: argnums must be non-empty")
     for n in nums:
-        if not isinstance(n, int) or not -nargs <= n < nargs:
-            raise ValueError(f"{api}: got argnums={argnums} but only {nargs} positional inputs")
-    return tuple(n % nargs for n in nums)
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise FuncArgError(f"{api}: argnums must be an int or a tuple of ints, got element {n!r}")
+        if not -nargs <= n < nargs:
+            raise FuncArgError(f"{api}: got argnums={argnums} but only {nargs} positional inputs")
+    out = tuple(n % nargs for n in nums)
+    if len(set(out)) != len(out):
+        raise FuncArgError(f"{api}: argnums elements must be unique, got {argnums}")
+    return out
 
 
 def _unwrap(tree, trace):
@@ -68,7 +91,7 @@ def _vjp_impl(f, primals, has_aux, api):
             out, aux = out
             aux = _unwrap(aux, trace)
     out_leaves, out_def = tree_flatten(out)
-    _check_tensors(out_leaves, api + " (outputs)")
+    _check_tensors(out_leaves, api, "output of f")
     primal_out = [o._primal if trace.owns(o) else o for o in out_leaves]
 
     def vjp_fn(*cotangents, _keep_none=False):
@@ -81,11 +104,17 @@ def _vjp_impl(f, primals, has_aux, api):
                 f"vjp_fn: expected {len(out_leaves)} cotangent(s) matching the outputs, got {len(ct_leaves)}"
             )
         roots, seeds = [], []
+        _check_tensors(ct_leaves, "vjp_fn", "cotangent")
         for o, c in zip(out_leaves, ct_leaves):
             if tuple(c.shape) != tuple(o.shape):
                 raise RuntimeError(
                     f"vjp_fn: cotangent of shape {tuple(c.shape)} does not match output shape {tuple(o.shape)}"
                 )
+            if c.dtype != o.dtype and o.dtype.kind in "fc":  # the engine takes the output's dtype
+                if c.dtype.kind == "c" and o.dtype.kind != "c":
+                    raise RuntimeError(f"vjp_fn: got a complex cotangent (dtype {c.dtype}) for a real output "
+                                       f"(dtype {o.dtype})")
+                c = c.to(o.dtype)
             if trace.owns(o) and o.grad_fn is not None or trace.owns(o):
                 roots.append(o if o.grad_fn is None else (o.grad_fn, o._out_idx))
                 seeds.append(c)
@@ -165,13 +194,14 @@ def _grad_impl(func, args, kwargs, argnums, has_aux, api="grad(f)(*args)"):
         STATE.grad_enabled = prev
         trace.__exit__(None, None, None)
     if not isinstance(out, Tensor):
-        _check_tensors(tree_flatten(out)[0], api + " (outputs)")
+        _check_tensors(tree_flatten(out)[0], api, "output of f")
         raise RuntimeError(f"{api}: expected f to return a Tensor, got {type(out).__name__}")
     owned = trace.owns(out)
     value = out._primal if owned else out
-    if value.numel() != 1:
+    if len(value.shape):  # a shape-(1,) loss too, as PyTorch and JAX refuse it
         raise RuntimeError(
-            f"{api}: expected f to return a scalar (one-element) Tensor, got shape {tuple(value.shape)}"
+            f"{api}: expected f to return a scalar (0-dim) Tensor, got shape {tuple(value.shape)}; "
+            "use vjp or jacrev for other outputs (or .sum() / .squeeze() the loss)"
         )
     if value.dtype.kind == "c":
         raise RuntimeError(f"{api}: expected f to return a real-valued scalar Tensor, got dtype {value.dtype} "
@@ -211,6 +241,9 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
 def grad(func, argnums=0, has_aux=False):
     """Gradient of a scalar function, composable with every other transform.
+
+    ``func`` must return a 0-dim real Tensor (or ``(loss, aux)`` with ``has_aux``); ``argnums``
+    is an int or a tuple of distinct ints (negative ones count from the end).
 
     Examples
     --------
@@ -252,7 +285,7 @@ def _jvp_impl(func, primals, tangents, has_aux, api, keep_none=False, strict=Fal
     p_leaves, p_def = tree_flatten(tuple(primals))
     t_leaves, t_def = tree_flatten(tuple(tangents))
     _check_differentiable(p_leaves, api)
-    _check_tensors(t_leaves, api + " (tangents)")
+    _check_tensors(t_leaves, api, "tangent")
     if p_def != t_def:
         raise RuntimeError(f"{api}: tangents must have the same structure as primals, got {t_def} and {p_def}")
     for p, t in zip(p_leaves, t_leaves):
@@ -262,14 +295,17 @@ def _jvp_impl(func, primals, tangents, has_aux, api, keep_none=False, strict=Fal
         tracers = [JVPTracer(p, t if t.dtype == p.dtype else t.to(p.dtype), trace)
                    for p, t in zip(p_leaves, t_leaves)]
         out = func(*tree_unflatten(tracers, p_def))
-        aux = None
-        if has_aux:
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise RuntimeError(f"{api}: has_aux=True requires f to return a tuple (output, aux)")
-            out, aux = out
-            aux = tree_map(lambda x: x._primal if trace.owns(x) else x, aux)
+    for p, tr in zip(p_leaves, tracers):
+        if tr._primal is not p:  # rebound in place; See NOTE [Input mutations under vmap and jvp]
+            p.copy_(tr._primal)
+    aux = None
+    if has_aux:
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise RuntimeError(f"{api}: has_aux=True requires f to return a tuple (output, aux)")
+        out, aux = out
+        aux = tree_map(lambda x: x._primal if trace.owns(x) else x, aux)
     o_leaves, o_def = tree_flatten(out)
-    _check_tensors(o_leaves, api + " (outputs)")
+    _check_tensors(o_leaves, api, "output of f")
     prim_out, tan_out = [], []
     for o in o_leaves:
         if trace.owns(o):
@@ -290,23 +326,51 @@ def linearize(func, *primals):
     """``(func(*primals), jvp_fn)``: ``jvp_fn(*tangents)`` reuses the recorded graph.
 
     The forward is evaluated once; each ``jvp_fn`` call transposes the recorded vjp
-    (the "vjp of a vjp" identity), so ``func`` is not run again.
+    (the "vjp of a vjp" identity), so ``func`` is not run again. Primals, tangents and
+    outputs may be pytrees; ``jvp_fn`` returns the tangent in the structure of the output.
+
+    Examples
+    --------
+    >>> import lucid, lucid.func as F
+    >>> out, jvp_fn = F.linearize(lambda x: (x * x, x.sum()), lucid.tensor([1.0, 2.0]))
+    >>> jvp_fn(lucid.tensor([1.0, 0.0]))
+    (tensor([2., 0.]), tensor(1.))
     """
+    api = "linearize(f, *primals)"
     out, vjp_fn = vjp(func, *primals)
-    if not isinstance(out, Tensor):
-        raise RuntimeError("linearize(f, *primals): f must return a single Tensor")
-    zero_ct = TN.zeros_like(out)
+    zero_ct = tree_map(TN.zeros_like, out)
     _, vjp_of_vjp = vjp(lambda ct: vjp_fn(ct), zero_ct)
+    p_leaves, p_def = tree_flatten(primals)
 
     def jvp_fn(*tangents):
-        if len(tangents) != len(primals):
-            raise RuntimeError(f"linearize jvp_fn: expected {len(primals)} tangents, got {len(tangents)}")
+        t_leaves, t_def = tree_flatten(tangents)
+        if t_def != p_def:
+            raise RuntimeError(f"{api} jvp_fn: expected tangents with the structure of the primals, "
+                               f"{p_def}, got {t_def}")
+        _check_tensors(t_leaves, api + " jvp_fn", "tangent")
+        for p, t in zip(p_leaves, t_leaves):
+            if tuple(t.shape) != tuple(p.shape):
+                raise RuntimeError(f"{api} jvp_fn: tangent shape {tuple(t.shape)} does not match primal "
+                                   f"shape {tuple(p.shape)}")
+            if t.dtype != p.dtype:
+                raise RuntimeError(f"{api} jvp_fn: tangent dtype {t.dtype} does not match primal dtype "
+                                   f"{p.dtype}")
         return vjp_of_vjp(tuple(tangents))[0]
 
     return out, jvp_fn
 
 
 # -------------------------------------------------------------------- vmap
+
+# NOTE [Input mutations under vmap and jvp]
+# Inside a transform an in-place op is functional: the tracer is rebound to the out-of-place
+# result (NOTE [In-place semantics], case 3). PyTorch's vmap and jvp still change the tensors
+# the caller passed in, so when the function returns, every input tracer that was rebound (an
+# in-place op on it, or on a view of it, which rebinds its base) has its final value copied
+# into the caller's tensor with ``copy_`` (batch dim moved back to its in_dim). The copy is an
+# ordinary op, so an outer transform sees it as its own in-place change, and a view input
+# writes through to its base. grad and vjp do not copy back: PyTorch refuses an in-place
+# change of their inputs (Lucid computes it functionally).
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None, strategy="auto"):
@@ -319,6 +383,12 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None, st
     independently per example (``"same"`` replays the random state for each example;
     ``"error"`` is not enforced).
 
+    ``in_dims`` / ``out_dims`` are an int, None, or a prefix of the inputs' / outputs' pytree
+    (tuples; dicts for dict outputs); a None output needs ``out_dims=None``. An in-place change
+    of a batched input inside ``func`` reaches the caller's tensor, as in PyTorch (NOTE [Input
+    mutations under vmap and jvp]). With ``chunk_size`` and ``randomness="same"`` every chunk
+    replays the same draws.
+
     Examples
     --------
     >>> import lucid, lucid.func as F
@@ -326,7 +396,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None, st
     tensor([ 5., 25.])
     """
     if randomness not in ("error", "different", "same"):
-        raise ValueError(f"vmap: randomness must be 'error', 'different' or 'same', got {randomness!r}")
+        raise FuncArgError(f"vmap: randomness must be 'error', 'different' or 'same', got {randomness!r}")
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"vmap: chunk_size must be a positive int or None, got {chunk_size!r}")
     if strategy not in ("auto", "vectorized", "isolated"):
@@ -367,6 +437,8 @@ def _vmap_one(func, x, d, size, out_dims, randomness):
     finally:
         pop_trace(trace)
         trace.active = False
+    if t._val is not x:  # rebound by an in-place op; See NOTE [Input mutations under vmap and jvp]
+        x.copy_(move_bdim(t._val, t._bdim, d))
     if out.__class__ is BatchTracer and out._trace is trace:
         v = out._val
         b = out._bdim
@@ -451,12 +523,16 @@ def _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, chunk_size):
     finally:
         pop_trace(trace)
         trace.active = False
+    for x, d, t in zip(leaves, norm, tracers):
+        if d is not None and t._val is not x:  # See NOTE [Input mutations under vmap and jvp]
+            x.copy_(move_bdim(t._val, t._bdim, d))
     if out.__class__ is BatchTracer and out._trace is trace and out_dims.__class__ is int:  # fast path
         v = out._val
         b = out._bdim
         if b == out_dims:
             return v
-        return move_bdim(v, b, out_dims % v.ndim)
+        if -v.ndim <= out_dims < v.ndim:  # the batch dim counts: per-example ndim + 1 positions
+            return move_bdim(v, b, out_dims % v.ndim)
     return _unbatch_outputs(out, trace, size, out_dims, api)
 
 
@@ -481,26 +557,33 @@ def _vmap_isolated(func, args, kwargs, in_dims, out_dims, randomness):
         size = n
     if size is None:
         raise ValueError(f"{api}: at least one input must be batched (in_dims all None)")
+    if size == 0:  # no example to call f on: the vectorized run gives the empty outputs' shapes
+        return _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, None)
     state = all_rng_states() if randomness == "same" else None  # the devices' generators too
     results = []
     for i in range(size):
         if state is not None:
             set_all_rng_states(state)
         piece = [x if d is None else x[(slice(None),) * (d % x.ndim) + (i,)] for x, d in zip(leaves, dims)]
-        results.append(func(*tree_unflatten(piece, treedef), **kwargs))
+        results.append(_mark_none(func(*tree_unflatten(piece, treedef), **kwargs)))
     first, o_def = tree_flatten(results[0])
-    if out_dims is None or isinstance(out_dims, int):
-        odims = [out_dims] * len(first)
-    else:
-        odims = broadcast_prefix(tuple(out_dims), results[0] if isinstance(results[0], (tuple, list))
-                                 else (results[0],), "out_dims")
+    odims = _out_dims_per_leaf(out_dims, results[0], len(first), api)
     flat = [tree_flatten(r)[0] for r in results]
-    outs = [first[k] if odims[k] is None else stack([f[k] for f in flat], dim=odims[k])
-            for k in range(len(first))]
+    outs = []
+    for k, (o, d) in enumerate(zip(first, odims)):
+        if o is _NO_OUTPUT or not isinstance(o, Tensor):
+            outs.append(_unbatch_one(o, d, None, size, api))  # None passes with out_dims=None; else raises
+        else:
+            outs.append(o if d is None else stack([f[k] for f in flat], dim=d))
     return tree_unflatten(outs, o_def)
 
 
 def _unbatch_one(o, d, trace, size, api):
+    if o is _NO_OUTPUT:
+        if d is not None:
+            raise ValueError(f"{api}: f must return Tensors (or pytrees of Tensors), got None; give it "
+                             "out_dims=None to pass a None output through")
+        return None
     if not isinstance(o, Tensor):
         raise ValueError(f"{api}: f must return Tensors (or pytrees of Tensors), got {type(o).__name__}")
     if d is None:
@@ -517,47 +600,76 @@ def _unbatch_one(o, d, trace, size, api):
         o_bdim = 0
     nd = v.ndim
     if not -nd <= d < nd:
-        raise ValueError(f"{api}: out_dim={d} is out of range for an output of per-example shape "
-                         f"{tuple(o.shape)}")
+        raise VmapDimError(f"{api}: out_dim={d} is out of range for an output of per-example shape "
+                           f"{tuple(o.shape)} (expected -{nd} <= out_dim < {nd})")
     return move_bdim(v, o._bdim if trace.owns(o) else o_bdim, d % nd)
 
 
 def _unbatch_outputs(out, trace, size, out_dims, api):
     if isinstance(out, Tensor) and (out_dims is None or out_dims.__class__ is int):  # fast path
         return _unbatch_one(out, out_dims, trace, size, api)
+    out = _mark_none(out)
     o_leaves, o_def = tree_flatten(out)
-    if out_dims is None or isinstance(out_dims, int):
-        odims = [out_dims] * len(o_leaves)
-    elif isinstance(out_dims, (tuple, list)):
-        try:
-            odims = broadcast_prefix(tuple(out_dims), out if isinstance(out, (tuple, list)) else (out,),
-                                     "out_dims")
-        except ValueError as e:
-            raise ValueError(f"{api}: {e}") from None
-    else:
-        raise ValueError(f"{api}: expected out_dims to be an int, None or a tuple matching the outputs, "
-                         f"got {type(out_dims).__name__}")
+    odims = _out_dims_per_leaf(out_dims, out, len(o_leaves), api)
     return tree_unflatten([_unbatch_one(o, d, trace, size, api) for o, d in zip(o_leaves, odims)], o_def)
+
+
+_NO_OUTPUT = object()  # stands for a None output while the outputs are matched with out_dims
+
+
+def _mark_none(tree):
+    """``tree`` with each None replaced by ``_NO_OUTPUT``, so that it is a leaf with an out_dim."""
+    if tree is None:
+        return _NO_OUTPUT
+    if isinstance(tree, tuple):
+        kids = [_mark_none(c) for c in tree]
+        return type(tree)(*kids) if hasattr(tree, "_fields") else tuple(kids)
+    if isinstance(tree, list):
+        return [_mark_none(c) for c in tree]
+    if isinstance(tree, dict):
+        return {k: _mark_none(v) for k, v in tree.items()}
+    return tree
+
+
+def _out_dims_per_leaf(out_dims, out, n_leaves, api):
+    """One out_dim per leaf of ``out``: an int/None for all, or a prefix of the output structure
+    (a tuple or list for a tuple/list/single output, a dict for a dict output)."""
+    if out_dims is None or out_dims.__class__ is int:
+        return [out_dims] * n_leaves
+    if isinstance(out_dims, dict):
+        tree = out
+    elif isinstance(out_dims, (tuple, list)):
+        out_dims = tuple(out_dims)
+        tree = out if isinstance(out, (tuple, list)) else (out,)
+    else:
+        raise ValueError(f"{api}: expected out_dims to be an int, None or a tuple (or dict) matching the "
+                         f"outputs, got {type(out_dims).__name__}")
+    try:
+        return broadcast_prefix(out_dims, tree, "out_dims")
+    except ValueError as e:
+        raise ValueError(f"{api}: {e}") from None
 
 
 def _vmap_chunked(func, leaves, treedef, dims, kwargs, out_dims, randomness, chunk_size, size):
     """Run ``vmap`` on slices of ``chunk_size`` examples and concatenate (bounded memory)."""
+    from ..ops.random import all_rng_states, set_all_rng_states
     from ..ops.shape import cat
 
     def rebuild(xs):
         return tuple(xs) if treedef is None else tuple(tree_unflatten(list(xs), treedef))
 
+    # randomness="same": every chunk replays the same draws, so all examples share them (as in
+    # PyTorch), not only those of one chunk.
+    state = all_rng_states() if randomness == "same" else None
     pieces = []
     for start in range(0, size, chunk_size):
+        if state is not None:
+            set_all_rng_states(state)
         sl = slice(start, min(start + chunk_size, size))
         chunk = [x if d is None else x[(slice(None),) * d + (sl,)] for x, d in zip(leaves, dims)]
         pieces.append(_vmap_impl(func, rebuild(chunk), kwargs, rebuild(dims), out_dims, randomness, None))
     first, o_def = tree_flatten(pieces[0])
-    if out_dims is None or isinstance(out_dims, int):
-        odims = [out_dims] * len(first)
-    else:
-        odims = broadcast_prefix(tuple(out_dims), pieces[0] if isinstance(pieces[0], (tuple, list))
-                                 else (pieces[0],), "out_dims")
+    odims = _out_dims_per_leaf(out_dims, pieces[0], len(first), _VMAP_API)
     flat = [tree_flatten(p)[0] for p in pieces]
     outs = [first[k] if odims[k] is None else cat([f[k] for f in flat], dim=odims[k])
             for k in range(len(first))]
@@ -670,6 +782,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
         def push(*tans):
             res = jvp(partial_f, diff, tuple(tree_unflatten(list(tans), in_def)), has_aux=has_aux)
+            if has_aux:  # the aux leaves leave through vmap, which takes only Tensors
+                _check_tensors(tree_flatten(res[2])[0], api, "leaf of aux")
             return (res[1], res[2]) if has_aux else res[1]
 
         pushed = vmap(push, randomness=randomness)(*basis)

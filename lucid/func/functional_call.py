@@ -29,11 +29,18 @@ def _slots(module):
     return out
 
 
+class _DictsError(TypeError, ValueError):
+    """``parameter_and_buffer_dicts`` is not a dict or a sequence of dicts (PyTorch: ValueError;
+    Lucid raised TypeError before)."""
+
+
 def _merge(dicts, api):
     if isinstance(dicts, dict):
         dicts = (dicts,)
     if not isinstance(dicts, (tuple, list)) or not all(isinstance(d, dict) for d in dicts):
-        raise TypeError(f"{api}: expected a dict or a tuple of dicts of tensors, got {type(dicts).__name__}")
+        raise _DictsError(f"{api}: expected a dict or a tuple of dicts of tensors, got {type(dicts).__name__}"
+                          + (f" of {', '.join(sorted({type(d).__name__ for d in dicts}))}"
+                             if isinstance(dicts, (tuple, list)) else ""))
     merged = {}
     for d in dicts:
         for k, v in d.items():
@@ -59,12 +66,6 @@ def _resolve(module, name, api):
 @contextmanager
 def _reparametrize(module, values, tie_weights, strict, api):
     slots = _slots(module)
-    if strict:
-        missing = sorted(set(slots) - set(values))
-        unexpected = sorted(set(values) - set(slots))
-        if missing or unexpected:
-            raise RuntimeError(f"{api}: strict=True and the names do not match the module's parameters and "
-                               f"buffers; missing keys: {missing}, unexpected keys: {unexpected}")
     values = dict(values)
     if tie_weights:  # a name sharing a tensor with a given name gets the same substitute
         by_obj = {}
@@ -77,6 +78,12 @@ def _reparametrize(module, values, tie_weights, strict, api):
                 elif values[alias] is not values[full]:
                     raise ValueError(f"{api}: got different values for {full!r} and {alias!r}, which are "
                                      "tied in the module; pass one of them or tie_weights=False")
+    if strict:  # after tying: a tied alias of a given name is not missing (as in PyTorch)
+        missing = sorted(set(slots) - set(values))
+        unexpected = sorted(set(values) - set(slots))
+        if missing or unexpected:
+            raise RuntimeError(f"{api}: strict=True and the names do not match the module's parameters and "
+                               f"buffers; missing keys: {missing}, unexpected keys: {unexpected}")
     undo = []
     try:
         for full, v in values.items():
