@@ -142,9 +142,6 @@ class MultiheadAttention(Module):
             out = out.transpose(0, 1)
         return out, weights
 
-    def extra_repr(self):
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
-
 
 def _activation(act):
     if callable(act):

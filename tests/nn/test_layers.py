@@ -85,7 +85,7 @@ def test_layer_norm():
     ref = (a - mu) / np.sqrt(var + 1e-5) * W + b
     np.testing.assert_allclose(m(x).detach().numpy(), ref, rtol=1e-10)
     check_module_grads(m, x)
-    assert repr(m) == "LayerNorm((2, 3), eps=1e-05, elementwise_affine=True)"
+    assert repr(m) == "LayerNorm((2, 3), eps=1e-05, elementwise_affine=True, bias=True)"  # PyTorch 2.13
     with pytest.raises(RuntimeError, match="layer_norm"):
         m(T(np.zeros((2, 3, 2))))
 

@@ -154,3 +154,13 @@ def test_function_forms_route_sparse_tensors_to_their_methods():
     assert lucid.index_select(s, 0, lucid.tensor([1, 1])).to_dense().tolist() == [[2.0, 0.0], [2.0, 0.0]]
     assert lucid.narrow_copy(s, 1, 0, 1).to_dense().tolist() == [[0.0], [2.0]]
     assert lucid.sum(lucid.ones(3)).item() == 3.0 and lucid.t(lucid.ones(2, 3)).shape == (3, 2)
+
+
+def test_layer_norm_and_multihead_attention_reprs_are_pytorchs():
+    nn = lucid.nn
+    assert repr(nn.LayerNorm(3, bias=False)) == "LayerNorm((3,), eps=1e-05, elementwise_affine=True, bias=False)"
+    assert repr(nn.LayerNorm(3, elementwise_affine=False)) == (
+        "LayerNorm((3,), eps=1e-05, elementwise_affine=False, bias=False)")
+    assert repr(nn.MultiheadAttention(4, 2)) == (
+        "MultiheadAttention(\n  (out_proj): NonDynamicallyQuantizableLinear(in_features=4, out_features=4, "
+        "bias=True)\n)")
