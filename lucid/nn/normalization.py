@@ -408,7 +408,7 @@ class LayerNorm(Module):
     --------
     >>> import lucid, lucid.nn as nn
     >>> nn.LayerNorm(2)
-    LayerNorm((2,), eps=1e-05, elementwise_affine=True)
+    LayerNorm((2,), eps=1e-05, elementwise_affine=True, bias=True)
     """
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None,
