@@ -2,9 +2,9 @@
 from .._core.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad,
                                set_grad_enabled)
 from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
-from .engine import backward, queue_callback
+from .engine import queue_callback
 from .function import Function, FunctionCtx, once_differentiable
-from .grad import grad
+from .grad import backward, grad
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from . import forward_ad, functional  # noqa: E402  (use lucid.func; import after the core)
 from .checkpoint import checkpoint  # noqa: E402

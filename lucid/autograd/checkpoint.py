@@ -100,6 +100,22 @@ def _segment_nodes(out, start):
     return nodes
 
 
+def _value_meta(v):
+    """(shape, dtype) of a saved value (a Tensor, an array or a shape-only Meta), else None."""
+    shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
+    return None if shape is None or dtype is None else (tuple(shape), str(dtype))
+
+
+def _saved_meta(node):
+    """What ``node`` saved, as metadata: compared with the recomputation's (determinism_check)."""
+    if isinstance(node, FunctionNode):
+        vals = tuple(node.ctx._saved)
+    else:
+        out = node.out
+        vals = tuple(node.saved or ()) + (out if out.__class__ is tuple else (out,))
+    return tuple(_value_meta(v) for v in vals)
+
+
 def _strip(node, rec):
     from .graph import _mix
 
@@ -114,10 +130,12 @@ def _strip(node, rec):
 class _Recompute:
     """Reruns one segment and moves the recomputed saved values into its original nodes."""
 
-    def __init__(self, run, args, kwargs, rng, context=None):
+    def __init__(self, run, args, kwargs, rng, context=None, check=True):
         self.run_fn, self.args, self.kwargs, self.rng = run, args, kwargs, rng
         self.context = context  # the recomputation's context manager (checkpoint's context_fn)
         self.targets = []
+        self.check = check  # determinism_check="default": compare the saved values' metadata
+        self.meta = None
 
     def run(self):
         start = next(_SEQ)
@@ -143,6 +161,8 @@ class _Recompute:
                 "run the same operations each time (random ops are replayed with "
                 "preserve_rng_state=True)"
             )
+        if self.check and self.meta is not None:
+            self._check_meta(fresh)
         for old, new in zip(self.targets, fresh):
             inner = _PENDING.get(new)
             if inner is not None:  # a nested checkpoint: let its recompute fill the original
@@ -157,8 +177,23 @@ class _Recompute:
         self.targets = []
         self.args = self.kwargs = None
 
+    def _check_meta(self, fresh):
+        bad = []
+        for k, (was, node) in enumerate(zip(self.meta, fresh)):
+            now = _saved_meta(node) if _PENDING.get(node) is None else was  # nested: checked by its own
+            # A value packed by saved-tensor hooks shows no metadata (None): nothing to compare.
+            if len(now) != len(was) or any(a is not None and b is not None and a != b for a, b in zip(was, now)):
+                bad.append(f"tensors saved by op {k} ({node.name()}):\nsaved metadata: {was}\n"
+                           f"recomputed metadata: {now}")
+        if bad:
+            raise CheckpointError(
+                "checkpoint: Recomputed values for the following tensors have different metadata than "
+                "during the forward pass.\n" + "\n".join(bad) + "\n(pass determinism_check='none' to skip "
+                "this check)"
+            )
 
-def _non_reentrant(function, args, kwargs, preserve, context_fn=None):
+
+def _non_reentrant(function, args, kwargs, preserve, context_fn=None, check=True):
     rng = _rng_state() if preserve else None
     forward_ctx, recompute_ctx = context_fn() if context_fn is not None else (_NULL, None)
     start = next(_SEQ)
@@ -166,8 +201,10 @@ def _non_reentrant(function, args, kwargs, preserve, context_fn=None):
         out = function(*args, **kwargs)
     nodes = _segment_nodes(out, start)
     if nodes:
-        rec = _Recompute(function, args, kwargs, rng, recompute_ctx)
+        rec = _Recompute(function, args, kwargs, rng, recompute_ctx, check)
         rec.targets = nodes
+        if check:
+            rec.meta = [_saved_meta(n) for n in nodes]
         for node in nodes:
             _strip(node, rec)
     return out
@@ -177,20 +214,29 @@ class _Reentrant(Function):
     """Separate-style Function: forward keeps nothing but the inputs."""
 
     @staticmethod
-    def forward(run, preserve, *args):
+    def forward(run, rng, *args):
         return run(*args)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        run, preserve, *args = inputs
-        ctx.run, ctx.args = run, list(args)
-        ctx.rng = _rng_state() if preserve else None
+        # ``rng`` is the state from before the forward ran (setup_context runs after it), so
+        # the recomputation draws the same random numbers (dropout masks) as the forward.
+        run, rng, *args = inputs
+        ctx.run, ctx.args, ctx.rng = run, list(args), rng
         ctx.tensor_idx = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         ctx.save_for_backward(*[args[i] for i in ctx.tensor_idx])
 
     @staticmethod
     def backward(ctx, *grad_outs):
         from .engine import backward as run_backward
+        from .grad import _GRAD_DEPTH
+
+        if _GRAD_DEPTH[0]:
+            raise RuntimeError(
+                "checkpoint: when use_reentrant=True, checkpoint is incompatible with autograd.grad() "
+                "(its backward accumulates into the .grad of every leaf the segment reads). Use "
+                "use_reentrant=False, or call .backward()."
+            )
 
         args = list(ctx.args)
         inputs = []
@@ -214,7 +260,10 @@ class _Reentrant(Function):
             run_backward([o for o, _ in pairs], [g for _, g in pairs], create_graph=STATE.grad_enabled)
         res = [None] * len(args)
         for i, t in zip(ctx.tensor_idx, inputs):
-            res[i] = t.grad
+            # Under create_graph the gradient's history ends at the detached copy ``t``, not at
+            # the argument: differentiating it again would silently give nothing. Detached, a
+            # second backward through it raises instead, as PyTorch's reentrant mode does.
+            res[i] = None if t.grad is None else t.grad.detach()
         return (None, None, *res)
 
 
@@ -232,7 +281,7 @@ _NULL = _NullContext()
 
 
 def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default", debug=False,
-               preserve_rng_state=True, **kwargs):
+               early_stop=True, preserve_rng_state=True, **kwargs):
     """Run ``function(*args, **kwargs)`` without keeping its intermediates; recompute them in backward.
 
     Parameters
@@ -245,16 +294,21 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
         ``False``/``None`` (default): every tensor the segment reads (arguments, closure
         variables, module parameters) gets the same gradient as without checkpointing.
         ``True``: PyTorch's reentrant mode: gradients flow only if a tensor argument
-        requires grad (a warning otherwise); it works with ``backward()``, not ``grad()``.
+        requires grad (a warning otherwise); it works with ``backward()``, not ``grad()``,
+        and takes no keyword arguments for ``function`` (a ValueError, as PyTorch's).
     context_fn : callable, optional
         Returns two context managers: the forward runs inside the first, the recomputation
         inside the second (PyTorch's; non-reentrant mode only). Default: neither does anything.
     determinism_check : {"default", "none"}
-        Accepted as PyTorch's. Lucid always checks that the recomputation recorded the same
-        operations (it moves each recomputed value into its original node), raising
-        :class:`CheckpointError` otherwise.
+        ``"default"``: as PyTorch's, the values the recomputation saves must have the shapes
+        and dtypes the forward's had (:class:`CheckpointError` otherwise). Lucid always
+        checks that the recomputation recorded the same operations (it moves each
+        recomputed value into its original node).
     debug : bool
-        Accepted as PyTorch's (no extra trace is printed).
+        Accepted as PyTorch's (no extra trace is printed); non-reentrant mode only.
+    early_stop : bool
+        PyTorch's: whether the recomputation may stop once it has what the backward needs.
+        Lucid always reruns the whole segment (same gradients); accepted for compatibility.
     preserve_rng_state : bool
         Replay the random state in the recomputation, so dropout masks match.
 
@@ -280,8 +334,8 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
     if determinism_check not in ("default", "none"):
         raise ValueError(f"checkpoint: determinism_check should be one of ['default', 'none'], but got "
                          f"{determinism_check!r}")
-    if context_fn is not None and context_fn is not noop_context_fn and use_reentrant:
-        raise ValueError("checkpoint: passing context_fn is only supported when use_reentrant=False")
+    if use_reentrant and (context_fn is not None and context_fn is not noop_context_fn or debug):
+        raise ValueError("checkpoint: passing context_fn or debug is only supported when use_reentrant=False")
     if context_fn is noop_context_fn:
         context_fn = None
     if STATE.traces or not STATE.grad_enabled:
@@ -290,9 +344,11 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
         with context_fn()[0]:
             return function(*args, **kwargs)
     if not use_reentrant:
-        return _non_reentrant(function, args, kwargs, bool(preserve_rng_state), context_fn)
+        return _non_reentrant(function, args, kwargs, bool(preserve_rng_state), context_fn,
+                              determinism_check == "default")
+    if kwargs:  # as PyTorch's reentrant checkpoint
+        raise ValueError("checkpoint: Unexpected keyword arguments: " + ",".join(kwargs))
     if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
         warnings.warn("checkpoint: none of the inputs has requires_grad=True; with use_reentrant=True "
                       "the gradients of the checkpointed segment will be None", UserWarning, stacklevel=2)
-    run = (lambda *a: function(*a, **kwargs)) if kwargs else function
-    return _Reentrant.apply(run, bool(preserve_rng_state), *args)
+    return _Reentrant.apply(function, _rng_state() if preserve_rng_state else None, *args)

@@ -148,6 +148,8 @@ def make_dual(tensor, tangent, *, level=None):
         )
     if tensor.dtype.kind not in "fc":
         raise ValueError(f"{api}: expected a floating point or complex primal, got dtype {tensor.dtype}")
+    if tangent.dtype.kind not in "fc":  # PyTorch's check: an integer tangent is refused, not cast
+        raise ValueError(f"{api}: expected tangent to be floating point or complex, but got: {tangent.dtype}")
     if tangent.dtype != tensor.dtype:
         tangent = tangent.to(tensor.dtype)
     return trace._keep(JVPTracer(tensor, tangent, trace))

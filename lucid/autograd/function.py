@@ -19,8 +19,10 @@ class FunctionCtx:
     Parameters
     ----------
     (none)
-        Made by ``Function.apply``; ``save_for_backward``, ``saved_tensors``, ``mark_dirty``,
-        ``mark_non_differentiable``, ``set_materialize_grads`` and ``needs_input_grad`` work as in PyTorch.
+        Made by ``Function.apply``; ``save_for_backward``, ``save_for_forward``, ``saved_tensors``,
+        ``mark_dirty``, ``mark_non_differentiable``, ``set_materialize_grads`` and ``needs_input_grad``
+        work as in PyTorch. ``backward`` gets one gradient per output of ``forward``: None for an
+        output that is not a Tensor.
 
     Examples
     --------
@@ -89,6 +91,16 @@ class FunctionCtx:
 
     saved_values = saved_tensors
 
+    def save_for_forward(self, *tensors):
+        """Store tensors for the ``jvp`` static method, which reads them as ``ctx.saved_tensors``
+        (when ``save_for_backward`` saved nothing, as PyTorch's)."""
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_forward: can only save Tensors or None, got {type(t).__name__}")
+        if not self._saved and self._packed is None:
+            self._saved = tensors
+            self._saved_versions = tuple(t._version[0] if t is not None else 0 for t in tensors)
+
     def mark_non_differentiable(self, *tensors):
         """Declare outputs that carry no gradient (indices, masks)."""
         self._non_diff.update(id(t) for t in tensors)
@@ -105,7 +117,7 @@ class FunctionCtx:
 class FunctionNode(Node):
     """Tape node of a custom Function: runs the user's ``backward``."""
 
-    __slots__ = ("cls", "ctx", "n_args", "arg_meta", "undefined")
+    __slots__ = ("cls", "ctx", "n_args", "arg_meta", "undefined", "layout")
 
     op_name = property(lambda self: self.cls.__name__)
 
@@ -144,6 +156,12 @@ class FunctionNode(Node):
                 gs.append(None)
             else:
                 gs.append(_as_tensor(g))
+        if self.layout is not None:  # forward returned non-Tensors too: they get None, as in PyTorch
+            total, where = self.layout
+            full = [None] * total
+            for k, g in zip(where, gs):
+                full[k] = g
+            gs = full
         with (enable_grad() if tensor_mode else no_grad()):
             res = self.cls.backward(self.ctx, *gs)
         return self._check(res, tensor_mode)
@@ -161,6 +179,11 @@ class FunctionNode(Node):
                 )
         out = []
         for i, (r, parent, meta) in enumerate(zip(res, self.parents, self.arg_meta)):
+            if r is not None and meta[1] is None:
+                raise RuntimeError(
+                    f"function {self.op_name}Backward returned a gradient different than None at "
+                    f"position {i + 1}, but the corresponding forward input was not a Tensor"
+                )
             if parent is None or r is None:
                 out.append(None)
                 continue
@@ -205,6 +228,7 @@ def _make_function_node(cls, ctx, args, outs, parents, eager):
     node.arg_meta = tuple((tuple(a.shape), a.dtype) if isinstance(a, Tensor) else ((), None) for a in args)
     node.out_meta = tuple((tuple(o.shape), o.dtype, array_cls_of(o)) for o in outs)
     node.undefined = set()
+    node.layout = None
     return node
 
 
@@ -250,6 +274,9 @@ def _apply(cls, *args, **kwargs):
 
 def _wrap_output(o, node, i, ctx, args):
     if id(o) in ctx._dirty:  # modified in place: rebase its history onto this node
+        if o.grad_fn is None and o._rg:
+            raise RuntimeError(f"{node.name()[:-len('Backward')]}.apply: a leaf Variable that requires grad "
+                               "has been used in an in-place operation (marked dirty by ctx.mark_dirty).")
         o.grad_fn, o._out_idx, o._rg = node, i, True
         o._version[0] += 1
         return o
@@ -265,6 +292,8 @@ def _attach(cls, ctx, args, out, parents, eager, wrap_out):
     outs = (out,) if single else out
     tensor_outs = [o for o in outs if isinstance(o, Tensor)]
     node = _make_function_node(cls, ctx, args, tensor_outs, parents, eager)
+    if len(tensor_outs) != len(outs):
+        node.layout = (len(outs), tuple(k for k, o in enumerate(outs) if isinstance(o, Tensor)))
     result, k = [], 0
     for o in outs:
         if not isinstance(o, Tensor):

@@ -102,8 +102,12 @@ def _fill_none(vals, refs, strict, api, message):
 def _scalar_fn(func, api):
     def f(*xs):
         out = func(*xs)
+        if not isinstance(out, (Tensor, tuple)):  # PyTorch's types: TypeError, tuple RuntimeError
+            raise TypeError(f"{api}: the outputs of the user-provided function must be either a Tensor or "
+                            f"a tuple of Tensors, but they have type {type(out).__name__}")
         if not isinstance(out, Tensor):
-            raise RuntimeError(f"{api}: the function must return a single Tensor, got {type(out).__name__}")
+            raise RuntimeError(f"{api}: the function given to {api} should return a single Tensor, got "
+                               f"a {type(out).__name__}")
         if out.numel() != 1:
             raise RuntimeError(
                 f"{api}: the Tensor returned by the function must contain a single element, "
@@ -153,9 +157,26 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     ins = _prep(ins, create_graph)
     vs = _check_v(v, ins, api, "inputs")
     holder = {}
-    outs, tans = _fapi._jvp_impl(_tuple_fn(func, api, holder), ins, vs, False, api, keep_none=True)
+    f = _tuple_fn(func, api, holder)
+    if strict:
+        _check_all_inputs_used(f, ins, api)
+    outs, tans = _fapi._jvp_impl(f, ins, vs, False, api, keep_none=True)
     tans = _fill_none(tans, outs, strict, api, "output {i} of the user-provided function is independent of the inputs")
     return _finish((_pack(outs, holder["tuple"]), _pack(tans, holder["tuple"])), create_graph)
+
+
+def _check_all_inputs_used(f, ins, api):
+    """``jvp(strict=True)``: as PyTorch's, every input must reach some output (one extra vjp)."""
+    outs, vjp_fn, _ = _fapi._vjp_impl(f, ins, False, api)
+    ones = tuple(_wrap(namespace_of(o).ones(o.shape, o.dtype)) for o in outs)
+    for i, g in enumerate(vjp_fn(ones, _keep_none=True)):
+        if g is None:
+            raise RuntimeError(f"{api}: the output of the user-provided function is independent of input "
+                               f"{i}. This is not allowed in strict mode.")
+
+
+class _StrategyError(ValueError, AssertionError):
+    """A ``strategy`` that is not a mode: PyTorch asserts (AssertionError); Lucid raised ValueError."""
 
 
 def _second_order_args(func, inputs, v, create_graph, api):
@@ -236,7 +257,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
 
 def _check_strategy(strategy, vectorize, strict, api, name):
     if strategy not in ("forward-mode", "reverse-mode"):
-        raise ValueError(f'{api}: expected {name} to be "forward-mode" or "reverse-mode", got {strategy!r}')
+        raise _StrategyError(f'{api}: expected {name} to be "forward-mode" or "reverse-mode", got {strategy!r}')
     if strategy == "forward-mode" and not vectorize:
         raise NotImplementedError(f'{api}: {name}="forward-mode" is only implemented for vectorize=True')
     if strict and vectorize:

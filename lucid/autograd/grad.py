@@ -1,5 +1,8 @@
-"""``lucid.autograd.grad`` (seed 004): gradients returned, ``.grad`` left untouched."""
+"""``lucid.autograd.grad`` (seed 004): gradients returned, ``.grad`` left untouched; and
+``lucid.autograd.backward``, PyTorch's functional form of ``Tensor.backward``."""
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -7,7 +10,13 @@ from .._core.backend import namespace_of, on_device
 
 from .._core.grad_mode import enable_grad, no_grad
 from .._core.tensor import Tensor, _wrap
+from . import engine
 from .engine import UnusedInputError, _edge_of, _seed, run_backward
+
+
+# How many ``grad`` calls are running their backward: a reentrant checkpoint refuses to run
+# inside one (its backward accumulates into every leaf's ``.grad``, which ``grad`` must not touch).
+_GRAD_DEPTH = [0]
 
 
 def _as_list(x, what):
@@ -47,27 +56,48 @@ def _unused_error(i, t):
     )
 
 
+def _seeds_in(grad_outputs, outs):
+    if grad_outputs is None:
+        seeds = [None] * len(outs)
+    elif isinstance(grad_outputs, Tensor) or not hasattr(grad_outputs, "__len__") or len(outs) == 1 and not isinstance(grad_outputs, (list, tuple)):
+        seeds = [grad_outputs]
+    else:
+        seeds = list(grad_outputs)
+    if len(seeds) != len(outs):
+        raise RuntimeError(f"grad: got {len(seeds)} grad_outputs for {len(outs)} outputs")
+    return seeds
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=False, materialize_grads=False):
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``.
 
     Parameters
     ----------
     outputs : Tensor or sequence of Tensor
-    inputs : Tensor or sequence of Tensor
+    inputs : Tensor, sequence of Tensor or dict of str to Tensor
     grad_outputs : Tensor, scalars or sequence, optional
         Seed cotangents; ones when omitted (for any output shape, as seed 004 says).
     retain_graph : bool, optional
         Keep the graph (defaults to ``create_graph``).
     create_graph : bool
         Make the result differentiable (higher-order derivatives).
-    allow_unused : bool
-        Return None for inputs the outputs do not depend on (else raise).
+    only_inputs : bool
+        Deprecated and ignored, as in PyTorch (a FutureWarning when given).
+    allow_unused : bool, optional
+        Return None for inputs the outputs do not depend on (else raise). Defaults to
+        ``materialize_grads``; False together with ``materialize_grads=True`` is an error.
+    is_grads_batched : bool
+        The first dimension of every ``grad_outputs`` tensor is a batch: one vector-Jacobian
+        product per row, computed in one pass under ``lucid.func.vmap``.
+    materialize_grads : bool
+        Zeros instead of None for unused inputs.
 
     Returns
     -------
-    Tensor or tuple of Tensor
-        One gradient for a single Tensor input; a tuple aligned with a sequence.
+    Tensor, tuple of Tensor or dict
+        One gradient for a single Tensor input; a tuple aligned with a sequence; a dict with
+        the keys of a dict.
 
     Examples
     --------
@@ -75,19 +105,39 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     >>> x = lucid.tensor([1.0, -2.0, 3.0], requires_grad=True)
     >>> lucid.autograd.grad(lucid.sum(x * x), x)
     tensor([ 2., -4.,  6.])
+    >>> lucid.autograd.grad(x * 2, [x], grad_outputs=lucid.eye(3), is_grads_batched=True)[0]
+    tensor([[2., 0., 0.],
+            [0., 2., 0.],
+            [0., 0., 2.]])
     """
+    if not only_inputs:
+        warnings.warn("grad: only_inputs argument is deprecated and is ignored now (defaults to True). "
+                      "To accumulate gradient for other parts of the graph, please use "
+                      "lucid.autograd.backward.", FutureWarning, stacklevel=2)
+    if materialize_grads and allow_unused is False:
+        raise ValueError("grad: expected allow_unused to be True or not passed when materialize_grads=True, "
+                         "but got: allow_unused=False.")
+    allow_unused = bool(allow_unused) or materialize_grads
+    keys = None
+    if isinstance(inputs, dict):
+        keys, inputs = list(inputs), list(inputs.values())
     outs, _ = _as_list(outputs, "outputs")
     ins, single = _as_list(inputs, "inputs")
-    if grad_outputs is None:
-        seeds_in = [None] * len(outs)
-    elif isinstance(grad_outputs, Tensor) or not hasattr(grad_outputs, "__len__") or len(outs) == 1 and not isinstance(grad_outputs, (list, tuple)):
-        seeds_in = [grad_outputs]
-    else:
-        seeds_in = list(grad_outputs)
-    if len(seeds_in) != len(outs):
-        raise RuntimeError(f"grad: got {len(seeds_in)} grad_outputs for {len(outs)} outputs")
+    if not ins:
+        raise RuntimeError("grad: `inputs` argument to `grad()` cannot be empty.")
+    seeds_in = _seeds_in(grad_outputs, outs)
     if retain_graph is None:
         retain_graph = create_graph
+    if is_grads_batched:
+        result = _batched(outs, ins, seeds_in, retain_graph, create_graph, allow_unused, materialize_grads)
+    else:
+        result = _grad_impl(outs, ins, seeds_in, retain_graph, create_graph, allow_unused, materialize_grads)
+    if keys is not None:
+        return dict(zip(keys, result))
+    return result[0] if single else tuple(result)
+
+
+def _grad_impl(outs, ins, seeds_in, retain_graph, create_graph, allow_unused, materialize_grads):
     roots, seeds = [], []
     for i, (o, g) in enumerate(zip(outs, seeds_in)):
         if _is_edge(o):  # the gradient flowing into an edge: its seed must be given
@@ -99,9 +149,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             continue
         if not isinstance(o, Tensor):
             raise TypeError(f"grad: outputs[{i}] is a {type(o).__name__}, not a Tensor")
-        if not o._rg:
-            if allow_unused:
-                continue
+        if not o._rg:  # as PyTorch: allow_unused is about inputs, not outputs
             raise RuntimeError(
                 f"grad: element {i} of outputs does not require grad and does not have a grad_fn "
                 f"(shape {tuple(o.shape)})"
@@ -115,31 +163,137 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         with on_device(o):
             seed = namespace_of(o).ones(o.shape, o.dtype) if g is None else _seed(o, g, "grad")
         seeds.append(_wrap(seed) if create_graph else seed)
-    edges, refs = zip(*[_input_edge(i, t) for i, t in enumerate(ins)]) if ins else ((), ())
+    edges, refs = zip(*[_input_edge(i, t) for i, t in enumerate(ins)])
+    _GRAD_DEPTH[0] += 1
     try:  # unused inputs are found before anything runs, so a failed call frees nothing
         with (enable_grad() if create_graph else no_grad()):
             got = run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph,
-                               capture=edges, require_all=not (allow_unused or materialize_grads)) \
-                if roots else [None] * len(ins)
+                               capture=edges, require_all=not allow_unused)
+            got = [_leaf_hooks(t, g, create_graph) for t, g in zip(ins, got)]
     except UnusedInputError as e:
         raise _unused_error(e.index, ins[e.index]) from None
-    result = []
-    for i, (t, g) in enumerate(zip(refs, got)):
-        if g is None:
-            if not allow_unused and not materialize_grads:
-                raise _unused_error(i, ins[i] if t is None else t)
-            if materialize_grads:
-                if t is None:
-                    raise RuntimeError(f"grad: materialize_grads can't make zeros for inputs[{i}], a "
-                                       "GradientEdge whose node does not record its output's shape")
-                g = namespace_of(t).zeros(t.shape, t.dtype)
-        if t is None:  # a GradientEdge of a node: the gradient as it arrived
-            result.append(g if g is None or isinstance(g, Tensor) else _wrap(g))
+    finally:
+        _GRAD_DEPTH[0] -= 1
+    return [_finish(i, t, g, ins, allow_unused, materialize_grads) for i, (t, g) in enumerate(zip(refs, got))]
+
+
+def _leaf_hooks(t, g, tensor_mode):
+    """The tensor hooks of a leaf input, which the engine's capture does not run (PyTorch runs a
+    tensor's hooks before ``grad`` takes its gradient; its AccumulateGrad node's hooks it does not)."""
+    hooks = getattr(t, "_hooks", None) if isinstance(t, Tensor) and t.grad_fn is None else None
+    if g is None or not hooks:
+        return g
+    for h in list(hooks):
+        if getattr(h, "_node_prehook", False):
             continue
-        if g is not None and not isinstance(g, Tensor):
-            with on_device(g):
-                g = _wrap(g.astype(t.dtype, copy=True) if hasattr(g, "astype") else np.array(g, dtype=t.dtype))
-        elif g is not None and g.dtype != t.dtype:
-            g = g.to(t.dtype)
-        result.append(g)
-    return result[0] if single else tuple(result)
+        r = h(g if isinstance(g, Tensor) else _wrap(g))
+        if r is not None:
+            g = r if tensor_mode else r._data
+    return g
+
+
+def _finish(i, t, g, ins, allow_unused, materialize_grads):
+    """One captured gradient: checked, materialised, in the input's dtype, as a Tensor."""
+    if g is None:
+        if not allow_unused:
+            raise _unused_error(i, ins[i] if t is None else t)
+        if materialize_grads:
+            if t is None:
+                raise RuntimeError(f"grad: materialize_grads can't make zeros for inputs[{i}], a "
+                                   "GradientEdge whose node does not record its output's shape")
+            g = namespace_of(t).zeros(t.shape, t.dtype)
+    if t is None:  # a GradientEdge of a node: the gradient as it arrived
+        return g if g is None or isinstance(g, Tensor) else _wrap(g)
+    if g is not None and not isinstance(g, Tensor):
+        with on_device(g):
+            g = _wrap(g.astype(t.dtype, copy=True) if hasattr(g, "astype") else np.array(g, dtype=t.dtype))
+    elif g is not None and g.dtype != t.dtype:
+        g = g.to(t.dtype)
+    return g
+
+
+def _batched(outs, ins, seeds_in, retain_graph, create_graph, allow_unused, materialize_grads):
+    """``is_grads_batched=True``: the backward of one row of the seeds, vmapped over the rows."""
+    from ..func import vmap
+
+    batched = [i for i, g in enumerate(seeds_in) if g is not None]
+    for i in batched:
+        g, o = seeds_in[i], outs[i]
+        if not isinstance(g, Tensor) or g.ndim == 0 or tuple(g.shape[1:]) != tuple(o.shape):
+            shape = tuple(g.shape) if isinstance(g, Tensor) else type(g).__name__
+            raise RuntimeError(
+                "grad: if `is_grads_batched=True`, we interpret the first dimension of each grad_output "
+                "as the batch dimension. The sizes of the remaining dimensions are expected to match the "
+                f"shape of corresponding output, but a mismatch was detected: grad_output[{i}] has a shape "
+                f"of {shape} and output[{i}] has a shape of {tuple(o.shape)}. If you only want some "
+                "tensors in `grad_output` to be considered batched, consider using vmap."
+            )
+
+    unused = []  # vmap returns Tensors only: the unused inputs' None are put back after it
+
+    def one(*rows):
+        seeds = list(seeds_in)
+        for i, r in zip(batched, rows):
+            seeds[i] = r
+        # Tensor mode: the rows are vmap's tracers, which only a differentiable backward carries.
+        got = _grad_impl(outs, ins, seeds, retain_graph, True, allow_unused, materialize_grads)
+        unused[:] = [g is None for g in got]
+        return tuple(g for g in got if g is not None)
+
+    res = iter(vmap(one)(*[seeds_in[i] for i in batched]))
+    return [None if u else next(res) if create_graph else next(res).detach() for u in unused]
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None,
+             inputs=None):
+    """Accumulate the gradients of ``tensors`` into the ``.grad`` of graph leaves (PyTorch's
+    ``torch.autograd.backward``; ``Tensor.backward`` for one tensor).
+
+    Parameters
+    ----------
+    tensors : Tensor or sequence of Tensor
+    grad_tensors : Tensor or sequence of (Tensor or None), optional
+        The seeds; None for a one-element tensor.
+    retain_graph : bool, optional
+        Keep the graph (defaults to ``create_graph``).
+    create_graph : bool
+        Record the backward, for higher-order derivatives.
+    grad_variables : optional
+        Deprecated spelling of ``grad_tensors`` (a FutureWarning).
+    inputs : Tensor or sequence of Tensor, optional
+        Accumulate only into these (must not be empty).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    >>> lucid.autograd.backward([x * x], grad_tensors=[lucid.tensor([1.0, 3.0])])
+    >>> x.grad
+    tensor([ 2., 12.])
+    """
+    if grad_variables is not None:
+        warnings.warn("backward: `grad_variables` is deprecated. Use `grad_tensors` instead.",
+                      FutureWarning, stacklevel=2)
+        if grad_tensors is not None:
+            raise RuntimeError("backward: `grad_tensors` and `grad_variables` (deprecated) arguments both "
+                               "passed to `backward()`. Please only use `grad_tensors`.")
+        grad_tensors = grad_variables
+    if inputs is not None and not isinstance(inputs, Tensor):
+        inputs = list(inputs)
+        if not inputs:
+            raise RuntimeError("backward: `inputs` argument to `backward()` cannot be empty.")
+    if isinstance(tensors, Tensor):
+        if isinstance(grad_tensors, (list, tuple)):
+            if len(grad_tensors) != 1:
+                raise RuntimeError(f"backward: got {len(grad_tensors)} grad_tensors for 1 tensor")
+            grad_tensors = grad_tensors[0]
+    else:
+        tensors = list(tensors)
+        if grad_tensors is None:
+            grad_tensors = [None] * len(tensors)
+        elif isinstance(grad_tensors, Tensor):
+            grad_tensors = [grad_tensors]
+        grad_tensors = list(grad_tensors)
+        if len(grad_tensors) != len(tensors):
+            raise RuntimeError(f"backward: got {len(grad_tensors)} grad_tensors for {len(tensors)} tensors")
+    engine.backward(tensors, grad_tensors, retain_graph, create_graph, inputs)

@@ -49,20 +49,71 @@ def _mix(node, mixin):
 # ------------------------------------------------------------ introspection
 
 
-class AccumulateGrad:
-    """The ``next_functions`` entry of a leaf: ``variable`` is the leaf tensor."""
+class AccumulateGrad(Node):
+    """The ``next_functions`` entry of a leaf: ``variable`` is the leaf tensor. A ``Node`` for
+    ``isinstance`` (as PyTorch's); never part of the recorded graph (the engine's edges to a
+    leaf are the leaf itself), so none of Node's recorded state is set."""
 
     next_functions = ()
 
     def __init__(self, variable):
         self.variable = variable
-        self.metadata = {}
 
     def name(self):
         return "AccumulateGrad"
 
+    def register_prehook(self, fn):
+        """``fn((grad,))`` before the gradient is accumulated into the leaf; may return ``(new_grad,)``.
+        As in PyTorch it does not run for ``autograd.grad`` (which never reaches this node)."""
+        def tensor_hook(g):
+            return _hook_result(fn, fn((g,)), (g,))[0]
+
+        tensor_hook._node_prehook = True  # See autograd/grad.py: _leaf_hooks
+        return _add_leaf_hook(self.variable, fn, tensor_hook, "register_prehook")
+
+    def register_hook(self, fn):
+        """``fn((), (grad,))`` after the gradient was accumulated into the leaf (its return is
+        ignored: the node has no inputs)."""
+        seen = []
+
+        def tensor_hook(g):
+            seen.append(g)
+
+        tensor_hook._node_prehook = True
+
+        def post(leaf):
+            while seen:
+                fn((), (seen.pop(0),))
+
+        handle = _add_leaf_hook(self.variable, fn, tensor_hook, "register_hook")
+        return _TwoHandles(handle, self.variable.register_post_accumulate_grad_hook(post))
+
     def __repr__(self):
         return f"<AccumulateGrad object at {id(self):#x}>"
+
+
+def _add_leaf_hook(leaf, fn, tensor_hook, api):
+    if not callable(fn):
+        raise TypeError(f"AccumulateGrad.{api}: expected a callable, got {type(fn).__name__}")
+    return leaf.register_hook(tensor_hook)
+
+
+class _TwoHandles:
+    """The handle of a hook made of two (removing it removes both)."""
+
+    def __init__(self, *handles):
+        self.handles = handles
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
 
 
 def _next_functions(node):
@@ -101,20 +152,34 @@ class _Hooked:
         if pre:
             outs = tuple(None if g is None else _as_tensor(g) for g in grads)
             for h in list(pre):
-                r = h(outs)
-                if r is not None:
-                    outs = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+                outs = _hook_result(h, h(outs), outs)
             grads = [_raw(g, tensor_mode) for g in outs]
         res = super().apply(grads, tensor_mode)
         if post:
             outs = tuple(None if g is None else _as_tensor(g) for g in grads)
             ins = tuple(None if g is None else _as_tensor(g) for g in res)
             for h in list(post):
-                r = h(ins, outs)
-                if r is not None:
-                    ins = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+                ins = _hook_result(h, h(ins, outs), ins)
             res = [_raw(g, tensor_mode) for g in ins]
         return res
+
+
+def _hook_result(hook, r, old):
+    """What a node hook returned, checked as PyTorch checks it: None (keep ``old``) or a tuple
+    of as many values, each None or of its old value's shape."""
+    if r is None:
+        return old
+    name = getattr(hook, "__name__", type(hook).__name__)
+    if not isinstance(r, tuple):
+        raise TypeError(f"Node hook '{name}': expected tuple, but hook returned '{type(r).__name__}'")
+    if len(r) != len(old):
+        raise RuntimeError(f"Node hook '{name}' has returned an incorrect number of values (got {len(r)}, "
+                           f"but expected {len(old)})")
+    for new, was in zip(r, old):
+        if new is not None and was is not None and tuple(_as_tensor(new).shape) != tuple(was.shape):
+            raise RuntimeError(f"Node hook '{name}' has changed the size of value: expected shape "
+                               f"{tuple(was.shape)}, got {tuple(_as_tensor(new).shape)}")
+    return tuple(None if g is None else _as_tensor(g) for g in r)
 
 
 def _raw(g, tensor_mode):
@@ -155,6 +220,9 @@ class _Packed:
     __slots__ = ("value", "unpack", "fn", "idx", "leaf")
 
     def __init__(self, t, pack, unpack):
+        msg = STATE.saved_hooks_disabled
+        if msg is not None:  # a hook that was active before disable_saved_tensors_hooks was entered
+            raise RuntimeError(msg)
         # As in PyTorch, the hooks do not apply to what the pack hook itself saves (an op
         # on ``t`` inside it would otherwise pack again, without end).
         hooks, STATE.saved_hooks = STATE.saved_hooks, []

@@ -10,7 +10,8 @@ from ..autograd.selective_checkpoint import (CheckpointPolicy, SelectiveCheckpoi
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn", "detach_variable",
            "check_backward_validity", "get_device_states", "set_device_states", "DefaultDeviceType",
-           "CheckpointPolicy", "SelectiveCheckpointContext", "create_selective_checkpoint_contexts"]
+           "CheckpointPolicy", "SelectiveCheckpointContext", "create_selective_checkpoint_contexts",
+           "set_checkpoint_early_stop", "set_checkpoint_debug_enabled"]
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):
@@ -134,3 +135,64 @@ class DefaultDeviceType:
     @staticmethod
     def get_device_type():
         return DefaultDeviceType._default_device_type
+
+
+class _FlagContext:
+    """A process-wide flag set while the context is entered (restored on exit), the shape of
+    PyTorch's ``set_checkpoint_early_stop`` and ``set_checkpoint_debug_enabled``."""
+
+    value = None
+
+    def __init__(self, enable):
+        self._value = enable
+
+    def __enter__(self):
+        self._prev = type(self).value
+        type(self).value = self._value
+        return self
+
+    def __exit__(self, *exc):
+        type(self).value = self._prev
+        return False
+
+
+class set_checkpoint_early_stop(_FlagContext):
+    """Whether a non-reentrant recomputation may stop once it has what the backward needs
+    (PyTorch's default True). Lucid always reruns the whole segment, so the gradients are the
+    same either way; the flag is kept for code that sets it.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.utils.checkpoint import checkpoint, set_checkpoint_early_stop
+    >>> x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    >>> with set_checkpoint_early_stop(False):
+    ...     y = checkpoint(lambda t: (t * t).sum(), x, use_reentrant=False)
+    >>> y.backward()
+    >>> x.grad
+    tensor([2., 4.])
+    """
+
+    value = True
+
+    def __init__(self, enable):
+        if not isinstance(enable, bool):
+            raise TypeError(f"set_checkpoint_early_stop: expected a bool, got {type(enable).__name__}")
+        super().__init__(enable)
+
+
+class set_checkpoint_debug_enabled(_FlagContext):
+    """Override every checkpoint's ``debug`` flag (None: each call's own). Accepted as PyTorch's;
+    Lucid's checkpoint errors already name the mismatching op, so it adds no trace.
+
+    Examples
+    --------
+    >>> from lucid.utils.checkpoint import set_checkpoint_debug_enabled
+    >>> with set_checkpoint_debug_enabled(True):
+    ...     pass
+    """
+
+    def __init__(self, enabled):
+        if enabled is not None and not isinstance(enabled, bool):
+            raise TypeError(f"set_checkpoint_debug_enabled: expected a bool or None, got {type(enabled).__name__}")
+        super().__init__(enabled)
