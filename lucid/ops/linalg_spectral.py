@@ -140,8 +140,10 @@ def _svd_jvp(ns, primals, tangents, out, full_matrices=False):
     p = ns.matmul(ut, dav)
     off = _offdiag(p)
     pt = _mH(ns, p)
-    du = ns.matmul(u, _gap_div(ns, off * (p * _row(ns, s) + _col(ns, s) * pt), s * s))
-    dv = ns.matmul(v, _gap_div(ns, off * (_col(ns, s) * p + pt * _row(ns, s)), s * s))
+    # the constant mask on the right: an array on the left of a tracer would take the product
+    # into its own array type (CuPy's, the strict stand-in's) and ask the tracer for its data
+    du = ns.matmul(u, _gap_div(ns, (p * _row(ns, s) + _col(ns, s) * pt) * off, s * s))
+    dv = ns.matmul(v, _gap_div(ns, (_col(ns, s) * p + pt * _row(ns, s)) * off, s * s))
     dp = _diag(ns, p)
     if p.dtype.kind == "c":  # the phase term, the adjoint of the vjp's (PyTorch's choice of gauge)
         im = _tdiv(ns, ns.imag(dp), s)

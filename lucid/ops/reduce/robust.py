@@ -618,7 +618,12 @@ def _concrete(op, t):
 @runs_on_operands_device  # its array code runs on the input's device (NOTE [Several devices])
 def histc(input, bins=100, min=0, max=0):
     """Histogram of ``input`` with ``bins`` equal-width bins over ``[min, max]`` (the data's range
-    when both are 0); elements outside are ignored. No gradient.
+    when both are 0); elements outside, and NaN, are ignored. No gradient.
+
+    Composed from Lucid ops, so it runs under ``vmap`` (the output always has ``bins`` entries;
+    each example takes its own data range). An element's bin is
+    ``trunc((x - min) * bins / (max - min))`` in the input's dtype, as PyTorch computes it.
+    Limitation: a non-finite data range is reported only outside a transform.
 
     Examples
     --------
@@ -626,20 +631,44 @@ def histc(input, bins=100, min=0, max=0):
     >>> lucid.histc(lucid.tensor([1.0, 2.0, 1.0]), bins=4, min=0, max=3).tolist()
     [0.0, 2.0, 1.0, 0.0]
     """
+    L = _L()
     _no_complex("histc", input)
     if _as_tensor(input).dtype.kind not in "fc":  # PyTorch: no kernel (NotImplementedError, a RuntimeError)
         raise NotImplementedError(f"histc: expected a floating point input, got {_as_tensor(input).dtype}")
-    x = _float_input(input, "histc")
-    arr = _concrete("histc", x).astype(np.float64)
+    x = _float_input(input, "histc").detach().reshape(-1)
+    bins = int(bins)
+    if bins <= 0:
+        raise RuntimeError(f"histc: bins must be > 0, got {bins}")
     lo, hi = float(min), float(max)
-    if lo == hi and arr.size:
-        lo, hi = float(arr.min()), float(arr.max())
-    if lo == hi:
-        lo, hi = lo - 1, hi + 1
     if lo > hi:
         raise RuntimeError(f"histc: max ({max}) must be larger than min ({min})")
-    counts, _ = np.histogram(arr, bins=int(bins), range=(lo, hi))
-    return _wrap(counts.astype(x.dtype.dtype))
+    if lo == hi and x.shape[0]:  # the data's range, per example under vmap
+        lo, hi = x.amin(), x.amax()
+        same = lo == hi
+        lo, hi = L.where(same, lo - 1, lo), L.where(same, hi + 1, hi)
+        _finite_range(lo, hi)
+    elif lo == hi:
+        lo, hi = lo - 1, hi + 1
+    elif not (np.isfinite(lo) and np.isfinite(hi)):
+        raise RuntimeError(f"histc: range of [{lo:g}, {hi:g}] is not finite")
+    inside = (x >= lo) & (x <= hi)
+    # outside values (NaN included) go to an extra bin that is cut off; the where keeps the
+    # integer cast away from inf and NaN
+    pos = ((L.where(inside, x, lo) - lo) * bins / (hi - lo)).to(L.int64).clamp(max=bins - 1)
+    pos = L.where(inside, pos, bins)
+    counts = L.zeros(bins + 1, dtype=x.dtype, device=x.device).scatter_add(0, pos, L.ones_like(x))
+    return counts[:bins]
+
+
+def _finite_range(lo, hi):
+    from ..indexing import concrete
+
+    la, ha = concrete(lo), concrete(hi)
+    if la is None or ha is None or not has_values(la):  # batched under vmap, or meta: no single value
+        return
+    a, b = lo.item(), hi.item()
+    if not (np.isfinite(a) and np.isfinite(b)):
+        raise RuntimeError(f"histc: range of [{a:g}, {b:g}] is not finite")
 
 
 _histogram = collections.namedtuple("histogram", ["hist", "bin_edges"])
