@@ -4,7 +4,8 @@ NOTE [Worker processes]
 Each worker receives ``(epoch, batch number, indices)`` tasks on its own task queue and
 answers on its own pipe with length-prefixed pickled frames ``(epoch, n, data)``. The
 main process hands out tasks round-robin, keeps ``prefetch_factor`` batches in flight per
-worker and yields results in order. Why our own framing instead of ``mp.Queue``:
+worker and yields results in order (as they come with ``in_order=False``). Why our own
+framing instead of ``mp.Queue``:
 
 * The main process reads each pipe without blocking, into a per-worker buffer, and waits
   (``multiprocessing.connection.wait``, i.e. poll) on the pipes *and* the workers' process
@@ -16,8 +17,13 @@ worker and yields results in order. Why our own framing instead of ``mp.Queue``:
   in a feeder thread while the main process waits.
 
 A worker that raises sends a ``_WorkerError`` (type, message, formatted traceback, what it
-was fetching); the main process re-raises it. A failing ``worker_init_fn`` is reported the
-same way (batch number -1) and the worker exits. Workers poll their task queue with a
+was fetching) in place of the batch; the main process re-raises it in that batch's turn, so
+the batches before it come out first, as in PyTorch (a StopIteration from a map-style
+dataset ends the epoch quietly, as in PyTorch). A failing ``worker_init_fn`` is reported
+at once (batch number -1) and the worker exits. A tensor that is part of an autograd graph
+is refused when pickling a frame, as PyTorch's queues refuse it: its copy would be silently
+cut off from the graph. A pool is only shut down by the process that made it: a forked
+worker of another loader may inherit it and collect it. Workers poll their task queue with a
 timeout and exit when their parent process is gone (``os.getppid()`` changed), so killing
 the main process never leaves workers behind; a worker whose pipe has no reader gets EPIPE
 and exits too. The epoch number in every task and frame lets persistent workers survive an
@@ -26,6 +32,7 @@ when the epoch changes.
 """
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import queue
@@ -37,6 +44,8 @@ import traceback
 from multiprocessing.connection import wait as _wait_for
 
 import numpy as np
+
+from ..._core.tensor import Tensor
 
 _HEADER = struct.Struct("<Q")
 _POLL = 0.5  # seconds between parent-death checks in an idle worker
@@ -80,10 +89,28 @@ def _write_all(fd, data):
         view = view[os.write(fd, view):]
 
 
+class _FramePickler(pickle.Pickler):
+    """Refuses, as PyTorch's worker queues do, a tensor that is part of a graph: the copy in the
+    main process would silently be cut off from it."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, Tensor) and obj.requires_grad and not obj.is_leaf:
+            raise RuntimeError("Cowardly refusing to serialize non-leaf tensor which requires_grad, since "
+                               "autograd does not support crossing process boundaries. If you just want to "
+                               "transfer the data, call detach() on the tensor before returning it.")
+        return NotImplemented
+
+
+def _dumps(obj):
+    buf = io.BytesIO()
+    _FramePickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
 def _send(fd, epoch, n, data, worker_id, where):
     """Pickle and write one frame; an unpicklable result becomes a RuntimeError frame."""
     try:
-        payload = pickle.dumps((epoch, n, data), protocol=pickle.HIGHEST_PROTOCOL)
+        payload = _dumps((epoch, n, data))
     except Exception as e:
         if isinstance(data, _WorkerError):
             text = f"{data.exc_type.__name__}: {data.msg}"
@@ -160,10 +187,15 @@ def _fetch(dataset, indices, collate, auto, where):
     if not auto:
         where[0] = f"fetching index {indices!r}"
         return collate(dataset[indices])
-    samples = []
-    for i in indices:
-        where[0] = f"fetching index {i!r} (batch indices {list(indices)})"
-        samples.append(dataset[i])
+    many = getattr(dataset, "__getitems__", None)
+    if many:  # one call per batch, as PyTorch's fetcher
+        where[0] = f"fetching indices {list(indices)} (in __getitems__)"
+        samples = many(indices)
+    else:
+        samples = []
+        for i in indices:
+            where[0] = f"fetching index {i!r} (batch indices {list(indices)})"
+            samples.append(dataset[i])
     where[0] = f"fetching the batch with indices {list(indices)} (in collate_fn)"
     return collate(samples)
 
@@ -179,7 +211,7 @@ def _next_task(task_q, parent):
 
 
 def _worker_loop(dataset, task_q, conn, collate, worker_id, num_workers, seed, init_fn, iterable, auto,
-                 parent):
+                 drop_last, parent):
     """See NOTE [Worker processes]."""
     from . import dataloader
 
@@ -205,7 +237,7 @@ def _worker_loop(dataset, task_q, conn, collate, worker_id, num_workers, seed, i
                 if iterable:
                     if it_epoch != epoch:
                         it, it_epoch = iter(dataset), epoch
-                    data = _next_samples(it, indices, collate, auto, where)
+                    data = _next_samples(it, indices, collate, auto, drop_last, where)
                 else:
                     data = _fetch(dataset, indices, collate, auto, where)
             except Exception as e:
@@ -215,7 +247,7 @@ def _worker_loop(dataset, task_q, conn, collate, worker_id, num_workers, seed, i
         return  # the main process stopped reading: nobody is left to serve
 
 
-def _next_samples(it, count, collate, auto, where):
+def _next_samples(it, count, collate, auto, drop_last, where):
     where[0] = "fetching the next sample of the IterableDataset"
     samples = []
     for _ in range(count):
@@ -223,7 +255,8 @@ def _next_samples(it, count, collate, auto, where):
             samples.append(next(it))
         except StopIteration:
             break
-    if not samples:
+    # each worker drops its own short last batch, as in PyTorch
+    if not samples or (auto and drop_last and len(samples) < count):
         return StopIteration()
     where[0] = "collating samples of the IterableDataset"
     return collate(samples) if auto else samples[0]
@@ -241,6 +274,7 @@ class _WorkerPool:
             ctx = mp.get_context(ctx)
         self.task_qs, self.workers, self.readers = [], [], []
         self.epoch = 0
+        self.owner = os.getpid()
         parent = os.getpid()
         try:
             for w in range(loader.num_workers):
@@ -249,7 +283,7 @@ class _WorkerPool:
                 p = ctx.Process(target=_worker_loop,
                                 args=(loader.dataset, tq, wconn, loader.collate_fn, w, loader.num_workers,
                                       base_seed + w, loader.worker_init_fn, loader._iterable, loader._auto,
-                                      parent),
+                                      loader.drop_last, parent),
                                 daemon=True)
                 p.start()
                 wconn.close()  # the worker holds the only write end: its death gives EOF
@@ -285,6 +319,11 @@ class _WorkerPool:
 
     def shutdown(self, grace=0.5):
         """Stop the workers: ask, wait ``grace`` seconds, then terminate."""
+        if os.getpid() != self.owner:
+            # a forked child (a worker of another loader) that inherited this pool and collects
+            # it: the processes and queues are the parent's, and a stop sent from here would
+            # reach them
+            return
         self.alive = False
         for tq in self.task_qs:
             try:

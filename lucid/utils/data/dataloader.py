@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections.abc
 import copy
+import os
 import time
 import warnings
 import weakref
@@ -15,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._core.tensor import Tensor, _wrap
-from .dataset import IterableDataset, _rng
-from ._worker import _WorkerError, _WorkerPool
-from .sampler import BatchSampler, RandomSampler, SequentialSampler
+from .dataset import Dataset, IterableDataset, _rng
+from ._worker import _WorkerError, _WorkerPool, _start_methods
+from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 
 def default_collate(batch):
@@ -151,7 +152,7 @@ def default_convert(data):
     return data
 
 
-@dataclass
+@dataclass(frozen=True)
 class WorkerInfo:
     """What ``get_worker_info()`` returns inside a worker process.
 
@@ -165,6 +166,10 @@ class WorkerInfo:
         This worker's random seed.
     dataset : Dataset
         This worker's copy of the dataset.
+    rng : object, optional
+        Always ``None`` (PyTorch's slot for a per-worker RNG state).
+    worker_method : str
+        ``"multiprocessing"``: workers are processes.
 
     Examples
     --------
@@ -177,6 +182,8 @@ class WorkerInfo:
     num_workers: int
     seed: int
     dataset: object
+    rng: object = None
+    worker_method: str = "multiprocessing"
 
 
 _worker_info = None
@@ -218,8 +225,8 @@ class DataLoader:
     drop_last : bool
         Drop a last, smaller batch.
     timeout : float
-        Seconds to wait for a batch from the workers before raising (0: forever). A worker
-        that dies is reported within about a second either way.
+        Seconds to wait for a batch from the workers before raising (0: forever; anything else
+        needs ``num_workers > 0``). A worker that dies is reported within about a second either way.
     worker_init_fn : callable, optional
         Called with the worker id in each worker after seeding; its errors are re-raised in
         the main process with the worker's traceback.
@@ -231,6 +238,9 @@ class DataLoader:
         Batches in flight per worker (default 2; only with ``num_workers > 0``).
     persistent_workers : bool
         Keep the worker processes (and their dataset copies) alive between epochs.
+    in_order : bool
+        ``False`` lets workers' batches come out as soon as they are ready, so one slow batch
+        does not hold back the others (the order is then not reproducible).
 
     Examples
     --------
@@ -244,7 +254,7 @@ class DataLoader:
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
-                 prefetch_factor=None, persistent_workers=False, pin_memory_device=""):
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="", in_order=True):
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(f"DataLoader: num_workers option should be a non-negative integer, got {num_workers!r}")
         if not isinstance(timeout, (int, float)) or timeout < 0:
@@ -253,11 +263,12 @@ class DataLoader:
             raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing. "
                              "Let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None.")
         if prefetch_factor is not None and (not isinstance(prefetch_factor, int) or prefetch_factor < 1):
-            raise ValueError(f"DataLoader: prefetch_factor should be a positive integer, got {prefetch_factor!r}")
+            raise _OptionError(f"DataLoader: prefetch_factor should be a positive integer, got {prefetch_factor!r}")
         if persistent_workers and num_workers == 0:
             raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
         self.dataset = dataset
         self.num_workers = num_workers
+        self.in_order = in_order
         self.pin_memory = pin_memory
         self.pin_memory_device = pin_memory_device
         self.timeout = timeout
@@ -266,7 +277,7 @@ class DataLoader:
         self.worker_init_fn = worker_init_fn
         self.multiprocessing_context = multiprocessing_context
         self.generator = generator
-        self.prefetch_factor = 2 if prefetch_factor is None else prefetch_factor
+        self.prefetch_factor = 2 if prefetch_factor is None and num_workers > 0 else prefetch_factor
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
             if shuffle or sampler is not None or batch_sampler is not None:
@@ -279,35 +290,90 @@ class DataLoader:
             raise ValueError("DataLoader: batch_size=None option disables auto-batching and is mutually exclusive with drop_last")
         if sampler is not None and shuffle:
             raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
-        if sampler is None and not self._iterable:
-            sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
-        if batch_size is not None and batch_sampler is None and not self._iterable:
+        if sampler is None:
+            if self._iterable:
+                sampler = _InfiniteConstantSampler()  # (a stream has no indices: only the batch size counts)
+            else:
+                sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.batch_size, self.drop_last = batch_size, drop_last
         self.sampler, self.batch_sampler = sampler, batch_sampler
-        self._auto = batch_sampler is not None or (self._iterable and batch_size is not None)
+        self._auto = batch_sampler is not None
         self.collate_fn = collate_fn or (default_collate if self._auto else default_convert)
+        self._IterableDataset_len_called = None  # see _BaseDataLoaderIter.__next__
+        self._initialized = True
+        _check_worker_number(num_workers)
+
+    # PyTorch refuses these once the loader is built: the samplers were derived from them
+    _FROZEN = frozenset(("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"))
+
+    def __setattr__(self, name, value):
+        if name in DataLoader._FROZEN and self.__dict__.get("_initialized"):
+            raise ValueError(f"DataLoader: {name} attribute should not be set after DataLoader is initialized")
+        object.__setattr__(self, name, value)
+
+    @property
+    def multiprocessing_context(self):
+        """The ``multiprocessing`` context the workers start from (``None``: fork where available)."""
+        return self._mp_context
+
+    @multiprocessing_context.setter
+    def multiprocessing_context(self, ctx):
+        if ctx is not None:
+            if self.num_workers == 0:
+                raise ValueError(f"DataLoader: multiprocessing_context can only be used with multi-process "
+                                 f"loading (num_workers > 0), but got num_workers={self.num_workers}")
+            if isinstance(ctx, str):
+                import multiprocessing as mp
+
+                if ctx not in _start_methods():
+                    raise ValueError(f"DataLoader: multiprocessing_context option should specify a valid start "
+                                     f"method in {_start_methods()!r}, but got multiprocessing_context={ctx!r}")
+                ctx = mp.get_context(ctx)
+            if not isinstance(ctx, _base_context()):
+                raise TypeError(f"DataLoader: multiprocessing_context option should be a valid context object or "
+                                f"a string specifying the start method, but got multiprocessing_context={ctx!r}")
+        self._mp_context = ctx
+
+    @property
+    def _index_sampler(self):
+        return self.batch_sampler if self._auto else self.sampler
 
     def __len__(self):
         if self._iterable:
-            n = len(self.dataset)
+            # remembered, as in PyTorch, to warn when the stream turns out to be longer
+            n = self._IterableDataset_len_called = len(self.dataset)
             if self.batch_size is None:
                 return n
             return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-        return len(self.batch_sampler) if self.batch_sampler is not None else len(self.sampler)
+        return len(self._index_sampler)
 
     def _index_stream(self):
-        return iter(self.batch_sampler) if self.batch_sampler is not None else iter(self.sampler)
+        return iter(self._index_sampler)
 
     def __iter__(self):
         # Like PyTorch, each epoch first draws a base seed for the workers from ``generator``
         # (or lucid's default generator), in both modes, so shuffling does not depend on
         # ``num_workers``.
         base_seed = int(_rng(self.generator, "DataLoader").integers(0, 2 ** 62))
-        batches = self._single_process() if self.num_workers == 0 else self._multi_process(base_seed)
-        if self.pin_memory and _pinning_possible():
-            return map(_pinned, batches)
-        return batches
+        if self.num_workers == 0:
+            if self.timeout != 0:  # (refused when iterating, as PyTorch does: nothing would time out)
+                raise _OptionError(f"DataLoader: timeout={self.timeout!r} needs num_workers > 0 "
+                                  f"(single-process loading requires timeout == 0)")
+            return _SingleProcessDataLoaderIter(self, self._single_process())
+        _check_worker_number(self.num_workers)
+        batches = self._multi_process(base_seed)
+        if not self.persistent_workers:
+            return _MultiProcessingDataLoaderIter(self, batches)
+        # As in PyTorch, persistent workers serve one iterator, which a new ``iter()`` restarts:
+        # two live epochs on one pool would wait for each other's (dropped) results.
+        it = self.__dict__.get("_iterator")
+        if it is None:
+            it = self._iterator = _MultiProcessingDataLoaderIter(self, batches)
+        else:
+            it._restart(batches)
+        return it
 
     def _single_process(self):
         if self._iterable:
@@ -327,11 +393,14 @@ class DataLoader:
                 yield self.collate_fn(batch)
                 if len(batch) < self.batch_size:
                     return
+        fetch = _getitems(self.dataset)
         for indices in self._index_stream():
-            if self._auto:
-                yield self.collate_fn([self.dataset[i] for i in indices])
-            else:
-                yield self.collate_fn(self.dataset[indices])
+            # (a StopIteration raised by the dataset ends the epoch quietly, as in PyTorch)
+            try:
+                samples = fetch(indices) if self._auto else self.dataset[indices]
+            except StopIteration:
+                return
+            yield self.collate_fn(samples)
 
     def _multi_process(self, base_seed):
         pool = self._pool
@@ -356,7 +425,8 @@ class DataLoader:
             pool.shutdown()
 
     def _pump(self, pool):
-        """Hand out tasks, collect frames, yield batches in order. See NOTE [Worker processes]."""
+        """Hand out tasks, collect frames, yield batches (in order unless ``in_order=False``).
+        See NOTE [Worker processes]."""
         nw, epoch = len(pool.workers), pool.epoch
         tasks = iter(lambda: self.batch_size or 1, None) if self._iterable else self._index_stream()
         sent = received = rr = 0
@@ -381,20 +451,25 @@ class DataLoader:
         for _ in range(self.prefetch_factor * nw):
             more = more and send()
         while received < sent:
-            if received in pending:
-                data = pending.pop(received)
+            n = received if self.in_order else next(iter(pending), None)
+            if n in pending:
+                data = pending.pop(n)
                 received += 1
+                if isinstance(data, _WorkerError):  # raised in its turn: the batches before it come out
+                    if issubclass(data.exc_type, StopIteration) and not self._iterable:
+                        return  # ends the epoch quietly, as in PyTorch (and in this process)
+                    data.reraise()
                 if isinstance(data, StopIteration):
-                    done_workers.add(owner[received - 1])
+                    done_workers.add(owner[n])
                 else:
                     yield data
                 more = more and send()
                 continue
-            for _, (e, n, data) in self._wait(pool):
-                if isinstance(data, _WorkerError):
+            for _, (e, k, data) in self._wait(pool):
+                if isinstance(data, _WorkerError) and k < 0:  # worker_init_fn failed: no batch will come
                     data.reraise()
                 if e == epoch:
-                    pending[n] = data
+                    pending[k] = data
 
     def _wait(self, pool):
         """Frames from the workers; raises after ``timeout`` seconds without one."""
@@ -408,7 +483,114 @@ class DataLoader:
                 return frames
 
 
+class _BaseDataLoaderIter:
+    """One epoch of a DataLoader: ``next`` gives the next batch, ``len`` the number of batches.
+
+    It wraps the generator that loads the batches; dropping or exhausting it shuts down the
+    epoch's workers (unless they are persistent)."""
+
+    def __init__(self, loader, batches):
+        self._loader, self._batches = loader, batches
+        self._iterable_len = loader._IterableDataset_len_called if loader._iterable else None
+        self._num_yielded = 0
+        self._pin = loader.pin_memory and _pinning_possible()
+
+    def __iter__(self):
+        return self
+
+    def _restart(self, batches):
+        self._batches.close()  # (a persistent pool survives this: see DataLoader._multi_process)
+        self._batches, self._num_yielded = batches, 0
+        self._iterable_len = self._loader._IterableDataset_len_called if self._loader._iterable else None
+
+    def __next__(self):
+        data = next(self._batches)
+        self._num_yielded += 1
+        if self._iterable_len is not None and self._num_yielded > self._iterable_len:
+            self._warn_too_long()
+        return _pinned(data) if self._pin else data
+
+    def _warn_too_long(self):
+        # (PyTorch compares batches yielded with the dataset's length in samples: so do we)
+        msg = (f"DataLoader: length of IterableDataset {self._loader.dataset} was reported to be "
+               f"{self._iterable_len} (when accessing len(dataloader)), but {self._num_yielded} samples have "
+               f"been fetched. ")
+        if self._loader.num_workers > 0:
+            msg += ("For multiprocessing data-loading, this could be caused by not properly configuring the "
+                    "IterableDataset replica at each worker (see get_worker_info).")
+        warnings.warn(msg, stacklevel=3)
+
+    def __len__(self):
+        return len(self._loader._index_sampler)
+
+    def close(self):
+        """End the epoch now: its workers stop (unless persistent) without finishing their batches."""
+        self._batches.close()
+
+    def __getstate__(self):
+        raise NotImplementedError(f"{type(self).__name__} cannot be pickled")
+
+
+class _SingleProcessDataLoaderIter(_BaseDataLoaderIter):
+    pass
+
+
+class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
+    pass
+
+
+class _OptionError(ValueError, AssertionError):
+    """An option PyTorch refuses with an assertion when iterating; a ValueError is what a bad
+    option gives everywhere else."""
+
+
+class _DatasetKind:
+    Map = 0
+    Iterable = 1
+
+
+class _InfiniteConstantSampler(Sampler):
+    """``None`` forever: the sampler of a loader over an IterableDataset (which has no indices)."""
+
+    def __iter__(self):
+        while True:
+            yield None
+
+
+def _base_context():
+    import multiprocessing.context
+
+    return multiprocessing.context.BaseContext
+
+
+# (``Dataset``, ``Sampler`` and the private iterator classes are importable from here too, as
+# from ``torch.utils.data.dataloader``)
 __all__ = ["DataLoader", "default_collate", "default_convert", "get_worker_info", "WorkerInfo"]
+
+
+def _check_worker_number(num_workers):
+    """PyTorch's warning when more workers are asked for than this process may use CPUs."""
+    if num_workers == 0:
+        return
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count()
+    if cpus is not None and num_workers > cpus:
+        warnings.warn(f"DataLoader: this DataLoader will create {num_workers} worker processes in total. Our "
+                      f"suggested max number of worker in current system is {cpus}, which is smaller than what "
+                      f"this DataLoader is going to create. Please be aware that excessive worker creation might "
+                      f"get DataLoader running slow or even freeze, lower the worker number to avoid potential "
+                      f"slowness/freeze if necessary.", stacklevel=3)
+
+
+def _getitems(dataset):
+    """How a batch of samples is read: the dataset's ``__getitems__`` (one call per batch) if
+    it has one, as PyTorch's fetcher does, else one ``dataset[i]`` per index."""
+    many = getattr(dataset, "__getitems__", None)
+    if many:
+        return many
+    return lambda indices: [dataset[i] for i in indices]
 
 
 def _pinning_possible():
@@ -417,7 +599,7 @@ def _pinning_possible():
     if lucid.cuda.is_available():
         return True
     warnings.warn("DataLoader: 'pin_memory' argument is set as true but no accelerator is found, "
-                  "then device pinned memory won't be used.", stacklevel=3)
+                  "then device pinned memory won't be used.", stacklevel=4)
     return False
 
 

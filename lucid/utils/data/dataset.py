@@ -3,10 +3,24 @@ from __future__ import annotations
 
 import bisect
 import math
+import warnings
 
 import numpy as np
 
 from ..._core.tensor import Tensor
+
+
+# PyTorch checks these with ``assert``; the classes keep Lucid's earlier types catchable too.
+class _AssertTypeError(TypeError, AssertionError):
+    pass
+
+
+class _AssertValueError(ValueError, AssertionError):
+    pass
+
+
+class _IndexValueError(IndexError, ValueError):
+    pass
 
 
 class Dataset:
@@ -80,11 +94,11 @@ class TensorDataset(Dataset):
 
     def __init__(self, *tensors):
         if not tensors:
-            raise ValueError("TensorDataset: needs at least one tensor")
+            raise _IndexValueError("TensorDataset: needs at least one tensor")
         n = tensors[0].shape[0]
         for t in tensors:
             if t.shape[0] != n:
-                raise ValueError(
+                raise _AssertValueError(
                     f"TensorDataset: size mismatch between tensors: {[tuple(x.shape) for x in tensors]}"
                 )
         self.tensors = tensors
@@ -115,12 +129,18 @@ class Subset(Dataset):
     """
 
     def __init__(self, dataset, indices):
-        self.dataset, self.indices = dataset, list(indices)
+        self.dataset, self.indices = dataset, indices  # (kept as given: a range stays a range)
 
     def __getitem__(self, idx):
         if isinstance(idx, list):
             return self.dataset[[self.indices[i] for i in idx]]
         return self.dataset[self.indices[idx]]
+
+    def __getitems__(self, indices):
+        """The samples at ``indices`` (a list), through the dataset's own ``__getitems__`` if it has one."""
+        if callable(getattr(self.dataset, "__getitems__", None)):
+            return self.dataset.__getitems__([self.indices[i] for i in indices])
+        return [self.dataset[self.indices[i]] for i in indices]
 
     def __len__(self):
         return len(self.indices)
@@ -145,19 +165,26 @@ class ConcatDataset(Dataset):
     def __init__(self, datasets):
         self.datasets = list(datasets)
         if not self.datasets:
-            raise ValueError("ConcatDataset: datasets should not be an empty iterable")
+            raise _AssertValueError("ConcatDataset: datasets should not be an empty iterable")
         for d in self.datasets:
             if isinstance(d, IterableDataset):
-                raise TypeError("ConcatDataset: does not support IterableDataset")
+                raise _AssertTypeError("ConcatDataset: does not support IterableDataset")
         self.cumulative_sizes = [int(c) for c in np.cumsum([len(d) for d in self.datasets])]
 
     def __len__(self):
         return self.cumulative_sizes[-1]
 
+    @property
+    def cummulative_sizes(self):
+        """Deprecated spelling of ``cumulative_sizes`` (PyTorch keeps it, with a warning)."""
+        warnings.warn("ConcatDataset: `cummulative_sizes` attribute is renamed to `cumulative_sizes`",
+                      DeprecationWarning, stacklevel=2)
+        return self.cumulative_sizes
+
     def __getitem__(self, idx):
         if idx < 0:
             if -idx > len(self):
-                raise IndexError("ConcatDataset: absolute value of index should not exceed dataset length")
+                raise _IndexValueError("ConcatDataset: absolute value of index should not exceed dataset length")
             idx += len(self)
         d = bisect.bisect_right(self.cumulative_sizes, idx)
         start = 0 if d == 0 else int(self.cumulative_sizes[d - 1])
@@ -193,14 +220,16 @@ class ChainDataset(IterableDataset):
     def __iter__(self):
         for i, d in enumerate(self.datasets):
             if not isinstance(d, IterableDataset):
-                raise TypeError(f"ChainDataset: only supports IterableDataset, got {type(d).__name__} at index {i}")
+                raise _AssertTypeError(f"ChainDataset: only supports IterableDataset, got {type(d).__name__} "
+                                       f"at index {i}")
             yield from d
 
     def __len__(self):
         total = 0
         for i, d in enumerate(self.datasets):
             if not isinstance(d, IterableDataset):
-                raise TypeError(f"ChainDataset: only supports IterableDataset, got {type(d).__name__} at index {i}")
+                raise _AssertTypeError(f"ChainDataset: only supports IterableDataset, got {type(d).__name__} "
+                                       f"at index {i}")
             total += len(d)
         return total
 
@@ -243,6 +272,25 @@ class StackDataset(Dataset):
             return {k: d[index] for k, d in self.datasets.items()}
         return tuple(d[index] for d in self.datasets)
 
+    def __getitems__(self, indices):
+        """The samples at ``indices`` (a list), each part through its dataset's ``__getitems__`` if it has one."""
+        named = isinstance(self.datasets, dict)
+        parts = self.datasets.items() if named else enumerate(self.datasets)
+        columns = {k: self._column(d, indices) for k, d in parts}
+        if named:
+            return [{k: col[j] for k, col in columns.items()} for j in range(len(indices))]
+        return [tuple(col[j] for col in columns.values()) for j in range(len(indices))]
+
+    @staticmethod
+    def _column(dataset, indices):
+        if not callable(getattr(dataset, "__getitems__", None)):
+            return [dataset[i] for i in indices]
+        items = dataset.__getitems__(indices)
+        if len(items) != len(indices):
+            raise ValueError(f"StackDataset: nested dataset's output size mismatch. Expected {len(indices)}, "
+                             f"got {len(items)}")
+        return items
+
     def __len__(self):
         return self._length
 
@@ -282,6 +330,10 @@ def random_split(dataset, lengths, generator=None):
         for i in range(n - sum(counts)):
             counts[i % len(counts)] += 1
         lengths = counts
+        for i, length in enumerate(lengths):
+            if length == 0:
+                warnings.warn(f"random_split: length of split at index {i} is 0. This might result in an "
+                              f"empty dataset.", stacklevel=2)
     if sum(lengths) != n:
         raise ValueError("random_split: sum of input lengths does not equal the length of the input dataset")
     perm = _permutation(n, generator)

@@ -6,6 +6,10 @@ import math
 from .sampler import Sampler
 
 
+class _TypeValueError(TypeError, ValueError):
+    """A rank that is no int: PyTorch fails with a TypeError, Lucid raised ValueError before."""
+
+
 class DistributedSampler(Sampler):
     """Indices of ``dataset`` for one rank out of ``num_replicas``, as PyTorch partitions them.
 
@@ -42,9 +46,12 @@ class DistributedSampler(Sampler):
 
             num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
             rank = dist.get_rank() if rank is None else rank
-        if not isinstance(num_replicas, int) or num_replicas < 1:
+        for name, v in (("num_replicas", num_replicas), ("rank", rank)):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise _TypeValueError(f"DistributedSampler: {name} must be an int, got {v!r}")
+        if num_replicas < 1:
             raise ValueError(f"DistributedSampler: num_replicas must be a positive int, got {num_replicas!r}")
-        if not isinstance(rank, int) or not 0 <= rank < num_replicas:
+        if not 0 <= rank < num_replicas:
             raise ValueError(f"DistributedSampler: invalid rank {rank}, rank should be in the interval "
                              f"[0, {num_replicas - 1}]")
         self.dataset, self.num_replicas, self.rank = dataset, num_replicas, rank

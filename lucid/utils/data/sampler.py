@@ -8,6 +8,10 @@ from ..._core.tensor import Tensor
 from .dataset import _rng
 
 
+class _ValueRuntimeError(ValueError, RuntimeError):
+    """Refused weights: PyTorch's multinomial raises RuntimeError, Lucid raised ValueError before."""
+
+
 class Sampler:
     """Base class: iterate over dataset indices.
 
@@ -162,18 +166,34 @@ class WeightedRandomSampler(Sampler):
             raise ValueError(f"WeightedRandomSampler: num_samples should be a positive integer, got {num_samples!r}")
         if not isinstance(replacement, bool):
             raise ValueError(f"WeightedRandomSampler: replacement should be a boolean value, got {replacement!r}")
+        self.num_samples, self.replacement, self.generator = num_samples, replacement, generator
+        self.weights = weights
+
+    @property
+    def weights(self):
+        """The weights, as a float64 tensor on the host (as PyTorch keeps them)."""
+        from ..._core.tensor import _wrap
+
+        return _wrap(self._w.copy())
+
+    @weights.setter
+    def weights(self, weights):
         # drawing happens on the host (indices are Python ints): a device tensor of weights is
         # copied here once, explicitly
         w = np.asarray(host(weights._data) if isinstance(weights, Tensor) else weights, dtype=np.float64)
-        if w.ndim != 1 or (w < 0).any() or w.sum() <= 0:
-            raise ValueError("WeightedRandomSampler: weights must be a 1-D sequence of non-negative numbers with a positive sum")
-        if not replacement and num_samples > (w > 0).sum():
-            raise ValueError("WeightedRandomSampler: num_samples exceeds the number of non-zero weights without replacement")
-        self.weights, self.num_samples, self.replacement, self.generator = w, num_samples, replacement, generator
+        if w.ndim != 1:
+            raise ValueError(f"WeightedRandomSampler: weights should be a 1d sequence but given weights have "
+                             f"shape {tuple(w.shape)}")
+        if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+            raise _ValueRuntimeError("WeightedRandomSampler: weights must be finite and non-negative with a "
+                                     "positive sum")
+        if not self.replacement and self.num_samples > (w > 0).sum():
+            raise _ValueRuntimeError("WeightedRandomSampler: num_samples exceeds the number of non-zero weights "
+                                     "without replacement")
+        self._w, self._p = w, w / w.sum()
 
     def __iter__(self):
-        p = self.weights / self.weights.sum()
-        idx = _rng(self.generator).choice(len(p), size=self.num_samples, replace=self.replacement, p=p)
+        idx = _rng(self.generator).choice(len(self._p), size=self.num_samples, replace=self.replacement, p=self._p)
         return iter(idx.tolist())
 
     def __len__(self):
