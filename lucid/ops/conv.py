@@ -32,7 +32,7 @@ import numpy as np
 
 from .._core.backend import namespace_of, xp
 from .._core.grad_mode import STATE
-from .._core.primitive import TN, bind, defprim
+from .._core.primitive import TN, OpError, bind, defprim
 from ._family import _as_tensor, conj_if_complex, move_bdim, quiet
 from .conv_device import _device_cols, _fused_cols, _fused_transpose, _pad_crop  # See NOTE [Conv on a device]
 
@@ -647,6 +647,17 @@ conv_weight_p = defprim("conv_weight", quiet(_conv_weight_impl), vjp=(_convw_vjp
 # ------------------------------------------------------------------ pooling
 
 
+def _first_inside(ns, out_sp, sp, stride, padding, dilation):
+    """Flat index (unpadded input) of each output window's first element inside the input."""
+    flat = 0
+    for i, (o, n, s, (lo, _), d) in enumerate(zip(out_sp, sp, stride, padding, dilation)):
+        start = ns.arange(o) * s - lo
+        pos = start + (-start).clip(0, None) // d * d  # first tap at or after 0 ...
+        pos = pos + (pos < 0) * d  # ... rounding the division up
+        flat = flat + pos.reshape((o,) + (1,) * (len(sp) - i - 1)) * math.prod(sp[i + 1:])
+    return flat
+
+
 def _pool_argmax_impl(x, ksize, stride, padding, dilation):
     """Flat spatial index (into the unpadded input) of each window's maximum (first on ties, NaN wins)."""
     xpd = _pad_crop(x, padding, value=-xp.inf)
@@ -666,6 +677,12 @@ def _pool_argmax_impl(x, ksize, stride, padding, dilation):
         m = (v > best) | xp.isnan(v)
         xp.copyto(best, v, where=m)
         xp.copyto(bidx, xp.broadcast_to(base + shift, v.shape), where=m)
+    if any(lo or hi for lo, hi in padding):
+        # A window still at -inf kept its first tap, which may be padding (a negative index, or
+        # one aliasing the row above); PyTorch returns the window's first real position. Where
+        # that first tap is real it is the same index, so one pass after the loop fixes both.
+        first = xp.broadcast_to(_first_inside(ns, out_sp, sp, stride, padding, dilation), bidx.shape)
+        xp.copyto(bidx, first, where=best == -xp.inf)
     return bidx.astype(np.int64, copy=False)
 
 
@@ -755,10 +772,10 @@ def _conv_padding(padding, nsp, ksize, dilation, stride, op):
             return ((0, 0),) * nsp
         if padding == "same":
             if any(s != 1 for s in stride):
-                raise ValueError(f"{op}: padding='same' is not supported for strided convolutions")
+                raise OpError(f"{op}: padding='same' is not supported for strided convolutions")
             tot = [d * (k - 1) for d, k in zip(dilation, ksize)]
             return tuple((t // 2, t - t // 2) for t in tot)
-        raise ValueError(f"{op}: invalid padding string {padding!r}, expected 'valid' or 'same'")
+        raise OpError(f"{op}: invalid padding string {padding!r}, expected 'valid' or 'same'")
     pads = _tuple(padding, nsp, "padding", op)
     if any(p < 0 for p in pads):  # NumPy's slicing would crop the input instead
         raise RuntimeError(f"{op}: negative padding is not supported (got padding={padding})")
@@ -851,6 +868,8 @@ def conv_transpose(input, weight, bias=None, stride=1, padding=0, output_padding
         input = input.unsqueeze(0)
     stride = _tuple(stride, nsp, "stride", op)
     dilation = _tuple(dilation, nsp, "dilation", op)
+    if isinstance(padding, str):  # no 'same' / 'valid' for transposed convs in PyTorch either
+        raise TypeError(f"{op}: argument 'padding' must be an int or a tuple of ints, not str")
     pad = _tuple(padding, nsp, "padding", op)
     opad = _tuple(output_padding, nsp, "output_padding", op)
     ksize = tuple(weight.shape[2:])

@@ -180,14 +180,18 @@ def multi_head_attention_forward(query, key, value, *args, **kwargs):
     return _mha_lucid_form(query, key, value, *args, **kwargs)
 
 
+class _MHAAssertion(AssertionError, RuntimeError):
+    """PyTorch checks these shapes with ``assert``; RuntimeError kept for earlier callers."""
+
+
 def _mha_torch_form(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias, bias_k, bias_v,
                     add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training=True, key_padding_mask=None,
                     need_weights=True, attn_mask=None, use_separate_proj_weight=False, q_proj_weight=None,
                     k_proj_weight=None, v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
                     is_causal=False):
     if query.shape[-1] != embed_dim_to_check:
-        raise RuntimeError(f"multi_head_attention_forward: was expecting embedding dimension of {embed_dim_to_check}, "
-                           f"but got {query.shape[-1]}")
+        raise _MHAAssertion(f"multi_head_attention_forward: was expecting embedding dimension of {embed_dim_to_check}, "
+                            f"but got {query.shape[-1]}")
     if use_separate_proj_weight:
         in_proj_weight = None
     else:
@@ -230,7 +234,7 @@ def _mha(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_we
     L, N, E = query.shape
     S = key.shape[0]
     if E % num_heads:
-        raise RuntimeError(f"{op}: embed_dim {E} is not divisible by num_heads {num_heads}")
+        raise _MHAAssertion(f"{op}: embed_dim {E} is not divisible by num_heads {num_heads}")
     hd = E // num_heads
     if is_causal and attn_mask is None:  # PyTorch's rule: is_causal is only a hint about attn_mask
         raise RuntimeError(f"{op}: Need attn_mask if specifying the is_causal hint. You may "

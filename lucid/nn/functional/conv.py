@@ -19,7 +19,7 @@ from ..._core.tensor import _wrap
 from ._device import const_like
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-           "unfold", "fold"]
+           "unfold", "fold", "conv_tbc"]
 
 
 def _eye_kernel(channels, ksize, dtype, like):
@@ -87,3 +87,41 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     out = bind(conv_transpose_p, (x, _eye_kernel(c, ks, input.dtype, input)),
                dict(stride=st, padding=pad, dilation=dil, groups=c, out_size=osz))
     return out.squeeze(0) if unbatched else out
+
+
+def conv_tbc(input, weight, bias, pad=0):
+    """1-D convolution in time-batch-channel layout, as ``torch.conv_tbc``: input (T, B, C_in),
+    weight (K, C_in, C_out), bias (C_out,); output (T + 2*pad - K + 1, B, C_out).
+
+    A composite of :func:`conv1d` between two permutes; a negative ``pad`` crops the input.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> import lucid.nn.functional as F
+    >>> F.conv_tbc(lucid.ones(5, 2, 3), lucid.ones(2, 3, 4), lucid.zeros(4), pad=1).shape
+    (6, 2, 4)
+    """
+    input, weight, bias = _as_tensor(input), _as_tensor(weight), _as_tensor(bias)
+    if input.ndim != 3:
+        raise RuntimeError(f"conv_tbc: input must have 3 dims: time, batch, in_channel; got {tuple(input.shape)}")
+    if weight.ndim != 3:
+        raise RuntimeError(f"conv_tbc: weight must have 3 dims: kernel width, in_channels, out_channels; got "
+                           f"{tuple(weight.shape)}")
+    if weight.shape[1] != input.shape[2]:
+        raise RuntimeError(f"conv_tbc: input dim 2 (input channels) {input.shape[2]} is not == dim 1 in the weight "
+                           f"tensor {tuple(weight.shape)}")
+    if bias.shape != (weight.shape[2],):
+        raise RuntimeError(f"conv_tbc: bias size {tuple(bias.shape)} must equal dim 2 in the weight tensor "
+                           f"(output channels) {weight.shape[2]}")
+    pad = int(pad)
+    t, k = input.shape[0], weight.shape[0]
+    if t + 2 * pad - k + 1 < 0:
+        raise RuntimeError(f"conv_tbc: output length {t + 2 * pad - k + 1} would be negative (input length {t}, "
+                           f"kernel {k}, pad {pad})")
+    if pad < 0:
+        input, pad = input[-pad:t + pad], 0
+    x = input.permute(1, 2, 0)
+    if t + 2 * pad - k + 1 == 0:  # an empty output, which conv1d refuses
+        return bias.reshape(1, -1, 1).expand(x.shape[0], -1, 0).permute(2, 0, 1)
+    return conv1d(x, weight.permute(2, 1, 0), bias, padding=pad).permute(2, 0, 1)

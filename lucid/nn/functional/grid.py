@@ -11,6 +11,7 @@ import itertools
 import numpy as np
 
 from ..._core.backend import runs_on_operands_device
+from ..._core.primitive import OpError
 from ..._core.tensor import _wrap
 from ...ops._family import _as_tensor
 from ._device import const_like
@@ -61,8 +62,8 @@ def affine_grid(theta, size, align_corners=None):
     size = tuple(int(s) for s in size)
     nsp = len(size) - 2
     if nsp not in (2, 3) or tuple(theta.shape) != (size[0], nsp, nsp + 1):
-        raise ValueError(f"affine_grid: expected theta of shape (N, 2, 3) for a 4-D size or (N, 3, 4) for a 5-D "
-                         f"size, got theta {tuple(theta.shape)} and size {size}")
+        raise OpError(f"affine_grid: expected theta of shape (N, 2, 3) for a 4-D size or (N, 3, 4) for a 5-D "
+                      f"size, got theta {tuple(theta.shape)} and size {size}")
     if theta.dtype.kind != "f":
         raise ValueError(f"affine_grid: expected a floating point theta, got {theta.dtype}")
     sp = size[2:]
@@ -166,7 +167,9 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         raise RuntimeError(f"grid_sample: expected input (N, C, H, W) with grid (N, H_out, W_out, 2), or 5-D input "
                            f"with grid (N, D_out, H_out, W_out, 3); got {tuple(input.shape)} and "
                            f"{tuple(grid.shape)}")
-    if mode not in ("bilinear", "nearest", "bicubic") or (mode == "bicubic" and nsp != 2):
+    if mode == "bicubic" and nsp != 2:  # PyTorch: RuntimeError, a valid mode on the wrong rank
+        raise OpError(f"grid_sample: bicubic interpolation only supports 4-D input, got {tuple(input.shape)}")
+    if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(f"grid_sample: mode must be 'bilinear', 'nearest' or (4-D only) 'bicubic', got {mode!r}")
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got "

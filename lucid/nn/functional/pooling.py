@@ -15,10 +15,11 @@ import math
 
 import numpy as np
 
-from ..._core.primitive import bind
+from ..._core.primitive import OpError, bind
 from ..._core.tensor import _wrap
 from ._device import const_like
 from ...ops._family import _as_tensor
+from ...ops.elementwise.comparison import where
 from ...ops.conv import _tuple, conv_p, pool_argmax_p, take_last_p
 from ._complex import refuse_complex as _refuse_complex
 
@@ -210,8 +211,11 @@ def _adaptive_bounds(n, o):
 def _adaptive_sizes(x, output_size, nsp, op):
     osz = (output_size,) * nsp if isinstance(output_size, int) or output_size is None else tuple(output_size)
     if len(osz) != nsp:
-        raise ValueError(f"{op}: output_size must have {nsp} elements, got {output_size}")
+        raise OpError(f"{op}: output_size must have {nsp} elements, got {output_size}")
     osz = tuple(n if o is None else int(o) for n, o in zip(x.shape[2:], osz))
+    if 0 in x.shape[1:]:
+        raise RuntimeError(f"{op}: expected input to have non-zero size for non-batch dimensions, got shape "
+                           f"{tuple(x.shape)}")
     if any(o < 0 for o in osz):
         raise RuntimeError(f"{op}: elements of output_size must be greater than or equal to 0, got {osz}")
     return osz
@@ -227,11 +231,18 @@ def _adaptive_avg(input, output_size, nsp, op):
         out = x.reshape((n, c) + blocks).mean(dim=tuple(3 + 2 * i for i in range(nsp)))
     else:
         out = x
-        for i, (m, o) in enumerate(zip(sp, osz)):  # one averaging matrix per spatial dim
+        for i, (m, o) in enumerate(zip(sp, osz)):  # one gathered window mean per spatial dim
+            # a gather, not a product with an averaging matrix: 0 * NaN would leak a NaN into
+            # every output window of its row
             lo, hi = _adaptive_bounds(m, o)
-            cols = np.arange(m)
-            a = ((cols >= lo[:, None]) & (cols < hi[:, None])) / (hi - lo)[:, None]
-            out = out.movedim(2 + i, -1) @ const_like(a.T.astype(x.dtype), x)
+            kmax = int((hi - lo).max()) if o else 0
+            cols = lo[:, None] + np.arange(kmax)
+            inside = cols < hi[:, None]
+            cols = const_like(np.minimum(cols, m - 1).ravel(), x)
+            win = out.movedim(2 + i, -1).index_select(-1, cols)
+            win = win.reshape(tuple(win.shape[:-1]) + (o, kmax))
+            win = win.masked_fill(const_like(~inside, x), 0)
+            out = win.sum(-1) * const_like((1.0 / np.maximum(hi - lo, 1)).astype(x.dtype), x)
             out = out.movedim(-1, 2 + i)
     return out.squeeze(0) if unbatched else out
 
@@ -274,18 +285,33 @@ def _adaptive_max(input, output_size, return_indices, nsp, op):
     # flat input index of every (output position, window element) pair
     grids = np.meshgrid(*[np.arange(o) for o in osz], *[np.arange(p.shape[1]) for p in per_dim], indexing="ij")
     coords = [per_dim[i][grids[i], grids[nsp + i]] for i in range(nsp)]
-    flat = np.ravel_multi_index(coords, sp).reshape(math.prod(osz), -1)
-    kk = flat.shape[1]
-    win = bind(take_last_p, (x.reshape(n, c, -1), const_like(flat.reshape(1, 1, -1), x)), {})
-    win = win.reshape(n, c, math.prod(osz), kk)
-    out = win.amax(dim=-1).reshape((n, c) + osz)  # repeated elements share, then re-sum, their gradient
+    flat = np.ravel_multi_index(coords, sp).reshape(1, 1, math.prod(osz), -1)
+    out, idx = _window_max(x, const_like(flat, x), osz)
     if unbatched:
-        out = out.squeeze(0)
-    if not return_indices:
-        return out
-    arg = win.detach().argmax(dim=-1, keepdim=True)  # on the device: no host round trip
-    idx = const_like(flat, x).expand(n, c, math.prod(osz), kk).gather(-1, arg).reshape((n, c) + osz)
-    return out, (idx.squeeze(0) if unbatched else idx)
+        out, idx = out.squeeze(0), idx.squeeze(0)
+    return (out, idx) if return_indices else out
+
+
+def _window_max(x, flat, osz):
+    """Max of ``x`` (N, C, *sp) over windows given by flat spatial indices ``flat`` (broadcast
+    to (N, C, prod(osz), K)); returns values and indices of shape (N, C, *osz).
+
+    As PyTorch, the value and its whole gradient come from the window's first maximum (a tie
+    is not shared; NaN wins), so the gradient matches ``return_indices``."""
+    n, c = x.shape[:2]
+    xf = x.reshape(n, c, math.prod(x.shape[2:]))
+    p, kk = flat.shape[-2:]
+    flat = flat.expand(n, c, p, kk)
+    win = bind(take_last_p, (xf.detach(), flat.reshape(n, c, p * kk)), {}).reshape(n, c, p, kk)
+    arg = win.argmax(dim=-1, keepdim=True)  # on the device: no host round trip
+    # PyTorch's scan takes ``val > best or isnan(val)``: the last NaN wins (no branch on a
+    # device value, which would read it back)
+    nan = win.isnan()
+    last = (kk - 1) - nan.flip(-1).to(win.dtype).argmax(dim=-1, keepdim=True)
+    arg = where(nan.any(dim=-1, keepdim=True), last, arg)
+    idx = flat.gather(-1, arg).reshape(n, c, p)
+    out = bind(take_last_p, (xf, idx), {})
+    return out.reshape((n, c) + tuple(osz)), idx.reshape((n, c) + tuple(osz))
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):

@@ -9,11 +9,9 @@ import math
 import numpy as np
 
 from ..._core.backend import array_cls_of, namespace_of, on_device_of, runs_on_operands_device, xp
-from ..._core.primitive import bind
 from ..._core.tensor import _wrap
-from ...ops.conv import take_last_p
-from .pooling import (_adaptive_avg, _adaptive_max, _batched, avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d,
-                      max_pool2d, max_pool3d)
+from .pooling import (_adaptive_avg, _adaptive_max, _batched, _window_max, avg_pool1d, avg_pool2d, avg_pool3d,
+                      max_pool1d, max_pool2d, max_pool3d)
 from ._complex import refuse_complex as _refuse_complex
 
 __all__ = ["adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
@@ -89,7 +87,13 @@ def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, nsp, avg, maxpool
             return maxpool(input.abs(), k, stride, 0, 1, ceil_mode)
         return -maxpool(-input.abs(), k, stride, 0, 1, ceil_mode)
     out = avg(input ** norm_type, k, stride if stride is not None else k, 0, ceil_mode)
-    return (lucid.sign(out) * lucid.relu(lucid.abs(out)) * math.prod(k)) ** (1.0 / norm_type)
+    if not (isinstance(norm_type, (int, float)) and norm_type > 0):
+        return (lucid.sign(out) * lucid.relu(lucid.abs(out)) * math.prod(k)) ** (1.0 / norm_type)
+    # sign(a) * relu(|a|) is ``a`` itself; PyTorch's gradient at an all-zero window is 0 only
+    # because its relu backward selects rather than multiplies (inf * 0). Select here too.
+    s = out * math.prod(k)
+    nz = s != 0
+    return lucid.where(nz, lucid.where(nz, s, 1.0) ** (1.0 / norm_type), 0.0)
 
 
 def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
@@ -255,14 +259,9 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices, s
         flat = flat + (st + on_device_of(off, st)) * stride
         stride *= sp[d]
     flat = flat.reshape(n, c, math.prod(osz), math.prod(k))
-    win = bind(take_last_p, (x.reshape(n, c, -1), _wrap(flat.reshape(n, c, -1))), {})
-    win = win.reshape(n, c, math.prod(osz), math.prod(k))
-    out = win.amax(dim=-1).reshape((n, c) + osz)
-    idx = None
-    if return_indices:
-        # the first maximum, as PyTorch's scan; with tensor ops, so it also runs inside vmap
-        arg = win.detach().argmax(dim=-1, keepdim=True)
-        idx = _wrap(flat).gather(-1, arg).reshape((n, c) + osz)
+    # the first maximum, as PyTorch's scan, carries the value and the gradient; with tensor
+    # ops, so it also runs inside vmap
+    out, idx = _window_max(x, _wrap(flat), osz)
     if unbatched:
         out = out.squeeze(0)
         idx = idx.squeeze(0) if idx is not None else None

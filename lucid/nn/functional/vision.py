@@ -14,6 +14,7 @@ from ..._core.tensor import _wrap
 from ._device import const_like
 from ...ops._family import _as_tensor
 from ._complex import refuse_complex as _refuse_complex
+from .pooling import _adaptive_avg
 
 __all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle",
            "channel_shuffle"]
@@ -29,6 +30,9 @@ def _out_sizes(sp, size, scale_factor, op):
         size = (size,) * nsp if isinstance(size, int) else tuple(int(s) for s in size)
         if len(size) != nsp:
             raise ValueError(f"{op}: size {size} must have {nsp} elements for an input with {nsp} spatial dims")
+        if any(o <= 0 for o in size):
+            raise RuntimeError(f"{op}: input and output sizes should be greater than 0, got input {tuple(sp)} and "
+                               f"output {size}")
         return size, [n / o for n, o in zip(sp, size)]
     sf = (scale_factor,) * nsp if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
     if len(sf) != nsp:
@@ -77,20 +81,40 @@ def _cubic_matrix(n, o, scale, align_corners, a=-0.75):
     return m
 
 
-def _area_matrix(n, o):
-    """(o, n) averaging matrix of adaptive average pooling (``mode='area'``)."""
+def _aa_filter(x, cubic):
+    x = np.abs(x)
+    if not cubic:
+        return np.maximum(1.0 - x, 0.0)
+    a = -0.5  # Keys' (PIL's) kernel, not the -0.75 of plain bicubic
+    return np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
+                    np.where(x < 2, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, 0.0))
+
+
+def _antialias_matrix(n, o, scale, align_corners, cubic):
+    """(o, n) matrix of PyTorch's ``antialias=True`` resampling (PIL's): when shrinking, the
+    filter is stretched by the scale so each output averages all the inputs it covers;
+    each row is normalized to sum 1."""
+    if align_corners:
+        scale = (n - 1) / (o - 1) if o > 1 else 0.0
+    support = (2.0 if cubic else 1.0) * max(scale, 1.0)
+    invscale = 1.0 / scale if scale >= 1.0 else 1.0
     m = np.zeros((o, n))
     for i in range(o):
-        lo, hi = (i * n) // o, -((-(i + 1) * n) // o)
-        m[i, lo:hi] = 1.0 / (hi - lo)
+        center = scale * (i + 0.5)
+        lo, hi = max(int(center - support + 0.5), 0), min(int(center + support + 0.5), n)
+        w = _aa_filter((np.arange(lo, hi) - center + 0.5) * invscale, cubic)
+        m[i, lo:hi] = w / w.sum() if w.sum() != 0 else w
     return m
 
 
 def _separable(x, sp, osz, matrix):
-    """Apply one (o, n) matrix per spatial dim (a composite of movedim and matmul)."""
+    """Apply one (o, n) matrix per spatial dim (a composite of movedim and matmul); a
+    ``None`` matrix leaves its dim as it is."""
     out = x
     for i, (n, o) in enumerate(zip(sp, osz)):
         a = matrix(i, n, o)
+        if a is None:
+            continue
         out = (out.movedim(2 + i, -1) @ const_like(a.T.astype(x.dtype), x)).movedim(-1, 2 + i)
     return out
 
@@ -102,7 +126,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     Modes: ``'nearest'``, ``'nearest-exact'``, ``'linear'`` (3-D input), ``'bilinear'``
     and ``'bicubic'`` (4-D), ``'trilinear'`` (5-D), ``'area'`` (adaptive average pooling,
     any number of spatial dims). ``align_corners`` as in PyTorch (interpolating modes only).
-    Limitations: no ``antialias``.
+    ``antialias=True`` (bilinear and bicubic) filters as PyTorch (and PIL) when shrinking.
 
     Parameters
     ----------
@@ -128,20 +152,26 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     x = _as_tensor(input)
     nsp = x.ndim - 2
     if nsp < 1:
-        raise ValueError(f"interpolate: expected an input with at least 3 dims (N, C, ...), got shape {tuple(x.shape)}")
+        raise _ModeError(f"interpolate: expected an input with at least 3 dims (N, C, ...), got shape {tuple(x.shape)}")
     sp = tuple(x.shape[2:])
+    if recompute_scale_factor and size is not None:
+        raise ValueError("interpolate: recompute_scale_factor is not meaningful with an explicit size")
     if recompute_scale_factor and scale_factor is not None:
         size, scale_factor = _out_sizes(sp, None, scale_factor, "interpolate")[0], None
     osz, scales = _out_sizes(sp, size, scale_factor, "interpolate")
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if any(o <= 0 for o in osz):
+        raise RuntimeError(f"interpolate: input and output sizes should be greater than 0, got input {sp} and "
+                           f"output {osz}")
+    if antialias and (mode not in ("bilinear", "bicubic") or nsp != 2):
+        raise ValueError("interpolate: the anti-alias option is restricted to the bilinear and bicubic modes and "
+                         "requires a 4-D input")
     if mode in ("nearest", "nearest-exact", "area"):
         if align_corners is not None:
             raise ValueError("interpolate: align_corners option can only be set with the interpolating modes: "
                              "linear | bilinear | bicubic | trilinear")
-        if mode == "area":
+        if mode == "area":  # PyTorch's area mode is adaptive average pooling
             _check_float(x, mode)
-            return _separable(x, sp, osz, lambda i, n, o: _area_matrix(n, o))
+            return _adaptive_avg(x, osz, nsp, "interpolate")
         out = x
         for i, (n, o, s) in enumerate(zip(sp, osz, scales)):
             idx = _nearest_index(n, o, s, mode == "nearest-exact")
@@ -150,18 +180,33 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode in _LINEAR or mode == "bicubic":
         want = 2 if mode == "bicubic" else _LINEAR[mode]
         if want != nsp:
-            raise ValueError(f"interpolate: mode {mode!r} expects a {want + 2}-D input, "
+            raise _ModeError(f"interpolate: mode {mode!r} expects a {want + 2}-D input, "
                              f"got shape {tuple(x.shape)}")
         _check_float(x, mode)
-        build = _cubic_matrix if mode == "bicubic" else _linear_matrix
-        return _separable(x, sp, osz, lambda i, n, o: build(n, o, scales[i], bool(align_corners)))
+        cubic, ac = mode == "bicubic", bool(align_corners)
+
+        def build(i, n, o):
+            if antialias:  # PyTorch skips a dim whose size does not change
+                return None if n == o else _antialias_matrix(n, o, scales[i], ac, cubic)
+            if cubic:
+                return _cubic_matrix(n, o, scales[i], ac)
+            # PyTorch's linear kernels copy a dim whose size does not change, whatever the scale
+            return None if n == o else _linear_matrix(n, o, scales[i], ac)
+
+        return _separable(x, sp, osz, build)
     raise ValueError(f"interpolate: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
                      "bilinear, bicubic, trilinear, area)")
 
 
+class _ModeError(NotImplementedError, ValueError):
+    """A mode given an input of the wrong rank (PyTorch: NotImplementedError; ValueError kept
+    for earlier callers)."""
+
+
 def _check_float(x, mode):
     if x.dtype.kind != "f":
-        raise RuntimeError(f"interpolate: mode {mode!r} needs a floating point input, got {x.dtype}")
+        # PyTorch has no integer kernels for these modes: NotImplementedError, a RuntimeError
+        raise NotImplementedError(f"interpolate: mode {mode!r} needs a floating point input, got {x.dtype}")
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
