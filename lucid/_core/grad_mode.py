@@ -6,6 +6,7 @@ every thread has its own grad mode and its own stack of active transforms.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 
 
@@ -91,10 +92,40 @@ class _GradModeContext:
         return super().__new__(cls)
 
     def __call__(self, fn):
+        if inspect.isgeneratorfunction(fn):
+            return self._wrap_generator(fn)
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with self.__class__(*self._args):
                 return fn(*args, **kwargs)
+
+        return wrapper
+
+    def _wrap_generator(self, fn):
+        """A decorated generator runs each step of its body in the mode, and the caller's code
+        between steps in its own (PyTorch's rule; a plain wrapper would only cover creation)."""
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            gen = fn(*args, **kwargs)
+            try:
+                with self.__class__(*self._args):
+                    response = gen.send(None)
+                while True:
+                    try:
+                        request = yield response
+                    except GeneratorExit:
+                        with self.__class__(*self._args):
+                            gen.close()
+                        raise
+                    except BaseException as e:
+                        with self.__class__(*self._args):
+                            response = gen.throw(e)
+                    else:
+                        with self.__class__(*self._args):
+                            response = gen.send(request)
+            except StopIteration as stop:
+                return stop.value
 
         return wrapper
 
@@ -129,7 +160,7 @@ class enable_grad(_GradModeContext):
 
     def __enter__(self):
         self._prev = STATE.grad_enabled
-        STATE.grad_enabled = True
+        STATE.grad_enabled = not STATE.inference  # inference mode wins: nothing is recorded there
         return self
 
     def __exit__(self, *exc):
@@ -150,9 +181,11 @@ class set_grad_enabled(_GradModeContext):
     """
 
     def __init__(self, mode: bool):
+        if not isinstance(mode, bool):  # PyTorch refuses 1, "yes" ...
+            raise TypeError(f"set_grad_enabled(): argument 'mode' must be bool, not {type(mode).__name__}")
         self._args = (mode,)
         self._prev = STATE.grad_enabled
-        STATE.grad_enabled = bool(mode)
+        STATE.grad_enabled = mode and not STATE.inference
 
     def __call__(self, fn):
         # Used as a decorator: undo the switch __init__ made at decoration time.

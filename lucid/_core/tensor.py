@@ -220,6 +220,9 @@ class Tensor:
                     f"grad: assigned grad has shape {tuple(value.shape)} but the tensor has "
                     f"shape {tuple(self.shape)}"
                 )
+            if value.dtype != self.dtype:  # PyTorch's check: an optimizer would mix precisions
+                raise RuntimeError(f"grad: assigned grad has data of a different type ({value.dtype}) than "
+                                   f"the tensor ({self.dtype})")
         self._grad = value
 
     @property

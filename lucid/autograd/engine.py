@@ -603,15 +603,20 @@ def _prepare_output_grads(node, grads, captured, wanted, tensor_mode):
             for h in list(hooks):
                 if grads[i] is None:
                     break
-                r = h(_as_tensor(grads[i]))
+                gi = _as_tensor(grads[i])
+                r = h(gi)
                 if r is not None:
+                    _check_hook_result(h, gi, r)
                     grads[i] = r if tensor_mode else r._data
     if node.retains:
         for i, ref in node.retains.items():
             t = ref()
             if t is not None and grads[i] is not None:
                 g = _as_tensor(grads[i])
-                t._grad = g if tensor_mode else _wrap(g._data.copy())
+                if t._grad is None:
+                    t._grad = g if tensor_mode else _wrap(g._data.copy())
+                else:  # accumulates across backward calls, as a leaf's .grad does (PyTorch)
+                    t._grad = t._grad + g if tensor_mode else _wrap(t._grad._data + g._data)
     if wanted is not None:
         for i in range(len(grads)):
             k = (id(node), i)
@@ -622,6 +627,17 @@ def _prepare_output_grads(node, grads, captured, wanted, tensor_mode):
 
 def _as_tensor(g):
     return g if isinstance(g, Tensor) else _wrap(g)
+
+
+def _check_hook_result(hook, old, new):
+    """A gradient hook may replace the value, not its dtype or shape (PyTorch's checks)."""
+    if not isinstance(new, Tensor):
+        raise TypeError(f"hook '{getattr(hook, '__name__', hook)}' returned a {type(new).__name__}, "
+                        "expected a Tensor or None")
+    if new.dtype != old.dtype or tuple(new.shape) != tuple(old.shape):  # error path only
+        raise RuntimeError(
+            f"hook '{getattr(hook, '__name__', hook)}' has changed the type of value (was dtype {old.dtype}, "
+            f"shape {tuple(old.shape)}; got dtype {new.dtype}, shape {tuple(new.shape)})")
 
 
 def _send(edge, g, buffers, heap, captured, wanted, pending, tensor_mode):
@@ -661,8 +677,11 @@ def _add(total, g):
 def _accumulate(leaf, g, own_ids, tensor_mode):
     if leaf._hooks:
         for h in list(leaf._hooks):
-            r = h(_as_tensor(g))
+            gt = _as_tensor(g)
+            r = h(gt)
             if r is not None:
+                if not (isinstance(r, Tensor) and r.dtype == leaf.dtype and r.shape == leaf.shape):
+                    _check_hook_result(h, gt, r)
                 g = r if tensor_mode else r._data
     if tensor_mode:
         g = _as_tensor(g)
@@ -706,7 +725,7 @@ def _check_anomaly(node, in_grads):
         if g is None:
             continue
         arr = g._data if isinstance(g, Tensor) else _as_array(g)
-        if arr.dtype.kind in "fc" and not bool(np.isfinite(arr).all()):  # anomaly mode: a sync
+        if arr.dtype.kind in "fc" and bool(np.isnan(arr).any()):  # anomaly mode: a sync; inf is a value (PyTorch)
             where = ""
             if node.stack:
                 frames = [f for f in node.stack if not _in_package(f.filename)]
@@ -714,7 +733,7 @@ def _check_anomaly(node, in_grads):
                     f = frames[-1]
                     where = f"\nThe forward op was created at {f.filename}:{f.lineno}: {f.line}"
             raise RuntimeError(
-                f"anomaly: function '{node.name()}' returned nan or inf values in its "
+                f"anomaly: function '{node.name()}' returned nan values in its "
                 f"gradient for argument {i}.{where}"
             )
 
@@ -724,6 +743,15 @@ def _check_anomaly(node, in_grads):
 
 def _edge_of(t):
     return t if t.grad_fn is None else (t.grad_fn, t._out_idx)
+
+
+def _check_seed_dtype(out, dtype, api):
+    """PyTorch's rule: a complex output's gradient has its dtype (a real one would drop the
+    imaginary part of the cotangent silently)."""
+    if (out.dtype.kind == "c") != (np.dtype(dtype).kind == "c"):
+        raise RuntimeError(
+            f"{api}: for complex tensors, both the gradient and the output must have the same dtype; "
+            f"got a gradient of dtype {dtype} for an output of dtype {out.dtype}")
 
 
 def _seed(out, g, api):
@@ -742,11 +770,12 @@ def _seed(out, g, api):
         return backend.namespace_of(out).ones(out.shape, out.dtype)
     if isinstance(g, Tensor):
         arr = g._data
+        _check_seed_dtype(out, g.dtype, api)
     else:
         arr = backend.to_device(np.asarray(g, dtype=out.dtype), out.device)
     if arr.shape != out.shape:
-        if arr.size == out.numel() and arr.size == 1:
-            return arr.reshape(out.shape).astype(out.dtype)
+        if arr.size == out.numel() and arr.size == 1 and (arr.ndim == 0 or out.ndim > 0):
+            return arr.reshape(out.shape).astype(out.dtype)  # a 0-d gradient for a one-element output
         raise RuntimeError(
             f"{api}: mismatch in shape: gradient has shape {tuple(arr.shape)} but the output "
             f"has shape {tuple(out.shape)}"
@@ -761,10 +790,12 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False, input
     if retain_graph is None:
         retain_graph = create_graph
     roots, seeds = [], []
-    for t, g in zip(tensors, grads):
+    if inputs is not None and not isinstance(inputs, Tensor) and len(inputs) == 0:
+        raise RuntimeError("backward: 'inputs' argument to backward() cannot be empty")
+    for k, (t, g) in enumerate(zip(tensors, grads)):
         if not t._rg:
             raise RuntimeError(
-                "backward: element 0 of tensors does not require grad and does not have a grad_fn "
+                f"backward: element {k} of tensors does not require grad and does not have a grad_fn "
                 f"(shape {tuple(t.shape)}); did you create it under no_grad or from detached data?"
             )
         roots.append(_edge_of(t))

@@ -11,7 +11,7 @@ from .._core.backend import namespace_of, on_device
 from .._core.grad_mode import enable_grad, no_grad
 from .._core.tensor import Tensor, _wrap
 from . import engine
-from .engine import UnusedInputError, _edge_of, _seed, run_backward
+from .engine import UnusedInputError, _check_seed_dtype, _edge_of, _seed, run_backward
 
 
 # How many ``grad`` calls are running their backward: a reentrant checkpoint refuses to run
@@ -156,6 +156,9 @@ def _grad_impl(outs, ins, seeds_in, retain_graph, create_graph, allow_unused, ma
             )
         roots.append(_edge_of(o))
         if create_graph and isinstance(g, Tensor) and tuple(g.shape) == tuple(o.shape):
+            if g.dtype != o.dtype:  # an integer seed would truncate every cotangent it meets
+                _check_seed_dtype(o, g.dtype, "grad")
+                g = g.to(o.dtype)
             seeds.append(g)  # keep the seed's own graph: the result is differentiable in it
             continue
         if g is None and o.dtype.kind == "c":

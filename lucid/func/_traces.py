@@ -239,7 +239,7 @@ class JVPTrace(Trace):
         from ..autograd.function import FunctionCtx, _is_separate_style
 
         if getattr(cls, "jvp", None) is None or cls.jvp.__qualname__.startswith("Function."):
-            raise RuntimeError(
+            raise NotImplementedError(  # PyTorch's type (a RuntimeError, as Lucid raised before)
                 f"jvp: custom Function '{cls.__name__}' has no forward-mode rule. To use it with "
                 "lucid.func.jvp/jacfwd or forward_ad, add a static method jvp(ctx, *tangents) "
                 "returning the output tangents (either forward style works)."

@@ -735,7 +735,9 @@ def _vmap_over_basis(fn, n, shape, dtype, chunk_size, like=None):
         eye[np.arange(m), np.arange(start, start + m)] = 1
         if like is not None:  # the basis lives on the output's device (one explicit copy)
             eye = to_device(eye, like.device)
-        pieces.append(vmap(fn)(_wrap(eye.reshape((m,) + shape))))
+        with on_device(eye):  # reshaped where it lives (CuPy computes on the current device)
+            basis = _wrap(eye.reshape((m,) + shape))
+        pieces.append(vmap(fn)(basis))
     if len(pieces) == 1:
         return pieces[0]
     return [cat([p[i] for p in pieces], dim=0) for i in range(len(pieces[0]))]

@@ -103,7 +103,7 @@ def test_detect_anomaly_names_forward_op_and_source_line():
         with pytest.raises(RuntimeError) as e:
             z.backward()
     msg = str(e.value)
-    assert "sqrt" in msg and "nan or inf" in msg
+    assert "sqrt" in msg and "returned nan values" in msg  # inf alone is a value (PyTorch checks nan)
     assert "test_errors.py" in msg and "ANOMALY-LINE" in msg
     assert not lucid.autograd.is_anomaly_enabled()
 

@@ -81,7 +81,7 @@ def test_adafactor_first_step_is_rms_scaled_sign():
     np.testing.assert_allclose(p.detach().numpy(), w0 - alpha * np.sign(np.outer(a, b)), rtol=1e-12)
     v = _param([3.0, -4.0])
     opt = optim.Adafactor([v], lr=0.1, weight_decay=0.5)
-    v.grad = lucid.tensor([2.0, 0.5])
+    v.grad = lucid.tensor([2.0, 0.5], dtype=lucid.float64)  # a grad has its tensor's dtype (PyTorch)
     opt.step()
     alpha = np.sqrt(12.5) * 0.1
     np.testing.assert_allclose(v.detach().numpy(), np.array([3.0, -4.0]) * 0.95 - alpha, rtol=1e-12)

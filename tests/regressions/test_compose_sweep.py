@@ -7,10 +7,8 @@ forward-over-reverse against reverse-over-reverse, nested vmap with the outer ba
 and a batch of one in the last dim. References are per-example loops of the same call, so
 only the composition itself is under test.
 """
-import contextlib
 import os
 import sys
-import traceback
 
 import numpy as np
 import pytest
@@ -110,20 +108,6 @@ def _float_pos(sample, kinds="f"):
     return [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray) and a.dtype.kind in kinds]
 
 
-@contextlib.contextmanager
-def _known_device_gap():
-    """jacrev's basis is reshaped on the current device, not the output's
-    (lucid/func/api.py ``_vmap_over_basis``, reported): under ``--lucid-device=strict:1`` an
-    output of two or more dims fails there. Only that error becomes an expected failure."""
-    try:
-        yield
-    except ValueError as e:
-        if "met an op running on the current device" in str(e) and any(
-                f.name == "_vmap_over_basis" for f in traceback.extract_tb(e.__traceback__)):
-            pytest.xfail("jacrev basis off its device (lucid/func/api.py _vmap_over_basis)")
-        raise
-
-
 def _random_like(rng, shape, like):
     v = rng.standard_normal(shape)
     return v + 1j * rng.standard_normal(shape) if like.dtype.is_complex else v
@@ -141,9 +125,8 @@ def test_vmap_of_jacrev_with_batch_in_dim_1(info, sample):
     jac = F.jacrev(fn, argnums=tuple(range(len(pos))))
     dims = tuple(min(1, sample.args[p].ndim) for p in pos)
     batched = [_t(np.stack([_example(sample.args[p], b) for b in range(B)], axis=d)) for p, d in zip(pos, dims)]
-    with _known_device_gap():
-        got = F.vmap(jac, in_dims=dims)(*batched)
-        want = _stack([_np(jac(*[_t(_example(sample.args[p], b)) for p in pos])) for b in range(B)])
+    got = F.vmap(jac, in_dims=dims)(*batched)
+    want = _stack([_np(jac(*[_t(_example(sample.args[p], b)) for p in pos])) for b in range(B)])
     _assert_close(got, want)
 
 
@@ -179,9 +162,8 @@ def test_forward_over_reverse_matches_reverse_over_reverse(info, sample):
     if sum(x.numel() for x in xs) * fn(*xs).numel() > 400:
         pytest.skip("a Hessian too big for this quick pass")
     n = tuple(range(len(pos)))
-    with _known_device_gap():
-        fwd = F.jacfwd(F.jacrev(fn, argnums=n), argnums=n)(*xs)
-        rev = F.jacrev(F.jacrev(fn, argnums=n), argnums=n)(*xs)
+    fwd = F.jacfwd(F.jacrev(fn, argnums=n), argnums=n)(*xs)
+    rev = F.jacrev(F.jacrev(fn, argnums=n), argnums=n)(*xs)
     _assert_close(fwd, _np(rev), rtol=1e-6, atol=1e-8)
 
 

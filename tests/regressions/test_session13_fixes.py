@@ -164,3 +164,61 @@ def test_layer_norm_and_multihead_attention_reprs_are_pytorchs():
     assert repr(nn.MultiheadAttention(4, 2)) == (
         "MultiheadAttention(\n  (out_proj): NonDynamicallyQuantizableLinear(in_features=4, out_features=4, "
         "bias=True)\n)")
+
+
+# ---- engine: PyTorch's checks that Lucid skipped (found by the autograd API sweep)
+
+def test_retained_grad_of_a_non_leaf_accumulates_across_backward_calls():
+    x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2
+    h.retain_grad()
+    y = (h * h).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    assert h.grad.tolist() == [8.0, 16.0]  # 2 * (2h); Lucid overwrote: [4, 8]
+
+
+def test_anomaly_mode_checks_nan_only():
+    x = lucid.tensor([0.0, 1.0], dtype=lucid.float64, requires_grad=True)
+    with lucid.autograd.detect_anomaly():
+        x.sqrt().sum().backward()  # d sqrt at 0 is inf: a value, not an anomaly (PyTorch)
+    assert x.grad.tolist() == [float("inf"), 0.5]
+
+
+def test_backward_error_names_the_element_and_refuses_empty_inputs():
+    a = lucid.tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="element 1 of tensors does not require grad"):
+        lucid.autograd.backward([a * 2, lucid.ones(1)], [lucid.ones(1), lucid.ones(1)])
+    with pytest.raises(RuntimeError, match="'inputs' argument to backward\\(\\) cannot be empty"):
+        (a * 2).sum().backward(inputs=[])
+    assert a.grad is None
+
+
+def test_hook_may_not_change_dtype_or_shape():
+    x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 1
+    h.register_hook(lambda g: g.double())
+    with pytest.raises(RuntimeError, match="has changed the type of value"):
+        (h * 2).sum().backward()
+    y = lucid.tensor([1.0, 2.0], requires_grad=True)
+    y.register_hook(lambda g: g.sum())
+    with pytest.raises(RuntimeError, match="has changed the type of value"):
+        (y * 2).sum().backward()
+
+
+def test_gradient_seed_checks_as_pytorch():
+    x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="mismatch in shape"):
+        (x * 2).sum().backward(lucid.tensor([1.0]))  # (1,) for a 0-d output
+    (x * 2)[:1].backward(lucid.tensor(1.0))  # a 0-d gradient for a one-element output: fine
+    z = lucid.tensor([1 + 1j], requires_grad=True)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        (z * 2).backward(lucid.tensor([1.0]))
+
+
+def test_integer_grad_outputs_with_create_graph():
+    # gave zeros (the int seed truncated the cotangents); PyTorch: cos(x)
+    x = lucid.tensor([1.0, 2.0], dtype=lucid.float64, requires_grad=True)
+    g = lucid.autograd.grad(x.sin(), x, grad_outputs=lucid.ones(2, dtype=lucid.int64), create_graph=True)
+    assert lucid.allclose(g, x.detach().cos())
+    assert lucid.allclose(lucid.autograd.grad(g.sum(), x), -x.detach().sin())
