@@ -222,3 +222,13 @@ def test_integer_grad_outputs_with_create_graph():
     g = lucid.autograd.grad(x.sin(), x, grad_outputs=lucid.ones(2, dtype=lucid.int64), create_graph=True)
     assert lucid.allclose(g, x.detach().cos())
     assert lucid.allclose(lucid.autograd.grad(g.sum(), x), -x.detach().sin())
+
+
+def test_tensor_where_method_takes_self_as_the_values():
+    # x.where(cond, y) read x as the condition: [1, 2].where([T, F], [5, 6]) gave [1, 0]
+    x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    out = x.where(lucid.tensor([True, False]), lucid.tensor([5.0, 6.0]))
+    assert out.tolist() == [1.0, 6.0]
+    out.sum().backward()
+    assert x.grad.tolist() == [1.0, 0.0]
+    assert lucid.tensor([1, 2]).where(lucid.tensor([False, True]), 0).tolist() == [0, 2]

@@ -38,7 +38,6 @@ where_p = defprim("where", xp.where, vjp=(None, _where_vjp(1), _where_vjp(2)), j
 where_p.batch = batch_elementwise(where_p)
 
 
-@tensor_method("where")
 def where(condition, input=None, other=None):
     """Elements of ``input`` where ``condition`` holds, else of ``other``.
 
@@ -70,6 +69,20 @@ def where(condition, input=None, other=None):
         input = _as_tensor(input, like=condition)  # two numbers: the result is on the condition's device
     x, y = promote(input, other)
     return bind(where_p, (condition, x, y), {})
+
+
+@tensor_method("where")
+def _where_method(self, condition, other):
+    """``self.where(condition, other)``: ``lucid.where(condition, self, other)`` (the tensor is
+    the values where ``condition`` holds, as PyTorch's method; not the condition).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([1, 2]).where(lucid.tensor([True, False]), lucid.tensor([5, 6])).tolist()
+    [1, 6]
+    """
+    return where(condition, self, other)
 
 
 def _tie_split(ns, a, b):
