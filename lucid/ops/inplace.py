@@ -543,6 +543,9 @@ def add_(self, other, *, alpha=1):
 def sub_(self, other, *, alpha=1):
     """In-place ``self -= alpha * other``; returns ``self``."""
     from .elementwise import sub
+    from .elementwise.arithmetic import _reject_bool_subtraction
+
+    _reject_bool_subtraction(self, other)  # the direct path below would subtract a mask silently
 
     def direct(a, o):
         xp.subtract(a, o if alpha == 1 else xp.multiply(o, alpha), out=a)

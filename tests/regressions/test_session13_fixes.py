@@ -232,3 +232,24 @@ def test_tensor_where_method_takes_self_as_the_values():
     out.sum().backward()
     assert x.grad.tolist() == [1.0, 0.0]
     assert lucid.tensor([1, 2]).where(lucid.tensor([False, True]), 0).tolist() == [0, 2]
+
+
+def test_integer_scores_in_cross_entropy_and_nll_loss_are_refused():
+    # gave tensor(0.) silently (the class pick truncated); PyTorch: NotImplementedError
+    F = lucid.nn.functional
+    scores, target = lucid.tensor([[1, 0, 2], [3, 1, 0]]), lucid.tensor([0, 2])
+    for fn in (F.cross_entropy, F.nll_loss):
+        with pytest.raises(NotImplementedError, match="must be floating point"):
+            fn(scores, target)
+    got = F.cross_entropy(scores.double(), target).item()
+    assert abs(got - 2.2887264) < 1e-6
+
+
+def test_in_place_subtraction_of_a_bool_is_refused():
+    # x.sub_(mask) subtracted the mask; PyTorch refuses as `-` does
+    x = lucid.tensor([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor"):
+        x.sub_(lucid.tensor([True, False]))
+    with pytest.raises(RuntimeError, match="with a bool tensor"):
+        x -= True
+    assert x.tolist() == [1.0, 2.0]

@@ -565,6 +565,15 @@ def _fused_ce(input, target, weight, reduction, label_smoothing):
             and target.dtype.kind in "iu" and tuple(target.shape) == tuple(input.shape[:-1]))
 
 
+def _refuse_integer(name, input):
+    """Integer or bool scores have no kernel in PyTorch (NotImplementedError); Lucid's class
+    pick would truncate and give 0 silently."""
+    dtype = getattr(input, "dtype", None)
+    if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
+        raise NotImplementedError(f"{name}: not implemented for an input of dtype {dtype} (shape "
+                                  f"{tuple(input.shape)}); the scores must be floating point")
+
+
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """Negative log likelihood: ``-w[t] * input[n, t]``; 'mean' divides by ``sum(w[t])``.
@@ -579,6 +588,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     tensor(2.)
     """
     _refuse_complex("nll_loss", input)
+    _refuse_integer("nll_loss", input)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     target = _as_tensor(target)
     if input.ndim == 0:
@@ -614,6 +624,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     0.6931
     """
     _refuse_complex("cross_entropy", input, target)
+    _refuse_integer("cross_entropy", input)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise OpError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
