@@ -149,16 +149,18 @@ AUTOCAST_HOOK = [None]
 DISPATCH_MODE_HOOK = [None]
 
 
-def autocast_float32(name):
-    """Decorator for a composite that PyTorch's autocast runs in float32 (``mse_loss``,
-    ``layer_norm`` ...): inside a region its float16 tensor arguments are cast up first, where
-    its primitives alone would keep float16. Costs one list read outside (NOTE [Autocast]).
+def autocast_composite(name):
+    """Decorator for a composite that PyTorch's autocast casts as one op: inside a region its
+    tensor arguments are cast as the op ``name``'s list says (NOTE [Autocast]) — up to float32
+    (``mse_loss``, ``layer_norm`` ..., where its primitives alone would keep float16) or down
+    to the region's dtype (``addmm``, ``prelu`` ..., whose additions would otherwise promote
+    the product back to float32). Costs one list read outside a region.
 
     Examples
     --------
     >>> import lucid
-    >>> from lucid._core.primitive import autocast_float32
-    >>> double = autocast_float32("mse_loss")(lambda t: t * 2)
+    >>> from lucid._core.primitive import autocast_composite
+    >>> double = autocast_composite("mse_loss")(lambda t: t * 2)
     >>> with lucid.autocast("cpu", dtype=lucid.float16):
     ...     double(lucid.ones(2, dtype=lucid.float16)).dtype
     lucid.float32
@@ -173,11 +175,16 @@ def autocast_float32(name):
                     values = hook(name, tuple(kwargs.values()))
                     if values is not None:
                         kwargs = dict(zip(kwargs, values))
+                with hook.suspended():  # one op to autocast: its inner ops are not cast again
+                    return fn(*args, **kwargs)
             return fn(*args, **kwargs)
 
         return call
 
     return wrap
+
+
+autocast_float32 = autocast_composite  # the name its first users (float32 composites) import
 
 
 def bind(prim, args, params):

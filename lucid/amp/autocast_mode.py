@@ -27,6 +27,7 @@ region restores them on exit), a cache flag and a nesting count (NOTE [Autocast 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import warnings
@@ -37,7 +38,10 @@ from .._core import backend, dtypes, primitive
 from .._core.grad_mode import ACTIVE_TRACES
 
 # Run in the autocast dtype (their float32 inputs cast to it).
-LOWER_PRECISION_OPS = frozenset({"matmul", "linear", "conv", "conv_transpose", "einsum"})
+# PyTorch's CPU list; the composites among them (addmm ...) are cast whole by
+# lucid._core.primitive.autocast_composite, so their additions stay in the lower precision too.
+LOWER_PRECISION_OPS = frozenset({"matmul", "linear", "conv", "conv_transpose", "einsum", "addmm", "baddbmm",
+                                 "addbmm", "prelu", "linalg_vecdot"})
 # Run in float32 (their float16 inputs cast up), as PyTorch's CUDA fp32 list.
 FLOAT32_OPS = frozenset({
     "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal",
@@ -60,6 +64,7 @@ class _Regions(threading.local):
         self.nesting = 0  # autocast_increment_nesting / decrement
         self.cache_enabled = True
         self.cache = {}  # (id(weight), grad enabled) -> (weight, its cast): NOTE [Autocast cache]
+        self.suspended = 0  # inside a composite cast as one op (primitive.autocast_composite)
 
 
 _REGIONS = _Regions()
@@ -82,6 +87,16 @@ def _sync(device_type):
         _ACTIVE[0] += step
         ACTIVE_TRACES[0] += step
         primitive.AUTOCAST_HOOK[0] = _hook if _ACTIVE[0] else None
+
+
+@contextlib.contextmanager
+def _suspended():
+    """The body of a composite autocast casts as one op: its own ops keep the dtypes it got."""
+    _REGIONS.suspended += 1
+    try:
+        yield
+    finally:
+        _REGIONS.suspended -= 1
 
 
 def is_autocast_available(device_type: str) -> bool:
@@ -107,7 +122,7 @@ def _device_type(arr):
 def _hook(name, args):
     """The cast arguments of the op ``name`` under this thread's regions, or None to leave them."""
     to_lower = name in LOWER_PRECISION_OPS
-    if not to_lower and name not in FLOAT32_OPS:
+    if not to_lower and name not in FLOAT32_OPS or _REGIONS.suspended:
         return None
     regions = _REGIONS.dtype_of
     if not regions:
@@ -136,6 +151,9 @@ def _hook(name, args):
             changed = True
         out.append(a)
     return tuple(out) if changed else None
+
+
+_hook.suspended = _suspended  # primitive.autocast_composite runs a composite's body under it
 
 
 # NOTE [Autocast cache]

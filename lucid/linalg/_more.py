@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .._core.backend import namespace_of
-from .._core.primitive import bind
+from .._core.primitive import autocast_composite, bind
 from .._core.tensor import Tensor, tensor_method
 from ..ops import linalg_eig as _eig
 from ..ops import linalg_ex as _ex
@@ -474,6 +474,7 @@ def multi_dot(tensors):
     return out
 
 
+@autocast_composite("linalg_vecdot")  # NOTE [Autocast]: lower precision, as PyTorch's
 def vecdot(x, y, *, dim=-1):
     """``sum(conj(x) * y)`` along ``dim``, with broadcasting.
 

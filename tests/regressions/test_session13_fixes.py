@@ -1,4 +1,5 @@
 """Regressions fixed by the lead in session 13 (outside the sweeps' own files)."""
+import numpy as np
 import pytest
 
 import lucid
@@ -253,3 +254,32 @@ def test_in_place_subtraction_of_a_bool_is_refused():
     with pytest.raises(RuntimeError, match="with a bool tensor"):
         x -= True
     assert x.tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("name", ["addmm", "baddbmm", "addbmm", "prelu", "vecdot"])
+def test_autocast_casts_pytorchs_cpu_lower_precision_composites_whole(name):
+    # these kept float32 (their additions/sums promoted the float16 product back); PyTorch's CPU
+    # autocast list runs each as one float16 op
+    a = lucid.tensor(np.arange(16.0).reshape(4, 4) / 16, dtype=lucid.float32, requires_grad=True)
+    v = lucid.tensor(np.linspace(-1, 1, 4), dtype=lucid.float32)
+    call = {"addmm": lambda: lucid.addmm(v, a, a), "baddbmm": lambda: lucid.baddbmm(a[None], a[None], a[None]),
+            "addbmm": lambda: lucid.addbmm(a, a[None], a[None]),
+            "prelu": lambda: lucid.nn.functional.prelu(a - 0.5, lucid.tensor([0.25])),
+            "vecdot": lambda: lucid.linalg.vecdot(a, a)}[name]
+    with lucid.autocast(lucid.get_default_device().type, dtype=lucid.float16):  # the tensors' device
+        out = call()
+    assert out.dtype == lucid.float16
+    ref = call()
+    assert ref.dtype == lucid.float32
+    np.testing.assert_allclose(out.float().detach().numpy(), ref.detach().numpy(), rtol=2e-3, atol=2e-3)
+    out.float().sum().backward()  # the cast is differentiable: the float32 leaf gets a float32 grad
+    assert a.grad.dtype == lucid.float32
+
+
+def test_autocast_float32_composites_still_cast_up_and_inner_ops_are_not_recast():
+    F = lucid.nn.functional
+    h = lucid.ones(2, 3, dtype=lucid.float16)
+    with lucid.autocast(lucid.get_default_device().type, dtype=lucid.float16):
+        assert F.mse_loss(h, h * 2).dtype == lucid.float32
+        assert F.layer_norm(h, (3,)).dtype == lucid.float32
+        assert (h.float() @ h.float().t()).dtype == lucid.float16

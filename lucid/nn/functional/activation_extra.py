@@ -6,7 +6,7 @@ machinery of ``lucid/ops/inplace.py`` (See NOTE [In-place semantics]).
 """
 from __future__ import annotations
 
-from ..._core.primitive import OpError
+from ..._core.primitive import OpError, autocast_composite
 from ..._core.tensor import Tensor
 from .activation import _apply, _lucid, celu, elu, hardtanh, leaky_relu, selu, softmax, threshold
 
@@ -140,6 +140,7 @@ def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
     return rrelu(input, lower, upper, training, inplace=True)
 
 
+@autocast_composite("prelu")  # NOTE [Autocast]: lower precision, as PyTorch's
 def prelu(input, weight):
     """``x`` for ``x > 0`` else ``weight * x``; ``weight`` has one element or one per channel
     (dim 1; an input of fewer than 2 dims has one channel, as in PyTorch).

@@ -13,7 +13,7 @@ import collections
 
 from ..._core import dtypes
 from ..._core.backend import xp
-from ..._core.primitive import bind, defprim
+from ..._core.primitive import autocast_composite, bind, defprim
 from ..._core.tensor import Tensor, _wrap, tensor_method
 from .._family import _as_tensor, batch_elementwise, binary, nondiff, normalize_axis
 from ._half import F16, F32
@@ -41,6 +41,7 @@ def _scaled(beta, input, alpha, prod):
 
 
 @tensor_method("addmm")
+@autocast_composite("addmm")  # NOTE [Autocast]: one lower-precision op, as PyTorch's
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat1 @ mat2)``.
 
@@ -81,6 +82,7 @@ def _check_batches(op, b1, b2):
 
 
 @tensor_method("baddbmm")
+@autocast_composite("baddbmm")  # NOTE [Autocast]: one lower-precision op, as PyTorch's
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * (batch1 @ batch2)`` for batches of matrices."""
     b1, b2 = _t(batch1), _t(batch2)
@@ -89,6 +91,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 
 @tensor_method("addbmm")
+@autocast_composite("addbmm")  # NOTE [Autocast]: one lower-precision op, as PyTorch's
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``."""
     b1, b2 = _t(batch1), _t(batch2)
