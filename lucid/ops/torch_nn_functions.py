@@ -107,6 +107,19 @@ def threshold(input, threshold, value):
     return _F().threshold(input, threshold, value)
 
 
+def conv_tbc(input, weight, bias, pad=0):
+    """1-D convolution in (time, batch, channel) layout: weight (K, C_in, C_out), bias (C_out,).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.arange(4.0).reshape(4, 1, 1)  # 4 steps, 1 batch, 1 channel
+    >>> lucid.conv_tbc(x, lucid.ones(2, 1, 1), lucid.zeros(1)).flatten().tolist()
+    [1.0, 3.0, 5.0]
+    """
+    return _F().conv_tbc(input, weight, bias, pad)
+
+
 def prelu(input, weight):
     """``x`` for ``x >= 0`` else ``weight * x``, one weight or one per channel (dim 1).
 
@@ -601,7 +614,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
 
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_max_pool1d", "alpha_dropout", "avg_pool1d", "batch_norm", "bilinear",
-           "binary_cross_entropy_with_logits", "celu", "channel_shuffle", "cosine_embedding_loss", "ctc_loss",
+           "binary_cross_entropy_with_logits", "celu", "channel_shuffle", "conv_tbc", "cosine_embedding_loss", "ctc_loss",
            "dropout", "embedding", "embedding_bag", "feature_alpha_dropout", "feature_dropout", "group_norm",
            "hardshrink", "hinge_embedding_loss", "instance_norm", "kl_div", "layer_norm", "margin_ranking_loss",
            "max_pool1d", "max_pool1d_with_indices", "max_pool2d", "max_pool3d", "pairwise_distance",

@@ -646,6 +646,7 @@ def _np_values():
     var3 = x3.var(axis=(0, 2), keepdims=True)
     cos = (a1 * a2).sum(1) / np.linalg.norm(a1, axis=1) / np.linalg.norm(a2, axis=1)
     W, I = _x(5, 2), np.array([[0, 4], [2, 2]])
+    tbc, tbc_w = x3.transpose(2, 0, 1), _x(2, 3, 2)  # (time 4, batch 2, channels 3); kernel 2 -> 2 channels
     return {
         "adaptive_avg_pool1d": (lambda: lucid.adaptive_avg_pool1d(lucid.tensor(x3), 2),
                                 x3.reshape(2, 3, 2, 2).mean(-1)),
@@ -676,6 +677,10 @@ def _np_values():
             lambda: lucid.binary_cross_entropy_with_logits(lucid.tensor(xl), lucid.tensor(tl)),
             -(tl * np.log(sig) + (1 - tl) * np.log(1 - sig))),
         "celu": (lambda: lucid.celu(lucid.tensor(xl), 2.0), np.maximum(xl, 0) + np.minimum(0, 2 * np.expm1(xl / 2))),
+        # out[t, b, o] = bias[o] + sum_k,c x[t + k - pad, b, c] w[k, c, o]; pad 1 adds a zero step each side
+        "conv_tbc": (lambda: lucid.conv_tbc(lucid.tensor(tbc), lucid.tensor(tbc_w), lucid.tensor(w[:2]), 1),
+                     np.stack([sum(np.pad(tbc, ((1, 1), (0, 0), (0, 0)))[t + k] @ tbc_w[k] for k in range(2)) + w[:2]
+                               for t in range(5)])),
         "selu": (lambda: lucid.selu(lucid.tensor(xl)),
                  1.0507009873554805 * np.where(xl > 0, xl, 1.6732632423543772 * np.expm1(xl))),
         "rrelu": (lambda: lucid.rrelu(lucid.tensor(xl), 0.1, 0.3), np.where(xl >= 0, xl, 0.2 * xl)),
@@ -968,6 +973,7 @@ def test_nn_spellings_match_torch(name):
         "rms_norm": ((x3, [5], _x(5)), {}), "bilinear": ((xl, tl, _x(2, 3, 3), _x(2)), {}),
         "binary_cross_entropy_with_logits": ((xl, tl, _x(3), np.abs(_x(3)), 1), {}),
         "celu": ((xl, 2.0), {}), "selu": ((xl,), {}), "rrelu": ((xl, 0.1, 0.2), {}),
+        "conv_tbc": ((_x(5, 2, 3), _x(3, 3, 4), _x(4), 1), {}),
         "channel_shuffle": ((_x(1, 6, 2), 3), {}),
         "cosine_embedding_loss": ((a1, a2, y, 0.1, 2), {}),
         "ctc_loss": ((lp, np.array([[1, 2], [3, 3]]), [6, 5], [2, 2]), {}),
