@@ -356,12 +356,28 @@ def _batch_cores(prim, cores):
     return rule
 
 
+def _ldl_jvp(name):
+    def jvp(ns, primals, tangents, out, **params):
+        if any(t is not None for t in tangents):  # a zero tangent would be a silent wrong answer
+            raise NotImplementedError(f"{name}: the forward-mode derivative is not implemented (as in "
+                                      "PyTorch); use linalg.solve for a differentiable solve")
+        return None
+    return jvp
+
+
 # NOTE [Host fallback]: CuPy has no LDL^T (sytrf/sytrs), so these two run on host copies.
-ldl_factor_p = defprim("linalg_ldl_factor", host_fallback(_ldl_factor_impl), jvp=_nondiff_jvp, nout=3,
-                       differentiable=False, save_inputs=False)
+ldl_factor_p = defprim("linalg_ldl_factor", host_fallback(_ldl_factor_impl), jvp=_ldl_jvp("linalg.ldl_factor"),
+                       nout=3, differentiable=False, save_inputs=False)
 ldl_factor_p.batch = _batch_front(ldl_factor_p)
-ldl_solve_p = defprim("linalg_ldl_solve", host_fallback(_ldl_solve_impl), jvp=_nondiff_jvp, differentiable=False,
-                      save_inputs=False)
+def _ldl_solve_no_vjp(ns, g, out, *args, **params):
+    raise RuntimeError("linalg.ldl_solve: the derivative is not implemented (as in PyTorch); use linalg.solve "
+                       "for a differentiable solve, or detach B")
+
+
+# Differentiable in name only, as PyTorch's: the result requires grad when B does, and a backward
+# through it raises instead of treating B as a constant (a silent zero gradient).
+ldl_solve_p = defprim("linalg_ldl_solve", host_fallback(_ldl_solve_impl), jvp=_ldl_jvp("linalg.ldl_solve"),
+                      vjp=(None, None, _ldl_solve_no_vjp), save_inputs=None)
 ldl_solve_p.batch = _batch_cores(ldl_solve_p, (2, 1, 2))
 
 __all__: list = []

@@ -283,3 +283,18 @@ def test_autocast_float32_composites_still_cast_up_and_inner_ops_are_not_recast(
         assert F.mse_loss(h, h * 2).dtype == lucid.float32
         assert F.layer_norm(h, (3,)).dtype == lucid.float32
         assert (h.float() @ h.float().t()).dtype == lucid.float16
+
+
+def test_ldl_solve_refuses_to_differentiate_instead_of_a_zero_gradient():
+    # d/dB (ldl_solve(LD, piv, B) + B).sum() came out as ones (B's path through the solve dropped)
+    L = lucid.linalg
+    LD, piv = L.ldl_factor(lucid.tensor([[4.0, 2.0], [2.0, 3.0]]))
+    B = lucid.tensor([[6.0], [5.0]], requires_grad=True)
+    X = L.ldl_solve(LD, piv, B)
+    assert X.tolist() == [[1.0], [1.0]] and X.requires_grad
+    with pytest.raises(RuntimeError, match="ldl_solve: the derivative is not implemented"):
+        (X + B).sum().backward()
+    assert B.grad is None
+    with pytest.raises(NotImplementedError, match="forward-mode derivative"):
+        jvp(lambda b: L.ldl_solve(LD, piv, b), (B.detach(),), (lucid.ones(2, 1),))
+    assert vmap(lambda b: L.ldl_solve(LD, piv, b))(lucid.ones(3, 2, 1)).shape == (3, 2, 1)
