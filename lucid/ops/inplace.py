@@ -377,6 +377,10 @@ def _replay_views(root, changed):
 
 def _rebase(x, res):
     """Give ``x`` the history of ``res`` (its value was already written into ``x._data``)."""
+    if x._retains:  # .grad is the new value's gradient (PyTorch): the old node stops retaining x
+        old = x.grad_fn.retains if x.grad_fn is not None else None
+        if old is not None and old.get(x._out_idx) is not None and old[x._out_idx]() is x:
+            del old[x._out_idx]
     x.grad_fn, x._out_idx, x._rg = res.grad_fn, res._out_idx, True
     if x._retains and res.grad_fn is not None:
         res.grad_fn.add_retain(res._out_idx, x)

@@ -298,3 +298,19 @@ def test_ldl_solve_refuses_to_differentiate_instead_of_a_zero_gradient():
     with pytest.raises(NotImplementedError, match="forward-mode derivative"):
         jvp(lambda b: L.ldl_solve(LD, piv, b), (B.detach(),), (lucid.ones(2, 1),))
     assert vmap(lambda b: L.ldl_solve(LD, piv, b))(lucid.ones(3, 2, 1)).shape == (3, 2, 1)
+
+
+def test_retained_grad_after_an_in_place_change_is_the_new_values_gradient():
+    # gave the old value's gradient too ([36, 72] before, [48, 96] once retained grads accumulated)
+    x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2
+    h.retain_grad()
+    h.mul_(3)
+    (h * h).sum().backward()
+    assert h.grad.tolist() == [12.0, 24.0] and x.grad.tolist() == [72.0, 144.0]
+    x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2
+    h.retain_grad()
+    h[0:1].mul_(3)  # through a view
+    (h * h).sum().backward()
+    assert h.grad.tolist() == [12.0, 8.0] and x.grad.tolist() == [72.0, 16.0]
