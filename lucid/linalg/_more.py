@@ -225,8 +225,13 @@ def lstsq(A, B, rcond=None, *, driver=None):
         raise RuntimeError(f"linalg.lstsq: incompatible shapes of A {tuple(A.shape)} and B {tuple(B.shape)}")
     rtol = rcond if rcond is not None and rcond > 0 else None
     rank = matrix_rank(A, rtol=rtol)
-    full = bool((rank.numpy() == min(m, n)).all()) if rank.__class__ is Tensor else False
+    concrete = rank.__class__ is Tensor
+    full = bool((rank.numpy() == min(m, n)).all()) if concrete else False
     X = _lstsq_qr(A, B, m, n) if full else _L().pinv(A, rtol=rtol) @ B
+    # Under a transform the rank has no value to read: the residuals are those of the pinv
+    # solution, returned as for a full-rank batch (PyTorch's vmap sees values and returns them
+    # when every example has full rank; a rank-deficient batch has none there)
+    full = full or not concrete
     mod = namespace_of(A)
     # residuals and singular values are real, as PyTorch's, for complex inputs too
     empty = _as_tensor(mod.zeros((0,), dtype=np.dtype(A.dtype).type(0).real.dtype))

@@ -314,3 +314,27 @@ def test_retained_grad_after_an_in_place_change_is_the_new_values_gradient():
     h[0:1].mul_(3)  # through a view
     (h * h).sum().backward()
     assert h.grad.tolist() == [12.0, 8.0] and x.grad.tolist() == [72.0, 16.0]
+
+
+def test_lstsq_residuals_under_vmap_and_grad():
+    # vmap/grad dropped the residuals (the rank had no value to read): shape (2, 0) for gelsd
+    L = lucid.linalg
+    rng = np.random.default_rng(0)
+    A = lucid.tensor(rng.standard_normal((2, 2, 4, 3)))
+    B = lucid.tensor(rng.standard_normal((2, 2, 4, 1)))
+    got = vmap(lambda a, b: L.lstsq(a, b, driver="gelsd").residuals)(A, B)
+    want = L.lstsq(A, B, driver="gelsd").residuals
+    assert got.shape == (2, 2, 1)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10)
+    a0, b0 = A[0, 0].numpy(), B[0, 0].numpy()
+    x = np.linalg.lstsq(a0, b0, rcond=None)[0]
+    np.testing.assert_allclose(want[0, 0].numpy(), ((a0 @ x - b0) ** 2).sum(0), rtol=1e-10)
+    g = grad(lambda a: L.lstsq(a, B[0, 0], driver="gelsd").residuals.sum())(A[0, 0])
+    eps, fd = 1e-6, np.zeros((4, 3))
+    res = lambda a: ((a @ np.linalg.lstsq(a, b0, rcond=None)[0] - b0) ** 2).sum()
+    for i in range(4):
+        for j in range(3):
+            d = np.zeros((4, 3)); d[i, j] = eps
+            fd[i, j] = (res(a0 + d) - res(a0 - d)) / (2 * eps)
+    np.testing.assert_allclose(g.numpy(), fd, rtol=1e-5, atol=1e-8)
+    assert vmap(lambda a, b: L.lstsq(a, b).residuals)(A[0], B[0]).shape == (2, 0)  # gelsy: none, as PyTorch
