@@ -41,8 +41,10 @@ def table(registry) -> str:
     for name in sorted(registry):
         p = registry[name]
         vjp = "n/a (no gradient)" if not p.differentiable else _mark(p.vjp is not None)
-        rows.append(f"| `{name}` | {_mark(p.impl is not None)} | {vjp} | {_mark(p.jvp is not None)} | "
-                    f"{_mark(p.batch is not None)} |")
+        if any(getattr(r, "refuses", False) for r in (p.vjp if isinstance(p.vjp, tuple) else (p.vjp,))):
+            vjp = "raises (as PyTorch)"
+        jvp = "raises (as PyTorch)" if getattr(p.jvp, "refuses", False) else _mark(p.jvp is not None)
+        rows.append(f"| `{name}` | {_mark(p.impl is not None)} | {vjp} | {jvp} | {_mark(p.batch is not None)} |")
     n = len(registry)
     full = sum(1 for p in registry.values()
                if p.jvp is not None and p.batch is not None and (p.vjp is not None or not p.differentiable))

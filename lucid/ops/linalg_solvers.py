@@ -362,6 +362,7 @@ def _ldl_jvp(name):
             raise NotImplementedError(f"{name}: the forward-mode derivative is not implemented (as in "
                                       "PyTorch); use linalg.solve for a differentiable solve")
         return None
+    jvp.refuses = True  # scripts/gen_op_table.py: "raises (as PyTorch)"
     return jvp
 
 
@@ -372,6 +373,9 @@ ldl_factor_p.batch = _batch_front(ldl_factor_p)
 def _ldl_solve_no_vjp(ns, g, out, *args, **params):
     raise RuntimeError("linalg.ldl_solve: the derivative is not implemented (as in PyTorch); use linalg.solve "
                        "for a differentiable solve, or detach B")
+
+
+_ldl_solve_no_vjp.refuses = True  # scripts/gen_op_table.py: "raises (as PyTorch)"
 
 
 # Differentiable in name only, as PyTorch's: the result requires grad when B does, and a backward
