@@ -329,7 +329,7 @@ def _low_high(low, high, dtype, lowest, highest, default_low, default_high, inte
 
 
 def make_tensor(*shape, dtype, device, low=None, high=None, requires_grad=False, noncontiguous=False,
-                exclude_zero=False):
+                exclude_zero=False, memory_format=None):
     """A tensor of ``shape`` with values drawn uniformly from ``[low, high)``, for tests.
 
     Defaults as PyTorch: bool ``[0, 2)``, unsigned ``[0, 10)``, signed ints ``[-9, 10)``,
@@ -352,8 +352,11 @@ def make_tensor(*shape, dtype, device, low=None, high=None, requires_grad=False,
         Return a non-contiguous view (every other element of a tensor twice as long in the
         last dimension); ignored below 2 elements.
     exclude_zero : bool
-        Replace zeros by 1 (bool, ints) or the dtype's smallest normal number (both parts for
-        complex).
+        Replace zeros by 1 (bool, ints) or the dtype's smallest normal number (as PyTorch, the
+        real part only for complex).
+    memory_format : lucid.memory_format, optional
+        Return a copy in this layout (e.g. ``lucid.channels_last`` for 4-d shapes); not with
+        ``noncontiguous``.
 
     Examples
     --------
@@ -374,6 +377,9 @@ def make_tensor(*shape, dtype, device, low=None, high=None, requires_grad=False,
     if len(shape) == 1 and isinstance(shape[0], collections.abc.Sequence):
         shape = shape[0]
     shape = tuple(int(s) for s in shape)
+    if noncontiguous and memory_format is not None:
+        raise ValueError("make_tensor: the parameters `noncontiguous` and `memory_format` are mutually exclusive, "
+                         f"but got noncontiguous={noncontiguous} and memory_format={memory_format}")
     integral = dt.kind in "biu"
     if requires_grad and integral:
         raise ValueError(f"make_tensor: `requires_grad=True` is not supported for boolean and integral "
@@ -400,9 +406,10 @@ def make_tensor(*shape, dtype, device, low=None, high=None, requires_grad=False,
             target.uniform_(low, high)
     if noncontiguous:
         result = result[..., 1::2]
+    elif memory_format is not None:
+        result = result.clone(memory_format=memory_format)
     if exclude_zero:
-        tiny = float(np.finfo(dt.dtype).tiny) if not integral else 1
-        result[result == 0] = complex(tiny, tiny) if dt.kind == "c" else tiny
+        result[result == 0] = float(np.finfo(dt.dtype).tiny) if not integral else 1
     if requires_grad:
         result.requires_grad = True
     return result

@@ -17,13 +17,14 @@ pool is timed as it is.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import enum
 import math
 import statistics
 import textwrap
 import timeit as _timeit
 
-__all__ = ["Measurement", "Timer", "select_unit", "Compare", "Colorize", "Fuzzer", "FuzzedParameter",
+__all__ = ["Measurement", "TaskSpec", "Timer", "select_unit", "Compare", "Colorize", "Fuzzer", "FuzzedParameter",
            "FuzzedTensor", "ParameterAlias"]
 
 _IQR_WARN_THRESHOLD, _IQR_GROSS_WARN_THRESHOLD = 0.1, 0.25  # PyTorch's thresholds
@@ -46,6 +47,40 @@ def _quantile(sorted_vals, q):
     return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
 
 
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+    """What a Measurement timed: the statement, its setup, labels, env and threads (PyTorch's)."""
+
+    stmt: str
+    setup: str
+    global_setup: str = ""
+    label: str | None = None
+    sub_label: str | None = None
+    description: str | None = None
+    env: str | None = None
+    num_threads: int = 1
+
+    @property
+    def title(self) -> str:
+        if self.label is not None:
+            return self.label + (f": {self.sub_label}" if self.sub_label else "")
+        if "\n" not in self.stmt:
+            return self.stmt + (f": {self.sub_label}" if self.sub_label else "")
+        return f"stmt:{f' ({self.sub_label})' if self.sub_label else ''}\n{textwrap.indent(self.stmt, '  ')}"
+
+    def setup_str(self) -> str:
+        if self.setup in ("", "pass"):
+            return ""
+        return f"setup:\n{textwrap.indent(self.setup, '  ')}" if "\n" in self.setup else f"setup: {self.setup}"
+
+    def summarize(self) -> str:
+        sections = [self.title, self.description or "", self.setup_str()]
+        return "\n".join(f"{s}\n" if "\n" in s else s for s in sections if s)
+
+
+_TASK_FIELDS = tuple(f.name for f in dataclasses.fields(TaskSpec))
+
+
 class Measurement:
     """Times of one statement: ``times`` (seconds per run), ``median``, ``mean``, ``iqr``.
 
@@ -55,22 +90,34 @@ class Measurement:
         Runs of the statement per timed block.
     raw_times : list of float
         Seconds per block.
+    task_spec : TaskSpec
+        What was timed; its fields (``stmt``, ``label``, ``num_threads`` ...) read as
+        attributes of the Measurement too.
+
+    As PyTorch's, it is built from ``(number_per_run, raw_times, task_spec, metadata)``; the
+    statement may also be given as a string with the other fields as keywords.
     """
 
-    def __init__(self, number_per_run, raw_times, stmt, setup="pass", label=None, sub_label=None,
-                 description=None, num_threads=1, env=None, metadata=None):
+    def __init__(self, number_per_run, raw_times, task_spec, metadata=None, *, setup="pass", label=None,
+                 sub_label=None, description=None, num_threads=1, env=None, global_setup=""):
         if not raw_times:
             raise ValueError("Measurement: raw_times must not be empty")
+        if not isinstance(task_spec, TaskSpec):
+            task_spec = TaskSpec(task_spec, setup, global_setup, label, sub_label, description, env, num_threads)
         self.number_per_run, self.raw_times = number_per_run, list(raw_times)
-        self.stmt, self.setup, self.label, self.sub_label = stmt, setup, label, sub_label
-        self.description, self.num_threads, self.metadata = description, num_threads, metadata
-        self._env = env
+        self.task_spec, self.metadata = task_spec, metadata
         srt = sorted(self.times)
         self._sorted = srt
         self.median = _quantile(srt, 0.5)
         self.mean = statistics.fmean(srt)
         self._p25, self._p75 = _quantile(srt, 0.25), _quantile(srt, 0.75)
         self.iqr = self._p75 - self._p25
+
+    def __getattr__(self, name):  # the TaskSpec's fields, as PyTorch forwards them
+        spec = self.__dict__.get("task_spec")
+        if spec is not None and name in _TASK_FIELDS:
+            return getattr(spec, name)
+        raise AttributeError(f"'Measurement' object has no attribute '{name}'")
 
     @property
     def times(self):
@@ -82,7 +129,7 @@ class Measurement:
     @property
     def env(self) -> str:
         """The ``env`` the Timer was given (``"Unspecified env"`` if none): Compare's row groups."""
-        return "Unspecified env" if self._env is None else self._env
+        return "Unspecified env" if self.task_spec.env is None else self.task_spec.env
 
     @property
     def as_row_name(self) -> str:
@@ -102,32 +149,21 @@ class Measurement:
         ci = max(1.645 * statistics.pstdev(pts) / math.sqrt(len(pts)), _MIN_CONFIDENCE_INTERVAL)
         return min(max(math.floor(math.log10(self.median / ci)), 1), _MAX_SIGNIFICANT_FIGURES)
 
-    def _task(self):
-        return (self.stmt, self.setup, self.label, self.sub_label, self.description, self._env, self.num_threads)
-
     @staticmethod
     def merge(measurements):
         """One Measurement per distinct task (statement, labels, env, threads), its times the
         union of the replicates' per-run times (``number_per_run`` 1); metadata is dropped."""
         groups = collections.defaultdict(list)
         for m in measurements:
-            groups[m._task()].append(m)
-        return [Measurement(1, [t for m in group for t in m.times], *task[:5], num_threads=task[6], env=task[5])
-                for task, group in groups.items()]
+            groups[m.task_spec].append(m)
+        return [Measurement(1, [t for m in group for t in m.times], task) for task, group in groups.items()]
 
     @property
     def title(self) -> str:
-        if self.label is not None:
-            return self.label + (f": {self.sub_label}" if self.sub_label else "")
-        if "\n" not in self.stmt:
-            return self.stmt + (f": {self.sub_label}" if self.sub_label else "")
-        return f"stmt:{f' ({self.sub_label})' if self.sub_label else ''}\n{textwrap.indent(self.stmt, '  ')}"
+        return self.task_spec.title
 
     def _summary(self) -> str:
-        setup = ("" if self.setup in ("pass", "") else f"setup:\n{textwrap.indent(self.setup, '  ')}"
-                 if "\n" in self.setup else f"setup: {self.setup}")
-        sections = [self.title, self.description or "", setup]
-        return "\n".join(f"{s}\n" if "\n" in s else s for s in sections if s)
+        return self.task_spec.summarize()
 
     def __repr__(self) -> str:
         n = len(self._sorted)
@@ -145,7 +181,7 @@ class Measurement:
             lines.append(self._warning("This suggests significant environmental influence."))
         elif not self.meets_confidence(_IQR_WARN_THRESHOLD):
             lines.append(self._warning("This could indicate system fluctuation."))
-        return "\n".join(line for line in "\n".join(lines).splitlines() if line.strip() or False)
+        return "\n".join(lines).strip()  # a multi-line setup is followed by a blank line, as in PyTorch
 
     def _warning(self, msg):
         return (f"  WARNING: Interquartile range is {self.iqr / self.median * 100:.1f}% "
@@ -208,8 +244,8 @@ class Timer:
             _runtime.set_num_threads(before)
 
     def _measurement(self, number, times):
-        return Measurement(number, times, self._stmt, self._setup, self._label, self._sub_label,
-                           self._description, self._num_threads, self._env)
+        return Measurement(number, times, TaskSpec(self._stmt, self._setup, "", self._label, self._sub_label,
+                                                   self._description, self._env, self._num_threads))
 
     def timeit(self, number: int = 1000000) -> Measurement:
         """Run ``stmt`` ``number`` times (after a short warm-up) as one measurement."""
