@@ -1,9 +1,9 @@
 """Weight initialisation, in place and outside the graph (PyTorch's ``torch.nn.init``).
 
 Every function writes into ``tensor._data`` and bumps the version counter, so it never
-records autograd history, and returns the tensor. Random numbers come from lucid's
-generator (``lucid.rand`` / ``lucid.randn``, seeded by ``lucid.manual_seed``) when it is
-available, else from NumPy's global generator.
+records autograd history, and returns the tensor. Random numbers come from the ``generator=``
+argument or lucid's global generator (``lucid.rand`` / ``lucid.randn``, seeded by
+``lucid.manual_seed``), drawn on the host in float64.
 """
 from __future__ import annotations
 
@@ -22,22 +22,36 @@ __all__ = [
 
 
 # ------------------------------------------------------------------ random source
-def _uniform01(shape):
+def _uniform01(shape, generator=None):
+    """U[0, 1) draws of ``shape`` in float64 on the host, from ``generator`` (default: the global one)."""
     import lucid
 
-    if hasattr(lucid, "rand"):
-        return lucid.rand(*shape, dtype=lucid.float64, device="cpu")._data if shape else \
-            lucid.rand(1, dtype=lucid.float64, device="cpu")._data.reshape(())
-    return np.random.random_sample(shape)
+    return lucid.rand(tuple(shape), dtype=lucid.float64, device="cpu", generator=generator)._data
 
 
-def _standard_normal(shape):
+def _standard_normal(shape, generator=None):
+    """N(0, 1) draws of ``shape`` in float64 on the host, from ``generator`` (default: the global one)."""
     import lucid
 
-    if hasattr(lucid, "randn"):
-        return lucid.randn(*shape, dtype=lucid.float64, device="cpu")._data if shape else \
-            lucid.randn(1, dtype=lucid.float64, device="cpu")._data.reshape(())
-    return np.random.standard_normal(shape)
+    return lucid.randn(tuple(shape), dtype=lucid.float64, device="cpu", generator=generator)._data
+
+
+def _check_random_fill(name, tensor, complex_ok=True):
+    """PyTorch's samplers are not implemented for integer or bool tensors (nor some for complex):
+    writing rounded draws there would silently give another distribution."""
+    kinds = "fc" if complex_ok else "f"
+    if tensor.dtype.kind not in kinds:
+        raise NotImplementedError(f"{name}: not implemented for a tensor of dtype {tensor.dtype} "
+                                  f"(expected a floating point{' or complex' if complex_ok else ''} tensor)")
+
+
+def _draw_parts(tensor, draw):
+    """``draw(shape)`` for a real tensor; for a complex one, independent real and imaginary parts
+    (PyTorch samples a complex tensor as its real view of shape ``(..., 2)``)."""
+    if tensor.dtype.kind != "c":
+        return draw(tuple(tensor.shape))
+    parts = draw(tuple(tensor.shape) + (2,))
+    return parts[..., 0] + 1j * parts[..., 1]
 
 
 def _on_meta(tensor):
@@ -118,17 +132,40 @@ def _fan(tensor, mode):
 
 # ------------------------------------------------------------------- basic fills
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
-    """Fill with values drawn from U(a, b)."""
+    """Fill with values drawn from U(a, b) (a complex tensor: real and imaginary parts each).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.nn.init import uniform_
+    >>> w = uniform_(lucid.empty(3, 5), -1.0, 1.0, generator=lucid.Generator().manual_seed(0))
+    >>> bool(((w >= -1) & (w < 1)).all())
+    True
+    """
+    _check_random_fill("uniform_", tensor)
     if _on_meta(tensor):
         return tensor
-    return _write(tensor, a + (b - a) * _uniform01(tensor.shape))
+    return _write(tensor, _draw_parts(tensor, lambda s: a + (b - a) * _uniform01(s, generator)))
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
-    """Fill with values drawn from N(mean, std²)."""
+    """Fill with values drawn from N(mean, std²) (a complex tensor: each part from
+    N(mean, std²/2), as PyTorch).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.nn.init import normal_
+    >>> w = normal_(lucid.empty(100, 100), 0.0, 0.1, generator=lucid.Generator().manual_seed(0))
+    >>> round(w.std().item(), 1)
+    0.1
+    """
+    _check_random_fill("normal_", tensor)
     if _on_meta(tensor):
         return tensor
-    return _write(tensor, mean + std * _standard_normal(tensor.shape))
+    if tensor.dtype.kind == "c":
+        std = std / math.sqrt(2.0)
+    return _write(tensor, _draw_parts(tensor, lambda s: mean + std * _standard_normal(s, generator)))
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -138,13 +175,14 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     def cdf(x):
         return (1.0 + erf(x / sqrt(2.0))) / 2.0
 
+    _check_random_fill("trunc_normal_", tensor, complex_ok=False)
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
     if _on_meta(tensor):
         return tensor
     lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
-    u = 2 * (lo + (hi - lo) * _uniform01(tensor.shape)) - 1
+    u = 2 * (lo + (hi - lo) * _uniform01(tensor.shape, generator)) - 1
     u = np.clip(u, -1 + 1e-12, 1 - 1e-12)
     from .._core.primitive import REGISTRY
 
@@ -210,6 +248,9 @@ def dirac_(tensor, groups=1):
     """Fill a {3,4,5}-D conv weight with the Dirac delta (identity convolution)."""
     if tensor.ndim not in (3, 4, 5):
         raise ValueError("dirac_: only tensors with 3, 4, or 5 dimensions are supported")
+    if tensor.shape[0] % groups != 0:
+        raise ValueError(f"dirac_: dim 0 must be divisible by groups, got shape {tuple(tensor.shape)} "
+                         f"and groups={groups}")
     if _on_meta(tensor):
         return tensor
     out_per = tensor.shape[0] // groups
@@ -225,15 +266,17 @@ def dirac_(tensor, groups=1):
 # ------------------------------------------------------------ scaled schemes
 def xavier_uniform_(tensor, gain=1.0, generator=None):
     """Glorot uniform: U(-a, a) with ``a = gain * sqrt(6 / (fan_in + fan_out))``."""
+    _check_random_fill("xavier_uniform_", tensor)
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     a = gain * math.sqrt(6.0 / float(fan_in + fan_out))
-    return uniform_(tensor, -a, a)
+    return uniform_(tensor, -a, a, generator)
 
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
     """Glorot normal: N(0, std²) with ``std = gain * sqrt(2 / (fan_in + fan_out))``."""
+    _check_random_fill("xavier_normal_", tensor)
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
@@ -241,9 +284,10 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
     if 0 in tensor.shape:
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
+    _check_random_fill("kaiming_uniform_", tensor)
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
@@ -251,19 +295,21 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     if 0 in tensor.shape:
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
+    _check_random_fill("kaiming_normal_", tensor)
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
-    return normal_(tensor, 0.0, std)
+    return normal_(tensor, 0.0, std, generator)
 
 
 def orthogonal_(tensor, gain=1.0, generator=None):
     """Fill with a (semi-)orthogonal matrix from the QR of a Gaussian matrix (sign-fixed)."""
     if tensor.ndim < 2:
         raise ValueError("orthogonal_: only tensors with 2 or more dimensions are supported")
+    _check_random_fill("orthogonal_", tensor, complex_ok=False)
     if tensor.numel() == 0 or _on_meta(tensor):
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = _standard_normal((rows, cols))
+    flat = _standard_normal((rows, cols), generator)
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
@@ -277,13 +323,16 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
     """Fill a 2-D tensor as a sparse matrix: in each column a ``sparsity`` fraction is zero."""
     if tensor.ndim != 2:
         raise ValueError("sparse_: only tensors with 2 dimensions are supported")
+    _check_random_fill("sparse_", tensor)
     if _on_meta(tensor):
         return tensor
     rows, cols = tensor.shape
     n_zero = int(math.ceil(sparsity * rows))
-    vals = std * _standard_normal((rows, cols))
+    if tensor.dtype.kind == "c":
+        std = std / math.sqrt(2.0)  # as normal_
+    vals = _draw_parts(tensor, lambda s: std * _standard_normal(s, generator))
     for c in range(cols):
-        idx = np.argsort(_uniform01((rows,)))[:n_zero]
+        idx = np.argsort(_uniform01((rows,), generator))[:n_zero]
         vals[idx, c] = 0
     return _write(tensor, vals)
 

@@ -25,6 +25,20 @@ _DEFAULT_SEED = 67280421310721  # PyTorch's default seed
 _STATE_BYTES = 37  # PCG64 state (16) + increment (16) + has_uint32 (1) + uinteger (4)
 
 
+class _StateTypeError(TypeError, RuntimeError):
+    """A state that is not a uint8 tensor: PyTorch's TypeError; a RuntimeError here before."""
+
+
+def _seed_arg(seed):
+    """A seed as PyTorch takes it: an int (not a bool, float, str or tensor) in [-2**63, 2**64)."""
+    if isinstance(seed, (bool, float, str, Tensor)) or not hasattr(seed, "__index__"):
+        raise RuntimeError(f"manual_seed: expected an int seed, got {type(seed).__name__}")
+    seed = seed.__index__()
+    if not -2 ** 63 <= seed < 2 ** 64:
+        raise ValueError(f"manual_seed: seed {seed} overflows (expected -2**63 <= seed < 2**64)")
+    return seed
+
+
 class Generator:
     """A random number generator (PCG64); pass it as ``generator=`` to any sampling function.
 
@@ -45,12 +59,12 @@ class Generator:
 
     def __init__(self, device="cpu"):
         device_arg(device, "Generator")
-        self.device = "cpu"
+        self.device = backend.CPU  # a device, as PyTorch's (it equals "cpu")
         self.manual_seed(_DEFAULT_SEED)
 
     def manual_seed(self, seed):
-        """Reseed (any Python int; negatives wrap like PyTorch's uint64) and return ``self``."""
-        seed = int(seed)
+        """Reseed (an int in [-2**63, 2**64); negatives wrap like PyTorch's uint64) and return ``self``."""
+        seed = _seed_arg(seed)
         self._seed = seed % 2 ** 64
         self._np = np.random.Generator(np.random.PCG64(self._seed))
         return self
@@ -74,8 +88,11 @@ class Generator:
 
     def set_state(self, new_state):
         """Restore a state returned by :meth:`get_state`; returns ``self``."""
-        arr = new_state._data if isinstance(new_state, Tensor) else np.asarray(new_state)
-        if arr.dtype != np.uint8 or arr.shape != (_STATE_BYTES,):
+        if not isinstance(new_state, Tensor) or new_state.dtype != np.uint8:
+            raise _StateTypeError(f"Generator.set_state: expected a uint8 tensor from get_state(), got "
+                                  f"{getattr(new_state, 'dtype', type(new_state).__name__)}")
+        arr = new_state._data
+        if arr.shape != (_STATE_BYTES,):
             raise RuntimeError(f"Generator.set_state: expected a uint8 tensor of shape ({_STATE_BYTES},) "
                                f"from get_state(), got dtype {arr.dtype} and shape {tuple(arr.shape)}")
         raw = arr.tobytes()
@@ -115,6 +132,7 @@ def manual_seed(seed):
     >>> bool((lucid.randn(3) == a).all())
     True
     """
+    seed = _seed_arg(seed)
     seed_device("cuda", seed)
     return default_generator.manual_seed(seed)
 
@@ -341,7 +359,8 @@ def _draw(op, shape, sample, generator=None, device=None):
 def _float_dtype(dtype, op, complex_ok=False):
     dt = dtype_arg(dtype, op) if dtype is not None else dtypes.get_default_dtype()
     if dt.kind != "f" and not (complex_ok and dt.kind == "c"):
-        raise RuntimeError(f"{op}: expected a floating point dtype, got {dt}")
+        # NotImplementedError, PyTorch's type (it derives from RuntimeError, raised here before)
+        raise NotImplementedError(f"{op}: expected a floating point dtype, got {dt}")
     return dt
 
 
@@ -378,10 +397,38 @@ def _normal01(dt):
     return native(sample)
 
 
-def _finish(t, requires_grad):
+def _finish(t, requires_grad, op=None):
     if requires_grad and type(t) is Tensor:
+        if t.dtype.kind not in "fc":
+            raise RuntimeError(f"{op or 'random'}: only tensors of floating point and complex dtype can "
+                               f"require gradients, got dtype {t.dtype}")
         t.requires_grad_()
     return t
+
+
+def _int_bound(v, name, op):
+    """An int bound: PyTorch refuses floats rather than truncating them (5.5 is not an int)."""
+    if isinstance(v, Tensor):
+        v = v.item()
+    if isinstance(v, (bool, float)) or not hasattr(v, "__index__"):
+        raise TypeError(f"{op}: argument '{name}' must be int, not {type(v).__name__}")
+    return int(v.__index__())
+
+
+def _check_range_fits(dt, low, high, op):
+    """PyTorch refuses a ``[low, high)`` the dtype cannot hold, rather than wrapping the draws."""
+    dt = np.dtype(getattr(dt, "dtype", dt))
+    if dt.kind == "b":
+        lo, hi = 0, 1
+    elif dt.kind == "f":
+        lo, hi = float(np.finfo(dt).min), float(np.finfo(dt).max)
+    elif dt.kind in "iu":
+        lo, hi = int(np.iinfo(dt).min), int(np.iinfo(dt).max)
+    else:
+        raise NotImplementedError(f"{op}: not implemented for dtype {dt}")
+    for what, v in (("from", low), ("to - 1", high - 1)):
+        if not lo <= v <= hi:
+            raise RuntimeError(f"{op}: {what} is out of bounds for {dt} (got {v}, the dtype holds [{lo}, {hi}])")
 
 
 # ------------------------------------------------------------------- samplers
@@ -486,7 +533,7 @@ def _randint_args(args, size, op):
         low, high, size = args
     else:
         raise TypeError(f"{op}: expected (high, size) or (low, high, size), got {len(args)} positional argument(s)")
-    low, high = int(low), int(high)
+    low, high = _int_bound(low, "low", op), _int_bound(high, "high", op)
     if low >= high:
         raise RuntimeError(f"{op}: expected low < high, got low={low} and high={high}")
     return low, high, size
@@ -520,9 +567,11 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     device = device_arg(device, "randint")
     low, high, size = _randint_args(args, size, "randint")
     dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.int64
+    _check_range_fits(dt, low, high, "randint")
     shape = size_arg((size,) if isinstance(size, int) else (tuple(size),), "randint")
-    return _draw("randint", shape, lambda rng, s: rng.integers(low, high, s, dtype=np.int64).astype(dt), generator,
-                 device)
+    out = _draw("randint", shape, lambda rng, s: rng.integers(low, high, s, dtype=np.int64).astype(dt), generator,
+                device)
+    return _finish(out, requires_grad, "randint")
 
 
 def rand_like(input, *, generator=None, dtype=None, layout=None, device=None, requires_grad=False,
@@ -618,9 +667,7 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=
     if high is None:
         low, high = 0, low
     out = randint(low, high, tuple(input.shape), generator=generator, dtype=dtype or input.dtype,
-                  device=device or _device_of(input))
-    if requires_grad:
-        out.requires_grad_()
+                  device=device or _device_of(input), requires_grad=requires_grad)
     return _laid_out_like(out, input, memory_format, "randint_like")
 
 
@@ -649,17 +696,24 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     [0, 1, 2, 3, 4]
     """
     device = device_arg(device, "randperm")
-    n = int(n)
+    n = _int_bound(n, "n", "randperm")
     if n < 0:
         raise RuntimeError(f"randperm: n must be non-negative, got {n}")
     dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.int64
+    if dt.kind not in "fiu":
+        raise NotImplementedError(f"randperm: not implemented for dtype {dt}")
+    # every value 0 .. n-1 must be exact in dt (PyTorch: 2**digits + 1 for a float dtype)
+    ndt = np.dtype(getattr(dt, "dtype", dt))
+    top = 2 ** (np.finfo(ndt).nmant + 1) if ndt.kind == "f" else int(np.iinfo(ndt).max)
+    if n - 1 > top:
+        raise RuntimeError(f"randperm: n={n} does not fit dtype {dt} (at most {top + 1})")
 
     def sample(rng, shape):
         if len(shape) == 1:
             return rng.permutation(n).astype(dt)
         return np.argsort(rng.random(shape), axis=-1, kind="stable").astype(dt)
 
-    return _draw("randperm", (n,), sample, generator, device)
+    return _finish(_draw("randperm", (n,), sample, generator, device), requires_grad, "randperm")
 
 
 @backend.runs_on_operands_device  # its checks run on the operands' device (NOTE [Several devices])
@@ -703,6 +757,12 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires
         return _finish(add(mul(_draw("normal", shape, _normal01(dt), generator), std), mean), requires_grad)
     if type(std) is Tensor and std.numel() and bool((std._data < 0).any()):
         raise RuntimeError("normal: expected all elements of std >= 0")
+    if not isinstance(std, Tensor) and std < 0:
+        raise RuntimeError(f"normal: expected std >= 0, got {std}")
+    lead = mean if isinstance(mean, Tensor) else std  # PyTorch's output takes this one's dtype
+    if dtype is None and lead.dtype.kind not in "fc":
+        raise NotImplementedError(f"normal: not implemented for an integer or bool "
+                                  f"{'mean' if lead is mean else 'std'} (dtype {lead.dtype})")
     dt = dtypes.to_dtype(dtype) if dtype is not None else (
         np.result_type(*[t.dtype for t in tensors]) if all(t.dtype.kind == "f" for t in tensors)
         else dtypes.get_default_dtype())
@@ -746,7 +806,7 @@ def bernoulli(input, p=None, *, generator=None):
     """
     input = _as_tensor(input)
     if input.dtype.kind != "f":
-        raise RuntimeError(f"bernoulli: expected a floating point input, got {input.dtype}")
+        raise NotImplementedError(f"bernoulli: expected a floating point input, got {input.dtype}")
     probs = input.detach() if p is None else float(p)
     if p is None:
         _check_probs(probs, "bernoulli")

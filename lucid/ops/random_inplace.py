@@ -14,12 +14,12 @@ from .._core.backend import on_device_of
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor
 from .inplace import _inplace
-from .random import _draw
+from .random import _check_probs, _draw
 
 
 def _fill(name, self, sample, generator=None):
-    if self.dtype.kind not in "fiu" and name not in ("bernoulli_", "random_"):
-        raise RuntimeError(f"{name}: expected a floating point tensor, got {self.dtype}")
+    if self.dtype.kind not in "fiu" and name not in ("bernoulli_", "random_", "uniform_", "normal_"):
+        raise NotImplementedError(f"{name}: not implemented for a tensor of dtype {self.dtype}")
 
     def fn(x):
         return _draw(name, tuple(x.shape), sample, generator, getattr(x, "device", None)).to(x.dtype)
@@ -27,9 +27,24 @@ def _fill(name, self, sample, generator=None):
     return _inplace(name, self, (), fn, None, needs_old=False)
 
 
-def _floating(name, self):
-    if self.dtype.kind != "f":
-        raise RuntimeError(f"{name}: expected a floating point tensor, got {self.dtype}")
+def _floating(name, self, complex_ok=False):
+    # NotImplementedError, PyTorch's type (it derives from RuntimeError, raised here before)
+    if self.dtype.kind != "f" and not (complex_ok and self.dtype.kind == "c"):
+        also = " (or a complex one)" if complex_ok else ""
+        raise NotImplementedError(f"{name}: expected a floating point tensor{also}, got {self.dtype}")
+
+
+def _complex_parts(self, sample):
+    """For a complex ``self``: real and imaginary parts drawn independently by ``sample``
+    (PyTorch samples a complex tensor as its real view of shape ``(..., 2)``)."""
+    if self.dtype.kind != "c":
+        return sample
+
+    def both(rng, s):
+        parts = sample(rng, tuple(s) + (2,))
+        return parts[..., 0] + 1j * parts[..., 1]
+
+    return both
 
 
 @tensor_method("normal_")
@@ -43,32 +58,50 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     >>> lucid.zeros(1000).normal_(2.0, 0.5).mean().item() > 1.9
     True
     """
-    _floating("normal_", self)
+    _floating("normal_", self, complex_ok=True)
     if std < 0:
         raise RuntimeError(f"normal_: std must be non-negative, got {std}")
-    return _fill("normal_", self, lambda rng, s: rng.normal(mean, std, s), generator)
+    if self.dtype.kind == "c":
+        std = std / 2 ** 0.5  # each part N(mean, std²/2), as PyTorch
+    return _fill("normal_", self, _complex_parts(self, lambda rng, s: rng.normal(mean, std, s)), generator)
 
 
 @tensor_method("uniform_")
 def uniform_(self, a=0.0, b=1.0, *, generator=None, **kw):
-    """Fill with samples of U[``a``, ``b``) (PyTorch's ``from``/``to`` keywords work too)."""
+    """Fill with samples of U[``a``, ``b``) (PyTorch's ``from``/``to`` keywords work too; a complex
+    tensor gets real and imaginary parts each from U[``a``, ``b``)).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> x = lucid.zeros(100).uniform_(-1.0, 2.0)
+    >>> bool(((x >= -1) & (x < 2)).all())
+    True
+    """
     a, b = kw.pop("from", a), kw.pop("to", b)
-    _floating("uniform_", self)
+    _floating("uniform_", self, complex_ok=True)
     if a > b:
         raise RuntimeError(f"uniform_: expects a <= b, got a={a}, b={b}")
-    return _fill("uniform_", self, lambda rng, s: rng.uniform(a, b, s), generator)
+    return _fill("uniform_", self, _complex_parts(self, lambda rng, s: rng.uniform(a, b, s)), generator)
 
 
 @tensor_method("bernoulli_")
 def bernoulli_(self, p=0.5, *, generator=None):
     """Fill with 0/1 samples, 1 with probability ``p`` (a number or a tensor broadcasting to ``self``)."""
+    if self.dtype.kind == "c":
+        raise NotImplementedError(f"bernoulli_: not implemented for a tensor of dtype {self.dtype}")
     if isinstance(p, Tensor):
-        probs = p.detach()._data if type(p) is Tensor else None
-        if probs is None:
+        if type(p) is not Tensor:
             raise RuntimeError("bernoulli_: a tensor p must not be a transform's tracer")
-        if ((probs < 0) | (probs > 1)).any():
-            raise RuntimeError("bernoulli_: expected all probabilities in [0, 1]")
-        return _fill("bernoulli_", self, lambda rng, s: rng.random(s) < np.broadcast_to(probs, s), generator)
+        _check_probs(p, "bernoulli_")
+        probs = p.detach()
+
+        def fn(x):  # the noise is drawn beside x and compared there: no host copy of p (NOTE [Backends])
+            u = _draw("bernoulli_", tuple(x.shape), lambda rng, s: rng.random(s), generator,
+                      getattr(x, "device", None))
+            return (u < probs).to(x.dtype)
+
+        return _inplace("bernoulli_", self, (), fn, None, needs_old=False)
     if not 0 <= p <= 1:
         raise RuntimeError(f"bernoulli_: expected 0 <= p <= 1, got {p}")
     return _fill("bernoulli_", self, lambda rng, s: rng.random(s) < p, generator)
@@ -104,6 +137,8 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     """Fill with samples of the Cauchy distribution (``median``, scale ``sigma``)."""
     _floating("cauchy_", self)
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_: expects sigma > 0, got sigma={sigma}")
     return _fill("cauchy_", self, lambda rng, s: median + sigma * rng.standard_cauchy(s), generator)
 
 
@@ -122,14 +157,33 @@ def random_(self, from_=0, to=None, *, generator=None, **kw):
     from_ = kw.pop("from", from_)
     if to is None and (from_ != 0 or "from" in kw):
         from_, to = 0, from_
+    dt = self.dtype
+    if dt.kind not in "fiub":
+        raise NotImplementedError(f"random_: not implemented for a tensor of dtype {dt} (only integral, "
+                                  "floating-point and boolean types)")
     if to is None:
-        dt = self.dtype
         top = {np.dtype("float16"): 2 ** 11, np.dtype("float32"): 2 ** 24, np.dtype("float64"): 2 ** 53}.get(
             dt.dtype, None) if dt.kind == "f" else (1 if dt.kind == "b" else int(np.iinfo(dt.dtype).max))
         to = top + 1
     if to <= from_:
         raise RuntimeError(f"random_: expects from < to, got from={from_}, to={to}")
+    _check_random_bounds(dt, from_, to)
     return _fill("random_", self, lambda rng, s: rng.integers(from_, to, s), generator)
+
+
+def _check_random_bounds(dt, from_, to):
+    """PyTorch refuses bounds the dtype cannot hold, rather than wrapping the draws around."""
+    if dt.kind == "b":
+        lo, hi = 0, 1
+    elif dt.kind == "f":
+        info = np.finfo(dt.dtype)
+        lo, hi = float(info.min), float(info.max)
+    else:
+        info = np.iinfo(dt.dtype)
+        lo, hi = int(info.min), int(info.max)
+    for what, v in (("from", from_), ("to - 1", to - 1)):
+        if not lo <= v <= hi:
+            raise RuntimeError(f"random_: {what} is out of bounds for {dt} (got {v}, the dtype holds [{lo}, {hi}])")
 
 
 @tensor_method("fill_diagonal_")
@@ -165,7 +219,7 @@ def poisson(input, generator=None):
     """
     x = _as_tensor(input)
     if x.dtype.kind != "f":
-        raise RuntimeError(f"poisson: expected a floating point tensor of rates, got {x.dtype}")
+        raise NotImplementedError(f"poisson: expected a floating point tensor of rates, got {x.dtype}")
     if type(x) is not Tensor:
         raise RuntimeError("poisson: the rates must be concrete (not a transform's tracer); draw outside "
                            "the transform")
