@@ -16,7 +16,15 @@ Two ways of writing floats:
   more than 1e3).
 * ``sci_mode=True`` / ``False``: PyTorch's fixed format, exactly ``precision`` digits
   (``1.0000e-01`` / ``0.1000``; ``1.`` for a tensor of whole numbers in fixed notation),
-  right-aligned to the widest value shown.
+  right-aligned to the widest nonzero finite value shown (a ``-0.``, ``nan`` or ``inf`` keeps
+  its own width, as in PyTorch).
+
+Suffixes are PyTorch's: ``device=`` off the host, ``size=`` where the values do not show the
+shape (empty tensors other than (0,), meta tensors, ``edgeitems=0``), ``dtype=`` unless it is
+the default float dtype, int64 or bool (an empty tensor names any non-default dtype), then
+``grad_fn=`` or ``requires_grad=True``. Two departures are pinned by tests/surface/test_printing.py:
+complex dtypes are always named, and suffixes stay on the last line whatever ``linewidth`` is.
+The layout (line wrapping, `` ...`` spacing) is NumPy's in every mode.
 """
 from __future__ import annotations
 
@@ -118,8 +126,12 @@ def array_str(arr: np.ndarray, prefix: str) -> str:
     """The values of host array ``arr`` as a tensor prints them after ``prefix``."""
     o = PRINT_OPTS
     threshold = o["threshold"]
+    if arr.size == 0:
+        return "[]"
+    if arr.ndim and not o["edgeitems"] and arr.size > threshold:
+        return "[...]"  # PyTorch's form: NumPy would still show a last item here
     formatter = None
-    if o["sci_mode"] is not None and arr.dtype.kind in "fc" and arr.size:
+    if o["sci_mode"] is not None and arr.dtype.kind in "fc":
         shown = _summarized(arr, o["edgeitems"]) if arr.size > threshold else arr
         formatter = _fixed_formatter(shown, o["precision"], o["sci_mode"])
     return np.array2string(
@@ -128,6 +140,38 @@ def array_str(arr: np.ndarray, prefix: str) -> str:
         threshold=sys.maxsize if threshold >= sys.maxsize else int(threshold), edgeitems=o["edgeitems"],
         legacy=False,
     )
+
+
+def tensor_repr(t, prefix: str = "tensor(") -> str:
+    """``repr(t)``: the values, then PyTorch's suffixes (device, size, dtype, autograd)."""
+    from . import backend, dtypes
+
+    data = t._data
+    on_host = data.__class__ is np.ndarray
+    meta = not on_host and backend.backend_of(data).type == "meta"
+    default = np.dtype(dtypes.get_default_dtype().dtype)
+    suffixes = [] if on_host else [f"device='{t.device}'"]
+    size = f"size={tuple(t.shape)}"
+    if meta or data.size == 0:
+        # No values to infer the shape or the dtype from: spelt out ((0,) is what "[]" reads as).
+        body = "..." if meta else "[]"
+        if meta or data.ndim != 1:
+            suffixes.append(size)
+        if data.dtype != default:
+            suffixes.append(f"dtype=lucid.{data.dtype}")
+    else:
+        body = array_str(backend.host(data), prefix=prefix)
+        if not PRINT_OPTS["edgeitems"]:
+            suffixes.append(size)
+        if data.dtype not in (default, np.dtype(np.int64), np.dtype(np.bool_)):
+            suffixes.append(f"dtype=lucid.{data.dtype}")
+    if t.grad_fn is not None:
+        suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")
+    elif t.requires_grad:
+        suffixes.append("requires_grad=True")
+    # PyTorch moves a suffix that would pass ``linewidth`` to a line of its own; Lucid keeps
+    # them on the last line (tests/surface/test_printing.py pins that form).
+    return prefix + body + "".join(", " + s for s in suffixes) + ")"
 
 
 def _summarized(arr, edgeitems):
@@ -153,20 +197,30 @@ def _fixed_formatter(arr, precision, sci):
 
 
 def _float_format(arr, precision, sci):
-    """One float formatter for the values of ``arr``: its format and its width."""
+    """PyTorch's float formatter for the values of ``arr``: the width is that of the widest
+    nonzero finite value (zeros, nan and inf neither widen it nor, alone, choose a format)."""
     vals = arr.astype(np.float64).ravel()
     finite = vals[np.isfinite(vals) & (vals != 0)]
+    int_mode, width = True, 1
     if not finite.size:  # only zeros, nan and inf: PyTorch prints them in int mode (0.) either way
         sci = False
-    int_mode = not sci and bool(np.all(finite == np.ceil(finite)))
+    else:
+        int_mode = not sci and bool(np.all(finite == np.ceil(finite)))
+        width = max(len(text) + int_mode for text in map(_text_of(precision, sci, int_mode), finite))
+    text = _text_of(precision, sci, int_mode)
 
-    def text(v):
-        v = float(v)
-        if sci:
-            return f"{v:.{precision}e}"
-        if int_mode:
-            return f"{v:.0f}" + ("" if math.isinf(v) or math.isnan(v) else ".")
-        return f"{v:.{precision}f}"
+    def fmt(v):
+        s = text(v)
+        if int_mode and not sci and math.isfinite(v):
+            s += "."
+        return s.rjust(width)
 
-    width = max(len(text(v)) for v in vals)
-    return lambda v: text(v).rjust(width)
+    return fmt
+
+
+def _text_of(precision, sci, int_mode):
+    if sci:
+        return lambda v: f"{float(v):.{precision}e}"
+    if int_mode:
+        return lambda v: f"{float(v):.0f}"
+    return lambda v: f"{float(v):.{precision}f}"

@@ -6,6 +6,7 @@ to this class by :func:`tensor_method`, so this file holds only state and conver
 from __future__ import annotations
 
 import builtins
+import copy
 
 import numpy as np
 
@@ -316,13 +317,14 @@ class Tensor:
 
             warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
                           "behavior.\nConsider using tensor.detach() first.", UserWarning, stacklevel=2)
-        return float(self.item())
+        return float(_real_item(self, "double"))
 
     def __int__(self):
-        return int(self.item())
+        return int(_real_item(self, "int64_t"))
 
     def __index__(self):
-        if self.dtype.kind not in "iu" or self.numel() != 1:
+        # bool counts as an integer here, as in PyTorch (``[10, 20][lucid.tensor(True)]``)
+        if self.dtype.kind not in "iub" or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
@@ -330,24 +332,44 @@ class Tensor:
         return id(self)
 
     def __repr__(self):
-        from .printing import array_str  # lucid.set_printoptions (NOTE [Printing tensors])
+        from .printing import tensor_repr  # lucid.set_printoptions (NOTE [Printing tensors])
 
-        meta = self._data.__class__ is not np.ndarray and backend.backend_of(self._data).type == "meta"
-        body = "..." if meta else array_str(backend.host(self._data), prefix="tensor(")
-        extras = []
-        if self._data.__class__ is not np.ndarray:
-            extras.append(f"device='{self.device}'")
-        if meta:  # no values to print: PyTorch's form (NOTE [Meta device])
-            extras.append(f"size={tuple(self.shape)}")
-        if self._data.dtype not in (dtypes.float32, dtypes.int64, dtypes.bool_):
-            extras.append(f"dtype=lucid.{self._data.dtype}")
-        if self.grad_fn is not None:
-            extras.append(f"grad_fn=<{self.grad_fn.name()}>")
-        elif self._rg:
-            extras.append("requires_grad=True")
-        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+        return tensor_repr(self)
 
     __str__ = __repr__
+
+    def __deepcopy__(self, memo):
+        # PyTorch's protocol: leaves only; the copy keeps the class, requires_grad, a deep copy of
+        # ``.grad`` and the Python attributes. A view whose base is copied in the same call (or
+        # already was, through ``memo``) stays a view of that copy: storage sharing survives.
+        if id(self) in memo:
+            return memo[id(self)]
+        if self.grad_fn is not None:
+            raise RuntimeError("deepcopy: only Tensors created explicitly by the user (graph leaves) support "
+                               "the deepcopy protocol at the moment")
+        if type(self).__reduce_ex__ is not Tensor.__reduce_ex__ or not backend.has_values(self._data):
+            # a subclass with its own state (sparse, nested, quantized ...) or a meta tensor:
+            # copied through its pickling protocol, as before
+            return copy._reconstruct(self, memo, *self.__reduce_ex__(4))
+        base = self._base
+        if base is not None and id(base) in memo and base.is_contiguous() and base.storage_offset() == 0:
+            from .grad_mode import no_grad
+
+            with no_grad():
+                new = memo[id(base)].as_strided(self.shape, self.stride(), self.storage_offset())
+        else:
+            with backend.on_device(self._data):
+                new = _wrap(self._data.copy())
+        if self.__class__ is not Tensor:
+            new.__class__ = self.__class__
+        memo[id(self)] = new
+        new._rg = self._rg
+        if self._grad is not None:
+            new._grad = copy.deepcopy(self._grad, memo)
+        for k, v in self.__dict__.items():  # user attributes; Tensor's own state is set above
+            if k not in ("_data", "_version") and not hasattr(Tensor, k):
+                new.__dict__[k] = copy.deepcopy(v, memo)
+        return new
 
     def __reduce_ex__(self, protocol):
         # Pickling (e.g. to DataLoader workers) keeps values, the requires_grad flag and the
@@ -470,6 +492,16 @@ class _PostHookHandle(RemovableHandle):
         if self._hooks is not None and any(h is self._hook for h in self._hooks):
             _POST_HOOKS[0] -= 1
         super().remove()
+
+
+def _real_item(t, ctype):
+    """``t.item()`` for int()/float(): a complex value converts only when its imaginary part is 0."""
+    v = t.item()
+    if v.__class__ is complex:
+        if v.imag != 0:
+            raise RuntimeError(f"value cannot be converted to type {ctype} without overflow")
+        return v.real
+    return v
 
 
 def _rebuild(data, requires_grad, device=None):

@@ -44,6 +44,10 @@ def index_fill(input, dim, index, value):
     [[5.0, 0.0, 5.0], [5.0, 0.0, 5.0]]
     """
     L = _lucid()
+    input, index = _as_tensor(input), _as_tensor(index)
+    if index.dtype.kind in "iu":  # PyTorch's index_fill (alone of the index_* family) counts from the end
+        n = input.shape[normalize_axis(dim, input.ndim, "index_fill")] if input.ndim else 1
+        index = L.where((index < 0) & (index >= -n), index + n, index)
     input, axis, index = _dim_index("index_fill", input, dim, index)
     if isinstance(value, Tensor):
         if value.ndim != 0:
@@ -66,7 +70,16 @@ def index_copy(input, dim, index, source):
     L = _lucid()
     input, axis, index = _dim_index("index_copy", input, dim, index)
     cleared = index_fill(input, axis, index, 0)
-    return L.index_add(cleared, axis, index, _as_tensor(source).to(input.dtype))
+    source = _as_tensor(source).to(input.dtype)
+    if index.shape[0] > 1:
+        # A repeated position takes the last of its slices (as PyTorch on the CPU), not their
+        # sum: the others are zeroed before the add, so they get no gradient either.
+        m = index.shape[0]
+        later = L.triu(L.ones(m, m, dtype=L.bool, device=index.device), 1)
+        keep = ~((index[:, None] == index[None, :]) & later).any(1)
+        source = L.where(_along(keep, axis, source.ndim), source, L.zeros((), dtype=source.dtype,
+                                                                             device=source.device))
+    return L.index_add(cleared, axis, index, source)
 
 
 def _linear_index(indices, shape, op):
@@ -129,6 +142,12 @@ def put(input, index, source, accumulate=False):
     L = _lucid()
     input, index = _as_tensor(input), _as_tensor(index)
     n = input.numel()
+    # checked here: wrapping once more (index_put counts from the end too) would hide it; a meta
+    # tensor has no values to check
+    outside = (index < -n) | (index >= n) if type(index) is Tensor and index.device.type != "meta" else None
+    if outside is not None and index.numel() and bool(outside.any()):
+        bad = int(index[outside].reshape(-1)[0])
+        raise IndexError(f"put: out of range: tried to access index {bad} on a tensor of {n} elements")
     idx = L.where(index < 0, index + n, index).reshape(-1)
     src = _as_tensor(source).reshape(-1)
     if src.shape[0] != idx.shape[0]:

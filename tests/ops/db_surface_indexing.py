@@ -79,10 +79,13 @@ def _sr_samples(reduce):
 
 OPS = [
     OpInfo("index_fill", lambda x, d, i, v: lucid.index_fill(x, d, i, v), _np_index_fill,
-           lambda rng: [Sample((floats(rng, 2, 3), 1, I(0, 2), -1.5)), Sample((floats(rng, 3), 0, I(1), 2.0))]),
+           lambda rng: [Sample((floats(rng, 2, 3), 1, I(0, 2), -1.5)), Sample((floats(rng, 3), 0, I(1), 2.0)),
+                        Sample((floats(rng, 2, 3), 1, I(-1, 0), 0.5), name="negative index")]),
     OpInfo("index_copy", lambda x, d, i, s: lucid.index_copy(x, d, i, s), _np_index_copy,
            lambda rng: [Sample((floats(rng, 3, 2), 0, I(2, 0), floats(rng, 2, 2))),
-                        Sample((floats(rng, 2, 3), 1, I(1), floats(rng, 2, 1)))]),
+                        Sample((floats(rng, 2, 3), 1, I(1), floats(rng, 2, 1))),
+                        # a repeated position takes its last slice (NumPy's assignment, PyTorch on the CPU)
+                        Sample((floats(rng, 2, 3), 1, I(1, 0, 1), floats(rng, 2, 3)), name="repeated index")]),
     OpInfo("index_put", lambda x, r, c, v, a: lucid.index_put(x, (r, c), v, accumulate=a),
            _np_index_put,
            lambda rng: [Sample((floats(rng, 3, 3), I(0, 2), I(1, 1), floats(rng, 2), False)),
