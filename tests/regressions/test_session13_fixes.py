@@ -338,3 +338,13 @@ def test_lstsq_residuals_under_vmap_and_grad():
             fd[i, j] = (res(a0 + d) - res(a0 - d)) / (2 * eps)
     np.testing.assert_allclose(g.numpy(), fd, rtol=1e-5, atol=1e-8)
     assert vmap(lambda a, b: L.lstsq(a, b).residuals)(A[0], B[0]).shape == (2, 0)  # gelsy: none, as PyTorch
+
+
+def test_integer_and_bool_casts_do_not_require_grad():
+    # x.long() of a tensor that requires grad kept requires_grad=True and a CastBackward node
+    x = lucid.tensor([1.5, 2.5], requires_grad=True)
+    for out in (x.long(), x.int(), x.bool(), x.to(lucid.int64), x.type(lucid.uint8)):
+        assert not out.requires_grad and out.grad_fn is None
+    assert x.double().requires_grad and x.to(lucid.complex64).requires_grad  # float/complex casts still do
+    assert grad(lambda t: (t * t.long()).sum())(lucid.tensor([1.5, 2.5])).tolist() == [1.0, 2.0]
+    assert vmap(lambda t: t.long())(lucid.tensor([[1.5], [2.5]])).tolist() == [[1], [2]]

@@ -45,6 +45,8 @@ def cast(x, dtype):
     x = _as_tensor(x)
     if x.dtype == dtype:
         return x
+    if dtype.kind not in "fc" and x.requires_grad:  # an integer or bool result never requires grad (PyTorch)
+        x = x.detach()
     return bind(cast_p, (x,), {"dtype": dtype})
 
 
