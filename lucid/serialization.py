@@ -11,7 +11,8 @@ keeps a JSON description of the saved container, in which every node is tagged:
     {"nd": name}                               a NumPy array
     {"list": [...]}, {"tuple": [...]}          lists and tuples
     {"dict": [[key, value], ...]}              dicts (keys of any supported kind, in order;
-                                               ``"odict"`` for an OrderedDict)
+                                               ``"odict"`` for an OrderedDict, with ``"meta"``
+                                               holding a state dict's ``_metadata``)
     {"float": "nan" | "inf" | "-inf"}          non-finite floats
     {"q": dtype, "scheme": name, "ints": node, "scale": f, "zero_point": i}
                                                a quantized tensor (per channel: "scales" and
@@ -138,7 +139,11 @@ class _Encoder:
             return {"tuple": items} if isinstance(obj, tuple) else {"list": items}
         if isinstance(obj, dict):
             tag = "odict" if isinstance(obj, OrderedDict) else "dict"
-            return {tag: [[self.key(k, path), self.encode(v, _join(path, k))] for k, v in obj.items()]}
+            node = {tag: [[self.key(k, path), self.encode(v, _join(path, k))] for k, v in obj.items()]}
+            meta = getattr(obj, "_metadata", None) if tag == "odict" else None
+            if isinstance(meta, dict):  # a state dict's per-module versions, as torch.save keeps them
+                node["meta"] = self.encode(meta, _join(path, "_metadata"))
+            return node
         raise TypeError(
             f"lucid.save: can't save an object of type {type(obj).__name__} at {path or '<root>'!r}; "
             "supported: Tensor, ndarray, None, bool, int, float, str, and lists, tuples and dicts of them"
@@ -166,9 +171,11 @@ class _Encoder:
 # (``save([x, x[1:]])``: writing the loaded ``x[1:]`` changes the loaded ``x``). A safetensors
 # file has no views, so when two or more saved host tensors view one NumPy array, that array
 # (the root of their ``.base`` chain) is stored once, and each tensor's node says where it lies
-# in it: ``"view": [offset, shape, strides]`` in elements. Loading builds them as strided views
-# of one array sharing one version counter. A lone view is stored compact (PyTorch would save
-# its whole storage), so files of ordinary state dicts stay plain safetensors tensors. Device
+# in it: ``"view": [offset, shape, strides]`` in elements, and ``"id"`` its own name, so that two
+# tensor objects with one view (``x``, ``x.detach()``) load as two, each with its requires_grad.
+# Loading builds them as strided views of one array sharing one version counter. A lone view is
+# stored compact (PyTorch would save its whole storage), so files of ordinary state dicts stay
+# plain safetensors tensors. Device
 # tensors too: roots are told apart by device and address (a device array's ``.base`` may be a
 # fresh wrapper each time), and loading puts the storage on the device once and views it there.
 def _root(arr):
@@ -203,7 +210,8 @@ def _share_storage(enc):
             enc.arrays.pop(node["t"], None)
         enc.arrays[name] = np.ascontiguousarray(host(root).reshape(-1), dtype=root.dtype.newbyteorder("<"))
         for (node, _), view in zip(members, views):
-            node["t"], node["view"] = name, view
+            # "id" tells apart distinct tensors with one view (x and x.detach()): each loads as its own
+            node["id"], node["t"], node["view"] = node["t"], name, view
 
 
 def _join(path, k):
@@ -225,7 +233,8 @@ def _to_bytes(obj):
     return struct.pack("<Q", len(raw)) + raw, enc.arrays.values()
 
 
-def save(obj, f):
+def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False):
     """Save ``obj`` (tensors, state dicts, nested containers of them) to a safetensors file.
 
     Parameters
@@ -240,6 +249,10 @@ def save(obj, f):
         A path is written atomically (temporary file + fsync + ``os.replace``); a symlink
         is followed and its target replaced; a path that is a FIFO, device, socket or
         directory is refused with a ValueError (pass an open file object to stream).
+    pickle_module, pickle_protocol, _use_new_zipfile_serialization, _disable_byteorder_record
+        ``torch.save``'s options, accepted so that PyTorch code runs unchanged; a Lucid file
+        holds no pickle (and has one format), so they change nothing. ``pickle_protocol`` is
+        still checked as PyTorch checks it.
 
     Examples
     --------
@@ -253,6 +266,7 @@ def save(obj, f):
     arbitrary classes) are refused with a TypeError instead of being pickled. To write a
     checkpoint that ``torch.load`` reads, use :func:`lucid.serialization.save_for_torch`.
     """
+    _check_protocol(pickle_protocol, "lucid.save")
     head, arrays = _to_bytes(obj)  # fails before any file is touched
     if hasattr(f, "write"):
         f.write(head)
@@ -260,6 +274,13 @@ def save(obj, f):
             f.write(memoryview(arr.reshape(-1)).cast("B") if arr.size else b"")
         return
     _atomic_write(os.fspath(f), lambda out: _write_head_and_arrays(out, head, arrays))
+
+
+def _check_protocol(protocol, api):
+    if not hasattr(protocol, "__index__"):
+        raise TypeError(f"{api}: pickle_protocol must be an int, got {type(protocol).__name__}")
+    if not -1 <= int(protocol) <= 5:  # (pickle's limits: -1 means the highest)
+        raise ValueError(f"{api}: pickle protocol must be <= 5, got {int(protocol)}")
 
 
 # NOTE [Safe save]
@@ -442,7 +463,10 @@ def get_unsafe_globals_in_checkpoint(f):
 
 
 # ---------------------------------------------------------------------------- load
-def load(f, map_location=None, weights_only=True, *, mmap=None):
+_PICKLE_LOAD_ARGS = frozenset(("encoding", "errors", "fix_imports", "buffers"))
+
+
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
     """Load what :func:`save` wrote (or any safetensors file, or a ``torch.save`` checkpoint)
     without executing code.
 
@@ -461,7 +485,11 @@ def load(f, map_location=None, weights_only=True, *, mmap=None):
         all there; a dict ``{"cuda:0": "cpu"}``: saved device -> device; a callable
         ``f(tensor, saved_location) -> tensor`` gets each tensor on the CPU (for a PyTorch
         checkpoint: each storage, as a 1-d tensor, as PyTorch passes storages).
-    weights_only : bool
+    pickle_module : module, optional
+        Accepted as ``torch.load`` accepts it, never used: Lucid unpickles with its own
+        restricted unpickler. As in PyTorch, it can't be combined with ``weights_only=True``.
+        (A bool here is read as ``weights_only``, Lucid's third argument before.)
+    weights_only : bool or None
         Accepted for PyTorch compatibility. Lucid files never hold code, and PyTorch
         checkpoints are always read "weights only", even with ``weights_only=False`` (which
         never makes Lucid import or run what a file names; allowlist trusted classes with
@@ -472,6 +500,9 @@ def load(f, map_location=None, weights_only=True, *, mmap=None):
         ``mmap=True`` (``MAP_PRIVATE``) gives, so nothing is read until it is used and writes
         never reach the file. Bool tensors, tensors moved to another device and a
         ``torch.save`` checkpoint's tensors are read into memory as without ``mmap``.
+    **pickle_load_args
+        ``encoding``, ``errors``, ``fix_imports``, ``buffers``: accepted and, as in PyTorch's
+        weights-only loading, without effect; any other keyword is a TypeError.
 
     Returns
     -------
@@ -482,9 +513,12 @@ def load(f, map_location=None, weights_only=True, *, mmap=None):
     ------
     ValueError
         The file is not a valid safetensors or PyTorch checkpoint (corrupt, truncated, a
-        plain pickle, a legacy torch < 1.6 file, ...); the message names the file. A global
-        outside the whitelist and not registered raises ``pickle.UnpicklingError`` (also a
-        ValueError) naming it; :func:`get_unsafe_globals_in_checkpoint` lists them all.
+        plain pickle, a legacy torch < 1.6 file, ...); the message names the file. Where
+        ``torch.load`` raises another type, the error is also that type: ``EOFError`` for an
+        empty file, ``RuntimeError`` for a zip archive that can't be read (truncated),
+        ``pickle.UnpicklingError`` for a corrupt ``data.pkl``. A global outside the whitelist
+        and not registered raises ``pickle.UnpicklingError`` (also a ValueError) naming it;
+        :func:`get_unsafe_globals_in_checkpoint` lists them all.
 
     Examples
     --------
@@ -495,6 +529,15 @@ def load(f, map_location=None, weights_only=True, *, mmap=None):
     >>> lucid.load(buf)
     [tensor([1, 2]), (None, 2.5)]
     """
+    if isinstance(pickle_module, bool):
+        pickle_module, weights_only = None, pickle_module
+    unknown = sorted(set(pickle_load_args) - _PICKLE_LOAD_ARGS)
+    if unknown:
+        raise TypeError(f"load: got an unexpected keyword argument {unknown[0]!r}")
+    if pickle_module is not None and weights_only is True:
+        raise RuntimeError("load: Can not safely load weights when explicit pickle_module is specified")
+    if pickle_module is not None and weights_only is None:
+        weights_only = False  # PyTorch's default then (which still runs nothing here)
     if map_location is not None and not callable(map_location) and not isinstance(map_location, dict):
         map_location = check_device(map_location)
     if hasattr(f, "read"):
@@ -504,6 +547,10 @@ def load(f, map_location=None, weights_only=True, *, mmap=None):
     where = os.fspath(f)
     with open(where, "rb") as fh:
         return _Decoder(fh, str(where), map_location, weights_only, mmap=bool(mmap)).run()
+
+
+class _EmptyFile(ValueError, EOFError):
+    """An empty file: torch.load raises EOFError ("Ran out of input"), Lucid ValueError; both."""
 
 
 # NOTE [Load memory]
@@ -609,7 +656,8 @@ class _Decoder:
         pos = self.fh.tell() if size is not None else 0
         head = self.fh.read(8)
         if len(head) < 8:
-            raise self.fail(f"file is {len(head)} bytes, too short for a safetensors header (truncated?)")
+            e = self.fail(f"file is {len(head)} bytes, too short for a safetensors header (truncated?)")
+            raise _EmptyFile(str(e)) if not head else e
         is_pickle = head[:2] in (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05") and head != _TORCH_LEGACY
         if (head[:2] == b"PK" or head == _TORCH_LEGACY or is_pickle) and not self.json_follows(head, size, pos):
             if is_pickle:
@@ -724,7 +772,7 @@ class _Decoder:
 
     def view(self, name, view, node):
         """A tensor saved as a view of a shared storage (NOTE [Shared storage])."""
-        key = (name, json.dumps(view))
+        key = (name, json.dumps(view), json.dumps([node.get(k) for k in ("id", "rg", "param", "device")]))
         if key in self.cache:
             return self.cache[key]
         flat = self.arrays[name]
@@ -793,10 +841,20 @@ class _Decoder:
                 if tag in node and isinstance(node[tag], list):
                     if not all(isinstance(kv, list) and len(kv) == 2 for kv in node[tag]):
                         raise self.fail("a dict entry in the structure is not a [key, value] pair")
-                    return cls((self.decode_key(k), self.decode(v)) for k, v in node[tag])
+                    d = cls((self.decode_key(k), self.decode(v)) for k, v in node[tag])
+                    if tag == "odict" and "meta" in node:
+                        d._metadata = self.metadata(node["meta"])
+                    return d
             if node.get("float") in ("nan", "inf", "-inf"):
                 return float(node["float"])
         raise self.fail(f"unknown node in the structure: {str(node)[:80]}")
+
+    def metadata(self, node):
+        """A state dict's ``_metadata``: a dict, the only attribute a loaded dict is given."""
+        meta = self.decode(node)
+        if not isinstance(meta, dict):
+            raise self.fail(f"a state dict's _metadata is {str(node)[:80]}, not a dict")
+        return meta
 
     def dtype(self, name):
         from ._core.dtypes import _QUANTIZED, as_lucid

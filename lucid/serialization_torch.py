@@ -8,7 +8,11 @@ storage per key), ``byteorder`` ("little" or "big"), ``version`` and some bookke
 pickle a tensor is ``torch._utils._rebuild_tensor_v2(storage, offset, size, stride,
 requires_grad, hooks[, metadata])`` whose storage is a persistent id ``('storage',
 torch.FloatStorage, key, location, numel)``; a Parameter wraps it in ``_rebuild_parameter``;
-a state dict is an OrderedDict whose ``_metadata`` attribute BUILD sets.
+a state dict is an OrderedDict whose ``_metadata`` attribute BUILD sets. Quantized tensors
+(``_rebuild_qtensor``: integers in a ``QInt8Storage``... and a per-tensor or per-channel affine
+quantizer), meta tensors (``_rebuild_meta_tensor_no_storage``, no data; Lucid's are contiguous)
+and layouts (``torch.serialization._get_layout``) are read too, as PyTorch's weights-only loader
+reads them.
 
 Reading runs pickle's pure-Python unpickler with its entry points restricted, so nothing named
 by the file is imported or called: ``find_class`` maps a fixed whitelist (``_Archive.whitelist``)
@@ -66,7 +70,8 @@ _DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "
 _UNTYPED = frozenset(np.dtype(n) for n in ("uint16", "uint32", "uint64"))
 _LACKS = {"BFloat16Storage": "bfloat16", "bfloat16": "bfloat16", "complex32": "complex32",
           "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2", "float8_e4m3fnuz": "float8_e4m3fnuz",
-          "float8_e5m2fnuz": "float8_e5m2fnuz", "float8_e8m0fnu": "float8_e8m0fnu"}
+          "float8_e5m2fnuz": "float8_e5m2fnuz", "float8_e8m0fnu": "float8_e8m0fnu", "quint4x2": "quint4x2",
+          "quint2x4": "quint2x4", "QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4"}
 _TORCH_DEVICE_TYPES = frozenset(("cpu", "cuda", "mps", "meta", "xpu", "xla", "hip", "ipu", "vulkan", "mkldnn",
                                  "opengl", "opencl", "ideep", "ort", "hpu", "mtia", "privateuseone"))
 _KEY = re.compile(r"[A-Za-z0-9_]{1,64}")  # PyTorch's keys are "0", "1", ...: no path can escape
@@ -79,14 +84,25 @@ _CALLS = {"collections.OrderedDict": None, "torch._utils._rebuild_tensor_v2": "r
           "torch._utils._rebuild_tensor_v3": "rebuild_tensor_v3", "torch._utils._rebuild_parameter": "rebuild_parameter",
           "torch._utils._rebuild_parameter_with_state": "rebuild_parameter_with_state", "torch.Size": "size_",
           "torch.device": "device_", "_codecs.encode": "encode_", "builtins.bytes": "bytes_", "builtins.set": "set_",
-          "builtins.frozenset": "set_", "builtins.complex": "complex_", "collections.Counter": "counter_",
-          "builtins.bytearray": "bytearray_"}
+          "builtins.frozenset": "frozenset_", "builtins.complex": "complex_", "collections.Counter": "counter_",
+          "builtins.bytearray": "bytearray_", "torch._utils._rebuild_qtensor": "rebuild_qtensor",
+          "torch._utils._rebuild_meta_tensor_no_storage": "rebuild_meta",
+          "torch.serialization._get_layout": "layout_", "torch._utils._rebuild_tensor": "rebuild_tensor",
+          "torch._tensor._rebuild_from_type_v2": "rebuild_from_type_v2"}
+# Quantized storages: the integer element type, and the quantized dtype they hold.
+_QSTORAGES = {"QInt8Storage": ("i1", "qint8"), "QUInt8Storage": ("u1", "quint8"), "QInt32Storage": ("i4", "qint32")}
+_QSCHEMES = ("per_tensor_affine", "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
+             "per_channel_affine_float_qparams")  # (quantized tensors: the first two, as torch.save writes)
+_TYPES = ("torch.Tensor", "torch.nn.parameter.Parameter")  # only as _rebuild_from_type_v2's new_type
+_LAYOUTS = ("strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged")
 
 
 def _builtin_names():
     """Every name Lucid reads itself, and the dtypes it knows but lacks (refused as unsupported
     data, not as unsafe globals)."""
     return (set(_CALLS) | {f"torch.{n}" for n in _STORAGES} | {"torch.storage.UntypedStorage"}
+            | {f"torch.{n}" for n in _QSTORAGES} | {f"torch.{n}" for n in _QSCHEMES}
+            | {f"torch.{q}" for _, q in _QSTORAGES.values()} | set(_TYPES)
             | {f"torch.{n}" for n in _DTYPES} | {f"torch.{n}" for n in _LACKS})
 
 
@@ -97,6 +113,15 @@ class _Invalid(ValueError):
 
 class _Refused(_Invalid, pickle.UnpicklingError):
     """A global outside the whitelist: refused, never imported."""
+
+
+class _Unreadable(_Invalid, RuntimeError):
+    """An archive or record that can't be read (truncated, corrupt): torch.load raises
+    RuntimeError ("PytorchStreamReader failed reading zip archive"), Lucid ValueError; both."""
+
+
+class _BadPickle(_Invalid, pickle.UnpicklingError):
+    """A data.pkl that can't be unpickled (torch.load raises UnpicklingError)."""
 
 
 class _Pass(Exception):
@@ -110,10 +135,10 @@ class _Pass(Exception):
 class _StorageType:
     """A storage class named in a persistent id: it only says the element type."""
 
-    __slots__ = ("dtype", "name")
+    __slots__ = ("dtype", "name", "qdtype")
 
-    def __init__(self, code, name):
-        self.dtype, self.name = np.dtype(code), name
+    def __init__(self, code, name, qdtype=None):
+        self.dtype, self.name, self.qdtype = np.dtype(code), name, qdtype
 
 
 class _Storage:
@@ -187,12 +212,12 @@ def _open_zip(dec, head, pos):
     try:
         zf = zipfile.ZipFile(fh)
     except Exception as e:  # BadZipFile, EOFError, OSError, struct.error ...: not a readable zip
-        raise fail(f"it starts like a zip archive but can't be read as one ({e}; truncated?)") from None
+        raise fail(f"it starts like a zip archive but can't be read as one ({e}; truncated?)", _Unreadable) from None
     return zf, size, fail
 
 
 def _failer(where):
-    return lambda msg: _Invalid(f"lucid.load: {where!r} is not a valid PyTorch checkpoint: {msg}")
+    return lambda msg, kind=_Invalid: kind(f"lucid.load: {where!r} is not a valid PyTorch checkpoint: {msg}")
 
 
 class _Archive:
@@ -233,7 +258,7 @@ class _Archive:
         """The record's ZipInfo, its sizes checked against ``want`` and the archive."""
         info = self.zf.NameToInfo.get(name)
         if info is None:
-            raise self.fail(f"{what} has no record {name!r} (truncated?)")
+            raise self.fail(f"{what} has no record {name!r} (truncated?)", _Unreadable)
         n = info.file_size
         if want is not None and n != want:
             raise self.fail(f"{what}: the record {name!r} holds {n} bytes, but {want} are declared")
@@ -283,7 +308,8 @@ class _Archive:
         except RecursionError:
             raise self.fail("data.pkl is nested too deeply") from None
         except Exception as e:  # whatever the stream does to the pickle machinery: a corrupt file
-            raise self.fail(f"data.pkl can't be read ({type(e).__name__}: {e}); corrupt or truncated?") from None
+            raise self.fail(f"data.pkl can't be read ({type(e).__name__}: {e}); corrupt or truncated?",
+                            _BadPickle) from None
 
     def whitelist(self):
         from ._core import dtypes
@@ -293,6 +319,16 @@ class _Archive:
         for name, code in _STORAGES.items():
             g[f"torch.{name}"] = _StorageType(code, name)
         g["torch.storage.UntypedStorage"] = _StorageType("u1", "UntypedStorage")
+        for name, (code, qdtype) in _QSTORAGES.items():
+            g[f"torch.{name}"] = _StorageType(code, name, dtypes._QUANTIZED[qdtype])
+            g[f"torch.{qdtype}"] = dtypes._QUANTIZED[qdtype]
+        from ._core import quantized
+
+        for name in _QSCHEMES:
+            g[f"torch.{name}"] = quantized._SCHEMES[name]
+        from .nn.parameter import Parameter
+
+        g["torch.Tensor"], g["torch.nn.parameter.Parameter"] = Tensor, Parameter
         for name in _DTYPES:
             g[f"torch.{name}"] = dtypes.as_lucid(name)
         return g, calls
@@ -436,7 +472,7 @@ class _Archive:
 
     def rebuild_tensor_v2(self, storage, storage_offset, size, stride, requires_grad, backward_hooks,
                           metadata=None):
-        if not isinstance(storage, _Storage) or storage.stype.name == "UntypedStorage":
+        if not isinstance(storage, _Storage) or storage.stype.name == "UntypedStorage" or storage.stype.qdtype:
             raise self.fail("_rebuild_tensor_v2 got no typed storage")
         arr = self.view(storage, storage.host, storage_offset, size, stride, metadata)
         return self.finish(arr, requires_grad, backward_hooks)
@@ -462,6 +498,54 @@ class _Archive:
         arr = self.view(storage, host, storage_offset, size, stride, metadata, placed)
         return self.finish(arr, requires_grad, backward_hooks)
 
+    def rebuild_qtensor(self, storage, storage_offset, size, stride, quantizer_params, requires_grad,
+                        backward_hooks):
+        """A quantized tensor: its integers viewed in a quantized storage, and its quantizer
+        (``(scheme, scale, zero_point)`` or ``(scheme, scales, zero_points, axis)``)."""
+        from ._core import quantized as Q
+
+        if not isinstance(storage, _Storage) or storage.stype.qdtype is None:
+            raise self.fail("_rebuild_qtensor got no quantized storage")
+        ints = self.finish(self.view(storage, storage.host, storage_offset, size, stride, None), False,
+                           backward_hooks)
+        qp = quantizer_params
+        scheme = qp[0] if isinstance(qp, tuple) and qp else None
+        if scheme is Q.per_tensor_affine and len(qp) == 3 and isinstance(qp[1], (int, float)) \
+                and math.isfinite(qp[1]) and _is_int(qp[2]):
+            q = Q.make_quantized(ints, storage.stype.qdtype, scheme, scale=float(qp[1]), zero_point=qp[2])
+        elif scheme is Q.per_channel_affine and len(qp) == 4 and isinstance(qp[1], Tensor) \
+                and isinstance(qp[2], Tensor) and _is_uint(qp[3]) and qp[3] < max(ints.ndim, 1) \
+                and tuple(qp[1].shape) == tuple(qp[2].shape) == ((ints.shape[qp[3]],) if ints.ndim else (1,)):
+            scales, zps = qp[1].detach().to(dtype=np.float64), qp[2].detach()
+            if zps.is_floating_point():  # torch.save writes float_qparams as per_channel_affine, float zero points
+                scheme = Q.per_channel_affine_float_qparams
+            else:
+                zps = zps.to(dtype=np.int64)
+            q = Q.make_quantized(ints, storage.stype.qdtype, scheme, scales=scales, zero_points=zps, axis=qp[3])
+        else:
+            raise self.fail(f"a quantized tensor's quantizer is {str(qp)[:80]} (Lucid reads "
+                            f"{' and '.join(_QSCHEMES[:2])})")
+        if requires_grad:
+            raise self.fail("a quantized tensor is marked requires_grad")
+        return q
+
+    def rebuild_meta(self, dtype, size, stride, requires_grad):
+        """A meta tensor (no data). Lucid's meta tensors keep no strides: it is contiguous."""
+        from ._core import dtypes
+        from .ops.creation import empty
+
+        if not isinstance(dtype, dtypes.dtype) or not isinstance(size, tuple) or not all(map(_is_uint, size)):
+            raise self.fail(f"a meta tensor of dtype {str(dtype)[:40]} and size {str(size)[:80]}")
+        return self.finish(empty(size, dtype=dtype, device="meta")._data, requires_grad, None)
+
+    def layout_(self, name):
+        import lucid
+
+        short = name[len("torch."):] if isinstance(name, str) and name.startswith("torch.") else None
+        if short not in _LAYOUTS or not hasattr(lucid, short.lstrip("_")):
+            raise self.fail(f"unknown layout {str(name)[:40]}")
+        return getattr(lucid, short.lstrip("_"))
+
     def rebuild_parameter(self, data, requires_grad, backward_hooks):
         from .nn.parameter import Parameter
 
@@ -473,17 +557,36 @@ class _Archive:
             raise self.fail(f"a Parameter can't be rebuilt ({e})") from None
 
     def rebuild_parameter_with_state(self, data, requires_grad, backward_hooks, state):
-        p = self.rebuild_parameter(data, requires_grad, backward_hooks)
+        return self.set_state(self.rebuild_parameter(data, requires_grad, backward_hooks), state)
+
+    def rebuild_from_type_v2(self, func, new_type, args, state):
+        """A tensor with Python attributes (or a Parameter made by ``as_subclass``): ``func(*args)``
+        for one of the tensor rebuilders above, as ``new_type``, then its attributes."""
+        from .nn.parameter import Parameter
+
+        rebuilders = (self.rebuild_tensor_v2, self.rebuild_tensor_v3, self.rebuild_parameter, self.rebuild_tensor)
+        if func not in rebuilders or new_type not in (Tensor, Parameter) or type(args) is not tuple:
+            raise self.fail(f"_rebuild_from_type_v2 of {str(func)[:40]} as {str(new_type)[:40]}")
+        t = func(*args)
+        if new_type is Parameter and type(t) is not Parameter:
+            t = Parameter(t, requires_grad=t.requires_grad)
+        return self.set_state(t, state)
+
+    def rebuild_tensor(self, storage, storage_offset, size, stride):  # the pre-1.x spelling
+        return self.rebuild_tensor_v2(storage, storage_offset, size, stride, False, None)
+
+    def set_state(self, p, state):
+        """A tensor's pickled ``__dict__`` (or ``(dict, slots)``), as PyTorch's ``_set_obj_state``."""
         parts = state if isinstance(state, tuple) and len(state) == 2 else (state,)
         for part in parts:
             if part is None:
                 continue
             if not isinstance(part, dict):
-                raise self.fail(f"a Parameter's state is {str(part)[:80]}")
+                raise self.fail(f"a {type(p).__name__}'s state is {str(part)[:80]}")
             for k, v in part.items():
                 # plain attributes only: nothing the class defines (properties, methods, internals)
                 if not isinstance(k, str) or not k.isidentifier() or k.startswith("_") or hasattr(type(p), k):
-                    raise self.fail(f"a Parameter's state sets {str(k)[:40]!r}, which Lucid does not restore")
+                    raise self.fail(f"a {type(p).__name__}'s state sets {str(k)[:40]!r}, which Lucid does not restore")
                 setattr(p, k, v)
         return p
 
@@ -497,8 +600,8 @@ class _Archive:
     def device_(self, kind, index=None):
         if not isinstance(kind, str) or not (index is None or _is_uint(index)):
             raise self.fail(f"torch.device({str(kind)[:40]}, {str(index)[:20]})")
-        try:
-            return str(backend.device(kind, index))
+        try:  # a device object, as torch.load gives (it compares equal to its string)
+            return backend.device(kind, index)
         except RuntimeError as e:
             raise self.fail(f"torch.device: {e}") from None
 
@@ -514,6 +617,9 @@ class _Archive:
         if not isinstance(items, (list, tuple)):
             raise self.fail(f"a set of {type(items).__name__}")
         return set(items)
+
+    def frozenset_(self, items=()):
+        return frozenset(self.set_(items))
 
     def counter_(self, counts=None):
         if counts is not None and not isinstance(counts, dict):
@@ -544,7 +650,8 @@ class _ZipErrors:
         # zipfile raises BadZipFile, EOFError, zlib.error, NotImplementedError (compression),
         # RuntimeError (encryption), struct.error ...: all mean a record that can't be read
         if kind is not None and issubclass(kind, Exception) and not issubclass(kind, (_Invalid, _Pass)):
-            raise self.fail(f"a record can't be read ({type(e).__name__}: {e}); truncated or corrupt?") from None
+            raise self.fail(f"a record can't be read ({type(e).__name__}: {e}); truncated or corrupt?",
+                            _Unreadable) from None
         return False
 
 
@@ -868,6 +975,11 @@ class _Writer:
         dev = t.device
         location = str(dev) if dev.type == "cuda" else "cpu"  # data goes through the host (below)
         owner = _owner(arr)
+        if owner.dtype != arr.dtype and owner.dtype == np.uint8 and owner.ndim == 1 \
+                and not isinstance(owner, np.memmap) and owner.nbytes % arr.dtype.itemsize == 0 \
+                and backend.has_values(owner):
+            with backend.on_device(owner):  # an untyped storage's bytes as lucid.load reads one (not a mapped file)
+                owner = owner.view(arr.dtype)
         geom = storage_geometry(arr) if owner.dtype == arr.dtype else None
         if geom is not None and all(s >= 0 for s in geom[1]) and (owner.flags.c_contiguous or owner.flags.f_contiguous):
             # the owner's memory names it (a device array's .base may be a new wrapper each time);
