@@ -49,9 +49,9 @@ __all__ = ["save", "load"]  # (and save_for_torch, through __getattr__ below; th
 # below is public too, but tests/test_serialization.py pins this list)
 
 
-def __getattr__(name):  # save_for_torch lives in serialization_torch.py, imported on first use
+def __getattr__(name):  # save_for_torch lives in serialization_torch_write.py, imported on first use
     if name == "save_for_torch":
-        from .serialization_torch import save_for_torch
+        from .serialization_torch_write import save_for_torch
 
         return save_for_torch
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -357,7 +357,7 @@ def _write_head_and_arrays(out, head, arrays):
 
 def _atomic_write(path, fill):
     """``fill(file)`` into a temporary file beside ``path``, renamed onto it once complete
-    (NOTE [Safe save]); also ``serialization_torch.save_for_torch``'s writer."""
+    (NOTE [Safe save]); also ``serialization_torch_write.save_for_torch``'s writer."""
     target = _resolve_target(path)
     directory = os.path.dirname(target)
     _clean_stale_temps(target)

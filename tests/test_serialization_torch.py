@@ -560,7 +560,7 @@ def test_write_errors_and_atomic_save(tmp_path, monkeypatch):
     loop.append(loop)
     with pytest.raises(ValueError, match="nested too deeply"):
         save_for_torch(loop, path)
-    import lucid.serialization_torch as st
+    import lucid.serialization_torch_write as st
 
     real = st._record
     calls = []

@@ -178,7 +178,7 @@ def test_lucid_format_round_trip(tmp_path):
 
 def test_torch_checkpoints_both_ways(tmp_path):
     torch = pytest.importorskip("torch")
-    from lucid.serialization_torch import save_for_torch
+    from lucid.serialization_torch_write import save_for_torch
 
     x = L.tensor([[1, 2 ** 16 - 1], [3, 4]], dtype=L.uint16)
     obj = {"a": x, "b": x[:, 1], "c": L.tensor([2 ** 64 - 1], dtype=L.uint64), "d": L.tensor([7], dtype=L.uint32)}
