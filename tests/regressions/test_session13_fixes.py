@@ -348,3 +348,14 @@ def test_integer_and_bool_casts_do_not_require_grad():
     assert x.double().requires_grad and x.to(lucid.complex64).requires_grad  # float/complex casts still do
     assert grad(lambda t: (t * t.long()).sum())(lucid.tensor([1.5, 2.5])).tolist() == [1.0, 2.0]
     assert vmap(lambda t: t.long())(lucid.tensor([[1.5], [2.5]])).tolist() == [[1], [2]]
+
+
+def test_numpy_scalars_promote_as_python_numbers():
+    # float32 tensor + np.float64 gave float64; PyTorch treats a NumPy scalar as a (weak) number
+    t = lucid.tensor([1.0, 2.0])
+    assert (t + np.float64(2.0)).dtype == lucid.float32
+    assert (np.float64(2.0) * t).dtype == lucid.float32 and (np.float64(2.0) * t).tolist() == [2.0, 4.0]
+    assert (lucid.tensor([1, 2]) + np.float32(0.5)).dtype == lucid.float32
+    assert (lucid.tensor([1, 2]) * np.int64(3)).dtype == lucid.int64
+    assert (t + np.complex128(1j)).dtype == lucid.complex64
+    assert (t.double() * np.float32(2.0)).dtype == lucid.float64

@@ -92,6 +92,8 @@ def promote(a, b, opmath=0):
         if b.__class__ is complex:
             dt = dtypes.result_type(a, b)
             return (a if dt == a.dtype else cast(a, dt)), _complex_number(b, dt, a)
+        if isinstance(b, np.generic):  # a NumPy scalar is a number to PyTorch (weak: float32 + np.float64 is float32)
+            return promote(a, b.item(), opmath)
         return promote(a, _as_tensor(b, like=a), opmath)
     if a.__class__ is complex and isinstance(b, Tensor):
         dt = dtypes.result_type(a, b)
@@ -102,6 +104,8 @@ def promote(a, b, opmath=0):
             if dt is _F16 and opmath == 2 and not _half_exact(a):
                 return None
             return _fit_int(a, dt), (b if dt == b.dtype else cast(b, dt))
+    if isinstance(a, np.generic) and isinstance(b, Tensor):
+        return promote(a.item(), b, opmath)
     return promote(_as_tensor(a, like=b), b, opmath)
 
 
