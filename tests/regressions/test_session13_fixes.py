@@ -359,3 +359,15 @@ def test_numpy_scalars_promote_as_python_numbers():
     assert (lucid.tensor([1, 2]) * np.int64(3)).dtype == lucid.int64
     assert (t + np.complex128(1j)).dtype == lucid.complex64
     assert (t.double() * np.float32(2.0)).dtype == lucid.float64
+
+
+def test_tensor_eq_none_isclose_negative_tolerance_and_view_as():
+    t = lucid.tensor([1, 2])
+    assert (t == None) is False and (t != None) is True  # noqa: E711  (PyTorch: no error)
+    assert (t == "a") is False
+    with pytest.raises(RuntimeError, match="rtol must be greater than or equal to zero"):
+        lucid.isclose(lucid.ones(2), lucid.ones(2), rtol=-1)  # was silently accepted
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        lucid.arange(6.0).reshape(2, 3).t().view_as(lucid.zeros(6))  # copied silently
+    v = lucid.arange(6.0).view_as(lucid.zeros(2, 3))
+    assert v.shape == (2, 3) and v._base is not None

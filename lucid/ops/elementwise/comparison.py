@@ -149,7 +149,16 @@ def _compare(name, impl, dunder):
                   + _BINARY_PARAMS + "\n    Examples\n    --------\n    >>> import lucid\n"
                   f"    >>> lucid.{name}(lucid.tensor([1, 2, 3]), 2).tolist()\n"
                   f"    {[bool(getattr(operator, dunder)(v, 2)) for v in (1, 2, 3)]}\n    ")
-    setattr(Tensor, f"__{dunder}__", fn)
+    if dunder in ("eq", "ne"):
+        def dunder_fn(input, other):
+            if other is None or other.__class__ is str:  # PyTorch: False / True, no error
+                return NotImplemented
+            return bind(prim, promote(input, other), {})
+
+        dunder_fn.__name__, dunder_fn.__doc__ = f"__{dunder}__", fn.__doc__
+        setattr(Tensor, f"__{dunder}__", dunder_fn)
+    else:
+        setattr(Tensor, f"__{dunder}__", fn)
     setattr(Tensor, name, fn)
     return fn
 
@@ -339,6 +348,9 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     >>> lucid.isclose(lucid.tensor([1.0, 2.0]), lucid.tensor([1.0 + 1e-9, 2.1])).tolist()
     [True, False]
     """
+    if rtol < 0 or atol < 0:  # PyTorch's checks
+        raise RuntimeError(f"isclose: {'rtol' if rtol < 0 else 'atol'} must be greater than or equal to zero, "
+                           f"but got {rtol if rtol < 0 else atol}")
     a, b = promote(input, other)
     return bind(isclose_p, (a, b), {"rtol": rtol, "atol": atol, "equal_nan": equal_nan})
 

@@ -200,7 +200,7 @@ def view_as(input, other):
     >>> lucid.arange(6).view_as(lucid.zeros(3, 2)).shape
     (3, 2)
     """
-    return reshape(input, tuple(other.shape))
+    return input.view(tuple(other.shape))  # a view or an error, never a silent copy (PyTorch)
 
 
 @tensor_method("reshape_as")
