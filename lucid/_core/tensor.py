@@ -545,7 +545,17 @@ def _to_array(data, dtype):
     elif isinstance(data, (list, tuple)) and _contains_tensor(data):
         arr = np.array(_tensors_to_lists(data), dtype=dtype)
     else:
-        arr = np.array(data, dtype=dtype)
+        try:
+            arr = np.array(data, dtype=dtype)
+        except OverflowError:
+            if dtype is None or dtype.kind != "u":
+                raise _narrowing_overflow(dtype) from None
+            # PyTorch's rule for unsigned dtypes: a negative int down to -max wraps
+            # (tensor([-5], dtype=uint8) is 251); anything else overflows. NumPy 2 refuses all
+            wide = np.array(data, dtype=np.int64)
+            if wide.size and (wide.max() > np.iinfo(dtype).max or wide.min() < -int(np.iinfo(dtype).max)):
+                raise _narrowing_overflow(dtype) from None
+            arr = wide.astype(dtype)
     if dtype is None and data.__class__ in (list, tuple) and arr.dtype not in _PYTHON_ONLY:
         leaf = _numpy_leaf_dtype(data)
         if leaf is not None:  # NumPy scalars or arrays inside: PyTorch's promotion of the leaves
@@ -627,6 +637,15 @@ def _numpy_leaf_dtype(data):
     for d in found[1:]:
         out = dtypes.to_dtype(dtypes.promote_types(out, d))
     return out
+
+
+class NarrowingOverflowError(RuntimeError, OverflowError):
+    """A Python int the requested integer dtype can't hold: PyTorch's RuntimeError, and the
+    OverflowError NumPy (and so Lucid) raised before."""
+
+
+def _narrowing_overflow(dtype):
+    return NarrowingOverflowError(f"tensor: value cannot be converted to type {dtype} without overflow")
 
 
 def _int_overflow():

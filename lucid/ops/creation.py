@@ -563,13 +563,20 @@ def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False, me
     >>> x.stride(), x.to(memory_format=lucid.channels_last) is x
     ((60, 1, 15, 3), True)
     """
+    flags = []  # PyTorch's positional (..., non_blocking, copy) after a dtype, device or tensor
     for a in args:
         if isinstance(a, Tensor):
             dtype, device = a.dtype, a.device
+        elif a.__class__ is bool:
+            flags.append(a)
         elif _is_device(a):
             device = a
         elif a is not None:
             dtype = a
+    if len(flags) > 2:
+        raise TypeError(f"to: expected at most two positional flags (non_blocking, copy), got {len(flags)}")
+    if len(flags) == 2:
+        copy = flags[1]
     out = input
     if device is not None:
         out = to_device(out, device)

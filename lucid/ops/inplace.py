@@ -650,6 +650,17 @@ def zero_(self):
                     lambda a: a.fill(0), needs_old=False)
 
 
+def _fitted_int(value, dtype, op):
+    """A Python int for an integer tensor, by PyTorch's rule: it must fit, except that an
+    unsigned dtype takes negatives down to -max and wraps them (``fill_(-1)`` on uint8 is 255)."""
+    info = np.iinfo(np.dtype(dtype))
+    if info.min <= value <= info.max:
+        return value
+    if info.min == 0 and -info.max <= value < 0:
+        return value + info.max + 1
+    raise RuntimeError(f"{op}: value {value} cannot be converted to type {dtype} without overflow")
+
+
 def _filled(x, value):
     from .shape import broadcast_to
 
@@ -670,6 +681,8 @@ def fill_(self, value):
                            f"shape {tuple(value.shape)}")
     if isinstance(value, Tensor) and value.device != self.device and value.device.type == "cpu":
         value = value.to(self.device)  # a CPU number fills any device's tensor (broadcast below: move it first)
+    if value.__class__ is int and self.dtype.kind in "iu":
+        value = _fitted_int(value, self.dtype, "fill_")
 
     def direct(a, v):
         a[...] = v

@@ -371,3 +371,23 @@ def test_tensor_eq_none_isclose_negative_tolerance_and_view_as():
         lucid.arange(6.0).reshape(2, 3).t().view_as(lucid.zeros(6))  # copied silently
     v = lucid.arange(6.0).view_as(lucid.zeros(2, 3))
     assert v.shape == (2, 3) and v._base is not None
+
+
+def test_narrow_integer_dtypes_take_python_ints_by_pytorchs_rule():
+    # NumPy 2 raised OverflowError for tensor([-5], dtype=uint8) and fill_(-1) on uint8
+    assert lucid.tensor([-5, -255], dtype=lucid.uint8).tolist() == [251, 1]
+    assert lucid.zeros(2, dtype=lucid.uint8).fill_(-1).tolist() == [255, 255]
+    for value, dtype in [(256, lucid.uint8), (-256, lucid.uint8), (200, lucid.int8), (2 ** 31, lucid.int32)]:
+        with pytest.raises(RuntimeError, match="without overflow"):
+            lucid.tensor([value], dtype=dtype)
+    with pytest.raises(OverflowError):  # still the old type too
+        lucid.tensor([300], dtype=lucid.uint8)
+    with pytest.raises(RuntimeError, match="fill_: value 300"):
+        lucid.zeros(1, dtype=lucid.uint8).fill_(300)
+
+
+def test_to_takes_pytorchs_positional_non_blocking_and_copy():
+    x = lucid.tensor([1.0, 2.0])
+    y = x.to(lucid.float32, False, True)  # raised "Cannot interpret 'True' as a data type"
+    assert y is not x and y.tolist() == x.tolist()
+    assert x.to(lucid.float32, False) is x and x.to("cpu", lucid.float64, False, True).dtype == lucid.float64
