@@ -137,6 +137,20 @@ def _wrap(name, fn):
     return with_out
 
 
+def _is_out_wrapper(fn):
+    hit = _WRAPPED.get(id(getattr(fn, "__wrapped__", None)))
+    return hit is not None and hit[1] is fn
+
+
+def _unwrapped(fn):
+    """The function under decorators that keep ``__wrapped__`` (device guards, autocast): whether
+    it takes ``out`` is its own signature's business."""
+    seen = 0
+    while getattr(fn, "__wrapped__", None) is not None and seen < 10:
+        fn, seen = fn.__wrapped__, seen + 1
+    return fn
+
+
 def _takes_out(fn):
     code = getattr(fn, "__code__", None)
     if code is None:
@@ -157,7 +171,7 @@ def accept_out(namespace, names):
     """
     for name in names:
         fn = namespace.get(name)
-        if fn is None or not callable(fn) or getattr(fn, "__wrapped__", None) is not None or _takes_out(fn):
+        if fn is None or not callable(fn) or _is_out_wrapper(fn) or _takes_out(_unwrapped(fn)):
             continue
         # errors name the function itself (mul, not the alias multiply it was reached by)
         namespace[name] = _wrap(getattr(fn, "__name__", name), fn)

@@ -391,3 +391,18 @@ def test_to_takes_pytorchs_positional_non_blocking_and_copy():
     y = x.to(lucid.float32, False, True)  # raised "Cannot interpret 'True' as a data type"
     assert y is not x and y.tolist() == x.tolist()
     assert x.to(lucid.float32, False) is x and x.to("cpu", lucid.float64, False, True).dtype == lucid.float64
+
+
+def test_out_reaches_decorated_top_level_functions():
+    # normal, multinomial, histc, histogram (device-guard decorated) and addmm/baddbmm/addbmm
+    # (autocast-decorated) refused out= : accept_out skipped anything with __wrapped__
+    y = lucid.empty(2, 2)
+    assert lucid.addmm(lucid.ones(2, 2), lucid.eye(2), lucid.eye(2), out=y) is y
+    assert y.tolist() == [[2.0, 1.0], [1.0, 2.0]]
+    z = lucid.empty(1, 2, 2)
+    assert lucid.baddbmm(lucid.ones(1, 2, 2), lucid.eye(2)[None], lucid.eye(2)[None], out=z) is z
+    assert lucid.normal(lucid.zeros(3), 1.0, out=lucid.empty(3)).shape == (3,)
+    idx = lucid.empty(2, dtype=lucid.int64)
+    assert lucid.multinomial(lucid.ones(3), 2, out=idx) is idx
+    h = lucid.empty(4)
+    assert lucid.histc(lucid.tensor([1.0, 2.0, 1.0]), 4, 0, 3, out=h) is h and h.tolist() == [0.0, 2.0, 1.0, 0.0]
