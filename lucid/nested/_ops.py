@@ -591,7 +591,9 @@ def _sdpa(func, args, kwargs):
     if any(t.dim() != 4 or t._ragged_idx != 2 for t in (q, k, v)):
         raise RuntimeError(f"{name}: nested query, key and value must be (B, H, j, D) with the ragged dim at 2 "
                            "(transpose(1, 2) of a (B, j, H, D) tensor)")
-    if k._struct.symbol is not v._struct.symbol or q._struct.batch != k._struct.batch:
+    same_kv = k._struct.symbol is v._struct.symbol or (  # built apart with equal lengths: PyTorch accepts
+        k._struct.batch == v._struct.batch and k._struct.seq_lengths().tolist() == v._struct.seq_lengths().tolist())
+    if not same_kv or q._struct.batch != k._struct.batch:
         raise RuntimeError(f"{name}: key and value must share their structure and the batch size of query")
     if a["attn_mask"] is not None:
         raise NotImplementedError(f"{name}: attn_mask is not supported with nested inputs (as in PyTorch); "

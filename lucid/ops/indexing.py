@@ -473,6 +473,8 @@ def _along_axis_args(op, input, dim, index, src=None):
     axis = normalize_axis(dim, nd, op)
     if nd == 0:
         index = index.reshape(())
+    elif index.ndim == 0:  # a 0-d index of a 1-d input is one position, as PyTorch (it broadcast to all)
+        index = index.reshape(1)
     for d in range(nd):
         if d != axis and index.shape[d] > input.shape[d]:
             raise RuntimeError(f"{op}: size of index {tuple(index.shape)} does not match input "
@@ -485,6 +487,8 @@ def _fit_src(op, src, index, dtype):
     """``src`` cut to ``index``'s shape (PyTorch reads only that corner of it)."""
     if not isinstance(src, Tensor):
         return src
+    if src.ndim == 0 and index.ndim == 1:  # PyTorch reads a 0-d tensor as a 1-d one here
+        src = src.reshape(1)
     if src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
         raise RuntimeError(f"{op}: index {tuple(index.shape)} must not be larger than src "
                            f"{tuple(src.shape)} in any dimension")
@@ -517,12 +521,14 @@ def gather(input, dim, index, *, sparse_grad=False):
     >>> lucid.gather(x, 1, lucid.tensor([[1], [0]])).tolist()
     [[2.0], [3.0]]
     """
+    scalar_index = getattr(index, "ndim", None) == 0
     input, axis, index = _along_axis_args("gather", input, dim, index)
     if input.ndim == 0:
         from .elementwise import clone  # a new tensor, as every gather's result
 
         return clone(input)
-    return bind(gather_p, (input, index), {"axis": axis})
+    out = bind(gather_p, (input, index), {"axis": axis})
+    return out.reshape(()) if scalar_index else out  # the result has the index's shape
 
 
 @tensor_method("scatter")

@@ -259,6 +259,9 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     input, index, src = _as_tensor(input), _as_tensor(index), _as_tensor(src)
     nd = input.ndim
     d = normalize_axis(dim, nd, "scatter_reduce")
+    if nd == 1:  # PyTorch reads a 0-d index or src of a 1-d input as a 1-d one
+        index = index.reshape(1) if index.ndim == 0 else index
+        src = src.reshape(1) if src.ndim == 0 else src
     if index.ndim != nd or src.ndim != nd or any(
             index.shape[k] > src.shape[k] or (k != d and index.shape[k] > input.shape[k]) for k in range(nd)):
         raise RuntimeError(f"scatter_reduce: index {tuple(index.shape)} must have input's number of dims and "

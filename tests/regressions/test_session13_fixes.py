@@ -406,3 +406,15 @@ def test_out_reaches_decorated_top_level_functions():
     assert lucid.multinomial(lucid.ones(3), 2, out=idx) is idx
     h = lucid.empty(4)
     assert lucid.histc(lucid.tensor([1.0, 2.0, 1.0]), 4, 0, 3, out=h) is h and h.tolist() == [0.0, 2.0, 1.0, 0.0]
+
+
+def test_zero_d_index_of_a_one_d_input_is_one_position():
+    # gather/scatter/scatter_add broadcast a 0-d index over the whole 1-d input (silently wrong)
+    x = lucid.arange(10.0)
+    assert lucid.gather(x, 0, lucid.tensor(3)).item() == 3.0 and lucid.gather(x, 0, lucid.tensor(3)).shape == ()
+    assert lucid.zeros(4).scatter_(0, lucid.tensor(2), value=1).tolist() == [0.0, 0.0, 1.0, 0.0]
+    assert lucid.zeros(4).scatter_add(0, lucid.tensor(1), lucid.tensor(7.0)).tolist() == [0.0, 7.0, 0.0, 0.0]
+    assert lucid.zeros(4).scatter_reduce(0, lucid.tensor(1), lucid.tensor(7.0), "amax").tolist() == [0.0, 7.0, 0.0, 0.0]
+    w = lucid.arange(4.0, requires_grad=True)
+    lucid.gather(w, 0, lucid.tensor(2)).backward()
+    assert w.grad.tolist() == [0.0, 0.0, 1.0, 0.0]

@@ -110,10 +110,7 @@ def sdpa_tutorial(torch):
 
             y = F.scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=dropout,
                                                is_causal=is_causal)
-            # WORKAROUND (Lucid bug, reported; see test_sdpa_output_keeps_the_query_layout): the page
-            # says ``.view``; Lucid's SDPA output is always contiguous (B, H, L, E), so the transposed
-            # output cannot be viewed. PyTorch's fused kernels return the query's (B, L, H, E) layout.
-            y = y.transpose(1, 2).reshape(batch_size, -1, self.num_heads * head_dim)
+            y = y.transpose(1, 2).view(batch_size, -1, self.num_heads * head_dim)
 
             y = self.resid_dropout(self.c_proj(y))
             return y
@@ -220,16 +217,16 @@ def test_sdpa_tutorial():
         np.testing.assert_allclose(grad, fd, rtol=1e-3, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="Lucid gap (reported): lucid/nn/attention/bias.py's CausalBias is not a "
-                                       "Tensor subclass, as PyTorch's is")
-def test_causal_bias_is_a_tensor_subclass():
-    # The page asserts ``issubclass(type(upper_left_bias), torch.Tensor)``.
-    assert issubclass(type(lucid.nn.attention.bias.causal_upper_left(2, 6)), lucid.Tensor)
+def test_causal_bias_is_a_plain_object_by_design():
+    # The page asserts ``issubclass(type(upper_left_bias), torch.Tensor)``; Lucid's CausalBias is a
+    # plain object that scaled_dot_product_attention recognises (README "Differences",
+    # lucid/nn/attention/bias.py): the protocol stays off for programs that use it.
+    bias = lucid.nn.attention.bias.causal_upper_left(2, 6)
+    assert not issubclass(type(bias), lucid.Tensor)
+    assert bias._materialize().tolist() == np.tril(np.ones((2, 6), bool)).tolist()
 
 
-@pytest.mark.xfail(strict=True, reason="Lucid bug (reported): lucid/nn/functional/attention.py returns a contiguous "
-                                       "(B, H, L, E) output whatever the query's layout")
-def test_sdpa_output_keeps_the_query_layout():
+def test_sdpa_output_keeps_the_query_layout():  # it was always contiguous (B, H, L, E) before (fixed)
     # The page's ``y.transpose(1, 2).view(B, -1, H * E)`` after attention over heads split from
     # a (B, L, H * E) projection: PyTorch's kernels (CPU flash, CUDA flash/efficient) give the
     # output the query's memory layout, so the view works there.
@@ -348,10 +345,6 @@ def nested_tutorial(torch, N=6, E=8, nheads=2):
         query, key, value = (torch.nested.nested_tensor(
             [torch.tensor(rng.normal(size=(int(l.item()), e)).astype(np.float32), dtype=dtype)
              for l in sentence_lengths], layout=torch.jagged) for e in (E_q, E_k, E_v))
-        # WORKAROUND (Lucid bug, reported; see test_nested_sdpa_key_and_value_built_apart): Lucid's
-        # nested SDPA refuses a key and value built by separate nested_tensor calls (same lengths,
-        # different offsets tensors), which PyTorch accepts; this puts value on key's offsets.
-        value = torch.nested.nested_tensor_from_jagged(value.values(), key.offsets())
         return query, key, value, sentence_lengths
 
     query, key, value, sentence_lengths = gen_batch(N, E, E, E)
@@ -408,9 +401,7 @@ def test_nested_tensors_tutorial():
     np.testing.assert_allclose(out["grad_packed"], out["grad_packed_alone"], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="Lucid bug (reported): lucid/nested/_ops.py:_sdpa requires key and value to "
-                                       "share one offsets tensor, not only equal lengths")
-def test_nested_sdpa_key_and_value_built_apart():
+def test_nested_sdpa_key_and_value_built_apart():  # refused unless key and value shared offsets (fixed)
     rng = np.random.default_rng(0)
     q, k, v = (lucid.nested.nested_tensor([lucid.tensor(rng.normal(size=(n, 2, 8))) for n in (3, 5)],
                                           layout=lucid.jagged).transpose(1, 2) for _ in range(3))

@@ -109,9 +109,7 @@ def datasets_and_transforms(torch, root):
 
     ds = CustomImageDataset(
         annotations, img_dir, transform=ToTensor(),
-        target_transform=Lambda(lambda y: torch.zeros(10, dtype=torch.float).scatter_(0, torch.tensor([y]), value=1)))
-    # The tutorial's one-hot is ``scatter_(0, torch.tensor(y), value=1)``, a 0-d index; see
-    # test_one_hot_target_transform_with_a_0d_index for why this copy says ``torch.tensor([y])``.
+        target_transform=Lambda(lambda y: torch.zeros(10, dtype=torch.float).scatter_(0, torch.tensor(y), value=1)))
     x, y = ds[3]
     out["transformed"] = (str(x.dtype).split(".")[-1], float(x.min()) >= 0.0, float(x.max()) <= 1.0, y.tolist())
     out["pixels"] = np.asarray(x.cpu().numpy()).copy()
@@ -143,9 +141,7 @@ def test_datasets_and_transforms_torch_parity(tmp_path):
     np.testing.assert_allclose(lo["pixels"], to["pixels"], rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="Lucid bug (reported): lucid/ops/indexing.py:_along_axis_args passes a 0-d "
-                                       "index to a 1-d input unchanged, and scatter/gather broadcast it")
-def test_one_hot_target_transform_with_a_0d_index():
+def test_one_hot_target_transform_with_a_0d_index():  # a 0-d index broadcast over the input before (fixed)
     # The Transforms page, verbatim: PyTorch reads the 0-d index as one index, giving a one-hot.
     target_transform = lambda y: lucid.zeros(10, dtype=lucid.float).scatter_(0, lucid.tensor(y), value=1)  # noqa: E731
     assert target_transform(3).tolist() == [0.0, 0.0, 0.0, 1.0] + [0.0] * 6

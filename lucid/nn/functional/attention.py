@@ -141,7 +141,21 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         attn = softmax(scores, dim=-1)
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True)
-    return attn @ v
+    return _in_query_layout(attn @ v, q)
+
+
+def _in_query_layout(out, q):
+    """``out`` laid out in memory as ``q`` is (PyTorch's kernels write the output in the query's
+    dim order): a query made as ``x.view(B, L, H, E).transpose(1, 2)`` gives an output whose
+    ``.transpose(1, 2).view(B, L, H * E)`` works, as the SDPA tutorial does."""
+    if q.ndim < 3 or q._level or q.is_contiguous():
+        return out
+    strides = q.stride()
+    order = sorted(range(q.ndim), key=lambda d: -strides[d])  # stable: ties keep their order
+    if order == list(range(q.ndim)):
+        return out
+    inverse = sorted(range(q.ndim), key=lambda d: order[d])
+    return out.permute(order).contiguous().permute(inverse)
 
 
 def multi_head_attention_forward(query, key, value, *args, **kwargs):
