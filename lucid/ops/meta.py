@@ -5,10 +5,18 @@ metadata or hand its memory to another library.
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from .._core.backend import data_pointer
 from .._core.tensor import Tensor, _wrap, tensor_method
+
+
+def _numpy_default_strides(arr):
+    """The strides a fresh C-ordered array of ``arr``'s shape gets (NumPy's rule, which CuPy and
+    the strict stand-in follow; computed on the host from the shape alone)."""
+    return np.empty(arr.shape, np.dtype(arr.dtype)).strides
 
 
 @tensor_method("stride")
@@ -28,7 +36,16 @@ def stride(input, dim=None):
         st = _geometry(input)[1]
     else:
         arr = input._data
-        st = tuple(s // arr.itemsize for s in arr.strides)
+        if arr.size == 0 and input._base is None and arr.strides == _numpy_default_strides(arr):
+            # a fresh empty tensor in the default layout: PyTorch's contiguous strides (sizes read
+            # as >= 1; NumPy writes 0 there). Views and explicit layouts keep their own steps
+            st, step = [], 1
+            for n in reversed(arr.shape):
+                st.append(step)
+                step *= builtins.max(n, 1)
+            st = tuple(reversed(st))
+        else:
+            st = tuple(s // arr.itemsize for s in arr.strides)
     if dim is None:
         return st
     if not -len(st) <= dim < max(len(st), 1):

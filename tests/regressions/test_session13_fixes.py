@@ -418,3 +418,11 @@ def test_zero_d_index_of_a_one_d_input_is_one_position():
     w = lucid.arange(4.0, requires_grad=True)
     lucid.gather(w, 0, lucid.tensor(2)).backward()
     assert w.grad.tolist() == [0.0, 0.0, 1.0, 0.0]
+
+
+def test_strides_of_fresh_empty_tensors_are_pytorchs():
+    # NumPy reports 0 for an empty array's dims; PyTorch's contiguous strides read sizes as >= 1
+    assert lucid.empty(0).stride() == (1,) and lucid.zeros(2, 0).stride() == (1, 1)
+    assert lucid.zeros(2, 0, 3).stride() == (3, 3, 1) and lucid.zeros(0, 3, 2).stride() == (6, 2, 1)
+    assert lucid.zeros(2, 3)[:, :0].stride() == (3, 1)  # a view keeps its base's steps
+    lucid.testing.assert_close(lucid.zeros(2, 0), lucid.zeros(2, 0), check_stride=True)
