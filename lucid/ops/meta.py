@@ -153,10 +153,15 @@ Tensor.__complex__ = _complex
 # -------------------------------------------------------------------------- DLPack
 
 
+class DLPackError(RuntimeError, BufferError):
+    """A DLPack export or import that can't be done: PyTorch's (and the array API's) BufferError,
+    and the RuntimeError Lucid raised before."""
+
+
 def _dlpack(self, *, stream=None, max_version=None, dl_device=None, copy=None):
     """Export through DLPack (zero-copy) for ``numpy.from_dlpack``, ``torch.from_dlpack`` ..."""
     if self._rg:
-        raise RuntimeError("__dlpack__: can't export a tensor that requires grad; use tensor.detach()")
+        raise DLPackError("__dlpack__: can't export a tensor that requires grad; use tensor.detach()")
     kw = {} if max_version is None else {"max_version": max_version}
     if dl_device is not None:
         kw["dl_device"] = dl_device
@@ -208,15 +213,28 @@ def from_dlpack(ext_tensor):
     try:
         arr = np.from_dlpack(src)
     except (TypeError, BufferError, RuntimeError, ValueError) as e:
-        raise RuntimeError(f"from_dlpack: can't import this object ({e})") from None
+        raise DLPackError(f"from_dlpack: can't import this object ({e})") from None
     if arr.dtype not in dtypes._SUPPORTED:
         raise TypeError(f"from_dlpack: dtype {arr.dtype} is not supported by lucid")
     return _wrap(arr)
 
 
 def to_dlpack(tensor):
-    """A DLPack capsule of ``tensor`` (legacy interface; prefer passing the tensor itself)."""
-    return _dlpack(tensor)
+    """A DLPack capsule of ``tensor`` (legacy interface; prefer passing the tensor itself).
+
+    As PyTorch's, it exports a tensor that requires grad too (its memory, outside the graph);
+    ``tensor.__dlpack__`` refuses one.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.utils.dlpack import to_dlpack
+    >>> lucid.from_dlpack(to_dlpack(lucid.ones(2, requires_grad=True))).tolist()
+    [1.0, 1.0]
+    """
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"to_dlpack: expected a Tensor, got {type(tensor).__name__}")
+    return tensor._data.__dlpack__()
 
 
 # ---------------------------------------------------------------------- predicates

@@ -426,3 +426,18 @@ def test_strides_of_fresh_empty_tensors_are_pytorchs():
     assert lucid.zeros(2, 0, 3).stride() == (3, 3, 1) and lucid.zeros(0, 3, 2).stride() == (6, 2, 1)
     assert lucid.zeros(2, 3)[:, :0].stride() == (3, 1)  # a view keeps its base's steps
     lucid.testing.assert_close(lucid.zeros(2, 0), lucid.zeros(2, 0), check_stride=True)
+
+
+def test_dlpack_errors_are_pytorchs_buffer_errors():
+    from lucid.utils.dlpack import from_dlpack, to_dlpack
+
+    x = lucid.ones(2, requires_grad=True, device="cpu")  # DLPack is a CPU exchange here
+    with pytest.raises(BufferError, match="requires grad"):  # PyTorch's type; still a RuntimeError
+        x.__dlpack__()
+    with pytest.raises(RuntimeError, match="requires grad"):
+        np.from_dlpack(x)
+    with pytest.raises(BufferError, match="can't import"):
+        from_dlpack(np.array(["a"]))
+    with pytest.raises(TypeError, match="to_dlpack: expected a Tensor"):  # was AttributeError '_rg'
+        to_dlpack(1)
+    assert from_dlpack(to_dlpack(x)).tolist() == [1.0, 1.0]  # the legacy export takes it, as PyTorch's
