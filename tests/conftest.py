@@ -1,5 +1,7 @@
 """Suite-wide options. ``--fuzz-long``: run the differential fuzzer (tests/fuzz) with a large
 budget instead of CI's small fixed one (see README, "Fuzzing")."""
+import contextlib
+import signal
 
 
 def pytest_addoption(parser):
@@ -184,3 +186,19 @@ def cpu_default_device():
         yield
     finally:
         lucid.set_default_device(prev)
+
+
+@contextlib.contextmanager
+def deadline(seconds):
+    """Fail a block that runs past ``seconds`` (SIGALRM; POSIX, main thread): a DataLoader hang
+    becomes a test failure instead of a stuck suite."""
+    def fire(*_):
+        raise TimeoutError(f"the DataLoader did not return within {seconds} s (a hang)")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

@@ -12,6 +12,7 @@ import inspect
 from .._core.primitive import OpError
 from .._core.tensor import Tensor
 from ..ops.reduce._common import return_types
+from ..ops.scatter_extra import segment_softmax
 from ._tensor import NestedTensor
 
 _TABLE = {}
@@ -238,26 +239,14 @@ def _dim_mapped(func, args, kwargs):
 
 
 def _ragged_softmax(nt, dtype, log):
-    """(log_)softmax over each sequence's rows: per-sequence max, exp and sum by ``scatter_reduce``
-    and ``index_add`` of the rows by their sequence (the values keep their layout)."""
-    import lucid
-
+    """(log_)softmax over each sequence's rows (:func:`segment_softmax` by sequence; the values
+    keep their layout)."""
     r = nt._ragged_idx
     vals = nt._values.movedim(r - 1, 0)
     if dtype is not None:
         vals = vals.to(dtype)
     batch = row_batch(nt._struct, int(vals.shape[0]), vals.device)
-    shape = (nt._struct.batch,) + tuple(vals.shape[1:])
-    where = batch.reshape((-1,) + (1,) * (vals.dim() - 1)).expand(tuple(vals.shape))
-    with lucid.no_grad():  # a constant shift per sequence, for stability only
-        peak = lucid.zeros(shape, dtype=vals.dtype, device=vals.device).scatter_reduce(
-            0, where, vals.detach(), "amax", include_self=False)
-        peak = lucid.where(lucid.isfinite(peak), peak, lucid.zeros_like(peak))
-    shifted = vals - peak.index_select(0, batch)
-    e = shifted.exp()
-    total = lucid.zeros(shape, dtype=vals.dtype, device=vals.device).index_add(0, batch, e)
-    out = shifted - total.log().index_select(0, batch) if log else e / total.index_select(0, batch)
-    return out.movedim(0, r - 1)
+    return segment_softmax(vals, batch, nt._struct.batch, log).movedim(0, r - 1)
 
 
 # ------------------------------------------------------------------ reductions

@@ -14,6 +14,7 @@ so nothing else pays for it; a function that already takes ``out`` is left as it
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 
 import numpy as np
@@ -142,15 +143,6 @@ def _is_out_wrapper(fn):
     return hit is not None and hit[1] is fn
 
 
-def _unwrapped(fn):
-    """The function under decorators that keep ``__wrapped__`` (device guards, autocast): whether
-    it takes ``out`` is its own signature's business."""
-    seen = 0
-    while getattr(fn, "__wrapped__", None) is not None and seen < 10:
-        fn, seen = fn.__wrapped__, seen + 1
-    return fn
-
-
 def _takes_out(fn):
     code = getattr(fn, "__code__", None)
     if code is None:
@@ -171,7 +163,9 @@ def accept_out(namespace, names):
     """
     for name in names:
         fn = namespace.get(name)
-        if fn is None or not callable(fn) or _is_out_wrapper(fn) or _takes_out(_unwrapped(fn)):
+        # under decorators that keep __wrapped__ (device guards, autocast) the function's own
+        # signature says whether it takes out
+        if fn is None or not callable(fn) or _is_out_wrapper(fn) or _takes_out(inspect.unwrap(fn)):
             continue
         # errors name the function itself (mul, not the alias multiply it was reached by)
         namespace[name] = _wrap(getattr(fn, "__name__", name), fn)

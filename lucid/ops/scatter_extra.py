@@ -315,3 +315,32 @@ def _combine(L, reduce, input, R, C, has, include_self):
 
 __all__ = ["diagonal_scatter", "index_copy", "index_fill", "index_put", "masked_scatter", "put", "scatter_reduce",
            "select_scatter", "slice_scatter"]
+
+
+def segment_softmax(values, segment, num_segments, log=False):
+    """(log_)softmax of ``values``'s rows within each segment: row ``i`` belongs to segment
+    ``segment[i]`` (an int64 tensor of ``values.shape[0]`` entries, each below ``num_segments``).
+
+    The per-segment max (a constant shift, for stability only), exp and sum are a
+    ``scatter_reduce`` and an ``index_add`` by segment, so the rows keep their order and layout
+    and every rule comes from those ops. Used by sparse (per sparse group) and nested (per
+    sequence) softmax.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ops.scatter_extra import segment_softmax
+    >>> segment_softmax(lucid.tensor([0.0, 0.0, 5.0]), lucid.tensor([0, 0, 1]), 2).tolist()
+    [0.5, 0.5, 1.0]
+    """
+    L = _lucid()
+    shape = (num_segments,) + tuple(values.shape[1:])
+    where = segment.reshape((-1,) + (1,) * (values.ndim - 1)).expand(tuple(values.shape))
+    with L.no_grad():
+        peak = L.zeros(shape, dtype=values.dtype, device=values.device).scatter_reduce(
+            0, where, values.detach(), "amax", include_self=False)
+        peak = L.where(L.isfinite(peak), peak, L.zeros_like(peak))
+    shifted = values - peak.index_select(0, segment)
+    e = shifted.exp()
+    total = L.zeros(shape, dtype=values.dtype, device=values.device).index_add(0, segment, e)
+    return shifted - total.log().index_select(0, segment) if log else e / total.index_select(0, segment)

@@ -15,6 +15,7 @@ import numpy as np
 
 import lucid
 from .._core.tensor import Tensor
+from ..ops.scatter_extra import segment_softmax
 from ._base import SparseTensor, require_sparse
 from ._coo import SparseCOOTensor, _canon, _host, coalesced, linear_index, make_coo
 from ._csr import SparseCSRTensor, coo_to_csr
@@ -208,16 +209,7 @@ def _softmax(input, dim, dtype, log, name):
         out = vals
     else:
         groups, inv = _group_inverse(s, d)
-        shape = (groups,) + tuple(vals.shape[1:])
-        expand = inv.reshape((-1,) + (1,) * (vals.ndim - 1)).expand(tuple(vals.shape))
-        with lucid.no_grad():  # a constant shift per group, for stability only
-            peak = lucid.zeros(shape, dtype=vals.dtype, device=vals.device).scatter_reduce(
-                0, expand, vals.detach(), "amax", include_self=False)
-            peak = lucid.where(lucid.isfinite(peak), peak, lucid.zeros_like(peak))
-        shifted = vals - peak.index_select(0, inv)
-        e = shifted.exp()
-        total = lucid.zeros(shape, dtype=vals.dtype, device=vals.device).index_add(0, inv, e)
-        out = shifted - total.log().index_select(0, inv) if log else e / total.index_select(0, inv)
+        out = segment_softmax(vals, inv, groups, log)
     return make_coo(s._idx, out, s._size, True)
 
 

@@ -3,7 +3,6 @@ parent, failing worker_init_fn, timeouts, early ``break`` and persistent workers
 
 Every test that could hang on a regression runs under a SIGALRM deadline, so a hang is a
 failure with a message, not a stuck suite."""
-import contextlib
 import os
 import signal
 import subprocess
@@ -13,25 +12,12 @@ import time
 
 import numpy as np
 import pytest
+from conftest import deadline
 
 from lucid.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL") or sys.platform == "win32",
                                 reason="POSIX worker processes")
-
-
-@contextlib.contextmanager
-def deadline(seconds):
-    def fire(*_):
-        raise TimeoutError(f"the DataLoader did not return within {seconds} s (a hang)")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 class Pids(Dataset):

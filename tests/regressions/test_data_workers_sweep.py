@@ -4,35 +4,20 @@ torch.utils.data 2.13 (a differential sweep; the expected values below are what 
 Workers start with the default context (fork on Linux). Tests that could hang on a regression
 run under a SIGALRM deadline."""
 import collections
-import contextlib
 import multiprocessing
-import signal
 import sys
 import time
 import warnings
 
 import numpy as np
 import pytest
+from conftest import deadline
 
 import lucid
 from lucid.utils.data import (ChainDataset, ConcatDataset, DataLoader, Dataset, IterableDataset, StackDataset,
                               Subset, TensorDataset, WeightedRandomSampler, get_worker_info, random_split)
 
 posix = pytest.mark.skipif(sys.platform == "win32", reason="POSIX worker processes")
-
-
-@contextlib.contextmanager
-def deadline(seconds):
-    def fire(*_):
-        raise TimeoutError(f"the DataLoader did not return within {seconds} s (a hang)")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def lists(loader):
