@@ -10,9 +10,8 @@ and differentiates through ``register_autograd``'s backward. Each call runs as o
 ``lucid.autograd.Function`` (separate style, NOTE of ``autograd/function.py``) whose arguments
 are a call spec (the bound arguments with their tensors taken out) and the tensors themselves,
 so tensors inside ``list[Tensor]`` arguments get gradients too, ``lucid.func.grad``/``vjp`` see
-the custom backward, and ``vmap`` uses ``register_vmap``'s rule, else batches the kernel op by
-op (``generate_vmap_rule``: a kernel written in Lucid ops batches; a NumPy kernel can't and
-says so). Arguments named in ``mutates_args`` may be written in place by the kernel: their
+the custom backward, and ``vmap`` uses ``register_vmap``'s rule, else runs the op once per
+example and stacks the results (PyTorch's batched fallback; the kernel is opaque). Arguments named in ``mutates_args`` may be written in place by the kernel: their
 version counter is bumped after it runs, so a backward that saved them refuses the stale
 value; other arguments must not change (``opcheck`` checks it). Outputs must be new tensors
 (never an input or a view of one), as PyTorch requires.
@@ -221,8 +220,6 @@ def _arrays_alias(a, b):
 class _OpFunction:
     """Static methods of every op's ``lucid.autograd.Function`` (see NOTE [Custom ops])."""
 
-    generate_vmap_rule = True
-
     @staticmethod
     def forward(spec, *leaves):
         return spec.op._run(spec, leaves)
@@ -265,10 +262,47 @@ class _OpFunction:
 
 
 def _op_vmap(info, in_dims, spec, *leaves):
-    """The Function's ``vmap`` static method, set once ``register_vmap`` gives a rule (without
-    one, the Function batches its kernel op by op: ``generate_vmap_rule``)."""
+    """The Function's ``vmap`` static method once ``register_vmap`` gives a rule."""
     args, kwargs = spec.rebuild(leaves)
     return spec.op._vmap_fn(info, spec.per_arg(in_dims[1:]), *args, **kwargs)
+
+
+def _op_vmap_loop(info, in_dims, spec, *leaves):
+    """The Function's ``vmap`` static method without a registered rule: the op runs once per
+    example and the results are stacked, as PyTorch's batched fallback does. The kernel is
+    opaque (it may leave Lucid through ``.numpy()``), so batching it op by op is not an option."""
+    from .ops.shape import stack
+
+    op, dims = spec.op, in_dims[1:]
+    args, kwargs = spec.rebuild(leaves)
+    batched = {id(t) for t, d in zip(leaves, dims) if d is not None}
+    for name, value in op._named(args, kwargs):
+        if name in op._mutated and any(id(t) not in batched for t in _tensors(value)):
+            raise RuntimeError(f"{op._qualname}: vmap: can't mutate {name!r} in place: it is not batched but "
+                               "other arguments are, so every example would write the same tensor")
+    if info.batch_size == 0:
+        raise RuntimeError(f"{op._qualname}: vmap over a batch of size 0 has no example to run the op on; "
+                           "register a batching rule with register_vmap")
+    results = []
+    for i in range(info.batch_size):
+        sample = [t if d is None else t.select(d, i) for t, d in zip(leaves, dims)]
+        a, kw = spec.rebuild(sample)
+        results.append(op(*a, **kw))
+    first = results[0]
+    if first is None:
+        return None, None
+    if isinstance(first, (list, tuple)):
+        spec.list_out = isinstance(first, list)
+        outs = tuple(_stack_results(stack, [r[j] for r in results]) for j in range(len(first)))
+        return tuple(o for o, _ in outs), tuple(d for _, d in outs)
+    return _stack_results(stack, results)
+
+
+def _stack_results(stack, values):
+    """One output position's per-example values -> (batched value, its out_dim)."""
+    if isinstance(values[0], Tensor):
+        return stack(values), 0
+    return values[0], None  # a Python scalar (not batched: PyTorch returns it as is too)
 
 
 # ---------------------------------------------------------------------------- the op
@@ -295,7 +329,8 @@ class CustomOpDef:
         self._mutated = mutated
         self._backend_fns, self._default_fn, self._disabled = {}, None, set()
         self._fake_fn = self._backward_fn = self._setup_context_fn = self._vmap_fn = None
-        self._function = type(self._qualname, (_OpFunction, Function), {"__module__": __name__})
+        self._function = type(self._qualname, (_OpFunction, Function),
+                              {"__module__": __name__, "vmap": staticmethod(_op_vmap_loop)})
         self.__name__ = self.__qualname__ = name
         self.__doc__, self.__module__ = fn.__doc__, getattr(fn, "__module__", None)
 
@@ -412,14 +447,7 @@ class CustomOpDef:
 
         args, kwargs = spec.rebuild(leaves)
         kernel = self._kernel(spec.device_type)
-        try:
-            out = kernel(*args, **kwargs)
-        except Exception as e:
-            if any(type(t).__name__.endswith("Tracer") for t in leaves):
-                raise RuntimeError(f"{self._qualname}: the kernel can't run on batched values under vmap "
-                                   f"({type(e).__name__}: {e}); register a batching rule with "
-                                   "register_vmap") from e
-            raise
+        out = kernel(*args, **kwargs)
         for name, value in self._named(args, kwargs):
             if name in self._mutated:
                 ts = _tensors(value)
@@ -494,8 +522,8 @@ def custom_op(name, fn=None, /, *, mutates_args, device_types=None, schema=None,
         raise ValueError(f"custom_op: expected a name like 'mylib::my_op', got {name!r}")
 
     def inner(fn):
-        if name in _OPS:
-            raise RuntimeError(f"custom_op: an operator named {name!r} already exists")
+        # A second definition of a name replaces the first (PyTorch does too), so re-running a
+        # notebook cell or reloading a module works; ``ops.<ns>.<name>`` then gives the new op.
         sig = inspect.signature(fn)
         mutated = _mutated_names(sig, mutates_args, "custom_op")
         if schema is None:

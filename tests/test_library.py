@@ -251,7 +251,7 @@ def test_vmap_with_a_registered_rule_and_with_a_lucid_kernel():
 
     @custom_op("test_library::lucid_cube", mutates_args=())
     def cube(x: lucid.Tensor) -> lucid.Tensor:
-        return x ** 3  # Lucid ops: batched op by op (generate_vmap_rule)
+        return x ** 3
 
     cube.register_autograd(lambda ctx, g: 3 * ctx.saved_tensors[0] ** 2 * g,
                            setup_context=lambda ctx, inputs, out: ctx.save_for_backward(inputs[0]))
@@ -259,13 +259,45 @@ def test_vmap_with_a_registered_rule_and_with_a_lucid_kernel():
     per_row = lucid.func.vmap(lucid.func.grad(lambda r: cube(r).sum()))(xs)
     np.testing.assert_allclose(per_row.numpy(), 3 * xs.numpy() ** 2)
 
-    @custom_op("test_library::np_only", mutates_args=())
-    def np_only(x: lucid.Tensor) -> lucid.Tensor:
-        return lucid.tensor(np.tanh(x.cpu().numpy()), device=x.device)
 
-    with pytest.raises(RuntimeError, match="^test_library::np_only: the kernel can't run on batched values "
-                                           "under vmap.*register_vmap"):
-        lucid.func.vmap(np_only)(xs)
+@custom_op("test_library::np_tanh_pair", mutates_args=())
+def np_tanh_pair(x: lucid.Tensor, scale: float) -> list[lucid.Tensor]:
+    t = np.tanh(x.detach().cpu().numpy()) * scale
+    return [lucid.tensor(t, device=x.device), lucid.tensor(t * 2, device=x.device)]
+
+
+np_tanh_pair.register_autograd(
+    lambda ctx, g1, g2: ((g1 + 2 * g2) * ctx.scale * (1 - lucid.tanh(ctx.saved_tensors[0]) ** 2), None),
+    setup_context=lambda ctx, inputs, out: (ctx.save_for_backward(inputs[0]), setattr(ctx, "scale", inputs[1])))
+
+
+def test_vmap_without_a_rule_runs_the_op_per_example():
+    # PyTorch's batched fallback: a kernel that leaves Lucid (NumPy here) runs once per example
+    xs = lucid.tensor([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]], dtype=lucid.float64)
+    a, b = lucid.func.vmap(np_tanh_pair, in_dims=(1, None))(xs, 3.0)
+    assert a.shape == (2, 3) and b.shape == (2, 3)
+    np.testing.assert_allclose(a.numpy(), 3 * np.tanh(xs.numpy().T))
+    np.testing.assert_allclose(b.numpy(), 6 * np.tanh(xs.numpy().T))
+    # the list output stays a list, and the custom backward is what grad uses, per example
+    assert isinstance(np_tanh_pair(xs[0], 1.0), list)
+    per_row = lucid.func.vmap(lucid.func.grad(lambda r: sum(o.sum() for o in np_tanh_pair(r, 2.0))))(xs)
+    np.testing.assert_allclose(per_row.numpy(), 6 * (1 - np.tanh(xs.numpy()) ** 2))
+    whole = lucid.func.grad(lambda m: lucid.func.vmap(lambda r: np_tanh_pair(r, 2.0)[1])(m).sum())(xs)
+    np.testing.assert_allclose(whole.numpy(), 4 * (1 - np.tanh(xs.numpy()) ** 2))
+
+
+def test_vmap_fallback_refuses_mutating_an_unbatched_argument():
+    @custom_op("test_library::np_add_into", mutates_args=("out",))
+    def add_into(x: lucid.Tensor, out: lucid.Tensor) -> None:
+        out.copy_(out + x)
+
+    out = lucid.zeros(2, dtype=lucid.float64)
+    with pytest.raises(RuntimeError, match="^test_library::np_add_into: vmap: can't mutate 'out'"):
+        lucid.func.vmap(add_into, in_dims=(0, None), out_dims=None)(lucid.ones(3, 2, dtype=lucid.float64), out)
+    assert out.tolist() == [0.0, 0.0]
+    outs = lucid.zeros(3, 2, dtype=lucid.float64)
+    lucid.func.vmap(add_into, out_dims=None)(lucid.ones(3, 2, dtype=lucid.float64), outs)
+    assert outs.tolist() == [[1.0, 1.0]] * 3
 
 
 def test_module_level_registration_and_name_checks():
@@ -284,8 +316,14 @@ def test_module_level_registration_and_name_checks():
         library.register_fake("test_library::nope", lambda x: x)
     with pytest.raises(ValueError, match="^custom_op: expected a name like 'mylib::my_op'"):
         custom_op("no_namespace", mutates_args=())
-    with pytest.raises(RuntimeError, match="^custom_op: an operator named 'test_library::scaled' already exists"):
-        custom_op("test_library::scaled", lambda x: x, mutates_args=())
+    assert library.ops.test_library.scaled is scaled
+    # defining the name again replaces the op, as in PyTorch (re-running a notebook cell)
+    @custom_op("test_library::scaled", mutates_args=())
+    def again(x: lucid.Tensor) -> lucid.Tensor:
+        return x * 0
+
+    assert library.ops.test_library.scaled is again and again is not scaled
+    assert again(x).tolist() == [0.0, 0.0]
     with pytest.raises(ValueError, match="^custom_op: mutates_args names \\['y'\\]"):
         custom_op("test_library::bad_mut", mutates_args={"y"})(lambda x: x)
 
