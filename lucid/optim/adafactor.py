@@ -118,10 +118,10 @@ class Adafactor(Optimizer):
 class SparseAdam(Optimizer):
     """Lazy Adam: moments and parameters change only where the gradient has entries.
 
-    Lucid has no sparse tensors, so the gradient is dense and "has entries" means: the rows
-    (along dim 0) with any nonzero value — exactly the rows an embedding lookup touched, which
-    is where ``torch.optim.SparseAdam`` updates with ``nn.Embedding(sparse=True)``. For those
-    entries the update is Adam's (bias-corrected, ``eps`` outside the root); all other
+    A sparse (COO) gradient's entries are the ones it holds, as in PyTorch. A dense gradient
+    (``nn.Embedding(sparse=True)`` gives one in Lucid) is taken too: its entries are the rows
+    (along dim 0) with any nonzero value, exactly the rows an embedding lookup touched. For
+    those entries the update is Adam's (bias-corrected, ``eps`` outside the root); all other
     entries keep their parameters and moments unchanged. (PyTorch refuses dense gradients.)
 
     Parameters
@@ -153,13 +153,35 @@ class SparseAdam(Optimizer):
             raise ValueError(f"SparseAdam: invalid lr {lr!r} (expected a number > 0)")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, maximize=maximize))
 
+    _takes_sparse = True
+    _entries = None  # the index arrays of the sparse gradient being applied (see _step_one)
+
+    def _sparse_gradient(self, g, p, group):
+        return g  # kept sparse: its entries are the ones the update touches
+
+    def _step_one(self, p, grad, group):
+        if not grad.is_sparse:
+            return super()._step_one(p, grad, group)
+        # PyTorch's SparseAdam updates exactly the entries a sparse gradient has (an entry
+        # holding 0 included: its moments decay); _update reads them from _entries.
+        grad = grad.coalesce()
+        self._entries = tuple(grad.indices()._data)
+        try:
+            super()._step_one(p, grad.to_dense(), group)
+        finally:
+            self._entries = None
+
     def _update(self, p, g, state, group):
         lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
         if "step" not in state:
             state.update(step=0, exp_avg=np.zeros_like(p), exp_avg_sq=np.zeros_like(p))
         state["step"] += 1
         t = state["step"]
-        if g.ndim == 0:
+        if self._entries is not None:
+            idx = self._entries
+            if not idx[0].size:
+                return
+        elif g.ndim == 0:
             if g == 0:
                 return
             idx = Ellipsis

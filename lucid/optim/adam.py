@@ -97,6 +97,8 @@ class Adam(Optimizer):
     [0.9, -0.9]
     """
 
+    _sparse_hint = ", please consider SparseAdam instead"
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):

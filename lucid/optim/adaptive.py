@@ -94,6 +94,8 @@ class Adagrad(Optimizer):
     [0.9, -0.9]
     """
 
+    _takes_sparse = True  # entries a sparse gradient lacks change neither the sum nor the parameter
+
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
         check_options("Adagrad", lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,

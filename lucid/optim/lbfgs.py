@@ -163,7 +163,8 @@ class LBFGS(Optimizer):
     # coordinates, interleaved (re, im), in the flat gradient and direction vectors; by the
     # convention of NOTE [Complex gradients] its grad's (re, im) are exactly dL/d(re, im).
     def _flat_grad(self):
-        return np.concatenate([np.zeros_like(p._data, np.float64, shape=(_ncoords(p),)) if p._grad is None else _coords(p._grad._data)
+        return np.concatenate([np.zeros_like(p._data, np.float64, shape=(_ncoords(p),)) if p._grad is None
+                               else _coords((p._grad.to_dense() if p._grad.is_sparse else p._grad)._data)
                                for p in self._params])
 
     def _add(self, t, d):

@@ -453,8 +453,27 @@ class Optimizer:
                 if g.dtype.kind not in "fc":
                     raise RuntimeError(f"{type(self).__name__}.step: gradients must be floating point, got "
                                        f"dtype {g.dtype} for a parameter of shape {tuple(p.shape)}")
+                if g.is_sparse:
+                    g = self._sparse_gradient(g, p, group)
                 work.append((p, g, group))
         return work
+
+    # Whether ``step`` takes sparse gradients (PyTorch: SGD, Adagrad, SparseAdam, LBFGS). They are
+    # checked with the others in ``_gradients``, before anything changes (a half-applied step is
+    # what PyTorch avoids too).
+    _takes_sparse = False
+    _sparse_hint = ""
+
+    def _sparse_gradient(self, g, p, group):
+        """The gradient the update uses for a sparse ``g``: dense (the entries it lacks are zeros,
+        which is what PyTorch's sparse SGD and Adagrad updates amount to)."""
+        name = type(self).__name__
+        if not self._takes_sparse:
+            raise RuntimeError(f"{name}.step: {name} does not support sparse gradients{self._sparse_hint} "
+                               f"(a parameter of shape {tuple(p.shape)})")
+        if group.get("weight_decay", 0):
+            raise RuntimeError(f"{name}.step: the weight_decay option is not compatible with sparse gradients")
+        return g.to_dense()
 
     def _update(self, param, grad, state, group):  # pragma: no cover - abstract
         """The update rule: returns the new parameter value (``param`` itself when it changed

@@ -85,7 +85,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     scale_grad_by_freq : bool
         Divide each row's gradient by how often its index occurs in ``input``.
     sparse : bool
-        Accepted for PyTorch compatibility: Lucid has no sparse tensors, so the gradient is
+        Accepted for PyTorch compatibility: the engine carries dense gradients only, so it is
         dense (a warning says so once). See NOTE [Sparse embedding gradients].
 
     Examples
@@ -127,8 +127,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
 
 # NOTE [Sparse embedding gradients]
-# Lucid has no sparse tensors. ``sparse=True`` (Embedding, EmbeddingBag, their functionals) is
-# accepted so PyTorch code runs unchanged, and gives the same gradient as a dense one: zero rows
+# The engine carries dense gradients only. ``sparse=True`` (Embedding, EmbeddingBag, their
+# functionals) is accepted so PyTorch code runs unchanged, and gives the same gradient as a dense one: zero rows
 # for indices that were not looked up. optim.SparseAdam reads those zero rows as "not looked up".
 # A UserWarning says so once per process; PyTorch's own refusals (max mode) are kept.
 _SPARSE_WARNED = [False]
@@ -139,8 +139,8 @@ def _warn_sparse(op):
         _SPARSE_WARNED[0] = True
         import warnings
 
-        warnings.warn(f"{op}: sparse=True gives a dense gradient (Lucid has no sparse tensors); rows that "
-                      f"were not looked up are zero", UserWarning, stacklevel=3)
+        warnings.warn(f"{op}: sparse=True gives a dense gradient (the engine carries dense gradients "
+                      f"only); rows that were not looked up are zero", UserWarning, stacklevel=3)
 
 
 def _scale_grad_by_freq(rows, idx, extra_dims, num_rows, counted=None):
