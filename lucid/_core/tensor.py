@@ -229,9 +229,7 @@ class Tensor:
     @property
     def data(self):
         """A tensor sharing storage with this one but outside the graph."""
-        t = _wrap(self._data)
-        t._version = self._version
-        return t
+        return _wrap(self._data)  # a version counter of its own, as PyTorch's ``.data``
 
     @data.setter
     def data(self, value):
@@ -385,11 +383,17 @@ class Tensor:
         """A new tensor with the same data, outside any graph."""
         from ..ops import shape as _shape_ops  # noqa: F401  (registers detach)
 
-        return primitive.TN.detach(self)
+        out = primitive.TN.detach(self)
+        if out._level == 0 and out._base is not None:
+            # PyTorch's detach shares memory and the version counter but is no view for autograd:
+            # an in-place change through it must not rebase the tensor it came from
+            out._base = out._view_src = None
+        return out
 
     def detach_(self):
-        if self._base is not None and self._base._rg:
-            raise RuntimeError("detach_: can't detach a view of a tensor that requires grad in place")
+        if self._base is not None and self.__dict__.get("_view_src", True) is not None:  # set_ writes None
+            raise RuntimeError("detach_: can't detach views in-place (this tensor is a view of another); "
+                               "use detach() instead")
         self.grad_fn = None
         self._rg = False
         return self

@@ -13,7 +13,10 @@ name of the last in-place op is kept as ``x._version[1]`` for that error message
    *snapshot* of x (a copy carrying x's history, so every saved value stays valid),
    copied into ``x._data``, and x is rebased onto the result's node (as PyTorch does).
    A leaf that requires grad, or a view of one, can't be changed in place while grad
-   mode is on. If x is a view, its base is rebased too: the base's new value is
+   mode is on; nor can a view made under no_grad (its history would be ambiguous), and
+   such a view of a tensor that requires grad counts as requiring grad here (PyTorch).
+   ``detach()`` shares memory and the version counter but is no view: changing it never
+   rebases the tensor it came from. ``.data`` has a version counter of its own. If x is a view, its base is rebased too: the base's new value is
    ``setitem(base_old, positions of x inside the base, x_new)``, the positions found
    from the memory addresses of the view's elements.
 3. Transforms (x is a tracer of ``lucid.func.grad``/``jvp``/``vmap``): functional — the
@@ -188,7 +191,10 @@ def _needs_graph(x, args):
         return False
     if x._rg:
         return True
-    return any(isinstance(a, Tensor) and a._rg for a in args)
+    if any(isinstance(a, Tensor) and a._rg for a in args):
+        return True
+    base = x._base  # a view made under no_grad of a tensor that requires grad: PyTorch's does too
+    return base is not None and base._rg
 
 
 def _inplace(name, x, args, fn, direct=None, needs_old=True):
@@ -337,6 +343,14 @@ def _check_leaf(name, x):
         raise RuntimeError(
             f"{name}: a view of a leaf Variable that requires grad is being used in an in-place "
             f"operation (view shape {tuple(x.shape)}, leaf shape {tuple(base.shape)})."
+        )
+    if base is not None and "_view_src" not in x.__dict__:
+        # made under no_grad (bind records how a view was made only in grad mode; code that
+        # re-points a tensor, as set_, writes None): PyTorch forbids it, the history is ambiguous
+        raise RuntimeError(
+            f"{name}: a view was created in no_grad mode and is being modified inplace with grad "
+            f"mode enabled (view shape {tuple(x.shape)}); create the view and change it both in "
+            "grad mode or both under no_grad, or clone() it"
         )
 
 
@@ -636,9 +650,10 @@ def clamp_(self, min=None, max=None):
     # tensor's bounds are converted as clamp converts them (uint8: min=-1 is 255).
     if (self.dtype.kind == "f" and not isinstance(min, Tensor) and not isinstance(max, Tensor)
             and all(b is None or (b.__class__ in (int, float) and -65504.0 <= b <= 65504.0) for b in (min, max))):
-        def direct(a):
-            xp.clip(a, min, max, out=a)
-    return _inplace("clamp_", self, (), lambda x: clamp(x, min, max), direct)
+        def direct(a, lo, hi):
+            xp.clip(a, lo, hi, out=a)
+    # the bounds are operands: a bound that requires grad puts the change in a graph
+    return _inplace("clamp_", self, (min, max), clamp, direct)
 
 
 @tensor_method("zero_")

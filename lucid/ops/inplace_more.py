@@ -20,7 +20,13 @@ def _lucid(name):
 def _method(name, fn_name, needs_old=True, doc=None):
     def method(self, *args, **kwargs):
         fn = _lucid(fn_name)
-        return _inplace(name, self, tuple(args), lambda x, *a: fn(x, *a, **kwargs), None, needs_old)
+        if not kwargs:
+            return _inplace(name, self, args, fn, None, needs_old)
+        # keyword values are operands too (``scatter_(0, i, src=w)``): a tensor among them that
+        # requires grad must put the change in a graph, so they travel with the positional ones
+        n, keys = len(args), tuple(kwargs)
+        return _inplace(name, self, args + tuple(kwargs.values()),
+                        lambda x, *a: fn(x, *a[:n], **dict(zip(keys, a[n:]))), None, needs_old)
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = doc or f"In-place :func:`lucid.{fn_name}`; returns ``self``."
