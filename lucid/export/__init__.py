@@ -23,7 +23,8 @@ Examples
 """
 from __future__ import annotations
 
-from .dynamic_shapes import Dim, InputGuard, ShapesCollection, ValueRange
+from ._inputs import register_dataclass
+from .dynamic_shapes import Dim, InputGuard, ShapesCollection, UserError, ValueRange, dims
 from .exported_program import ExportedProgram, SpecViolationError, default_decompositions
 from .graph_signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec, ModuleCallEntry,
                               ModuleCallSignature, OutputKind, OutputSpec, TensorArgument)
@@ -32,7 +33,7 @@ from .serde import load, save
 __all__ = ["export", "save", "load", "Dim", "ShapesCollection", "ExportedProgram", "ExportGraphSignature",
            "InputKind", "OutputKind", "InputSpec", "OutputSpec", "TensorArgument", "ConstantArgument",
            "ModuleCallEntry", "ModuleCallSignature", "SpecViolationError", "default_decompositions",
-           "ValueRange", "InputGuard"]
+           "ValueRange", "InputGuard", "dims", "UserError", "register_dataclass"]
 
 
 def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserve_module_call_signature=()):
@@ -43,13 +44,15 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserv
     mod : nn.Module
         The model. Export it in the mode it will run in (``eval()`` for inference).
     args : tuple
-        Example positional inputs.
+        Example positional inputs: tensors, constants, or tuples, lists and dicts of them
+        (flattened to one graph input per leaf, NOTE [Container inputs] in ``_inputs.py``).
     kwargs : dict, optional
         Example keyword inputs.
     dynamic_shapes : dict, tuple, list or ShapesCollection, optional
         Per input (by forward parameter name, or positionally), ``{dim: spec}`` or one spec per
         dimension, a spec being a ``Dim``, ``Dim.AUTO``/``Dim.DYNAMIC``/``Dim.STATIC``, an int
-        or None. Unmarked dimensions are specialised to the example's size.
+        or None (a derived ``2*dim`` or ``dim + 1`` too). A container input takes a spec of its
+        structure. Unmarked dimensions are specialised to the example's size.
     strict : bool
         Must be False: strict mode is torch's TorchDynamo bytecode capture, which Lucid has not.
     preserve_module_call_signature : tuple of str

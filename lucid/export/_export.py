@@ -4,7 +4,8 @@ from __future__ import annotations
 import math
 
 from . import _trace
-from .dynamic_shapes import Dim, InputGuard, ValueRange, _DimHint, normalize_dynamic_shapes
+from .dynamic_shapes import Dim, InputGuard, UserError, UserTypeError, ValueRange, _DimHint, normalize_dynamic_shapes
+from ._inputs import flatten_inputs
 from .exported_program import ExportedProgram, lift, module_call_graph
 
 
@@ -22,30 +23,41 @@ def _check_call(mod, args, kwargs, strict):
                                   "have; use strict=False (the default), which traces with lucid.fx")
 
 
-def _check_inputs_supported(names, examples):
-    import lucid
-    from ..fx.node import map_aggregate
-
-    for name in names:
-        value = examples[name]
-        if isinstance(value, lucid.Tensor):
-            continue
-        found = []
-        map_aggregate(value, lambda v: found.append(v) if isinstance(v, lucid.Tensor) else None)
-        if found:
-            raise NotImplementedError(f"export: input {name!r} is a {type(value).__name__} holding tensors; "
-                                      "pass each tensor as its own forward argument")
-
-
 class _Symbol:
-    """One dynamic size: the dims (input name, index) that share it and its bounds."""
+    """One dynamic size: the dims (input name, index) that share it, each as ``a*size + b``
+    (a derived Dim; ``(1, 0)`` for the Dim itself), its bounds and its example value."""
 
     def __init__(self, name, lo, hi, kind):
         self.name, self.lo, self.hi, self.kind, self.dims = name, lo, hi, kind, []
+        self.affine, self.value = {}, None
+
+    def size_at(self, dim, value):
+        a, b = self.affine.get(dim, (1, 0))
+        return a * value + b
+
+    def add(self, name, d, size, spec, where):
+        a, b = (spec._a, spec._b) if isinstance(spec, Dim) else (1, 0)
+        value, rem = divmod(size - b, a)
+        if rem:
+            raise UserError(f"export: Expected {where} = {size} of input {name!r} to be of the form "
+                            f"{spec.__name__}, where {self.name} is an integer")
+        if self.value is not None and value != self.value:
+            first = self.dims[0]
+            raise UserError(f"export: {where} = {size} does not match dynamic_shapes[{first[0]!r}][{first[1]}] = "
+                            f"{self.size_at(first, self.value)}, which share the Dim {self.name}")
+        if not self.lo <= value <= self.hi:
+            raise UserError(f"export: the example input {name!r} has size {size} at dimension {d}, outside "
+                            f"the range [{spec.min if isinstance(spec, Dim) else self.lo}, "
+                            f"{spec.max if isinstance(spec, Dim) else self.hi}] of "
+                            f"{spec.__name__ if isinstance(spec, Dim) else self.name}")
+        self.value = value
+        self.dims.append((name, d))
+        self.affine[(name, d)] = (a, b)
 
 
 def _symbols(specs, examples):
-    """Dynamic dims grouped into symbols (a named Dim used twice is one symbol); static ints checked."""
+    """Dynamic dims grouped into symbols (a named Dim used twice, or through derived Dims, is
+    one symbol); static ints checked."""
     symbols, by_dim_obj, k = [], {}, 0
     for name, per_dim in specs.items():
         shape = tuple(examples[name].shape)
@@ -55,28 +67,27 @@ def _symbols(specs, examples):
                 continue
             if isinstance(spec, int) and not isinstance(spec, bool):
                 if spec != shape[d]:
-                    raise ValueError(f"export: {where} is {spec} but the example input has size {shape[d]}")
+                    raise UserError(f"export: {where} is {spec} but the example input has size {shape[d]}")
                 continue
             if isinstance(spec, Dim):
-                sym = by_dim_obj.get(id(spec))
+                # Dims are one symbol by name, as in torch (two Dim("n") are the same n)
+                root = spec._root
+                sym = by_dim_obj.get(root.__name__)
                 if sym is None:
-                    sym = by_dim_obj[id(spec)] = _Symbol(spec.__name__, spec.min, spec.max, "named")
+                    sym = by_dim_obj[root.__name__] = _Symbol(root.__name__, root.min, root.max, "named")
                     symbols.append(sym)
+                elif (sym.lo, sym.hi) != (root.min, root.max):
+                    raise UserError(f"export: Found different definitions {root!r} and "
+                                    f"{Dim(sym.name, min=sym.lo, max=sym.hi)!r} for the same symbolic dimension")
             elif isinstance(spec, _DimHint):
                 lo = 0 if spec.min is None else spec.min
                 sym = _Symbol(f"s{k}", lo, math.inf if spec.max is None else spec.max, spec.type)
                 k += 1
                 symbols.append(sym)
             else:
-                raise TypeError(f"export: {where} must be a Dim, Dim.AUTO/DYNAMIC/STATIC, an int or None, "
-                                f"got {type(spec).__name__}")
-            if not sym.lo <= shape[d] <= sym.hi:
-                raise ValueError(f"export: the example input {name!r} has size {shape[d]} at dimension {d}, outside "
-                                 f"the range [{sym.lo}, {sym.hi}] of {sym.name}")
-            sym.dims.append((name, d))
-    names = [s.name for s in symbols if s.kind == "named"]
-    if len(set(names)) != len(names):
-        raise ValueError(f"export: two different Dims share a name among {names}")
+                raise UserTypeError(f"export: {where} must be a Dim, Dim.AUTO/DYNAMIC/STATIC, an int or None, "
+                                    f"got {type(spec).__name__}")
+            sym.add(name, d, shape[d], spec, where)
     return symbols
 
 
@@ -92,43 +103,72 @@ def _resized(t, d, size):
     return lucid.cat([base] * reps, dim=d).narrow(d, 0, size)
 
 
-def _depends_on(mod, examples, sym, key):
+def _depends_on(mod, examples, trees, sym, key):
     """Whether tracing with ``sym``'s size changed gives another graph (NOTE [Export tracing])."""
-    size = examples[sym.dims[0][0]].shape[sym.dims[0][1]]
-    other = size + 1 if size + 1 <= sym.hi else size - 1
-    if other < sym.lo or other < 0:
+    value = sym.value
+    other = value + 1 if value + 1 <= sym.hi else value - 1
+    if other < sym.lo or any(sym.size_at(dim, other) < 0 for dim in sym.dims):
         return True
     changed = dict(examples)
     for name, d in sym.dims:
-        changed[name] = _resized(changed[name], d, other)
+        changed[name] = _resized(changed[name], d, sym.size_at((name, d), other))
     try:
-        graph, _, answers = _trace.trace(mod, changed)
+        graph, _, answers = _trace.trace(mod, changed, trees)
     except Exception:
         return True
     return _trace.graph_key(graph, answers) != key
 
 
-def _settle(mod, examples, symbols, key):
-    """Drop the symbols the model specialised on (``Dim.AUTO``) or refuse them."""
-    kept = []
+def _settle(mod, examples, trees, symbols, key):
+    """Drop the symbols the model specialised on (``Dim.AUTO``) or refuse them. Hint symbols
+    (AUTO, DYNAMIC) that cannot change alone but can together (``x + y``) become one, as
+    torch's shape solver equates them."""
+    kept, failed = [], []
     for sym in symbols:
-        if not _depends_on(mod, examples, sym, key):
-            kept.append(sym)
-            continue
-        if sym.kind == "AUTO":
-            continue
-        name, d = sym.dims[0]
-        raise RuntimeError(
-            f"export: Constraints violated ({sym.name})! The model's Python code specialised {name}.shape[{d}] "
-            f"to its example size {examples[name].shape[d]} (a branch, len() or int() on it gives a different "
-            f"program for another size). Use Dim.AUTO, or leave the dimension static.")
-    return kept
+        (failed if _depends_on(mod, examples, trees, sym, key) else kept).append(sym)
+    for sym in _merged(mod, examples, trees, [s for s in failed if s.kind != "named"], key, kept):
+        if sym.kind != "AUTO":
+            raise _violation(sym, examples, "")
+    for sym in failed:
+        if sym.kind == "named":
+            raise _violation(sym, examples, ", or ties it to another dimension (one Dim for dimensions that "
+                                            "must be equal)")
+    return sorted(kept, key=lambda s: symbols.index(getattr(s, "origin", s)))
+
+
+def _violation(sym, examples, tied):
+    name, d = sym.dims[0]
+    return RuntimeError(
+        f"export: Constraints violated ({sym.name})! The model's Python code specialised {name}.shape[{d}] "
+        f"to its example size {examples[name].shape[d]} (a branch, len() or int() on it gives a different "
+        f"program for another size){tied}. Use Dim.AUTO, or leave the dimension static.")
+
+
+def _merged(mod, examples, trees, failed, key, kept):
+    """Group the failed hint symbols of equal example size; keep (append to ``kept``) each group
+    that can change as one; return the symbols still failing."""
+    still = []
+    for value in dict.fromkeys(s.value for s in failed):
+        group = [s for s in failed if s.value == value]
+        if len(group) > 1:
+            one = _Symbol(group[0].name, max(s.lo for s in group), min(s.hi for s in group), group[0].kind)
+            one.value = value
+            for s in group:
+                one.dims += s.dims
+                one.affine.update(s.affine)
+            if one.lo <= value <= one.hi and not _depends_on(mod, examples, trees, one, key):
+                one.origin = group[0]
+                kept.append(one)
+                continue
+        still += group
+    return still
 
 
 def _guards(names, examples, symbols, defaulted):
     import lucid
 
-    sym_of = {dim: s.name for s in symbols for dim in s.dims}
+    # a dim of a derived Dim is guarded as ``[symbol, a, b]`` (JSON data, like the rest)
+    sym_of = {dim: s.name if s.affine[dim] == (1, 0) else [s.name, *s.affine[dim]] for s in symbols for dim in s.dims}
     guards = []
     for name in names:
         v = examples[name]
@@ -154,33 +194,58 @@ def _export(mod, args, kwargs, dynamic_shapes, strict, preserve):
 
     _check_call(mod, args, kwargs, strict)
     kwargs = dict(kwargs or {})
-    names, examples, defaulted = _trace.bind_examples(type(mod).forward, args, kwargs)
-    _check_inputs_supported(names, examples)
-    specs = normalize_dynamic_shapes(dynamic_shapes, names, [examples[n] for n in names])
+    names, params, defaulted = _trace.bind_examples(type(mod).forward, args, kwargs)
+    trees, leaves, examples = flatten_inputs(names, params)  # NOTE [Container inputs]
+    specs = normalize_dynamic_shapes(dynamic_shapes, names, [params[n] for n in names], trees, examples)
     symbols = _symbols(specs, examples)
     # The shadow evaluation draws random numbers (dropout): keep the caller's stream as it was.
     with lucid.random.fork_rng():
-        graph, traced_constants, answers = _trace.trace(mod, examples)
-        symbols = _settle(mod, examples, symbols, _trace.graph_key(graph, answers))
+        calls = {}
+        graph, traced_constants, answers = _trace.trace(mod, examples, trees, preserve, calls)
+        symbols = _settle(mod, examples, trees, symbols, _trace.graph_key(graph, answers))
     _trace.lower_methods(graph)
-    signature, state_dict, constants = lift(mod, graph, traced_constants, names, examples)
+    signature, state_dict, constants = lift(mod, graph, traced_constants, leaves, examples)
     ep = ExportedProgram(lucid.nn.Module(), graph, signature, state_dict,
                          {s.name: ValueRange(s.lo, s.hi) for s in symbols},
-                         module_call_graph(mod, names, tuple(preserve)), (tuple(args), kwargs), constants,
-                         guards=_guards(names, examples, symbols, defaulted), training=mod.training)
+                         module_call_graph(mod, names, tuple(preserve), calls), (tuple(args), kwargs), constants,
+                         guards=_guards(leaves, examples, symbols, defaulted), training=mod.training,
+                         in_trees=[[n, trees[n]] for n in names])
     _check_against_eager(mod, ep, args, kwargs)
     return ep
 
 
 def _check_against_eager(mod, ep, args, kwargs):
+    """Run eager and the program from the same state; compare outputs and the state they leave.
+
+    The program's state is the model's own tensors (as in torch), so both runs start from a
+    snapshot, and the model is put back as it was: exporting updates no buffer."""
     import lucid
 
-    with lucid.random.fork_rng():
-        state = lucid.get_rng_state()
-        with lucid.no_grad():
+    state = [t for _, t in mod.named_parameters()] + [t for _, t in mod.named_buffers()]
+    with lucid.random.fork_rng(), lucid.no_grad():
+        before = [t.clone() for t in state]
+        rng = lucid.get_rng_state()
+        try:
             expected = mod(*args, **kwargs)
-            lucid.set_rng_state(state)
+            expected_state = _restore(state, before)
+            lucid.set_rng_state(rng)
             got = ep.module()(*args, **kwargs)
+            got_state = _restore(state, before)
+        finally:
+            _restore(state, before)
     if not _trace.same_values(expected, got):
         raise RuntimeError(f"export: the exported program of {type(mod).__name__} does not reproduce the eager "
                            "module on the example inputs (a Python side effect or a call lucid.fx could not see?)")
+    if not _trace.same_values(expected_state, got_state):
+        raise RuntimeError(f"export: the exported program of {type(mod).__name__} does not update its buffers as "
+                           "the eager module does on the example inputs (state changed behind lucid.fx's back?)")
+
+
+def _restore(state, before):
+    """Put back the tensors a run changed (only those: the others keep their version counters);
+    returns the values the run left."""
+    after = [t.clone() for t in state]
+    for t, old in zip(state, before):
+        if not _trace.same_values(t, old):
+            t.copy_(old)
+    return after

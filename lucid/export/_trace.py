@@ -21,12 +21,14 @@ violations do). This is a test on one other size, not a proof: a branch like
 ``if x.shape[0] > 100`` is only seen if one of the two sizes crosses it.
 
 NOTE [Exported graphs are not functionalized]
-torch.export functionalizes: an in-place update of a buffer becomes a BUFFER_MUTATION
-output. Lucid's graph keeps in-place Tensor methods as they are (``Tensor.add_`` on the
-buffer's placeholder); ``ep.module()`` binds the placeholders to its own buffers, so the
-update lands where eager would put it. State updated behind the tracer's back (BatchNorm's
-running statistics in training mode write ``._data``) cannot be captured: export the model
-in ``eval()`` mode.
+torch 2.13's ``export`` keeps in-place ops in the graph (``add_`` on the buffer's placeholder;
+only ``run_decompositions`` functionalizes them into BUFFER_MUTATION outputs), and so does
+Lucid: ``ep.module()`` binds the placeholders to its own buffers, which are the model's
+(as in torch), so the update lands where eager would put it. Exporting itself updates
+nothing: the example run reads and writes copies of the state (``_state_copy``) and the
+check against eager puts the model back. State updated behind the tracer's back
+(``BatchNorm``'s ``num_batches_tracked``, written through ``._data``) cannot be captured:
+export such a model in ``eval()`` mode.
 """
 from __future__ import annotations
 
@@ -66,11 +68,15 @@ def _resolve_attr(root, path):
 class _ExportTracer(Tracer):
     """A Tracer that traces through every submodule and knows each node's example value."""
 
-    def __init__(self, examples):
+    def __init__(self, examples, trees=None):
         super().__init__()
-        self.examples = examples  # forward parameter name -> example value
+        self.examples = examples  # input leaf name -> example value (NOTE [Container inputs])
+        self.trees = trees or {}
+        self.preserve, self.calls = frozenset(), {}  # preserve_module_call_signature: path -> node names
         self.answers = []  # concrete answers given to Python (bool, len, int), in order
         self._patched_classes = set()
+        self._state_copies = {}  # get_attr target -> the copy the example run reads and writes
+
 
     def is_leaf_module(self, m, module_qualified_name):
         return False
@@ -78,7 +84,11 @@ class _ExportTracer(Tracer):
     def call_module(self, m, forward, args, kwargs):
         if self._patcher is not None:
             self._patch_class_functions(type(m))
-        return super().call_module(m, forward, args, kwargs)
+        out = super().call_module(m, forward, args, kwargs)
+        path = self.path_of_module(m)
+        if path in self.preserve:  # what ``module_call_graph`` says the call took and gave
+            self.calls.setdefault(path, (_node_names((args, kwargs)), _node_names(out)))
+        return out
 
     def _patch_class_functions(self, cls):
         """Layers that keep their functional as a class attribute (``_fn = staticmethod(F.max_pool2d)``)
@@ -103,7 +113,7 @@ class _ExportTracer(Tracer):
         if node.op == "placeholder":
             return self.examples[node.target]
         if node.op == "get_attr":
-            return _resolve_attr(self.root, node.target)
+            return self._state_copy(node.target)
         val = lambda n: n.meta["val"]  # noqa: E731
         args, kwargs = map_arg(node.args, val), map_arg(node.kwargs, val)
         if node.op == "call_method":
@@ -112,9 +122,26 @@ class _ExportTracer(Tracer):
             return node.target(*args, **kwargs)
         raise RuntimeError(f"export: unexpected {node.op} node {node.name} while tracing")
 
+    def _state_copy(self, target):
+        # The example run executes the forward's in-place updates (``buf.add_``, batch_norm's
+        # running statistics): on copies, so exporting leaves the model as it was, as torch's
+        # fake tensors do. One copy per target, so a second read sees the first one's update.
+        if target not in self._state_copies:
+            value = _resolve_attr(self.root, target)
+            if isinstance(value, _tensor_cls()):
+                copy = value.detach().clone()
+                value = copy.requires_grad_() if value.requires_grad else copy
+            self._state_copies[target] = value
+        return self._state_copies[target]
+
     def _root_arg(self, p, concrete_args):
-        proxy = self.create_proxy("placeholder", p.name, (), {})
-        value = self.examples[p.name]
+        from ._inputs import build
+
+        return build(self.trees.get(p.name, {"leaf": p.name}), self._leaf_arg)
+
+    def _leaf_arg(self, name):
+        proxy = self.create_proxy("placeholder", name, (), {})
+        value = self.examples[name]
         # A non-tensor input is specialised to its example (guarded at the entry): the code
         # sees the plain value, as torch.export's non-strict mode gives it Python constants.
         return proxy if isinstance(value, _tensor_cls()) else value
@@ -148,6 +175,14 @@ class _ExportTracer(Tracer):
     def iter(self, obj):
         n = self.len(obj)
         return iter([obj[i] for i in range(n)])
+
+
+def _node_names(value):
+    from ..fx.proxy import Proxy
+
+    names = []
+    map_aggregate(value, lambda v: names.append(v.node.name) if isinstance(v, Proxy) else None)
+    return names
 
 
 def _data_dependent(node, memo):
@@ -186,9 +221,14 @@ def bind_examples(fn, args, kwargs):
     return [p.name for p in params], dict(bound.arguments), set(bound.arguments) - given
 
 
-def trace(mod, examples):
-    """Trace ``mod`` on the example values; returns ``(graph, constants, answers)``."""
-    tracer = _ExportTracer(examples)
+def trace(mod, examples, trees=None, preserve=(), calls=None):
+    """Trace ``mod`` on the example values (by input leaf, NOTE [Container inputs]); returns
+    ``(graph, constants, answers)``. ``calls`` receives the node names going in and out of
+    the submodules named in ``preserve``."""
+    tracer = _ExportTracer(examples, trees)
+    tracer.preserve = frozenset(preserve)
+    if calls is not None:
+        tracer.calls = calls
     before = set(mod.__dict__)
     try:
         graph = tracer.trace(mod)

@@ -17,7 +17,29 @@ from __future__ import annotations
 import dataclasses
 import math
 
-__all__ = ["Dim", "ShapesCollection", "ValueRange", "InputGuard"]
+__all__ = ["Dim", "dims", "ShapesCollection", "ValueRange", "InputGuard", "UserError"]
+
+
+class UserError(RuntimeError, ValueError):
+    """``dynamic_shapes`` or the example inputs break what export was asked to promise
+    (torch's ``UserError`` / ``ConstraintViolationError``, both RuntimeErrors; Lucid raised
+    ValueError before, so this is both).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.export import export, Dim, UserError
+    >>> try:
+    ...     export(lucid.nn.ReLU(), (lucid.ones(6),), dynamic_shapes={"input": {0: Dim("n", max=4)}})
+    ... except UserError as e:
+    ...     print(str(e)[:59])
+    export: the example input 'input' has size 6 at dimension 0
+    """
+
+
+class UserTypeError(UserError, TypeError):
+    """A ``dynamic_shapes`` entry of the wrong type (a TypeError in Lucid before, torch's
+    ``UserError``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +73,9 @@ class Dim:
     ``Dim("batch", min=2, max=64)`` makes every input dimension marked with it accept any size
     in ``[min, max]`` (and all of them equal); ``Dim.AUTO`` lets export decide (dynamic unless
     the model's Python code depends on the size), ``Dim.DYNAMIC`` insists on dynamic, and
-    ``Dim.STATIC`` (like ``None``) keeps the example's size.
+    ``Dim.STATIC`` (like ``None``) keeps the example's size. ``2*dim``, ``dim + 1`` (increasing
+    integer-linear functions of a Dim) mark a dimension whose size follows ``dim``'s; Dims with
+    one name are one symbol.
 
     Parameters
     ----------
@@ -67,6 +91,8 @@ class Dim:
     Dim('batch', min=2, max=8)
     >>> Dim.AUTO
     DimHint(AUTO)
+    >>> 2 * Dim("n") + 1
+    2*n + 1
     """
 
     AUTO = _DimHint("AUTO")
@@ -88,6 +114,68 @@ class Dim:
         hi = None if self.max == math.inf else self.max
         bounds = "".join(f", {k}={v}" for k, v in (("min", lo), ("max", hi)) if v is not None)
         return f"Dim({self.__name__!r}{bounds})"
+
+    # A dimension may be an increasing integer-linear function ``a*dim + b`` of a Dim (torch's
+    # derived dims): ``2*d``, ``d + 1``. The Dim itself is ``1*d + 0``.
+    _root, _a, _b = property(lambda self: self), 1, 0
+
+    def __add__(self, other):
+        if type(other) is not int:
+            raise NotImplementedError(f"Attempted to add {other} to {self.__name__}, where an integer was expected. "
+                                      "(Only increasing linear operations with integer coefficients are supported.)")
+        return _DerivedDim(self._root, self._a, self._b + other)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        if type(other) is not int:
+            raise NotImplementedError(f"Attempted to subtract {other} from {self.__name__}, where an integer was "
+                                      "expected. (Only increasing linear operations with integer coefficients are "
+                                      "supported.)")
+        return _DerivedDim(self._root, self._a, self._b - other)
+
+    def __rsub__(self, other):
+        raise NotImplementedError(f"Attempted to negate {self.__name__}. (Only increasing linear operations with "
+                                  "integer coefficients are supported.)")
+
+    def __mul__(self, other):
+        if type(other) is not int or other <= 0:
+            raise NotImplementedError(f"Attempted to multiply {self.__name__} with {other}, where a positive integer "
+                                      "was expected. (Only increasing linear operations with integer coefficients "
+                                      "are supported.)")
+        return _DerivedDim(self._root, self._a * other, self._b * other)
+
+    __rmul__ = __mul__
+
+
+class _DerivedDim(Dim):
+    """``a*root + b`` for a Dim ``root`` (``2*Dim("d")``): its size follows the root's."""
+
+    def __init__(self, root, a, b):
+        name = (root.__name__ if a == 1 else f"{a}*{root.__name__}") + (
+            f" + {b}" if b > 0 else f" - {-b}" if b < 0 else "")
+        self.__name__, self.root = name, root
+        self.min, self.max = a * root.min + b, a * root.max + b
+        self._derived = (a, b)
+
+    _root = property(lambda self: self.root)
+    _a = property(lambda self: self._derived[0])
+    _b = property(lambda self: self._derived[1])
+
+    def __repr__(self):
+        return self.__name__
+
+
+def dims(*names, min=None, max=None):
+    """One :class:`Dim` per name, all with the same bounds (``torch.export.dims``).
+
+    Examples
+    --------
+    >>> from lucid.export import dims
+    >>> dims("h", "w", max=64)
+    (Dim('h', max=64), Dim('w', max=64))
+    """
+    return tuple(Dim(name, min=min, max=max) for name in names)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,61 +244,80 @@ class InputGuard:
 
 
 # ------------------------------------------------------------------ dynamic_shapes -> per-dim specs
-def normalize_dynamic_shapes(dynamic_shapes, names, values):
-    """``{input name: {dim: Dim | _DimHint | int | None}}`` from any accepted form."""
+def normalize_dynamic_shapes(dynamic_shapes, names, values, trees=None, leaves=None):
+    """``{input leaf name: {dim: Dim | _DimHint | int | None}}`` from any accepted form; an
+    entry for a container input mirrors its structure (NOTE [Container inputs])."""
+    from ._inputs import build, leaf_specs
+
     if dynamic_shapes is None:
         return {}
+    trees = trees or {n: {"leaf": n} for n in names}
+    leaves = leaves if leaves is not None else dict(zip(names, values))
     if isinstance(dynamic_shapes, ShapesCollection):
-        dynamic_shapes = {n: dynamic_shapes._shapes[id(v)][1] for n, v in zip(names, values)
-                          if id(v) in dynamic_shapes._shapes}
+        shapes = dynamic_shapes._shapes
+        dynamic_shapes = {n: build(trees[n], lambda leaf: shapes[id(leaves[leaf])][1]
+                                   if id(leaves[leaf]) in shapes else None) for n in names}
     if isinstance(dynamic_shapes, (tuple, list)):
         if len(dynamic_shapes) > len(names):
-            raise ValueError(f"export: dynamic_shapes has {len(dynamic_shapes)} entries for {len(names)} inputs")
+            raise UserError(f"export: dynamic_shapes has {len(dynamic_shapes)} entries for {len(names)} inputs")
         dynamic_shapes = dict(zip(names, dynamic_shapes))
     if not isinstance(dynamic_shapes, dict):
-        raise TypeError(f"export: dynamic_shapes must be a dict, tuple or list, got {type(dynamic_shapes).__name__}")
+        raise UserTypeError(f"export: dynamic_shapes must be a dict, tuple or list, got {type(dynamic_shapes).__name__}")
     unknown = set(dynamic_shapes) - set(names)
     if unknown:
-        raise ValueError(f"export: dynamic_shapes names {sorted(unknown)}, which are not inputs of forward {names}")
+        raise UserError(f"export: dynamic_shapes names {sorted(unknown)}, which are not inputs of forward {names}")
     out = {}
-    for name, spec in dynamic_shapes.items():
-        if spec is None:
-            continue
-        value = values[names.index(name)]
-        ndim = getattr(value, "ndim", None)
-        if ndim is None:
-            raise ValueError(f"export: dynamic_shapes[{name!r}] is given but input {name!r} is not a tensor")
-        if isinstance(spec, (tuple, list)):
-            if len(spec) != ndim:
-                raise ValueError(f"export: dynamic_shapes[{name!r}] has {len(spec)} entries for a {ndim}-d input")
-            spec = dict(enumerate(spec))
-        if not isinstance(spec, dict):
-            raise TypeError(f"export: dynamic_shapes[{name!r}] must be a dict or a tuple per dimension")
-        for d in spec:
-            if not isinstance(d, int) or not -ndim <= d < ndim:
-                raise ValueError(f"export: dynamic_shapes[{name!r}] names dimension {d!r} of a {ndim}-d input")
-        out[name] = {d % ndim: s for d, s in spec.items()}
+    for top, top_spec in dynamic_shapes.items():
+        for name, spec in leaf_specs(trees[top], top_spec, f"dynamic_shapes[{top!r}]"):
+            if spec is not None:
+                out[name] = _dim_specs(name, spec, leaves[name])
     return out
 
 
-def check_inputs(guards, range_constraints, args, kwargs):
+def _dim_specs(name, spec, value):
+    ndim = getattr(value, "ndim", None)
+    if ndim is None:
+        raise UserError(f"export: dynamic_shapes[{name!r}] is given but input {name!r} is not a tensor")
+    if isinstance(spec, (tuple, list)):
+        if len(spec) != ndim:
+            raise UserError(f"export: dynamic_shapes[{name!r}] has {len(spec)} entries for a {ndim}-d input")
+        spec = dict(enumerate(spec))
+    if not isinstance(spec, dict):
+        raise UserTypeError(f"export: dynamic_shapes[{name!r}] must be a dict or a tuple per dimension")
+    for d in spec:
+        if not isinstance(d, int) or not -ndim <= d < ndim:
+            raise UserError(f"export: dynamic_shapes[{name!r}] names dimension {d!r} of a {ndim}-d input")
+    return {d % ndim: s for d, s in spec.items()}
+
+
+def check_inputs(guards, range_constraints, args, kwargs, trees=None):
     """Raise torch's RuntimeError when ``(args, kwargs)`` violates the guards (NOTE [Export guards]);
-    returns ``kwargs`` with omitted defaulted constants filled in."""
-    names = [g.name for g in guards]
+    returns the input leaves' values in guard order, the graph's user placeholders (NOTE
+    [Container inputs]), omitted defaulted constants filled in."""
+    from ._inputs import flatten_call
+
+    trees = trees or [[g.name, {"leaf": g.name}] for g in guards]
+    names = [n for n, _ in trees]
+    by_leaf = {g.name: g for g in guards}
     kwargs = dict(kwargs)
-    for g in guards[len(args):]:
-        if g.optional and g.name not in kwargs:
-            kwargs[g.name] = g.value
+    for name, tree in trees[len(args):]:
+        g = by_leaf.get(tree.get("leaf"))
+        if g is not None and g.optional and name not in kwargs:
+            kwargs[name] = g.value
     if len(args) > len(names) or any(k not in names[len(args):] for k in kwargs) \
             or len(args) + len(kwargs) != len(names):
         raise RuntimeError(f"Unexpected number of inputs (expected {len(names)}, got {len(args) + len(kwargs)})")
-    bound = {}
-    for guard, value, path in _paired(guards, args, kwargs):
-        if guard.kind == "constant":
-            _check_constant(guard, value, path)
-            continue
-        _check_tensor(guard, value, path, range_constraints, bound)
-    return kwargs
+    values, bound = {}, {}
+    for i, (name, tree) in enumerate(trees):
+        value, path = (args[i], f"*args[{i}]") if i < len(args) else (kwargs[name], f"**kwargs[{name!r}]")
+        for leaf, v, where in flatten_call(tree, value, path):
+            guard = by_leaf[leaf]
+            if guard.kind == "constant":
+                _check_constant(guard, v, where)
+            else:
+                _check_tensor(guard, v, where, range_constraints, bound)
+            values[leaf] = v
+    return [values[g.name] for g in guards]
 
 
 class GuardError(RuntimeError, AssertionError):
@@ -233,14 +340,6 @@ class GuardError(RuntimeError, AssertionError):
     ...     print(str(e)[:52])
     Expected input at *args[0].shape[0] to be equal to 2
     """
-
-
-def _paired(guards, args, kwargs):
-    for i, guard in enumerate(guards):
-        if i < len(args):
-            yield guard, args[i], f"*args[{i}]"
-        else:
-            yield guard, kwargs[guard.name], f"**kwargs[{guard.name!r}]"
 
 
 def _check_constant(guard, value, path):
@@ -270,15 +369,25 @@ def _check_tensor(guard, value, path, range_constraints, bound):
                                    "for this dimension to be dynamic, please re-export and specify dynamic_shapes "
                                    "(e.g. with Dim.DYNAMIC)")
             continue
-        if d in bound and bound[d] != size:
-            raise GuardError(f"Expected input at {where} to be equal to {bound[d]}, but got {size}")
-        bound[d] = size
-        vr = range_constraints[d]
-        if size < vr.lower:
-            raise GuardError(f"Expected input at {where} to be >= {vr.lower}, but got {size}")
-        if size > vr.upper:
-            raise GuardError(f"Expected input at {where} to be <= {vr.upper}, but got {size}")
+        sym, a, b = (d, 1, 0) if isinstance(d, str) else d  # [symbol, a, b]: a derived Dim's a*symbol + b
+        if sym in bound and a * bound[sym] + b != size:
+            raise GuardError(f"Expected input at {where} to be equal to {a * bound[sym] + b}, but got {size}")
+        value, rem = divmod(size - b, a)
+        if rem:
+            raise GuardError(f"Expected input at {where} to be of the form {_affine_text(sym, a, b)}, "
+                             f"but got {size}")
+        bound[sym] = value
+        vr = range_constraints[sym]
+        if value < vr.lower:
+            raise GuardError(f"Expected input at {where} to be >= {a * vr.lower + b}, but got {size}")
+        if value > vr.upper:
+            raise GuardError(f"Expected input at {where} to be <= {a * vr.upper + b}, but got {size}")
+
+
+def _affine_text(sym, a, b):
+    return (sym if a == 1 else f"{a}*{sym}") + (f" + {b}" if b > 0 else f" - {-b}" if b < 0 else "")
 
 
 def _shape_text(dims):
-    return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
+    text = [d if isinstance(d, (int, str)) else _affine_text(*d) for d in dims]
+    return "(" + ", ".join(str(d) for d in text) + ("," if len(dims) == 1 else "") + ")"

@@ -13,6 +13,7 @@ parameters and buffers, installed module by module in the original's order, so i
 from __future__ import annotations
 
 import copy
+import types
 
 from ..fx.graph_module import GraphModule
 from ..fx.node import map_aggregate
@@ -59,7 +60,7 @@ class ExportedProgram:
     """
 
     def __init__(self, root, graph, graph_signature, state_dict, range_constraints, module_call_graph,
-                 example_inputs=None, constants=None, *, guards=(), training=True):
+                 example_inputs=None, constants=None, *, guards=(), training=True, in_trees=None):
         self._graph_module = GraphModule(root if isinstance(root, _module()) else _module()(), graph, "GraphModule")
         self._graph_signature = graph_signature
         self._state_dict = state_dict
@@ -69,6 +70,8 @@ class ExportedProgram:
         self._example_inputs = example_inputs
         self._guards = list(guards)
         self._training = training
+        # forward parameter -> tree of input leaves (NOTE [Container inputs]); None: one leaf each
+        self._in_trees = None if in_trees is None else [[n, t] for n, t in in_trees]
 
     graph_module = property(lambda self: self._graph_module, doc="The GraphModule of the lifted graph.")
     graph = property(lambda self: self._graph_module.graph, doc="The lifted Graph.")
@@ -129,13 +132,18 @@ class ExportedProgram:
             ph.replace_all_uses_with(ga)
             graph.erase_node(ph)
         gm = GraphModule(self._state_root(state_specs), graph, "GraphModule")
+        _constants_as_attributes(gm, [s.target for s in state_specs if s.kind == InputKind.CONSTANT_TENSOR])
         gm.training = self._training
-        guards, ranges = self._guards, self._range_constraints
+        guards, ranges, trees = self._guards, self._range_constraints, self._in_trees
 
         def check_guards(module, args, kwargs):
-            return args, check_inputs(guards, ranges, args, kwargs)
+            return tuple(check_inputs(guards, ranges, args, kwargs, trees)), {}
 
         gm.register_forward_pre_hook(check_guards, with_kwargs=True)
+        # The graph holds the mode it was exported in (dropout's ``training=True`` is an argument
+        # of its call): a mode switch would change nothing, so it is refused, as in torch.
+        gm.train = types.MethodType(_train, gm)
+        gm.eval = types.MethodType(_eval, gm)
         return gm
 
     def _state_order(self):
@@ -187,7 +195,8 @@ class ExportedProgram:
                 node.target = table[node.target]
         return ExportedProgram(_module()(), graph, copy.deepcopy(self._graph_signature), self._state_dict,
                                self._range_constraints, self._module_call_graph, self._example_inputs,
-                               self._constants, guards=self._guards, training=self._training)
+                               self._constants, guards=self._guards, training=self._training,
+                               in_trees=self._in_trees)
 
     # ---------------------------------------------------------------- checking
     def validate(self):
@@ -234,6 +243,28 @@ class ExportedProgram:
 
     def __repr__(self):
         return self.__str__()
+
+
+def _train(self, mode=True):
+    raise NotImplementedError("Calling train() is not supported yet. The exported graph holds the mode it was "
+                              "exported in: export the model again after model.train() / model.eval()")
+
+
+def _eval(self):
+    raise NotImplementedError("Calling eval() is not supported yet. The exported graph holds the mode it was "
+                              "exported in: export the model again after model.train() / model.eval()")
+
+
+def _constants_as_attributes(gm, targets):
+    """Lifted constants are plain attributes of ``module()``, as in torch: outside its
+    ``state_dict`` and ``buffers()`` (the GraphModule copy makes tensor attributes buffers)."""
+    for target in targets:
+        prefix, _, field = target.rpartition(".")
+        owner = gm.get_submodule(prefix) if prefix else gm
+        if field in owner._buffers:
+            value = owner._buffers.pop(field)
+            owner._non_persistent_buffers_set.discard(field)
+            setattr(owner, field, value)
 
 
 def _flat_outputs(graph):
@@ -298,11 +329,19 @@ def lift(mod, graph, traced_constants, user_names, examples):
     return ExportGraphSignature(input_specs, output_specs), state_dict, constants
 
 
-def module_call_graph(mod, user_names, preserve=()):
+def module_call_graph(mod, user_names, preserve=(), calls=None):
+    """The root's entry and one per submodule; a preserved submodule's signature names the
+    graph values its call took and gave (``TensorArgument``s, as torch's)."""
     fqns = [name for name, _ in mod.named_modules()]
     for fqn in preserve:
         if fqn not in fqns:
             raise ValueError(f"export: preserve_module_call_signature names {fqn!r}, which is not a submodule")
+    calls = calls or {}
+
+    def signature(f):
+        ins, outs = calls.get(f, ([], []))
+        return ModuleCallSignature([TensorArgument(n) for n in ins], [TensorArgument(n) for n in outs])
+
     entries = [ModuleCallEntry("", ModuleCallSignature([], [], list(user_names)))]
-    entries += [ModuleCallEntry(f, ModuleCallSignature([], []) if f in preserve else None) for f in fqns if f]
+    entries += [ModuleCallEntry(f, signature(f) if f in preserve else None) for f in fqns if f]
     return entries

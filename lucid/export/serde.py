@@ -210,10 +210,14 @@ def _program_json(ep):
                     for s in sig.output_specs],
         "guards": [{"name": g.name, "kind": g.kind, "dtype": g.dtype, "dims": g.dims,
                     "value": _encode(g.value, f"input {g.name!r}"), "optional": g.optional} for g in ep._guards],
+        "in_trees": ep._in_trees,
         "range_constraints": [[k, v.lower, None if v.upper == math.inf else v.upper]
                               for k, v in ep.range_constraints.items()],
         "modules": [[e.fqn, e.signature.forward_arg_names if e.signature is not None else None,
-                     e.signature is not None] for e in ep.module_call_graph],
+                     e.signature is not None] + ([[[a.name for a in e.signature.inputs],
+                                                   [a.name for a in e.signature.outputs]]]
+                                                 if e.signature is not None else [])
+                    for e in ep.module_call_graph],
         "training": bool(ep._training),
     }
     return json.dumps(program, allow_nan=False)
@@ -315,16 +319,16 @@ def _build(payload):
     for g in guards:
         if g.kind not in ("tensor", "constant") or g.kind == "tensor" and not (
                 isinstance(g.dtype, str) and isinstance(g.dims, list)
-                and all(isinstance(d, int) or d in ranges for d in g.dims)):
+                and all(isinstance(d, int) or (d if isinstance(d, str) else d[0]) in ranges for d in g.dims)):
             raise _LoadError(f"bad guard for input {g.name!r}")
-    modules = [ModuleCallEntry(fqn, ModuleCallSignature([], [], names) if has else None)
-               for fqn, names, has in program["modules"]]
+    trees = _trees(program.get("in_trees"), [g.name for g in guards])
+    modules = [_module_entry(*m) for m in program["modules"]]
     examples = payload.get("example_inputs")
     if isinstance(examples, list) and len(examples) == 2:
         examples = (tuple(examples[0]), examples[1])
     ep = ExportedProgram(lucid.nn.Module(), graph, ExportGraphSignature(inputs, outputs), payload["state_dict"],
                          ranges, modules, examples, payload["constants"], guards=guards,
-                         training=bool(program.get("training", True)))
+                         training=bool(program.get("training", True)), in_trees=trees)
     ep.validate()
     return ep
 
@@ -335,10 +339,58 @@ def _name(s):
     return s
 
 
+def _module_entry(fqn, names, has, io=((), ())):
+    from .graph_signature import ModuleCallEntry, ModuleCallSignature, TensorArgument
+
+    if not isinstance(fqn, str) or not (isinstance(io, (list, tuple)) and len(io) == 2):
+        raise _LoadError("bad module call graph")
+    ins, outs = ([TensorArgument(_name(n)) for n in part] for part in io)
+    return ModuleCallEntry(fqn, ModuleCallSignature(ins, outs, names) if has else None)
+
+
+def _trees(trees, leaf_names):
+    """The input trees (NOTE [Container inputs]), checked: well formed, leaves named as the guards."""
+    from ._inputs import _DATACLASSES, leaves_of
+
+    if trees is None:
+        return None
+
+    def ok(t):
+        if not isinstance(t, dict) or len(t) != 1:
+            return False
+        (kind, v), = t.items()
+        if kind == "leaf":
+            return isinstance(v, str) and v.isidentifier()
+        if kind == "dataclass":  # only a class this process registered is ever built
+            if not (isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and v[0] in _DATACLASSES):
+                raise _LoadError(f"the program takes a dataclass {v[0] if isinstance(v, list) and v else v!r} "
+                                 "that lucid.export.register_dataclass has not registered in this process")
+            kind, v = "dict", v[1]
+        if kind == "dict":
+            return isinstance(v, list) and all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
+                                               and ok(e[1]) for e in v)
+        return kind in ("tuple", "list") and isinstance(v, list) and all(ok(e) for e in v)
+
+    if not isinstance(trees, list) or not all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)
+                                              and e[0].isidentifier() and ok(e[1]) for e in trees) \
+            or [n for _, t in trees for n in leaves_of(t)] != leaf_names:
+        raise _LoadError("bad input trees")
+    return trees
+
+
+def _symbol_dim(d):
+    return isinstance(d, str) and d.isidentifier()
+
+
+def _int(v):
+    return type(v) is int
+
+
 def _dims(dims):
     if dims is None:
         return None
-    if not isinstance(dims, list) or not all(isinstance(d, int) or isinstance(d, str) and d.isidentifier()
+    if not isinstance(dims, list) or not all(isinstance(d, int) or _symbol_dim(d) or isinstance(d, list) and len(d) == 3
+                                             and _symbol_dim(d[0]) and _int(d[1]) and d[1] > 0 and _int(d[2])
                                              for d in dims):
         raise _LoadError(f"bad guard dims {dims!r}")
     return dims
