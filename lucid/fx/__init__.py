@@ -38,9 +38,10 @@ from .interpreter import Interpreter, Transformer
 from .node import Node, map_arg
 from .proxy import Attribute, Proxy, TraceError
 from .subgraph_rewriter import replace_pattern
+from .node import has_side_effect
 from .tracer import PH, Tracer, symbolic_trace, wrap
 
 __all__ = ["Graph", "GraphModule", "Interpreter", "Node", "Proxy", "Attribute", "Tracer", "TraceError",
            "Transformer", "PythonCode", "symbolic_trace", "wrap", "map_arg", "replace_pattern", "PH",
-           "subgraph_rewriter", "passes"]
+           "subgraph_rewriter", "passes", "has_side_effect"]
 

@@ -189,9 +189,17 @@ class Graph:
         """The nodes in order (iterable, ``len`` and ``reversed`` work)."""
         return _NodeList(self)
 
-    def find_nodes(self, *, op, target=None):
-        """The nodes with opcode ``op`` (and ``target``, when given)."""
+    def find_nodes(self, *, op, target=None, sort=True):
+        """The nodes with opcode ``op`` (and ``target``, when given), in graph order (``sort``
+        is accepted for PyTorch's signature: the scan is always in order)."""
         return [n for n in self.nodes if n.op == op and (target is None or n.target == target)]
+
+    def output_node(self):
+        """The graph's output node (the last node)."""
+        last = next(iter(reversed(self.nodes)), None)
+        if last is None or last.op != "output":
+            raise RuntimeError(f"output_node: the last node of the graph is not an output node: {last}")
+        return last
 
     # ------------------------------------------------------------------ building
     def create_node(self, op, target, args=None, kwargs=None, name=None, type_expr=None):
@@ -209,8 +217,7 @@ class Graph:
             return target.replace(".", "_")
         if op == "output":
             return "output"
-        name = _target_name(target)
-        return name[:-1] if name.endswith("_") and name in ("and_", "or_") else name
+        return _target_name(target)
 
     def placeholder(self, name, type_expr=None, default_value=inspect.Signature.empty):
         """An input of the graph called ``name`` (``default_value`` makes it optional)."""
@@ -494,14 +501,13 @@ class _CodeGen:
 
     def generate(self):
         nodes = list(self.graph.nodes)
-        last_use = {}
-        for node in nodes:  # later users overwrite: each value maps to its last user
+        to_free, seen = {}, set()
+        for node in reversed(nodes):  # a value's last user frees it, in that user's argument order
             for inp in node._input_nodes:
-                last_use[inp] = node
-        to_free = {}
-        for value, user in last_use.items():
-            if user.op != "output":
-                to_free.setdefault(user, []).append(value)
+                if inp not in seen:
+                    seen.add(inp)
+                    if node.op != "output":
+                        to_free.setdefault(node, []).append(inp)
         body = []
         for node in nodes:
             line = self.node_text(node)

@@ -23,6 +23,13 @@ def _module_base():
     return Module
 
 
+# NOTE [Tensor attributes as buffers]
+# A plain tensor attribute the graph reads (a module's ``self.c = tensor`` or a traced constant
+# ``_tensor_constant0``) becomes a buffer of the GraphModule, as in torch.fx, so ``gm.to(device)``
+# and ``gm.double()`` move it with the parameters the code combines it with. Unlike torch.fx
+# (which registers it persistent) it stays out of ``state_dict``: the original module did not
+# save it, so ``gm.load_state_dict(original.state_dict())`` keeps working, and exported modules
+# keep torch.export's empty state for lifted constants.
 def _copy_attr(from_module, to_module, target):
     """Copy ``from_module.<target>`` (dotted) onto ``to_module``, making empty Modules for the
     intermediate levels that ``to_module`` lacks."""
@@ -41,8 +48,16 @@ def _copy_attr(from_module, to_module, target):
     orig = getattr(from_module, field)
     if field in getattr(from_module, "_buffers", {}) and not isinstance(orig, Parameter):
         to_module.register_buffer(field, orig, persistent=field not in from_module._non_persistent_buffers_set)
+    elif isinstance(orig, _tensor_cls()) and not isinstance(orig, Parameter):
+        to_module.register_buffer(field, orig, persistent=False)  # See NOTE [Tensor attributes as buffers]
     else:
         setattr(to_module, field, orig)
+
+
+def _tensor_cls():
+    import lucid
+
+    return lucid.Tensor
 
 
 def _assign_attr(from_obj, to_module, target):
@@ -55,7 +70,12 @@ def _assign_attr(from_obj, to_module, target):
             t = Module()
             setattr(to_module, item, t)
         to_module = t
-    setattr(to_module, field, from_obj)
+    from ..nn import Parameter
+
+    if isinstance(from_obj, _tensor_cls()) and not isinstance(from_obj, Parameter):
+        to_module.register_buffer(field, from_obj, persistent=False)  # See NOTE [Tensor attributes as buffers]
+    else:
+        setattr(to_module, field, from_obj)
 
 
 def _exec_source(src, globals_):
@@ -163,11 +183,9 @@ class GraphModule(_module_base()):
             print(text)
         return text
 
-    def __repr__(self):
-        return "\n".join([super().__repr__(), self.code])
-
     def __str__(self):
-        return self.__repr__()
+        # torch.fx: ``str`` shows the code too, ``repr`` only the Module tree
+        return "\n".join([super().__repr__(), self.code])
 
     def __deepcopy__(self, memo):
         Module = _module_base()
@@ -242,7 +260,11 @@ class GraphModule(_module_base()):
         import lucid
 
         os.makedirs(folder, exist_ok=True)
-        lucid.save(self.state_dict(), os.path.join(folder, "state_dict.pt"))
+        # The generated class registers every top-level buffer persistent, so save the
+        # non-persistent ones (traced constants included) for its load_state_dict too.
+        state = self.state_dict()
+        state.update({k: v for k, v in self._buffers.items() if v is not None and k not in state})
+        lucid.save(state, os.path.join(folder, "state_dict.pt"))
         python_code = self.graph.python_code("self")
         extra = [k for k in python_code.globals if k not in ("lucid", "inf", "nan")]
         if extra:

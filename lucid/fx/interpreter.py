@@ -83,6 +83,18 @@ class Interpreter:
                 return self.env[node]
         return None
 
+    def boxed_run(self, args_list):
+        """Run the graph on the inputs in ``args_list``, which is emptied first so that the
+        caller's references do not keep the inputs alive (PyTorch's "boxed" convention)."""
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        if len(args_list) != len(placeholders):
+            detail = "extra arguments" if len(args_list) > len(placeholders) else "missing arguments"
+            raise RuntimeError(f"Interpreter.boxed_run expected {len(placeholders)} arguments for placeholders "
+                               f"but received {len(args_list)} ({detail})")
+        env = dict(zip(placeholders, args_list))
+        args_list.clear()
+        return self.run(initial_env=env)
+
     @contextlib.contextmanager
     def _set_current_node(self, node):
         self.current_node = node

@@ -11,7 +11,7 @@ import builtins
 import operator
 import types
 
-__all__ = ["Node", "map_arg", "map_aggregate"]
+__all__ = ["Node", "map_arg", "map_aggregate", "has_side_effect", "immutable_list", "immutable_dict"]
 
 
 def map_aggregate(a, fn):
@@ -35,13 +35,91 @@ def map_aggregate(a, fn):
     return fn(a)
 
 
+# NOTE [Frozen node arguments]
+# A node's users are computed when its args/kwargs are assigned, so a list or dict inside them
+# mutated in place (``node.kwargs["k"] = other``) would leave ``users`` stale and DCE, codegen and
+# the rewriter silently wrong. As torch.fx does, the containers a node stores refuse mutation;
+# assign a new value (``node.kwargs = {**node.kwargs, "k": other}``) instead.
+def _refuse_mutation(self, *args, **kwargs):
+    raise NotImplementedError(
+        f"'{type(self).__name__}' object does not support mutation. If you are attempting to modify the "
+        "kwargs or args of a lucid.fx.Node object, instead create a new copy of it and assign the copy to "
+        "the node (node.args = new_args, node.kwargs = new_kwargs)")
+
+
+class immutable_list(list):  # noqa: N801 (torch.fx's name)
+    """The list a ``Node`` stores in its args (NOTE [Frozen node arguments])."""
+
+    def __hash__(self):
+        return hash(tuple(self))
+
+    def __reduce__(self):
+        return (immutable_list, (list(self),))
+
+
+class immutable_dict(dict):  # noqa: N801 (torch.fx's name)
+    """The dict a ``Node`` stores as its kwargs (NOTE [Frozen node arguments])."""
+
+    def __hash__(self):
+        return hash(tuple(self.items()))
+
+    def __reduce__(self):
+        return (immutable_dict, (dict(self),))
+
+
+for _cls, _names in ((immutable_list, ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append",
+                                        "extend", "insert", "pop", "remove", "clear", "sort", "reverse")),
+                     (immutable_dict, ("__setitem__", "__delitem__", "__ior__", "pop", "popitem", "clear",
+                                       "update", "setdefault"))):
+    for _name in _names:
+        setattr(_cls, _name, _refuse_mutation)
+
+
+def _freeze(a):
+    if isinstance(a, tuple):
+        frozen = tuple(_freeze(e) for e in a)
+        return frozen if type(a) is tuple or not hasattr(a, "_fields") else type(a)(*frozen)
+    if isinstance(a, list):
+        return immutable_list(_freeze(e) for e in a)
+    if isinstance(a, dict):
+        return immutable_dict((k, _freeze(v)) for k, v in a.items())
+    return a
+
+
 def map_arg(a, fn):
     """Apply ``fn`` to every ``Node`` inside the argument structure ``a``; other leaves stay."""
     return map_aggregate(a, lambda x: fn(x) if isinstance(x, Node) else x)
 
 
+class _FxAssertionError(AssertionError, RuntimeError):
+    """torch.fx asserts here; Lucid raised RuntimeError before, so both keep working."""
+
+
 # Functions whose call is an effect of its own: dead-code elimination keeps them.
 _side_effectful_functions: set = set()
+
+
+def has_side_effect(fn):
+    """Mark ``fn`` as having an effect of its own: dead-code elimination keeps its calls.
+
+    Examples
+    --------
+    >>> import lucid.fx as fx
+    >>> log = []
+    >>> def record(x):
+    ...     log.append(x)
+    >>> _ = fx.has_side_effect(record)
+    >>> g = fx.Graph()
+    >>> x = g.placeholder("x")
+    >>> _ = g.call_function(record, (x,))
+    >>> _ = g.output(x)
+    >>> g.eliminate_dead_code(), [n.op for n in g.nodes]
+    (False, ['placeholder', 'call_function', 'output'])
+    """
+    _side_effectful_functions.add(fn)
+    return fn
+
+
 _RANDOM_NAMES = ("rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm",
                  "normal", "bernoulli", "multinomial", "poisson", "binomial", "uniform", "dropout")
 
@@ -49,6 +127,13 @@ _RANDOM_NAMES = ("rand", "randn", "randint", "rand_like", "randn_like", "randint
 def _is_random_function(fn):
     return getattr(fn, "__module__", "") and str(fn.__module__).startswith("lucid") and \
         getattr(fn, "__name__", "") in _RANDOM_NAMES
+
+
+def _is_inplace_function(fn, kwargs):
+    if not str(getattr(fn, "__module__", "") or "").startswith("lucid"):
+        return False  # ``operator.and_`` is no in-place op
+    name = getattr(fn, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or kwargs.get("inplace") is True
 
 
 def _qualified_name(fn):
@@ -182,6 +267,12 @@ class Node:
         args[idx] = arg
         self.args = tuple(args)
 
+    def insert_arg(self, idx, arg):
+        """Insert positional argument ``arg`` at index ``idx`` (0 <= idx <= len(args))."""
+        if not 0 <= idx <= len(self._args):
+            raise IndexError(f"insert_arg: index {idx} out of range for {len(self._args)} positional args")
+        self.args = self._args[:idx] + (arg,) + self._args[idx:]
+
     def update_kwarg(self, key, arg):
         """Set keyword argument ``key`` to ``arg``."""
         self.kwargs = {**self._kwargs, key: arg}
@@ -190,8 +281,8 @@ class Node:
         for old in self._input_nodes:
             old.users.pop(self, None)
         self._input_nodes = {}
-        self._args = tuple(new_args) if new_args is not None else ()
-        self._kwargs = dict(new_kwargs) if new_kwargs is not None else {}
+        self._args = _freeze(tuple(new_args)) if new_args is not None else ()
+        self._kwargs = _freeze(dict(new_kwargs)) if new_kwargs is not None else immutable_dict()
 
         def note(n):
             if n.graph is not self.graph and self.op != "root":
@@ -212,7 +303,8 @@ class Node:
         """
         if propagate_meta:
             if replace_with.meta:
-                raise RuntimeError("Node.replace_all_uses_with: propagate_meta needs a node with empty meta")
+                raise _FxAssertionError("Node.replace_all_uses_with: propagate_meta needs a node with empty "
+                                        "meta, but replace_with already has .meta keys")
             replace_with.meta.update(self.meta)
         changed = []
         for user in list(self.users):
@@ -232,18 +324,20 @@ class Node:
         """Whether dead-code elimination must keep this node even without users."""
         if self.op in ("placeholder", "output"):
             return True
+        # Unlike torch.fx, whose DCE drops them, in-place calls (``x.add_(1)``, ``lucid.relu_(x)``,
+        # ``F.relu(x, inplace=True)``, ``nn.ReLU(inplace=True)``) mutate their operand: kept.
         if self.op == "call_function":
-            if self.target in _side_effectful_functions:
+            if self.target in _side_effectful_functions or _is_inplace_function(self.target, self.kwargs):
                 return True
             return bool(impure_random and _is_random_function(self.target))
-        if self.op == "call_method":  # an in-place method (``x.add_(1)``) mutates its operand
+        if self.op == "call_method":
             return self.target.endswith("_") and not self.target.endswith("__")
         if self.op == "call_module" and self.graph.owning_module is not None:
             try:
                 mod = self.graph.owning_module.get_submodule(self.target)
             except AttributeError:
                 return False
-            return bool(getattr(mod, "_is_impure", False))
+            return bool(getattr(mod, "_is_impure", False)) or getattr(mod, "inplace", False) is True
         return False
 
     @property

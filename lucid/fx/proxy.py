@@ -13,13 +13,24 @@ import operator
 
 from .node import map_aggregate
 
-__all__ = ["Proxy", "Attribute", "TraceError", "TracerBase", "GraphAppendingTracer"]
+__all__ = ["Proxy", "Attribute", "ParameterProxy", "TraceError", "TracerBase", "GraphAppendingTracer"]
 
 _CONTROL_FLOW = "symbolically traced variables cannot be used as inputs to control flow"
 
 
 class TraceError(ValueError):
     """Symbolic tracing met an operation that needs a concrete value (``torch.fx.proxy.TraceError``)."""
+
+
+# torch.fx raises RuntimeError for ``len(proxy)`` and Python's TypeError for ``int(proxy)`` /
+# ``[...][proxy]`` (a Proxy has no ``__index__``); Lucid's TraceError (a ValueError) came first,
+# so these derive from both.
+class _LenTraceError(TraceError, RuntimeError):
+    pass
+
+
+class _IndexTraceError(TraceError, TypeError):
+    pass
 
 
 class TracerBase:
@@ -62,11 +73,11 @@ class TracerBase:
     # ``len(proxy)`` and ``int``-like uses need a concrete value: a tracer that knows example
     # values (``lucid.export``'s) answers them; symbolic tracing cannot.
     def len(self, obj):
-        raise TraceError(f"{_CONTROL_FLOW}: 'len' is not supported in symbolic tracing by default. "
+        raise _LenTraceError(f"{_CONTROL_FLOW}: 'len' is not supported in symbolic tracing by default. "
                          "If you want this call to be recorded, please call lucid.fx.wrap('len') at module scope")
 
     def index(self, obj):
-        raise TraceError(f"{_CONTROL_FLOW}: a Proxy cannot be used as a Python int")
+        raise _IndexTraceError(f"{_CONTROL_FLOW}: a Proxy cannot be used as a Python int")
 
 
 class GraphAppendingTracer(TracerBase):
@@ -163,6 +174,40 @@ class Attribute(Proxy):
 
     def __call__(self, *args, **kwargs):
         return self.tracer.create_proxy("call_method", self.attr, (self.root,) + args, kwargs)
+
+
+class ParameterProxy(Proxy):
+    """A parameter's (or buffer's) Proxy when the tracer has ``param_shapes_constant``: its
+    shape, ``size``, ``dim``, ``ndim``, ``numel`` and ``nelement`` are the real values, so code
+    using them records constants instead of nodes."""
+
+    def __init__(self, tracer, node, name, param):
+        super().__init__(node, tracer)
+        self.param = param
+        self.name = name
+
+    def __repr__(self):
+        return f"ParameterProxy({self.name})"
+
+    @property
+    def shape(self):
+        return self.param.shape
+
+    def size(self, dim=None):
+        return self.param.size() if dim is None else self.param.size(dim)
+
+    def dim(self):
+        return self.param.dim()
+
+    @property
+    def ndim(self):
+        return self.param.ndim
+
+    def numel(self):
+        return self.param.numel()
+
+    def nelement(self):
+        return self.param.nelement()
 
 
 _UNARY = ("neg", "pos", "invert", "abs")

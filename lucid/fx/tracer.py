@@ -36,7 +36,7 @@ import types
 
 from .graph import Graph
 from .node import _side_effectful_functions, map_aggregate
-from .proxy import Proxy, TraceError, TracerBase, _find_proxy
+from .proxy import ParameterProxy, Proxy, TraceError, TracerBase, _find_proxy
 
 __all__ = ["Tracer", "symbolic_trace", "wrap", "PH"]
 
@@ -69,6 +69,10 @@ def _assert_specialized(value, expected, name):
 _side_effectful_functions.add(_assert_specialized)
 
 
+class _WrapArgumentError(TypeError, RuntimeError):
+    """torch.fx.wrap raises RuntimeError here; Lucid raised TypeError first."""
+
+
 def wrap(fn_or_name):
     """Record calls of a module-level function as ``call_function`` nodes instead of tracing
     through it (``torch.fx.wrap``); call it at the top level of the module that uses the function.
@@ -95,7 +99,7 @@ def wrap(fn_or_name):
     tensor(6.)
     """
     if not callable(fn_or_name) and not isinstance(fn_or_name, str):
-        raise TypeError("wrap: expected a function or the name of a global function")
+        raise _WrapArgumentError("wrap: expected a function or the name of a global function")
     name = fn_or_name if isinstance(fn_or_name, str) else fn_or_name.__name__
     caller = inspect.currentframe().f_back
     if caller.f_code.co_name != "<module>":
@@ -210,6 +214,25 @@ def _operator_getitem():
     return operator.getitem
 
 
+# NOTE [Variadic roots]
+# torch.fx traces ``forward(self, x, *args, **kwargs)`` by giving each variadic parameter one
+# placeholder (target ``*args`` / ``**kwargs``) and calling a copy of the function whose code
+# object declares those parameters plain positional ones (``_patch_function``): the body then
+# sees the Proxy itself as ``args`` and records ``args[0]`` as a getitem, where unpacking the
+# Proxy into ``*args`` would need its length. The generated ``forward`` has the same
+# ``*args, **kwargs`` signature, so calls bind as they did on the original.
+def _flatten_variadic(fn):
+    fn = getattr(fn, "__func__", fn)
+    co = getattr(fn, "__code__", None)
+    if co is None:
+        raise TraceError(f"symbolic_trace: cannot trace the *args / **kwargs parameters of {fn!r}, "
+                         "which is not a Python function; give it named parameters")
+    n_var = bool(co.co_flags & inspect.CO_VARARGS) + bool(co.co_flags & inspect.CO_VARKEYWORDS)
+    code = co.replace(co_argcount=co.co_argcount + co.co_kwonlyargcount + n_var, co_kwonlyargcount=0,
+                      co_flags=co.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS))
+    return types.FunctionType(code, fn.__globals__, fn.__name__, None, fn.__closure__)
+
+
 class Tracer(TracerBase):
     """Turns a Module's ``forward`` (or a function) into a ``Graph`` by running it on Proxies.
 
@@ -220,6 +243,9 @@ class Tracer(TracerBase):
         in addition to Lucid's namespaces (NOTE [Tracing without __torch_function__]).
     autowrap_functions : tuple of callables
         Extra functions recorded as ``call_function`` nodes instead of traced through.
+    param_shapes_constant : bool
+        Give parameters and buffers ``ParameterProxy`` s, whose shape queries are the real
+        values (constants in the graph) instead of recorded nodes.
 
     Override ``is_leaf_module`` to choose which submodules stay ``call_module`` nodes.
 
@@ -235,6 +261,7 @@ class Tracer(TracerBase):
     """
 
     proxy_buffer_attributes = True
+    traced_func_name = "forward"  # the method of a Module root that is traced
 
     def __init__(self, autowrap_modules=(math,), autowrap_functions=(), param_shapes_constant=False):
         self.autowrap_modules = tuple(autowrap_modules)
@@ -277,9 +304,18 @@ class Tracer(TracerBase):
             path = self.tensor_attrs.get(id(attr_val))
             if path is not None:
                 if path not in parameter_proxy_cache:
-                    parameter_proxy_cache[path] = self.create_proxy("get_attr", path, (), {})
+                    factory = (lambda node: ParameterProxy(self, node, path, attr_val)) \
+                        if self.param_shapes_constant else None
+                    parameter_proxy_cache[path] = self.create_proxy("get_attr", path, (), {}, proxy_factory_fn=factory)
                 return parameter_proxy_cache[path]
         return attr_val
+
+    def get_fresh_qualname(self, prefix):
+        """``<prefix><i>`` with the smallest ``i`` that names no attribute of the root yet."""
+        i = 0
+        while hasattr(self.root, f"{prefix}{i}"):
+            i += 1
+        return f"{prefix}{i}"
 
     def create_arg(self, a):
         """Proxies become nodes; module tensors become ``get_attr`` nodes; other tensors are
@@ -293,10 +329,7 @@ class Tracer(TracerBase):
             if isinstance(x, lucid.Tensor):
                 path = self.tensor_attrs.get(id(x))
                 if path is None:
-                    i = 0
-                    while hasattr(self.root, f"_tensor_constant{i}"):
-                        i += 1
-                    path = f"_tensor_constant{i}"
+                    path = self.get_fresh_qualname("_tensor_constant")
                     setattr(self.root, path, x)
                     self.tensor_attrs[id(x)] = path
                 return self.create_node("get_attr", path, (), {})
@@ -310,7 +343,11 @@ class Tracer(TracerBase):
 
     # --------------------------------------------------------------- tracing
     def create_args_for_root(self, root_fn, is_module, concrete_args=None):
-        """Placeholders for ``root_fn``'s parameters; returns ``(args, kwargs)`` to call it."""
+        """Placeholders for ``root_fn``'s parameters; returns ``(fn, args, kwargs)`` to call.
+
+        A ``*args``/``**kwargs`` parameter becomes one placeholder (``*args``, ``**kwargs``)
+        whose Proxy the body indexes; ``fn`` is then ``root_fn`` with those parameters made
+        plain positional ones (NOTE [Variadic roots])."""
         concrete_args = dict(concrete_args or {})
         params = list(inspect.signature(root_fn).parameters.values())
         if is_module:
@@ -318,14 +355,23 @@ class Tracer(TracerBase):
         unknown = set(concrete_args) - {p.name for p in params}
         if unknown:
             raise TraceError(f"symbolic_trace: concrete_args names {sorted(unknown)} are not parameters")
-        args, kwargs = [self.root] if is_module else [], {}
+        args, kwargs, values = [self.root] if is_module else [], {}, {}
+        variadic = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
         for p in params:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                raise TraceError(f"symbolic_trace: *{p.name} / **{p.name} parameters are not supported; "
-                                 "give the forward named parameters")
-            value = self._root_arg(p, concrete_args)
-            (kwargs.__setitem__(p.name, value) if p.kind == p.KEYWORD_ONLY else args.append(value))
-        return args, kwargs
+                star = "*" if p.kind == p.VAR_POSITIONAL else "**"
+                values[p.name] = self.create_proxy("placeholder", star + p.name, (), {})
+            else:
+                values[p.name] = self._root_arg(p, concrete_args)
+            if not variadic:
+                (kwargs.__setitem__(p.name, values[p.name]) if p.kind == p.KEYWORD_ONLY
+                 else args.append(values[p.name]))
+        if variadic:
+            bound = [root_fn.__self__] if inspect.ismethod(root_fn) else []  # a bound method's self
+            root_fn = _flatten_variadic(root_fn)
+            names = root_fn.__code__.co_varnames[int(is_module) + len(bound):root_fn.__code__.co_argcount]
+            args += bound + [values[name] for name in names]
+        return root_fn, args, kwargs
 
     def _root_arg(self, p, concrete_args):
         if p.name in concrete_args and concrete_args[p.name] is not PH:
@@ -335,7 +381,8 @@ class Tracer(TracerBase):
                 self.create_proxy("call_function", _assert_specialized, (ph, value, p.name), {})
             return value
         default = () if p.default is inspect.Parameter.empty else (p.default,)
-        return self.create_proxy("placeholder", p.name, default, {})
+        annotation = None if p.annotation is inspect.Parameter.empty else p.annotation
+        return self.create_proxy("placeholder", p.name, default, {}, type_expr=annotation)
 
     def _collect_tensor_attrs(self, root):
         self.tensor_attrs, self._buffer_ids = {}, set()
@@ -361,7 +408,10 @@ class Tracer(TracerBase):
 
         is_module = isinstance(root, nn.Module)
         if is_module:
-            self.root, fn = root, type(root).forward
+            fn = getattr(type(root), self.traced_func_name, None)
+            if fn is None:
+                raise AttributeError(f"symbolic_trace: {type(root).__name__} has no method {self.traced_func_name!r}")
+            self.root = root
         elif callable(root):
             self.root, fn = nn.Module(), root
         else:
@@ -371,9 +421,9 @@ class Tracer(TracerBase):
         with _TRACE_LOCK, _Patcher() as patcher:
             self._patcher = patcher
             try:
-                args, kwargs = self.create_args_for_root(fn, is_module, concrete_args)
+                call, args, kwargs = self.create_args_for_root(fn, is_module, concrete_args)
                 self._install(patcher, getattr(fn, "__globals__", {}))
-                result = fn(*args, **kwargs)
+                result = call(*args, **kwargs)
             finally:
                 self._patcher = None
         self.create_node("output", "output", (self.create_arg(result),), {},

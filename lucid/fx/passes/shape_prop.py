@@ -21,8 +21,22 @@ class TensorMetadata(NamedTuple):
     qparams: dict
 
 
+def _memory_format(t):
+    """The first layout ``t`` is contiguous in (plain contiguity first), None for a strided view."""
+    import lucid
+
+    for fmt in (lucid.contiguous_format, lucid.channels_last, lucid.channels_last_3d):
+        try:
+            if t.is_contiguous(memory_format=fmt):
+                return fmt
+        except (RuntimeError, ValueError):  # a layout that needs another rank
+            continue
+    return None
+
+
 def _extract_tensor_metadata(t):
-    return TensorMetadata(t.shape, t.dtype, t.requires_grad, tuple(t.stride()), None, False, {})
+    return TensorMetadata(t.shape, t.dtype, t.requires_grad, tuple(t.stride()), _memory_format(t),
+                          bool(getattr(t, "is_quantized", False)), {})
 
 
 class ShapeProp(Interpreter):
