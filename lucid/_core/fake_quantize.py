@@ -151,7 +151,8 @@ def _fake_quantize(input, scale, zero_point, qmin, qmax, per_tensor, name):
         sc, zp = float(np.float32(scale)), float(zero_point)
     q = L.round(x * inv) + zp  # x is detached: the value path records nothing
     inside = (q >= qmin) & (q <= qmax)
-    steps = q.clamp(qmin, qmax) - zp
+    # PyTorch clamps with fmax/fmin, so NaN (NaN input, or 0 * inf with a zero scale) lands on quant_min
+    steps = L.where(L.isnan(q), float(qmin), q.clamp(qmin, qmax)) - zp
     if per_tensor and x.dtype != np.float32:  # the kernel's last product is float32
         value = (steps.float() * (sc.float() if isinstance(sc, Tensor) else sc)).to(x.dtype)
     else:

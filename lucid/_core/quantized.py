@@ -29,12 +29,14 @@ tensor([-1. ,  0. ,  0.2, 24.5])
 #   in float32, the fused multiply-add emulated in float64 (the product of two floats is
 #   exact there, and the sum rounds once more only in cases far below a float32 ulp);
 # - per tensor, qint32: ``rint(zp + x * (1/scale))`` with each step rounded to float32;
-# - per channel: ``zp + rint(x * (1/scale))``, the product in float32;
+# - per channel: ``rint(x * (1/scale) + zp)``, product and sum each rounded to float32 (so a
+#   tie with an odd zero point rounds the other way than ``zp + rint(x / scale)`` would);
 # - ``1/scale`` is the float32 reciprocal of the float32 scale; results clamp to the dtype's
-#   range, NaN to its lowest value (what the vector conversion gives); rint rounds half to even.
+#   range, rint rounds half to even; NaN becomes what PyTorch's kernels give (``_nan_int``).
 # Dequantizing: ``(q - zp) * scale`` in float32 per tensor, in float64 then rounded to float32
-# per channel. Views (indexing, reshape, transpose ...) of per-tensor quantized tensors act on
-# the integer tensor; per-channel ones support only clone/detach/contiguous/to(device).
+# per channel. Views (indexing, reshape, transpose ...) and flip/repeat/index_select of
+# per-tensor quantized tensors act on the integer tensor; per-channel ones support only
+# clone/detach/contiguous/to(device).
 from __future__ import annotations
 
 import numpy as np
@@ -119,18 +121,31 @@ def _lucid():
 # ------------------------------------------------------------------ the integer arithmetic
 
 
-def _quantize_ints(x, inv, zp, dtype, per_tensor):
-    """The integer tensor of float32 ``x`` (see NOTE [Quantized tensors] for the rounding)."""
+def _quantize_ints(x, inv, zp, dtype, per_tensor, per_channel=False):
+    """The integer tensor of float32 ``x`` (see NOTE [Quantized tensors] for the rounding);
+    ``per_channel`` (a tensor ``zp``) rounds after adding the zero point, fbgemm's dynamic
+    quantizer (neither flag) before."""
     L = _lucid()
     lo, hi = RANGE[dtype]
     if per_tensor and dtype is not qint32:  # fused multiply-add, one rounding to float32
         r = L.round((x.double() * inv + zp).float()).double()
     elif per_tensor:
         r = L.round(x * inv + float(zp)).double()
+    elif per_channel:
+        r = L.round(x * inv + zp.float()).double()
     else:
         r = L.round(x * inv).double() + zp
-    r = L.where(L.isnan(r), float(lo), r.clamp(lo, hi))
+    r = L.where(L.isnan(r), float(_nan_int(dtype, per_tensor)), r.clamp(lo, hi))
     return r.to(L.int64).to(dtype.storage)
+
+
+def _nan_int(dtype, per_tensor):
+    """The integer PyTorch's x86 kernels give NaN: the 8-bit per-tensor quantizer clamps with
+    max-then-min (NaN falls through to the top), the per-channel one converts NaN to 0 before
+    clamping, and qint32 takes the float-to-int conversion's INT_MIN."""
+    if dtype is qint32:
+        return RANGE[dtype][0]
+    return RANGE[dtype][1] if per_tensor else 0
 
 
 def _dequantize_ints(ints, scale, zp, per_tensor):
@@ -203,10 +218,13 @@ class QuantizedTensor(Tensor):
         return False
 
     def contiguous(self, memory_format=None):
-        return self
+        return self if self._ints.is_contiguous() else self._like(self._ints.contiguous())
 
     def is_contiguous(self, memory_format=None):
-        return True
+        return self._ints.is_contiguous()
+
+    def stride(self, *dim):
+        return self._ints.stride(*dim)
 
     # ----------------------------------------------------------- the quantizer
     def int_repr(self):
@@ -335,8 +353,10 @@ class QuantizedTensor(Tensor):
     __str__ = __repr__
 
 
+# views, and the copies PyTorch's QuantizedCPU kernels make with the quantizer kept
 for _name in ("reshape", "view", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "permute", "t",
-              "select", "narrow", "split", "chunk", "unbind", "expand", "movedim", "swapaxes"):
+              "select", "narrow", "split", "chunk", "unbind", "expand", "movedim", "swapaxes", "unfold", "flip",
+              "repeat", "index_select"):
     setattr(QuantizedTensor, _name, (lambda n: lambda self, *a, **k: self._view(n, *a, **k))(_name))
 
 
@@ -470,7 +490,7 @@ def quantize_per_channel(input, scales, zero_points, axis, dtype):
 
     with no_grad():
         inv = 1.0 / scales.float().reshape(shape)  # float32 reciprocal of the float32 scales
-        ints = _quantize_ints(input.detach(), inv, zero_points.reshape(shape), dtype, False)
+        ints = _quantize_ints(input.detach(), inv, zero_points.reshape(shape), dtype, False, per_channel=True)
     return make_quantized(ints, dtype, per_channel_affine, scales=scales, zero_points=zero_points, axis=axis)
 
 

@@ -17,8 +17,8 @@ import lucid
 from lucid import nn
 from lucid._core.quantized import per_channel_affine_float_qparams
 
-from .observer import (MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver, _with_args,
-                       _with_callable_args)
+from .observer import (MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver, _resize_buffers,
+                       _with_args, _with_callable_args)
 from .utils import is_per_channel
 
 __all__ = ["FakeQuantizeBase", "FakeQuantize", "default_fake_quant", "default_weight_fake_quant",
@@ -103,6 +103,8 @@ class FakeQuantize(FakeQuantizeBase):
             raise AssertionError(f"Only per channel and per tensor quantization are supported in fake quantize, "
                                  f"got qscheme: {self.qscheme}")
         self.is_per_channel = is_per_channel(self.qscheme)
+        # a per-channel checkpoint holds one scale per channel: PyTorch resizes before loading
+        self.register_load_state_dict_pre_hook(_resize_buffers("scale", "zero_point"))
 
     def calculate_qparams(self):
         return self.activation_post_process.calculate_qparams()

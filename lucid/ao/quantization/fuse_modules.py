@@ -7,7 +7,8 @@ import copy
 
 from lucid import nn
 
-__all__ = ["fuse_modules", "fuse_known_modules", "LinearReLU", "ConvReLU2d"]
+__all__ = ["fuse_modules", "fuse_known_modules", "LinearReLU", "ConvReLU1d", "ConvReLU2d", "ConvReLU3d",
+           "BNReLU2d", "BNReLU3d", "FusionError"]
 
 
 class _FusedModule(nn.Sequential):
@@ -21,6 +22,13 @@ class LinearReLU(_FusedModule):
         super().__init__(linear, relu)
 
 
+class ConvReLU1d(_FusedModule):
+    """A Conv1d followed by a ReLU (PyTorch's ``nni.ConvReLU1d``)."""
+
+    def __init__(self, conv, relu):
+        super().__init__(conv, relu)
+
+
 class ConvReLU2d(_FusedModule):
     """A Conv2d followed by a ReLU (PyTorch's ``nni.ConvReLU2d``)."""
 
@@ -28,32 +36,64 @@ class ConvReLU2d(_FusedModule):
         super().__init__(conv, relu)
 
 
+class ConvReLU3d(_FusedModule):
+    """A Conv3d followed by a ReLU (PyTorch's ``nni.ConvReLU3d``)."""
+
+    def __init__(self, conv, relu):
+        super().__init__(conv, relu)
+
+
+class BNReLU2d(_FusedModule):
+    """A BatchNorm2d followed by a ReLU (PyTorch's ``nni.BNReLU2d``)."""
+
+    def __init__(self, batch_norm, relu):
+        super().__init__(batch_norm, relu)
+
+
+class BNReLU3d(_FusedModule):
+    """A BatchNorm3d followed by a ReLU (PyTorch's ``nni.BNReLU3d``)."""
+
+    def __init__(self, batch_norm, relu):
+        super().__init__(batch_norm, relu)
+
+
+class FusionError(AssertionError, NotImplementedError):
+    """PyTorch raises AssertionError for an unfusable list; Lucid raised NotImplementedError."""
+
+
 def _fuse_conv_bn(conv, bn):
     if conv.training or bn.training:
-        raise NotImplementedError("fuse_modules: conv + bn fusion for training (QAT) is not supported; "
-                                  "call model.eval() first")
+        raise FusionError("fuse_modules: Fusion only for eval! (conv + bn fusion for training is "
+                          "fuse_modules_qat's, which Lucid lacks; call model.eval() first)")
     return nn.utils.fuse_conv_bn_eval(conv, bn)
 
 
+_CONV_BN = {(nn.Conv1d, nn.BatchNorm1d): ConvReLU1d, (nn.Conv2d, nn.BatchNorm2d): ConvReLU2d,
+            (nn.Conv3d, nn.BatchNorm3d): ConvReLU3d}
+_CONV_RELU = {(conv, nn.ReLU): fused for (conv, _), fused in _CONV_BN.items()}
+_BN_RELU = {(nn.BatchNorm2d, nn.ReLU): BNReLU2d, (nn.BatchNorm3d, nn.ReLU): BNReLU3d}
+
+
 def fuse_known_modules(mod_list, is_qat=False, additional_fuser_method_mapping=None):
-    """The fused replacement of ``mod_list``: the fused module first, then Identity for the rest."""
+    """The fused replacement of ``mod_list``: the fused module first, then Identity for the rest
+    (PyTorch's eval-mode fusions)."""
     types = tuple(type(m) for m in mod_list)
-    if types in ((nn.Conv1d, nn.BatchNorm1d), (nn.Conv2d, nn.BatchNorm2d), (nn.Conv3d, nn.BatchNorm3d)):
+    if types in _CONV_BN:
         fused = _fuse_conv_bn(*mod_list)
-    elif types in ((nn.Conv2d, nn.BatchNorm2d, nn.ReLU),):
-        fused = ConvReLU2d(_fuse_conv_bn(*mod_list[:2]), mod_list[2])
-    elif types == (nn.Conv2d, nn.ReLU):
-        fused = ConvReLU2d(*mod_list)
+    elif types[:2] in _CONV_BN and types[2:] == (nn.ReLU,):
+        fused = _CONV_BN[types[:2]](_fuse_conv_bn(*mod_list[:2]), mod_list[2])
+    elif types in _CONV_RELU:
+        fused = _CONV_RELU[types](*mod_list)
     elif types == (nn.Linear, nn.ReLU):
         fused = LinearReLU(*mod_list)
     elif types == (nn.Linear, nn.BatchNorm1d):
         if mod_list[0].training or mod_list[1].training:
-            raise NotImplementedError("fuse_modules: linear + bn fusion needs eval mode")
+            raise FusionError("fuse_modules: Fusion only for eval! (linear + bn)")
         fused = nn.utils.fuse_linear_bn_eval(*mod_list)
-    elif types == (nn.BatchNorm2d, nn.ReLU):
-        raise NotImplementedError("fuse_modules: BatchNorm2d + ReLU fusion is not supported in Lucid")
+    elif types in _BN_RELU:
+        fused = _BN_RELU[types](*mod_list)
     else:
-        raise NotImplementedError(f"Cannot fuse modules: {types}")
+        raise FusionError(f"fuse_modules: did not find fuser method for: {types}")
     return [fused] + [nn.Identity() for _ in mod_list[1:]]
 
 

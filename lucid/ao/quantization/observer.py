@@ -287,7 +287,7 @@ class PerChannelMinMaxObserver(UniformQuantizationObserverBase):
         if qscheme == per_channel_symmetric and reduce_range and dtype == lucid.quint8:
             raise NotImplementedError("Cannot reduce range for symmetric quantization for quint8")
         # PyTorch resizes the buffers to the checkpoint's shape before loading
-        self.register_load_state_dict_pre_hook(_resize_min_max)
+        self.register_load_state_dict_pre_hook(_resize_buffers("min_val", "max_val"))
 
     def _channel_minmax(self, x_orig):
         y = _observed(x_orig).movedim(self.ch_axis, 0) if self.ch_axis else _observed(x_orig)
@@ -318,11 +318,15 @@ class PerChannelMinMaxObserver(UniformQuantizationObserverBase):
         self.max_val = lucid.tensor([], device=self.max_val.device)
 
 
-def _resize_min_max(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
-    for name in ("min_val", "max_val"):
-        value = state_dict.get(prefix + name)
-        if value is not None and tuple(value.shape) != tuple(getattr(module, name).shape):
-            setattr(module, name, lucid.zeros(tuple(value.shape), device=getattr(module, name).device))
+def _resize_buffers(*names):
+    """A load_state_dict pre-hook giving the buffers ``names`` the checkpoint's shapes (dtype and
+    device kept), as PyTorch's observers and fake-quantize modules do before copying."""
+    def hook(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        for name in names:
+            value, old = state_dict.get(prefix + name), getattr(module, name)
+            if value is not None and tuple(value.shape) != tuple(old.shape):
+                setattr(module, name, lucid.zeros(tuple(value.shape), dtype=old.dtype, device=old.device))
+    return hook
 
 
 class MovingAveragePerChannelMinMaxObserver(PerChannelMinMaxObserver):

@@ -70,10 +70,8 @@ def get_default_qconfig(backend="x86", version=0):
         return QConfig(activation=MinMaxObserver.with_args(reduce_range=False),
                        weight=default_per_channel_weight_observer if backend == "onednn"
                        else default_weight_observer)
-    if backend == "default":
-        return default_qconfig
-    raise AssertionError(f"Backend: {backend} not supported. backend must be one of "
-                         "['x86', 'fbgemm', 'qnnpack', 'onednn']")
+    raise AssertionError(f"get_default_qconfig: backend {backend} not supported. backend must be one of "
+                         "['fbgemm', 'x86', 'qnnpack', 'onednn']")
 
 
 def get_default_qat_qconfig(backend="x86", version=1):
@@ -85,8 +83,7 @@ def get_default_qat_qconfig(backend="x86", version=1):
     if backend in ("qnnpack", "onednn"):
         return QConfig(activation=FakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=0,
                                                          quant_max=255, reduce_range=False),
-                       weight=default_weight_fake_quant)
-    if backend == "default":
-        return default_qat_qconfig
-    raise AssertionError(f"Backend: {backend} not supported. backend must be one of "
-                         "['x86', 'fbgemm', 'qnnpack', 'onednn']")
+                       weight=default_per_channel_weight_fake_quant if backend == "onednn"
+                       else default_weight_fake_quant)
+    raise AssertionError(f"get_default_qat_qconfig: backend {backend} not supported. backend must be one of "
+                         "['fbgemm', 'x86', 'qnnpack', 'onednn']")

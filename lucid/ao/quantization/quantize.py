@@ -157,7 +157,10 @@ def _observe_output(module, args, output):
 
 
 def _propagation_types():
-    return set(get_default_static_quant_module_mappings()) | set(get_default_qat_module_mappings().values())
+    # nn.ReLU keeps its input's scale and zero point, so PyTorch gives it no observer (one would
+    # add a fake quantization step in QAT); convert still swaps it for the quantized ReLU
+    types = set(get_default_static_quant_module_mappings()) | set(get_default_qat_module_mappings().values())
+    return types - {nn.ReLU}
 
 
 def _add_observers(module, allowed):

@@ -17,6 +17,7 @@ from lucid import nn
 from lucid._core.quantized import PER_TENSOR, QuantizedTensor, make_quantized, quantize_per_tensor
 
 from .._nn_utils import observed_qparams
+from .dynamic.modules import _load_packed, _save_packed
 
 __all__ = ["Quantize", "DeQuantize", "Linear", "LinearReLU", "ReLU"]
 
@@ -96,6 +97,9 @@ class Linear(nn.Module):
 
     def __init__(self, in_features, out_features, bias_=True, dtype=lucid.qint8):
         super().__init__()
+        # the weights are plain attributes: the state dict carries them under PyTorch's keys
+        self.register_state_dict_post_hook(_save_packed)
+        self.register_load_state_dict_pre_hook(_load_packed)
         self.in_features, self.out_features = in_features, out_features
         w = quantize_per_tensor(lucid.zeros(out_features, in_features), 1.0, 0, lucid.qint8)
         self.set_weight_bias(w, lucid.zeros(out_features) if bias_ else None)
@@ -115,7 +119,24 @@ class Linear(nn.Module):
         return self._bias
 
     def set_weight_bias(self, w, b):
+        if not isinstance(w, QuantizedTensor) or w.dtype != lucid.qint8:
+            raise TypeError(f"set_weight_bias: {self._get_name()} takes a qint8 quantized weight, got {w.dtype}")
+        if tuple(w.shape) != (self.out_features, self.in_features):
+            raise ValueError(f"set_weight_bias: expected a weight of shape {(self.out_features, self.in_features)}, "
+                             f"got {tuple(w.shape)}")
         self._weight, self._bias = w, (None if b is None else b.detach().float())
+
+    def _packed_state(self):
+        return {"scale": lucid.tensor(self.scale), "zero_point": lucid.tensor(self.zero_point),
+                "_packed_params.dtype": lucid.qint8, "_packed_params._packed_params": (self._weight, self._bias)}
+
+    def _unpack_state(self, found):
+        if "scale" in found:
+            self.scale = float(found["scale"])
+        if "zero_point" in found:
+            self.zero_point = int(found["zero_point"])
+        if "_packed_params._packed_params" in found:
+            self.set_weight_bias(*found["_packed_params._packed_params"])
 
     def forward(self, x):
         _require_quantized(x, self._get_name())
