@@ -48,6 +48,8 @@ def _L():
 
 
 def _length(name, n, what="window_length"):
+    if isinstance(n, bool):  # an int to operator.index, but PyTorch's int arguments refuse it
+        raise TypeError(f"{name}: {what} must be an int, got bool")
     try:
         return operator.index(n)
     except TypeError:
@@ -60,7 +62,7 @@ def _window_dtype(name, dtype):
         dt = dtypes.to_dtype(dtypes.get_default_dtype() if dtype is None else dtype)
     except TypeError as e:
         raise TypeError(f"{name}: {e}") from None
-    if dt.kind != "f":
+    if dt.kind not in "fc":
         raise RuntimeError(f"{name}: expects floating point dtypes, got {dtypes.as_lucid(dt)}")
     return dt
 
@@ -83,6 +85,9 @@ def _make_window(name, window_length, periodic, dtype, device, requires_grad, bo
     with L.no_grad():
         if n <= 1:
             w = L.ones(n, dtype=dt, device=device)
+        elif dt.kind == "c":  # PyTorch's check admits complex, then its arange refuses it
+            raise NotImplementedError(f"{name}: expects floating point dtypes for more than one point "
+                                      f"(complex windows are not implemented), got {dtypes.as_lucid(dt)}")
         else:
             m = n + 1 if periodic else n
             w = body(L.arange(n, dtype=dt, device=device), m)

@@ -21,8 +21,8 @@ def audio_summary_value(tag, array, sample_rate, fname) -> bytes:
     (values clipped to [-1, 1], scaled by 32767 and truncated)."""
     array = np.squeeze(array)
     if array.ndim != 1:
-        raise ValueError(f"{fname}: expected a one-dimensional sound (after squeezing), got "
-                         f"shape {array.shape}")
+        raise rec.InputError(f"{fname}: expected a one-dimensional sound (after squeezing), got "
+                             f"shape {array.shape}")
     if array.dtype.kind not in "biuf":
         raise TypeError(f"{fname}: expected real samples, got dtype {array.dtype}")
     if array.size and np.abs(array).max() > 1:

@@ -75,16 +75,16 @@ class MoreSummaries:
         fname, writer = "add_embedding", _w()
         mat = writer._host(mat, fname)
         if mat.ndim != 2:
-            raise ValueError(f"{fname}: mat should be 2D (points, features), got shape "
-                             f"{mat.shape}")
+            raise rec.InputError(f"{fname}: mat should be 2D (points, features), got shape "
+                                 f"{mat.shape}")
         if metadata is not None and len(metadata) != mat.shape[0]:
-            raise ValueError(f"{fname}: #labels ({len(metadata)}) should equal #data points "
-                             f"({mat.shape[0]})")
+            raise rec.InputError(f"{fname}: #labels ({len(metadata)}) should equal #data points "
+                                 f"({mat.shape[0]})")
         if label_img is not None:
             label_img = writer._host(label_img, fname)
             if label_img.ndim != 4 or label_img.shape[0] != mat.shape[0]:
-                raise ValueError(f"{fname}: label_img should be (N, C, H, W) with N = "
-                                 f"{mat.shape[0]} data points, got shape {label_img.shape}")
+                raise rec.InputError(f"{fname}: label_img should be (N, C, H, W) with N = "
+                                     f"{mat.shape[0]} data points, got shape {label_img.shape}")
         step = 0 if global_step is None else global_step
         subdir = f"{str(step).zfill(5)}/{_plugins.encode_tag(tag)}"
         logdir = self._get_file_writer().get_logdir()

@@ -104,8 +104,8 @@ def custom_scalars_summary(layout, fname) -> bytes:
         for title, spec in charts.items():
             kind, tags = spec[0], list(spec[1])
             if kind == "Margin" and len(tags) != 3:
-                raise ValueError(f"{fname}: a Margin chart needs 3 tags (value, lower, upper), "
-                                 f"got {len(tags)}")
+                raise rec.InputError(f"{fname}: a Margin chart needs 3 tags (value, lower, upper), "
+                                     f"got {len(tags)}")
             listed.append((title, kind, tags))
         cats.append((category, listed))
     tensor = rec.tensor(rec.DT_STRING, shape=[], string_val=[rec.custom_scalar_layout(cats)])

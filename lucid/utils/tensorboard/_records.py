@@ -23,6 +23,17 @@ from __future__ import annotations
 
 import struct
 
+
+class InputError(ValueError, AssertionError):
+    """Input of the wrong shape or size: PyTorch's writer asserts (AssertionError); Lucid raised
+    ValueError, so both still catch it."""
+
+
+class InputTypeError(TypeError, ValueError):
+    """A value that is not a number where PyTorch's ``float(value)`` raises ValueError (Lucid
+    raised TypeError)."""
+
+
 # ----------------------------------------------------------------------------- CRC32C
 # The Castagnoli polynomial, reflected (what TFRecords use; zlib's CRC-32 is another one).
 _CRC32C_POLY = 0x82F63B78

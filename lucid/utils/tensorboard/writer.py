@@ -110,13 +110,13 @@ def _real(value, fname) -> float:
     if isinstance(value, (Tensor, np.ndarray)):
         size = value.numel() if isinstance(value, Tensor) else value.size
         if size != 1:
-            raise ValueError(f"{fname}: expected a single value, got a tensor of shape "
-                             f"{tuple(value.shape)}")
+            raise rec.InputError(f"{fname}: expected a single value, got a tensor of shape "
+                                 f"{tuple(value.shape)}")
         value = value.item() if isinstance(value, Tensor) else value.reshape(()).item()
     if isinstance(value, (numbers.Real, np.bool_)):
         return float(value)
-    raise TypeError(f"{fname}: expected a real number or a one-element tensor, "
-                    f"got {type(value).__name__}")
+    error = rec.InputTypeError if isinstance(value, str) else TypeError
+    raise error(f"{fname}: expected a real number or a one-element tensor, got {type(value).__name__}")
 
 
 # ---------------------------------------------------------------------------- histograms
@@ -174,7 +174,7 @@ def _grid(batch, fname, ncols=8):
     if c == 1:
         batch = np.concatenate([batch] * 3, axis=1)
     elif c != 3:
-        raise ValueError(f"{fname}: batched images need 1 or 3 channels, got {c}")
+        raise rec.InputError(f"{fname}: batched images need 1 or 3 channels, got {c}")
     ncols = min(n, ncols)
     nrows = -(-n // ncols)
     batch = np.concatenate([batch, np.zeros((nrows * ncols - n, 3, h, w), batch.dtype)])
@@ -186,8 +186,8 @@ def _to_hwc(arr, dataformats, fname):
     if len(set(dataformats)) != len(dataformats):
         raise ValueError(f"{fname}: dataformats {dataformats!r} uses a dimension twice")
     if arr.ndim != len(dataformats):
-        raise ValueError(f"{fname}: an image of shape {arr.shape} does not match dataformats "
-                         f"{dataformats!r}")
+        raise rec.InputError(f"{fname}: an image of shape {arr.shape} does not match dataformats "
+                             f"{dataformats!r}")
     fmt = dataformats.upper()
     target = _LAYOUTS.get(len(fmt))
     if target is None or sorted(fmt) != sorted(target):
