@@ -15,6 +15,10 @@ from .process_group import _world, get_rank, init_process_group, is_initialized,
 __all__ = ["DeviceMesh", "init_device_mesh"]
 
 
+class MeshError(RuntimeError, ValueError):
+    """A bad mesh description: PyTorch's RuntimeError, and the ValueError Lucid raised before."""
+
+
 class DeviceMesh:
     """Global ranks arranged as an n-D mesh (``mesh``), with named dimensions and a group per dimension.
 
@@ -40,7 +44,8 @@ class DeviceMesh:
             raise ValueError(f"{api}: mesh {arr.tolist()} has a repeated rank")
         names = None if mesh_dim_names is None else tuple(mesh_dim_names)
         if names is not None and (len(names) != arr.ndim or len(set(names)) != len(names)):
-            raise ValueError(f"{api}: mesh_dim_names {names} must be {arr.ndim} distinct names, one per dimension")
+            # PyTorch raises RuntimeError for a repeated name; ValueError kept for earlier callers
+            raise MeshError(f"{api}: mesh_dim_names {names} must be {arr.ndim} distinct names, one per dimension")
         self.device_type, self._mesh, self.mesh_dim_names = str(device_type), arr, names
         if _groups is not None:
             self._groups = list(_groups)
@@ -95,9 +100,9 @@ class DeviceMesh:
         return get_rank()
 
     def get_coordinate(self):
-        """This rank's index in the mesh (None when it is not in it)."""
+        """This rank's index in the mesh, a tuple as PyTorch's (None when it is not in it)."""
         where = np.argwhere(self._mesh == get_rank())
-        return None if not len(where) else [int(i) for i in where[0]]
+        return None if not len(where) else tuple(int(i) for i in where[0])
 
     def get_local_rank(self, mesh_dim=None):
         """This rank's position along ``mesh_dim`` (its rank in that dimension's group)."""

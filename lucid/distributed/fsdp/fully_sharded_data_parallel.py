@@ -243,7 +243,10 @@ class FullyShardedDataParallel(Module):
         fp = Parameter(_wrap(data), requires_grad=bool(slots) and slots[0].param.requires_grad)
         fp._fsdp_flat = True
         d["_slots"], d["_numel"], d["_shard_numel"], d["_flat_world"] = slots, numel, shard, world
-        self._flat_param = fp
+        if slots:
+            self._flat_param = fp
+        else:  # as PyTorch, a unit with no parameters of its own has no FlatParameter in parameters()
+            d["_flat_param"] = fp
         for s in slots:  # NOTE [FSDP flat shards]: the originals leave _parameters
             for m, name in s.owners:
                 del m._parameters[name]

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..._core import backend
 from ..._core.grad_mode import STATE, no_grad
-from ..._core.tensor import _wrap
+from ..._core.tensor import Tensor, _wrap
 from ..module import Module
 
 _FIRST_BUCKET_BYTES = 1 << 20
@@ -71,6 +71,9 @@ class DistributedDataParallel(Module):
 
     Notes
     -----
+    ``register_comm_hook`` (``lucid.distributed.algorithms.ddp_comm_hooks.default_hooks``) and
+    ``join()`` for uneven inputs work as PyTorch's. Unlike PyTorch, buffers are broadcast again
+    after each backward, so every rank leaves ``backward()`` with the same buffers.
     ``state_dict()``/``load_state_dict()`` are the wrapped module's (no ``module.`` prefix),
     so a checkpoint loads into the plain model; ``load_state_dict`` also accepts keys with
     the prefix. ``named_parameters()`` keeps PyTorch's ``module.`` names.
@@ -92,6 +95,9 @@ class DistributedDataParallel(Module):
 
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: module must be a lucid.nn.Module, got {type(module).__name__}")
+        if not dist.is_initialized():
+            raise ValueError("DistributedDataParallel: default process group has not been initialized, "
+                             "please make sure to call init_process_group")
         self.module = module
         self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
@@ -109,15 +115,79 @@ class DistributedDataParallel(Module):
         self._running = False  # a backward of ours is in flight
         self._next = 0  # the first bucket not launched yet
         self._buffers_synced = True
+        self._comm_hook = self._hook_state = None
+        self._join, self._divisor, self._src = None, self._world, None  # NOTE [DDP join]
+
+    def register_comm_hook(self, state, hook):
+        """Average gradients with ``hook(state, bucket)`` instead of the built-in all-reduce.
+
+        ``bucket`` is a :class:`GradBucket`; the hook returns a :class:`lucid.futures.Future`
+        whose value is the bucket's flat tensor of reduced gradients, written to ``p.grad`` as
+        it is (no division by the world size: the hook decides, as
+        ``lucid.distributed.algorithms.ddp_comm_hooks.default_hooks`` do). Hooks run in bucket
+        order on every rank (NOTE [DDP buckets]). Call it once, before the first backward.
+
+        Examples
+        --------
+        >>> from lucid.distributed.algorithms.ddp_comm_hooks import default_hooks
+        >>> model.register_comm_hook(None, default_hooks.fp16_compress_hook)   # doctest: +SKIP
+        """
+        api = "DistributedDataParallel.register_comm_hook"
+        if not callable(hook):
+            raise TypeError(f"{api}: the communication hook must be callable, got {type(hook).__name__}")
+        if self._comm_hook is not None:
+            raise RuntimeError(f"{api}: register_comm_hook can only be called once")
+        self._comm_hook, self._hook_state = hook, state
 
     # -------------------------------------------------------------- forward
     def forward(self, *inputs, **kwargs):
-        if self.broadcast_buffers and not self._buffers_synced:
-            self._sync_states(include_params=False)
-        self._buffers_synced = not (self.broadcast_buffers and self.module.training)
+        fwd_sync = self.broadcast_buffers and not self._buffers_synced
         self._expect = STATE.grad_enabled and self.require_backward_grad_sync
+        self._src = None
+        if self._join is not None:
+            from ._ddp_join import before_forward
+
+            self._src = before_forward(self, fwd_sync)
+        if fwd_sync:
+            self._sync_states(include_params=False, src=self._src)
+        self._buffers_synced = not (self.broadcast_buffers and self.module.training)
         self._reset()
         return self.module(*inputs, **kwargs)
+
+    def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
+        """A context for training on uneven inputs: a rank whose data runs out shadows the others'
+        collectives until every rank is done (NOTE [DDP join] in ``_ddp_join.py``).
+
+        Parameters
+        ----------
+        divide_by_initial_world_size : bool
+            Average gradients over the whole world (default) or over the ranks still training.
+        enable : bool
+            ``False``: a plain context (no extra communication).
+        throw_on_early_termination : bool
+            Raise ``RuntimeError`` on every rank as soon as one rank runs out of data.
+
+        Examples
+        --------
+        >>> with model.join():                                   # doctest: +SKIP
+        ...     for x, y in my_uneven_batches:
+        ...         loss_fn(model(x), y).backward(); opt.step(); opt.zero_grad()
+        """
+        from ._ddp_join import join
+
+        return join(self, divide_by_initial_world_size, enable, throw_on_early_termination)
+
+    def _shadow_backward(self):
+        """A joined rank's zeros for every bucket, in bucket order, and the unused-parameter flags."""
+        for b in self._buckets:
+            b.buf[...] = 0
+            b.ready.clear()
+        self._next = 0
+        self._launch_ready(force=True)
+        if self.find_unused_parameters:
+            self._used_anywhere([p for b in self._buckets for p in b.params])
+        for b in self._buckets:
+            self._reduced(b)
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -152,7 +222,7 @@ class DistributedDataParallel(Module):
         """Test the buckets in flight: MPI advances a non-blocking collective only inside MPI
         calls (no progress thread), so each hook gives the launched ones a push."""
         for b in self._buckets[:self._next]:
-            if b.work is not None:
+            if b.work is not None and self._comm_hook is None:
                 b.work.is_completed()
 
     def _launch_ready(self, force=False):
@@ -162,7 +232,10 @@ class DistributedDataParallel(Module):
             b = buckets[self._next]
             if not force and len(b.ready) < len(b.params):
                 return
-            b.work = self._dist.all_reduce(_wrap(b.buf), group=self.process_group, async_op=True)
+            if self._comm_hook is None:
+                b.work = self._dist.all_reduce(_wrap(b.buf), group=self.process_group, async_op=True)
+            else:
+                b.work = self._comm_hook(self._hook_state, GradBucket(b, b.index == len(buckets) - 1))
             self._next += 1
 
     def _finish(self):
@@ -184,15 +257,32 @@ class DistributedDataParallel(Module):
         # missed a parameter.
         used = self._used_anywhere(missing) if self.find_unused_parameters else None
         for b in self._buckets:
-            b.work.wait()
-            b.work = None
+            flat, world = self._reduced(b)
             for i, p in enumerate(b.params):
                 if used is not None and not used[1][used[0][id(p)]]:
                     continue  # no rank used it: leave its .grad as it was
-                _set_grad(p, b.buf[b.offsets[i]:b.offsets[i + 1]], self._world)
+                _set_grad(p, flat[b.offsets[i]:b.offsets[i + 1]], world)
         if self.broadcast_buffers and not self._buffers_synced:
-            self._sync_states(include_params=False)
+            self._sync_states(include_params=False, src=self._src)
             self._buffers_synced = True
+
+    def _reduced(self, b):
+        """``(flat sums or averages, divisor)`` of a launched bucket, once its communication is done."""
+        work, b.work = b.work, None
+        if self._comm_hook is None:
+            work.wait()
+            return b.buf, self._divisor
+        from ...futures import Future
+
+        api = "DistributedDataParallel.register_comm_hook"
+        if not isinstance(work, Future):
+            raise RuntimeError(f"{api}: the hook must return a lucid.futures.Future, got {type(work).__name__}")
+        value = work.wait()
+        value = value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value
+        flat = backend.host(value._data if isinstance(value, Tensor) else np.asarray(value)).reshape(-1)
+        if flat.size != b.buf.size:
+            raise RuntimeError(f"{api}: the hook's result has {flat.size} elements, the bucket {b.buf.size}")
+        return flat.astype(b.buf.dtype, copy=False), 1
 
     def _used_anywhere(self, missing):
         """``({id(p): k}, flags)``: whether any rank used the k-th locally unused parameter."""
@@ -211,13 +301,15 @@ class DistributedDataParallel(Module):
         self._next, self._running = 0, False
 
     # ----------------------------------------------------------------- state
-    def _sync_states(self, include_params):
-        """Broadcast rank 0's buffers (and parameters) of the wrapped module, one array per dtype."""
+    def _sync_states(self, include_params, src=None):
+        """Broadcast ``src``'s (default: the group's first rank's) buffers (and parameters) of the
+        wrapped module, one array per dtype."""
         tensors = list(self.module.parameters()) if include_params else []
         tensors += [b for b in self.module.buffers() if b is not None]
         if not tensors:
             return
-        src = self._dist.get_process_group_ranks(self.process_group)[0] if self.process_group else 0
+        if src is None:
+            src = self._dist.get_process_group_ranks(self.process_group)[0] if self.process_group else 0
         for dtype in sorted({t._data.dtype.str for t in tensors}):
             group = [t for t in tensors if t._data.dtype.str == dtype]
             flat = np.concatenate([backend.host(t._data).reshape(-1) for t in group])
@@ -245,6 +337,43 @@ class DistributedDataParallel(Module):
 
     def extra_repr(self):
         return f"world_size={self._world}, buckets={len(self._buckets)}"
+
+
+class GradBucket:
+    """What a communication hook gets (PyTorch's ``dist.GradBucket``): one bucket's flattened gradients.
+
+    Examples
+    --------
+    >>> def hook(state, bucket):                       # doctest: +SKIP
+    ...     return dist.all_reduce(bucket.buffer() / 2, async_op=True).get_future()
+    """
+
+    def __init__(self, bucket, is_last):
+        self._b, self._last = bucket, is_last
+
+    def index(self):
+        """The bucket's position (0 holds the parameters registered last)."""
+        return self._b.index
+
+    def buffer(self):
+        """The flat gradients, a tensor over the bucket's own memory (in-place edits reach it)."""
+        return _wrap(self._b.buf)
+
+    def gradients(self):
+        """Each parameter's gradient, as views of :meth:`buffer`."""
+        b = self._b
+        return [_wrap(b.buf[b.offsets[i]:b.offsets[i + 1]].reshape(p._data.shape)) for i, p in enumerate(b.params)]
+
+    def parameters(self):
+        return list(self._b.params)
+
+    def is_last(self):
+        """Whether this is the last bucket of the backward (the one holding the first parameters)."""
+        return self._last
+
+    def set_buffer(self, tensor):
+        """Replace the bucket's values with ``tensor``'s (same number of elements)."""
+        self._b.buf[...] = backend.host(tensor._data).reshape(-1)
 
 
 def _make_buckets(params, cap):

@@ -1,0 +1,1 @@
+"""``lucid.distributed.algorithms``: DDP communication hooks (PyTorch's ``torch.distributed.algorithms``)."""
