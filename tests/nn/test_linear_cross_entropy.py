@@ -124,8 +124,9 @@ def _largest_arrays(fn):
 
     with profile(profile_memory=True) as prof:
         fn().backward()
-    ops = [e.cpu_memory_usage for e in prof.events() if e.category == "cpu_op"]
-    nodes = [e.cpu_memory_usage for e in prof.events() if e.category == "backward"]
+    # self memory: an event's cpu_memory_usage includes its children's (PyTorch's meaning)
+    ops = [e.self_cpu_memory_usage for e in prof.events() if e.category == "cpu_op"]
+    nodes = [e.self_cpu_memory_usage for e in prof.events() if e.category == "backward"]
     return max(ops), max(nodes)
 
 
