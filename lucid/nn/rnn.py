@@ -8,12 +8,15 @@ PyTorch ``state_dict`` loads as is. Inputs are (L, N, I), or (N, L, I) with
 from __future__ import annotations
 
 import math
+import numbers
+import warnings
 
 from . import functional as F
 from . import init
 from .functional.rnn import run_direction
 from .module import Module
 from .parameter import Parameter
+from .._core.tensor import Tensor
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -24,6 +27,30 @@ def _lucid():
     import lucid
 
     return lucid
+
+
+def _autocast_on():
+    from ..amp.autocast_mode import _REGIONS  # any device type, as PyTorch's _is_any_autocast_enabled
+
+    return any(_REGIONS.enabled.values())
+
+
+def _check_sizes(name, input_size, hidden_size, bias, batch_first):
+    """PyTorch's type checks: a float size would build odd shapes, a non-bool flag be read wrong."""
+    for what, v, kind in (("bias", bias, bool), ("batch_first", batch_first, bool), ("input_size", input_size, int),
+                          ("hidden_size", hidden_size, int)):
+        if not isinstance(v, kind):
+            raise TypeError(f"{name}: {what} should be of type {kind.__name__}, got: {type(v).__name__}")
+    if input_size <= 0:
+        raise ValueError(f"{name}: input_size must be greater than zero, got {input_size}")
+
+
+def _no_proj_size(name, kwargs):
+    """``RNN``/``GRU`` take ``**kwargs`` in PyTorch only to refuse ``proj_size`` by name."""
+    if "proj_size" in kwargs:
+        raise ValueError(f"{name}: proj_size argument is only supported for LSTM, not RNN or GRU")
+    if kwargs:
+        raise TypeError(f"{name}.__init__() got an unexpected keyword argument {next(iter(kwargs))!r}")
 
 
 class RNNBase(Module):
@@ -59,11 +86,19 @@ class RNNBase(Module):
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
         super().__init__()
         name = type(self).__name__
+        _check_sizes(name, input_size, hidden_size, bias, batch_first)
+        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Number):
+            raise ValueError(f"{name}: dropout should be a number in range [0, 1] representing the probability "
+                             f"of an element being zeroed, got {dropout!r}")
+        if not 0 <= dropout <= 1:
+            raise ValueError(f"{name}: dropout should be a number in range [0, 1], got {dropout}")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                          f"expects num_layers greater than 1, but got dropout={dropout} and num_layers={num_layers}",
+                          stacklevel=3)
         if proj_size < 0 or (proj_size and (mode != "LSTM" or proj_size >= hidden_size)):
             raise ValueError(f"{name}: proj_size must be 0, or (LSTM only) positive and smaller than "
                              f"hidden_size ({hidden_size}); got {proj_size}")
-        if not 0 <= dropout <= 1:
-            raise ValueError(f"{name}: dropout should be a number in range [0, 1], got {dropout}")
         if hidden_size <= 0 or num_layers <= 0:
             raise ValueError(f"{name}: hidden_size and num_layers must be positive, got {hidden_size}, {num_layers}")
         self.mode, self.input_size, self.hidden_size = mode, input_size, hidden_size
@@ -158,17 +193,44 @@ class RNNBase(Module):
                 hx = tuple(h[:, idx] for h in hx) if lstm else hx[:, idx]
             return x, batch_sizes, hx, False, input
         if input.ndim not in (2, 3):
-            raise ValueError(f"{name}: expected a 2-D (unbatched) or 3-D input, got shape {tuple(input.shape)}")
+            raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D instead")
         unbatched = input.ndim == 2
+        if hx is not None:
+            self._check_hx_dims(hx, input.ndim)
         x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
         if unbatched and hx is not None:
             hx = tuple(h.unsqueeze(1) for h in hx) if lstm else hx.unsqueeze(1)
         return x, None, hx, unbatched, None
 
+    def _check_hx_dims(self, hx, ndim):
+        """PyTorch's messages for an hx of the wrong rank (a later shape check would name the
+        unsqueezed shape, which the caller never made)."""
+        name = type(self).__name__
+        want, kind = (3, "batched 3-D") if ndim == 3 else (2, "unbatched 2-D")
+        if self.mode == "LSTM":
+            if isinstance(hx, (tuple, list)) and len(hx) == 2 and (hx[0].ndim != want or hx[1].ndim != want):
+                raise RuntimeError(f"{name}: For {kind} input, hx and cx should also be {want}-D but got "
+                                   f"({hx[0].ndim}-D, {hx[1].ndim}-D) tensors")
+        elif isinstance(hx, Tensor) and hx.ndim != want:
+            raise RuntimeError(f"{name}: For {kind} input, hx should also be {want}-D but got {hx.ndim}-D tensor")
+
+    def _check_dtypes(self, x, hx):
+        """An initial state of another dtype than the input is refused, as PyTorch. (PyTorch also
+        refuses an input whose dtype differs from the weights'; Lucid promotes, which
+        tests/nn/test_rnn_utils.py::test_packed_recurrent_layers_on_a_device_match_the_cpu relies on.)"""
+        name = type(self).__name__
+        for h in (hx if isinstance(hx, (tuple, list)) else (hx,)):
+            if isinstance(h, Tensor) and h.dtype != x.dtype:
+                raise RuntimeError(f"{name}: expected the hidden state to have dtype {x.dtype} (the input's), "
+                                   f"got {h.dtype}")
+
     def forward(self, input, hx=None):
         lucid = _lucid()
         name = type(self).__name__
         x, batch_sizes, hx, unbatched, packed = self._prepare(input, hx)
+        self._check_dtypes(x, hx)
+        if x.shape[0] == 0 and packed is None:
+            raise RuntimeError(f"{name}: Expected sequence length to be larger than 0 in RNN")
         if x.shape[-1] != self.input_size:
             raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected {self.input_size}, "
                                f"got {x.shape[-1]} (input shape {tuple(x.shape)})")
@@ -218,6 +280,8 @@ class RNNBase(Module):
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if not self.bias:
@@ -228,8 +292,6 @@ class RNNBase(Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
-        if self.proj_size:
-            s += f", proj_size={self.proj_size}"
         return s
 
 
@@ -265,7 +327,8 @@ class RNN(RNNBase):
     """
 
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+                 dropout=0.0, bidirectional=False, device=None, dtype=None, **kwargs):
+        _no_proj_size("RNN", kwargs)
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r}, expected 'tanh' or 'relu'")
         self.nonlinearity = nonlinearity
@@ -342,7 +405,8 @@ class GRU(RNNBase):
     """
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, device=None, dtype=None):
+                 bidirectional=False, device=None, dtype=None, **kwargs):
+        _no_proj_size("GRU", kwargs)
         super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
                          0, device, dtype)
 
@@ -370,6 +434,9 @@ class RNNCellBase(Module):
 
     def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
         super().__init__()
+        for what, v in (("input_size", input_size), ("hidden_size", hidden_size)):
+            if not isinstance(v, int):  # a float would build odd shapes, as PyTorch's empty() refuses
+                raise TypeError(f"{type(self).__name__}: {what} should be of type int, got: {type(v).__name__}")
         lucid = _lucid()
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
         g = num_chunks * hidden_size
@@ -396,9 +463,14 @@ class RNNCellBase(Module):
         if input.shape[-1] != self.input_size:
             raise RuntimeError(f"{name}: input has inconsistent input_size: got {input.shape[-1]}, expected "
                                f"{self.input_size}")
+        if input.dtype != self.weight_ih.dtype and not _autocast_on():  # no silent promotion, as PyTorch
+            raise RuntimeError(f"{name}: expected input of dtype {self.weight_ih.dtype} (the weights'), got "
+                               f"{input.dtype}")
         for h in hs:
             if h.ndim not in (1, 2):
                 raise ValueError(f"{name}: Expected hidden to be 1D or 2D, got {h.ndim}D instead")
+            if h.dtype != input.dtype:
+                raise RuntimeError(f"{name}: expected hidden of dtype {input.dtype} (the input's), got {h.dtype}")
             if h.ndim != input.ndim or (input.ndim == 2 and h.shape[0] != input.shape[0]):
                 raise RuntimeError(f"{name}: Input batch size {input.shape[0] if input.ndim == 2 else 1} doesn't "
                                    f"match hidden batch size {h.shape[0] if h.ndim == 2 else 1}")

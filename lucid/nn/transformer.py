@@ -16,10 +16,15 @@ from .dropout import Dropout
 from .linear import Linear
 from .module import Module
 from .normalization import LayerNorm
+from .functional.attention import _MHAAssertion
 from .parameter import Parameter
 
 __all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
            "TransformerDecoder", "Transformer"]
+
+
+class _MHAValueError(ValueError, AssertionError):
+    """PyTorch asserts the head split; ValueError kept for earlier callers."""
 
 
 def _lucid():
@@ -70,7 +75,7 @@ class MultiheadAttention(Module):
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
-            raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
+            raise _MHAValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible by num_heads "
                              f"({num_heads}) and both positive")
         lucid = _lucid()
         self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
@@ -119,7 +124,13 @@ class MultiheadAttention(Module):
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
+        if query.ndim not in (2, 3):
+            raise _MHAAssertion(f"MultiheadAttention: query should be unbatched 2D or batched 3D tensor but "
+                                f"received {query.ndim}-D query tensor")
         unbatched = query.ndim == 2
+        if key.ndim != query.ndim or value.ndim != query.ndim:
+            raise _MHAAssertion(f"MultiheadAttention: for {query.ndim}-D `query`, expected `key` and `value` to be "
+                                f"{query.ndim}-D but found {key.ndim}-D and {value.ndim}-D tensors respectively")
         if unbatched:
             query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
             if key_padding_mask is not None:
@@ -127,7 +138,7 @@ class MultiheadAttention(Module):
         elif self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         if query.ndim != 3 or query.shape[-1] != self.embed_dim:
-            raise RuntimeError(f"MultiheadAttention: expected query of shape (L, N, {self.embed_dim}), got "
+            raise _MHAAssertion(f"MultiheadAttention: expected query of shape (L, N, {self.embed_dim}), got "
                                f"{tuple(query.shape)}")
         out, weights = F.multi_head_attention_forward(
             query, key, value, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.out_proj.weight,

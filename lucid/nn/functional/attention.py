@@ -225,6 +225,26 @@ def _mha_lucid_form(query, key, value, num_heads, in_proj_weight=None, in_proj_b
                 q_proj_weight, k_proj_weight, v_proj_weight, bias_k, bias_v, add_zero_attn, static_k, static_v)
 
 
+def _check_kv(op, key, value, separate):
+    """PyTorch asserts these; unchecked, a mismatch surfaces as a matmul error deep inside."""
+    if separate:
+        if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise _MHAAssertion(f"{op}: key's sequence and batch dims {tuple(key.shape[:2])} do not match "
+                                f"value's {tuple(value.shape[:2])}")
+    elif tuple(key.shape) != tuple(value.shape):
+        raise _MHAAssertion(f"{op}: key shape {tuple(key.shape)} does not match value shape {tuple(value.shape)}")
+
+
+def _warn_mixed_masks(key_padding_mask, attn_mask):
+    if key_padding_mask is None or attn_mask is None:
+        return
+    if (key_padding_mask.dtype == np.bool_) != (attn_mask.dtype == np.bool_):
+        import warnings
+
+        warnings.warn("Support for mismatched key_padding_mask and attn_mask is deprecated. Use same type for both "
+                      "instead.", stacklevel=4)
+
+
 def _append_column(mask):
     """One more allowed key (an additive 0) at the end of the last dim."""
     if mask is None:
@@ -245,8 +265,13 @@ def _mha(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_we
     if query.ndim != 3 or key.ndim != 3 or value.ndim != 3:
         raise RuntimeError(f"{op}: expected query, key and value of 2 or 3 dims (all alike), got shapes "
                            f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    _check_kv(op, key, value, in_proj_weight is None)
     L, N, E = query.shape
     S = key.shape[0]
+    if attn_mask is not None and attn_mask.ndim not in (2, 3):
+        raise _MHAAssertion(f"{op}: expected `attn_mask` to be `None`, 2-D or 3-D but found {attn_mask.ndim}-D "
+                            "tensor instead")
+    _warn_mixed_masks(key_padding_mask, attn_mask)
     if E % num_heads:
         raise _MHAAssertion(f"{op}: embed_dim {E} is not divisible by num_heads {num_heads}")
     hd = E // num_heads
@@ -266,7 +291,7 @@ def _mha(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_we
         mask = mask.reshape(N, num_heads, L, S) if mask.ndim == 3 else mask
     kpm = _additive(key_padding_mask, query.dtype, True, op)
     if kpm is not None and tuple(kpm.shape) != (N, S):
-        raise RuntimeError(f"{op}: expected key_padding_mask of shape {(N, S)}, got {tuple(kpm.shape)}")
+        raise _MHAAssertion(f"{op}: expected key_padding_mask of shape {(N, S)}, got {tuple(kpm.shape)}")
     if in_proj_weight is not None:
         wq, wk, wv = in_proj_weight.chunk(3, 0)
     else:

@@ -35,6 +35,14 @@ def _lucid():
     return lucid
 
 
+class _PackError(AssertionError, ValueError):
+    """PyTorch asserts this; ValueError says what is wrong with the argument."""
+
+
+class _LengthsError(RuntimeError, ValueError):
+    """PyTorch raises RuntimeError where Lucid raised ValueError: both keep callers working."""
+
+
 class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorted_indices", "unsorted_indices"])):
     """A batch of variable-length sequences packed time-major (See NOTE [Packed layout]).
 
@@ -51,6 +59,11 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
     """
 
     def __new__(cls, data, batch_sizes=None, sorted_indices=None, unsorted_indices=None):
+        if batch_sizes is None:  # PyTorch's older form: PackedSequence((data, batch_sizes))
+            if not isinstance(data, (list, tuple)) or len(data) != 2:
+                raise _PackError("PackedSequence: expected data to be a list or tuple of length 2 "
+                                 "(data, batch_sizes) when batch_sizes is not given")
+            data, batch_sizes = data
         if unsorted_indices is None and sorted_indices is not None:
             unsorted_indices = invert_permutation(sorted_indices)
         return super().__new__(cls, data, batch_sizes, sorted_indices, unsorted_indices)
@@ -140,7 +153,7 @@ def _lengths_array(lengths, batch, op, host_only=False):
         raise RuntimeError(f"{op}: lengths must be a 1-D sequence of integers, got {arr!r}")
     arr = arr.astype(np.int64)
     if len(arr) != batch:
-        raise ValueError(f"{op}: expected {batch} lengths (the batch size), got {len(arr)}")
+        raise _LengthsError(f"{op}: expected {batch} lengths (the batch size), got {len(arr)}")
     if len(arr) and arr.min() <= 0:
         raise RuntimeError(f"{op}: every length must be positive (found {arr.min()}); "
                            "remove empty sequences first")
