@@ -11,6 +11,11 @@ from ..._core.tensor import Tensor, _wrap
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "get_total_norm", "clip_grads_with_norm_"]
 
 
+class _ComplexClampError(TypeError, NotImplementedError):
+    """PyTorch raises NotImplementedError (no complex clamp) where Lucid raised TypeError: both keep
+    callers working."""
+
+
 def _grads(parameters):
     if isinstance(parameters, Tensor):
         parameters = [parameters]
@@ -18,13 +23,26 @@ def _grads(parameters):
 
 
 def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
-    """The ``norm_type``-norm of all ``tensors`` viewed as one vector."""
+    """The ``norm_type``-norm of all ``tensors`` viewed as one vector (floating or complex
+    tensors only, as PyTorch's).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.nn.utils import get_total_norm
+    >>> get_total_norm([lucid.tensor([3.0]), lucid.tensor([4.0])]).item()
+    5.0
+    """
     if isinstance(tensors, Tensor):
         tensors = [tensors]
     norm_type = float(norm_type)
     arrays = [t._data for t in tensors]
     if not arrays:
         return _wrap(np.array(0.0, np.float32))
+    for a in arrays:
+        if a.dtype.kind not in "fc":  # as PyTorch's vector_norm (NumPy would count ints and bools)
+            raise RuntimeError(f"get_total_norm: expected floating point or complex tensors, got {a.dtype} "
+                               f"(shape {tuple(a.shape)})")
     dtype = np.result_type(*[a.dtype for a in arrays])
     if dtype.kind == "c":  # the norm of complex gradients is real (|g|), as in PyTorch
         dtype = np.finfo(dtype).dtype
@@ -160,14 +178,25 @@ clip_grad_norm = clip_grad_norm_
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
-    """Clamp every gradient entry to ``[-clip_value, clip_value]`` in place."""
+    """Clamp every gradient entry to ``[-clip_value, clip_value]`` in place.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.nn.utils import clip_grad_value_
+    >>> p = lucid.zeros(3, requires_grad=True)
+    >>> p.grad = lucid.tensor([-3.0, 0.5, 2.0])
+    >>> clip_grad_value_([p], 1.0)
+    >>> p.grad.tolist()
+    [-1.0, 0.5, 1.0]
+    """
     clip_value = float(clip_value)
     grads = _grads(parameters)
     for g in grads:  # all checked before any is changed
         if g.dtype.kind == "c":
-            raise TypeError(f"clip_grad_value_: complex gradients (dtype {g.dtype}, shape {tuple(g.shape)}) are "
-                            "not supported, as in PyTorch (clamping has no meaning for complex numbers; "
-                            "clip_grad_norm_ works)")
+            raise _ComplexClampError(f"clip_grad_value_: complex gradients (dtype {g.dtype}, shape "
+                                     f"{tuple(g.shape)}) are not supported, as in PyTorch (clamping has no "
+                                     "meaning for complex numbers; clip_grad_norm_ works)")
     for g in grads:
         with on_device(g):
             g._data = np.clip(g._data, -clip_value, clip_value)  # dispatches to the gradient's device

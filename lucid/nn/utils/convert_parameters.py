@@ -7,6 +7,18 @@ from ..._core.tensor import Tensor
 __all__ = ["parameters_to_vector", "vector_to_parameters"]
 
 
+class _EmptyParametersError(RuntimeError, ValueError):
+    """PyTorch raises ValueError (from ``cat``) where Lucid raised RuntimeError: both keep callers working."""
+
+
+def _check_same_device(params, op):
+    """PyTorch refuses parameters on several devices with a TypeError (before any copying)."""
+    devices = {p.device for p in params}
+    if len(devices) > 1:
+        raise TypeError(f"{op}: found two parameters on different devices ({', '.join(sorted(map(str, devices)))}), "
+                        "this is currently not supported")
+
+
 def parameters_to_vector(parameters):
     """Concatenate the flattened parameters into one 1-D tensor (differentiable).
 
@@ -21,7 +33,8 @@ def parameters_to_vector(parameters):
 
     params = list(parameters)
     if not params:
-        raise RuntimeError("parameters_to_vector: expected a non-empty iterable of tensors")
+        raise _EmptyParametersError("parameters_to_vector: expected a non-empty iterable of tensors")
+    _check_same_device(params, "parameters_to_vector")
     return lucid.cat([p.reshape(-1) for p in params])
 
 
@@ -32,6 +45,7 @@ def vector_to_parameters(vec, parameters):
     if vec.ndim != 1:
         raise RuntimeError(f"vector_to_parameters: expected a 1-D vector, got shape {tuple(vec.shape)}")
     params = list(parameters)
+    _check_same_device(params, "vector_to_parameters")
     total = sum(p.numel() for p in params)
     if total != vec.numel():
         raise RuntimeError(

@@ -77,10 +77,13 @@ def fuse_linear_bn_weights(linear_w, linear_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b)
     """
     lucid = _lucid()
     with no_grad():
+        w_dtype = linear_w.dtype
+        b_dtype = linear_b.dtype if linear_b is not None else w_dtype
         linear_b = lucid.zeros_like(bn_rm) if linear_b is None else linear_b
         scale = bn_w / lucid.sqrt(bn_rv + bn_eps)
-        w = linear_w * scale.unsqueeze(-1)
-        b = (linear_b - bn_rm) * scale + bn_b
+        # the fused tensors keep the Linear's dtypes (a float64 BatchNorm must not widen them)
+        w = linear_w * scale.unsqueeze(-1).to(w_dtype)
+        b = ((linear_b - bn_rm) * scale + bn_b).to(b_dtype)
     return Parameter(w, linear_w.requires_grad), Parameter(b, linear_b.requires_grad)
 
 
@@ -101,6 +104,8 @@ def fuse_linear_bn_eval(linear, bn):
     if not (linear.out_features == bn.num_features or bn.num_features == 1):
         raise AssertionError("fuse_linear_bn_eval: output features of Linear must equal num_features of "
                              "BatchNorm (or BatchNorm must have a single feature)")
+    if bn.running_mean is None or bn.running_var is None:
+        raise AssertionError("fuse_linear_bn_eval: the BatchNorm needs running statistics")
     fused = copy.deepcopy(linear)
     fused.weight, fused.bias = fuse_linear_bn_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var,
                                                       bn.eps, bn.weight, bn.bias)

@@ -19,6 +19,9 @@ def _norm_except_dim(v, dim):
 
     if dim is None or dim == -1:
         return lucid.norm(v)
+    if not -v.ndim <= dim < v.ndim:  # a wrapped dim would norm the wrong slices silently
+        raise IndexError(f"weight_norm: Dimension out of range (expected to be in range of [{-v.ndim}, "
+                         f"{v.ndim - 1}], but got {dim})")
     dim = dim % v.ndim
     axes = tuple(d for d in range(v.ndim) if d != dim)
     return lucid.norm(v, 2, axes, keepdim=True)
@@ -99,18 +102,20 @@ class _SpectralNorm(Module):
             mat = mat.detach()
             for _ in range(n):
                 self._u._data[...] = F.normalize(mat @ self._v, dim=0, eps=self.eps)._data
-                self._v._data[...] = F.normalize(mat.T @ self._u, dim=0, eps=self.eps)._data
+                self._v._data[...] = F.normalize(mat.mH @ self._u, dim=0, eps=self.eps)._data  # W^H: complex too
             self._u._version[0] += 1
             self._v._version[0] += 1
 
     def forward(self, weight):
+        import lucid
+
         if weight.ndim == 1:
             return F.normalize(weight, dim=0, eps=self.eps)
         mat = self._to_matrix(weight)
         if self.training:
             self._power_method(mat, self.n_power_iterations)
         u, v = self._u.clone(), self._v.clone()
-        sigma = (u * (mat @ v)).sum()
+        sigma = lucid.vdot(u, mat @ v)  # u^H W v (conjugated, as PyTorch), real for a real weight
         return weight / sigma
 
     def right_inverse(self, value):
@@ -171,7 +176,7 @@ class _Orthogonal(Module):
             X = X.tril()
             if n != k:
                 X = lucid.cat([X, lucid.zeros(*X.shape[:-1], n - k, dtype=X.dtype, device=X.device)], -1)
-            A = X - X.transpose(-2, -1)
+            A = X - X.mH  # skew-Hermitian, so Q is unitary for a complex weight
             if self.orthogonal_map == "matrix_exp":
                 Q = lucid.linalg.matrix_exp(A)
             else:

@@ -57,6 +57,22 @@ def _register_tensor(module, name, tensor):
         module.register_buffer(name, tensor)
 
 
+def _store(original, value, name):
+    """Write ``value`` into ``original`` as PyTorch's ``set_``: same dtype required, and a new
+    shape replaces the old one (writing into the old array would broadcast it silently)."""
+    if not isinstance(value, Tensor):
+        raise ValueError(f"right_inverse: should return a tensor for {name}, got {type(value).__name__}")
+    if value.dtype != original.dtype:
+        raise ValueError(f"right_inverse: the tensor returned has dtype {value.dtype} while {name} has dtype "
+                         f"{original.dtype}")
+    with backend.on_device(original):  # NOTE [Several devices]
+        if tuple(value.shape) == tuple(original.shape):
+            original._data[...] = value._data
+        else:
+            original._data = value.detach().clone()._data
+    original._version[0] += 1
+
+
 class ParametrizationList(ModuleList):
     """The parametrizations of one tensor and its unparametrized value(s) ``original`` (or
     ``original0``, ``original1``...). See NOTE [Parametrized attributes]."""
@@ -64,6 +80,7 @@ class ParametrizationList(ModuleList):
     def __init__(self, modules, original, unsafe=False):
         super().__init__(modules)
         self.unsafe = unsafe
+        shape, dtype = tuple(original.shape), original.dtype  # before ``original`` takes ``new``'s data
         with no_grad():
             new = original
             for m in reversed(list(self)):
@@ -74,9 +91,11 @@ class ParametrizationList(ModuleList):
                         pass
         if isinstance(new, Tensor):
             self.is_tensor, self.ntensors = True, 1
-            if not unsafe and (tuple(new.shape) != tuple(original.shape) or new.dtype != original.dtype):
-                raise ValueError(f"register_parametrization: right_inverse must keep the shape and dtype "
-                                 f"{tuple(original.shape)} {original.dtype}, got {tuple(new.shape)} {new.dtype}")
+            # As PyTorch: one tensor stored in place of ``original`` keeps its dtype even with
+            # ``unsafe=True``; its shape may change (the check of ``self()`` below guards it).
+            if new.dtype != original.dtype:
+                raise ValueError(f"register_parametrization: when right_inverse returns one tensor it may not "
+                                 f"change the dtype: original {original.dtype}, right_inverse(original) {new.dtype}")
             with no_grad():
                 original._data = new.detach().clone()._data if new is not original else original._data
             _register_tensor(self, "original", original)
@@ -95,13 +114,12 @@ class ParametrizationList(ModuleList):
                              f"Tensors, got {type(new).__name__}")
         if not unsafe:
             value = self()
-            if not isinstance(value, Tensor) or tuple(value.shape) != tuple(original.shape):
+            if not isinstance(value, Tensor) or tuple(value.shape) != shape:
                 raise ValueError(f"register_parametrization: the parametrization changes the shape "
-                                 f"{tuple(original.shape)} to {tuple(getattr(value, 'shape', ()))}; pass "
-                                 "unsafe=True to allow it")
-            if value.dtype != original.dtype:
+                                 f"{shape} to {tuple(getattr(value, 'shape', ()))}; pass unsafe=True to allow it")
+            if value.dtype != dtype:
                 raise ValueError(f"register_parametrization: the parametrization changes the dtype "
-                                 f"{original.dtype} to {value.dtype}; pass unsafe=True to allow it")
+                                 f"{dtype} to {value.dtype}; pass unsafe=True to allow it")
 
     def right_inverse(self, value):
         """Store ``value`` through the ``right_inverse`` of each parametrization (in reverse)."""
@@ -111,14 +129,15 @@ class ParametrizationList(ModuleList):
                     raise RuntimeError(f"parametrization {type(m).__name__} does not implement right_inverse.")
                 value = m.right_inverse(value)
             if self.is_tensor:
-                with backend.on_device(self.original):  # NOTE [Several devices]
-                    self.original._data[...] = value._data if isinstance(value, Tensor) else value
-                self.original._version[0] += 1
+                _store(self.original, value, "original")
             else:
+                if not isinstance(value, (tuple, list)):
+                    raise ValueError(f"right_inverse: must return a sequence of tensors, got {type(value).__name__}")
+                if len(value) != self.ntensors:
+                    raise ValueError(f"right_inverse: must return a sequence of {self.ntensors} tensors, got "
+                                     f"{len(value)}")
                 for i, v in enumerate(value):
-                    t = getattr(self, f"original{i}")
-                    t._data[...] = v._data
-                    t._version[0] += 1
+                    _store(getattr(self, f"original{i}"), v, f"original{i}")
 
     def forward(self):
         mods = list(self)

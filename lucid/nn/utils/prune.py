@@ -174,6 +174,8 @@ class PruningContainer(BasePruningMethod):
         """Append ``method`` (which must act on this container's tensor)."""
         if method is not None and not isinstance(method, BasePruningMethod):
             raise TypeError(f"add_pruning_method: {type(method).__name__} is not a BasePruningMethod subclass")
+        if method is not None and self._tensor_name is None and not self._pruning_methods:
+            self._tensor_name = method._tensor_name  # a container built from a sequence (PyTorch fails there)
         if method is not None and self._tensor_name != method._tensor_name:
             raise ValueError(f"add_pruning_method: can only add pruning methods acting on the parameter named "
                              f"'{self._tensor_name}' to PruningContainer {self}. Found '{method._tensor_name}'")
@@ -326,11 +328,12 @@ class LnStructured(BasePruningMethod):
         _check_structured(t, self.dim)
         size = t.shape[self.dim]
         k = _count(self.amount, size)
-        if not k:
-            return default_mask
         lucid = _lucid()
         dim = self.dim % t.ndim
+        # computed even for k == 0, as PyTorch, so an unusable ``n`` ('nuc') fails either way
         norm = lucid.norm(t, p=self.n, dim=[d for d in range(t.ndim) if d != dim])
+        if not k:
+            return default_mask
         mask = _channel_mask(t, dim, lucid.topk(norm, k=size - k, largest=True).indices)
         return mask * default_mask.to(dtype=mask.dtype)
 

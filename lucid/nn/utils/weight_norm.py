@@ -38,8 +38,9 @@ def weight_norm(module, name="weight", dim=0):
             raise RuntimeError(f"weight_norm: cannot register two weight_norm hooks on the same parameter {name}")
     weight = getattr(module, name)
     hook = _WeightNormHook(name, dim)
+    g = Parameter(_norm_except_dim(weight, dim).detach().clone())  # may raise: before the module changes
     del module._parameters[name]
-    module.register_parameter(name + "_g", Parameter(_norm_except_dim(weight, dim).detach().clone()))
+    module.register_parameter(name + "_g", g)
     module.register_parameter(name + "_v", Parameter(weight.detach().clone()))
     setattr(module, name, hook.compute_weight(module))
     module.register_forward_pre_hook(hook)
