@@ -11,6 +11,7 @@ that the running pool is unchanged.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 
 _threads = None  # the last set_num_threads value, when threadpoolctl is missing
@@ -18,6 +19,39 @@ _warned = False
 _warn_always = False  # set_warn_always: warn-once warnings warn every time
 _deterministic = False
 _warn_only = False
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_at_caller(message, category=UserWarning):
+    """``warnings.warn`` attributed to the first frame outside lucid: the user's call, however
+    many of lucid's wrappers (autocast, ``__torch_function__`` dispatch) lie between.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from lucid._runtime import warn_at_caller
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_at_caller("careful")
+    >>> str(caught[0].message)
+    'careful'
+    """
+    # ``stacklevel`` counts the frames CPython's warnings do not skip as internal (importlib's
+    # bootstrap, where the __torch_function__ wrappers are compiled: overrides._WRAPPER_FILE)
+    frame, level = sys._getframe(1), 2
+    while True:
+        while frame is not None and _skipped_by_warnings(frame.f_code.co_filename):
+            frame = frame.f_back
+        if frame is None or not os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+            break
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+def _skipped_by_warnings(filename):
+    return "importlib" in filename and "_bootstrap" in filename
 
 
 def _threadpoolctl():

@@ -1,14 +1,18 @@
 """``autocast``: mixed precision by op, as ``torch.autocast``.
 
 NOTE [Autocast]
-Inside ``autocast(device_type, dtype)`` each primitive on tensors of that device type runs in
-the precision PyTorch's autocast gives it: the matrix products (``matmul``, ``linear``, the
-convolutions, ``einsum``) with their float32 inputs cast to ``dtype`` (float16: the GPU's
-tensor cores), the ops that lose too much in half precision (``exp``, ``log``, ``pow``,
-``softmax``, ``log_softmax``, ``logsumexp``, ``sum``, ``prod``, ``cumsum``, the norms,
-``cross_entropy`` ...) with float16 inputs cast to float32, and everything else in the
-dtypes it is given. float64 is never cast (as in PyTorch). Composite ops follow the policy
-of the primitives they are made of.
+Inside ``autocast(device_type, dtype)`` each op on tensors of that device type runs in the
+precision PyTorch's autocast gives it on that device (the lists below, PyTorch's): the matrix
+products (``matmul``, ``linear``, the convolutions, ``einsum``; on CUDA also ``mv``, ``addmv``,
+``addr``, ``multi_dot``) with their float32 inputs cast to ``dtype`` (float16: the GPU's tensor
+cores); on CUDA the ops that lose too much in half precision (``exp``, ``log``, ``pow``,
+``softmax``, ``sum``, the norms, the losses, ``interpolate`` ...) and on the CPU the losses,
+linear algebra, FFTs and some pooling and padding ops with float16 inputs cast to float32; and
+everything else in the dtypes it is given. float64 is never cast (as in PyTorch). A composite
+PyTorch lists (a loss, ``layer_norm``, ``addmm`` ...) is cast as one op
+(``primitive.autocast_composite``); one it does not list but that is built on a listed
+primitive (``outer``, ``dot``, ``kron``, ``trace`` is a sum ...) is marked the same way with its
+own name, so its body runs in the dtypes it was given, as PyTorch's unlisted ops do.
 
 How, at no cost outside a region: a thread turning autocast on (a region, or
 ``set_autocast_enabled``) adds a count to ACTIVE_TRACES, so ``bind`` takes its slow branch (as under a transform, NOTE [Levels]), where ``AUTOCAST_HOOK`` sees
@@ -37,19 +41,36 @@ import numpy as np
 from .._core import backend, dtypes, primitive
 from .._core.grad_mode import ACTIVE_TRACES
 
-# Run in the autocast dtype (their float32 inputs cast to it).
-# PyTorch's CPU list; the composites among them (addmm ...) are cast whole by
-# lucid._core.primitive.autocast_composite, so their additions stay in the lower precision too.
-LOWER_PRECISION_OPS = frozenset({"matmul", "linear", "conv", "conv_transpose", "einsum", "addmm", "baddbmm",
-                                 "addbmm", "prelu", "linalg_vecdot"})
-# Run in float32 (their float16 inputs cast up), as PyTorch's CUDA fp32 list.
-FLOAT32_OPS = frozenset({
+# PyTorch's op lists (aten/src/ATen/autocast_mode.{h,cpp}) by Lucid's op names: a primitive's
+# name, or the name a composite gives ``lucid._core.primitive.autocast_composite``. The CPU has
+# its own lists; every other device type (CUDA, and the strict stand-in for it) takes CUDA's.
+# An op named in no list on a device runs in the dtypes it is given; a composite named in
+# no list still runs its body unchanged (so ``outer``, a matmul inside, stays float32, as in
+# PyTorch, where only the ops on the lists are cast).
+#
+# Run in the autocast dtype (their float32 inputs cast to it):
+_CPU_LOWER = frozenset({"matmul", "linear", "conv", "conv_transpose", "einsum", "addmm", "baddbmm", "addbmm",
+                        "prelu", "linalg_vecdot", "conv_tbc"})
+_CUDA_LOWER = _CPU_LOWER | {"mv", "addmv", "addr"}
+# Run in float32 (their float16 inputs cast up):
+_LOSSES = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss", "kl_div",
+                     "binary_cross_entropy_with_logits", "poisson_nll_loss", "hinge_embedding_loss",
+                     "margin_ranking_loss", "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss",
+                     "multi_margin_loss", "cosine_embedding_loss"})
+_CUDA_FLOAT32 = _LOSSES | {
     "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal",
     "rsqrt", "sinh", "tan", "pow", "softplus", "softmax", "log_softmax", "logsumexp", "sum", "prod",
-    "cumsum", "cumprod", "linalg_vector_norm", "cross_entropy",
-    # composites (lucid._core.primitive.autocast_float32)
-    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cosine_similarity", "layer_norm", "group_norm",
-})
+    "cumsum", "cumprod", "linalg_vector_norm", "linalg_matrix_norm", "layer_norm", "rms_norm", "group_norm",
+    "cosine_similarity", "dist", "pdist", "cdist", "renorm", "interpolate"}
+_CPU_FLOAT32 = _LOSSES | {
+    "prod", "cdist", "binary_cross_entropy", "ctc_loss", "grid_sample", "trace", "quantile", "nanquantile",
+    "polar", "avg_pool3d", "max_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d",
+    "fractional_max_pool2d", "fractional_max_pool3d",
+    "fft_c2c", "fft_r2c", "fft_c2r", "linalg_cholesky", "linalg_cholesky_ex", "linalg_eig", "linalg_eigh",
+    "linalg_inv", "linalg_inv_ex", "linalg_qr", "linalg_svd", "linalg_svdvals", "linalg_solve"}
+_LISTS = {"cpu": (_CPU_LOWER, _CPU_FLOAT32)}
+_OTHER_LISTS = (_CUDA_LOWER, _CUDA_FLOAT32)
+_LISTED = _CPU_LOWER | _CUDA_LOWER | _CPU_FLOAT32 | _CUDA_FLOAT32
 _DEFAULT_DTYPES = {"cuda": dtypes.float16, "cpu": "bfloat16"}  # PyTorch's defaults
 _SUPPORTED = (dtypes.float16, dtypes.float32)  # float32 makes a region that changes nothing
 _F32, _F16 = np.dtype(np.float32), np.dtype(np.float16)
@@ -121,8 +142,7 @@ def _device_type(arr):
 
 def _hook(name, args):
     """The cast arguments of the op ``name`` under this thread's regions, or None to leave them."""
-    to_lower = name in LOWER_PRECISION_OPS
-    if not to_lower and name not in FLOAT32_OPS or _REGIONS.suspended:
+    if name not in _LISTED or _REGIONS.suspended:
         return None
     regions = _REGIONS.dtype_of
     if not regions:
@@ -135,9 +155,14 @@ def _hook(name, args):
     target = None
     for a in args:
         if isinstance(a, tensor):
-            target = regions.get(_device_type(a._data) if a.__class__ is tensor else a.device.type)
+            kind = _device_type(a._data) if a.__class__ is tensor else a.device.type
+            target = regions.get(kind)
             break
     if target is None:
+        return None
+    lower, float32 = _LISTS.get(kind, _OTHER_LISTS)
+    to_lower = name in lower
+    if not to_lower and name not in float32:
         return None
     frm = _F32 if to_lower else _F16
     to = np.dtype(target) if to_lower else _F32
@@ -177,8 +202,10 @@ def _cached_cast(a, to):
 
 def refuse_if_autocast(tensor, message):
     """Raise ``message`` if this thread is in an enabled region for ``tensor``'s device type
-    (an op PyTorch refuses to autocast, such as binary_cross_entropy)."""
-    if tensor.device.type in _REGIONS.dtype_of:
+    (an op PyTorch's CUDA autocast refuses, such as binary_cross_entropy; its CPU autocast runs
+    it in float32)."""
+    kind = tensor.device.type
+    if kind != "cpu" and kind in _REGIONS.dtype_of:
         raise RuntimeError(message)
 
 
@@ -204,8 +231,8 @@ class autocast:  # noqa: N801 (PyTorch's name)
     >>> w = lucid.ones(3, 3)
     >>> with lucid.autocast("cpu", dtype=lucid.float16):
     ...     y = w @ w
-    ...     s = y.sum()
-    >>> y.dtype, s.dtype
+    ...     loss = lucid.nn.functional.mse_loss(y, y * 2)
+    >>> y.dtype, loss.dtype
     (lucid.float16, lucid.float32)
     """
 

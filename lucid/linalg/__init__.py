@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .._core.primitive import bind
+from .._core.primitive import autocast_composite, bind
 from .._core.tensor import Tensor, tensor_method
 from ..ops import linalg as _ops
 from ..ops import linalg_norm as _norm
@@ -392,6 +392,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     return bind(_norm.vector_norm_p, (x,), {"ord": float(ord), "axis": axes, "keepdims": bool(keepdim)})
 
 
+@autocast_composite("linalg_matrix_norm")  # NOTE [Autocast]
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     """Matrix norm over the two dims ``dim``: 'fro', 'nuc', 2, -2, 1, -1, inf, -inf.
 

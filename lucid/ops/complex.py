@@ -27,7 +27,7 @@ import numpy as np
 
 from .._core import dtypes
 from .._core.backend import namespace_of, xp
-from .._core.primitive import AN, REGISTRY, bind, defprim
+from .._core.primitive import AN, REGISTRY, autocast_composite, bind, defprim
 from .._core.tensor import Tensor, tensor_method
 from . import elementwise as _elementwise, reduce as _reduce, special as _special  # noqa: F401  (the prims guarded below)
 from ._family import _as_tensor, batch_elementwise, move_bdim
@@ -103,6 +103,7 @@ def complex(real, imag):
     return bind(complex_p, (real, imag), {})
 
 
+@autocast_composite("polar")  # NOTE [Autocast]
 def polar(abs, angle):
     """The complex tensor ``abs * (cos(angle) + i sin(angle))``.
 
@@ -381,6 +382,7 @@ def view_as_complex(input):
     return bind(view_as_complex_p, (input,), {})
 
 
+@autocast_composite("vdot")  # NOTE [Autocast]
 def vdot(input, other):
     """``sum(conj(input) * other)`` of two 1-D tensors (the first argument conjugated).
 

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .._core.backend import namespace_of, xp
-from .._core.primitive import AUTOCAST_HOOK, TN, bind, defprim
+from .._core.primitive import AUTOCAST_HOOK, TN, autocast_composite, bind, defprim
 from .._core.tensor import Tensor, tensor_method
 from ._family import _as_tensor, move_bdim, quiet, shape_of, sum_to_shape
 from .elementwise import cast, promote
@@ -441,6 +441,7 @@ def bmm(input, mat2):
 
 
 @tensor_method("mv")
+@autocast_composite("mv")  # NOTE [Autocast]
 def mv(input, vec):
     """Matrix-vector product.
 
@@ -464,6 +465,7 @@ def mv(input, vec):
 
 
 @tensor_method("dot", "inner_1d")
+@autocast_composite("dot")  # NOTE [Autocast]
 def dot(input, other):
     """Inner product of two 1-D tensors.
 
@@ -488,6 +490,7 @@ def dot(input, other):
 
 
 @tensor_method("outer", "ger")
+@autocast_composite("outer")  # NOTE [Autocast]
 def outer(input, vec2):
     """Outer product of two 1-D tensors.
 
@@ -555,6 +558,7 @@ def tensordot(a, b, dims=2):
 
 
 @tensor_method("kron")
+@autocast_composite("kron")  # NOTE [Autocast]
 def kron(input, other):
     """Kronecker product (leading dims of the lower-rank operand are padded with 1).
 
@@ -580,6 +584,7 @@ def kron(input, other):
 
 
 @tensor_method("trace")
+@autocast_composite("trace")  # NOTE [Autocast]
 def trace(input):
     """Sum of the main diagonal of a 2-D tensor (rectangular allowed).
 

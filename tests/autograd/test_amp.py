@@ -32,22 +32,95 @@ def test_each_op_runs_in_its_precision():
         assert (a @ b).dtype is F16 and lin(a).dtype is F16 and lucid.einsum("ij,jk->ik", a, b).dtype is F16
         assert conv(lucid.ones(1, 1, 4, 4)).dtype is F16
         assert (h @ b).dtype is F16  # a float16 input and a float32 weight: both half
+        # PyTorch's lists differ by device (NOTE [Autocast]): CUDA's (which the strict stand-in
+        # takes) runs these in float32, the CPU's leaves them in the dtype they are given
+        cuda_f32 = F16 if _dev() == "cpu" else F32
         for f in (lucid.exp, lucid.log1p, lucid.sum, lambda t: t.softmax(-1), lambda t: t.log_softmax(-1),
                   lambda t: t.logsumexp(-1), lambda t: t ** 2.0, lambda t: t.cumsum(0)):
-            assert f(h.abs()).dtype is F32
+            assert f(h.abs()).dtype is cuda_f32
         assert nn.functional.cross_entropy(h, lucid.tensor([0, 1, 3])).dtype is F32
         fn = nn.functional
-        for f in (fn.mse_loss, fn.l1_loss, fn.smooth_l1_loss, fn.huber_loss, fn.cosine_similarity):
-            assert f(h, h * 2).dtype is F32  # composites PyTorch runs in float32
-        assert fn.layer_norm(h, (4,)).dtype is F32 and nn.GroupNorm(1, 3)(h.reshape(1, 3, 4)).dtype is F32
+        for f in (fn.mse_loss, fn.l1_loss, fn.smooth_l1_loss, fn.huber_loss, fn.kl_div, fn.soft_margin_loss):
+            assert f(h, h * 2).dtype is F32  # composites PyTorch runs in float32 on both devices
+        assert fn.cosine_similarity(h, h * 2).dtype is cuda_f32
+        assert fn.layer_norm(h, (4,)).dtype is cuda_f32 and nn.GroupNorm(1, 3)(h.reshape(1, 3, 4)).dtype is cuda_f32
         p = h.sigmoid()
-        with pytest.raises(RuntimeError, match="binary_cross_entropy and BCELoss are unsafe to autocast"):
-            nn.BCELoss()(p, p.detach())
+        if _dev() == "cpu":  # PyTorch's CPU autocast runs it in float32; its CUDA autocast refuses it
+            assert nn.BCELoss()(p, p.detach()).dtype is F32
+        else:
+            with pytest.raises(RuntimeError, match="binary_cross_entropy and BCELoss are unsafe to autocast"):
+                nn.BCELoss()(p, p.detach())
         assert fn.binary_cross_entropy_with_logits(h, p.detach()).dtype is F32  # the safe form
         assert h.relu().dtype is F16 and (h + 1).dtype is F16 and a.relu().dtype is F32  # others: as given
         d = a.to(F64)
         assert (d @ b.to(F64)).dtype is F64  # float64 is never cast
     assert (a @ b).dtype is F32  # outside: nothing
+
+
+def test_unlisted_composites_keep_their_dtypes_and_per_device_lists():
+    # outer, dot, kron, trace, interpolate, embedding_bag are built on matmul or sum in Lucid,
+    # but PyTorch's autocast lists none of them (on the CPU): they run in the dtypes given
+    rng = np.random.default_rng(2)
+    a = lucid.tensor(rng.standard_normal((4, 4)), dtype=F32)
+    h = a.to(F16)
+    fn = nn.functional
+    on_cpu = _dev() == "cpu"
+    with _region():
+        assert lucid.outer(a[0], a[1]).dtype is F32 and lucid.dot(a[0], a[1]).dtype is F32
+        assert lucid.kron(a, a).dtype is F32 and lucid.vdot(a[0], a[1]).dtype is F32
+        assert fn.embedding_bag(lucid.tensor([0, 1, 2]), a, lucid.tensor([0])).dtype is F32
+        assert fn.bilinear(a, a, lucid.ones(2, 4, 4)).dtype is F32
+        assert fn.interpolate(a[None], scale_factor=2, mode="linear").dtype is F32
+        assert fn.interpolate(h[None], scale_factor=2, mode="linear").dtype is (F16 if on_cpu else F32)
+        assert lucid.trace(h).dtype is (F32 if on_cpu else F16)  # on the CPU list only
+        # mv, addmv, addr: CUDA's lower-precision list, not the CPU's
+        low = F32 if on_cpu else F16
+        assert lucid.mv(a, a[0]).dtype is low and lucid.addmv(a[0], a, a[1]).dtype is low
+        assert lucid.addr(a, a[0], a[1]).dtype is low
+        # composites PyTorch leaves unlisted but builds from listed ops follow them
+        assert lucid.tensordot(a, a, 1).dtype is F16 and lucid.inner(a, a).dtype is F16
+        assert lucid.linalg.multi_dot([a, a, a]).dtype is F16
+        # the losses are float32 on both devices; linear algebra and FFTs on the CPU's list only
+        assert fn.nll_loss(h, lucid.tensor([0, 1, 2, 3])).dtype is F32
+        assert fn.triplet_margin_loss(h, h * 2, h).dtype is F32
+        if on_cpu:
+            assert lucid.linalg.qr(h)[0].dtype is F32 and lucid.linalg.inv(h + 4 * lucid.eye(4, dtype=F16)).dtype is F32
+            assert lucid.fft.rfft(h).dtype is lucid.complex64
+            assert fn.avg_pool3d(h[None, None, None], 1).dtype is F32
+        else:
+            assert lucid.cdist(h, h).dtype is F32 and fn.rms_norm(h, (4,)).dtype is F32
+            assert lucid.linalg.matrix_norm(h).dtype is F32 and lucid.dist(h, h * 2).dtype is F32
+
+
+AMP_CASES = {
+    "outer": lambda L, a: L.outer(a[0], a[1]), "dot": lambda L, a: L.dot(a[0], a[1]),
+    "mv": lambda L, a: L.mv(a, a[0]), "addmv": lambda L, a: L.addmv(a[0], a, a[1]),
+    "addr": lambda L, a: L.addr(a, a[0], a[1]), "kron": lambda L, a: L.kron(a, a),
+    "trace": lambda L, a: L.trace(a), "tensordot": lambda L, a: L.tensordot(a, a, 1),
+    "inner": lambda L, a: L.inner(a, a), "exp": lambda L, a: L.exp(a), "sum": lambda L, a: a.sum(),
+    "softmax": lambda L, a: a.softmax(-1), "layer_norm": lambda L, a: L.nn.functional.layer_norm(a, (4,)),
+    "nll_loss": lambda L, a: L.nn.functional.nll_loss(a, L.tensor([0, 1, 2, 3])),
+    "kl_div": lambda L, a: L.nn.functional.kl_div(a, a.abs()),
+    "interpolate": lambda L, a: L.nn.functional.interpolate(a[None], scale_factor=2, mode="linear"),
+    "embedding_bag": lambda L, a: L.nn.functional.embedding_bag(L.tensor([0, 1]), a, L.tensor([0])),
+    "qr": lambda L, a: L.linalg.qr(a)[0], "quantile": lambda L, a: L.quantile(a, 0.5),
+    "bce": lambda L, a: L.nn.functional.binary_cross_entropy(a.sigmoid(), a.sigmoid()),
+    "max_pool3d": lambda L, a: L.nn.functional.max_pool3d(a[None, None, None], 1),
+    "cosine_similarity": lambda L, a: L.nn.functional.cosine_similarity(a, a),
+}
+
+
+@pytest.mark.skipif(lucid.get_default_device().type != "cpu", reason="PyTorch's CPU lists")
+@pytest.mark.parametrize("name", sorted(AMP_CASES))
+def test_cpu_autocast_dtypes_match_torch(name):
+    torch = pytest.importorskip("torch")
+    got = []
+    for lib in (torch, lucid):
+        for dt in (lib.float32, lib.float16):
+            x = lib.tensor(np.random.default_rng(3).random((4, 4)) + 0.5, dtype=dt)
+            with lib.autocast("cpu", dtype=lib.float16):
+                got.append(str(AMP_CASES[name](lib, x).dtype).split(".")[-1])
+    assert got[:2] == got[2:]
 
 
 def test_values_are_the_half_precision_products():

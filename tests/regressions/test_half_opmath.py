@@ -134,9 +134,25 @@ def test_inplace_float16_rounds_once(name):
 
 def test_mixed_float16_float32_keeps_float32():
     x, w = lucid.tensor(X), lucid.tensor(W40.astype(np.float32))
-    out = F.layer_norm(x, (40,), w)
+    out = F.gelu(x) * w
     assert out.dtype == lucid.float32
-    assert _same(out.numpy(), F.layer_norm(x.float(), (40,), w).numpy()) == 0
+
+
+def test_norms_keep_a_float16_input_dtype_beside_float32_parameters():
+    # PyTorch's mixed-dtype norm kernels: a float16 activation through a norm layer kept in
+    # float32 stays float16 (computed in float32, rounded once)
+    x, w = lucid.tensor(X), lucid.tensor(W40.astype(np.float32), requires_grad=True)
+    out = F.layer_norm(x, (40,), w)
+    assert out.dtype == lucid.float16
+    assert _same(out.numpy(), F.layer_norm(x.float(), (40,), w).half().numpy()) == 0
+    out.float().sum().backward()
+    assert w.grad.dtype == lucid.float32
+    h = lucid.tensor(X).reshape(2, 4, -1)
+    for layer in (lucid.nn.GroupNorm(2, 4), lucid.nn.BatchNorm1d(4), lucid.nn.BatchNorm1d(4).eval(),
+                  lucid.nn.InstanceNorm1d(4, affine=True), lucid.nn.RMSNorm(h.shape[-1])):
+        assert layer(h).dtype == lucid.float16
+        assert _same(layer(h).numpy(), layer(h.float()).half().numpy()) == 0
+    assert F.layer_norm(x, (40,), w.double()).dtype == lucid.float64  # a float64 operand promotes
 
 
 def test_batch_norm_updates_float16_running_stats_in_place():

@@ -5,7 +5,7 @@ from ..._core.primitive import AUTOCAST_HOOK
 from ..._core.tensor import Tensor
 from ...ops.elementwise.arithmetic import _F16, _F32, _is_half, cast
 
-__all__ = ["is_half", "in_float32"]
+__all__ = ["is_half", "in_float32", "norm_in_float32"]
 
 # NOTE [Half composites]
 # PyTorch's float16 kernels (gelu, silu, softmax, layer_norm, var, the losses, ...) load
@@ -22,7 +22,10 @@ __all__ = ["is_half", "in_float32"]
 # binary_cross_entropy_with_logits, soft_margin_loss) Lucid composes the same ones and only
 # their float32-accumulating pieces (norms, logsigmoid) take this route.
 # Float32/float64 calls pay one dtype test (``is_half``). A float16 input beside a float32
-# or float64 tensor gives a float32/float64 result, which is kept (it was never float16).
+# or float64 tensor gives a float32/float64 result, which is kept (it was never float16),
+# except in the normalization layers (``norm_in_float32``): PyTorch's mixed-dtype norm kernels
+# return the float16 input's dtype beside float32 parameters, so a float16 activation through
+# a norm layer kept in float32 stays float16.
 # Inside an autocast region the composites run as before, their primitives cast by op name
 # (NOTE [Autocast]): there a float16 result of a float32-listed op would be wrong.
 
@@ -63,4 +66,24 @@ def in_float32(fn, *args, **kwargs):
     out = fn(*map(_up, args), **{k: _up(v) for k, v in kwargs.items()})
     if any(_wider(v) for v in args) or any(_wider(v) for v in kwargs.values()):
         return out  # a wider operand: the result's dtype is already the promoted one
+    return _down(out)
+
+
+def norm_in_float32(fn, *args, **kwargs):
+    """``in_float32`` for the normalization layers, whose result keeps the float16 input's dtype
+    beside float32 parameters or running statistics too (PyTorch's mixed-dtype norm kernels:
+    a float16 activation through a LayerNorm or BatchNorm kept in float32 stays float16).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.nn.functional._opmath import norm_in_float32
+    >>> x = lucid.tensor([3.0], dtype=lucid.float16)
+    >>> norm_in_float32(lambda t, w: t * w, x, lucid.tensor([2.0])).dtype
+    lucid.float16
+    """
+    out = fn(*map(_up, args), **{k: _up(v) for k, v in kwargs.items()})
+    wide = [v for v in (*args, *kwargs.values()) if isinstance(v, Tensor) and v.dtype.kind == "f"]
+    if any(v.dtype.itemsize > 4 for v in wide):
+        return out  # a float64 operand: the promoted float64 result is kept
     return _down(out)

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 
 from ..._core.backend import runs_on_operands_device
-from ..._core.primitive import OpError
+from ..._core.primitive import OpError, autocast_composite
 from ..._core.tensor import _wrap
 from ...ops._family import _as_tensor
 from ._device import const_like
@@ -36,12 +36,12 @@ _ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to a
                   "grid_sample for details.")
 
 
-def _default_align(align_corners, stacklevel=3):
+def _default_align(align_corners):
     """``align_corners=None`` means False, with PyTorch's warning that the default changed."""
     if align_corners is None:
-        import warnings
+        from ..._runtime import warn_at_caller
 
-        warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=stacklevel)
+        warn_at_caller(_ALIGN_WARNING)
         return False
     return align_corners
 
@@ -137,6 +137,7 @@ def _cubic(t, a=-0.75):
 
 
 @runs_on_operands_device
+@autocast_composite("grid_sample")  # NOTE [Autocast]
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Sample ``input`` (N, C, H, W) at the points ``grid`` (N, Ho, Wo, 2) — x then y, in
     [-1, 1] — (or (N, C, D, H, W) at (N, Do, Ho, Wo, 3)), as PyTorch's ``grid_sample``.
@@ -174,7 +175,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got "
                          f"{padding_mode!r}")
-    align = bool(_default_align(align_corners, stacklevel=4))  # under runs_on_operands_device
+    align = bool(_default_align(align_corners))
     grid = grid.to(input.dtype)
     sp = tuple(input.shape[2:])
     x_flat = input.reshape(input.shape[0], input.shape[1], -1)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..._core.backend import xp
-from ..._core.primitive import AUTOCAST_HOOK, TN, bind, defprim
+from ..._core.primitive import AUTOCAST_HOOK, TN, autocast_composite, bind, defprim
 from ..._core.tensor import Tensor
 from ...ops._family import conj_if_complex, move_bdim, quiet
 
@@ -135,6 +135,7 @@ def _fusable(x, w, b):
             and (b is None or (isinstance(b, Tensor) and b.dtype == dt and b.ndim == 1)))
 
 
+@autocast_composite("bilinear")  # NOTE [Autocast]
 def bilinear(input1, input2, weight, bias=None):
     """``y_k = x1 @ W_k @ x2 + b_k`` for ``W`` of shape (out, in1, in2).
 

@@ -8,7 +8,6 @@ unchanged inside ``vmap`` (``one_hot`` is a batchable primitive).
 from __future__ import annotations
 
 import threading
-import warnings
 import weakref
 
 import numpy as np
@@ -16,8 +15,9 @@ import numpy as np
 from ..._core import backend
 from ..._core.backend import namespace_of, runs_on_operands_device, xp
 from ..._core.kernels import Kernel, kernel_for
-from ..._core.primitive import AUTOCAST_HOOK, TN, OpError, autocast_float32, bind, defprim
+from ..._core.primitive import AUTOCAST_HOOK, TN, OpError, autocast_composite, autocast_float32, bind, defprim
 from ..._core.tensor import Tensor, _wrap
+from ..._runtime import warn_at_caller
 from ...ops._family import _as_tensor, binary as _binary, move_bdim, quiet
 from .activation import _softplus, log_softmax
 from ._complex import refuse_complex as _refuse_complex
@@ -40,8 +40,7 @@ def _lucid():
 def _legacy_reduction(size_average, reduce, reduction):
     if size_average is None and reduce is None:
         return reduction
-    warnings.warn("size_average and reduce args will be deprecated, please use reduction='...' instead.",
-                  stacklevel=3)
+    warn_at_caller("size_average and reduce args will be deprecated, please use reduction='...' instead.")
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
     if not reduce:
@@ -75,11 +74,9 @@ def _weighted(loss, weight, input, reduction, name, by_weight=True):
 
 def _check_same_shape(input, target, name):
     if tuple(input.shape) != tuple(target.shape):
-        warnings.warn(
+        warn_at_caller(
             f"{name}: using a target size ({tuple(target.shape)}) that is different to the input size "
-            f"({tuple(input.shape)}). This will likely lead to incorrect results due to broadcasting.",
-            stacklevel=3,
-        )
+            f"({tuple(input.shape)}). This will likely lead to incorrect results due to broadcasting.")
 
 
 # ---------------------------------------------------------------- regression
@@ -574,6 +571,7 @@ def _refuse_integer(name, input):
                                   f"{tuple(input.shape)}); the scores must be floating point")
 
 
+@autocast_composite("nll_loss")  # NOTE [Autocast]
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """Negative log likelihood: ``-w[t] * input[n, t]``; 'mean' divides by ``sum(w[t])``.
@@ -599,6 +597,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return _pick(input, mask, reduction, "nll_loss")
 
 
+@autocast_composite("cross_entropy")  # NOTE [Autocast]
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     """Cross entropy between logits ``input`` and class indices or class probabilities.
@@ -723,6 +722,7 @@ _BCE_EPS = float(np.float32(1e-12))  # PyTorch's EPSILON, a C++ float
 _bce_p = _binary("binary_cross_entropy", quiet(_bce_impl, 2), _bce_dp, _bce_dt)
 
 
+@autocast_composite("binary_cross_entropy")  # NOTE [Autocast]
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     """``-(t log p + (1 - t) log(1 - p))`` with the logs clamped at -100 (as PyTorch does).
@@ -758,6 +758,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _reduce(loss, reduction, "binary_cross_entropy")
 
 
+@autocast_composite("binary_cross_entropy_with_logits")  # NOTE [Autocast]
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
     """Sigmoid + binary cross entropy in one stable formula.
@@ -788,6 +789,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
 
+@autocast_composite("kl_div")  # NOTE [Autocast]
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """KL divergence with ``input`` given as log-probabilities: ``t (log t - input)``.
 
@@ -806,12 +808,13 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if reduction == "batchmean":
         return loss.sum() / (input.shape[0] if input.ndim else 1)
     if reduction == "mean":
-        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support "
-                      "size. 'batchmean' divides only by the batch size, and aligns with the KL div math "
-                      "definition.", stacklevel=2)
+        warn_at_caller("reduction: 'mean' divides the total loss by both the batch size and the support "
+                       "size. 'batchmean' divides only by the batch size, and aligns with the KL div math "
+                       "definition.")
     return _reduce(loss, reduction, "kl_div")
 
 
+@autocast_composite("soft_margin_loss")  # NOTE [Autocast]
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """``log(1 + exp(-t x))``."""
     _refuse_complex("soft_margin_loss", input, target)
@@ -823,6 +826,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
                    "soft_margin_loss")
 
 
+@autocast_composite("poisson_nll_loss")  # NOTE [Autocast]
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
                      reduce=None, reduction="mean"):
     """Poisson negative log likelihood (``full`` adds the Stirling term)."""
@@ -874,6 +878,7 @@ def _clamp_value(x, dim, eps):
     return n + (_lucid().clamp(n, min=eps) - n).detach()
 
 
+@autocast_composite("margin_ranking_loss")  # NOTE [Autocast]
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                         reduction="mean"):
     _refuse_complex("margin_ranking_loss", input1, input2, target)
@@ -884,6 +889,7 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
     return _reduce(loss, _legacy_reduction(size_average, reduce, reduction), "margin_ranking_loss")
 
 
+@autocast_composite("hinge_embedding_loss")  # NOTE [Autocast]
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
     _refuse_complex("hinge_embedding_loss", input, target)
     lucid = _lucid()

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from ..._core.backend import add_at, host, namespace_of, runs_on_operands_device
+from ..._core.primitive import autocast_composite
 from ..._core.tensor import _wrap
 from ...ops._family import _as_tensor
 from ._device import const_like
@@ -65,6 +66,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     return _reduce(loss, reduction, "gaussian_nll_loss")
 
 
+@autocast_composite("triplet_margin_loss")  # NOTE [Autocast]
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
                         reduce=None, reduction="mean"):
     """``max(d(a, p) - d(a, n) + margin, 0)`` with ``d`` the pairwise p-norm distance.
@@ -113,6 +115,7 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     return _triplet(anchor, positive, negative, dist, margin, swap, reduction, "triplet_margin_with_distance_loss")
 
 
+@autocast_composite("cosine_embedding_loss")  # NOTE [Autocast]
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     """``1 - cos(x1, x2)`` where ``y = 1``, ``max(0, cos(x1, x2) - margin)`` where ``y = -1``.
 
@@ -151,6 +154,7 @@ def _class_targets(input, target, name):
     return target
 
 
+@autocast_composite("multi_margin_loss")  # NOTE [Autocast]
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
                       reduction="mean"):
     """Multi-class hinge: ``sum_{i != y} max(0, margin - x[y] + x[i])^p / C`` (times ``weight[y]``).
@@ -189,6 +193,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
 
 
 @runs_on_operands_device
+@autocast_composite("multilabel_margin_loss")  # NOTE [Autocast]
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """``sum_{j in targets} sum_{i not in targets} max(0, 1 - (x[j] - x[i])) / C``; the targets
     of a sample are its ``target`` entries before the first -1.
@@ -285,6 +290,7 @@ def _ctc_targets(targets, target_lengths, n):
     return out, lens
 
 
+@autocast_composite("ctc_loss")  # NOTE [Autocast]
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
     """Connectionist temporal classification loss (Graves et al., 2006).
 

@@ -9,9 +9,10 @@ import numpy as np
 
 from ..._core.backend import runs_on_operands_device
 from ..._core.grad_mode import no_grad
-from ..._core.primitive import OpError, autocast_float32
+from ..._core.primitive import OpError, autocast_composite, autocast_float32
 from ._complex import refuse_complex as _refuse_complex
-from ._opmath import in_float32 as _in_float32, is_half as _is_half
+from ...ops.elementwise.arithmetic import _is_half as _half_input
+from ._opmath import in_float32 as _in_float32, is_half as _is_half, norm_in_float32 as _norm_in_float32
 
 __all__ = ["layer_norm", "group_norm", "batch_norm", "instance_norm", "normalize", "rms_norm", "local_response_norm"]
 
@@ -74,8 +75,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     tensor([[-1.,  1.]])
     """
     _refuse_complex("layer_norm", input)
-    if _is_half(input):  # See NOTE [Half composites]
-        return _in_float32(layer_norm, input, normalized_shape, weight, bias, eps)
+    if _half_input(input):  # See NOTE [Half composites]; also beside float32 parameters, in a region too
+        return _norm_in_float32(layer_norm, input, normalized_shape, weight, bias, eps)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
@@ -93,6 +94,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return out
 
 
+@autocast_composite("rms_norm")  # NOTE [Autocast]
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """``x / sqrt(mean(x^2) + eps)`` over the last dims, times ``weight``.
 
@@ -121,8 +123,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     if input.ndim < k or tuple(input.shape[input.ndim - k:]) != normalized_shape:
         raise RuntimeError(f"rms_norm: input of shape {tuple(input.shape)} does not end with normalized_shape "
                            f"{normalized_shape}")
-    if _is_half(input):  # See NOTE [Half composites]; the default eps is float32's, as PyTorch's
-        return _in_float32(rms_norm, input, normalized_shape, weight, eps)
+    if _half_input(input):  # See NOTE [Half composites]; the default eps is float32's, as PyTorch's
+        return _norm_in_float32(rms_norm, input, normalized_shape, weight, eps)
     eps = float(np.finfo(input.dtype).eps) if eps is None else eps
     axes = tuple(range(input.ndim - k, input.ndim))
     out = input / lucid.sqrt(lucid.mean(input * input, axes, keepdim=True) + eps)
@@ -155,8 +157,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     tensor([[-1.,  1.]])
     """
     _refuse_complex("group_norm", input)
-    if _is_half(input):  # See NOTE [Half composites]
-        return _in_float32(group_norm, input, num_groups, weight, bias, eps)
+    if _half_input(input):  # See NOTE [Half composites]
+        return _norm_in_float32(group_norm, input, num_groups, weight, bias, eps)
     if input.ndim < 2:
         raise RuntimeError(f"group_norm: expected an input of shape (N, C, *), got {tuple(input.shape)}")
     n, c = input.shape[:2]
@@ -203,11 +205,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
            [ 1.]])
     """
     _refuse_complex("batch_norm", input)
-    if _is_half(input):  # See NOTE [Half composites]; running statistics updated in place stay as they are
+    if _half_input(input):  # See NOTE [Half composites]; running statistics updated in place stay as they are
         if training:
-            return _in_float32(lambda x, w, b: batch_norm(x, running_mean, running_var, w, b, True, momentum, eps),
-                               input, weight, bias)
-        return _in_float32(batch_norm, input, running_mean, running_var, weight, bias, False, momentum, eps)
+            return _norm_in_float32(lambda x, w, b: batch_norm(x, running_mean, running_var, w, b, True, momentum,
+                                                               eps), input, weight, bias)
+        return _norm_in_float32(batch_norm, input, running_mean, running_var, weight, bias, False, momentum, eps)
     lucid = _lucid()
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got {tuple(input.shape)}")
@@ -285,9 +287,9 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     _refuse_complex("instance_norm", input)
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
-    if _is_half(input):  # See NOTE [Half composites]; the running statistics are updated in place
-        return _in_float32(lambda x, w, b: instance_norm(x, running_mean, running_var, w, b, True, momentum, eps),
-                           input, weight, bias)
+    if _half_input(input):  # See NOTE [Half composites]; the running statistics are updated in place
+        return _norm_in_float32(lambda x, w, b: instance_norm(x, running_mean, running_var, w, b, True, momentum,
+                                                              eps), input, weight, bias)
     axes = tuple(range(2, input.ndim))
     count = math.prod(input.shape[2:])
     if count <= 1:  # one element has no spread: PyTorch refuses rather than return zeros

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ..._core.primitive import OpError, bind
+from ..._core.primitive import OpError, autocast_composite, bind
 from ..._core.tensor import _wrap
 from ._device import const_like
 from ...ops._family import _as_tensor
@@ -105,6 +105,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2, "max_pool2d")
 
 
+@autocast_composite("max_pool3d")  # NOTE [Autocast]
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """3-D max pooling over (N, C, D, H, W)."""
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3, "max_pool3d")
@@ -193,6 +194,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
                      "avg_pool2d")
 
 
+@autocast_composite("avg_pool3d")  # NOTE [Autocast]
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     """3-D average pooling over (N, C, D, H, W)."""

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ..._core.backend import array_cls_of, namespace_of, on_device_of, runs_on_operands_device, xp
+from ..._core.primitive import autocast_composite
 from ..._core.tensor import _wrap
 from .pooling import (_adaptive_avg, _adaptive_max, _batched, _window_max, avg_pool1d, avg_pool2d, avg_pool3d,
                       max_pool1d, max_pool2d, max_pool3d)
@@ -38,6 +39,7 @@ def _tuple(v, n):
     return v
 
 
+@autocast_composite("adaptive_avg_pool3d")  # NOTE [Autocast]
 def adaptive_avg_pool3d(input, output_size):
     """Average pooling of (N, C, D, H, W) to a fixed output size (PyTorch's windows).
 
@@ -51,6 +53,7 @@ def adaptive_avg_pool3d(input, output_size):
     return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
 
 
+@autocast_composite("adaptive_max_pool3d")  # NOTE [Autocast]
 def adaptive_max_pool3d(input, output_size, return_indices=False):
     """Max pooling of (N, C, D, H, W) to a fixed output size.
 
@@ -268,6 +271,7 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices, s
     return (out, idx) if return_indices else out
 
 
+@autocast_composite("fractional_max_pool2d")  # NOTE [Autocast]
 def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
                           _random_samples=None):
     """Fractional max pooling (Graham, 2014) over (N, C, H, W): windows of ``kernel_size``
@@ -285,6 +289,7 @@ def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=Non
                        "fractional_max_pool2d")
 
 
+@autocast_composite("fractional_max_pool3d")  # NOTE [Autocast]
 def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
                           _random_samples=None):
     """Fractional max pooling over (N, C, D, H, W); see :func:`fractional_max_pool2d`

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..._core.backend import add_at, host, namespace_of, on_device_of, runs_on_operands_device, xp
 from ..._core.grad_mode import no_grad
-from ..._core.primitive import bind, defprim
+from ..._core.primitive import autocast_composite, bind, defprim
 from ..._core.tensor import Tensor
 from ...ops._family import _as_tensor, move_bdim
 from ._complex import refuse_complex as _refuse_complex
@@ -137,10 +137,10 @@ _SPARSE_WARNED = [False]
 def _warn_sparse(op):
     if not _SPARSE_WARNED[0]:
         _SPARSE_WARNED[0] = True
-        import warnings
+        from ..._runtime import warn_at_caller
 
-        warnings.warn(f"{op}: sparse=True gives a dense gradient (the engine carries dense gradients "
-                      f"only); rows that were not looked up are zero", UserWarning, stacklevel=3)
+        warn_at_caller(f"{op}: sparse=True gives a dense gradient (the engine carries dense gradients only); "
+                       f"rows that were not looked up are zero")
 
 
 def _scale_grad_by_freq(rows, idx, extra_dims, num_rows, counted=None):
@@ -226,6 +226,7 @@ def _bags(idx, offsets, include_last_offset, op):
 
 
 @runs_on_operands_device
+@autocast_composite("embedding_bag")  # NOTE [Autocast]
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
                   mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
                   padding_idx=None):

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..._core.primitive import autocast_composite
 from ..._core.tensor import _wrap
 from ._device import const_like
 from ...ops._family import _as_tensor
@@ -119,6 +120,7 @@ def _separable(x, sp, osz, matrix):
     return out
 
 
+@autocast_composite("interpolate")  # NOTE [Autocast]
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resize the spatial dims of an (N, C, *S) tensor.

@@ -58,6 +58,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 
 @tensor_method("addmv")
+@autocast_composite("addmv")  # NOTE [Autocast]
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat @ vec)``."""
     if _t(mat).ndim != 2 or _t(vec).ndim != 1:
@@ -67,6 +68,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
 
 
 @tensor_method("addr")
+@autocast_composite("addr")  # NOTE [Autocast]
 def addr(input, vec1, vec2, *, beta=1, alpha=1):
     """``beta * input + alpha * outer(vec1, vec2)``."""
     v1, v2 = _t(vec1), _t(vec2)
@@ -532,6 +534,7 @@ def _trapz(op, y, x, dx, dim, cumulative):
 
 
 @tensor_method("dist")
+@autocast_composite("dist")  # NOTE [Autocast]
 def dist(input, other, p=2):
     """The ``p``-norm of ``input - other`` (broadcast), a 0-d tensor.
 
@@ -546,6 +549,7 @@ def dist(input, other, p=2):
     return lucid.linalg.vector_norm(_t(input) - other, p)
 
 
+@autocast_composite("cdist")  # NOTE [Autocast]
 def cdist(x1, x2, p=2.0, compute_mode=None):
     """Pairwise ``p``-norm distances between the rows of ``x1`` (..., P, M) and ``x2`` (..., R, M).
 
@@ -566,6 +570,7 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
     return lucid.linalg.vector_norm(a[..., :, None, :] - b[..., None, :, :], p, dim=-1)
 
 
+@autocast_composite("pdist")  # NOTE [Autocast]
 def pdist(input, p=2):
     """Distances between all pairs of rows of an (N, M) tensor, upper triangle in row order."""
     from ...nn import functional as F
@@ -581,6 +586,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 
 
 @tensor_method("renorm")
+@autocast_composite("renorm")  # NOTE [Autocast]
 def renorm(input, p, dim, maxnorm):
     """Rescale each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` to norm ``maxnorm``.
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..._core import dtypes
 from ..._core.backend import has_values, host_fallback, is_array, runs_on_operands_device, xp
-from ..._core.primitive import bind, defprim
+from ..._core.primitive import autocast_composite, bind, defprim
 from ..._core.tensor import Tensor, _wrap, tensor_method
 from ..elementwise.arithmetic import _F16, _F32, cast as _cast
 from .._family import _as_tensor, move_bdim, normalize_axis
@@ -456,6 +456,7 @@ def _quantile(op, input, q, dim, keepdim, interpolation, nan_skip):
 
 
 @tensor_method("quantile")
+@autocast_composite("quantile")  # NOTE [Autocast]
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """The ``q``-th quantiles along ``dim`` (flattened when None); a 1-d ``q`` adds a leading dim.
 
@@ -469,6 +470,7 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
 
 
 @tensor_method("nanquantile")
+@autocast_composite("nanquantile")  # NOTE [Autocast]
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """``quantile`` of the non-NaN values (NaN only for an all-NaN slice)."""
     return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
