@@ -697,7 +697,14 @@ def _accumulate(leaf, g, own_ids, tensor_mode):
     if leaf._grad is None:
         # Own the buffer: a rule may pass the same array (or a view of it) to several
         # leaves, and .grad is later changed in place (zero_, clip_grad_norm_ ...).
-        if (id(g) in own_ids or g.dtype != leaf.dtype or not g.flags.owndata
+        data = leaf._data
+        if g.strides != data.strides and g.size > 1:
+            # PyTorch's layout contract: .grad takes its leaf's strides (a backward through
+            # x.t() gives a transposed array; optimizers and hooks expect the leaf's layout)
+            buf = backend.namespace_of(data).empty_like(data, dtype=leaf.dtype)
+            buf[...] = g
+            g = buf
+        elif (id(g) in own_ids or g.dtype != leaf.dtype or not g.flags.owndata
                 or not getattr(g.flags, "writeable", True)):  # device arrays (CuPy) have no flag
             g = g.astype(leaf.dtype, copy=True)
         own_ids.add(id(g))

@@ -277,7 +277,14 @@ def _wrap_output(o, node, i, ctx, args):
         if o.grad_fn is None and o._rg:
             raise RuntimeError(f"{node.name()[:-len('Backward')]}.apply: a leaf Variable that requires grad "
                                "has been used in an in-place operation (marked dirty by ctx.mark_dirty).")
-        o.grad_fn, o._out_idx, o._rg = node, i, True
+        if o._base is not None:  # a view: its base (and the base's other views) get the new history too
+            from ..ops.inplace import _check_leaf, _rebase_changed
+            _check_leaf(f"{node.name()[:-len('Backward')]}.apply", o)
+            res = _wrap(o._data)
+            res.grad_fn, res._out_idx, res._rg = node, i, True
+            _rebase_changed(o, res)
+        else:
+            o.grad_fn, o._out_idx, o._rg = node, i, True
         o._version[0] += 1
         return o
     if any(o is a for a in args):  # returned an input as-is: a new tensor, not the same object

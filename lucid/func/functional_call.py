@@ -17,7 +17,9 @@ __all__ = ["functional_call", "stack_module_state"]
 def _slots(module):
     """Every ``(dotted name, owner module, local name, dict)`` for parameters and buffers (tied names too)."""
     out = {}
-    for prefix, mod in module.named_modules():
+    # a submodule reachable by two names (``self.b = self.a``) has a slot under each, so giving
+    # both names different values is caught as a tie instead of silently using one of them
+    for prefix, mod in module.named_modules(remove_duplicate=False):
         for kind in ("_parameters", "_buffers"):
             store = getattr(mod, "__dict__", {}).get(kind)
             if not store:

@@ -21,10 +21,10 @@ class FakeModule:
                 return self.__dict__[key][name]
         raise AttributeError(name)
 
-    def named_modules(self, prefix=""):
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):  # this tree has no shared modules
         yield prefix, self
         for n, m in self._modules.items():
-            yield from m.named_modules(f"{prefix}.{n}" if prefix else n)
+            yield from m.named_modules(prefix=f"{prefix}.{n}" if prefix else n)
 
     def named_parameters(self):
         for p, m in self.named_modules():
@@ -125,3 +125,21 @@ def test_with_nn_linear():
     close(out, x.numpy() @ params["weight"].numpy().T + params["bias"].numpy())
     assert not isinstance(lin.weight, type(params["weight"])) or lin.weight is not params["weight"]
     _per_sample_check(lin, params, x, t64(RNG.normal(size=(4, 2))))
+
+
+def test_a_submodule_under_two_names_is_a_tie():
+    # self.b = self.a: giving the two names different values silently used one of them
+    class Twice(lucid.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = lucid.nn.Linear(2, 2, bias=False)
+            self.b = self.a
+
+        def forward(self, x):
+            return self.a(x) + self.b(x)
+
+    m, x = Twice(), lucid.ones(1, 2)
+    with pytest.raises(ValueError, match="'a.weight' and 'b.weight', which are tied"):
+        F.functional_call(m, {"a.weight": lucid.ones(2, 2), "b.weight": lucid.zeros(2, 2)}, (x,))
+    assert F.functional_call(m, {"b.weight": lucid.ones(2, 2)}, (x,)).tolist() == [[4.0, 4.0]]
+    assert F.functional_call(m, {"a.weight": lucid.ones(2, 2)}, (x,), strict=True).tolist() == [[4.0, 4.0]]

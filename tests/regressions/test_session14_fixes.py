@@ -1,0 +1,59 @@
+"""Session 14's own fixes (the lead's), each checked against closed forms; the optional PyTorch
+comparisons skip cleanly without torch."""
+import warnings
+
+import numpy as np
+import pytest
+
+import lucid
+
+
+def test_mark_dirty_on_a_view_rebases_the_base():
+    # a custom Function that changes a view in place: the base's history must include the
+    # Function's backward (row 0 of x.grad lacked the factor 2 before)
+    class Double(lucid.autograd.Function):
+        @staticmethod
+        def forward(ctx, v):
+            ctx.mark_dirty(v)
+            v.mul_(2)
+            return v
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x = lucid.ones(2, 3, dtype=lucid.float64, requires_grad=True)
+    y = x * 1
+    out = Double.apply(y[0])
+    weights = lucid.arange(6.0, dtype=lucid.float64).reshape(2, 3)
+    (y * weights).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[0.0, 2.0, 4.0], [3.0, 4.0, 5.0]])
+    assert out.tolist() == [2.0, 2.0, 2.0] and y.tolist() == [[2.0] * 3, [1.0] * 3]
+    leaf = lucid.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        Double.apply(leaf[:2])
+
+
+def test_grad_takes_the_leafs_layout():
+    # PyTorch's layout contract: a backward through x.t() gave .grad transposed strides
+    x = lucid.ones(2, 3, dtype=lucid.float64, requires_grad=True)
+    c = lucid.arange(6.0, dtype=lucid.float64).reshape(3, 2)
+    (x.t() * c).sum().backward()
+    assert x.grad.stride() == (3, 1) and x.grad.is_contiguous()
+    np.testing.assert_allclose(x.grad.numpy(), [[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]])
+    y = lucid.ones(3, 2, dtype=lucid.float64).t().requires_grad_()  # a transposed leaf keeps its own
+    (y * 2).sum().backward()
+    assert y.grad.stride() == y.stride() == (1, 2)
+    x.grad.zero_()  # still a buffer of its own
+    assert x.grad.sum().item() == 0.0
+
+
+def test_loss_warnings_point_at_the_callers_line():
+    F = lucid.nn.functional
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        F.mse_loss(lucid.ones(3), lucid.ones(3, 1))
+        F.kl_div(lucid.ones(3), lucid.ones(3))
+        F.l1_loss(lucid.ones(3), lucid.ones(3), size_average=True)
+        F.grid_sample(lucid.ones(1, 1, 2, 2), lucid.zeros(1, 1, 1, 2))
+    assert len(caught) == 4 and all(w.filename == __file__ for w in caught)
