@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import backend
+from .._core.grad_mode import no_grad
 
 from . import functional as F
 from .functional.normalization import check_batch_count
@@ -100,13 +101,12 @@ class _BatchNorm(_NormBase):
         """Count a training batch; the weight of its statistics in the running ones."""
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            # In place, like running_mean: ``_data`` stays a 0-d int64 array (``a + 1`` on a
-            # 0-d array gives a NumPy scalar, which state_dict consumers and DDP can't write into).
-            with backend.on_device(self.num_batches_tracked):  # NOTE [Several devices]
-                self.num_batches_tracked._data += 1
-            self.num_batches_tracked._version[0] += 1
+            # In place, like running_mean, and as an op, so lucid.export records the update as
+            # PyTorch's export does (a buffer mutation)
+            with no_grad():
+                self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
-                factor = 1.0 / float(self.num_batches_tracked._data)
+                factor = 1.0 / float(self.num_batches_tracked)
         return factor
 
     def forward(self, input):

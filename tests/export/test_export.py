@@ -456,13 +456,22 @@ def test_len_and_iteration_specialise_the_first_dim():
         export(Rows(), (lucid.ones(3, 2),), dynamic_shapes={"x": {0: Dim("b")}})
 
 
-def test_training_mode_batchnorm_is_refused_with_a_pointer_to_eval():
+def test_training_mode_batchnorm_exports_and_updates_its_buffers():
+    # PyTorch exports the running-statistics updates (buffer mutations); so does Lucid now
+    import copy
+
     m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)).train()
-    with pytest.raises(TypeError) as info:
-        export(m, (lucid.randn(4, 3),))
-    assert "Exported graphs are not functionalized" in "".join(getattr(info.value, "__notes__", []))
-    assert int(m[1].num_batches_tracked) == 0  # the failed export changed nothing
-    ep = export(m.eval(), (lucid.randn(4, 3),))
+    twin = copy.deepcopy(m)
+    x = lucid.randn(4, 3)
+    ep = export(m, (x,))
+    assert int(m[1].num_batches_tracked) == 0 and m[1].running_mean.tolist() == [0.0] * 4  # export changed nothing
+    assert ep.graph_signature.buffers == ["1.running_mean", "1.running_var", "1.num_batches_tracked"]
+    got, want = ep.module()(x), twin(x)
+    np.testing.assert_allclose(_np(got), _np(want), rtol=1e-6)
+    state = ep.module().state_dict()
+    for name in ("1.running_mean", "1.running_var", "1.num_batches_tracked"):
+        np.testing.assert_allclose(_np(state[name]), _np(twin.state_dict()[name]), rtol=1e-6)
+    ep = export(m.eval(), (x,))
     assert ep.graph_signature.buffers == ["1.running_mean", "1.running_var", "1.num_batches_tracked"]
 
 
