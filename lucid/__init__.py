@@ -46,7 +46,7 @@ from .ops.memory_format import *  # noqa: F401,F403  (torch.channels_last ...)
 from .ops.torch_misc import *  # noqa: F401,F403
 from .ops.torch_more import *  # noqa: F401,F403
 from .ops.torch_extra_linalg import *  # noqa: F401,F403
-from ._runtime import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,
+from ._runtime import (_assert, are_deterministic_algorithms_enabled, get_deterministic_debug_mode,
                        get_float32_matmul_precision, get_num_interop_threads, get_num_threads,
                        init_num_threads, is_anomaly_check_nan_enabled, is_anomaly_enabled,
                        is_deterministic_algorithms_warn_only_enabled, is_storage, is_warn_always_enabled,

@@ -54,6 +54,27 @@ def _skipped_by_warnings(filename):
     return "importlib" in filename and "_bootstrap" in filename
 
 
+def _assert(condition, message):
+    """``assert condition, message`` as a function (PyTorch's ``torch._assert``): a traced
+    graph (``lucid.fx``) records it as a node, where an ``assert`` statement would need a value.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid._assert(lucid.tensor(True), "never raised")
+    >>> lucid._assert(1 > 2, "one is not greater than two")
+    Traceback (most recent call last):
+    ...
+    AssertionError: one is not greater than two
+    """
+    from .overrides import handle_torch_function, has_torch_function
+
+    if type(condition).__name__ != "Tensor" and has_torch_function((condition,)):
+        return handle_torch_function(_assert, (condition,), condition, message)
+    if not condition:
+        raise AssertionError(message)
+
+
 def _threadpoolctl():
     try:
         import threadpoolctl

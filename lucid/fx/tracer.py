@@ -34,6 +34,7 @@ import math
 import threading
 import types
 
+from .._runtime import _assert
 from .graph import Graph
 from .node import _side_effectful_functions, map_aggregate
 from .proxy import ParameterProxy, Proxy, TraceError, TracerBase, _find_proxy
@@ -67,6 +68,7 @@ def _assert_specialized(value, expected, name):
 
 
 _side_effectful_functions.add(_assert_specialized)
+_side_effectful_functions.add(_assert)  # lucid._assert: a check, kept by dead-code elimination
 
 
 class _WrapArgumentError(TypeError, RuntimeError):
@@ -174,7 +176,8 @@ class _Patcher:
 
     def patch_namespace(self, module, skip=()):
         for name, value in list(vars(module).items()):
-            if name.startswith("_") or name in skip or hasattr(value, "__fx_original__"):
+            if name.startswith("_") and name not in _RECORDED_PRIVATE or name in skip \
+                    or hasattr(value, "__fx_original__"):
                 continue
             if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
                 self.set_item(module.__dict__, name, self.recorder_for(value))
@@ -185,6 +188,10 @@ class _Patcher:
             rec = self.recorder_of(value)
             if rec is not None:
                 self.set_item(fn_globals, name, rec)
+
+
+# Private names PyTorch's graphs call (``torch._assert`` checks a traced condition as a node).
+_RECORDED_PRIVATE = frozenset({"_assert"})
 
 
 def _tensor_operand_guard(orig):

@@ -57,3 +57,22 @@ def test_loss_warnings_point_at_the_callers_line():
         F.l1_loss(lucid.ones(3), lucid.ones(3), size_average=True)
         F.grid_sample(lucid.ones(1, 1, 2, 2), lucid.zeros(1, 1, 1, 2))
     assert len(caught) == 4 and all(w.filename == __file__ for w in caught)
+
+
+def test_assert_is_a_function_that_fx_records():
+    # torch._assert: the traceable assert (PyTorch's fx graphs call it)
+    lucid._assert(lucid.tensor(True), "never raised")
+    with pytest.raises(AssertionError, match="^one is not two$"):
+        lucid._assert(1 == 2, "one is not two")
+    import lucid.fx as fx
+
+    def f(x):
+        lucid._assert(x.shape[0] == 2, "batch of two")
+        return x * 2
+
+    gm = fx.symbolic_trace(f)
+    assert "lucid._assert(eq, 'batch of two')" in gm.code
+    assert gm.graph.eliminate_dead_code() is False  # the check is kept
+    assert gm(lucid.ones(2)).tolist() == [2.0, 2.0]
+    with pytest.raises(AssertionError, match="batch of two"):
+        gm(lucid.ones(3))
