@@ -6,6 +6,10 @@
 example, and returns an ``ExportedProgram``. ``ep.module()`` runs it, checking that inputs
 are like the example (NOTE [Export guards] in ``dynamic_shapes.py``); ``save``/``load``
 write and read it without pickle (NOTE [Exported program format] in ``serde.py``).
+``ep.run_decompositions()`` makes in-place state updates mutation outputs (NOTE [Functionalized
+state updates] in ``_decomp.py``), ``unflatten(ep)`` rebuilds the module hierarchy (NOTE
+[Unflattening] in ``_unflatten.py``), ``draft_export`` exports where ``export`` would refuse
+and reports why (NOTE [Draft export] in ``_draft.py``).
 
 Examples
 --------
@@ -25,15 +29,19 @@ from __future__ import annotations
 
 from ._inputs import register_dataclass
 from .dynamic_shapes import Dim, InputGuard, ShapesCollection, UserError, ValueRange, dims
-from .exported_program import ExportedProgram, SpecViolationError, default_decompositions
+from .exported_program import CallSpec, ExportedProgram, SpecViolationError, Verifier, default_decompositions
 from .graph_signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec, ModuleCallEntry,
                               ModuleCallSignature, OutputKind, OutputSpec, TensorArgument)
+from ._draft import AdditionalInputs, Constraint, DraftExportReport, FailureReport, FailureType, draft_export
+from ._unflatten import FlatArgsAdapter, InterpreterModule, UnflattenedModule, unflatten
 from .serde import load, save
 
 __all__ = ["export", "save", "load", "Dim", "ShapesCollection", "ExportedProgram", "ExportGraphSignature",
            "InputKind", "OutputKind", "InputSpec", "OutputSpec", "TensorArgument", "ConstantArgument",
            "ModuleCallEntry", "ModuleCallSignature", "SpecViolationError", "default_decompositions",
-           "ValueRange", "InputGuard", "dims", "UserError", "register_dataclass"]
+           "ValueRange", "InputGuard", "dims", "UserError", "register_dataclass", "unflatten",
+           "UnflattenedModule", "InterpreterModule", "FlatArgsAdapter", "CallSpec", "Verifier", "draft_export",
+           "DraftExportReport", "FailureReport", "FailureType", "AdditionalInputs", "Constraint"]
 
 
 def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserve_module_call_signature=()):

@@ -6,7 +6,9 @@ import math
 from . import _trace
 from .dynamic_shapes import Dim, InputGuard, UserError, UserTypeError, ValueRange, _DimHint, normalize_dynamic_shapes
 from ._inputs import flatten_inputs
-from .exported_program import ExportedProgram, lift, module_call_graph
+from ..utils._pytree import tree_structure
+from ._draft import AdditionalInputs
+from .exported_program import ExportedProgram, lift, module_call_graph, user_output
 
 
 def _check_call(mod, args, kwargs, strict):
@@ -128,12 +130,20 @@ def _settle(mod, examples, trees, symbols, key):
         (failed if _depends_on(mod, examples, trees, sym, key) else kept).append(sym)
     for sym in _merged(mod, examples, trees, [s for s in failed if s.kind != "named"], key, kept):
         if sym.kind != "AUTO":
-            raise _violation(sym, examples, "")
+            _refuse(_violation(sym, examples, ""))
     for sym in failed:
         if sym.kind == "named":
-            raise _violation(sym, examples, ", or ties it to another dimension (one Dim for dimensions that "
-                                            "must be equal)")
+            _refuse(_violation(sym, examples, ", or ties it to another dimension (one Dim for dimensions that "
+                                              "must be equal)"))
     return sorted(kept, key=lambda s: symbols.index(getattr(s, "origin", s)))
+
+
+def _refuse(error):
+    """Raise, or in a draft export record the specialisation (NOTE [Draft export])."""
+    from ._draft import FailureType, record
+
+    if not record(FailureType.GUARD_ADDED, str(error)):
+        raise error
 
 
 def _violation(sym, examples, tied):
@@ -194,6 +204,9 @@ def _export(mod, args, kwargs, dynamic_shapes, strict, preserve):
 
     _check_call(mod, args, kwargs, strict)
     kwargs = dict(kwargs or {})
+    additional = dynamic_shapes if isinstance(dynamic_shapes, AdditionalInputs) else None
+    if additional is not None:
+        dynamic_shapes = additional.dynamic_shapes(mod, args, kwargs)
     names, params, defaulted = _trace.bind_examples(type(mod).forward, args, kwargs)
     trees, leaves, examples = flatten_inputs(names, params)  # NOTE [Container inputs]
     specs = normalize_dynamic_shapes(dynamic_shapes, names, [params[n] for n in names], trees, examples)
@@ -205,12 +218,15 @@ def _export(mod, args, kwargs, dynamic_shapes, strict, preserve):
         symbols = _settle(mod, examples, trees, symbols, _trace.graph_key(graph, answers))
     _trace.lower_methods(graph)
     signature, state_dict, constants = lift(mod, graph, traced_constants, leaves, examples)
+    root_specs = (tree_structure((tuple(args), kwargs)), tree_structure(user_output(graph, signature)))
     ep = ExportedProgram(lucid.nn.Module(), graph, signature, state_dict,
                          {s.name: ValueRange(s.lo, s.hi) for s in symbols},
-                         module_call_graph(mod, names, tuple(preserve), calls), (tuple(args), kwargs), constants,
+                         module_call_graph(mod, names, tuple(preserve), calls, root_specs), (tuple(args), kwargs), constants,
                          guards=_guards(leaves, examples, symbols, defaulted), training=mod.training,
                          in_trees=[[n, trees[n]] for n in names])
     _check_against_eager(mod, ep, args, kwargs)
+    if additional is not None:
+        additional.verify(ep)
     return ep
 
 
@@ -226,10 +242,11 @@ def _check_against_eager(mod, ep, args, kwargs):
         before = [t.clone() for t in state]
         rng = lucid.get_rng_state()
         try:
-            expected = mod(*args, **kwargs)
+            # each run on its own copy of the inputs: the forward may update an input in place
+            expected = mod(*_copies(args), **_copies(kwargs))
             expected_state = _restore(state, before)
             lucid.set_rng_state(rng)
-            got = ep.module()(*args, **kwargs)
+            got = ep.module()(*_copies(args), **_copies(kwargs))
             got_state = _restore(state, before)
         finally:
             _restore(state, before)
@@ -239,6 +256,13 @@ def _check_against_eager(mod, ep, args, kwargs):
     if not _trace.same_values(expected_state, got_state):
         raise RuntimeError(f"export: the exported program of {type(mod).__name__} does not update its buffers as "
                            "the eager module does on the example inputs (state changed behind lucid.fx's back?)")
+
+
+def _copies(tree):
+    import lucid
+    from ..utils._pytree import tree_map
+
+    return tree_map(lambda v: v.clone() if isinstance(v, lucid.Tensor) else v, tree)
 
 
 def _restore(state, before):

@@ -39,7 +39,7 @@ def register_dataclass(cls, *, serialized_type_name=None):
     ...         return p.a + p.b
     >>> ep = export(Add(), (Pair(lucid.ones(2), lucid.ones(2)),))
     >>> ep.graph_signature.user_inputs
-    ['p_a', 'p_b']
+    ('p_a', 'p_b')
     >>> ep.module()(Pair(lucid.ones(2), lucid.zeros(2)))
     tensor([1., 1.])
     """

@@ -25,8 +25,9 @@ torch 2.13's ``export`` keeps in-place ops in the graph (``add_`` on the buffer'
 only ``run_decompositions`` functionalizes them into BUFFER_MUTATION outputs), and so does
 Lucid: ``ep.module()`` binds the placeholders to its own buffers, which are the model's
 (as in torch), so the update lands where eager would put it. Exporting itself updates
-nothing: the example run reads and writes copies of the state (``_state_copy``) and the
-check against eager puts the model back. State updated behind the tracer's back
+nothing: the example run reads and writes copies of the state (``_state_copy``) and of the
+inputs, and the check against eager puts the model back. ``run_decompositions`` makes the
+updates functional, as torch's does (NOTE [Functionalized state updates] in ``_decomp.py``). State updated behind the tracer's back
 (``BatchNorm``'s ``num_batches_tracked``, written through ``._data``) cannot be captured:
 export such a model in ``eval()`` mode.
 """
@@ -76,6 +77,7 @@ class _ExportTracer(Tracer):
         self.answers = []  # concrete answers given to Python (bool, len, int), in order
         self._patched_classes = set()
         self._state_copies = {}  # get_attr target -> the copy the example run reads and writes
+        self._stack, self._call_counts = [], {}  # NOTE [Module stacks]
 
 
     def is_leaf_module(self, m, module_qualified_name):
@@ -84,10 +86,21 @@ class _ExportTracer(Tracer):
     def call_module(self, m, forward, args, kwargs):
         if self._patcher is not None:
             self._patch_class_functions(type(m))
-        out = super().call_module(m, forward, args, kwargs)
         path = self.path_of_module(m)
+        # NOTE [Module stacks]: each node records the module calls it was made in, outermost
+        # first, as torch's ``nn_module_stack`` (``{key: (path, class)}``; the k-th call of a
+        # module after the first is keyed ``path@k``); ``unflatten`` rebuilds the hierarchy from it.
+        n = self._call_counts[path] = self._call_counts.get(path, -1) + 1
+        self._stack.append((path if n == 0 else f"{path}@{n}", path, f"{type(m).__module__}.{type(m).__qualname__}"))
+        try:
+            out = super().call_module(m, forward, args, kwargs)
+        finally:
+            self._stack.pop()
         if path in self.preserve:  # what ``module_call_graph`` says the call took and gave
-            self.calls.setdefault(path, (_node_names((args, kwargs)), _node_names(out)))
+            from ..utils._pytree import tree_structure
+
+            self.calls.setdefault(path, (_node_names((args, kwargs)), _node_names(out),
+                                         tree_structure((tuple(args), dict(kwargs))), tree_structure(out)))
         return out
 
     def _patch_class_functions(self, cls):
@@ -105,13 +118,18 @@ class _ExportTracer(Tracer):
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
         node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        if self._stack:
+            node.meta["nn_module_stack"] = {key: (path, cls) for key, path, cls in self._stack}
         if kind != "output":
             node.meta["val"] = self._value(node)
         return node
 
     def _value(self, node):
-        if node.op == "placeholder":
-            return self.examples[node.target]
+        if node.op == "placeholder":  # a copy: the forward may update an input in place (not the caller's)
+            value = self.examples[node.target]
+            if isinstance(value, _tensor_cls()):
+                value = value.detach().clone().requires_grad_(value.requires_grad)
+            return value
         if node.op == "get_attr":
             return self._state_copy(node.target)
         val = lambda n: n.meta["val"]  # noqa: E731
@@ -150,10 +168,20 @@ class _ExportTracer(Tracer):
     def _concrete(self, obj, what):
         node = obj.node
         if _data_dependent(node, {}):
-            raise RuntimeError(
-                f"export: Could not guard on data-dependent expression ({what} of {node.name}, computed from "
-                "tensor values): Python control flow on tensor data cannot be exported; use lucid.where or "
-                "compute the branch condition outside the model")
+            from ._draft import FailureType, record
+
+            message = (f"export: Could not guard on data-dependent expression ({what} of {node.name}, computed "
+                       "from tensor values): Python control flow on tensor data cannot be exported; use "
+                       "lucid.where or compute the branch condition outside the model")
+            if not record(FailureType.DATA_DEPENDENT_ERROR, message, expr=f"{what}({node.name})"):
+                raise RuntimeError(message)
+            # a draft export answers from the example and checks the answer at run time (NOTE [Draft export])
+            from ._draft import assert_scalar
+
+            val = node.meta["val"]
+            if what in ("bool", "int"):
+                expected = bool(val) if what == "bool" else int(val.__index__())
+                self.create_node("call_function", assert_scalar, (node, expected, f"{what}({node.name})"), {})
         return node.meta["val"]
 
     def to_bool(self, obj):

@@ -12,6 +12,7 @@ parameters and buffers, installed module by module in the original's order, so i
 """
 from __future__ import annotations
 
+import collections
 import copy
 import types
 
@@ -21,13 +22,40 @@ from .dynamic_shapes import check_inputs
 from .graph_signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec, ModuleCallEntry,
                               ModuleCallSignature, OutputKind, OutputSpec, TensorArgument)
 
-__all__ = ["ExportedProgram", "SpecViolationError", "default_decompositions"]
+__all__ = ["ExportedProgram", "SpecViolationError", "default_decompositions", "CallSpec", "Verifier",
+           "TrainingIRVerifier"]
 
 _ALLOWED_OPS = frozenset({"placeholder", "call_function", "get_attr", "output"})
 
 
 class SpecViolationError(Exception):
     """``ExportedProgram.validate`` found the program inconsistent (torch's ``SpecViolationError``)."""
+
+
+CallSpec = collections.namedtuple("CallSpec", ["in_spec", "out_spec"])
+CallSpec.__doc__ = "The input and output pytree structures of an exported program (``ep.call_spec``)."
+
+
+class Verifier:
+    """Checks an ExportedProgram's invariants: ``Verifier().check(ep)`` runs ``ep.validate()``.
+
+    Its ``dialect`` is ``"ATEN"``: the programs ``run_decompositions`` gives, whose state
+    updates are functional (NOTE [Functionalized state updates] in ``_decomp.py``)."""
+
+    dialect = "ATEN"
+
+    def check(self, ep):
+        ep.validate()
+
+    def __call__(self, ep):
+        self.check(ep)
+
+
+class TrainingIRVerifier(Verifier):
+    """The verifier of the programs ``export`` gives (dialect ``"TRAINING"``: in-place state
+    updates still in the graph), as torch 2.13's."""
+
+    dialect = "TRAINING"
 
 
 def default_decompositions():
@@ -60,7 +88,7 @@ class ExportedProgram:
     """
 
     def __init__(self, root, graph, graph_signature, state_dict, range_constraints, module_call_graph,
-                 example_inputs=None, constants=None, *, guards=(), training=True, in_trees=None):
+                 example_inputs=None, constants=None, *, guards=(), training=True, in_trees=None, dialect="TRAINING"):
         self._graph_module = GraphModule(root if isinstance(root, _module()) else _module()(), graph, "GraphModule")
         self._graph_signature = graph_signature
         self._state_dict = state_dict
@@ -70,6 +98,9 @@ class ExportedProgram:
         self._example_inputs = example_inputs
         self._guards = list(guards)
         self._training = training
+        if dialect not in ("TRAINING", "ATEN"):
+            raise ValueError(f"ExportedProgram: unknown dialect {dialect!r}")
+        self._dialect = dialect
         # forward parameter -> tree of input leaves (NOTE [Container inputs]); None: one leaf each
         self._in_trees = None if in_trees is None else [[n, t] for n, t in in_trees]
 
@@ -81,6 +112,29 @@ class ExportedProgram:
     range_constraints = property(lambda self: self._range_constraints, doc="Dynamic size symbol -> ValueRange.")
     module_call_graph = property(lambda self: self._module_call_graph, doc="The root's and submodules' entries.")
     example_inputs = property(lambda self: self._example_inputs, doc="The ``(args, kwargs)`` given to export.")
+
+    @property
+    def call_spec(self):
+        """``CallSpec(in_spec, out_spec)``: the pytree structures of ``(args, kwargs)`` and of the
+        user's output (the root's entry of ``module_call_graph``, as in torch)."""
+        sig = self._module_call_graph[0].signature if self._module_call_graph else None
+        return CallSpec(None, None) if sig is None else CallSpec(sig.in_spec, sig.out_spec)
+
+    @property
+    def verifier(self):
+        """The class whose ``check(ep)`` validates this program (torch's ``Verifier``)."""
+        return Verifier if self._dialect == "ATEN" else TrainingIRVerifier
+
+    @property
+    def verifiers(self):
+        return [self.verifier]
+
+    dialect = property(lambda self: self._dialect, doc="``TRAINING`` from export, ``ATEN`` after run_decompositions.")
+
+    @property
+    def tensor_constants(self):
+        """The lifted constants and non-persistent buffers, by target (``constants``)."""
+        return self._constants
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError("Unable to call ExportedProgram directly. "
@@ -131,6 +185,8 @@ class ExportedProgram:
             ga.meta = dict(ph.meta)
             ph.replace_all_uses_with(ga)
             graph.erase_node(ph)
+            placeholders[spec.arg.name] = ga
+        _write_back_mutations(graph, self._graph_signature, placeholders)
         gm = GraphModule(self._state_root(state_specs), graph, "GraphModule")
         _constants_as_attributes(gm, [s.target for s in state_specs if s.kind == InputKind.CONSTANT_TENSOR])
         gm.training = self._training
@@ -181,22 +237,41 @@ class ExportedProgram:
         return root
 
     def run_decompositions(self, decomp_table=None, decompose_custom_triton_ops=False):
-        """An equivalent ExportedProgram whose calls of the functions in ``decomp_table``
-        (``{function: replacement}``) call the replacements instead.
+        """An equivalent ExportedProgram with the calls of the functions in ``decomp_table``
+        (``{function: replacement}``) replaced by the graph of their replacement, and the
+        in-place updates of parameters, buffers and user inputs made functional: each becomes
+        an output of the graph with a ``BUFFER_MUTATION`` (``PARAMETER_MUTATION``,
+        ``USER_INPUT_MUTATION``) spec, as torch's functionalization gives (NOTE [Functionalized
+        state updates] in ``_decomp.py``). ``module()`` of the result writes them back.
 
-        torch lowers its graph to the core ATen op set here. An exported Lucid graph already
-        calls only Lucid's public functions, its own op set, so the default table is empty
-        and the result is a copy of this program (sharing its state).
+        torch lowers its graph to the core ATen op set here; an exported Lucid graph already
+        calls only Lucid's public functions, its own op set, so the default table is empty.
+
+        Examples
+        --------
+        >>> import lucid
+        >>> from lucid import nn
+        >>> from lucid.export import export
+        >>> m = nn.BatchNorm1d(2).train()
+        >>> ep = export(m, (lucid.randn(4, 2),)).run_decompositions()
+        >>> dict(ep.graph_signature.buffers_to_mutate).values()
+        dict_values(['running_mean', 'running_var', 'num_batches_tracked'])
         """
+        from ._decomp import apply_table, functionalize
+
         table = default_decompositions() if decomp_table is None else dict(decomp_table)
+        for key, fn in table.items():
+            if not callable(key) or not callable(fn):
+                raise TypeError(f"run_decompositions: decomp_table maps functions to functions, got {key!r}: {fn!r}")
         graph = copy.deepcopy(self.graph)
-        for node in graph.nodes:
-            if node.op == "call_function" and node.target in table:
-                node.target = table[node.target]
-        return ExportedProgram(_module()(), graph, copy.deepcopy(self._graph_signature), self._state_dict,
+        apply_table(graph, table)
+        signature = functionalize(graph, copy.deepcopy(self._graph_signature))
+        graph.eliminate_dead_code()
+        graph.lint()
+        return ExportedProgram(_module()(), graph, signature, self._state_dict,
                                self._range_constraints, self._module_call_graph, self._example_inputs,
                                self._constants, guards=self._guards, training=self._training,
-                               in_trees=self._in_trees)
+                               in_trees=self._in_trees, dialect="ATEN")
 
     # ---------------------------------------------------------------- checking
     def validate(self):
@@ -267,12 +342,54 @@ def _constants_as_attributes(gm, targets):
             setattr(owner, field, value)
 
 
+def _write_back_mutations(graph, signature, nodes):
+    """The unlifted graph copies each mutation output into its tensor and returns only the
+    user's output, as torch's ``module()`` does (NOTE [Functionalized state updates])."""
+    import lucid
+
+    specs = signature.output_specs
+    k = sum(s.kind != OutputKind.USER_OUTPUT for s in specs)
+    if not k:
+        return
+    out = next(n for n in graph.nodes if n.op == "output")
+    values, user = out.args[0][:k], out.args[0][k]
+    by_target = {s.target: s.arg.name for s in signature.input_specs if s.target is not None}
+    user_phs = {n.target: n for n in graph.nodes if n.op == "placeholder"}
+    with graph.inserting_before(out):
+        for spec, value in zip(specs[:k], values):
+            name = spec.arg.name if spec.kind == OutputKind.USER_INPUT_MUTATION else by_target[spec.target]
+            dest = user_phs[spec.target] if spec.kind == OutputKind.USER_INPUT_MUTATION else nodes[name]
+            graph.call_function(lucid.Tensor.copy_, (dest, value)).meta["tensor_method"] = "copy_"
+    out.args = (user,)
+
+
+def user_output(graph, signature):
+    """The user's part of the graph's output (after the mutation outputs, if any)."""
+    out = next(n for n in graph.nodes if n.op == "output")
+    k = sum(s.kind != OutputKind.USER_OUTPUT for s in signature.output_specs)
+    return _plain(out.args[0][k] if k else out.args[0])
+
+
+def _plain(value):
+    """fx's immutable containers as plain ones (what the pytree functions know)."""
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _leaves(value):
+    flat = []
+    map_aggregate(value, flat.append)
+    return flat
+
+
 def _flat_outputs(graph):
     out = [n for n in graph.nodes if n.op == "output"]
-    flat = []
-    if out:
-        map_aggregate(out[0].args[0], flat.append)
-    return flat
+    return _leaves(out[0].args[0]) if out else []
 
 
 # ------------------------------------------------------------------ lifting
@@ -329,7 +446,7 @@ def lift(mod, graph, traced_constants, user_names, examples):
     return ExportGraphSignature(input_specs, output_specs), state_dict, constants
 
 
-def module_call_graph(mod, user_names, preserve=(), calls=None):
+def module_call_graph(mod, user_names, preserve=(), calls=None, root_specs=(None, None)):
     """The root's entry and one per submodule; a preserved submodule's signature names the
     graph values its call took and gave (``TensorArgument``s, as torch's)."""
     fqns = [name for name, _ in mod.named_modules()]
@@ -339,9 +456,10 @@ def module_call_graph(mod, user_names, preserve=(), calls=None):
     calls = calls or {}
 
     def signature(f):
-        ins, outs = calls.get(f, ([], []))
-        return ModuleCallSignature([TensorArgument(n) for n in ins], [TensorArgument(n) for n in outs])
+        ins, outs, in_spec, out_spec = calls.get(f, ([], [], None, None))
+        return ModuleCallSignature([TensorArgument(n) for n in ins], [TensorArgument(n) for n in outs],
+                                   in_spec, out_spec)
 
-    entries = [ModuleCallEntry("", ModuleCallSignature([], [], list(user_names)))]
+    entries = [ModuleCallEntry("", ModuleCallSignature([], [], root_specs[0], root_specs[1], list(user_names)))]
     entries += [ModuleCallEntry(f, signature(f) if f in preserve else None) for f in fqns if f]
     return entries

@@ -12,7 +12,8 @@ allowlist (``_resolve_target``): functions in ``lucid``, ``lucid.nn.functional``
 ``lucid.linalg``, ``lucid.special``, ``lucid.fft`` (minus those with effects beyond their
 result: I/O, seeds, global settings), ``Tensor.<method>`` (public, minus hooks and
 ``backward``), ``operator``'s arithmetic, comparison and ``getitem``, ``math``'s functions and
-``getattr`` (only of public attribute names). Arguments are JSON with tagged values:
+``getattr`` (only of public attribute names), and ``export.assert_scalar`` (a draft export's
+runtime check, NOTE [Draft export]). Arguments are JSON with tagged values:
 ``{"node": name}``, ``{"tuple": [...]}``, ``{"list": [...]}``, ``{"dict": [[k, v], ...]}``,
 ``{"slice": [a, b, c]}``, ``{"ellipsis": true}``, ``{"dtype": "float32"}``,
 ``{"device": "cpu"}``, ``{"float": "inf"}``, ``{"complex": [re, im]}``. Loading checks the
@@ -65,7 +66,11 @@ def _target_name(node):
     import lucid
     from ..fx.graph import _public_lucid_name
 
+    from ._draft import assert_scalar
+
     fn = node.target
+    if fn is assert_scalar:
+        return "export.assert_scalar"
     method = node.meta.get("tensor_method")
     if method is not None and getattr(lucid.Tensor, method, None) is fn:
         return f"Tensor.{method}"
@@ -102,6 +107,10 @@ def _resolve_target(name):
                         "the file was not written by lucid.export.save or has been tampered with")
     if name == "getattr":
         return getattr
+    if name == "export.assert_scalar":
+        from ._draft import assert_scalar
+
+        return assert_scalar
     ns, _, attr = name.rpartition(".")
     if not attr.isidentifier() or attr.startswith("_"):
         raise refuse
@@ -198,6 +207,8 @@ def _program_json(ep):
             raise ValueError(f"export.save: node {n.name!r} is a {n.op} node; an exported graph has none")
         entry["args"] = _encode(n.args, f"node {n.name!r}")
         entry["kwargs"] = _encode(n.kwargs, f"node {n.name!r}")
+        if n.meta.get("nn_module_stack"):  # NOTE [Module stacks]
+            entry["stack"] = [[k, p, c] for k, (p, c) in n.meta["nn_module_stack"].items()]
         nodes.append(entry)
     sig = ep.graph_signature
     program = {
@@ -215,10 +226,12 @@ def _program_json(ep):
                               for k, v in ep.range_constraints.items()],
         "modules": [[e.fqn, e.signature.forward_arg_names if e.signature is not None else None,
                      e.signature is not None] + ([[[a.name for a in e.signature.inputs],
-                                                   [a.name for a in e.signature.outputs]]]
+                                                   [a.name for a in e.signature.outputs]],
+                                                  [_spec_json(e.signature.in_spec), _spec_json(e.signature.out_spec)]]
                                                  if e.signature is not None else [])
                     for e in ep.module_call_graph],
         "training": bool(ep._training),
+        "dialect": ep.dialect,
     }
     return json.dumps(program, allow_nan=False)
 
@@ -328,9 +341,16 @@ def _build(payload):
         examples = (tuple(examples[0]), examples[1])
     ep = ExportedProgram(lucid.nn.Module(), graph, ExportGraphSignature(inputs, outputs), payload["state_dict"],
                          ranges, modules, examples, payload["constants"], guards=guards,
-                         training=bool(program.get("training", True)), in_trees=trees)
+                         training=bool(program.get("training", True)), in_trees=trees,
+                         dialect=_dialect(program.get("dialect", "TRAINING")))
     ep.validate()
     return ep
+
+
+def _dialect(d):
+    if d not in ("TRAINING", "ATEN"):
+        raise _LoadError(f"unknown dialect {d!r}")
+    return d
 
 
 def _name(s):
@@ -339,13 +359,53 @@ def _name(s):
     return s
 
 
-def _module_entry(fqn, names, has, io=((), ())):
+def _module_entry(fqn, names, has, io=((), ()), specs=(None, None)):
     from .graph_signature import ModuleCallEntry, ModuleCallSignature, TensorArgument
 
-    if not isinstance(fqn, str) or not (isinstance(io, (list, tuple)) and len(io) == 2):
+    if not isinstance(fqn, str) or not (isinstance(io, (list, tuple)) and len(io) == 2) \
+            or not (isinstance(specs, (list, tuple)) and len(specs) == 2):
         raise _LoadError("bad module call graph")
     ins, outs = ([TensorArgument(_name(n)) for n in part] for part in io)
-    return ModuleCallEntry(fqn, ModuleCallSignature(ins, outs, names) if has else None)
+    in_spec, out_spec = (_spec_from(s) for s in specs)
+    return ModuleCallEntry(fqn, ModuleCallSignature(ins, outs, in_spec, out_spec, names) if has else None)
+
+
+_SPEC_TYPES = {"tuple": tuple, "list": list, "dict": dict}
+
+
+def _spec_json(spec):
+    """A TreeSpec of tuples, lists, dicts (str or int keys) and leaves as JSON data; None for
+    any other structure (a dataclass, a namedtuple: its class is not written to the file)."""
+    if spec is None:
+        return None
+    if spec.is_leaf():
+        return "*"
+    kind = next((k for k, t in _SPEC_TYPES.items() if spec.type is t), None)
+    children = [_spec_json(c) for c in spec.children_specs]
+    ctx = spec.context
+    if kind is None or None in children or (kind == "dict" and not all(isinstance(k, (str, int)) for k in ctx)):
+        return None
+    return {kind: children, **({"keys": list(ctx)} if kind == "dict" else {})}
+
+
+def _spec_from(data):
+    from ..utils._pytree import LeafSpec, TreeSpec
+
+    if data is None:
+        return None
+    if data == "*":
+        return LeafSpec()
+    if not isinstance(data, dict) or not data:
+        raise _LoadError("bad pytree spec")
+    kind = next(iter(data))
+    children = data[kind]
+    if kind not in _SPEC_TYPES or not isinstance(children, list) or set(data) - {kind, "keys"}:
+        raise _LoadError("bad pytree spec")
+    keys = data.get("keys") if kind == "dict" else None
+    if kind == "dict" and not (isinstance(keys, list) and len(keys) == len(children)
+                               and all(type(k) in (str, int) for k in keys)):
+        raise _LoadError("bad pytree spec")
+    return TreeSpec(_SPEC_TYPES[kind], keys, [_spec_from(c) for c in children])
 
 
 def _trees(trees, leaf_names):
@@ -420,16 +480,29 @@ def _graph_from(entries, Graph):
         if target is getattr and not (len(args) == 2 and not kwargs and _public_property(args[1])):
             raise _LoadError(f"node {name!r}: getattr is only allowed for a public Tensor property (shape, dtype, T, ...)")
         nodes[name] = None
-        checked.append((op, name, target, e["args"], e["kwargs"]))
+        checked.append((op, name, target, e["args"], e["kwargs"], _stack(e.get("stack"))))
     graph, built = Graph(), {}
-    for op, name, target, args, kwargs in checked:
+    for op, name, target, args, kwargs, stack in checked:
         n = graph.create_node(op, target, _decode(args, built), _decode(kwargs, built), name=name)
         if n.name != name:
             raise _LoadError(f"node name {name!r} is not a valid graph name")
+        if stack:
+            n.meta["nn_module_stack"] = stack
         if op == "call_function":
             _note_method(n, target)
         built[name] = n
     return graph
+
+
+def _stack(entries):
+    """A node's module stack (NOTE [Module stacks]), checked: ``[[key, path, class], ...]``."""
+    if entries is None:
+        return None
+    if not isinstance(entries, list) or not all(
+            isinstance(e, list) and len(e) == 3 and all(isinstance(v, str) for v in e)
+            and all(a.isidentifier() or a.isdigit() for a in e[1].split(".")) for e in entries):
+        raise _LoadError("bad module stack")
+    return {k: (p, c) for k, p, c in entries}
 
 
 def _note_method(node, target):

@@ -74,7 +74,7 @@ def test_mlp_signature_state_and_values():
         (InputKind.BUFFER, "b_shift", "shift"), (InputKind.USER_INPUT, "x", None)]
     assert specs[4].persistent is True
     assert [s.kind for s in ep.graph_signature.output_specs] == [OutputKind.USER_OUTPUT]
-    assert ep.graph_signature.parameters == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+    assert ep.graph_signature.parameters == ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
     assert ep.state_dict["fc1.weight"] is m.fc1.weight
     assert list(ep.state_dict) == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "shift"]
     assert [n.op for n in ep.graph.nodes if n.op == "placeholder"] == ["placeholder"] * 6
@@ -92,7 +92,7 @@ def test_mlp_signature_state_and_values():
 def test_cnn_with_batchnorm_buffers_values_and_gradients():
     m, x = _cnn(), lucid.randn(2, 1, 8, 8)
     ep = export(m, (x,))
-    assert ep.graph_signature.buffers == ["bn.running_mean", "bn.running_var", "bn.num_batches_tracked"]
+    assert ep.graph_signature.buffers == ("bn.running_mean", "bn.running_var", "bn.num_batches_tracked")
     assert [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.BUFFER] == [
         "b_bn_running_mean", "b_bn_running_var", "b_bn_num_batches_tracked"]
     assert {n.op for n in ep.graph.nodes} == {"placeholder", "call_function", "output"}
@@ -465,14 +465,14 @@ def test_training_mode_batchnorm_exports_and_updates_its_buffers():
     x = lucid.randn(4, 3)
     ep = export(m, (x,))
     assert int(m[1].num_batches_tracked) == 0 and m[1].running_mean.tolist() == [0.0] * 4  # export changed nothing
-    assert ep.graph_signature.buffers == ["1.running_mean", "1.running_var", "1.num_batches_tracked"]
+    assert ep.graph_signature.buffers == ("1.running_mean", "1.running_var", "1.num_batches_tracked")
     got, want = ep.module()(x), twin(x)
     np.testing.assert_allclose(_np(got), _np(want), rtol=1e-6)
     state = ep.module().state_dict()
     for name in ("1.running_mean", "1.running_var", "1.num_batches_tracked"):
         np.testing.assert_allclose(_np(state[name]), _np(twin.state_dict()[name]), rtol=1e-6)
     ep = export(m.eval(), (x,))
-    assert ep.graph_signature.buffers == ["1.running_mean", "1.running_var", "1.num_batches_tracked"]
+    assert ep.graph_signature.buffers == ("1.running_mean", "1.running_var", "1.num_batches_tracked")
 
 
 def test_defaulted_constant_inputs_may_be_omitted(tmp_path):
