@@ -16,8 +16,8 @@ from .collectives import (ReduceOp, Work, all_gather, all_gather_into_tensor, al
                           all_to_all_single, barrier,
                           broadcast, gather, irecv, isend, recv, reduce, reduce_scatter,
                           reduce_scatter_tensor, scatter, send)
-from .process_group import (GroupMember, ProcessGroup, destroy_process_group, get_backend, get_global_rank,
-                    get_group_rank, get_process_group_ranks, get_rank, get_world_size, group,
+from .process_group import (GroupMember, ProcessGroup, RankDiedError, destroy_process_group, get_backend,
+                    get_global_rank, get_group_rank, get_process_group_ranks, get_rank, get_world_size, group,
                     init_process_group, is_available, is_gloo_available, is_initialized,
                     is_mpi_available, is_nccl_available, new_group)
 from .objects import all_gather_object, broadcast_object_list, gather_object, scatter_object_list
@@ -38,7 +38,7 @@ __all__ = [
     "P2POp", "batch_isend_irecv", "send_object_list", "recv_object_list", "Backend", "get_node_local_rank",
     "is_backend_available", "is_torchelastic_launched", "monitored_barrier", "new_subgroups",
     "new_subgroups_by_enumeration", "DeviceMesh", "init_device_mesh", "default_pg_timeout",
-    "get_default_backend_for_device", "is_ucc_available", "is_xccl_available",
+    "get_default_backend_for_device", "is_ucc_available", "is_xccl_available", "RankDiedError",
 ]
 
 

@@ -8,14 +8,43 @@ still finalizing) leaves the others blocked in a collective forever. So an uncau
 exception, a ``sys.exit`` with a non-zero status, or Ctrl-C prints this rank's
 traceback (prefixed by its rank) and calls ``MPI.COMM_WORLD.Abort(status)``, which ends
 every rank at once; ``mpiexec`` then exits non-zero.
+
+NOTE [Dead ranks]
+A rank that dies without raising (``os._exit``, a signal, a crash) cannot abort the job, and
+MPICH has no working fault detection: the survivors would block in their next collective,
+or (hydra's auto-cleanup) the job would just end with nobody saying which rank died. So on
+one machine ``lucid-run`` starts ranks with ``-disable-auto-cleanup`` and a status folder
+(``LUCID_RUN_DIR``): each rank writes its pid there first thing and an exit marker when it
+ends on its own terms. A daemon thread of every rank polls its siblings; when one has gone
+without a marker, it raises :class:`RankDiedError` in the main thread and, if the main thread
+does not reach Python code within a grace period (it is blocked inside MPI), prints that
+exception with the main thread's stack itself, then aborts the job. ``lucid-run`` names the
+dead rank again when the job has ended.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import runpy
+import socket
 import sys
+import threading
 import time
 import traceback
+
+POLL_S = 0.2  # how often a rank looks at its siblings (NOTE [Dead ranks])
+GRACE_S = 1.0  # how long the main thread gets to raise RankDiedError itself
+
+
+def _error_class(message):
+    """A subclass of ``lucid.distributed.RankDiedError`` that carries ``message``: the main thread is
+    interrupted with a class (``PyThreadState_SetAsyncExc``), so the message must come with it."""
+    from lucid.distributed.process_group import RankDiedError
+
+    def __init__(self, *args):
+        RankDiedError.__init__(self, *(args or (message,)))
+
+    return type("RankDiedError", (RankDiedError,), {"__init__": __init__, "__module__": "lucid.distributed"})
 
 
 def _rank():
@@ -25,7 +54,86 @@ def _rank():
     return "?"
 
 
+def _status_dir():
+    return os.environ.get("LUCID_RUN_DIR") or None
+
+
+def _mark(name, text):
+    """Write ``LUCID_RUN_DIR/name`` atomically (a sibling may read it at any moment)."""
+    folder = _status_dir()
+    if folder is None or _rank() == "?":
+        return
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, os.path.join(folder, name))
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:  # a zombie is dead too (Linux)
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def dead_ranks(folder, host=None):
+    """``[(rank, pid)]`` of the ranks in ``folder`` (on ``host``) whose process is gone without an exit marker."""
+    host = host or socket.gethostname()
+    dead = []
+    for name in sorted(os.listdir(folder)):
+        if not (name.startswith("rank") and name.endswith(".pid")):
+            continue
+        rank = name[4:-4]
+        try:
+            with open(os.path.join(folder, name)) as f:
+                pid, where = f.read().split(" ", 1)
+        except (OSError, ValueError):
+            continue
+        if where == host and not os.path.exists(os.path.join(folder, f"rank{rank}.exit")) \
+                and not _alive(int(pid)):
+            dead.append((int(rank), int(pid)))
+    return sorted(dead)
+
+
+def _describe(dead):
+    who = ", ".join(f"rank {r} (pid {p})" for r, p in dead)
+    return (f"{who} died without finishing (os._exit, a signal or a crash); the collectives of the "
+            "other ranks can't complete")
+
+
+def _watch(main_ident):
+    folder, me = _status_dir(), _rank()
+    while True:
+        time.sleep(POLL_S)
+        dead = [d for d in dead_ranks(folder) if str(d[0]) != me]
+        if dead:
+            break
+    cls = _error_class(_describe(dead))
+    err = cls()
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main_ident), ctypes.py_object(cls))
+    time.sleep(GRACE_S)  # the main thread raises if it runs Python code; else it is blocked in MPI
+    stack = "".join(traceback.format_stack(sys._current_frames().get(main_ident)))
+    lines = "Traceback (most recent call last):\n" + stack + f"lucid.distributed.RankDiedError: {err}"
+    _abort(1, "".join(f"[rank {me}] {line}\n" for line in lines.split("\n")) +
+           f"[rank {me}] a rank died; aborting the job\n")
+
+
+def _start_watchdog():
+    if _status_dir() is None or _rank() == "?":
+        return
+    _mark(f"rank{_rank()}.pid", f"{os.getpid()} {socket.gethostname()}")
+    threading.Thread(target=_watch, args=(threading.get_ident(),), name="lucid-rank-watchdog", daemon=True).start()
+
+
 def _abort(status, message):
+    _mark(f"rank{_rank()}.exit", str(status))
     sys.stderr.write(message)
     sys.stderr.flush()
     sys.stdout.flush()
@@ -53,6 +161,7 @@ def main(argv=None):
     sys.argv = argv
     if not as_module:
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+    _start_watchdog()
     try:
         if as_module:
             runpy.run_module(target, run_name="__main__", alter_sys=True)
@@ -61,6 +170,7 @@ def main(argv=None):
     except SystemExit as e:
         code = e.code
         if code in (None, 0):
+            _mark(f"rank{_rank()}.exit", "0")
             return 0
         status = code if isinstance(code, int) else 1
         if not isinstance(code, int):
@@ -70,6 +180,7 @@ def main(argv=None):
         tb = traceback.format_exc()
         lines = "".join(f"[rank {_rank()}] {line}\n" for line in tb.rstrip("\n").split("\n"))
         _abort(1, lines + f"[rank {_rank()}] uncaught exception; aborting the job\n")
+    _mark(f"rank{_rank()}.exit", "0")
     return 0
 
 

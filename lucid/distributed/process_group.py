@@ -44,6 +44,19 @@ class CollectiveArgumentError(RuntimeError, ValueError):
     """
 
 
+class RankDiedError(RuntimeError):
+    """Another rank of a ``lucid-run`` job ended without finishing (NOTE [Dead ranks] in
+    ``_bootstrap.py``): raised in every surviving rank's main thread, a RuntimeError as PyTorch's
+    process groups raise when a peer is gone.
+
+    Examples
+    --------
+    >>> import lucid.distributed as dist
+    >>> issubclass(dist.RankDiedError, RuntimeError)
+    True
+    """
+
+
 class ProcessGroup:
     """A set of ranks with its own MPI communicator.
 

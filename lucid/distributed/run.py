@@ -10,7 +10,9 @@
 It runs the ``mpiexec`` next to this Python (the ``mpich`` wheel puts it in the
 environment's ``bin/``; else the first on ``PATH``), with every rank under
 ``lucid.distributed._bootstrap`` (NOTE [Abort on failure]): an uncaught exception on any
-rank prints that rank's traceback and ends the whole job with a non-zero status.
+rank prints that rank's traceback and ends the whole job with a non-zero status. On one
+machine a rank that dies without raising (``os._exit``, a signal) makes the others raise
+``RankDiedError`` naming it (NOTE [Dead ranks]), and ``lucid-run`` names it again at the end.
 
 NOTE [Loopback by default]
 On one machine (no ``--hosts``/``--hostfile``) all traffic stays on the loopback
@@ -26,6 +28,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 
 LOOPBACK_ENV = {
     "MPIR_CVAR_CH4_NETMOD": "ofi",
@@ -88,6 +92,8 @@ def build_command(opts, env):
         cmd += ["-hosts", opts.hosts]
     elif opts.hostfile:
         cmd += ["-f", opts.hostfile]
+    if env.get("LUCID_RUN_DIR") and not (opts.hosts or opts.hostfile):
+        cmd += ["-disable-auto-cleanup"]  # the ranks' watchdogs end the job: NOTE [Dead ranks]
     if opts.iface:
         cmd += ["-iface", opts.iface]
     elif not (opts.hosts or opts.hostfile):  # See NOTE [Loopback by default]
@@ -108,14 +114,64 @@ def build_command(opts, env):
 def main(argv=None):
     opts = _parser().parse_args(argv)
     env = dict(os.environ)
-    cmd = build_command(opts, env)
-    if opts.dry_run:
-        print(" ".join(cmd))
-        return 0
+    local = not (opts.hosts or opts.hostfile or opts.dry_run)
+    status = tempfile.mkdtemp(prefix="lucid-run-") if local else None
+    env.pop("LUCID_RUN_DIR", None)  # never an outer job's folder
+    if status:
+        env["LUCID_RUN_DIR"] = status
     try:
-        return subprocess.call(cmd, env=env)
-    except KeyboardInterrupt:
-        return 130
+        cmd = build_command(opts, env)
+        if opts.dry_run:
+            print(" ".join(cmd))
+            return 0
+        proc = subprocess.Popen(cmd, env=env)
+        try:
+            rc, dead = _supervise(proc, status)
+        except KeyboardInterrupt:
+            proc.kill()  # as subprocess.call did
+            proc.wait()
+            return 130
+        if rc and status:
+            _report_dead(status, dead)
+        return rc
+    finally:
+        if status:
+            shutil.rmtree(status, ignore_errors=True)
+
+
+def _supervise(proc, folder, backstop_s=5.0):
+    """Wait for ``mpiexec``; if a rank died and the survivors' watchdogs have not ended the job
+    ``backstop_s`` seconds later (a rank stuck outside Python), end it here (NOTE [Dead ranks]).
+    Returns ``(exit status, the dead ranks first seen)``."""
+    if folder is None:
+        return proc.wait(), []
+    from ._bootstrap import dead_ranks
+
+    since, dead = None, []
+    while True:
+        try:
+            return proc.wait(timeout=0.5), dead
+        except subprocess.TimeoutExpired:
+            pass
+        if since is None:
+            dead = dead_ranks(folder)
+            since = time.monotonic() if dead else None
+        if since is not None and time.monotonic() - since > backstop_s:
+            proc.terminate()
+            try:
+                return proc.wait(timeout=5) or 1, dead
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                return proc.wait() or 1, dead
+
+
+def _report_dead(folder, dead=()):
+    """Name the ranks that died without finishing (NOTE [Dead ranks]); ``dead``: those seen first."""
+    from ._bootstrap import _describe, dead_ranks
+
+    dead = list(dead) or dead_ranks(folder)
+    if dead:
+        sys.stderr.write(f"lucid-run: {_describe(dead)}\n")
 
 
 if __name__ == "__main__":

@@ -193,9 +193,17 @@ def fsdp_full_state_dict_rank0_only_and_load():
             np.testing.assert_array_equal(u._flat_param.numpy(), b, err_msg="a failed load changed a shard")
     with FSDP.state_dict_type(model, StateDictType.LOCAL_STATE_DICT):
         local = model.state_dict()
-        assert sorted(local) == sorted(k for k, _ in model.named_parameters()), list(local)
+        assert list(local) == ["0._flat_param", "2.0._flat_param", "3._flat_param"], list(local)
         model.load_state_dict(local)
     same_params(model, ref, "after local round trip")
+    # PyTorch's names (NOTE [FSDP names]): the prefixes stay outside summon_full_params, go inside
+    w = "_fsdp_wrapped_module."
+    assert [k for k, _ in model.named_parameters()] == [f"{w}0.{w}_flat_param", f"{w}2.0.{w}_flat_param",
+                                                        f"{w}3.{w}_flat_param"], list(model.named_parameters())
+    with FSDP.summon_full_params(model):
+        assert [(k, tuple(p.shape)) for k, p in model.named_parameters()] == \
+            [(k, tuple(p.shape)) for k, p in ref.named_parameters()], list(model.named_parameters())
+        assert [tuple(p.shape) for p in model.parameters()] == [tuple(p.shape) for p in ref.parameters()]
 
 
 @check

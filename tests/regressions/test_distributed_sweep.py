@@ -212,7 +212,9 @@ def fsdp_unit_without_own_parameters_has_no_flat_parameter():
 
     r, W = dist.get_rank(), dist.get_world_size()
     m = FSDP(_model(), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}))
-    assert [n for n, _ in m.named_parameters()] == ["0._flat_param", "2._flat_param"], list(m.named_parameters())
+    names = ["_fsdp_wrapped_module.0._fsdp_wrapped_module._flat_param",  # PyTorch's names (NOTE [FSDP names])
+             "_fsdp_wrapped_module.2._fsdp_wrapped_module._flat_param"]
+    assert [n for n, _ in m.named_parameters()] == names, list(m.named_parameters())
     assert [tuple(p.shape) for p in m.parameters()] == [(-(-15 // W),), (-(-8 // W),)]
     with FSDP.state_dict_type(m, StateDictType.LOCAL_STATE_DICT):
         sd = m.state_dict()

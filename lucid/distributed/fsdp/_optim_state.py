@@ -19,7 +19,7 @@ from ..._core.tensor import Tensor, _wrap
 
 def _layout(model):
     """``(units by id of their flat shard, name of every original parameter by id)``."""
-    from .fully_sharded_data_parallel import FullyShardedDataParallel
+    from .fully_sharded_data_parallel import _PREFIX, FullyShardedDataParallel
 
     units = {id(u._flat_param): u for u in model.modules() if isinstance(u, FullyShardedDataParallel)}
     names = {}
@@ -28,7 +28,7 @@ def _layout(model):
             names.setdefault(id(t), key)
     for n, p in model.named_parameters():  # parameters of ignored modules keep their own names
         if not getattr(p, "_fsdp_flat", False):
-            names.setdefault(id(p), n)
+            names.setdefault(id(p), n.replace(_PREFIX, ""))
     return units, names
 
 

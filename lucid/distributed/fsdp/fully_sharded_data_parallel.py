@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -95,7 +96,10 @@ class FullyShardedDataParallel(Module):
 
     Notes
     -----
-    Only ``use_orig_params=False`` exists: ``parameters()`` yields one flat shard per unit.
+    Only ``use_orig_params=False`` exists: ``parameters()`` yields one flat shard per unit,
+    named as PyTorch names it (``_fsdp_wrapped_module.<path>._fsdp_wrapped_module._flat_param``);
+    inside :meth:`summon_full_params` they are the original parameters under their plain names
+    (NOTE [FSDP names]). Under ``NO_SHARD`` every state-dict type gives the full state dict.
     A unit whose parameters got no gradient on a rank contributes zeros for them.
 
     Examples
@@ -140,6 +144,7 @@ class FullyShardedDataParallel(Module):
         d["_root"], d["_full"], d["_bw_ready"], d["_bw_queued"] = None, None, False, False
         d["_sync"] = True
         d["_sd_type"], d["_sd_config"] = StateDictType.FULL_STATE_DICT, FullStateDictConfig()
+        d["_summoned"] = 0  # summon_full_params contexts open on this unit (NOTE [FSDP names])
         d["_osd_config"] = None
         if not _validated:  # everything that can fail is checked before any module changes
             self._validate(module, auto_wrap_policy)
@@ -313,13 +318,46 @@ class FullyShardedDataParallel(Module):
         """Every unit under this one (itself first), in the same order on every rank."""
         return [m for m in self.modules() if isinstance(m, FullyShardedDataParallel)]
 
+    # NOTE [FSDP names]
+    # As PyTorch's FSDP (use_orig_params=False): outside summon_full_params the names keep every
+    # ``_fsdp_wrapped_module.`` and a unit's shard is ``<unit>._fsdp_wrapped_module._flat_param``
+    # (PyTorch registers it on the wrapped module; Lucid on the unit, so it is renamed here);
+    # inside, named_parameters/parameters() are the original full parameters and the prefixes
+    # go. State-dict keys never have the prefix.
     def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """``(name, parameter)``: the flat shards outside :meth:`summon_full_params`, the original
+        full parameters (names without ``_fsdp_wrapped_module.``) inside (NOTE [FSDP names])."""
+        if self._summoned:
+            yield from self._original_parameters(prefix, recurse, remove_duplicate)
+            return
         for n, p in super().named_parameters(prefix, recurse, remove_duplicate):
-            yield n.replace(_PREFIX, ""), p
+            if getattr(p, "_fsdp_flat", False) and n.endswith("_flat_param"):
+                n = n[:-len("_flat_param")] + _PREFIX + "_flat_param"
+            yield n, p
 
     def named_buffers(self, prefix="", recurse=True, remove_duplicate=True, persistent=None):
         for n, b in super().named_buffers(prefix, recurse, remove_duplicate, persistent):
-            yield n.replace(_PREFIX, ""), b
+            yield (n.replace(_PREFIX, "") if self._summoned else n), b
+
+    def _original_parameters(self, prefix, recurse, remove_duplicate):
+        owned, memo = self._owned(), set()
+        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self), (prefix, self._fsdp_wrapped_module)]
+        for mod_prefix, mod in modules:
+            if isinstance(mod, FullyShardedDataParallel):
+                continue  # its shard is hidden; the wrapped module follows
+            own = [(n, mod.__dict__[n]) for n in owned.get(id(mod), [])] + list(mod._parameters.items())
+            for n, p in own:
+                if p is None or (remove_duplicate and id(p) in memo):
+                    continue
+                memo.add(id(p))
+                yield (mod_prefix + ("." if mod_prefix else "") + n).replace(_PREFIX, ""), p
+
+    def _local_entries(self, prefix=""):
+        """``(key, tensor)`` of the local state dict, in module order as PyTorch's: each unit's shard
+        where the unit is, then the buffers of the modules under it."""
+        for mod_prefix, mod in self.named_modules(prefix=prefix):
+            for n, t in mod._local_state().items():
+                yield (mod_prefix + ("." if mod_prefix else "") + n).replace(_PREFIX, ""), t
 
     # ------------------------------------------------------------ gather / free
     def _unshard(self, copy=False):
@@ -534,9 +572,13 @@ class FullyShardedDataParallel(Module):
         with no_grad():
             for u in units:
                 u._unshard(copy=True)
+        for u in units:
+            u.__dict__["_summoned"] += 1
         try:
             yield
         finally:
+            for u in units:
+                u.__dict__["_summoned"] -= 1
             with no_grad():
                 for u in units:
                     if writeback:
@@ -605,9 +647,9 @@ class FullyShardedDataParallel(Module):
     def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
         """The wrapped module's state dict: full and unsharded (``FULL_STATE_DICT``, the default)
         or the flat shards (``LOCAL_STATE_DICT``). Every rank must call it."""
-        if self._sd_type is StateDictType.LOCAL_STATE_DICT:
+        if self._local_sd("state_dict"):
             out = OrderedDict() if destination is None else destination
-            for n, t in list(self.named_parameters(prefix)) + list(self.named_buffers(prefix, persistent=True)):
+            for n, t in self._local_entries(prefix):
                 out[n] = t if keep_vars else t.detach().clone()
             return out
         cfg = self._sd_config
@@ -619,6 +661,17 @@ class FullyShardedDataParallel(Module):
                     out[key] = t.detach().clone()
         return out
 
+    def _local_sd(self, api):
+        """Whether this call uses the flat shards: LOCAL_STATE_DICT, except under NO_SHARD, where
+        PyTorch gives the full state dict whatever the type (with this warning)."""
+        if self._sd_type is not StateDictType.LOCAL_STATE_DICT:
+            return False
+        if self._strategy is ShardingStrategy.NO_SHARD:
+            warnings.warn(f"{_API}.{api}: When using ``NO_SHARD`` for ``ShardingStrategy``, full_state_dict "
+                          "will be returned.", UserWarning, stacklevel=3)
+            return False
+        return True
+
     def load_state_dict(self, state_dict, strict=True, assign=False):
         """Load a full (unsharded) state dict, or a local one under ``LOCAL_STATE_DICT``.
 
@@ -629,8 +682,9 @@ class FullyShardedDataParallel(Module):
 
         api = f"{_API}.load_state_dict"
         sd = {k.replace(_PREFIX, ""): v for k, v in state_dict.items()}
-        if self._sd_type is StateDictType.LOCAL_STATE_DICT:
-            entries = [(n, t, False) for n, t in list(self.named_parameters()) + list(self.named_buffers())]
+        local = self._local_sd("load_state_dict")
+        if local:
+            entries = [(n, t, False) for n, t in self._local_entries()]
         else:
             entries = []
             for key, t, is_slot in self._walk(self, ""):
@@ -654,7 +708,6 @@ class FullyShardedDataParallel(Module):
                 if vshape != shape:
                     raise RuntimeError(f"{api}: size mismatch for {key}: copying a param with shape {vshape}, "
                                        f"the shape in current model is {shape}")
-        local = self._sd_type is StateDictType.LOCAL_STATE_DICT
         ctx = contextlib.nullcontext() if local else FullyShardedDataParallel.summon_full_params(self)
         with ctx, no_grad():
             for key, t, _ in entries:

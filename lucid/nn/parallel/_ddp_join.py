@@ -2,12 +2,11 @@
 
 NOTE [DDP join]
 Inside ``ddp.join()`` every forward of a rank that still has data starts with one SUM
-all-reduce of ``[1, backward will sync, buffers to sync before forward, buffers to sync after
-backward, one-hot of this rank]``. A rank whose data ran out leaves the ``with`` body and
+all-reduce of ``[1, backward will sync, buffers to sync before forward, one-hot of this
+rank]``. A rank whose data ran out leaves the ``with`` body and
 loops, sending zeros, until the sum says nobody is active; for each round with active ranks
 it shadows what they will do, in their order: the buffer broadcast, one all-reduce of zeros
-per bucket (through the comm hook if one is registered), the unused-parameter flags, the
-buffer broadcast after backward. Gradients are divided by the initial world size, or by the
+per bucket (through the comm hook if one is registered), the unused-parameter flags. Gradients are divided by the initial world size, or by the
 number of active ranks with ``divide_by_initial_world_size=False``. Buffers come from the
 highest active rank (rank 0 may have joined with stale ones), as PyTorch's join mode; at the
 end every rank takes the parameters and buffers of the highest rank among the last joiners.
@@ -21,23 +20,22 @@ import numpy as np
 from ..._core.tensor import _wrap
 
 
-def exchange(ddp, active, expect=False, fwd=False, bwd=False):
+def exchange(ddp, active, expect=False, fwd=False):
     """The round's all-reduce (NOTE [DDP join]); returns the summed flags and the active group ranks."""
     ranks = ddp._dist.get_process_group_ranks(ddp.process_group) if ddp.process_group else list(range(ddp._world))
-    flags = np.zeros(4 + ddp._world, np.int64)
+    flags = np.zeros(3 + ddp._world, np.int64)
     if active:
-        flags[:4] = 1, int(expect), int(fwd), int(bwd)
-        flags[4 + ranks.index(ddp._dist.get_rank())] = 1
+        flags[:3] = 1, int(expect), int(fwd)
+        flags[3 + ranks.index(ddp._dist.get_rank())] = 1
     ddp._dist.all_reduce(_wrap(flags), group=ddp.process_group)
-    alive = [ranks[i] for i in range(ddp._world) if flags[4 + i]]
+    alive = [ranks[i] for i in range(ddp._world) if flags[3 + i]]
     return flags, alive
 
 
 def before_forward(ddp, fwd_sync):
     """An active rank's round: returns the source of buffer broadcasts and sets the divisor."""
     cfg = ddp._join
-    bwd = ddp.broadcast_buffers and ddp.module.training and ddp._expect
-    flags, alive = exchange(ddp, True, ddp._expect, fwd_sync, bwd)
+    flags, alive = exchange(ddp, True, ddp._expect, fwd_sync)
     if cfg["throw"] and len(alive) < ddp._world:
         raise RuntimeError(f"DistributedDataParallel.join: rank(s) {sorted(set(_all(ddp)) - set(alive))} "
                            "exhausted all inputs (throw_on_early_termination=True)")
@@ -65,10 +63,8 @@ def shadow(ddp):
             ddp._sync_states(include_params=False, src=max(alive))
         if flags[1]:
             ddp._shadow_backward()
-        if flags[3]:
-            ddp._sync_states(include_params=False, src=max(alive))
     if cfg["last"]:  # the final model: the highest rank among the last joiners
-        ddp._sync_states(include_params=True, src=max(cfg["last"]))
+        ddp._sync_states(include_params=True, src=max(cfg["last"]), buffers=ddp.forward_sync_buffers)
 
 
 @contextlib.contextmanager

@@ -57,12 +57,20 @@ class DistributedDataParallel(Module):
     module : Module
     device_ids, output_device, dim : ignored
         PyTorch compatibility (CPU only).
-    broadcast_buffers : bool
-        Give every rank rank 0's buffers (BatchNorm running statistics) before each forward
-        and after each backward.
+    broadcast_buffers : bool, optional
+        Deprecated in PyTorch 2.13 (a ``FutureWarning``) for ``forward_sync_buffers``; unlike
+        it, ``broadcast_buffers=False`` also skips the buffers' broadcast at construction.
+    init_sync : bool
+        Broadcast rank 0's parameters (and buffers) at construction (default True).
+    forward_sync_buffers : bool, optional
+        Give every rank rank 0's buffers (BatchNorm running statistics) at the start of each
+        forward that follows a forward with gradient synchronization (PyTorch's rule: every
+        forward of a training loop, also in eval mode; not the one after a ``no_grad`` or
+        ``no_sync`` forward). Between a backward and the next forward each rank keeps the
+        buffers its own forward updated. Default True.
     process_group : ProcessGroup, optional
         Default: the world.
-    bucket_cap_mb : float
+    bucket_cap_mb : float, optional
         Bucket size in MiB (default 25).
     find_unused_parameters : bool
         Allow parameters that get no gradient in a backward (they contribute zeros; one that
@@ -72,8 +80,7 @@ class DistributedDataParallel(Module):
     Notes
     -----
     ``register_comm_hook`` (``lucid.distributed.algorithms.ddp_comm_hooks.default_hooks``) and
-    ``join()`` for uneven inputs work as PyTorch's. Unlike PyTorch, buffers are broadcast again
-    after each backward, so every rank leaves ``backward()`` with the same buffers.
+    ``join()`` for uneven inputs work as PyTorch's.
     ``state_dict()``/``load_state_dict()`` are the wrapped module's (no ``module.`` prefix),
     so a checkpoint loads into the plain model; ``load_state_dict`` also accepts keys with
     the prefix. ``named_parameters()`` keeps PyTorch's ``module.`` names.
@@ -87,9 +94,10 @@ class DistributedDataParallel(Module):
     >>> model(lucid.randn(8, 4)).sum().backward()            # grads averaged  # doctest: +SKIP
     """
 
-    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
-                 process_group=None, bucket_cap_mb=25, find_unused_parameters=False,
-                 check_reduction=False, gradient_as_bucket_view=False, static_graph=False):
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=None, init_sync=True,
+                 process_group=None, bucket_cap_mb=None, find_unused_parameters=False,
+                 check_reduction=False, gradient_as_bucket_view=False, static_graph=False,
+                 forward_sync_buffers=None):
         super().__init__()
         from ... import distributed as dist
 
@@ -99,24 +107,36 @@ class DistributedDataParallel(Module):
             raise ValueError("DistributedDataParallel: default process group has not been initialized, "
                              "please make sure to call init_process_group")
         self.module = module
-        self.broadcast_buffers = broadcast_buffers
+        init_buffers = _buffer_flags(broadcast_buffers, forward_sync_buffers)
+        self.forward_sync_buffers = init_buffers if forward_sync_buffers is None else bool(forward_sync_buffers)
         self.find_unused_parameters = find_unused_parameters
         self.process_group = process_group
         self._dist = dist
         self._world = dist.get_world_size(process_group)
         self.require_backward_grad_sync = True
+        self.require_forward_param_sync = True  # the next forward broadcasts the buffers
         params = [p for _, p in module.named_parameters() if p.requires_grad]
         self._names = {id(p): n for n, p in module.named_parameters()}
-        self._buckets = _make_buckets(params[::-1], float(bucket_cap_mb) * (1 << 20))
+        cap = 25 if bucket_cap_mb is None else float(bucket_cap_mb)
+        self._buckets = _make_buckets(params[::-1], cap * (1 << 20))
         self._where = {id(p): (b, i) for b in self._buckets for i, p in enumerate(b.params)}
-        self._sync_states(include_params=True)
+        if init_sync:
+            self._sync_states(include_params=True, buffers=init_buffers)
         self._grad_hooks = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in params]
         self._expect = False  # the last forward's backward should average gradients
         self._running = False  # a backward of ours is in flight
         self._next = 0  # the first bucket not launched yet
-        self._buffers_synced = True
         self._comm_hook = self._hook_state = None
         self._join, self._divisor, self._src = None, self._world, None  # NOTE [DDP join]
+
+    @property
+    def broadcast_buffers(self):
+        """PyTorch's deprecated name of ``forward_sync_buffers``."""
+        return self.forward_sync_buffers
+
+    @broadcast_buffers.setter
+    def broadcast_buffers(self, value):
+        self.forward_sync_buffers = bool(value)
 
     def register_comm_hook(self, state, hook):
         """Average gradients with ``hook(state, bucket)`` instead of the built-in all-reduce.
@@ -141,7 +161,11 @@ class DistributedDataParallel(Module):
 
     # -------------------------------------------------------------- forward
     def forward(self, *inputs, **kwargs):
-        fwd_sync = self.broadcast_buffers and not self._buffers_synced
+        # PyTorch's _pre_forward/_post_forward: buffers go out from rank 0 (the highest active
+        # rank under join) before the forward, whether training or not, unless the previous
+        # forward ran without gradient synchronization.
+        fwd_sync = self.forward_sync_buffers and self.require_forward_param_sync \
+            and any(b is not None for b in self.module.buffers())
         self._expect = STATE.grad_enabled and self.require_backward_grad_sync
         self._src = None
         if self._join is not None:
@@ -150,9 +174,10 @@ class DistributedDataParallel(Module):
             self._src = before_forward(self, fwd_sync)
         if fwd_sync:
             self._sync_states(include_params=False, src=self._src)
-        self._buffers_synced = not (self.broadcast_buffers and self.module.training)
         self._reset()
-        return self.module(*inputs, **kwargs)
+        out = self.module(*inputs, **kwargs)
+        self.require_forward_param_sync = self._expect
+        return out
 
     def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
         """A context for training on uneven inputs: a rank whose data runs out shadows the others'
@@ -262,9 +287,6 @@ class DistributedDataParallel(Module):
                 if used is not None and not used[1][used[0][id(p)]]:
                     continue  # no rank used it: leave its .grad as it was
                 _set_grad(p, flat[b.offsets[i]:b.offsets[i + 1]], world)
-        if self.broadcast_buffers and not self._buffers_synced:
-            self._sync_states(include_params=False, src=self._src)
-            self._buffers_synced = True
 
     def _reduced(self, b):
         """``(flat sums or averages, divisor)`` of a launched bucket, once its communication is done."""
@@ -301,11 +323,11 @@ class DistributedDataParallel(Module):
         self._next, self._running = 0, False
 
     # ----------------------------------------------------------------- state
-    def _sync_states(self, include_params, src=None):
+    def _sync_states(self, include_params, src=None, buffers=True):
         """Broadcast ``src``'s (default: the group's first rank's) buffers (and parameters) of the
         wrapped module, one array per dtype."""
         tensors = list(self.module.parameters()) if include_params else []
-        tensors += [b for b in self.module.buffers() if b is not None]
+        tensors += [b for b in self.module.buffers() if b is not None] if buffers else []
         if not tensors:
             return
         if src is None:
@@ -374,6 +396,24 @@ class GradBucket:
     def set_buffer(self, tensor):
         """Replace the bucket's values with ``tensor``'s (same number of elements)."""
         self._b.buf[...] = backend.host(tensor._data).reshape(-1)
+
+
+def _buffer_flags(broadcast_buffers, forward_sync_buffers):
+    """Whether construction broadcasts the buffers, with PyTorch 2.13's deprecation warnings."""
+    import warnings
+
+    if broadcast_buffers is not None:
+        if forward_sync_buffers is not None:
+            warnings.warn("DistributedDataParallel: Both `broadcast_buffers` and `forward_sync_buffers` were "
+                          "specified. `broadcast_buffers` is deprecated and its value is ignored when "
+                          "`forward_sync_buffers` is provided.", FutureWarning, stacklevel=3)
+        else:
+            warnings.warn("DistributedDataParallel: `broadcast_buffers` is deprecated. Use `forward_sync_buffers` "
+                          "instead. IMPORTANT: unlike `broadcast_buffers=False`, `forward_sync_buffers=False` still "
+                          "syncs buffers at init.", FutureWarning, stacklevel=3)
+    if forward_sync_buffers is not None:
+        return True
+    return True if broadcast_buffers is None else bool(broadcast_buffers)
 
 
 def _make_buckets(params, cap):
