@@ -62,6 +62,7 @@ class Tensor:
     _base = None
     _views = None  # on a base: weak refs to its views, in creation order (NOTE [View replay])
     _view_src = None  # on a view: (prim, params, args) that made it from its parent
+    _multi_out = None  # on an output of split/unbind: (function, index); NOTE [Multi-output views]
     _hooks = None
     _post_hooks = None  # register_post_accumulate_grad_hook (leaves only)
     _retains = False

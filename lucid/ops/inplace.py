@@ -352,17 +352,74 @@ def _check_leaf(name, x):
             f"mode enabled (view shape {tuple(x.shape)}); create the view and change it both in "
             "grad mode or both under no_grad, or clone() it"
         )
+    _check_multi_output(name, x)
+
+
+def _check_multi_output(name, x):
+    made = _multi_output_of(x)
+    if made is not None:  # See NOTE [Multi-output views] (ops/shape/slicing.py)
+        fn, i = made
+        raise RuntimeError(
+            f"{name}: output {i} of {fn} is a view (or a view of it: shape {tuple(x.shape)}) and is being "
+            "modified inplace. This view is the output of a function that returns multiple views, "
+            "which do not allow their outputs to be modified inplace; use an out-of-place op, or "
+            "clone() the output first"
+        )
+
+
+def _multi_output_of(x):
+    """``(function, index)`` if ``x`` or a view it was made from is an output of split/unbind."""
+    v = x
+    while v is not None:
+        if v._multi_out is not None:
+            return v._multi_out
+        src = v._view_src
+        v = src[2][0] if src is not None else None
+    return None
 
 
 def _inplace_graph(name, x, args, fn, needs_old):
     _check_leaf(name, x)
     _check_writeable(name, x)
-    old = _snapshot(x, copy=needs_old)
+    old = _snapshot(x, copy=needs_old) if x._base is None else _view_snapshot(x, needs_old)
     res = _fit(name, x, old, _out_of_place(name, fn, old, args), args)
     x._data[...] = res._data
     _rebase_changed(x, res)
     _bump(x, name)
     return x
+
+
+def _view_chain(x):
+    """The ``_view_src`` entries from x's base down to x, or None if a link is missing."""
+    chain, v, root = [], x, x._base
+    while v is not root:
+        src = v._view_src
+        if src is None:
+            return None
+        chain.append(src)
+        v = src[2][0]
+    return chain[::-1]
+
+
+def _view_snapshot(x, copy):
+    """x's old value with the history of a fresh view of its base, not x's own node.
+
+    NOTE [Changed views are fresh views]: PyTorch computes an in-place change of a view from the
+    base (CopySlices) and afterwards regenerates the view from the base's new node, so hooks
+    registered on the view before the change see no gradient through the change, and a
+    retained ``.grad`` of the view is that of the view of the new base. Lucid does the same: the
+    old value is re-derived from the base here, and ``_rebase_changed`` replays x itself.
+    """
+    chain = _view_chain(x)
+    if chain is None:
+        return _snapshot(x, copy)
+    h = _snapshot(x._base, copy=False)
+    for prim, params, args in chain:
+        h = bind(prim, (h,) + tuple(args[1:]), params)
+    old = _wrap(x._data.copy() if copy else x._data)
+    if h._rg:
+        old.grad_fn, old._out_idx, old._rg = h.grad_fn, h._out_idx, True
+    return old
 
 
 def _rebase_changed(x, res):
@@ -371,6 +428,10 @@ def _rebase_changed(x, res):
     base = x._base
     if base is not None:
         _rebase_base(base, x, res)
+        if x._view_src is not None and x._base is base:  # See NOTE [Changed views are fresh views]
+            _rebase(x, res)  # a fallback if x is missing from the registry
+            _replay_views(base, None)
+            return
     _rebase(x, res)
     _replay_views(x if base is None else base, x)
 
@@ -386,7 +447,22 @@ def _replay_views(root, changed):
         prim, params, args = view._view_src
         fresh = bind(prim, args, params)  # args[0], the parent, already has its new history
         if fresh._rg:
+            made = _multi_output_of(view)
+            if made is not None:  # PyTorch refuses to regenerate it: differentiating it raises
+                fresh = _stale_multi_output(view, fresh, made)
             _rebase(view, fresh)
+
+
+def _stale_multi_output(view, fresh, made):
+    """``fresh`` behind a node whose backward raises PyTorch's error (NOTE [Multi-output views])."""
+    from .misc import delayed_error_p
+
+    fn, i = made
+    msg = (f"backward: output {i} of {fn} (or a view of it, shape {tuple(view.shape)}) is a view and its base or "
+           "another view of its base has been modified inplace. This view is the output of a function "
+           "that returns multiple views, which do not allow the base to be modified inplace while "
+           "their outputs are used; use an out-of-place op, or clone() the outputs")
+    return bind(delayed_error_p, (fresh.detach(), fresh), {"msg": msg})
 
 
 def _rebase(x, res):
@@ -449,6 +525,8 @@ def _inplace_traced(name, x, args, fn, trace):
             f"transform (the tensor of shape {tuple(x.shape)} is not a {trace.kind} tracer); "
             "use the out-of-place op instead, e.g. x = x + y"
         )
+    if trace.kind == "grad":  # as torch.func.grad; vmap and jvp allow it
+        _check_multi_output(name, x)
     res = _fit(name, x, x, _out_of_place(name, fn, x, args), args, owned=trace.owns)
     _adopt(x, res)
     root = x._base

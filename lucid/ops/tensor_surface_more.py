@@ -410,6 +410,15 @@ def _index(name, what, v):
     return operator.index(v)
 
 
+def _plain_views(pieces):
+    """PyTorch's unsafe variants allow in-place changes of their pieces: no multi-output mark
+    (NOTE [Multi-output views]); the pieces stay views, so the gradients stay right."""
+    for t in pieces:
+        if isinstance(t, Tensor):
+            t._multi_out = None
+    return tuple(pieces)
+
+
 def unsafe_split(tensor, split_size, dim=0):
     """:func:`lucid.split` into pieces of ``split_size`` (an int). PyTorch's unsafe variant skips
     view tracking; Lucid's pieces are ordinary views, so changing one in place is safe.
@@ -420,8 +429,8 @@ def unsafe_split(tensor, split_size, dim=0):
     >>> lucid.arange(5).unsafe_split(2)
     (tensor([0, 1]), tensor([2, 3]), tensor([4]))
     """
-    return tuple(_call_as("unsafe_split", _lucid("split"), tensor, _index("unsafe_split", "split_size", split_size),
-                          dim))
+    return _plain_views(_call_as("unsafe_split", _lucid("split"), tensor,
+                                 _index("unsafe_split", "split_size", split_size), dim))
 
 
 def unsafe_split_with_sizes(input, split_sizes, dim=0):
@@ -437,7 +446,7 @@ def unsafe_split_with_sizes(input, split_sizes, dim=0):
         raise TypeError(f"unsafe_split_with_sizes: argument 'split_sizes' must be a list of ints, not "
                         f"{type(split_sizes).__name__}")
     sizes = [_index("unsafe_split_with_sizes", "split_sizes", s) for s in split_sizes]
-    return tuple(_call_as("unsafe_split_with_sizes", _lucid("split_with_sizes"), input, sizes, dim))
+    return _plain_views(_call_as("unsafe_split_with_sizes", _lucid("split_with_sizes"), input, sizes, dim))
 
 
 def unsafe_chunk(input, chunks, dim=0):
@@ -449,7 +458,8 @@ def unsafe_chunk(input, chunks, dim=0):
     >>> lucid.arange(5).unsafe_chunk(2)
     (tensor([0, 1, 2]), tensor([3, 4]))
     """
-    return tuple(_call_as("unsafe_chunk", _lucid("chunk"), input, _index("unsafe_chunk", "chunks", chunks), dim))
+    return _plain_views(_call_as("unsafe_chunk", _lucid("chunk"), input, _index("unsafe_chunk", "chunks", chunks),
+                                 dim))
 
 
 for _fn in (orgqr, unsafe_split, unsafe_split_with_sizes, unsafe_chunk):

@@ -182,7 +182,7 @@ def adjoint(input):
             [2., 4.]])
     """
     x = _as_tensor(input)
-    if x.ndim < 2:
+    if x.ndim == 1:  # 0-d: PyTorch's (deprecated) identity, conjugated
         raise RuntimeError(f"adjoint: only supported on matrices or batches of matrices, got a {x.ndim}-D tensor")
     return x.mT.conj() if x.dtype.kind == "c" else x.mT
 

@@ -76,3 +76,16 @@ def test_assert_is_a_function_that_fx_records():
     assert gm(lucid.ones(2)).tolist() == [2.0, 2.0]
     with pytest.raises(AssertionError, match="batch of two"):
         gm(lucid.ones(3))
+
+
+@pytest.mark.parametrize("call", [lambda t: t.unsafe_split(2), lambda t: t.unsafe_chunk(2),
+                                  lambda t: t.unsafe_split_with_sizes([2, 2])])
+def test_unsafe_split_pieces_may_change_in_place(call):
+    # PyTorch refuses in-place changes of split's pieces but not of the unsafe variants'
+    w = lucid.ones(4, dtype=lucid.float64, requires_grad=True)
+    a, b = call(w * 1)
+    a.mul_(2)
+    (a.sum() + 3 * b.sum()).backward()
+    assert w.grad.tolist() == [2.0, 2.0, 3.0, 3.0]
+    with pytest.raises(RuntimeError, match="output 0 of split"):
+        (w * 1).split(2)[0].mul_(2)

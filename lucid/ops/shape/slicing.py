@@ -127,7 +127,7 @@ def split(tensor, split_size_or_sections, dim=0):
     for s in sizes:
         out.append(_getitem(tensor, (slice(None),) * d + (slice(start, start + s),)))
         start += s
-    return tuple(out)
+    return _multi_output(out, "split" if isinstance(split_size_or_sections, int) else "split_with_sizes")
 
 
 @tensor_method("chunk")
@@ -178,9 +178,22 @@ def unbind(input, dim=0):
     """
     input = _as_tensor(input)
     if input.ndim == 0:
-        raise RuntimeError("unbind: dimension specified as 0 but tensor has no dimensions")
+        raise IndexError("unbind: dimension specified as 0 but tensor has no dimensions")
     d = normalize_axis(dim, input.ndim, "unbind")
-    return tuple(_getitem(input, (slice(None),) * d + (i,)) for i in range(input.shape[d]))
+    return _multi_output([_getitem(input, (slice(None),) * d + (i,)) for i in range(input.shape[d])], "unbind")
+
+
+# NOTE [Multi-output views]
+# PyTorch computes split/chunk/split_with_sizes/unbind as one node with several view outputs, so
+# it can't rebase one of them after an in-place change: it refuses in-place changes that need a
+# graph on those outputs and on views of them (tensor_split/hsplit/vsplit/dsplit are slices
+# there, so theirs are allowed), and under ``func.grad`` (not under vmap or jvp). Each output
+# remembers which function made it; ``inplace._check_leaf`` (graph path) and ``inplace.
+# _inplace_traced`` walk a view's ``_view_src`` chain looking for the mark.
+def _multi_output(outs, name):
+    for i, t in enumerate(outs):
+        t._multi_out = (name, i)
+    return tuple(outs)
 
 
 @tensor_method("view_as")

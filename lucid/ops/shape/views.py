@@ -246,6 +246,8 @@ def permute(input, *dims):
     """
     input = _as_tensor(input)
     nd = input.ndim
+    if not dims:
+        raise TypeError("permute: missing required argument 'dims'")
     dims = tuple(normalize_axis(d, nd, "permute") for d in _shape_args(dims))
     if sorted(dims) != list(range(nd)):
         raise RuntimeError(f"permute: dims {dims} are not a permutation of {nd} dims")
@@ -273,10 +275,10 @@ def transpose(input, dim0, dim1):
     """
     input = _as_tensor(input)
     nd = input.ndim
-    if nd == 0:
+    a, b = normalize_axis(dim0, nd, "transpose"), normalize_axis(dim1, nd, "transpose")
+    if nd == 0:  # dims 0 and -1 name a 0-d tensor's only "dim" (PyTorch)
         return alias(input)
     perm = list(range(nd))
-    a, b = normalize_axis(dim0, nd, "transpose"), normalize_axis(dim1, nd, "transpose")
     perm[a], perm[b] = perm[b], perm[a]
     return permute(input, tuple(perm))
 
@@ -305,7 +307,13 @@ def t(input):
 
 
 Tensor.T = property(lambda self: permute(self, tuple(range(self.ndim))[::-1]))
-Tensor.mT = property(lambda self: transpose(self, -2, -1))
+def _mT(self):
+    if self.ndim == 1:
+        raise RuntimeError("mT: tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
+    return alias(self) if self.ndim == 0 else transpose(self, -2, -1)  # 0-d: PyTorch's identity
+
+
+Tensor.mT = property(_mT)
 
 
 @tensor_method("moveaxis", "movedim")
@@ -331,6 +339,14 @@ def moveaxis(input, source, destination):
     dst = [destination] if isinstance(destination, int) else list(destination)
     src = [normalize_axis(s, nd, "moveaxis") for s in src]
     dst = [normalize_axis(d, nd, "moveaxis") for d in dst]
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({len(src)} dims) should "
+                           f"contain the same number of dims as destination ({len(dst)} dims)")
+    for what, ds in (("source", src), ("destination", dst)):
+        if len(set(ds)) != len(ds):  # NumPy's moveaxis refuses it too; a silent wrong order otherwise
+            raise RuntimeError(f"movedim: repeated dim in `{what}` ({ds})")
+    if nd == 0:
+        return alias(input)
     order = [i for i in range(nd) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -495,8 +511,10 @@ def squeeze(input, dim=None):
         dims = [i for i, s in enumerate(shape) if s == 1]
     else:
         dims = [dim] if isinstance(dim, int) else list(dim)
-        dims = [normalize_axis(d, input.ndim, "squeeze") for d in dims] if input.ndim else []
-        dims = [d for d in dims if shape[d] == 1]
+        dims = [normalize_axis(d, input.ndim, "squeeze") for d in dims]
+        if len(set(dims)) != len(dims):
+            raise RuntimeError(f"squeeze: dim {dims[0]} appears multiple times in the list of dims")
+        dims = [d for d in dims if input.ndim and shape[d] == 1]
     if not dims:
         return alias(input)
     return bind(reshape_p, (input,), {"shape": tuple(s for i, s in enumerate(shape) if i not in dims)})
@@ -521,9 +539,9 @@ def flatten(input, start_dim=0, end_dim=-1):
     """
     input = _as_tensor(input)
     nd = input.ndim
+    s, e = normalize_axis(start_dim, nd, "flatten"), normalize_axis(end_dim, nd, "flatten")
     if nd == 0:
         return reshape(input, 1)
-    s, e = normalize_axis(start_dim, nd, "flatten"), normalize_axis(end_dim, nd, "flatten")
     if s > e:
         raise RuntimeError(f"flatten: start_dim cannot come after end_dim (got {start_dim} and {end_dim} "
                            f"for a tensor of shape {tuple(input.shape)})")
@@ -553,6 +571,8 @@ def unflatten(input, dim, sizes):
     (2, 2, 3)
     """
     nd = input.ndim
+    if nd == 0:
+        raise RuntimeError("unflatten: Dimension specified as 0 but tensor has no dimensions")
     d = normalize_axis(dim, nd, "unflatten")
     shape = input.shape
     sizes = tuple(sizes)
