@@ -246,8 +246,11 @@ def check_batch_count(count, size, op="batch_norm"):
 @runs_on_operands_device
 def _update_running(running_mean, running_var, mean, var, count, momentum):
     with no_grad():
-        m = mean.detach()._data.reshape(-1)
-        v = var.detach()._data.reshape(-1) * (count / (count - 1))
+        mean, var = mean.detach(), var.detach()
+        if _is_batch_tracer(mean):  # under vmap: each example updates its own running statistics
+            return _update_running_batched(running_mean, running_var, mean, var, count, momentum)
+        m = mean._data.reshape(-1)
+        v = var._data.reshape(-1) * (count / (count - 1))
         if running_mean is not None:
             rm = running_mean._data
             rm[...] = ((1 - momentum) * rm + momentum * m).astype(rm.dtype, copy=False)
@@ -256,6 +259,30 @@ def _update_running(running_mean, running_var, mean, var, count, momentum):
             rv = running_var._data
             rv[...] = ((1 - momentum) * rv + momentum * v).astype(rv.dtype, copy=False)
             running_var._version[0] += 1
+
+
+def _is_batch_tracer(t):
+    from ...func._traces import BatchTracer
+
+    return isinstance(t, BatchTracer)
+
+
+def _update_running_batched(running_mean, running_var, mean, var, count, momentum):
+    """The running-statistics update of ``batch_norm`` under ``vmap``, composed from in-place ops
+    so it lands in each example's slice of batched statistics (``vmap`` over stacked buffers, as
+    ``functional_call`` with ``stack_module_state`` gives them); unbatched statistics can't take
+    a per-example update: PyTorch's error."""
+    stats = ((running_mean, mean.reshape(-1)), (running_var, var.reshape(-1) * (count / (count - 1))))
+    for run, stat in stats:
+        if run is not None and not _is_batch_tracer(run):
+            raise RuntimeError(
+                "batch_norm: Batch norm got a batched tensor as input while the running_mean or running_var, "
+                "which will be updated in place, were not batched. If you are using a module and do not need "
+                "eval mode, set `track_running_stats` to False, or patch it with "
+                "lucid.func.replace_all_batch_norm_modules_.")
+    for run, stat in stats:
+        if run is not None:
+            run.copy_(run * (1 - momentum) + stat.to(run.dtype) * momentum)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,

@@ -512,9 +512,11 @@ def _rtruediv(self, other):
     return div(other, self)
 
 
-Tensor.__radd__ = lambda self, other: add(other, self)
+# PyTorch's ``s + x`` and ``s * x`` are ``x + s`` and ``x * s``: the tensor stays the first input, so
+# ``grad_fn.next_functions`` lists it first (the "Fundamentals of Autograd" page walks that chain).
+Tensor.__radd__ = lambda self, other: add(self, other)
 Tensor.__rsub__ = lambda self, other: sub(other, self)
-Tensor.__rmul__ = lambda self, other: mul(other, self)
+Tensor.__rmul__ = lambda self, other: mul(self, other)
 Tensor.__rtruediv__ = _rtruediv
 Tensor.__rpow__ = lambda self, other: pow(other, self)
 
