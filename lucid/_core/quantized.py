@@ -36,7 +36,9 @@ tensor([-1. ,  0. ,  0.2, 24.5])
 # Dequantizing: ``(q - zp) * scale`` in float32 per tensor, in float64 then rounded to float32
 # per channel. Views (indexing, reshape, transpose ...) and flip/repeat/index_select of
 # per-tensor quantized tensors act on the integer tensor; per-channel ones support only
-# clone/detach/contiguous/to(device).
+# clone/detach/contiguous/to(device). The dense functions PyTorch's QuantizedCPU kernels run
+# (relu, pooling, cat, clamp ...) come through ``__torch_function__``: NOTE [Ops on quantized
+# tensors] in lucid/ao/nn/quantized/_qops.py.
 from __future__ import annotations
 
 import numpy as np
@@ -379,8 +381,24 @@ QuantizedTensor.reshape_as = QuantizedTensor.view_as
 QuantizedTensor.T = property(lambda self: self._view("permute", *reversed(range(self._ints.ndim))))
 
 
+def _torch_function(cls, func, types, args=(), kwargs=None):
+    from lucid.ao.nn.quantized._qops import dispatch
+
+    return dispatch(func, args, kwargs or {})
+
+
+# set after the class exists: defining it in the body would switch the protocol on at import
+QuantizedTensor.__torch_function__ = classmethod(_torch_function)
+_PROTOCOL = []
+
+
 def make_quantized(ints, dtype, scheme, scale=1.0, zero_point=0, scales=None, zero_points=None, axis=None):
     """A :class:`QuantizedTensor` over the integer tensor ``ints`` (no checks)."""
+    if not _PROTOCOL or not _PROTOCOL[0].active:  # the functions PyTorch runs on quantized tensors
+        from .. import overrides
+
+        _PROTOCOL[:] = [overrides._STATE]
+        overrides._activate()
     q = object.__new__(QuantizedTensor)
     q._ints, q._qdtype, q._qscheme = ints, dtype, scheme
     if scheme in PER_TENSOR:
@@ -497,12 +515,14 @@ def quantize_per_channel(input, scales, zero_points, axis, dtype):
 _SMALL_SCALE = np.float32(6.1e-5)
 
 
-def choose_qparams(min_val, max_val, qmin, qmax, reduce_range=False):
+def choose_qparams(min_val, max_val, qmin, qmax, reduce_range=False, preserve_sparsity=False):
     """``(scale, zero_point)`` covering ``[min_val, max_val]`` and 0, as PyTorch's (and fbgemm's)
     ``ChooseQuantizationParams``: the range of dynamic quantization.
 
     Float32 bounds, a float64 scale, a zero point nudged to the nearest integer in range;
-    ``reduce_range`` halves ``qmin``/``qmax`` (the x86/fbgemm rule for activations).
+    ``reduce_range`` halves ``qmin``/``qmax`` (the x86/fbgemm rule for activations);
+    ``preserve_sparsity`` (symmetric quantization) widens a range that straddles 0 to a
+    symmetric one and puts the zero point in the middle.
 
     Examples
     --------
@@ -516,6 +536,11 @@ def choose_qparams(min_val, max_val, qmin, qmax, reduce_range=False):
         raise RuntimeError("choose_qparams: In ChooseQuantizationParams, min should be less than or equal to max")
     if reduce_range:
         qmin, qmax = int(qmin / 2), int(qmax / 2)  # C++ division truncates toward zero
+    symmetric = preserve_sparsity and lo < 0 < hi
+    if symmetric:
+        sym_min, sym_max = -((qmax - qmin) // 2 + 1), (qmax - qmin) // 2
+        widest = max(abs(float(lo) / sym_min), abs(float(hi) / sym_max))
+        lo, hi = f32(widest * sym_min), f32(widest * sym_max)
     lo, hi = min(lo, f32(0)), max(hi, f32(0))
     scale = (float(hi) - float(lo)) / (qmax - qmin)
     with np.errstate(divide="ignore", over="ignore"):
@@ -535,6 +560,8 @@ def choose_qparams(min_val, max_val, qmin, qmax, reduce_range=False):
     err_min = abs(qmin) - abs(float(lo) / scale)
     err_max = abs(qmax) - abs(float(hi) / scale)
     initial = from_min if err_min < err_max else from_max
+    if symmetric:
+        initial = (qmin + qmax) / 2 + 1
     zp = qmin if initial < qmin else qmax if initial > qmax else int(np.rint(initial))
     return scale, zp
 

@@ -1,8 +1,9 @@
 """PyTorch's ``torch.ao.nn``: quantized modules (``lucid.ao.nn.quantized`` and its ``dynamic``
-package), loaded on first use."""
+package), fused modules (``intrinsic``, with ``intrinsic.qat``) and quantization-aware-training
+layers (``qat``), each loaded on first use."""
 import importlib
 
-_SUBMODULES = ("quantized",)
+_SUBMODULES = ("quantized", "intrinsic", "qat")
 
 
 def __getattr__(name):

@@ -21,7 +21,8 @@ from .observer import (MovingAverageMinMaxObserver, MovingAveragePerChannelMinMa
                        _with_args, _with_callable_args)
 from .utils import is_per_channel
 
-__all__ = ["FakeQuantizeBase", "FakeQuantize", "default_fake_quant", "default_weight_fake_quant",
+__all__ = ["FakeQuantizeBase", "FakeQuantize", "FusedMovingAvgObsFakeQuantize", "default_fused_act_fake_quant",
+           "default_fused_wt_fake_quant", "default_fused_per_channel_wt_fake_quant", "default_fake_quant", "default_weight_fake_quant",
            "default_per_channel_weight_fake_quant", "default_dynamic_fake_quant", "disable_fake_quant",
            "enable_fake_quant", "disable_observer", "enable_observer"]
 
@@ -132,6 +133,66 @@ class FakeQuantize(FakeQuantizeBase):
                 f"qscheme={self.qscheme}, ch_axis={self.ch_axis}, scale={self.scale}, zero_point={self.zero_point}")
 
 
+class FusedMovingAvgObsFakeQuantize(FakeQuantize):
+    """Observe, choose the qparams and fake-quantize in one step, PyTorch's fused module (the
+    default of its version-1 QAT qconfigs): a moving-average min/max as
+    ``MovingAverageMinMaxObserver``'s, but the scale and zero point of each training step come
+    from fbgemm's ``ChooseQuantizationParams`` (``preserve_sparsity`` for the symmetric
+    schemes), as ``torch.fused_moving_avg_obs_fake_quant`` computes them; ``calculate_qparams``
+    (what ``convert`` uses) is the observer's.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.quantization import FusedMovingAvgObsFakeQuantize
+    >>> fq = FusedMovingAvgObsFakeQuantize()
+    >>> fq(lucid.tensor([-1.0, 0.3, 2.0]))
+    tensor([-1.        ,  0.30588236,  2.        ])
+    >>> fq.zero_point
+    tensor([85], dtype=lucid.int32)
+    """
+
+    def __init__(self, observer=MovingAverageMinMaxObserver, quant_min=0, quant_max=255, **observer_kwargs):
+        super().__init__(observer, quant_min, quant_max, **observer_kwargs)
+        if not isinstance(self.activation_post_process,
+                          (MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver)):
+            raise AssertionError("Fused observer+fake_quant module only works with MovingAverageMinMaxObserver")
+        self.register_buffer("fake_quant_enabled", lucid.tensor([1], dtype=lucid.int64))
+        self.register_buffer("observer_enabled", lucid.tensor([1], dtype=lucid.int64))
+        self.is_symmetric_quant = self.qscheme in (lucid.per_tensor_symmetric, lucid.per_channel_symmetric)
+
+    def _choose(self):
+        from lucid._core.quantized import choose_qparams
+
+        app = self.activation_post_process
+        lows, highs = app.min_val.reshape(-1).tolist(), app.max_val.reshape(-1).tolist()
+        chosen = [choose_qparams(lo, hi, app.quant_min, app.quant_max, preserve_sparsity=self.is_symmetric_quant)
+                  for lo, hi in zip(lows, highs)]
+        dev = self.scale.device
+        self.scale = lucid.tensor([c[0] for c in chosen], dtype=lucid.float32, device=dev)
+        self.zero_point = lucid.tensor([c[1] for c in chosen], dtype=self.zero_point.dtype, device=dev)
+
+    def forward(self, X):
+        if int(self.observer_enabled[0]) == 1:
+            self.activation_post_process(X.detach())
+            self._choose()
+        if int(self.fake_quant_enabled[0]) == 1:
+            app = self.activation_post_process
+            if self.is_per_channel:
+                return lucid.fake_quantize_per_channel_affine(X, self.scale, self.zero_point, self.ch_axis,
+                                                              app.quant_min, app.quant_max)
+            return lucid.fake_quantize_per_tensor_affine(X, self.scale, self.zero_point, app.quant_min,
+                                                         app.quant_max)
+        return X
+
+    def extra_repr(self):
+        app = self.activation_post_process
+        return (f"fake_quant_enabled={self.fake_quant_enabled}, observer_enabled={self.observer_enabled}, "
+                f"scale={self.scale}, zero_point={self.zero_point}, dtype={self.dtype}, "
+                f"quant_min={app.quant_min}, quant_max={app.quant_max}, qscheme={self.qscheme}, "
+                f"reduce_range={app.reduce_range}")
+
+
 default_fake_quant = FakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=0, quant_max=255,
                                             dtype=lucid.quint8, qscheme=lucid.per_tensor_affine, reduce_range=True)
 default_weight_fake_quant = FakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=-128,
@@ -143,6 +204,15 @@ default_dynamic_fake_quant = FakeQuantize.with_args(observer=MovingAverageMinMax
 default_per_channel_weight_fake_quant = FakeQuantize.with_args(
     observer=MovingAveragePerChannelMinMaxObserver, quant_min=-128, quant_max=127, dtype=lucid.qint8,
     qscheme=lucid.per_channel_symmetric, reduce_range=False, ch_axis=0)
+
+default_fused_act_fake_quant = FusedMovingAvgObsFakeQuantize.with_args(
+    observer=MovingAverageMinMaxObserver, quant_min=0, quant_max=255, dtype=lucid.quint8)
+default_fused_wt_fake_quant = FusedMovingAvgObsFakeQuantize.with_args(
+    observer=MovingAverageMinMaxObserver, quant_min=-128, quant_max=127, dtype=lucid.qint8,
+    qscheme=lucid.per_tensor_symmetric)
+default_fused_per_channel_wt_fake_quant = FusedMovingAvgObsFakeQuantize.with_args(
+    observer=MovingAveragePerChannelMinMaxObserver, quant_min=-128, quant_max=127, dtype=lucid.qint8,
+    qscheme=lucid.per_channel_symmetric)
 
 
 def _is_fake_quant(mod):

@@ -53,21 +53,24 @@ default_qat_qconfig = QConfig(activation=default_fake_quant, weight=default_weig
 
 
 def get_default_qconfig(backend="x86", version=0):
-    """PyTorch's per-backend post-training qconfig, with one difference: PyTorch watches the
-    activations of 'x86'/'fbgemm' with a HistogramObserver, which Lucid lacks; here a
-    MinMaxObserver with the same range (``reduce_range=True``, 0..127) does.
+    """PyTorch's per-backend post-training qconfig: a HistogramObserver on activations
+    (``reduce_range`` for 'x86'/'fbgemm', whose kernels want 7-bit activations), per-channel
+    weights except for 'qnnpack'.
 
     Examples
     --------
     >>> from lucid.ao.quantization import get_default_qconfig
-    >>> get_default_qconfig("x86").activation().quant_max
-    127
+    >>> obs = get_default_qconfig("x86").activation()
+    >>> type(obs).__name__, obs.quant_max
+    ('HistogramObserver', 127)
     """
+    from .histogram_observer import HistogramObserver
+
     if backend in ("x86", "fbgemm"):
-        return QConfig(activation=MinMaxObserver.with_args(reduce_range=True),
+        return QConfig(activation=HistogramObserver.with_args(reduce_range=True),
                        weight=default_per_channel_weight_observer)
     if backend in ("qnnpack", "onednn"):
-        return QConfig(activation=MinMaxObserver.with_args(reduce_range=False),
+        return QConfig(activation=HistogramObserver.with_args(reduce_range=False),
                        weight=default_per_channel_weight_observer if backend == "onednn"
                        else default_weight_observer)
     raise AssertionError(f"get_default_qconfig: backend {backend} not supported. backend must be one of "
@@ -75,7 +78,18 @@ def get_default_qconfig(backend="x86", version=0):
 
 
 def get_default_qat_qconfig(backend="x86", version=1):
-    """PyTorch's per-backend quantization-aware-training qconfig (fake-quantize factories)."""
+    """PyTorch's per-backend quantization-aware-training qconfig, in its ``version=0`` form
+    (``FakeQuantize`` modules) whatever ``version`` says: PyTorch's ``version=1`` default uses
+    ``FusedMovingAvgObsFakeQuantize`` (``default_fused_act_fake_quant`` ...; build that
+    QConfig by hand), whose per-step qparams differ slightly, and
+    tests/regressions/test_quant_sweep.py pins the FakeQuantize numerics.
+
+    Examples
+    --------
+    >>> from lucid.ao.quantization import get_default_qat_qconfig
+    >>> type(get_default_qat_qconfig("x86").activation()).__name__
+    'FakeQuantize'
+    """
     if backend in ("x86", "fbgemm"):
         return QConfig(activation=FakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=0,
                                                          quant_max=255, reduce_range=True),

@@ -9,7 +9,7 @@ import itertools
 import lucid
 from lucid import nn
 
-from .fuse_modules import LinearReLU
+from .fuse_modules import LinearReLU, _FusedModule
 from .qconfig import default_dynamic_qconfig, float16_dynamic_qconfig
 from .stubs import DeQuantStub, QuantStub
 
@@ -29,14 +29,40 @@ def get_default_static_quant_module_mappings():
 
     from .qat import Linear as QATLinear, LinearReLU as QATLinearReLU
 
-    return {QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize, nn.Linear: nnq.Linear, nn.ReLU: nnq.ReLU,
-            LinearReLU: nnq.LinearReLU, QATLinear: nnq.Linear, QATLinearReLU: nnq.LinearReLU}
+    from lucid.ao.nn.intrinsic import qat as nniqat
+    from lucid.ao.nn import qat as nnqat
+
+    from .fuse_modules import ConvReLU1d, ConvReLU2d, ConvReLU3d
+
+    mapping = {QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize, nn.Linear: nnq.Linear, nn.ReLU: nnq.ReLU,
+               LinearReLU: nnq.LinearReLU, QATLinear: nnq.Linear, QATLinearReLU: nnq.LinearReLU,
+            nn.Conv1d: nnq.Conv1d, nn.Conv2d: nnq.Conv2d, nn.Conv3d: nnq.Conv3d, ConvReLU1d: nnq.ConvReLU1d,
+            ConvReLU2d: nnq.ConvReLU2d, ConvReLU3d: nnq.ConvReLU3d, nnq.FloatFunctional: nnq.QFunctional}
+    mapping.update({nn.ReLU6: nnq.ReLU6, nn.Hardswish: nnq.Hardswish, nn.LeakyReLU: nnq.LeakyReLU, nn.ELU: nnq.ELU,
+                    nn.BatchNorm2d: nnq.BatchNorm2d, nn.BatchNorm3d: nnq.BatchNorm3d})
+    for n in (1, 2, 3):
+        conv, conv_relu = getattr(nnq, f"Conv{n}d"), getattr(nnq, f"ConvReLU{n}d")
+        mapping.update({getattr(nnqat, f"Conv{n}d"): conv, getattr(nniqat, f"ConvReLU{n}d"): conv_relu,
+                        getattr(nniqat, f"ConvBn{n}d"): conv, getattr(nniqat, f"ConvBnReLU{n}d"): conv_relu})
+    return mapping
 
 
 def get_default_qat_module_mappings():
+    from lucid.ao.nn.intrinsic import qat as nniqat
+    from lucid.ao.nn import qat as nnqat
+
+    import importlib
+
+    fm = importlib.import_module("lucid.ao.quantization.fuse_modules")  # the package's name is the function
     from .qat import Linear as QATLinear, LinearReLU as QATLinearReLU
 
-    return {nn.Linear: QATLinear, LinearReLU: QATLinearReLU}
+    mapping = {nn.Linear: QATLinear, LinearReLU: QATLinearReLU}
+    for n in (1, 2, 3):
+        mapping.update({getattr(nn, f"Conv{n}d"): getattr(nnqat, f"Conv{n}d"),
+                        getattr(fm, f"ConvReLU{n}d"): getattr(nniqat, f"ConvReLU{n}d"),
+                        getattr(fm, f"ConvBn{n}d"): getattr(nniqat, f"ConvBn{n}d"),
+                        getattr(fm, f"ConvBnReLU{n}d"): getattr(nniqat, f"ConvBnReLU{n}d")})
+    return mapping
 
 
 def propagate_qconfig_(module, qconfig_dict=None, prepare_custom_config_dict=None):
@@ -131,8 +157,8 @@ def convert(module, mapping=None, inplace=False, remove_qconfig=True, is_referen
 def _convert(module, mapping):
     swaps = {}
     for name, child in module.named_children():
-        if type(child) not in mapping or isinstance(child, LinearReLU):
-            if not isinstance(child, LinearReLU):
+        if type(child) not in mapping or isinstance(child, _FusedModule):
+            if not isinstance(child, _FusedModule):
                 _convert(child, mapping)
         swaps[name] = swap_module(child, mapping)
     for name, new in swaps.items():
@@ -164,9 +190,15 @@ def _propagation_types():
 
 
 def _add_observers(module, allowed):
+    from lucid.ao.nn.quantized import FloatFunctional
+
+    if isinstance(module, FloatFunctional):  # its ops call activation_post_process themselves
+        if getattr(module, "qconfig", None) is not None:
+            module.activation_post_process = module.qconfig.activation()
+        return
     for child in module.children():
-        if isinstance(child, LinearReLU) or type(child) in (get_default_qat_module_mappings().get(LinearReLU),):
-            _insert_observer(child)
+        if isinstance(child, _FusedModule) or (hasattr(child, "weight_fake_quant") and type(child) in allowed):
+            _insert_observer(child)  # a QAT layer is observed as one unit (not its batch norm)
         else:
             _add_observers(child, allowed)
     leaf = not any(True for _ in module.children()) or hasattr(module, "weight_fake_quant")

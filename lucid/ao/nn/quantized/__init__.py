@@ -2,12 +2,17 @@
 quantized ones."""
 import importlib
 
+from .activation import ELU, BatchNorm2d, BatchNorm3d, Hardswish, LeakyReLU, ReLU6
+from .conv import Conv1d, Conv2d, Conv3d, ConvReLU1d, ConvReLU2d, ConvReLU3d
+from .functional_modules import FloatFunctional, QFunctional
 from .modules import DeQuantize, Linear, LinearReLU, Quantize, ReLU
 
-__all__ = ["Quantize", "DeQuantize", "Linear", "LinearReLU", "ReLU", "dynamic"]
+__all__ = ["Quantize", "DeQuantize", "Linear", "LinearReLU", "ReLU", "Conv1d", "Conv2d", "Conv3d", "ConvReLU1d",
+           "ConvReLU2d", "ConvReLU3d", "FloatFunctional", "QFunctional", "ReLU6", "Hardswish", "LeakyReLU", "ELU",
+           "BatchNorm2d", "BatchNorm3d", "dynamic", "functional"]
 
 
 def __getattr__(name):
-    if name == "dynamic":
-        return importlib.import_module(".dynamic", __name__)
+    if name in ("dynamic", "functional"):
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'lucid.ao.nn.quantized' has no attribute {name!r}")

@@ -149,9 +149,9 @@ class Linear(nn.Module):
             wi, ws = w._ints.double() - w._zps.double()[:, None], w._scales.float()
         xs = float(np.float32(x.q_scale()))
         lead = tuple(x.shape[:-1])
-        acc = lucid.matmul(x._ints.reshape(-1, self.in_features).double() - x.q_zero_point(), wi.t())
+        acc = lucid.matmul(x._ints.reshape(-1, self.in_features).double() - x.q_zero_point(), wi.t().to(x.device))
         act_w = (ws * xs).to(x.device)  # float32 x_scale * w_scale
-        raw = acc.float() if self._bias is None else acc.float() + self._bias / act_w
+        raw = acc.float() if self._bias is None else acc.float() + self._bias.to(x.device) / act_w
         multiplier = act_w / float(np.float32(self.scale))
         rounded = lucid.round(raw * multiplier).double() + self.zero_point
         lo = self.zero_point if self._relu else 0

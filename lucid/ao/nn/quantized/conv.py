@@ -1,0 +1,210 @@
+"""Statically quantized convolutions (PyTorch's ``torch.ao.nn.quantized.Conv1d/2d/3d`` and the
+fused ``ConvReLU1d/2d/3d``).
+
+NOTE [Static quantized conv]
+As fbgemm's quantized conv: the integer sum ``acc = sum (xq - xz)(wq - wz)`` over each window
+(zero padding is padding with the input's zero point, so it adds nothing; exact in float64),
+plus the float bias divided by ``x_scale * w_scale`` (float32, per output channel for a
+per-channel weight), times the float32 multiplier ``x_scale * w_scale / out_scale``, rounded
+half to even, shifted by the output zero point and clamped to quint8 (to
+``[zero_point, 255]`` with a fused ReLU), the requantization of NOTE [Static quantized linear].
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import lucid
+from lucid import nn
+from lucid._core.quantized import PER_TENSOR, QuantizedTensor, make_quantized, quantize_per_tensor
+
+from .._nn_utils import observed_qparams
+
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvReLU1d", "ConvReLU2d", "ConvReLU3d"]
+
+
+def _ntuple(v, n):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
+
+
+class _ConvNd(nn.Module):
+    _N = 2
+    _relu = False
+    _NAME = "QuantizedConv2d"
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        n = self._N
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"{self._NAME}: in_channels and out_channels must be divisible by groups")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"{self._NAME}: only padding_mode='zeros' is supported")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride = _ntuple(kernel_size, n), _ntuple(stride, n)
+        self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
+        self.dilation, self.groups, self.padding_mode = _ntuple(dilation, n), groups, padding_mode
+        w = quantize_per_tensor(lucid.zeros(out_channels, in_channels // groups, *self.kernel_size), 1.0, 0,
+                                lucid.qint8)
+        self.set_weight_bias(w, lucid.zeros(out_channels) if bias else None)
+        self.scale, self.zero_point = 1.0, 0
+
+    def _get_name(self):
+        return self._NAME
+
+    def extra_repr(self):
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+             f"scale={self.scale}, zero_point={self.zero_point}")
+        if self.padding != (0,) * self._N:
+            s += f", padding={self.padding}"
+        if self.dilation != (1,) * self._N:
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self._bias is None:
+            s += ", bias=False"
+        return s
+
+    def weight(self):
+        return self._weight
+
+    def bias(self):
+        return self._bias
+
+    def set_weight_bias(self, w, b):
+        if not isinstance(w, QuantizedTensor) or w.dtype != lucid.qint8:
+            raise TypeError(f"set_weight_bias: {self._NAME} takes a qint8 quantized weight, got {w.dtype}")
+        want = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
+        if tuple(w.shape) != want:
+            raise ValueError(f"set_weight_bias: expected a weight of shape {want}, got {tuple(w.shape)}")
+        self._weight, self._bias = w, (None if b is None else b.detach().float())
+
+    # PyTorch's quantized conv saves its weight (quantized), bias, scale and zero point
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + "weight"] = self._weight
+        destination[prefix + "bias"] = self._bias
+        destination[prefix + "scale"] = lucid.tensor(self.scale)
+        destination[prefix + "zero_point"] = lucid.tensor(self.zero_point)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        found = {k: state_dict.pop(prefix + k) for k in ("weight", "bias", "scale", "zero_point")
+                 if prefix + k in state_dict}
+        missing_keys.extend(prefix + k for k in ("weight", "bias", "scale", "zero_point") if k not in found)
+        try:
+            if "weight" in found:
+                self.set_weight_bias(found["weight"], found.get("bias"))
+            if "scale" in found:
+                self.scale = float(found["scale"])
+            if "zero_point" in found:
+                self.zero_point = int(found["zero_point"])
+        except (TypeError, ValueError) as e:
+            error_msgs.append(f"While copying the parameters of {prefix or 'the module'}: {e}")
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+    def _conv(self, x, w):
+        f = (None, nn.functional.conv1d, nn.functional.conv2d, nn.functional.conv3d)[self._N]
+        return f(x, w, None, self.stride, self.padding, self.dilation, self.groups)
+
+    def forward(self, input):
+        name = self._NAME
+        if not isinstance(input, QuantizedTensor):
+            raise RuntimeError(f"{name}: expected a quantized input tensor (put a QuantStub before it), "
+                               f"got a {input.dtype} tensor")
+        if input.ndim != self._N + 2:
+            raise ValueError(f"{name}: expected a {self._N + 2}-D input (N, C, *spatial), got {input.ndim}-D")
+        if input.qscheme() not in PER_TENSOR or input.dtype != lucid.quint8:
+            raise RuntimeError(f"{name}: expected a per-tensor quint8 input, got {input.dtype}, {input.qscheme()}")
+        w = self._weight
+        shape = (-1,) + (1,) * (self._N + 1)
+        if w.qscheme() in PER_TENSOR:
+            wi, ws = w._ints.double() - w.q_zero_point(), lucid.tensor(np.float32(w.q_scale()))
+        else:
+            wi, ws = w._ints.double() - w._zps.double().reshape(shape), w._scales.float()
+        acc = self._conv(input._ints.double() - input.q_zero_point(), wi.to(input.device))
+        act_w = (ws * float(np.float32(input.q_scale()))).to(input.device).reshape(-1, *(1,) * self._N)
+        if self._bias is None:
+            raw = acc.float()
+        else:  # (a loaded state dict may leave the bias on the host)
+            raw = acc.float() + self._bias.to(input.device).reshape(-1, *(1,) * self._N) / act_w
+        out_scale = float(np.float32(self.scale))
+        rounded = lucid.round(raw * (act_w / out_scale)).double() + self.zero_point
+        ints = rounded.clamp(self.zero_point if self._relu else 0, 255).to(lucid.uint8)
+        return make_quantized(ints, lucid.quint8, lucid.per_tensor_affine, out_scale, self.zero_point)
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        """The quantized form of an observed float conv (after ``prepare`` and calibration), of a
+        fused conv + ReLU, or of a QAT conv (its weight fake-quantize gives the qparams)."""
+        from lucid.ao.nn.quantized.dynamic.modules import _quantize_weight
+
+        if not hasattr(mod, "activation_post_process"):
+            raise AssertionError("Input float module must have activation_post_process attached (run prepare)")
+        base = mod
+        if hasattr(mod, "weight_fake_quant"):  # a QAT conv: its weight fake-quantize gives the qparams
+            if hasattr(mod, "fold_into_weights"):  # ConvBn: fold the running statistics in, as PyTorch does
+                mod.weight, mod.bias = mod.fold_into_weights()
+            wobs = mod.weight_fake_quant
+        else:
+            base = mod[0] if isinstance(mod, nn.Sequential) else mod
+            wobs = mod.qconfig.weight()
+        wobs(base.weight)
+        q = cls(base.in_channels, base.out_channels, base.kernel_size, base.stride, base.padding, base.dilation,
+                base.groups, base.bias is not None, base.padding_mode)
+        q.set_weight_bias(_quantize_weight(base.weight, wobs), base.bias)
+        q.scale, q.zero_point = observed_qparams(mod.activation_post_process)
+        return q
+
+
+class Conv1d(_ConvNd):
+    """A 1-D convolution on quantized tensors (NOTE [Static quantized conv]).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.nn.quantized import Conv1d
+    >>> c = Conv1d(1, 1, 1)
+    >>> c.set_weight_bias(lucid.quantize_per_tensor(lucid.ones(1, 1, 1), 0.5, 0, lucid.qint8), None)
+    >>> c.scale, c.zero_point = 0.5, 0
+    >>> c(lucid.quantize_per_tensor(lucid.tensor([[[1.0, 2.0]]]), 0.5, 0, lucid.quint8)).int_repr()
+    tensor([[[2, 4]]], dtype=lucid.uint8)
+    """
+
+    _N = 1
+    _NAME = "QuantizedConv1d"
+
+
+class Conv2d(_ConvNd):
+    """A 2-D convolution on quantized tensors (NOTE [Static quantized conv])."""
+
+    _N = 2
+    _NAME = "QuantizedConv2d"
+
+
+class Conv3d(_ConvNd):
+    """A 3-D convolution on quantized tensors (NOTE [Static quantized conv])."""
+
+    _N = 3
+    _NAME = "QuantizedConv3d"
+
+
+class ConvReLU1d(Conv1d):
+    """``Conv1d`` then ReLU in one requantization."""
+
+    _relu = True
+    _NAME = "QuantizedConvReLU1d"
+
+
+class ConvReLU2d(Conv2d):
+    """``Conv2d`` then ReLU in one requantization."""
+
+    _relu = True
+    _NAME = "QuantizedConvReLU2d"
+
+
+class ConvReLU3d(Conv3d):
+    """``Conv3d`` then ReLU in one requantization."""
+
+    _relu = True
+    _NAME = "QuantizedConvReLU3d"
