@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import functional as F
+from ._functional_ref import functional_ref
 from .module import Module
 
 __all__ = [
@@ -263,7 +264,7 @@ class Softmax(_DimModule):
     [0.5, 0.5]
     """
 
-    _fn = staticmethod(F.softmax)
+    _fn = functional_ref("softmax")
 
 
 class LogSoftmax(_DimModule):
@@ -281,7 +282,7 @@ class LogSoftmax(_DimModule):
     [-0.6931, -0.6931]
     """
 
-    _fn = staticmethod(F.log_softmax)
+    _fn = functional_ref("log_softmax")
 
 
 class Softmin(_DimModule):
@@ -298,7 +299,7 @@ class Softmin(_DimModule):
     >>> nn.Softmin(dim=0)(lucid.zeros(2)).tolist()
     [0.5, 0.5]
     """
-    _fn = staticmethod(F.softmin)
+    _fn = functional_ref("softmin")
 
 
 class Hardtanh(Module):

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from . import functional as F
+from ._functional_ref import functional_ref
 from .module import Module
 
 __all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
 
 
 class _DropoutNd(Module):
-    _fn = staticmethod(F.dropout)
+    _fn = functional_ref("dropout")
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
@@ -40,7 +41,7 @@ class Dropout(_DropoutNd):
     tensor([1., 1.])
     """
 
-    _fn = staticmethod(F.dropout)
+    _fn = functional_ref("dropout")
 
 
 class Dropout1d(_DropoutNd):
@@ -59,7 +60,7 @@ class Dropout1d(_DropoutNd):
     >>> nn.Dropout1d(0.5).eval()(lucid.ones(1, 2, 3)).shape
     (1, 2, 3)
     """
-    _fn = staticmethod(F.dropout1d)
+    _fn = functional_ref("dropout1d")
 
 
 class Dropout2d(_DropoutNd):
@@ -78,7 +79,7 @@ class Dropout2d(_DropoutNd):
     >>> nn.Dropout2d(0.5).eval()(lucid.ones(1, 2, 2, 2)).shape
     (1, 2, 2, 2)
     """
-    _fn = staticmethod(F.dropout2d)
+    _fn = functional_ref("dropout2d")
 
 
 class AlphaDropout(_DropoutNd):
@@ -97,7 +98,7 @@ class AlphaDropout(_DropoutNd):
     >>> nn.AlphaDropout(0.5).eval()(lucid.ones(2)).tolist()
     [1.0, 1.0]
     """
-    _fn = staticmethod(F.alpha_dropout)
+    _fn = functional_ref("alpha_dropout")
 
 
 class Dropout3d(_DropoutNd):
@@ -116,7 +117,7 @@ class Dropout3d(_DropoutNd):
     >>> nn.Dropout3d(0.5).eval()(lucid.ones(1, 2, 2, 2, 2)).shape
     (1, 2, 2, 2, 2)
     """
-    _fn = staticmethod(F.dropout3d)
+    _fn = functional_ref("dropout3d")
 
 
 class FeatureAlphaDropout(_DropoutNd):
@@ -135,4 +136,4 @@ class FeatureAlphaDropout(_DropoutNd):
     >>> nn.FeatureAlphaDropout(0.5).eval()(lucid.ones(1, 2)).tolist()
     [[1.0, 1.0]]
     """
-    _fn = staticmethod(F.feature_alpha_dropout)
+    _fn = functional_ref("feature_alpha_dropout")

@@ -3,6 +3,7 @@ unpooling (thin wrappers over ``nn.functional``)."""
 from __future__ import annotations
 
 from . import functional as F
+from ._functional_ref import functional_ref
 from .module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
@@ -32,7 +33,7 @@ class _MaxPoolNd(Module):
 class MaxPool1d(_MaxPoolNd):
     """1-D max pooling over (N, C, L)."""
 
-    _fn = staticmethod(F.max_pool1d)
+    _fn = functional_ref("max_pool1d")
 
 
 class MaxPool2d(_MaxPoolNd):
@@ -45,13 +46,13 @@ class MaxPool2d(_MaxPoolNd):
     (1, 3, 2, 2)
     """
 
-    _fn = staticmethod(F.max_pool2d)
+    _fn = functional_ref("max_pool2d")
 
 
 class MaxPool3d(_MaxPoolNd):
     """3-D max pooling over (N, C, D, H, W)."""
 
-    _fn = staticmethod(F.max_pool3d)
+    _fn = functional_ref("max_pool3d")
 
 
 class _AvgPoolNd(Module):
@@ -193,19 +194,19 @@ def _doc(text, example):
 class LPPool1d(_LPPoolNd):
     __doc__ = _doc("Power-average pooling over (N, C, L) (``F.lp_pool1d``).",
                    ">>> nn.LPPool1d(2, 2)(lucid.tensor([[[3.0, 4.0]]])).tolist()\n[[[5.0]]]")
-    _fn = staticmethod(F.lp_pool1d)
+    _fn = functional_ref("lp_pool1d")
 
 
 class LPPool2d(_LPPoolNd):
     __doc__ = _doc("Power-average pooling over (N, C, H, W) (``F.lp_pool2d``).",
                    ">>> nn.LPPool2d(1, 2)(lucid.ones(1, 1, 2, 2)).tolist()\n[[[[4.0]]]]")
-    _fn = staticmethod(F.lp_pool2d)
+    _fn = functional_ref("lp_pool2d")
 
 
 class LPPool3d(_LPPoolNd):
     __doc__ = _doc("Power-average pooling over (N, C, D, H, W) (``F.lp_pool3d``).",
                    ">>> nn.LPPool3d(1, 2)(lucid.ones(1, 1, 2, 2, 2)).shape\n(1, 1, 1, 1, 1)")
-    _fn = staticmethod(F.lp_pool3d)
+    _fn = functional_ref("lp_pool3d")
 
 
 class _MaxUnpoolNd(Module):
@@ -227,20 +228,20 @@ class MaxUnpool1d(_MaxUnpoolNd):
                    "output_size=None)``.",
                    ">>> nn.MaxUnpool1d(2)(lucid.tensor([[[3.0]]]), lucid.tensor([[[1]]])).tolist()\n"
                    "[[[0.0, 3.0]]]")
-    _fn = staticmethod(F.max_unpool1d)
+    _fn = functional_ref("max_unpool1d")
 
 
 class MaxUnpool2d(_MaxUnpoolNd):
     __doc__ = _doc("Partial inverse of ``MaxPool2d`` (``F.max_unpool2d``).",
                    ">>> nn.MaxUnpool2d(2)(lucid.ones(1, 1, 1, 1), lucid.tensor([[[[3]]]])).shape\n(1, 1, 2, 2)")
-    _fn = staticmethod(F.max_unpool2d)
+    _fn = functional_ref("max_unpool2d")
 
 
 class MaxUnpool3d(_MaxUnpoolNd):
     __doc__ = _doc("Partial inverse of ``MaxPool3d`` (``F.max_unpool3d``).",
                    ">>> nn.MaxUnpool3d(2)(lucid.ones(1, 1, 1, 1, 1), lucid.tensor([[[[[7]]]]])).shape\n"
                    "(1, 1, 2, 2, 2)")
-    _fn = staticmethod(F.max_unpool3d)
+    _fn = functional_ref("max_unpool3d")
 
 
 class _FractionalMaxPoolNd(Module):
@@ -267,11 +268,11 @@ class _FractionalMaxPoolNd(Module):
 class FractionalMaxPool2d(_FractionalMaxPoolNd):
     __doc__ = _doc("Fractional max pooling over (N, C, H, W) (``F.fractional_max_pool2d``).",
                    ">>> nn.FractionalMaxPool2d(2, output_ratio=0.5)(lucid.ones(1, 1, 6, 6)).shape\n(1, 1, 3, 3)")
-    _fn = staticmethod(F.fractional_max_pool2d)
+    _fn = functional_ref("fractional_max_pool2d")
 
 
 class FractionalMaxPool3d(_FractionalMaxPoolNd):
     __doc__ = _doc("Fractional max pooling over (N, C, D, H, W) (``F.fractional_max_pool3d``).",
                    ">>> nn.FractionalMaxPool3d(2, output_size=2)(lucid.ones(1, 1, 4, 4, 4)).shape\n"
                    "(1, 1, 2, 2, 2)")
-    _fn = staticmethod(F.fractional_max_pool3d)
+    _fn = functional_ref("fractional_max_pool3d")

@@ -89,3 +89,12 @@ def test_unsafe_split_pieces_may_change_in_place(call):
     assert w.grad.tolist() == [2.0, 2.0, 3.0, 3.0]
     with pytest.raises(RuntimeError, match="output 0 of split"):
         (w * 1).split(2)[0].mul_(2)
+
+
+def test_layers_call_the_functional_a_dispatcher_installed_later():
+    # nn.MaxPool2d kept F.max_pool2d as imported, so a quantized tensor (whose dispatch is
+    # switched on by the first quantized tensor) failed through the layer but not the function
+    q = lucid.quantize_per_tensor(lucid.arange(16.0).reshape(1, 1, 4, 4), 0.5, 2, lucid.quint8)
+    out = lucid.nn.MaxPool2d(2)(q)
+    assert out.int_repr().tolist() == lucid.nn.functional.max_pool2d(q, 2).int_repr().tolist()
+    assert out.dequantize().tolist() == [[[[5.0, 7.0], [13.0, 15.0]]]]
