@@ -33,7 +33,7 @@ def test_every_fsdp_check_on_every_rank(n, tmp_path):
            os.path.join(HERE, "fsdpworker.py"), str(tmp_path)]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
     log = p.stdout + p.stderr
     failures = []
     for r in range(n):

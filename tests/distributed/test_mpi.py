@@ -41,7 +41,8 @@ def launch(n, script, *args, timeout=60, form="function"):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30, env=env, cwd=ROOT)
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout + 30,
+                       env=env, cwd=ROOT)
     return p.returncode, p.stdout + p.stderr, time.perf_counter() - t0
 
 

@@ -241,7 +241,8 @@ def _env():
 def _lucid_run(n, script, *args, timeout=60):
     cmd = [sys.executable, "-m", "lucid.distributed.run", "-n", str(n), "--timeout", str(timeout), script, *args]
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30, env=_env(), cwd=ROOT)
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout + 30,
+                       env=_env(), cwd=ROOT)
     return p.returncode, p.stdout + p.stderr, time.perf_counter() - t0
 
 
@@ -290,15 +291,20 @@ def test_ddp_buffers_match_torch_gloo(lucid_buffers, tmp_path):
     torch = pytest.importorskip("torch")
     import socket
 
-    import torch.multiprocessing as tmp
-
     if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
         pytest.skip("torch without gloo")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    # fork: the children reuse this process's torch import (spawn took ~20 s on two busy cores)
-    tmp.start_processes(_torch_rank, args=(str(tmp_path), port), nprocs=2, join=True, start_method="fork")
+    # The ranks fork from a fresh interpreter, never from this pytest-xdist worker: a forked
+    # worker's children share its stdin/stdout, which are xdist's channel (a full run hung).
+    code = (f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
+            "import torch.multiprocessing as tmp, test_distributed2_sweep as t; "
+            f"tmp.start_processes(t._torch_rank, args=({str(tmp_path)!r}, {port}), nprocs=2, join=True, "
+            "start_method='fork')")
+    done = subprocess.run([sys.executable, "-c", code], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=180, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
     want = [json.loads((tmp_path / f"torch{r}.json").read_text()) for r in range(2)]
     _compare(lucid_buffers, want, "torch gloo")
 

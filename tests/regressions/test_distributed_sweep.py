@@ -318,7 +318,7 @@ def test_rank_checks(n, tmp_path):
     cmd = [sys.executable, "-m", "lucid.distributed.run", "-n", str(n), "--timeout", "60", HERE, str(tmp_path)]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=90, env=env, cwd=ROOT)
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=90, env=env, cwd=ROOT)
     log = p.stdout + p.stderr
     failures = []
     for r in range(n):
