@@ -18,6 +18,7 @@ from lucid import nn
 from lucid._core.quantized import PER_TENSOR, QuantizedTensor, make_quantized, quantize_per_tensor
 
 from .._nn_utils import observed_qparams
+from .dynamic.modules import _load_packed, _save_packed
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvReLU1d", "ConvReLU2d", "ConvReLU3d"]
 
@@ -47,6 +48,8 @@ class _ConvNd(nn.Module):
                                 lucid.qint8)
         self.set_weight_bias(w, lucid.zeros(out_channels) if bias else None)
         self.scale, self.zero_point = 1.0, 0
+        self.register_state_dict_post_hook(_save_packed)
+        self.register_load_state_dict_pre_hook(_load_packed)
 
     def _get_name(self):
         return self._NAME
@@ -78,30 +81,19 @@ class _ConvNd(nn.Module):
             raise ValueError(f"set_weight_bias: expected a weight of shape {want}, got {tuple(w.shape)}")
         self._weight, self._bias = w, (None if b is None else b.detach().float())
 
-    # PyTorch's quantized conv saves its weight (quantized), bias, scale and zero point
-    def _save_to_state_dict(self, destination, prefix, keep_vars):
-        super()._save_to_state_dict(destination, prefix, keep_vars)
-        destination[prefix + "weight"] = self._weight
-        destination[prefix + "bias"] = self._bias
-        destination[prefix + "scale"] = lucid.tensor(self.scale)
-        destination[prefix + "zero_point"] = lucid.tensor(self.zero_point)
+    # PyTorch's quantized conv saves its weight (quantized), bias, scale and zero point; the
+    # state-dict hooks are the dynamic modules' (_save_packed/_load_packed)
+    def _packed_state(self):
+        return {"weight": self._weight, "bias": self._bias, "scale": lucid.tensor(self.scale),
+                "zero_point": lucid.tensor(self.zero_point)}
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs):
-        found = {k: state_dict.pop(prefix + k) for k in ("weight", "bias", "scale", "zero_point")
-                 if prefix + k in state_dict}
-        missing_keys.extend(prefix + k for k in ("weight", "bias", "scale", "zero_point") if k not in found)
-        try:
-            if "weight" in found:
-                self.set_weight_bias(found["weight"], found.get("bias"))
-            if "scale" in found:
-                self.scale = float(found["scale"])
-            if "zero_point" in found:
-                self.zero_point = int(found["zero_point"])
-        except (TypeError, ValueError) as e:
-            error_msgs.append(f"While copying the parameters of {prefix or 'the module'}: {e}")
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)
+    def _unpack_state(self, found):
+        if "weight" in found:
+            self.set_weight_bias(found["weight"], found.get("bias"))
+        if "scale" in found:
+            self.scale = float(found["scale"])
+        if "zero_point" in found:
+            self.zero_point = int(found["zero_point"])
 
     def _conv(self, x, w):
         f = (None, nn.functional.conv1d, nn.functional.conv2d, nn.functional.conv3d)[self._N]
