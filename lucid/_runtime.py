@@ -24,6 +24,12 @@ _warn_only = False
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+def _in_package(filename):
+    """Whether a stack frame's file is part of lucid itself, by location (a checkout may itself
+    sit in a folder called "lucid", so a "/lucid/" substring test hides the user's frames)."""
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR)
+
+
 def warn_at_caller(message, category=UserWarning):
     """``warnings.warn`` attributed to the first frame outside lucid: the user's call, however
     many of lucid's wrappers (autocast, ``__torch_function__`` dispatch) lie between.
@@ -44,7 +50,7 @@ def warn_at_caller(message, category=UserWarning):
     while True:
         while frame is not None and _skipped_by_warnings(frame.f_code.co_filename):
             frame = frame.f_back
-        if frame is None or not os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        if frame is None or not _in_package(frame.f_code.co_filename):
             break
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)

@@ -11,7 +11,6 @@ The engine is iterative (a dependency count and a ready stack), so a chain of
 from __future__ import annotations
 
 import itertools
-import os
 import traceback
 import weakref
 from heapq import heappop, heappush
@@ -22,6 +21,7 @@ from .._core import backend, primitive
 from .._core.grad_mode import PROFILING, STATE, enable_grad, no_grad
 from .._core.primitive import AN, TN, Meta
 from .._core.tensor import _POST_HOOKS, Tensor, _wrap
+from .._runtime import _in_package
 
 DEVICE_GUARD = backend.DEVICE_GUARD
 
@@ -716,15 +716,6 @@ def _accumulate(leaf, g, own_ids, tensor_mode):
             leaf._grad._version[0] += 1
         else:
             leaf._grad = _wrap(buf + g)
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../lucid
-
-
-def _in_package(filename):
-    """Whether a stack frame's file is part of lucid itself, by location (a checkout may itself
-    sit in a folder called "lucid", so a "/lucid/" substring test hides the user's frames)."""
-    return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
 
 
 def _check_anomaly(node, in_grads):
