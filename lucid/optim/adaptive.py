@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .._core import backend
-from .optimizer import Optimizer, _decay_add, _ops, _real_view, _sub, check_options
+from .optimizer import Optimizer, _decay_add, _ops, _real_view, _store_state, _sub, check_options
 
 
 class RMSprop(Optimizer):
@@ -109,7 +109,9 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             for p in group["params"]:
                 with backend.on_device(p):
-                    self._init_state(self.state[p], _real_view(p._data), group)
+                    arrays = {}
+                    self._init_state(arrays, _real_view(p._data), group)
+                    _store_state(p, self.state[p], arrays, {})
 
     @staticmethod
     def _init_state(state, p, group):

@@ -3,8 +3,15 @@
 NOTE [Optimizer updates]
 Updates run on the parameters' ndarrays in place (``p._data``) — never through the
 autograd graph — and bump each parameter's version counter, as PyTorch does. State
-(momentum buffers, moments) is kept as ndarrays; ``state_dict`` hands out Tensor copies,
-so a saved checkpoint resumes training exactly.
+(momentum buffers, moments) is kept as Tensors, as PyTorch's (``opt.state[p]["exp_avg"]`` is a
+Tensor a user may read, log or reset in place): the update rules run on their arrays
+(``_state_arrays``), changing them in place, and ``_store_state`` wraps any new array a rule
+made and bumps the version of the ones it changed (so a graph that saved one raises on
+backward, as in PyTorch). Numbers (step counts, ASGD's ``eta``/``mu``) stay Python numbers:
+PyTorch's float32 step tensor would put ``1 - b2 ** step`` in float32. A complex parameter's
+state is a complex Tensor of its shape; the rules see its (re, im) pairs (NOTE [Complex
+optimizer state]). ``state_dict`` hands out Tensor copies, so a saved checkpoint resumes
+training exactly. LBFGS keeps its own flat vectors as arrays (``_tensor_state = False``).
 
 NOTE [Differentiable steps]
 With ``differentiable=True`` the very same update rule runs on Tensors instead, under
@@ -97,6 +104,54 @@ def _scale(p, f):
         p *= f
         return p
     return p * f
+
+
+def _in_graph(t):
+    return t.grad_fn is not None or t._rg
+
+
+def _state_arrays(p, state):
+    """The update rules' view of ``p``'s ``state`` (NOTE [Optimizer updates]): each Tensor as its
+    array ((re, im) pairs for a complex ``p``), numbers as they are; and ``live``, the arrays
+    that are the Tensors' own memory, to tell a rule's in-place change from a new array."""
+    arrays, live = {}, {}
+    for k, v in state.items():
+        if not isinstance(v, Tensor):
+            arrays[k] = v
+            continue
+        a = v._data
+        shared = not _in_graph(v)  # a Tensor a graph holds (differentiable steps) is never changed in place
+        if a.dtype.kind == "c":
+            shared = shared and (not a.ndim or a.strides[-1] == a.itemsize)
+            a = _real_view(a)
+        elif not shared:
+            with backend.on_device(a):
+                a = a.copy()
+        arrays[k] = a
+        if shared:
+            live[k] = a
+    return arrays, live
+
+
+def _state_tensor(p, a):
+    """A state array as the Tensor users see: complex of ``p``'s shape for a complex ``p``'s
+    (re, im) pairs (a view, sharing the memory the rules update)."""
+    if p.dtype.kind == "c" and a.dtype.kind == "f":
+        shape = tuple(p.shape)
+        if a.shape == (shape[:-1] + (2 * shape[-1],) if shape else (2,)) and a.flags["C_CONTIGUOUS"]:
+            return _wrap(a.view(np.complex64 if a.dtype.itemsize <= 4 else np.complex128).reshape(shape))
+    return _wrap(a)
+
+
+def _store_state(p, state, arrays, live):
+    """Write the rules' ``arrays`` back into ``state`` (see :func:`_state_arrays`)."""
+    for k, a in arrays.items():
+        if live.get(k) is a:
+            state[k]._version[0] += 1  # changed in place, as PyTorch's in-place updates
+        elif backend.is_array(a):
+            state[k] = _state_tensor(p, a)
+        else:
+            state[k] = a
 
 
 _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -332,7 +387,11 @@ class Optimizer:
             arr = _real_view(p._data)  # complex: re and im as two reals, as PyTorch's view_as_real
             # inf/nan gradients give inf/nan parameters silently, as in PyTorch
             # (NOTE [Silent floating-point errors]).
-            new = quiet_call(self._update, arr, _real_view(grad._data), state, group)
+            arrays, live = _state_arrays(p, state)
+            try:
+                new = quiet_call(self._update, arr, _real_view(grad._data), arrays, group)
+            finally:
+                _store_state(p, state, arrays, live)
             if new is not None and new is not arr:
                 np.copyto(arr, new, casting="same_kind")
             if arr is not p._data and not np.shares_memory(arr, p._data):  # a non-contiguous complex p
@@ -388,7 +447,9 @@ class Optimizer:
                 state = self.state[p]
                 for name, (a, fresh) in zip(self._fused_state, arrays):
                     if fresh:
-                        state[name] = a
+                        state[name] = _wrap(a)
+                    elif a is not p._data:
+                        state[name]._version[0] += 1
                 self._fused_commit(state, key)
                 p._version[0] += 1
         return rest
@@ -403,6 +464,10 @@ class Optimizer:
         out = []
         for name in self._fused_state:
             a = state.get(name)
+            if isinstance(a, Tensor):
+                if _in_graph(a):
+                    return None
+                a = a._data
             if name not in used:
                 out.append((p._data, 0))
             elif a is None:
@@ -428,16 +493,29 @@ class Optimizer:
                 f"{type(self).__name__}.step: differentiable=True changes the parameters in place inside "
                 f"the graph, so a parameter (shape {tuple(p.shape)}) can't be a leaf that requires grad; "
                 "optimize a non-leaf copy instead (e.g. p = w.clone())")
+        complex_p = p.dtype.kind == "c"
         for k, v in state.items():
-            if _is_array(v):  # e.g. state loaded from a checkpoint
+            if _is_array(v):  # an array a user put there
                 state[k] = _wrap(v.copy())
+            elif isinstance(v, Tensor) and complex_p and v.dtype.kind == "c":
+                state[k] = _real_pairs(v)  # the layout the rules read (converted back below)
+            elif isinstance(v, Tensor) and not _in_graph(v):
+                # the rules may change state in place; an eager step's Tensor (which a user may
+                # hold) keeps its values
+                state[k] = v.clone()
         with enable_grad():
             # the rule reads a clone, so the graph it builds never sees ``p`` change
-            if p.dtype.kind == "c":  # re and im as two reals, in the layout of the eager path's _real_view
+            if complex_p:  # re and im as two reals, in the layout of the eager path's _real_view
                 new = self._update(_real_pairs(p.clone()), _real_pairs(grad), state, group)
                 p.copy_(_from_real_pairs(new, tuple(p.shape)))
             else:
                 p.copy_(self._update(p.clone(), grad, state, group))
+        if complex_p:  # users see complex state, as in eager steps
+            shape = tuple(p.shape)
+            pairs = shape[:-1] + (2 * shape[-1],) if shape else (2,)
+            for k, v in state.items():
+                if isinstance(v, Tensor) and v.dtype.kind == "f" and tuple(v.shape) == pairs:
+                    state[k] = _from_real_pairs(v, shape)
 
     def _gradients(self):
         """``(param, grad array, group)`` for every parameter that has a gradient, validated."""
@@ -509,7 +587,16 @@ class Optimizer:
         """The shape state ``name`` of ``p`` must have when loaded (None: any)."""
         return tuple(p.shape) if self._state_like_params else None
 
+    # Whether state arrays are kept as Tensors (NOTE [Optimizer updates]); LBFGS keeps arrays.
+    _tensor_state = True
+
     def _import_state(self, p, st, index=None):
+        entry = self._import_arrays(p, st, index)
+        if self._tensor_state:
+            entry = {k: _state_tensor(p, v) if backend.is_array(v) else v for k, v in entry.items()}
+        return entry
+
+    def _import_arrays(self, p, st, index):
         entry = {}
         for name, v in st.items():
             if not isinstance(v, Tensor):

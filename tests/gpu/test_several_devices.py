@@ -93,8 +93,8 @@ def test_training_on_the_device_that_is_not_current(opt_cls, peer_access):
         assert _device_index(p) == 1 and _device_index(p.grad) == 1
         np.testing.assert_allclose(p.detach().cpu().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
         for v in opt.state[p].values():
-            if backend.is_array(v) and v.__class__ is not np.ndarray:
-                assert v._dev == 1
+            if isinstance(v, lucid.Tensor):
+                assert _device_index(v) == 1
 
 
 def test_transforms_on_the_device_that_is_not_current():

@@ -6,7 +6,15 @@ import pytest
 
 import lucid
 from lucid import optim
-from lucid._core.backend import host, is_array  # optimizer state is raw arrays, on the run's device
+from lucid._core.backend import host as _host_array, is_array as _is_array
+
+
+def host(v):  # optimizer state is Tensors (NOTE [Optimizer updates]), on the run's device
+    return _host_array(v._data if isinstance(v, lucid.Tensor) else v)
+
+
+def is_array(v):
+    return isinstance(v, lucid.Tensor) or _is_array(v)
 
 
 def _trained(cls, **kw):

@@ -4,7 +4,11 @@ import pytest
 
 import lucid
 from lucid import optim
-from lucid._core.backend import host  # optimizer state is raw arrays, on the run's device
+from lucid._core.backend import host as _host_array
+
+
+def host(v):  # optimizer state is Tensors (NOTE [Optimizer updates]), on the run's device
+    return _host_array(v._data if isinstance(v, lucid.Tensor) else v)
 
 
 def _param(values):

@@ -12,8 +12,16 @@ import pytest
 import lucid
 from lucid import optim
 from lucid.optim import lr_scheduler as sl
-from lucid._core.backend import host, is_array
+from lucid._core.backend import host as _host_array, is_array as _is_array
 from lucid.utils import data as D
+
+
+def host(v):  # optimizer state is Tensors (NOTE [Optimizer updates]), on the run's device
+    return _host_array(v._data if isinstance(v, lucid.Tensor) else v)
+
+
+def is_array(v):
+    return isinstance(v, lucid.Tensor) or _is_array(v)
 
 
 def _p(values, dtype=lucid.float64):
