@@ -30,6 +30,10 @@ def _init_made_by_new(self, *args, **kwargs):
     """``__init__`` of a Tensor subclass whose ``__new__`` made the tensor: nothing left to do."""
 
 
+# ``Tensor._grad_dtype`` by default: gradients take the tensor's own dtype (see ``grad_dtype``)
+SAME_DTYPE = type("SameDtype", (), {"__repr__": lambda self: "SAME_DTYPE"})()
+
+
 class Tensor:
     """A multi-dimensional array that can record operations for autograd.
 
@@ -66,6 +70,9 @@ class Tensor:
     _hooks = None
     _post_hooks = None  # register_post_accumulate_grad_hook (leaves only)
     _retains = False
+    # the dtype backward stores in ``.grad`` (PyTorch 2.13's ``grad_dtype``): the tensor's own
+    # (this marker), a dtype (e.g. float32 gradients of float16 weights), or None (as it comes)
+    _grad_dtype = SAME_DTYPE
 
     # NOTE [Torch function] in lucid/overrides.py: a subclass keeps its class through ops, and
     # one that overrides this gets every public function call; nothing is paid until one exists.
@@ -222,10 +229,45 @@ class Tensor:
                     f"grad: assigned grad has shape {tuple(value.shape)} but the tensor has "
                     f"shape {tuple(self.shape)}"
                 )
-            if value.dtype != self.dtype:  # PyTorch's check: an optimizer would mix precisions
-                raise RuntimeError(f"grad: assigned grad has data of a different type ({value.dtype}) than "
-                                   f"the tensor ({self.dtype})")
+            want = self.dtype if self._grad_dtype is SAME_DTYPE else self._grad_dtype
+            if want is not None and value.dtype != want:  # PyTorch's check: an optimizer would mix precisions
+                raise RuntimeError(
+                    f"grad: assigned grad has data of a different type ({value.dtype}) than the tensor's "
+                    f"grad_dtype ({want}; the tensor's dtype unless grad_dtype is set: a dtype, or None "
+                    "for any)")
         self._grad = value
+
+    @property
+    def grad_dtype(self):
+        """The dtype backward gives ``.grad`` (leaves only): the tensor's dtype by default; set
+        a dtype (e.g. float32 gradients for float16 weights) or None (gradients keep the
+        dtype they arrive with).
+
+        Examples
+        --------
+        >>> import lucid
+        >>> w = lucid.ones(2, dtype=lucid.float16, requires_grad=True)
+        >>> w.grad_dtype = lucid.float32
+        >>> (w * 3).sum().backward()
+        >>> w.grad.dtype
+        lucid.float32
+        """
+        if self.grad_fn is not None:
+            raise RuntimeError("grad_dtype can only be accessed on leaf tensors")
+        want = self._grad_dtype
+        return self.dtype if want is SAME_DTYPE else None if want is None else dtypes.as_lucid(want)
+
+    @grad_dtype.setter
+    def grad_dtype(self, dtype):
+        if self.grad_fn is not None:
+            raise RuntimeError("grad_dtype can only be set on leaf tensors")
+        if dtype is not None:
+            dtype = dtypes.to_dtype(dtype)
+            if self._grad is not None and self._grad.dtype != dtype:
+                raise RuntimeError(
+                    f"grad_dtype: cannot set grad_dtype to {dtype} because there is already a gradient "
+                    f"with dtype {self._grad.dtype}; clear it (.grad = None) first")
+        self._grad_dtype = dtype
 
     @property
     def data(self):

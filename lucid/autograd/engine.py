@@ -20,7 +20,7 @@ import numpy as np
 from .._core import backend, primitive
 from .._core.grad_mode import PROFILING, STATE, enable_grad, no_grad
 from .._core.primitive import AN, TN, Meta
-from .._core.tensor import _POST_HOOKS, Tensor, _wrap
+from .._core.tensor import _POST_HOOKS, SAME_DTYPE, Tensor, _wrap
 from .._runtime import _in_package
 
 DEVICE_GUARD = backend.DEVICE_GUARD
@@ -683,10 +683,11 @@ def _accumulate(leaf, g, own_ids, tensor_mode):
                 if not (isinstance(r, Tensor) and r.dtype == leaf.dtype and r.shape == leaf.shape):
                     _check_hook_result(h, gt, r)
                 g = r if tensor_mode else r._data
+    want = leaf.dtype if leaf._grad_dtype is SAME_DTYPE else leaf._grad_dtype  # None: as it comes
     if tensor_mode:
         g = _as_tensor(g)
-        if g.dtype != leaf.dtype:
-            g = g.to(leaf.dtype)
+        if want is not None and g.dtype != want:
+            g = g.to(want)
         leaf._grad = g if leaf._grad is None else leaf._grad + g
         return
     g = g._data if isinstance(g, Tensor) else g if g.__class__ is np.ndarray else _as_array(g)
@@ -701,12 +702,12 @@ def _accumulate(leaf, g, own_ids, tensor_mode):
         if g.strides != data.strides and g.size > 1:
             # PyTorch's layout contract: .grad takes its leaf's strides (a backward through
             # x.t() gives a transposed array; optimizers and hooks expect the leaf's layout)
-            buf = backend.namespace_of(data).empty_like(data, dtype=leaf.dtype)
+            buf = backend.namespace_of(data).empty_like(data, dtype=g.dtype if want is None else want)
             buf[...] = g
             g = buf
-        elif (id(g) in own_ids or g.dtype != leaf.dtype or not g.flags.owndata
+        elif (id(g) in own_ids or (want is not None and g.dtype != want) or not g.flags.owndata
                 or not getattr(g.flags, "writeable", True)):  # device arrays (CuPy) have no flag
-            g = g.astype(leaf.dtype, copy=True)
+            g = g.astype(g.dtype if want is None else want, copy=True)
         own_ids.add(id(g))
         leaf._grad = _wrap(g)
     else:

@@ -539,7 +539,7 @@ def _randint_args(args, size, op):
     return low, high, size
 
 
-def randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, device=None, requires_grad=False):
     """Integers uniform on ``[low, high)``: ``randint(high, size)`` or ``randint(low, high, size)``.
 
     Parameters
@@ -565,6 +565,12 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     (True, True)
     """
     device = device_arg(device, "randint")
+    if high is not None:  # randint(low=1, high=5, size=s), randint(1, high=5, size=s), randint(high=5, ...)
+        if low is None:
+            low, args = (args[0], args[1:]) if args else (0, ())
+        args = (low, high) + tuple(args)
+    elif low is not None:  # randint(5, (2,), low=1)
+        args = (low,) + tuple(args)
     low, high, size = _randint_args(args, size, "randint")
     dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.int64
     _check_range_fits(dt, low, high, "randint")

@@ -38,6 +38,8 @@ _ATLEAST = {
 
 
 def _atleast(nd, tensors, op):
+    if not tensors:
+        return ()  # PyTorch's ``atleast_1d()``
     single = len(tensors) == 1 and isinstance(tensors[0], Tensor)
     out = []
     for t in _tensors(tensors, op):

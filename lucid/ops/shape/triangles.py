@@ -119,8 +119,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     from ..indexing import IDX
 
     input = _as_tensor(input)
-    if input.ndim < 2:
-        raise RuntimeError(f"diagonal: expected a tensor with at least 2 dimensions, got shape {tuple(input.shape)}")
+    # a 1-d input fails here with PyTorch's IndexError ("Dimension out of range")
     d1, d2 = normalize_axis(dim1, input.ndim, "diagonal"), normalize_axis(dim2, input.ndim, "diagonal")
     if d1 == d2:
         raise RuntimeError(f"diagonal: dimensions cannot be identical {dim1}, {dim2}")

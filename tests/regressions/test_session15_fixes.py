@@ -1,0 +1,214 @@
+"""Session 15's own fixes: optimizer state is Tensors, as PyTorch's (it was raw arrays:
+``opt.state[p]["exp_avg"].zero_()``, ``.norm()`` or ``.to(device)`` failed), and ``diagonal``
+of a 1-d tensor raises PyTorch's IndexError."""
+import numpy as np
+import pytest
+
+import lucid
+from lucid import optim
+
+
+def _adam_moments(grads, b1=0.9, b2=0.999):
+    m = v = 0.0
+    for g in grads:
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+    return m, v
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam",
+                                  "ASGD", "Rprop", "Adadelta", "Adafactor", "SparseAdam"])
+def test_array_state_is_tensors_that_keep_their_identity(name):
+    p = lucid.tensor([1.0, -2.0], dtype=lucid.float64, requires_grad=True)
+    kw = {"momentum": 0.9} if name == "SGD" else {}
+    opt = getattr(optim, name)([p], lr=0.1, **kw)
+    p.grad = lucid.tensor([0.5, 0.25], dtype=lucid.float64)
+    opt.step()
+    first = dict(opt.state[p])
+    arrays = {k: v for k, v in first.items() if isinstance(v, lucid.Tensor)}
+    assert arrays, name
+    for k, v in arrays.items():
+        assert v.dtype == lucid.float64 and v.device == p.device and not v.requires_grad, k
+    p.grad = lucid.tensor([0.5, 0.25], dtype=lucid.float64)
+    opt.step()
+    # the rules change momentum buffers and moments in place: the user's Tensor sees the update
+    for k in ("exp_avg", "exp_avg_sq", "momentum_buffer", "square_avg", "sum", "acc_delta"):
+        if k in arrays:
+            assert opt.state[p][k] is arrays[k], k
+
+
+def test_adam_moments_are_updated_in_place_and_a_reset_is_seen():
+    p = lucid.tensor([1.0, -2.0], dtype=lucid.float64, requires_grad=True)
+    opt = optim.Adam([p], lr=0.1)
+    g = np.array([0.5, -1.5])
+    for _ in range(3):
+        p.grad = lucid.tensor(g, dtype=lucid.float64)
+        opt.step()
+    m, v = _adam_moments([g] * 3)
+    np.testing.assert_allclose(opt.state[p]["exp_avg"].numpy(), m, rtol=1e-14)
+    np.testing.assert_allclose(opt.state[p]["exp_avg_sq"].numpy(), v, rtol=1e-14)
+    assert float(opt.state[p]["exp_avg"].norm()) == pytest.approx(np.linalg.norm(m), rel=1e-14)
+    opt.state[p]["exp_avg"].zero_()  # e.g. resetting moments after a restart
+    before = p.detach().numpy().copy()
+    p.grad = lucid.tensor(g, dtype=lucid.float64)
+    opt.step()
+    m4 = 0.1 * g  # from a zeroed first moment
+    v4 = 0.999 * v + 0.001 * g * g
+    want = before - 0.1 / (1 - 0.9 ** 4) * m4 / (np.sqrt(v4) / np.sqrt(1 - 0.999 ** 4) + 1e-8)
+    np.testing.assert_allclose(p.detach().numpy(), want, rtol=1e-13)
+
+
+def test_a_graph_that_saved_a_state_tensor_raises_after_the_step():
+    p = lucid.tensor([1.0, 2.0], requires_grad=True)
+    opt = optim.Adam([p], lr=0.1)
+    p.grad = lucid.ones(2)
+    opt.step()
+    w = lucid.ones(2, requires_grad=True)
+    y = (w * opt.state[p]["exp_avg"]).sum()  # mul saves the moment for w's gradient
+    p.grad = lucid.ones(2)
+    opt.step()  # changes it in place, as PyTorch's
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+def test_a_users_tensor_put_in_the_state_is_used():
+    p = lucid.tensor([1.0, 2.0], dtype=lucid.float64, requires_grad=True)
+    opt = optim.SGD([p], lr=0.5, momentum=0.5)
+    opt.state[p]["momentum_buffer"] = lucid.tensor([2.0, -2.0], dtype=lucid.float64)
+    p.grad = lucid.tensor([1.0, 1.0], dtype=lucid.float64)
+    opt.step()
+    buf = np.array([0.5 * 2.0 + 1.0, 0.5 * -2.0 + 1.0])
+    np.testing.assert_allclose(opt.state[p]["momentum_buffer"].numpy(), buf)
+    np.testing.assert_allclose(p.detach().numpy(), np.array([1.0, 2.0]) - 0.5 * buf)
+
+
+def test_complex_state_is_complex_of_the_parameters_shape():
+    p = lucid.tensor([1 + 2j, 3 - 1j], requires_grad=True)
+    opt = optim.Adam([p], lr=0.1)
+    for _ in range(2):
+        p.grad = lucid.tensor([0.5 - 1j, 2 + 0.25j])
+        opt.step()
+    m, v = opt.state[p]["exp_avg"], opt.state[p]["exp_avg_sq"]
+    assert m.dtype == lucid.complex64 and tuple(m.shape) == (2,)
+    g = np.array([0.5 - 1j, 2 + 0.25j])
+    pairs = np.stack([g.real, g.imag], -1)  # re and im are independent reals (PyTorch's view_as_real)
+    em, ev = _adam_moments([pairs] * 2)
+    np.testing.assert_allclose(m.numpy(), em[:, 0] + 1j * em[:, 1], rtol=1e-6)
+    np.testing.assert_allclose(v.numpy(), ev[:, 0] + 1j * ev[:, 1], rtol=1e-6)
+    np.testing.assert_allclose(p.detach().numpy(), [0.8 + 2.2j, 2.8 - 1.2j], rtol=1e-6)
+    # a checkpoint round trip keeps them complex and the next step equal
+    other = lucid.tensor(p.detach().numpy(), requires_grad=True)
+    opt2 = optim.Adam([other], lr=0.1)
+    opt2.load_state_dict(opt.state_dict())
+    assert opt2.state[other]["exp_avg"].dtype == lucid.complex64
+    for q, o in ((p, opt), (other, opt2)):
+        q.grad = lucid.tensor([1j, -1.0])
+        o.step()
+    np.testing.assert_array_equal(other.detach().numpy(), p.detach().numpy())
+
+
+def test_complex_state_matches_torch():
+    torch = pytest.importorskip("torch")
+    g = np.array([0.5 - 1j, 2 + 0.25j], dtype=np.complex64)
+    tp = torch.nn.Parameter(torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64))
+    lp = lucid.tensor([1 + 2j, 3 - 1j], dtype=lucid.complex64, requires_grad=True)
+    topt, lopt = torch.optim.Adam([tp], lr=0.1), optim.Adam([lp], lr=0.1)
+    for _ in range(3):
+        tp.grad, lp.grad = torch.tensor(g), lucid.tensor(g)
+        topt.step()
+        lopt.step()
+    for k in ("exp_avg", "exp_avg_sq"):
+        np.testing.assert_allclose(lopt.state[lp][k].numpy(), topt.state[tp][k].numpy(), rtol=1e-6)
+
+
+def test_a_differentiable_step_leaves_an_eager_steps_tensor_alone():
+    w = lucid.tensor([1.0, 2.0], dtype=lucid.float64, requires_grad=True)
+    p = w.clone()
+    opt = optim.SGD([p], lr=0.1, momentum=0.9, differentiable=True)
+    held = opt.state[p]["momentum_buffer"] = lucid.tensor([1.0, 1.0], dtype=lucid.float64)  # a plain Tensor
+    p.grad = lucid.tensor([1.0, 1.0], dtype=lucid.float64) * w  # depends on w
+    opt.step()
+    np.testing.assert_array_equal(held.numpy(), [1.0, 1.0])  # not changed under the user's feet
+    new = opt.state[p]["momentum_buffer"]
+    assert new is not held and new.grad_fn is not None
+    np.testing.assert_allclose(new.detach().numpy(), [0.9 + 1.0, 0.9 + 2.0])
+    # d(sum p)/dw through the update: p = p0 - 0.1 * (0.9 * 1 + w)
+    (gw,) = lucid.autograd.grad(p.sum(), [w])
+    np.testing.assert_allclose(gw.numpy(), [1.0 - 0.1, 1.0 - 0.1])
+
+
+def test_adagrad_makes_its_state_at_construction_as_tensors():
+    p = lucid.zeros(3, requires_grad=True)
+    opt = optim.Adagrad([p], initial_accumulator_value=0.25)
+    st = opt.state_dict()["state"][0]
+    assert isinstance(opt.state[p]["sum"], lucid.Tensor) and st["step"] == 0
+    np.testing.assert_array_equal(opt.state[p]["sum"].numpy(), [0.25] * 3)
+
+
+@pytest.mark.parametrize("shape", [(2,), ()])
+def test_diagonal_of_fewer_than_two_dims_is_an_index_error(shape):
+    with pytest.raises(IndexError, match="^diagonal: dimension"):
+        lucid.diagonal(lucid.ones(*shape))
+
+
+# ------------------------------------------------------------------ Tensor.grad_dtype (PyTorch 2.13)
+
+def test_grad_dtype_gives_float32_gradients_to_float16_weights():
+    w = lucid.tensor([1.0, 2.0], dtype=lucid.float16, requires_grad=True)
+    assert w.grad_dtype == lucid.float16  # the tensor's own by default
+    w.grad_dtype = lucid.float32
+    (w * 3).sum().backward()
+    (w * 3).sum().backward()  # accumulates in float32
+    assert w.grad.dtype == lucid.float32
+    np.testing.assert_array_equal(w.grad.numpy(), [6.0, 6.0])
+    w.grad = None
+    w.grad_dtype = None  # gradients keep the dtype they arrive with
+    (w * 3).sum().backward()
+    assert w.grad.dtype == lucid.float16 and w.grad_dtype is None
+    # an optimizer steps a float16 weight with its float32 gradient
+    p = lucid.nn.Parameter(lucid.ones(2, dtype=lucid.float16))
+    p.grad_dtype = lucid.float32
+    (p * 2).sum().backward()
+    optim.SGD([p], lr=0.1).step()
+    assert p.dtype == lucid.float16 and p.grad.dtype == lucid.float32
+    np.testing.assert_allclose(p.detach().numpy().astype(np.float64), [0.8, 0.8], rtol=1e-3)
+
+
+def test_grad_dtype_rules_as_torch():
+    w = lucid.tensor([1.0, 2.0], dtype=lucid.float16, requires_grad=True)
+    with pytest.raises(RuntimeError, match="grad_dtype"):
+        w.grad = lucid.ones(2, dtype=lucid.float64)  # must match grad_dtype (the dtype by default)
+    w.grad_dtype = None
+    w.grad = lucid.ones(2, dtype=lucid.float64)  # None: any dtype
+    with pytest.raises(RuntimeError, match="already a gradient with dtype"):
+        w.grad_dtype = lucid.float16
+    y = w * 2
+    with pytest.raises(RuntimeError, match="only be accessed on leaf"):
+        y.grad_dtype
+    with pytest.raises(RuntimeError, match="only be set on leaf"):
+        y.grad_dtype = lucid.float32
+
+
+def test_grad_dtype_matches_torch():
+    torch = pytest.importorskip("torch")
+    out = {}
+    for lib in (torch, lucid):
+        w = lib.tensor([1.0, -2.0, 0.5], dtype=lib.float16, requires_grad=True)
+        w.grad_dtype = lib.float32
+        (w * w).sum().backward()
+        out[lib.__name__] = (str(w.grad.dtype).split(".")[-1], w.grad.detach().numpy())
+    assert out["torch"][0] == out["lucid"][0] == "float32"
+    np.testing.assert_array_equal(out["torch"][1], out["lucid"][1])
+
+
+def test_atleast_nd_of_nothing_is_an_empty_tuple():
+    assert lucid.atleast_1d() == lucid.atleast_2d() == lucid.atleast_3d() == ()
+
+
+@pytest.mark.parametrize("call", [lambda: lucid.randint(low=3, high=5, size=(400,)),
+                                  lambda: lucid.randint(3, high=5, size=(400,)),
+                                  lambda: lucid.randint(5, (400,), low=3)])
+def test_randint_takes_low_and_high_by_keyword(call):
+    x = call()  # as in PyTorch's CTCLoss example: randint(low=1, high=C, size=(N, S))
+    assert tuple(x.shape) == (400,) and x.dtype == lucid.int64
+    assert set(x.tolist()) == {3, 4}
+    assert set(lucid.randint(high=2, size=(400,)).tolist()) == {0, 1}
