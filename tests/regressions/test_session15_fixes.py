@@ -212,3 +212,15 @@ def test_randint_takes_low_and_high_by_keyword(call):
     assert tuple(x.shape) == (400,) and x.dtype == lucid.int64
     assert set(x.tolist()) == {3, 4}
     assert set(lucid.randint(high=2, size=(400,)).tolist()) == {0, 1}
+
+
+def test_copysign_gives_other_a_zero_gradient_and_keeps_signed_zeros():
+    a = lucid.tensor([3.0, -5.0, 0.0], dtype=lucid.float64, requires_grad=True)
+    b = lucid.tensor([-1.0, 0.0, -2.0], dtype=lucid.float64, requires_grad=True)
+    y = lucid.copysign(a, b)
+    assert np.signbit(y.detach().numpy()).tolist() == [True, False, True]  # -0.0 stays -0.0
+    ga, gb = lucid.autograd.grad(y.sum(), [a, b])  # PyTorch: zeros for other, not "unused"
+    np.testing.assert_array_equal(ga.numpy(), [-1.0, -1.0, 0.0])
+    np.testing.assert_array_equal(gb.numpy(), [0.0, 0.0, 0.0])
+    s = lucid.tensor(-1.0, dtype=lucid.float64, requires_grad=True)
+    assert lucid.autograd.grad(lucid.copysign(a, s).sum(), s).item() == 0.0

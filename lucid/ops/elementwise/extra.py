@@ -180,7 +180,12 @@ def copysign(input, other):
     import lucid
 
     a, b = _pair(*_floatify(input, other))
-    return lucid.where(_signbit(b), -a.abs(), a.abs())
+    out = lucid.where(_signbit(b), -a.abs(), a.abs())
+    if b.requires_grad:
+        # PyTorch's gradient for ``other`` is zeros, not None: a where that never picks ``b``
+        # gives it one and keeps ``out`` bit for bit (adding 0 would turn -0.0 into 0.0)
+        out = lucid.where(lucid.zeros((), dtype=lucid.bool, device=out.device), b, out)
+    return out
 
 
 def _nan_aware(name, pick):
