@@ -64,6 +64,8 @@ _accept_out(globals(), _OUT_NAMES)  # PyTorch's out= (NOTE [Out arguments])
 # Sparse tensors (NOTE [Sparse tensors]); mm/matmul/addmm also take a sparse operand.
 from . import sparse  # noqa: E402,F401
 from .sparse import sparse_coo, sparse_coo_tensor, sparse_csr, sparse_csr_tensor  # noqa: E402,F401
+from .sparse import (sparse_bsc, sparse_bsc_tensor, sparse_bsr, sparse_bsr_tensor,  # noqa: E402,F401
+                     sparse_compressed_tensor, sparse_csc, sparse_csc_tensor)
 from .sparse._ops import hspmm, smm, spmm, sparse_aware as _sparse_aware  # noqa: E402,F401
 mm, matmul, addmm = (_sparse_aware(mm, "mm"), _sparse_aware(matmul, "matmul"),  # noqa: F405
                      _sparse_aware(addmm, "addmm"))  # noqa: F405

@@ -525,7 +525,7 @@ def vander(x, *, N=None):
 
     x = _as_tensor(x)
     if x.ndim < 1:
-        raise RuntimeError(f"linalg.vander: x must have at least 1 dimension, got shape {tuple(x.shape)}")
+        x = x.reshape(1)  # PyTorch reads a 0-d x as one point
     N = x.shape[-1] if N is None else int(N)
     if N <= 1:  # PyTorch's check (torch.vander, unlike linalg.vander, takes 0 and 1)
         raise RuntimeError(f"linalg.vander: N must be greater than 1, got {N}")

@@ -434,8 +434,17 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     >>> lucid.linspace(0, 1, 3).tolist()
     [0.0, 0.5, 1.0]
     """
-    return _finish(xp.linspace(start, end, _steps(steps, "linspace"), dtype=_float_dtype(dtype, "linspace")),
-                   requires_grad, device, "linspace")
+    dt, n = _float_dtype(dtype, "linspace"), _steps(steps, "linspace")
+    if np.dtype(dt).kind in "iub":
+        # PyTorch's integer linspace: integer ends, each value truncated toward zero (NumPy's
+        # floors the float values: linspace(-2.5, 1, 6, dtype=int64) gave -3 first)
+        s, e = (_int_end(v, dt, "linspace") for v in (start, end))
+        step = (e - s) / (n - 1) if n > 1 else 0.0  # in double, as PyTorch's kernel
+        i = np.arange(n, dtype=np.float64)
+        vals = np.where(i < n // 2, s + step * i, e - step * (n - 1 - i))  # its symmetric form
+        vals[:1] = s
+        return _finish(np.trunc(vals).astype(np.int64).astype(dt), requires_grad, device, "linspace")
+    return _finish(xp.linspace(start, end, n, dtype=dt), requires_grad, device, "linspace")
 
 
 def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False):
@@ -464,6 +473,19 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
     """
     return _finish(xp.logspace(start, end, _steps(steps, "logspace"), base=base,
                                dtype=_float_dtype(dtype, "logspace")), requires_grad, device, "logspace")
+
+
+def _int_end(v, dt, op):
+    """An end of an integer linspace/arange as ``dt``'s value: an int wraps, a float truncates
+    toward zero and must fit (PyTorch's conversions)."""
+    v = v.item() if isinstance(v, Tensor) else v
+    info = np.iinfo(dt) if np.dtype(dt).kind != "b" else None
+    if isinstance(v, float) or isinstance(v, np.floating):
+        v = int(v)  # toward zero
+        if info is not None and not info.min <= v <= info.max:
+            raise RuntimeError(f"{op}: value cannot be converted to type {np.dtype(dt)} without overflow")
+        return v
+    return int(np.array(int(v)).astype(dt)) if info is not None else int(bool(v))
 
 
 def _steps(steps, op):
@@ -593,7 +615,9 @@ def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False, me
 
 def _conv(dtype, name):
     def method(self, memory_format=None):
-        return cast(self, dtype)
+        if memory_format is None:
+            return cast(self, dtype)
+        return self.to(dtype, memory_format=memory_format)  # e.g. x.half(memory_format=lucid.channels_last)
 
     method.__name__ = name
     method.__doc__ = f"This tensor as ``{dtype}``."

@@ -54,7 +54,9 @@ def index_fill(input, dim, index, value):
             raise RuntimeError(f"index_fill: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
         value = value.to(input.dtype)
     n = input.shape[axis] if input.ndim else 1
-    return L.where(_along(_hit_mask(index, n), axis, input.ndim), value, input)
+    out = L.where(_along(_hit_mask(index, n), axis, input.ndim), value, input)
+    # the value takes input's dtype (a bool input stays bool, 2.7 into an int tensor is 2)
+    return out if out.dtype == input.dtype else out.to(input.dtype)
 
 
 @tensor_method("index_copy")
@@ -268,6 +270,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
                            f"fit inside src {tuple(src.shape)} (and input {tuple(input.shape)} outside dim {d})")
     if index.dtype.kind not in "iu":
         raise RuntimeError(f"scatter_reduce: index must be an integer tensor, got {index.dtype}")
+    if reduce == "mean" and input.dtype == L.bool:
+        raise NotImplementedError("scatter_reduce: reduce='mean' is not implemented for bool tensors")
     s = src[tuple(slice(0, k) for k in index.shape)].to(input.dtype)
     n = input.shape[d]
     onehot = index[None] == L.arange(n, device=index.device).reshape((n,) + (1,) * nd)  # (n, *index.shape)
@@ -284,12 +288,17 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     if any(pad):
         R, C = L.pad(R, tuple(pad)), L.pad(C, tuple(pad))
     has = C > 0
-    return _combine(L, reduce, input, R, C, has, include_self)
+    out = _combine(L, reduce, input, R, C, has, include_self)
+    # sums and products of small ints or bools are computed wider: the result has input's
+    # dtype, as PyTorch's (int8 wraps, a bool sum is an or, a bool product an and)
+    return out if out.dtype == input.dtype else out.to(input.dtype)
 
 
 def _reduce_onehot(L, reduce, onehot, s, d, dt, selfv=None):
     fill = {"sum": 0, "mean": 0, "prod": 1}.get(reduce)
-    if fill is None:
+    if fill is None and dt.kind == "b":
+        fill = reduce == "amin"  # the identity of or (amax) and of and (amin)
+    elif fill is None:
         big = float("inf") if dt.kind == "f" else int(np.iinfo(dt).max)
         fill = -big if reduce == "amax" else big
     vals = L.where(onehot, s[None], fill)

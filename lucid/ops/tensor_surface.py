@@ -81,7 +81,7 @@ for _n in ("bincount", "cov", "corrcoef", "histc", "histogram", "vdot"):
 
 
 @tensor_method("cfloat")
-def cfloat(self):
+def cfloat(self, memory_format=None):
     """This tensor as ``complex64`` (differentiable; a real input gets a real gradient).
 
     Examples
@@ -90,11 +90,11 @@ def cfloat(self):
     >>> lucid.tensor([1.0, 2.0]).cfloat()
     tensor([1.+0.j, 2.+0.j], dtype=lucid.complex64)
     """
-    return self.to(_lucid("complex64"))
+    return self.to(_lucid("complex64"), memory_format=memory_format)
 
 
 @tensor_method("cdouble")
-def cdouble(self):
+def cdouble(self, memory_format=None):
     """This tensor as ``complex128``.
 
     Examples
@@ -103,7 +103,7 @@ def cdouble(self):
     >>> lucid.tensor([1, 2]).cdouble().dtype
     lucid.complex128
     """
-    return self.to(_lucid("complex128"))
+    return self.to(_lucid("complex128"), memory_format=memory_format)
 
 
 @tensor_method("ndimension")

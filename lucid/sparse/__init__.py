@@ -1,4 +1,5 @@
-"""Sparse tensors, PyTorch's ``torch.sparse``: COO and CSR layouts composed from dense ops.
+"""Sparse tensors, PyTorch's ``torch.sparse``: COO and the compressed layouts (CSR, CSC, BSR,
+BSC; batched and hybrid) composed from dense ops.
 
 Examples
 --------
@@ -13,8 +14,9 @@ tensor([[2.],
 # NOTE [Sparse tensors]
 # A sparse tensor is a ``Tensor`` subclass (SparseCOOTensor, SparseCSRTensor) that holds
 # dense tensors: int64 ``indices`` (sparse_dim, nnz) and ``values`` (nnz, *dense_dims) for
-# COO; ``crow_indices``/``col_indices``/``values`` for CSR. Nothing in _core, the engine or
-# the op families knows about it:
+# COO; compressed/plain indices and values for CSR, CSC, BSR and BSC (NOTE [Compressed
+# layouts] in _compressed.py: each is computed on through its COO form). Nothing in _core,
+# the engine or the op families knows about it:
 # - Every sparse operation is composed from dense Lucid ops on those components (coalesce
 #   = ``unique`` + ``index_add``; to_dense = ``index_add`` into a flat buffer; sparse @ dense
 #   = ``index_select`` of the dense rows, scaled by the values, ``index_add``-ed into the
@@ -37,16 +39,21 @@ tensor([[2.],
 # - ``lucid.mm``/``matmul``/``addmm`` are wrapped (``sparse_aware``) to route sparse
 #   operands here: two class checks on a dense call.
 # - Not done: ``lucid.save`` of a sparse tensor (serialization.py stores dense arrays only;
-#   it raises the stand-in's error), CSC/BSR/BSC layouts, batched or hybrid CSR, indexing
+#   it raises the stand-in's error), products of batched or hybrid compressed tensors, indexing
 #   (``index_select`` and ``narrow_copy`` of COO tensors excepted), and the function forms of
 #   methods (``lucid.sum(s)``, ``lucid.t(s)``, ``lucid.index_select(s, ...)``: only
 #   mm/matmul/addmm are routed; call the method or ``lucid.sparse.sum``).
-from ._base import SparseTensor, sparse_coo, sparse_csr
+from ._base import SparseTensor, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr
 from ._coo import SparseCOOTensor, sparse_coo_tensor
-from ._csr import SparseCSRTensor, sparse_csr_tensor
+from ._compressed import (SparseBSCTensor, SparseBSRTensor, SparseCompressedTensor, SparseCSCTensor,
+                          SparseCSRTensor)
+from ._csr import (sparse_bsc_tensor, sparse_bsr_tensor, sparse_compressed_tensor, sparse_csc_tensor,
+                   sparse_csr_tensor)
 from ._ops import (add, addmm, hspmm, log_softmax, mm, mul, sampled_addmm, smm, softmax, spdiags,
                    sum)
 
-__all__ = ["SparseTensor", "SparseCOOTensor", "SparseCSRTensor", "sparse_coo", "sparse_csr",
-           "sparse_coo_tensor", "sparse_csr_tensor", "mm", "addmm", "sum", "softmax", "log_softmax",
+__all__ = ["SparseTensor", "SparseCOOTensor", "SparseCompressedTensor", "SparseCSRTensor", "SparseCSCTensor",
+           "SparseBSRTensor", "SparseBSCTensor", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr",
+           "sparse_bsc", "sparse_coo_tensor", "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor",
+           "sparse_bsc_tensor", "sparse_compressed_tensor", "mm", "addmm", "sum", "softmax", "log_softmax",
            "add", "mul", "sampled_addmm", "hspmm", "smm", "spdiags"]

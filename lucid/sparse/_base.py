@@ -23,6 +23,9 @@ class _SparseLayout(_layout):
 
 sparse_coo = _SparseLayout("sparse_coo")
 sparse_csr = _SparseLayout("sparse_csr")
+sparse_csc = _SparseLayout("sparse_csc")
+sparse_bsr = _SparseLayout("sparse_bsr")
+sparse_bsc = _SparseLayout("sparse_bsc")
 
 
 class _SparseData(NoValues):

@@ -13,8 +13,8 @@ import numpy as np
 import lucid
 from .._core import backend
 from .._core.tensor import Tensor, tensor_method
-from ._base import (NOT_HERE, SparseTensor, add_suffixes, field_str, require_sparse,
-                    sparse_coo, sparse_csr)
+from ._base import (NOT_HERE, SparseTensor, add_suffixes, field_str, require_sparse, sparse_bsc,
+                    sparse_bsr, sparse_coo, sparse_csc, sparse_csr)
 
 
 class SparseCOOTensor(SparseTensor):
@@ -94,8 +94,10 @@ class SparseCOOTensor(SparseTensor):
         return flat.reshape(tuple(self._size))
 
     def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
-        if layout is sparse_csr:
-            return self.to_sparse_csr()
+        if layout is not None and layout is not sparse_coo:
+            from ._compressed import convert
+
+            return convert(self, layout, blocksize, dense_dim, "to_sparse")
         if sparse_dim is not None and sparse_dim != self.sparse_dim():
             raise RuntimeError("to_sparse: conversion from Sparse to Sparse with sparse_dim argument "
                                "!=self.sparse_dim() is not supported")
@@ -105,9 +107,24 @@ class SparseCOOTensor(SparseTensor):
         return self
 
     def to_sparse_csr(self, dense_dim=None):
-        from ._csr import coo_to_csr
+        from ._compressed import convert
 
-        return coo_to_csr(self)
+        return convert(self, sparse_csr, None, dense_dim, "to_sparse_csr")
+
+    def to_sparse_csc(self, dense_dim=None):
+        from ._compressed import convert
+
+        return convert(self, sparse_csc, None, dense_dim, "to_sparse_csc")
+
+    def to_sparse_bsr(self, blocksize, dense_dim=None):
+        from ._compressed import convert
+
+        return convert(self, sparse_bsr, blocksize, dense_dim, "to_sparse_bsr")
+
+    def to_sparse_bsc(self, blocksize, dense_dim=None):
+        from ._compressed import convert
+
+        return convert(self, sparse_bsc, blocksize, dense_dim, "to_sparse_bsc")
 
     def detach(self):
         return make_coo(self._idx, self._vals.detach(), self._size, self._coalesced)
@@ -467,7 +484,9 @@ def dense_to_coo(x, sparse_dim=None, name="to_sparse"):
 # ------------------------------------------------------------------ dense Tensor methods
 @tensor_method("to_sparse")
 def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
-    """This tensor in a sparse layout (COO by default; ``layout=lucid.sparse_csr`` for CSR).
+    """This tensor in a sparse layout: COO by default, or ``layout=lucid.sparse_csr``,
+    ``sparse_csc``, ``sparse_bsr``/``sparse_bsc`` (with ``blocksize``); ``dense_dim`` trailing
+    dims stay dense in a compressed layout, the leading ones beyond two are batch dims.
 
     Examples
     --------
@@ -477,14 +496,21 @@ def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=N
                            [1, 0]]),
            values=tensor([2., 3.]),
            size=(2, 2), nnz=2, layout=lucid.sparse_coo)
+    >>> lucid.tensor([[0.0, 2.0], [3.0, 0.0]]).to_sparse(layout=lucid.sparse_csc).ccol_indices()
+    tensor([0, 1, 2])
     """
-    if blocksize is not None:
-        raise NotImplementedError("to_sparse: block layouts (blocksize=) are not supported")
+    from ._compressed import _ROW, _blocksize_arg, dense_to_compressed
+
     if layout is None or layout is sparse_coo:
+        if blocksize is not None:
+            raise RuntimeError("to_sparse: blocksize is only supported for block layouts (sparse_bsr, sparse_bsc)")
         return dense_to_coo(self, sparse_dim)
-    if layout is sparse_csr:
-        return self.to_sparse_csr(dense_dim)
-    raise RuntimeError(f"to_sparse: unsupported layout {layout!r}")
+    if layout not in _ROW:
+        raise RuntimeError(f"to_sparse: unsupported layout {layout!r}")
+    if sparse_dim is not None:
+        raise RuntimeError("to_sparse: sparse_dim is only supported for the sparse_coo layout")
+    bs = _blocksize_arg(layout, blocksize, "to_sparse")
+    return dense_to_compressed(self, layout, bs, dense_dim, "to_sparse")
 
 
 @tensor_method("to_sparse_coo")
@@ -500,9 +526,16 @@ def to_sparse_coo(self):
     return dense_to_coo(self, None, "to_sparse_coo")
 
 
+def _to_compressed(self, layout, blocksize, dense_dim, name):
+    from ._compressed import _blocksize_arg, dense_to_compressed
+
+    return dense_to_compressed(self, layout, _blocksize_arg(layout, blocksize, name), dense_dim, name)
+
+
 @tensor_method("to_sparse_csr")
 def to_sparse_csr(self, dense_dim=None):
-    """This 2-D tensor as a sparse CSR tensor.
+    """This tensor as a sparse CSR tensor (dims beyond two: leading batch dims, or ``dense_dim``
+    trailing dense ones).
 
     Examples
     --------
@@ -510,13 +543,49 @@ def to_sparse_csr(self, dense_dim=None):
     >>> lucid.tensor([[0.0, 2.0], [3.0, 0.0]]).to_sparse_csr().crow_indices()
     tensor([0, 1, 2])
     """
-    from ._csr import coo_to_csr
+    return _to_compressed(self, sparse_csr, None, dense_dim, "to_sparse_csr")
 
-    if dense_dim:
-        raise NotImplementedError("to_sparse_csr: hybrid CSR tensors (dense_dim > 0) are not supported")
-    if self.ndim != 2:
-        raise RuntimeError(f"to_sparse_csr: expected a 2-D tensor, got {self.ndim}-D")
-    return coo_to_csr(dense_to_coo(self, 2, "to_sparse_csr"))
+
+@tensor_method("to_sparse_csc")
+def to_sparse_csc(self, dense_dim=None):
+    """This tensor as a sparse CSC tensor (column-compressed).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> c = lucid.tensor([[0.0, 2.0], [3.0, 4.0]]).to_sparse_csc()
+    >>> c.ccol_indices(), c.row_indices(), c.values()
+    (tensor([0, 1, 3]), tensor([1, 0, 1]), tensor([3., 2., 4.]))
+    """
+    return _to_compressed(self, sparse_csc, None, dense_dim, "to_sparse_csc")
+
+
+@tensor_method("to_sparse_bsr")
+def to_sparse_bsr(self, blocksize, dense_dim=None):
+    """This tensor as a block sparse row tensor of ``blocksize`` blocks (those with a nonzero).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> b = lucid.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0]]).to_sparse_bsr((2, 2))
+    >>> b.crow_indices(), b.col_indices(), tuple(b.values().shape)
+    (tensor([0, 1]), tensor([0]), (1, 2, 2))
+    """
+    return _to_compressed(self, sparse_bsr, blocksize, dense_dim, "to_sparse_bsr")
+
+
+@tensor_method("to_sparse_bsc")
+def to_sparse_bsc(self, blocksize, dense_dim=None):
+    """This tensor as a block sparse column tensor of ``blocksize`` blocks (those with a nonzero).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> b = lucid.tensor([[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 2.0]]).to_sparse_bsc((2, 2))
+    >>> b.ccol_indices(), b.row_indices()
+    (tensor([0, 0, 1]), tensor([0]))
+    """
+    return _to_compressed(self, sparse_bsc, blocksize, dense_dim, "to_sparse_bsc")
 
 
 @tensor_method("sparse_mask")
@@ -534,15 +603,12 @@ def sparse_mask(self, mask):
     require_sparse(mask, "sparse_mask")
     if isinstance(self, SparseTensor):
         raise NotImplementedError("sparse_mask: " + NOT_HERE)
-    csr = mask.layout is sparse_csr
-    mask = mask.to_sparse_coo()
     if tuple(self.shape) != tuple(mask.shape):
         raise RuntimeError(f"sparse_mask: expected mask of size {list(self.shape)}, got {list(mask.shape)}")
-    idx = mask._idx
-    vals = self[tuple(idx[d] for d in range(mask.sparse_dim()))]
-    out = make_coo(idx, vals, mask._size, mask._coalesced)
-    if csr:  # the mask's layout, as PyTorch's
-        from ._csr import coo_to_csr
-
-        return coo_to_csr(out)
-    return out
+    compressed = mask.layout is not sparse_coo
+    coo = mask.to_sparse_coo()
+    idx = coo._idx
+    vals = self[tuple(idx[d] for d in range(coo.sparse_dim()))]
+    if compressed:  # the mask's layout and pattern, as PyTorch's (its COO form is in storage order)
+        return mask._replace(vals.reshape(tuple(mask._vals.shape)))
+    return make_coo(idx, vals, coo._size, coo._coalesced)

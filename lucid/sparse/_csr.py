@@ -1,142 +1,166 @@
-"""Sparse CSR matrices: ``sparse_csr_tensor``, conversions, products with dense matrices.
+"""Construction of sparse compressed tensors: ``sparse_compressed_tensor`` and its CSR, CSC,
+BSR and BSC forms (batched and hybrid), with PyTorch's ``check_invariants``.
 
-A CSR tensor keeps PyTorch's three components; every computation goes through its COO
-rows (``repeat_interleave`` of the row numbers by ``crow_indices.diff()``), so it shares
-the COO code and its gradients. See NOTE [Sparse tensors] in ``lucid/sparse/__init__.py``.
+The tensors themselves live in ``_compressed.py`` (NOTE [Compressed layouts]); this module
+keeps the CSR names older code imports.
 """
 from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 import lucid
 from .._core.tensor import Tensor
-from ._base import SparseTensor, add_suffixes, field_str, sparse_csr
-from ._coo import _alias, _host, as_indices, as_values, make_coo
+from ._base import sparse_bsc, sparse_bsr, sparse_csc, sparse_csr
+from ._compressed import SparseCSRTensor, coo_to_csr, make_csr  # noqa: F401  (older imports)
+from ._compressed import _BLOCK, _ROW, make_compressed
+from ._coo import _host, as_indices, as_values
+
+_NAMES = {sparse_csr: ("crow_indices", "col_indices"), sparse_bsr: ("crow_indices", "col_indices"),
+          sparse_csc: ("ccol_indices", "row_indices"), sparse_bsc: ("ccol_indices", "row_indices")}
 
 
-class SparseCSRTensor(SparseTensor):
-    """A 2-D tensor in PyTorch's sparse CSR layout (``crow_indices``, ``col_indices``,
-    ``values``); ``layout`` is ``lucid.sparse_csr``, ``is_sparse_csr`` True and ``is_sparse``
-    False, as in PyTorch. Made by :func:`lucid.sparse_csr_tensor` or ``to_sparse_csr()``."""
-
-    is_sparse = False
-    is_sparse_csr = True
-    layout = sparse_csr
-    _crow = None
-    _col = None
-
-    def crow_indices(self):
-        return _alias(self._crow)
-
-    def col_indices(self):
-        return _alias(self._col)
-
-    def values(self):
-        return _alias(self._vals)
-
-    def sparse_dim(self):
-        return 2
-
-    def is_coalesced(self):
-        raise RuntimeError("is_coalesced: expected a sparse COO tensor, got layout lucid.sparse_csr")
-
-    def row_indices_(self):
-        """The row of each stored value (an int64 tensor of length nnz)."""
-        n = self._size[0]
-        counts = self._crow.diff().to(lucid.int64)
-        return lucid.repeat_interleave(lucid.arange(n, device=self.device), counts,
-                                       output_size=self._nnz())
-
-    def _replace(self, vals, device=None):
-        crow, col = self._crow, self._col
-        if device is not None and crow.device != device:
-            crow, col = crow.to(device), col.to(device)
-        return make_csr(crow, col, vals, self._size)
-
-    def to_sparse_coo(self):
-        idx = lucid.stack([self.row_indices_(), self._col.to(lucid.int64)])
-        return make_coo(idx, self._vals, self._size, True)
-
-    def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
-        if layout is sparse_csr:
-            return self
-        if sparse_dim not in (None, 2):
-            raise RuntimeError("to_sparse: a CSR tensor converts to COO with sparse_dim 2 only")
-        return self.to_sparse_coo()
-
-    def to_sparse_csr(self, dense_dim=None):
-        return self
-
-    def to_dense(self, dtype=None, *, masked_grad=None):
-        """The dense matrix this CSR tensor represents; differentiable in the values.
-
-        Examples
-        --------
-        >>> import lucid
-        >>> lucid.sparse_csr_tensor([0, 1, 2], [1, 0], [2.0, 3.0], (2, 2)).to_dense()
-        tensor([[0., 2.],
-                [3., 0.]])
-        """
-        if dtype is not None:
-            raise RuntimeError("to_dense: dtype argument is not supported by sparse_to_dense")
-        return self.to_sparse_coo().to_dense()
-
-    def detach(self):
-        return make_csr(self._crow, self._col, self._vals.detach(), self._size)
-
-    def clone(self, *, memory_format=None):
-        return make_csr(self._crow.clone(), self._col.clone(), self._vals.clone(), self._size)
-
-    def t(self):
-        raise NotImplementedError("t: the transpose of a CSR tensor is CSC, which Lucid does not have; "
-                                  "use .to_sparse_coo().t()")
-
-    transpose = t
-
-    def _grad_from_values(self, g):
-        return make_csr(self._crow, self._col, g, self._size)
-
-    def __reduce_ex__(self, protocol):
-        return (make_csr, (self._crow, self._col, self._vals, tuple(self._size)))
-
-    def __repr__(self):
-        indent = 7
-        text = ("tensor(crow_indices=tensor(" + field_str(self._crow, "crow_indices=tensor(") + "),\n"
-                + " " * indent + "col_indices=tensor(" + field_str(self._col, "col_indices=tensor(") + "),\n"
-                + " " * indent + "values=tensor(" + field_str(self._vals, "values=tensor(") + ")")
-        return add_suffixes(text, self._suffixes() + self._tail(), indent, force_newline=False)
-
-    __str__ = __repr__
+def _device_of(*candidates):
+    for c in candidates:
+        if isinstance(c, Tensor):
+            return c.device
+    return None
 
 
-def make_csr(crow, col, vals, size):
-    s = object.__new__(SparseCSRTensor)
-    s._init(vals, size)
-    s._crow, s._col = crow, col
+def _index_dtype(cidx, pidx, name, cname, pname):
+    if isinstance(cidx, Tensor) and isinstance(pidx, Tensor):
+        if cidx.dtype != pidx.dtype:
+            raise RuntimeError(f"{name}: both {cname} and {pname} should have the same type")
+        if cidx.dtype == lucid.int32:
+            return lucid.int32
+    return lucid.int64
+
+
+def _build(compressed_indices, plain_indices, values, size, layout, name, dtype, device, pin_memory,
+           requires_grad, check_invariants):
+    if layout not in _ROW:
+        raise RuntimeError(f"{name}: expected sparse compressed tensor layout but got {layout}")
+    if pin_memory:
+        raise RuntimeError(f"{name}: pin_memory is not supported")
+    cname, pname = _NAMES[layout]
+    dev = device if device is not None else _device_of(values, compressed_indices, plain_indices)
+    vals = as_values(values, dtype, dev, name)
+    idt = _index_dtype(compressed_indices, plain_indices, name, cname, pname)
+    cidx = as_indices(compressed_indices, vals.device, name, idt, move=device is not None)
+    pidx = as_indices(plain_indices, vals.device, name, idt, move=device is not None)
+    size = _check_shapes(cidx, pidx, vals, size, layout, name)
+    if check_invariants:
+        _check_invariants(cidx, pidx, size, layout, name, vals)
+    s = make_compressed(layout, cidx, pidx, vals, size)
+    if requires_grad and not vals.requires_grad:
+        try:
+            s.requires_grad_(True)
+        except RuntimeError as e:
+            raise RuntimeError(f"{name}: {str(e).split(': ', 1)[-1]}") from None
     return s
 
 
-def coo_to_csr(s):
-    """The CSR form of 2-D COO tensor ``s`` (coalesced first)."""
-    if len(s.shape) != 2 or s.dense_dim() != 0:
-        raise RuntimeError(f"to_sparse_csr: expected a 2-D sparse tensor without dense dims, got size "
-                           f"{tuple(s.shape)} with {s.dense_dim()} dense dims")
-    c = s.coalesce()
-    n = c.shape[0]
-    rows = c._idx[0]
-    counts = lucid.bincount(rows, minlength=n) if c._nnz() else lucid.zeros(n, dtype=lucid.int64, device=c.device)
-    crow = lucid.cat([lucid.zeros(1, dtype=lucid.int64, device=c.device), counts.cumsum(0)])
-    return make_csr(crow, c._idx[1].contiguous(), c._vals, c.shape)
+def _check_shapes(cidx, pidx, vals, size, layout, name):
+    """The size (given or inferred) after checking the components agree with it."""
+    cname, pname = _NAMES[layout]
+    if cidx.ndim < 1 or cidx.ndim != pidx.ndim:
+        raise RuntimeError(f"{name}: {cname} and {pname} dimensionalities must be equal but got {cidx.ndim} "
+                           f"and {pidx.ndim}, respectively")
+    nb = cidx.ndim - 1
+    batch = tuple(cidx.shape[:-1])
+    nblock = 2 if _BLOCK[layout] else 0
+    if vals.ndim < nb + 1 + nblock:
+        raise RuntimeError(f"{name}: values must have at least {nb + 1 + nblock} dimensions "
+                           f"(batch, nnz{', blocksize' if nblock else ''}), got {vals.ndim}-D")
+    if tuple(pidx.shape[:-1]) != batch or tuple(vals.shape[:nb]) != batch:
+        raise RuntimeError(f"{name}: all batch dimensions of {cname}, {pname} and values must be equal, got "
+                           f"{list(cidx.shape[:-1])}, {list(pidx.shape[:-1])} and {list(vals.shape[:nb])}")
+    if pidx.shape[-1] != vals.shape[nb]:
+        raise RuntimeError(f"{name}: {pname} and values must have the same length, got {pidx.shape[-1]} "
+                           f"and {vals.shape[nb]}")
+    if cidx.shape[-1] < 1:
+        raise RuntimeError(f"{name}: {cname} must have at least one element")
+    b0, b1 = tuple(int(n) for n in vals.shape[nb + 1:nb + 3]) if nblock else (1, 1)
+    dense = tuple(vals.shape[nb + 1 + nblock:])
+    row = _ROW[layout]
+    ncomp = int(cidx.shape[-1]) - 1
+    if size is None:
+        nplain = int(_host(pidx.amax())) + 1 if pidx.numel() else 0
+        rc = (ncomp * b0, nplain * b1) if row else (nplain * b0, ncomp * b1)
+        return batch + rc + dense
+    size = tuple(int(s) for s in (size if not isinstance(size, numbers.Integral) else (size,)))
+    if len(size) != nb + 2 + len(dense) or size[:nb] != batch or size[nb + 2:] != dense:
+        raise RuntimeError(f"{name}: size {list(size)} does not match the components: expected batch dims "
+                           f"{list(batch)}, 2 sparse dims and dense dims {list(dense)}")
+    if size[nb] % b0 or size[nb + 1] % b1:
+        raise RuntimeError(f"{name}: size[{nb}:{nb + 2}] = {list(size[nb:nb + 2])} must be divisible by the "
+                           f"blocksize {[b0, b1]}")
+    k = nb if row else nb + 1
+    want = size[k] // (b0 if row else b1) + 1
+    if ncomp + 1 != want:
+        blk = f" / blocksize[{0 if row else 1}]" if nblock else ""
+        raise RuntimeError(f"{name}: {cname}.size(-1) must be equal to size[{k}]{blk} + 1 = {want}, but got: "
+                           f"{ncomp + 1}")
+    return size
+
+
+def _check_invariants(cidx, pidx, size, layout, name, vals):
+    """PyTorch's invariants of compressed indices, checked on the host, batch by batch."""
+    cname, pname = _NAMES[layout]
+    row = _ROW[layout]
+    nb = cidx.ndim - 1
+    nplain = int(size[nb + 1] if row else size[nb])
+    if _BLOCK[layout]:  # the plain bound counts blocks
+        nplain //= int(vals.shape[nb + 2] if row else vals.shape[nb + 1])
+    cs = np.asarray(_host(cidx)).reshape(-1, cidx.shape[-1]).tolist()
+    ps = np.asarray(_host(pidx)).reshape(-1, pidx.shape[-1]).tolist() if pidx.shape[-1] else [[]] * len(cs)
+    nnz = int(pidx.shape[-1])
+    plain_dim, comp_dim = ("ncols", "nrows") if row else ("nrows", "ncols")
+    for c, p in zip(cs, ps):
+        if c[0] != 0:
+            raise RuntimeError(f"{name}: `{cname}[..., 0] == 0` is not satisfied.")
+        if c[-1] != nnz:
+            raise RuntimeError(f"{name}: `{cname}[..., -1] == nnz` is not satisfied.")
+        if any(b < a for a, b in zip(c, c[1:])):
+            raise RuntimeError(f"{name}: `0 <= {cname}[..., 1:] - {cname}[..., :-1] <= {plain_dim}` is not "
+                               "satisfied.")
+        if p and (min(p) < 0 or max(p) >= nplain):
+            raise RuntimeError(f"{name}: `0 <= {pname} < {plain_dim}` is not satisfied.")
+        for a, b in zip(c, c[1:]):
+            seg = p[a:b]
+            if any(y <= x for x, y in zip(seg, seg[1:])):
+                raise RuntimeError(f"{name}: `{pname}[..., {cname}[..., i - 1]:{cname}[..., i]] for all i = 1, "
+                                   f"..., {comp_dim} are sorted and distinct along the last dimension values` "
+                                   "is not satisfied.")
+
+
+_COMMON = """
+    Parameters
+    ----------
+    {c}, {p} : array_like
+        ``(*batch, {n} + 1)`` compressed and ``(*batch, nnz)`` plain indices (int32 kept,
+        anything else cast to int64, as in PyTorch).
+    values : array_like
+        ``(*batch, nnz{b}, *dense)`` values; a tensor keeps its gradient path.
+    size : sequence of int, optional
+        ``(*batch, rows, cols, *dense)``; inferred from the indices and values when omitted.
+    dtype, device : optional
+        Of the values (default: those of ``values``).
+    requires_grad : bool
+        Make the tensor a leaf that collects a gradient on its pattern.
+    check_invariants : bool, optional
+        Check PyTorch's index invariants (reads the indices on the host).
+"""
 
 
 def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=None, device=None,
                       pin_memory=False, requires_grad=False, check_invariants=None):
-    """A sparse CSR matrix, PyTorch's ``torch.sparse_csr_tensor`` (2-D, no dense dims).
+    """A sparse CSR tensor, PyTorch's ``torch.sparse_csr_tensor`` (batched and hybrid too).
 
     Row ``i``'s values are ``values[crow_indices[i]:crow_indices[i + 1]]``, in the columns
-    ``col_indices`` gives. ``size`` defaults to ``(len(crow_indices) - 1, max(col) + 1)``;
-    the index dtype (int32 or int64) is kept, as in PyTorch.
-
+    ``col_indices`` gives.
+    {common}
     Examples
     --------
     >>> import lucid
@@ -150,70 +174,89 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
     tensor([[3.],
             [3.]])
     """
-    name = "sparse_csr_tensor"
-    if pin_memory:
-        raise RuntimeError(f"{name}: pin_memory is not supported")
-    dev = device
-    if dev is None:
-        for c in (values, crow_indices, col_indices):
-            if isinstance(c, Tensor):
-                dev = c.device
-                break
-    vals = as_values(values, dtype, dev, name)
-    idt = lucid.int64
-    if isinstance(crow_indices, Tensor) and isinstance(col_indices, Tensor):
-        if crow_indices.dtype != col_indices.dtype:
-            raise RuntimeError(f"{name}: both crow_indices and col_indices should have the same type")
-        if crow_indices.dtype == lucid.int32:
-            idt = lucid.int32
-    crow = as_indices(crow_indices, vals.device, name, idt, move=device is not None)
-    col = as_indices(col_indices, vals.device, name, idt, move=device is not None)
-    if crow.ndim != 1 or col.ndim != 1:
-        raise RuntimeError(f"{name}: crow_indices and col_indices must be 1-D (batched CSR is not supported), "
-                           f"got {crow.ndim}-D and {col.ndim}-D")
-    if vals.ndim != 1:
-        raise RuntimeError(f"{name}: values must be 1-D (hybrid CSR is not supported), got {vals.ndim}-D")
-    if col.shape[0] != vals.shape[0]:
-        raise RuntimeError(f"{name}: col_indices and values must have the same length, got "
-                           f"{col.shape[0]} and {vals.shape[0]}")
-    if crow.shape[0] < 1:
-        raise RuntimeError(f"{name}: crow_indices must have at least one element")
-    if size is None:
-        ncol = int(_host(col.amax())) + 1 if col.shape[0] else 0
-        size = (crow.shape[0] - 1, ncol)
-    else:
-        size = tuple(int(s) for s in (size if not isinstance(size, numbers.Integral) else (size,)))
-        if len(size) != 2:
-            raise RuntimeError(f"{name}: size must have 2 dimensions (batched or hybrid CSR is not supported), "
-                               f"got {size}")
-        if crow.shape[0] != size[0] + 1:
-            raise RuntimeError(f"{name}: crow_indices.size(-1) must be equal to size[0] + 1 = {size[0] + 1}, "
-                               f"but got: {crow.shape[0]}")
-    if check_invariants:
-        _check_csr(crow, col, size, vals.shape[0], name)
-    s = make_csr(crow, col, vals, size)
-    if requires_grad and not vals.requires_grad:
-        try:
-            s.requires_grad_(True)
-        except RuntimeError as e:
-            raise RuntimeError(f"{name}: {str(e).split(': ', 1)[-1]}") from None
-    return s
+    return _build(crow_indices, col_indices, values, size, sparse_csr, "sparse_csr_tensor", dtype, device,
+                  pin_memory, requires_grad, check_invariants)
 
 
-def _check_csr(crow, col, size, nnz, name):
-    c = _host(crow).tolist()
-    if c[0] != 0:
-        raise RuntimeError(f"{name}: `crow_indices[..., 0] == 0` is not satisfied.")
-    if c[-1] != nnz:
-        raise RuntimeError(f"{name}: `crow_indices[..., -1] == nnz` is not satisfied.")
-    if any(b < a for a, b in zip(c, c[1:])):
-        raise RuntimeError(f"{name}: `0 <= crow_indices[..., 1:] - crow_indices[..., :-1] <= ncols` is not satisfied.")
-    cols = _host(col).tolist()
-    if cols and (min(cols) < 0 or max(cols) >= size[1]):
-        raise RuntimeError(f"{name}: `0 <= col_indices < ncols` is not satisfied.")
-    for a, b in zip(c, c[1:]):
-        row = cols[a:b]
-        if any(y <= x for x, y in zip(row, row[1:])):
-            raise RuntimeError(f"{name}: `col_indices[..., crow_indices[..., i - 1]:crow_indices[..., i]] for all "
-                               "i = 1, ..., nrows are sorted and distinct along the last dimension values` is not "
-                               "satisfied.")
+def sparse_csc_tensor(ccol_indices, row_indices, values, size=None, *, dtype=None, device=None,
+                      pin_memory=False, requires_grad=False, check_invariants=None):
+    """A sparse CSC tensor, PyTorch's ``torch.sparse_csc_tensor``: column ``j``'s values are
+    ``values[ccol_indices[j]:ccol_indices[j + 1]]``, in the rows ``row_indices`` gives.
+    {common}
+    Examples
+    --------
+    >>> import lucid
+    >>> c = lucid.sparse_csc_tensor([0, 1, 3], [1, 0, 1], [1.0, 2.0, 3.0], (2, 2))
+    >>> c.to_dense()
+    tensor([[0., 2.],
+            [1., 3.]])
+    >>> c.t().layout
+    lucid.sparse_csr
+    """
+    return _build(ccol_indices, row_indices, values, size, sparse_csc, "sparse_csc_tensor", dtype, device,
+                  pin_memory, requires_grad, check_invariants)
+
+
+def sparse_bsr_tensor(crow_indices, col_indices, values, size=None, *, dtype=None, device=None,
+                      pin_memory=False, requires_grad=False, check_invariants=None):
+    """A block sparse row tensor, PyTorch's ``torch.sparse_bsr_tensor``: the blocksize is
+    ``values.shape[-2:]`` (before any dense dims) and the indices count blocks.
+    {common}
+    Examples
+    --------
+    >>> import lucid
+    >>> b = lucid.sparse_bsr_tensor([0, 1, 1], [1], lucid.ones(1, 2, 2), (4, 4))
+    >>> b.to_dense()
+    tensor([[0., 0., 1., 1.],
+            [0., 0., 1., 1.],
+            [0., 0., 0., 0.],
+            [0., 0., 0., 0.]])
+    """
+    return _build(crow_indices, col_indices, values, size, sparse_bsr, "sparse_bsr_tensor", dtype, device,
+                  pin_memory, requires_grad, check_invariants)
+
+
+def sparse_bsc_tensor(ccol_indices, row_indices, values, size=None, *, dtype=None, device=None,
+                      pin_memory=False, requires_grad=False, check_invariants=None):
+    """A block sparse column tensor, PyTorch's ``torch.sparse_bsc_tensor``: the blocksize is
+    ``values.shape[-2:]`` (before any dense dims) and the indices count blocks.
+    {common}
+    Examples
+    --------
+    >>> import lucid
+    >>> b = lucid.sparse_bsc_tensor([0, 1, 1], [1], lucid.ones(1, 2, 1), (4, 2))
+    >>> b.to_dense()
+    tensor([[0., 0.],
+            [0., 0.],
+            [1., 0.],
+            [1., 0.]])
+    """
+    return _build(ccol_indices, row_indices, values, size, sparse_bsc, "sparse_bsc_tensor", dtype, device,
+                  pin_memory, requires_grad, check_invariants)
+
+
+def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=None, *, dtype=None,
+                             layout=None, device=None, pin_memory=False, requires_grad=False,
+                             check_invariants=None):
+    """A sparse tensor in the compressed ``layout`` (``lucid.sparse_csr``, ``sparse_csc``,
+    ``sparse_bsr`` or ``sparse_bsc``), PyTorch's ``torch.sparse_compressed_tensor``.
+    {common}
+    Examples
+    --------
+    >>> import lucid
+    >>> s = lucid.sparse_compressed_tensor([0, 1, 2], [1, 0], [1.0, 2.0], (2, 2),
+    ...                                    layout=lucid.sparse_csc)
+    >>> s.layout, s.row_indices()
+    (lucid.sparse_csc, tensor([1, 0]))
+    """
+    return _build(compressed_indices, plain_indices, values, size, layout, "sparse_compressed_tensor", dtype,
+                  device, pin_memory, requires_grad, check_invariants)
+
+
+for _f, _c, _p, _n, _b in ((sparse_csr_tensor, "crow_indices", "col_indices", "rows", ""),
+                           (sparse_csc_tensor, "ccol_indices", "row_indices", "cols", ""),
+                           (sparse_bsr_tensor, "crow_indices", "col_indices", "rows / blocksize[0]", ", *blocksize"),
+                           (sparse_bsc_tensor, "ccol_indices", "row_indices", "cols / blocksize[1]", ", *blocksize"),
+                           (sparse_compressed_tensor, "compressed_indices", "plain_indices", "ncompressed",
+                            "[, *blocksize]")):
+    _f.__doc__ = _f.__doc__.replace("{common}", _COMMON.format(c=_c, p=_p, n=_n, b=_b).replace("\n    ", "\n    "))

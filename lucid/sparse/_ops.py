@@ -18,20 +18,36 @@ from .._core.tensor import Tensor
 from ..ops.scatter_extra import segment_softmax
 from ._base import SparseTensor, require_sparse
 from ._coo import SparseCOOTensor, _canon, _host, coalesced, linear_index, make_coo
-from ._csr import SparseCSRTensor, coo_to_csr
+from ._base import sparse_bsc, sparse_bsr
+from ._compressed import SparseCompressedTensor, convert, index_dtype
+
+_BLOCKED = (sparse_bsr, sparse_bsc)
 
 
 def _coo(x):
-    return x.to_sparse_coo() if isinstance(x, SparseCSRTensor) else x
+    return x.to_sparse_coo() if isinstance(x, SparseCompressedTensor) else x
 
 
-def _rows_cols(s, name):
+def _relayout(out, like):
+    """COO ``out`` in the compressed layout (and blocksize) of ``like``."""
+    if not isinstance(like, SparseCompressedTensor):
+        return out
+    bs = like._blocksize() if like.layout in _BLOCKED else None
+    return index_dtype(convert(out, like.layout, bs, None, "relayout"), like._cidx.dtype)
+
+
+def _rows_cols_vals(s, name):
     if len(s.shape) != 2 or s.dense_dim() != 0:
         raise RuntimeError(f"{name}: expected a 2-D sparse matrix without dense dims, got size "
                            f"{tuple(s.shape)} with {s.dense_dim()} dense dims")
-    if isinstance(s, SparseCSRTensor):
-        return s.row_indices_(), s._col.to(lucid.int64)
-    return s._idx[0], s._idx[1]
+    if isinstance(s, SparseCompressedTensor):
+        idx, vals = s._coo_parts()
+        return idx[0], idx[1], vals
+    return s._idx[0], s._idx[1], s._vals
+
+
+def _rows_cols(s, name):
+    return _rows_cols_vals(s, name)[:2]
 
 
 def _spmm(s, dense, name):
@@ -40,7 +56,7 @@ def _spmm(s, dense, name):
         raise TypeError(f"{name}: expected a dense second operand here")
     if not isinstance(dense, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(dense).__name__}")
-    rows, cols = _rows_cols(s, name)
+    rows, cols, vals = _rows_cols_vals(s, name)
     if dense.ndim not in (1, 2):
         raise RuntimeError(f"{name}: expected a 1-D or 2-D dense operand, got {dense.ndim}-D")
     if dense.shape[0] != s.shape[1]:
@@ -48,7 +64,6 @@ def _spmm(s, dense, name):
                            f"({s.shape[0]}x{s.shape[1]} and {'x'.join(map(str, dense.shape))})")
     if dense.dtype != s.dtype:
         raise RuntimeError(f"{name}: expected scalar type {s.dtype} but found {dense.dtype}")
-    vals = s._vals
     picked = dense.index_select(0, cols)
     contrib = vals * picked if dense.ndim == 1 else vals.unsqueeze(1) * picked
     out = lucid.zeros((s.shape[0],) + tuple(dense.shape[1:]), dtype=s.dtype, device=s.device)
@@ -58,8 +73,8 @@ def _spmm(s, dense, name):
 def _sparse_sparse(a, b, name):
     """Product of two sparse matrices: sparse, with the structural pattern of ``a @ b``
     (CSR when both are CSR, as PyTorch's)."""
-    if isinstance(a, SparseCSRTensor) and isinstance(b, SparseCSRTensor):
-        return coo_to_csr(_sparse_sparse(_coo(a), _coo(b), name))
+    if isinstance(a, SparseCompressedTensor) and isinstance(b, SparseCompressedTensor) and a.layout is b.layout:
+        return _relayout(_sparse_sparse(_coo(a), _coo(b), name), a)
     a, b = _coo(a).coalesce(), _coo(b).coalesce()
     ra, _ = _rows_cols(a, name)
     _rows_cols(b, name)
@@ -243,6 +258,11 @@ def log_softmax(input, dim, *, dtype=None):
 
 
 # ------------------------------------------------------------------ arithmetic
+def _same_compressed(a, b):
+    return isinstance(a, SparseCompressedTensor) and isinstance(b, SparseCompressedTensor) and a.layout is b.layout \
+        and a._blocksize() == b._blocksize()
+
+
 def _same_size(a, b, name):
     if tuple(a.shape) != tuple(b.shape):
         raise RuntimeError(f"{name}: expected sizes of 'self' and 'other' to match, but "
@@ -263,8 +283,8 @@ def add(input, other, *, alpha=1):
     sa, sb = isinstance(input, SparseTensor), isinstance(other, SparseTensor)
     if sa and sb:
         _same_size(input, other, "add")
-        if isinstance(input, SparseCSRTensor) and isinstance(other, SparseCSRTensor):
-            return coo_to_csr(add(input.to_sparse_coo(), other.to_sparse_coo(), alpha=alpha))
+        if _same_compressed(input, other):
+            return _relayout(add(input.to_sparse_coo(), other.to_sparse_coo(), alpha=alpha), input)
         a, b = _coo(input), _coo(other)
         if a.sparse_dim() != b.sparse_dim():
             raise RuntimeError("add: expected both sparse tensors to have the same sparse_dim")
@@ -297,8 +317,8 @@ def mul(input, other):
     """
     if isinstance(input, SparseTensor) and isinstance(other, SparseTensor):
         _same_size(input, other, "mul")
-        if isinstance(input, SparseCSRTensor) and isinstance(other, SparseCSRTensor):
-            return coo_to_csr(_intersect(input.to_sparse_coo(), other.to_sparse_coo()))
+        if _same_compressed(input, other):
+            return _relayout(_intersect(input.to_sparse_coo(), other.to_sparse_coo()), input)
         return _intersect(_coo(input), _coo(other))
     s, k = (input, other) if isinstance(input, SparseTensor) else (other, input)
     if isinstance(k, numbers.Number) or (isinstance(k, Tensor) and k.ndim == 0):
@@ -308,8 +328,9 @@ def mul(input, other):
     c = _coo(s)
     dense = lucid.broadcast_to(k, tuple(c.shape)) if tuple(k.shape) != tuple(c.shape) else k
     picked = dense[tuple(c._idx[d] for d in range(c.sparse_dim()))]
-    out = make_coo(c._idx, c._vals * picked, c._size, c._coalesced)
-    return coo_to_csr(out) if isinstance(s, SparseCSRTensor) else out
+    if isinstance(s, SparseCompressedTensor):  # the same pattern: its COO form is in storage order
+        return s._replace(s._vals * picked.reshape(tuple(s._vals.shape)))
+    return make_coo(c._idx, c._vals * picked, c._size, c._coalesced)
 
 
 def _intersect(a, b):
@@ -403,7 +424,7 @@ def _sum_method(self, dim=None, keepdim=False, dtype=None):
 
 def _install():
     """The operators and methods of sparse tensors that differ from dense ones."""
-    for cls in (SparseCOOTensor, SparseCSRTensor):
+    for cls in (SparseCOOTensor, SparseCompressedTensor):
         cls.__add__ = cls.add = lambda self, other, *, alpha=1: add(self, other, alpha=alpha)
         cls.__radd__ = lambda self, other: add(other, self)
         cls.__sub__ = cls.sub = lambda self, other, *, alpha=1: add(self, other, alpha=-alpha)
@@ -443,6 +464,8 @@ def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0):
         raise RuntimeError(f"sampled_addmm: expected mat1 {list(mat1.shape)} @ mat2 {list(mat2.shape)} to "
                            f"have input's size {list(input.shape)}")
     picked = (mat1.index_select(0, rows) * mat2.t().index_select(0, cols)).sum(-1)
+    # a block layout's COO form lists every element of its blocks: one reshape from its values
+    picked = picked.reshape(tuple(input._vals.shape))
     return input._replace(_scaled(input._vals, beta) + _scaled(picked, alpha))
 
 
@@ -504,7 +527,7 @@ def spdiags(diagonals, offsets, shape, layout=None):
             [4., 2., 0.],
             [0., 5., 3.]])
     """
-    from ._base import sparse_coo, sparse_csr
+    from ._base import sparse_coo, sparse_csc, sparse_csr
 
     if diagonals.ndim != 2:
         raise RuntimeError(f"spdiags: expected a 2-D diagonals tensor, got {diagonals.ndim}-D")
@@ -528,8 +551,8 @@ def spdiags(diagonals, offsets, shape, layout=None):
                    diagonals[w, c] if which else diagonals.reshape(-1)[:0], (m, n), False)
     if layout is None or layout is sparse_coo:
         return out
-    if layout is sparse_csr:
-        return coo_to_csr(out)
+    if layout is sparse_csr or layout is sparse_csc:
+        return convert(out, layout, None, None, "spdiags")
     raise RuntimeError(f"spdiags: unsupported layout {layout!r}")
 
 

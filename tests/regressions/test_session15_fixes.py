@@ -224,3 +224,64 @@ def test_copysign_gives_other_a_zero_gradient_and_keeps_signed_zeros():
     np.testing.assert_array_equal(gb.numpy(), [0.0, 0.0, 0.0])
     s = lucid.tensor(-1.0, dtype=lucid.float64, requires_grad=True)
     assert lucid.autograd.grad(lucid.copysign(a, s).sum(), s).item() == 0.0
+
+
+# ------------------------------------------------------------------ found by running PyTorch's OpInfo samples
+
+def test_integer_linspace_truncates_as_torch():
+    # PyTorch: integer ends (a float end truncates toward zero), steps in double, each value
+    # truncated toward zero; NumPy's floors the float values (gave -3 at -2.5)
+    assert lucid.linspace(-2.5, -3, 6, dtype=lucid.int64).tolist() == [-2, -2, -2, -2, -2, -3]
+    assert lucid.linspace(-2.5, 1, 6, dtype=lucid.int64).tolist() == [-2, -1, 0, 0, 0, 1]
+    assert lucid.linspace(1.9, 2.1, 1, dtype=lucid.int8).tolist() == [1]
+    assert lucid.linspace(-9, 9, 10, dtype=lucid.uint8).tolist() == [247, 220, 194, 167, 141, 114, 88, 61, 35, 9]
+    with pytest.raises(RuntimeError, match="linspace: value cannot be converted"):
+        lucid.linspace(-2.5, 1, 6, dtype=lucid.uint8)
+
+
+def test_scatter_family_keeps_bool_and_small_int_dtypes():
+    i = lucid.tensor([0, 0, 2])
+    s = lucid.tensor([True, False, True])
+    z, o = lucid.zeros(3, dtype=lucid.bool), lucid.ones(3, dtype=lucid.bool)
+    cases = {"sum": (z.scatter_reduce(0, i, s, "sum"), [True, False, True]),  # an or
+             "prod": (o.scatter_reduce(0, i, s, "prod"), [False, True, True]),  # an and
+             "amax": (z.scatter_reduce(0, i, s, "amax"), [True, False, True]),
+             "amin": (o.scatter_reduce(0, i, s, "amin"), [False, True, True]),
+             "multiply": (o.scatter(0, i, s, reduce="multiply"), [False, True, True]),
+             "index_copy": (z.index_copy(0, lucid.tensor([1]), lucid.tensor([True])), [False, True, False]),
+             "index_fill": (z.index_fill(0, lucid.tensor([1]), 5), [False, True, False])}
+    for name, (got, want) in cases.items():
+        assert got.dtype == lucid.bool and got.tolist() == want, name
+    wrapped = lucid.zeros(3, dtype=lucid.int8).scatter_reduce(0, i, lucid.tensor([100, 100, 1], dtype=lucid.int8), "sum")
+    assert wrapped.dtype == lucid.int8 and wrapped.tolist() == [-56, 0, 1]  # int8 wraps, as PyTorch's
+    filled = lucid.zeros(3, dtype=lucid.int64).index_fill(0, lucid.tensor([1]), -2.7)
+    assert filled.dtype == lucid.int64 and filled.tolist() == [0, -2, 0]
+    with pytest.raises(NotImplementedError, match="scatter_reduce: reduce='mean'"):
+        z.scatter_reduce(0, i, s, "mean")
+
+
+def test_logaddexp_of_complex_inputs():
+    a = lucid.tensor([1 + 1j, 2 - 1j, 800 + 0.5j], dtype=lucid.complex128)
+    b = lucid.tensor([0.5j, 1.0 + 0j, 799 + 0j], dtype=lucid.complex128)
+    got = lucid.logaddexp(a, b).numpy()
+    # closed form, shifted by the larger real part (exp(800) overflows)
+    m = np.maximum(a.numpy().real, b.numpy().real)
+    want = np.log(np.exp(a.numpy() - m) + np.exp(b.numpy() - m)) + m
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+    assert np.isfinite(got).all()
+
+
+def test_small_fixes_from_the_opinfo_samples():
+    x = lucid.ones(2, 3, 2, 2)
+    for name in ("float", "half", "cfloat", "cdouble"):  # memory_format as PyTorch's conversions
+        assert getattr(x, name)(memory_format=lucid.channels_last).is_contiguous(memory_format=lucid.channels_last)
+    np.testing.assert_array_equal(lucid.gradient(lucid.tensor([1.0, 4.0, 9.0, 16.0]), spacing=None)[0].numpy(),
+                                  [3.0, 4.0, 6.0, 7.0])
+    assert tuple(lucid.nn.functional.unfold(lucid.ones(0, 1, 5, 5), 2).shape) == (0, 4, 16)
+    assert lucid.linalg.vander(lucid.tensor(2.0), N=3).tolist() == [[1.0, 2.0, 4.0]]
+    out = lucid.nn.functional.local_response_norm(lucid.tensor([[[1, 2], [3, 4], [-8, 9]]]), 2)
+    assert out.dtype == lucid.float32  # an integer input is computed in float (was truncated: x / 1)
+    sq = np.array([[1, 4], [9, 16], [64, 81]], dtype=np.float64)
+    div = np.stack([(sq[0] + 0) / 2, (sq[0] + sq[1]) / 2, (sq[1] + sq[2]) / 2])  # window of 2: pad before
+    np.testing.assert_allclose(out.numpy()[0], np.array([[1, 2], [3, 4], [-8, 9]]) / (1 + 1e-4 * div) ** 0.75,
+                               rtol=1e-6)

@@ -94,7 +94,8 @@ def test_errors():
         lucid.sparse_csr_tensor([0, 2, 4], COL, VAL, (2, 3), check_invariants=True)
     with pytest.raises(RuntimeError, match="^sparse_csr_tensor: both crow_indices and col_indices"):
         lucid.sparse_csr_tensor(lucid.tensor(CROW, dtype=lucid.int32), lucid.tensor(COL), VAL)
-    with pytest.raises(NotImplementedError, match="^t: the transpose of a CSR tensor is CSC"):
-        lucid.sparse_csr_tensor(CROW, COL, VAL, (2, 3)).t()
+    t = lucid.sparse_csr_tensor(CROW, COL, VAL, (2, 3)).t()  # CSC, as PyTorch's (it raised before CSC existed)
+    assert t.layout is lucid.sparse_csc and tuple(t.shape) == (3, 2)
+    np.testing.assert_array_equal(t.to_dense().numpy(), lucid.sparse_csr_tensor(CROW, COL, VAL, (2, 3)).to_dense().numpy().T)
     with pytest.raises(NotImplementedError, match="^exp: sparse tensors are not supported here"):
         lucid.exp(lucid.sparse_csr_tensor(CROW, COL, VAL, (2, 3)))

@@ -51,7 +51,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     c = input.shape[1]
     w = _eye_kernel(c, ks, input.dtype, input)
     out = bind(conv_p, (input, w), dict(stride=st, padding=tuple((p, p) for p in pad), dilation=dil, groups=c))
-    out = out.reshape(out.shape[0], out.shape[1], -1)
+    out = out.reshape(out.shape[0], out.shape[1], out.shape[2] * out.shape[3])  # (-1 fails on an empty batch)
     return out.squeeze(0) if unbatched else out
 
 

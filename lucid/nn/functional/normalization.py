@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..._core import dtypes
 from ..._core.backend import runs_on_operands_device
 from ..._core.grad_mode import no_grad
 from ..._core.primitive import OpError, autocast_composite, autocast_float32
@@ -409,6 +410,8 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     if input.ndim < 3:
         raise ValueError(f"local_response_norm: expected 3D or higher dimensionality input (got {input.ndim} "
                          "dimensions)")
+    if input.dtype.kind in "biu":  # PyTorch computes an integer input in the default float dtype
+        input = input.to(dtypes.get_default_dtype())
     if input.numel() == 0:
         return input
     if _is_half(input):  # See NOTE [Half composites]

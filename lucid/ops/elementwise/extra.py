@@ -439,8 +439,9 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     ----------
     input : Tensor
         The samples.
-    spacing : number, sequence of numbers, or sequence of 1-D tensors
-        One step for every dim, a step per dim, or the sample coordinates along each dim.
+    spacing : number, sequence of numbers, or sequence of 1-D tensors, optional
+        One step for every dim, a step per dim, or the sample coordinates along each dim
+        (default, or None: 1).
     dim : int or sequence of int, optional
         The dims to differentiate along (default: all).
     edge_order : int
@@ -460,6 +461,8 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
         raise RuntimeError(f"{op}: only edge_order=1 and edge_order=2 are supported, got {edge_order}")
     dims = tuple(range(y.ndim)) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
     dims = tuple(normalize_axis(d, y.ndim, op) for d in dims)
+    if spacing is None:  # PyTorch's signature default: unit steps
+        spacing = 1
     if isinstance(spacing, (list, tuple)):
         if len(spacing) != len(dims):
             raise RuntimeError(f"{op}: expected spacing to be unspecified, a scalar or a list of length "

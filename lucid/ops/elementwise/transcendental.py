@@ -494,7 +494,8 @@ hypot = _floating_binary("hypot", hypot_p, """``sqrt(input**2 + other**2)`` with
     >>> lucid.hypot(lucid.tensor([3.0]), 4.0).tolist()
     [5.0]
     """)
-logaddexp = _floating_binary("logaddexp", logaddexp_p, """``log(exp(input) + exp(other))`` computed stably.
+_real_logaddexp = _floating_binary("logaddexp", logaddexp_p, """``log(exp(input) + exp(other))`` computed stably;
+    complex inputs too (as PyTorch: the shift by the larger real part keeps it finite).
 
     Examples
     --------
@@ -502,6 +503,23 @@ logaddexp = _floating_binary("logaddexp", logaddexp_p, """``log(exp(input) + exp
     >>> lucid.logaddexp(lucid.tensor([1000.0]), 1000.0).tolist()
     [1000.6931762695312]
     """)
+
+
+def logaddexp(input, other):
+    a, b = _floatify(input, other)
+    if not (getattr(a, "dtype", None) is not None and a.dtype.kind == "c"
+            or getattr(b, "dtype", None) is not None and b.dtype.kind == "c"):
+        return bind(logaddexp_p, (a, b), {})
+    import lucid
+
+    a, b = _as_tensor(a, like=b), _as_tensor(b, like=a)  # a number is made on the other's device
+    # a constant shift (no gradient: its derivative cancels exactly) by the larger real part
+    m = lucid.maximum(a.real, b.real).detach()
+    m = lucid.where(m.isinf(), lucid.zeros((), dtype=m.dtype, device=m.device), m)
+    return lucid.log(lucid.exp(a - m) + lucid.exp(b - m)) + m
+
+
+logaddexp.__doc__ = _real_logaddexp.__doc__
 logaddexp2 = _floating_binary("logaddexp2", logaddexp2_p, """``log2(2**input + 2**other)`` computed stably.
 
     Examples
