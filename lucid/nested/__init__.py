@@ -1,4 +1,5 @@
-"""Nested tensors, PyTorch's ``torch.nested`` in the jagged layout, composed from dense ops.
+"""Nested tensors, PyTorch's ``torch.nested`` in the strided (default) and jagged layouts,
+composed from dense ops.
 
 Examples
 --------
@@ -10,6 +11,15 @@ NestedTensor(size=(2, j..., 3), offsets=tensor([0, 2, 6]), contiguous=True)
 (True, lucid.jagged, (6, 3))
 >>> [tuple(t.shape) for t in (nt * 2).relu().unbind()]
 [(2, 3), (4, 3)]
+>>> st = lucid.nested.nested_tensor([lucid.ones(1, 2), lucid.ones(2, 1)])
+>>> st
+nested_tensor([
+  tensor([[1., 1.]]),
+  tensor([[1.],
+          [1.]])
+])
+>>> st.to_padded_tensor(0.0).shape
+(2, 2, 2)
 """
 # NOTE [Nested tensors]
 # A batch of B tensors that differ in one dim (the ragged dim, dim 1 unless built otherwise)
@@ -46,20 +56,47 @@ NestedTensor(size=(2, j..., 3), offsets=tensor([0, 2, 6]), contiguous=True)
 #   argmin with the first extremum's index, whose element alone gets max's gradient) are one
 #   ``index_add``/``scatter_reduce`` of the rows by their sequence; softmax and log_softmax over
 #   it subtract each sequence's max the same way.
-# - Differences from PyTorch: only the jagged layout exists (``layout=None`` means it; the
-#   strided nested layout raises); ``to_padded_tensor``, reductions and attention also take
+# - Differences from PyTorch: ``to_padded_tensor``, reductions and attention also take
 #   nested tensors with holes; ``is_causal`` attention is accepted (causal within each
 #   sequence); log_softmax over the ragged dim, and softmax over it when it is not dim 1, are
 #   accepted (PyTorch 2.13 refuses them); ``grad_fn`` prints as Lucid's dense tensors print it
 #   (``<MulBackward0>``).
+#
+# NOTE [Strided nested tensors]
+# PyTorch's default layout (``layout=None`` means it): B components of one rank whose sizes
+# may differ in every dim. ``StridedNestedTensor`` (``_strided.py``) keeps one flat
+# ``buffer`` (the components' row-major values one after another, as PyTorch's contiguous
+# NT) and the components' sizes as Python ints; like the jagged class it takes part in
+# ``__torch_function__`` (``_strided_ops.dispatch``) and its autograd state is the buffer's.
+# - Pointwise ops (unary, with Python scalars or 0-d tensors, and between nested tensors of
+#   the same sizes: PyTorch broadcasts nothing else) run once on the buffer.
+# - Everything else runs on each component (``unbind`` gives views of the buffer) and
+#   reassembles: softmax/log_softmax, reductions over non-batch dims, transpose/permute,
+#   (un)squeeze, select, narrow, reshape/view with PyTorch's -1 rule (a -1 keeps a
+#   component's own size; a new dim can't be inferred), flatten, cat, chunk/split, matmul/bmm,
+#   linear, layer_norm, scaled_dot_product_attention (each component attends alone).
+# - ``to_padded_tensor`` is one gather from the buffer plus a padding element; its index is
+#   structure (sizes), built on the host and moved once; ``output_size`` may pad, never cut.
+# - ``nested_tensor`` copies (no graph to its inputs); ``as_nested_tensor`` keeps the graph
+#   (a dense ``(B, ...)`` input's buffer is a view of it), as PyTorch's.
+# - ``size(d)`` answers only for the batch dim and dims where all components agree (else
+#   RuntimeError, as PyTorch's); ``shape``/``size()`` raise unless every dim is regular.
+# - Differences from PyTorch (which refuses these, often with NotImplementedError for want of
+#   a kernel): every pointwise op of the jagged table is accepted (exp, log, pow ...);
+#   reductions over any non-batch dims with either keepdim, and full reductions (a dense
+#   0-d result); permute/flatten/narrow/chunk/split of non-batch dims; nested @ dense;
+#   layer_norm without weight; is_causal attention per component; gradients through
+#   to_padded_tensor; cat along dim 1 concatenates each component (PyTorch 2.13 returns
+#   wrong sizes there); ``len(nt)`` is the batch size.
 import lucid as _lucid
 
 from ._create import (as_nested_tensor, masked_select, narrow, nested_tensor, nested_tensor_from_jagged,
                       to_padded_tensor)
+from ._strided import StridedNestedTensor
 from ._tensor import NestedInt, NestedTensor, jagged
 
 # ``lucid.jagged`` (torch.jagged) beside lucid.strided and lucid.sparse_coo
 _lucid.jagged = jagged
 
-__all__ = ["NestedTensor", "NestedInt", "jagged", "nested_tensor", "as_nested_tensor", "nested_tensor_from_jagged",
-           "narrow", "masked_select", "to_padded_tensor"]
+__all__ = ["NestedTensor", "StridedNestedTensor", "NestedInt", "jagged", "nested_tensor", "as_nested_tensor",
+           "nested_tensor_from_jagged", "narrow", "masked_select", "to_padded_tensor"]

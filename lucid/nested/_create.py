@@ -4,18 +4,18 @@ See NOTE [Nested tensors] in ``lucid/nested/__init__.py``.
 """
 from __future__ import annotations
 
-from .._core.tensor import Tensor
+from .._core.tensor import Tensor, tensor_method
 from ._tensor import NestedTensor, Structure, jagged
 
 
 def _check_layout(name, layout):
-    if layout is None or layout is jagged:
-        return
+    """The layout asked for: ``jagged`` or ``strided`` (PyTorch's default, also for None)."""
     from ..ops.tensor_surface_more import strided
 
-    if layout is strided:
-        raise NotImplementedError(f"{name}: only the jagged layout is supported (layout=lucid.jagged); "
-                                  "Lucid has no strided nested tensors")
+    if layout is None or layout is strided:
+        return strided
+    if layout is jagged:
+        return jagged
     raise RuntimeError(f"{name}: Specified layout is unsupported for nested tensors: {layout!r}")
 
 
@@ -80,11 +80,12 @@ def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires
     Parameters
     ----------
     tensor_list : list of Tensor or nested lists
-        The components; they differ in at most one dim (the ragged one).
+        The components, all of one rank. In the strided layout their sizes may differ in any
+        dims; in the jagged layout in at most one (the ragged one).
     dtype, device : optional
-        Cast and move the values.
-    layout : lucid.jagged or None
-        Only the jagged layout exists in Lucid (None means it).
+        Cast and move the values (strided: the first component's dtype by default, as PyTorch's).
+    layout : lucid.strided, lucid.jagged or None
+        None means ``lucid.strided``, PyTorch's default.
     requires_grad : bool
         Make the values a leaf that records operations (``nt.grad`` is nested).
     pin_memory : bool
@@ -92,18 +93,31 @@ def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires
 
     Returns
     -------
-    NestedTensor
+    Tensor
+        A :class:`StridedNestedTensor` or a jagged :class:`NestedTensor`.
+
+    Limitations
+    -----------
+    The result never shares memory with ``tensor_list``, and gradients do not flow back to it
+    (use :func:`as_nested_tensor` for that), as in PyTorch.
 
     Examples
     --------
     >>> import lucid
-    >>> nt = lucid.nested.nested_tensor([lucid.ones(2, 3), lucid.ones(4, 3)], layout=lucid.jagged)
-    >>> nt.dim(), nt.size(0), nt.size(2), nt.offsets()
+    >>> nt = lucid.nested.nested_tensor([lucid.ones(3, 4, 5), lucid.ones(3, 6, 2)])
+    >>> nt.layout, nt.dim(), nt.size(1), nt._nested_tensor_size()
+    (lucid.strided, 4, 3, tensor([[3, 4, 5],
+            [3, 6, 2]]))
+    >>> jt = lucid.nested.nested_tensor([lucid.ones(2, 3), lucid.ones(4, 3)], layout=lucid.jagged)
+    >>> jt.dim(), jt.size(0), jt.size(2), jt.offsets()
     (3, 2, 3, tensor([0, 2, 6]))
-    >>> [tuple(t.shape) for t in nt.unbind()]
+    >>> [tuple(t.shape) for t in jt.unbind()]
     [(2, 3), (4, 3)]
     """
-    _check_layout("nested_tensor", layout)
+    if _check_layout("nested_tensor", layout) is not jagged:
+        from ._strided_create import strided_nested_tensor
+
+        return strided_nested_tensor(tensor_list, dtype, device, requires_grad)
     nt = _from_components("nested_tensor", _components("nested_tensor", tensor_list, dtype, device, True))
     if requires_grad:
         nt.requires_grad_(True)
@@ -114,21 +128,33 @@ def as_nested_tensor(ts, dtype=None, device=None, layout=None):
     """A nested tensor whose values are built from ``ts`` with autograd kept to it.
 
     ``ts`` is a list of tensors (the values are their concatenation, so gradients reach each
-    component) or a dense ``(B, L, ...)`` tensor (each row a sequence of length ``L``).
+    component) or a dense ``(B, L, ...)`` tensor (each row a sequence of length ``L``; in the
+    strided layout, the default, the buffer is a view of ``ts`` where a reshape can be one).
+    A nested ``ts`` comes back as it is (moved or cast when asked) where ``layout`` is None or
+    its own layout.
 
     Examples
     --------
     >>> import lucid
     >>> a = lucid.ones(2, 2, requires_grad=True)
-    >>> nt = lucid.nested.as_nested_tensor([a, lucid.ones(1, 2)], layout=lucid.jagged)
-    >>> nt.values().sum().backward()
+    >>> nt = lucid.nested.as_nested_tensor([a, lucid.ones(1, 3)])
+    >>> nt.to_padded_tensor(0.0).sum().backward()
     >>> a.grad
     tensor([[1., 1.],
             [1., 1.]])
+    >>> jt = lucid.nested.as_nested_tensor([a, lucid.ones(1, 2)], layout=lucid.jagged)
+    >>> jt.values().shape
+    (3, 2)
     """
-    _check_layout("as_nested_tensor", layout)
-    if isinstance(ts, NestedTensor):
+    want = _check_layout("as_nested_tensor", None if layout is None else layout)
+    if isinstance(ts, Tensor) and ts.is_nested:
+        if layout is not None and want is not ts.layout:
+            raise RuntimeError("as_nested_tensor: Converting between nested tensor layouts is not supported")
         return ts if dtype is None and device is None else ts.to(device=device, dtype=dtype)
+    if want is not jagged:
+        from ._strided_create import strided_as_nested_tensor
+
+        return strided_as_nested_tensor(ts, dtype, device)
     if isinstance(ts, Tensor):
         if ts.dim() < 2:
             raise RuntimeError(f"as_nested_tensor: expected a tensor with a batch and a sequence dim, got "
@@ -190,6 +216,9 @@ def nested_tensor_from_jagged(values, offsets=None, lengths=None, jagged_dim=Non
 def narrow(tensor, dim, start, length, layout=None):
     """Sequence ``i`` is ``tensor[i, start[i]:start[i] + length[i]]``, as a jagged view of ``tensor``.
 
+    With ``layout=lucid.strided`` (the default, as PyTorch's) only ``dim=0`` and integer
+    ``start``/``length`` are accepted: rows ``start .. start + length`` as components.
+
     Examples
     --------
     >>> import lucid
@@ -200,7 +229,10 @@ def narrow(tensor, dim, start, length, layout=None):
     """
     import lucid
 
-    _check_layout("narrow", layout if layout is not None else jagged)
+    if _check_layout("narrow", layout) is not jagged:
+        from ._strided_create import strided_narrow
+
+        return strided_narrow(tensor, dim, start, length)
     if not isinstance(tensor, Tensor) or tensor.dim() < 2:
         raise RuntimeError("narrow: expected a dense tensor with at least 2 dims")
     if dim != 1:
@@ -251,6 +283,18 @@ def to_padded_tensor(input, padding, output_size=None):
     tensor([[1., 0.],
             [1., 1.]])
     """
-    if not isinstance(input, NestedTensor):
-        raise TypeError(f"to_padded_tensor: expected a nested tensor, got {type(input).__name__}")
+    if not isinstance(input, Tensor) or not input.is_nested:
+        raise NotNestedError(f"to_padded_tensor: expected a nested tensor, got a {type(input).__name__} that is "
+                             "not nested")
     return input.to_padded_tensor(padding, output_size)
+
+
+class NotNestedError(NotImplementedError, TypeError):
+    """PyTorch's NotImplementedError for a dense tensor; a TypeError for Lucid's older callers."""
+
+
+@tensor_method("to_padded_tensor")
+def _dense_to_padded_tensor(self, padding, output_size=None):
+    """``Tensor.to_padded_tensor``: defined for nested tensors only (their classes override it)."""
+    raise NotNestedError("to_padded_tensor: expected a nested tensor, got a dense tensor (PyTorch has no "
+                         "to_padded_tensor kernel for dense tensors)")

@@ -188,6 +188,8 @@ def _map_arg(name, ref, a):
             raise RuntimeError(f"{name}: cannot call binary pointwise function with inputs of shapes "
                                f"{tuple(ref.shape)} and {tuple(a.shape)}".replace("'", ""))
         return a._values
+    if isinstance(a, Tensor) and a.is_nested:  # a strided nested tensor
+        raise RuntimeError(f"{name}: nested tensors of the jagged and the strided layout can't be combined")
     if isinstance(a, Tensor):
         return _align(name, ref, a)
     return a

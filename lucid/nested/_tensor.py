@@ -188,7 +188,7 @@ class NestedTensor(Tensor):
         nt._values = values
         nt._struct = struct
         nt._ragged_idx = ragged_idx
-        nt._data = _NestedData(values.shape, getattr(values._data, "dtype", None))
+        nt._data = _NestedData(values.shape, getattr(values.dtype, "dtype", None))  # a tracer has no _data
         nt._version = [0]
         return nt
 
