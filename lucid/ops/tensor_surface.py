@@ -80,6 +80,24 @@ for _n in ("bincount", "cov", "corrcoef", "histc", "histogram", "vdot"):
     _forward(_n)
 
 
+@tensor_method("to_padded_tensor")
+def to_padded_tensor(self, padding, output_size=None):
+    """A nested tensor's components padded into one dense tensor (see
+    ``lucid.nested.to_padded_tensor``); a dense tensor raises, as in PyTorch.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nested
+    >>> nt = lucid.nested.nested_tensor([lucid.ones(1), lucid.ones(2)])
+    >>> nt.to_padded_tensor(0.0).tolist()
+    [[1.0, 0.0], [1.0, 1.0]]
+    """
+    # nested tensors' classes override this method: only a dense tensor gets here
+    from ..nested._create import _dense_to_padded_tensor
+
+    return _dense_to_padded_tensor(self, padding, output_size)
+
+
 @tensor_method("cfloat")
 def cfloat(self, memory_format=None):
     """This tensor as ``complex64`` (differentiable; a real input gets a real gradient).

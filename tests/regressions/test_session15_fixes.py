@@ -285,3 +285,46 @@ def test_small_fixes_from_the_opinfo_samples():
     div = np.stack([(sq[0] + 0) / 2, (sq[0] + sq[1]) / 2, (sq[1] + sq[2]) / 2])  # window of 2: pad before
     np.testing.assert_allclose(out.numpy()[0], np.array([[1, 2], [3, 4], [-8, 9]]) / (1 + 1e-4 * div) ** 0.75,
                                rtol=1e-6)
+
+
+# ------------------------------------------------------------------ found by running PyTorch's ModuleInfo samples
+
+def test_kl_div_of_a_negative_target_is_nan_as_torch():
+    F = lucid.nn.functional
+    x = lucid.tensor([[-0.5, 0.2], [0.1, 0.3]], dtype=lucid.float64)
+    t = lucid.tensor([[0.3, -0.2], [0.0, float("nan")]], dtype=lucid.float64)
+    got = F.kl_div(x, t, reduction="none").numpy()
+    # xlogy(t, t) - t * x: 0 at t == 0, nan for a negative or nan target (it was a finite number)
+    assert got[0, 0] == pytest.approx(0.3 * np.log(0.3) + 0.5 * 0.3) and got[1, 0] == 0.0
+    assert np.isnan(got[0, 1]) and np.isnan(got[1, 1])
+
+
+@pytest.mark.parametrize("var_shape,ok", [((1, 3), True), ((4, 1), True), ((4,), True), ((3,), False),
+                                          ((1, 1), False), ((2, 3), False)])
+def test_gaussian_nll_loss_var_shapes_as_torch(var_shape, ok):
+    F = lucid.nn.functional
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    v = rng.uniform(0.5, 1.5, var_shape)
+    if not ok:
+        with pytest.raises(ValueError, match="var is of incorrect size"):
+            F.gaussian_nll_loss(lucid.tensor(x), lucid.tensor(t), lucid.tensor(v))
+        return
+    got = F.gaussian_nll_loss(lucid.tensor(x), lucid.tensor(t), lucid.tensor(v)).item()
+    vb = np.broadcast_to(v.reshape(4, 1) if var_shape == (4,) else v, (4, 3))
+    assert got == pytest.approx(np.mean(0.5 * (np.log(vb) + (x - t) ** 2 / vb)), rel=1e-12)
+
+
+def test_batch_norm_of_an_empty_batch_in_training():
+    m = lucid.nn.BatchNorm1d(5)
+    y = m(lucid.randn(0, 5, 9))
+    assert tuple(y.shape) == (0, 5, 9)
+    assert m.running_mean.tolist() == [0.0] * 5 and m.running_var.tolist() == [1.0] * 5  # untouched
+    assert int(m.num_batches_tracked) == 1  # counted, as PyTorch
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        m(lucid.randn(1, 5))
+
+
+def test_dense_to_padded_tensor_raises_as_torch():
+    with pytest.raises(NotImplementedError, match="to_padded_tensor: expected a nested tensor"):
+        lucid.ones(2).to_padded_tensor(0.0)

@@ -802,9 +802,11 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if log_target:
         loss = lucid.exp(target) * (target - input)
     else:
-        pos = target > 0
-        safe = lucid.where(pos, target, 1.0)
-        loss = lucid.where(pos, target * lucid.log(safe), 0.0) - target * input
+        # PyTorch's xlogy(t, t): 0 at t == 0 only; a negative or nan target gives nan (it gave
+        # a finite loss silently)
+        zero = target == 0
+        safe = lucid.where(zero, 1.0, target)
+        loss = lucid.where(zero, 0.0, target * lucid.log(safe)) - target * input
     if reduction == "batchmean":
         return loss.sum() / (input.shape[0] if input.ndim else 1)
     if reduction == "mean":

@@ -50,7 +50,10 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     if tuple(var.shape) != tuple(input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = var.unsqueeze(-1)
-        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+        # PyTorch 2.13's rule: broadcastable with a single mismatched dim, of size 1 in var
+        # (e.g. (4, 1, 32, 32) for (4, 3, 32, 32)); not only the last dim
+        elif not (var.ndim == input.ndim
+                  and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1):
             raise ValueError(f"gaussian_nll_loss: var is of incorrect size {tuple(var.shape)} for input "
                              f"{tuple(input.shape)}")
     if reduction not in ("none", "mean", "sum"):

@@ -219,12 +219,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if training:
         count = input.numel() // input.shape[1]
         check_batch_count(count, tuple(input.shape))
-        mean = lucid.mean(input, axes, keepdim=True)
-        xc = input - mean
-        var = lucid.mean(xc * xc, axes, keepdim=True)
-        if running_mean is not None or running_var is not None:
-            _update_running(running_mean, running_var, mean, var, count, momentum)
-        out = xc / lucid.sqrt(var + eps)
+        if count == 0:  # PyTorch: empty in, empty out, the running statistics as they were
+            out = input.clone()
+        else:
+            mean = lucid.mean(input, axes, keepdim=True)
+            xc = input - mean
+            var = lucid.mean(xc * xc, axes, keepdim=True)
+            if running_mean is not None or running_var is not None:
+                _update_running(running_mean, running_var, mean, var, count, momentum)
+            out = xc / lucid.sqrt(var + eps)
     else:
         if running_mean is None or running_var is None:
             raise OpError("batch_norm: running_mean and running_var are required when training=False")
@@ -239,8 +242,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 
 def check_batch_count(count, size, op="batch_norm"):
-    """Training statistics need more than one value per channel (PyTorch's error)."""
-    if count <= 1:
+    """Training statistics need more than one value per channel (PyTorch's error; an empty
+    batch passes: it gives an empty output)."""
+    if count == 1:
         raise ValueError(f"{op}: expected more than 1 value per channel when training, got input size {size}")
 
 
