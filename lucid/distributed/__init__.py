@@ -44,8 +44,8 @@ __all__ = [
 
 def __getattr__(name):
     # ``lucid.distributed.fsdp`` imports lucid.nn: loaded on first use, so ``import lucid`` stays fast
-    if name == "fsdp":
+    if name in ("fsdp", "tensor"):  # ``tensor`` (DTensor) switches on the op dispatchers: loaded on use
         import importlib
 
-        return importlib.import_module(".fsdp", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

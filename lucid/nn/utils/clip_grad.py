@@ -36,7 +36,10 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     if isinstance(tensors, Tensor):
         tensors = [tensors]
     norm_type = float(norm_type)
-    arrays = [t._data for t in tensors]
+    # a DTensor's ``_data`` is this rank's piece: its norm is that of the whole value, gathered
+    # (a collective: every rank clips, as in PyTorch)
+    arrays = [(t.full_tensor().detach() if getattr(t, "_spec", None) is not None else t)._data
+              if type(t) is not Tensor else t._data for t in tensors]
     if not arrays:
         return _wrap(np.array(0.0, np.float32))
     for a in arrays:

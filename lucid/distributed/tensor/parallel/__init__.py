@@ -1,0 +1,14 @@
+"""``lucid.distributed.tensor.parallel`` (PyTorch's tensor parallelism): styles and ``parallelize_module``.
+
+Examples
+--------
+>>> from lucid.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+>>> RowwiseParallel().output_layouts
+(Replicate(),)
+"""
+from .api import parallelize_module
+from .style import (ColwiseParallel, ParallelStyle, PrepareModuleInput, PrepareModuleOutput, RowwiseParallel,
+                    SequenceParallel)
+
+__all__ = ["parallelize_module", "ParallelStyle", "ColwiseParallel", "RowwiseParallel", "PrepareModuleInput",
+           "PrepareModuleOutput", "SequenceParallel"]
