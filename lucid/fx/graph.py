@@ -18,6 +18,7 @@ import copy
 import inspect
 import keyword
 import math
+import operator
 import re
 
 from .node import Node, _format_arg, map_arg
@@ -26,6 +27,11 @@ __all__ = ["Graph", "PythonCode"]
 
 _PUBLIC_NAMESPACES = ("lucid", "lucid.nn.functional", "lucid.linalg", "lucid.special", "lucid.fft")
 _PUBLIC_CACHE = {}
+
+
+def _same_public(public, fn):
+    # once the dispatch protocol is on, the namespace holds a wrapper of what a trace recorded
+    return public is fn or (public is not None and getattr(public, "_lucid_original", None) is fn)
 
 
 def _public_lucid_name(fn):
@@ -41,7 +47,7 @@ def _public_lucid_name(fn):
                 continue
             ns = importlib.import_module(ns_name)
         name = getattr(original, "__name__", None)
-        if isinstance(name, str) and ns.__dict__.get(name) is original:
+        if isinstance(name, str) and _same_public(ns.__dict__.get(name), original):
             return f"{ns_name}.{name}"
         table = _PUBLIC_CACHE.get(ns_name)
         if table is None or table[0] != len(ns.__dict__):
@@ -49,7 +55,7 @@ def _public_lucid_name(fn):
                                         if callable(v) and not k.startswith("_")})
             _PUBLIC_CACHE[ns_name] = table
         key = table[1].get(id(original))
-        if key is not None and ns.__dict__.get(key) is original:
+        if key is not None and _same_public(ns.__dict__.get(key), original):
             return f"{ns_name}.{key}"
     return None
 
@@ -471,6 +477,10 @@ class _CodeGen:
             return f"{name} = {self.call_text(f'{self.repr_arg(obj)}.{target}', rest, node.kwargs)}"
         if node.op == "output":
             return f"return {self.repr_arg(node.args[0])}"
+        if target is operator.setitem and len(node.args) == 3 and not node.kwargs:
+            # a statement, printed as torch.fx prints it; the node stands for the mutated object
+            obj, key, value = (self.repr_arg(a) for a in node.args)
+            return f"{obj}[{key}] = {value};  {name} = {obj}"
         return f"{name} = {self.function_text(node)}"
 
     def function_text(self, node):

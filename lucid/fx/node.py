@@ -96,7 +96,9 @@ class _FxAssertionError(AssertionError, RuntimeError):
 
 
 # Functions whose call is an effect of its own: dead-code elimination keeps them.
-_side_effectful_functions: set = set()
+_side_effectful_functions: set = {operator.setitem}
+_INPLACE_DUNDERS = frozenset(f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
+                                                      "lshift", "rshift", "and", "or", "xor", "matmul"))
 
 
 def has_side_effect(fn):
@@ -330,8 +332,9 @@ class Node:
             if self.target in _side_effectful_functions or _is_inplace_function(self.target, self.kwargs):
                 return True
             return bool(impure_random and _is_random_function(self.target))
-        if self.op == "call_method":
-            return self.target.endswith("_") and not self.target.endswith("__")
+        if self.op == "call_method":  # ``add_`` and the in-place dunders (``__iand__``)
+            return (self.target.endswith("_") and not self.target.endswith("__")) or \
+                self.target in _INPLACE_DUNDERS
         if self.op == "call_module" and self.graph.owning_module is not None:
             try:
                 mod = self.graph.owning_module.get_submodule(self.target)

@@ -2,7 +2,8 @@
 
 Every operation on a Proxy appends a node to the tracer's graph and returns a new Proxy: Python
 operators become ``call_function`` nodes on ``operator`` functions, attribute reads
-``getattr`` nodes, method calls ``call_method`` nodes. What needs a concrete value (``bool``,
+``getattr`` nodes, method calls ``call_method`` nodes; ``x += y`` and ``x[i] = v`` are recorded too
+(NOTE [In-place operators on a Proxy]). What needs a concrete value (``bool``,
 ``len``, iteration, ``numpy.asarray``) raises ``TraceError``.
 """
 from __future__ import annotations
@@ -242,10 +243,45 @@ def _define_reflected(name):
     setattr(Proxy, impl.__name__, impl)
 
 
+# NOTE [In-place operators on a Proxy]
+# torch.fx's Proxy has no ``__iadd__``, so ``proxy += y`` falls back to ``__add__`` and records
+# ``operator.add``; a parameter or buffer is a real tensor there, so ``self.buf += x`` records the
+# tensor's in-place method (``buf.add_(x)``). Lucid proxies module state too (a ``get_attr``
+# node), so its in-place dunders record that method on a ``get_attr`` proxy and the out-of-place
+# operator on any other; the tracer then lets ``self.buf = <that add_ node>`` through without
+# assigning (the node already mutates the buffer). ``@=`` has no in-place method in either.
+_INPLACE_METHODS = {"add": "add_", "sub": "sub_", "mul": "mul_", "truediv": "div_", "floordiv": "floor_divide_",
+                    "mod": "remainder_", "pow": "pow_", "lshift": "__ilshift__", "rshift": "__irshift__",
+                    "and_": "__iand__", "or_": "__ior__", "xor": "__ixor__", "matmul": None}
+
+
+def _define_inplace(name, method):
+    target = getattr(operator, name)
+
+    def impl(self, rhs):
+        if method is not None and self.node.op == "get_attr":
+            return self.tracer.create_proxy("call_method", method, (self, rhs), {})
+        return self.tracer.create_proxy("call_function", target, (self, rhs), {})
+
+    impl.__name__ = f"__i{name.rstrip('_')}__"
+    setattr(Proxy, impl.__name__, impl)
+
+
+def _setitem(self, key, value):
+    # torch.fx's Proxy refuses item assignment (its module state is real tensors, whose
+    # ``__setitem__`` it records); Lucid records ``operator.setitem``, which the generated
+    # code prints as ``x[key] = value`` and dead-code elimination keeps (an effect).
+    self.tracer.create_proxy("call_function", operator.setitem, (self, key, value), {})
+
+
+Proxy.__setitem__ = _setitem
+
 for _name in _UNARY + _BINARY:
     _define_magic(_name)
 for _name in _REFLECTABLE:
     _define_reflected(_name)
+for _name, _method in _INPLACE_METHODS.items():
+    _define_inplace(_name, _method)
 
 
 def _find_proxy(args, kwargs):

@@ -467,8 +467,17 @@ class Tracer(TracerBase):
         def module_call(mod, *args, **kwargs):
             return tracer.call_module(mod, lambda *a, **k: orig_call(mod, *a, **k), args, kwargs)
 
+        orig_setattr = Module.__setattr__
+
+        def module_setattr(mod, attr, value):
+            # See NOTE [In-place operators on a Proxy]: ``self.buf += x`` assigns the node that
+            # already updated the buffer in place.
+            if not _updates_state_in_place(mod, attr, value):
+                orig_setattr(mod, attr, value)
+
         patcher.set_attr(Module, "__getattr__", module_getattr)
         patcher.set_attr(Module, "__call__", module_call)
+        patcher.set_attr(Module, "__setattr__", module_setattr)
 
     @staticmethod
     def _patch_tensor_class(patcher):
@@ -481,6 +490,16 @@ class Tracer(TracerBase):
         orig = T.__dict__.get("__getitem__")
         if orig is not None and not hasattr(orig, "__fx_original__"):
             patcher.set_attr(T, "__getitem__", _tensor_getitem(orig))
+
+
+def _updates_state_in_place(mod, attr, value):
+    if not isinstance(value, Proxy) or value.node.op != "call_method" or not value.node.args:
+        return False
+    if not value.node.is_impure():
+        return False
+    src = value.node.args[0]
+    state = {**mod.__dict__.get("_parameters", {}), **mod.__dict__.get("_buffers", {})}
+    return getattr(src, "op", None) == "get_attr" and attr in state and src.target.rsplit(".", 1)[-1] == attr
 
 
 def _tensor_type():

@@ -21,7 +21,7 @@ __all__ = ["quantize_dynamic", "propagate_qconfig_", "prepare", "convert", "prep
 def get_default_dynamic_quant_module_mappings():
     from lucid.ao.nn.quantized import dynamic as nnqd
 
-    return {nn.Linear: nnqd.Linear, nn.LSTM: nnqd.LSTM}
+    return {nn.Linear: nnqd.Linear, nn.LSTM: nnqd.LSTM, LinearReLU: nnqd.LinearReLU}
 
 
 def get_default_static_quant_module_mappings():
@@ -38,8 +38,13 @@ def get_default_static_quant_module_mappings():
                LinearReLU: nnq.LinearReLU, QATLinear: nnq.Linear, QATLinearReLU: nnq.LinearReLU,
             nn.Conv1d: nnq.Conv1d, nn.Conv2d: nnq.Conv2d, nn.Conv3d: nnq.Conv3d, ConvReLU1d: nnq.ConvReLU1d,
             ConvReLU2d: nnq.ConvReLU2d, ConvReLU3d: nnq.ConvReLU3d, nnq.FloatFunctional: nnq.QFunctional}
+    from lucid.ao.nn.quantized.activation import BNReLU2d as QBNReLU2d, BNReLU3d as QBNReLU3d
+
+    from .fuse_modules import BNReLU2d, BNReLU3d
+
     mapping.update({nn.ReLU6: nnq.ReLU6, nn.Hardswish: nnq.Hardswish, nn.LeakyReLU: nnq.LeakyReLU, nn.ELU: nnq.ELU,
-                    nn.BatchNorm2d: nnq.BatchNorm2d, nn.BatchNorm3d: nnq.BatchNorm3d})
+                    nn.BatchNorm2d: nnq.BatchNorm2d, nn.BatchNorm3d: nnq.BatchNorm3d, BNReLU2d: QBNReLU2d,
+                    BNReLU3d: QBNReLU3d})
     for n in (1, 2, 3):
         conv, conv_relu = getattr(nnq, f"Conv{n}d"), getattr(nnq, f"ConvReLU{n}d")
         mapping.update({getattr(nnqat, f"Conv{n}d"): conv, getattr(nniqat, f"ConvReLU{n}d"): conv_relu,

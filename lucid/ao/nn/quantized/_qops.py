@@ -190,6 +190,10 @@ _BOUND = {"max_pool1d": _max_pool, "max_pool2d": _max_pool, "max_pool3d": _max_p
           "max": lambda f, a: _reduce_values(f, a, "max"), "min": lambda f, a: _reduce_values(f, a, "min")}
 
 
+_VIEW_FUNCTIONS = frozenset(("reshape", "squeeze", "unsqueeze", "transpose", "permute", "t", "unflatten",
+                             "swapaxes", "swapdims", "narrow"))
+
+
 def dispatch(func, args, kwargs):
     """``func(*args, **kwargs)`` with a quantized tensor among the arguments."""
     from lucid.overrides import DisableTorchFunctionSubclass
@@ -205,6 +209,9 @@ def dispatch(func, args, kwargs):
             return _SIMPLE[name](**a)
         if name == "relu_" and args and isinstance(args[0], QuantizedTensor):
             return relu(args[0], inplace=True)
+        if name in _VIEW_FUNCTIONS and args and isinstance(args[0], QuantizedTensor):
+            # ``lucid.transpose(q, 0, 1)`` is ``q.transpose(0, 1)``: the tensor's own view method
+            return getattr(args[0], name)(*args[1:], **kwargs)
         handler = _BOUND.get(name)
         if handler is not None and isinstance(args[0] if args else kwargs.get("input"), QuantizedTensor):
             a = _bind(func, args, kwargs)

@@ -175,3 +175,32 @@ class BatchNorm3d(_QBatchNorm):
 
     _NAME = "QuantizedBatchNorm3d"
     _DIMS = 5
+
+
+class _QBNReLU:
+    """Batch norm then ReLU before one requantization (PyTorch's ``nniq.BNReLU2d`` / ``3d``):
+    what ``convert`` makes of a fused ``BNReLU2d``."""
+
+    def _float(self, x):
+        return nn.functional.relu(super()._float(x))
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        bn = mod[0]
+        bn.activation_post_process = mod.activation_post_process
+        try:
+            return super().from_float(bn)
+        finally:
+            del bn.activation_post_process
+
+
+class BNReLU2d(_QBNReLU, BatchNorm2d):
+    """Quantized batch norm + ReLU on an (N, C, H, W) tensor."""
+
+    _NAME = "QuantizedBNReLU2d"
+
+
+class BNReLU3d(_QBNReLU, BatchNorm3d):
+    """Quantized batch norm + ReLU on an (N, C, D, H, W) tensor."""
+
+    _NAME = "QuantizedBNReLU3d"

@@ -165,6 +165,26 @@ class Linear(_Dynamic):
         return q
 
 
+class LinearReLU(Linear):
+    """A dynamically quantized Linear followed by ReLU (PyTorch's ``nniqd.LinearReLU``): what
+    dynamic quantization makes of a fused ``LinearReLU``."""
+
+    def _get_name(self):
+        return "DynamicQuantizedLinearReLU"
+
+    def forward(self, x):
+        return nn.functional.relu(super().forward(x))
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        linear = mod[0]
+        linear.qconfig = getattr(mod, "qconfig", None)
+        try:
+            return super().from_float(linear)
+        finally:
+            del linear.qconfig
+
+
 class LSTM(_Dynamic):
     """A multi-layer LSTM whose four gate products run as dynamic quantized linears (PyTorch's
     ``DynamicQuantizedLSTM``): the input projection of each layer and direction is computed
