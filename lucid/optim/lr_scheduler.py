@@ -12,11 +12,19 @@ in the base rate, ``lr(e) = A(e) + B(e) * base``, so ``step()`` recovers the eff
 from the current rate, ``(lr - A(e-1)) / B(e-1)``, and applies epoch ``e`` to it — the same
 recursion as PyTorch's. Where ``B(e-1) = 0`` it adds ``lr(e) - lr(e-1)`` instead (PyTorch's
 special case for the cosine). ``step(epoch)`` with an explicit epoch uses the closed form.
+The schedulers whose PyTorch recursion is a simple update of the current rate (a factor, the
+cosine's ratio) apply that update itself (``_recursive_lr``): it is the same value in exact
+arithmetic, and in floating point it is PyTorch's to the last bit (``0.001 * 0.1`` is
+``0.0001``, where ``0.001 * (0.1 ** 2 / 0.1)`` is ``0.00010000000000000002``).
 """
 from __future__ import annotations
 
 import bisect
+import functools
 import math
+import types
+import warnings
+import weakref
 
 from .._core.tensor import Tensor
 from .optimizer import Optimizer
@@ -76,10 +84,12 @@ class LRScheduler:
                     raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when resuming an optimizer")
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
+        _track_optimizer_steps(optimizer)
         self._initial_step()
 
     def _initial_step(self):
         """The constructor's step. See NOTE [Initial step]."""
+        self._step_count = 0
         self._is_initial = True
         try:
             self.step()
@@ -106,7 +116,15 @@ class LRScheduler:
     def _initial_keeps_lr(self, epoch):
         return False
 
+    def _recursive_lr(self, e, cur, base, i):
+        """PyTorch's update of the current rate at epoch ``e >= 1``; None: use the affine form."""
+        return None
+
     def _chained_lr(self, e, cur, base, i):
+        if e > 0:
+            lr = self._recursive_lr(e, cur, base, i)
+            if lr is not None:
+                return lr
         a1 = self._lr_at(e, 0.0, i)
         b1 = self._lr_at(e, 1.0, i) - a1
         if e == 0:
@@ -117,8 +135,24 @@ class LRScheduler:
             return a1 + b1 / b0 * (cur - a0)
         return cur + self._lr_at(e, base, i) - self._lr_at(e - 1, base, i)
 
+    def _count_step(self):
+        """PyTorch's check of the call order on the first step after construction."""
+        if getattr(self, "_step_count", None) == 1:
+            if not hasattr(self.optimizer.step, "_wrapped_by_lr_sched"):
+                warnings.warn("Seems like `optimizer.step()` has been overridden after learning rate scheduler "
+                              "initialization. Please, make sure to call `optimizer.step()` before "
+                              "`lr_scheduler.step()`.", UserWarning, stacklevel=3)
+            elif not getattr(self.optimizer, "_opt_called", False):
+                warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. You should call "
+                              "them in that order: otherwise the first value of the learning rate schedule is "
+                              "skipped.", UserWarning, stacklevel=3)
+        self._step_count = getattr(self, "_step_count", 0) + 1
+
     def step(self, epoch=None):
         """Advance one epoch (or jump to ``epoch``) and update the optimizer's rates."""
+        self._count_step()
+        if epoch is not None:
+            warnings.warn(_EPOCH_DEPRECATION, UserWarning, stacklevel=2)
         if epoch is None and self._chainable:
             self.last_epoch += 1
             if self._is_initial and self._initial_keeps_lr(self.last_epoch):  # See NOTE [Initial step]
@@ -144,6 +178,29 @@ class LRScheduler:
 
 
 _LRScheduler = LRScheduler
+
+# PyTorch's text (filters written for it match)
+_EPOCH_DEPRECATION = (
+    "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where possible. "
+    "Please use `scheduler.step()` to step the scheduler. During the deprecation, if epoch is different from "
+    "None, the closed form is used instead of the new chainable form, where available.")
+
+
+def _track_optimizer_steps(optimizer):
+    """Wrap ``optimizer.step`` (once) so that it records that it ran, as PyTorch's schedulers do
+    to warn about ``lr_scheduler.step()`` called before ``optimizer.step()``."""
+    if hasattr(optimizer.step, "_wrapped_by_lr_sched"):
+        return
+    opt_ref, func = weakref.ref(optimizer), optimizer.step.__func__
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        opt = opt_ref()
+        opt._opt_called = True
+        return func.__get__(opt, opt.__class__)(*args, **kwargs)
+
+    wrapper._wrapped_by_lr_sched = True
+    optimizer.step = wrapper
 
 
 class LambdaLR(LRScheduler):
@@ -181,7 +238,27 @@ class LambdaLR(LRScheduler):
         return base * self.lr_lambdas[i](epoch)
 
     def state_dict(self):
-        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        return _lambdas_state_dict(self)
+
+    def load_state_dict(self, state_dict):
+        _lambdas_load_state_dict(self, state_dict)
+
+
+def _lambdas_state_dict(sched):
+    """PyTorch's state of a scheduler driven by lambdas: plain functions are not saved (None),
+    a callable object's ``__dict__`` is, so a stateful factor resumes where it was."""
+    state = {k: v for k, v in sched.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+    state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+                           for fn in sched.lr_lambdas]
+    return state
+
+
+def _lambdas_load_state_dict(sched, state_dict):
+    saved = state_dict.get("lr_lambdas")
+    sched.__dict__.update({k: v for k, v in state_dict.items() if k != "lr_lambdas"})
+    for fn, fn_state in zip(sched.lr_lambdas, saved or ()):
+        if fn_state is not None:
+            fn.__dict__.update(fn_state)
 
 
 class StepLR(LRScheduler):
@@ -219,6 +296,9 @@ class StepLR(LRScheduler):
     def _lr_at(self, epoch, base, i):
         return base * self.gamma ** (epoch // self.step_size)
 
+    def _recursive_lr(self, e, cur, base, i):  # See NOTE [Chainable schedulers]
+        return cur * self.gamma if e % self.step_size == 0 else cur
+
 
 class MultiStepLR(LRScheduler):
     """``lr = base_lr * gamma ** (number of milestones <= epoch)``.
@@ -254,6 +334,10 @@ class MultiStepLR(LRScheduler):
 
     def _lr_at(self, epoch, base, i):
         return base * self.gamma ** bisect.bisect_right(self.milestones, epoch)
+
+    def _recursive_lr(self, e, cur, base, i):  # See NOTE [Chainable schedulers]
+        hits = self.milestones.count(e)  # a repeated milestone decays once per repetition
+        return cur * self.gamma ** hits if hits else cur
 
 
 class ExponentialLR(LRScheduler):
@@ -291,6 +375,9 @@ class ExponentialLR(LRScheduler):
 
     def _lr_at(self, epoch, base, i):
         return base * self.gamma ** epoch
+
+    def _recursive_lr(self, e, cur, base, i):  # See NOTE [Chainable schedulers]
+        return cur * self.gamma
 
 
 class LinearLR(LRScheduler):
@@ -336,6 +423,14 @@ class LinearLR(LRScheduler):
         frac = min(epoch, self.total_iters) / self.total_iters if self.total_iters else 1.0
         return base * (self.start_factor + (self.end_factor - self.start_factor) * frac)
 
+    def _recursive_lr(self, e, cur, base, i):  # See NOTE [Chainable schedulers]
+        if not self.total_iters:
+            return None
+        if e > self.total_iters:
+            return cur
+        delta = self.end_factor - self.start_factor
+        return cur * (1.0 + delta / (self.total_iters * self.start_factor + (e - 1) * delta))
+
 
 class CosineAnnealingLR(LRScheduler):
     """``lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2``.
@@ -374,6 +469,12 @@ class CosineAnnealingLR(LRScheduler):
 
     def _lr_at(self, epoch, base, i):
         return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * epoch / self.T_max)) / 2
+
+    def _recursive_lr(self, e, cur, base, i):  # See NOTE [Chainable schedulers]
+        if (e - 1 - self.T_max) % (2 * self.T_max) == 0:  # leaving the trough: the ratio is 0/0
+            return cur + (base - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
+        ratio = (1 + math.cos(math.pi * e / self.T_max)) / (1 + math.cos(math.pi * (e - 1) / self.T_max))
+        return ratio * (cur - self.eta_min) + self.eta_min
 
 
 class CosineAnnealingWarmRestarts(LRScheduler):
@@ -420,6 +521,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
 
         As PyTorch's: ``T_cur`` advances by one per plain step (so a plain step after a
         fractional one keeps the fraction) and ``last_epoch`` is the epoch's floor."""
+        self._count_step()
         if epoch is None and self.last_epoch < 0:
             epoch = 0
         if epoch is None:
@@ -635,7 +737,9 @@ class SequentialLR(LRScheduler):
         idx = bisect.bisect_right(self._milestones, self.last_epoch)
         sched = self._schedulers[idx]
         if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
-            sched.step(0)
+            with warnings.catch_warnings():  # the switch is SequentialLR's own use of step(epoch)
+                warnings.filterwarnings("ignore", message="The epoch parameter in", category=UserWarning)
+                sched.step(0)
         else:
             sched.step()
         self._last_lr = sched.get_last_lr()
@@ -651,7 +755,7 @@ class SequentialLR(LRScheduler):
             state_dict["last_epoch"], state_dict["_milestones"], state_dict["_last_lr"])
 
 
-class ReduceLROnPlateau:
+class ReduceLROnPlateau(LRScheduler):  # an LRScheduler, as PyTorch's (its own __init__)
     """Reduce the learning rate by ``factor`` when a metric stops improving for ``patience`` epochs.
 
     Parameters

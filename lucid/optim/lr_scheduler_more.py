@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .lr_scheduler import LRScheduler, ReduceLROnPlateau, _current_lrs, _set_lr
+from .lr_scheduler import LRScheduler, ReduceLROnPlateau, _current_lrs, _lambdas_load_state_dict, _lambdas_state_dict, _set_lr
 from .optimizer import Optimizer
 
 
@@ -44,6 +44,9 @@ class ConstantLR(LRScheduler):
 
     def _lr_at(self, epoch, base, i):
         return base * (self.factor if epoch < self.total_iters else 1.0)
+
+    def _recursive_lr(self, e, cur, base, i):  # See NOTE [Chainable schedulers]
+        return cur * (1.0 / self.factor) if e == self.total_iters else cur
 
 
 class PolynomialLR(LRScheduler):
@@ -85,6 +88,11 @@ class PolynomialLR(LRScheduler):
 
     def _lr_at(self, epoch, base, i):
         return base * (1.0 - min(self.total_iters, epoch) / self.total_iters) ** self.power
+
+    def _recursive_lr(self, e, cur, base, i):  # See NOTE [Chainable schedulers]
+        if e > self.total_iters:
+            return cur
+        return cur * ((1.0 - e / self.total_iters) / (1.0 - (e - 1) / self.total_iters)) ** self.power
 
 
 class MultiplicativeLR(LRScheduler):
@@ -132,7 +140,10 @@ class MultiplicativeLR(LRScheduler):
         return [self._chained_lr(self.last_epoch, g["lr"], None, i) for i, g in enumerate(self.optimizer.param_groups)]
 
     def state_dict(self):
-        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        return _lambdas_state_dict(self)
+
+    def load_state_dict(self, state_dict):
+        _lambdas_load_state_dict(self, state_dict)
 
 
 def _per_group(name, optimizer, value):

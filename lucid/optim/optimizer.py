@@ -305,6 +305,11 @@ class Optimizer:
         for g in groups:
             self.add_param_group(g)
 
+    def __getstate__(self):
+        # a scheduler's wrapper of ``step`` (lr_scheduler._track_optimizer_steps) holds a weak
+        # reference to this optimizer: a copy or a pickle leaves it behind, as PyTorch's does
+        return {k: v for k, v in self.__dict__.items() if k not in ("step", "_opt_called")}
+
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]
         for i, g in enumerate(self.param_groups):

@@ -25,7 +25,7 @@ import textwrap
 import timeit as _timeit
 
 __all__ = ["Measurement", "TaskSpec", "Timer", "select_unit", "Compare", "Colorize", "Fuzzer", "FuzzedParameter",
-           "FuzzedTensor", "ParameterAlias"]
+           "FuzzedTensor", "ParameterAlias", "CopyIfCallgrind"]
 
 _IQR_WARN_THRESHOLD, _IQR_GROSS_WARN_THRESHOLD = 0.1, 0.25  # PyTorch's thresholds
 # PyTorch's constants for the significant-figure estimate Compare trims to
@@ -45,6 +45,41 @@ def _quantile(sorted_vals, q):
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_vals) - 1)
     return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
+
+
+def _dedent(code):
+    if not isinstance(code, str):
+        return code
+    code = textwrap.dedent(code)
+    return (code[1:] if code[:1] == "\n" else code).rstrip()
+
+
+class CopyIfCallgrind:
+    """A global for :class:`Timer` that PyTorch's Callgrind collection would copy into its
+    subprocess (``torch.utils.benchmark.CopyIfCallgrind``). Lucid refuses Callgrind
+    (:meth:`Timer.collect_callgrind`), so the timers use ``value`` itself.
+
+    Examples
+    --------
+    >>> from lucid.utils.benchmark import CopyIfCallgrind, Timer
+    >>> Timer("x + 1", globals={"x": CopyIfCallgrind(2)}).timeit(3).number_per_run
+    3
+    """
+
+    def __init__(self, value, *, setup=None):
+        self._value, self._setup = value, setup
+
+    @property
+    def value(self):
+        return self._value
+
+    @property
+    def setup(self):
+        return self._setup
+
+    @staticmethod
+    def unwrap_all(globals):  # noqa: A002 - PyTorch's name
+        return {k: (v.value if isinstance(v, CopyIfCallgrind) else v) for k, v in globals.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,12 +254,15 @@ class Timer:
                  description=None, env=None, num_threads=1, timer=None, **kwargs):  # noqa: A002
         if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
             raise ValueError(f"Timer: num_threads must be a positive int, got {num_threads!r}")
+        self._stmt_is_str = isinstance(stmt, str)
+        # a triple-quoted block is dedented (as PyTorch's: it would not compile indented)
+        stmt, setup = _dedent(stmt), _dedent(setup)
         self._stmt = stmt if isinstance(stmt, str) else getattr(stmt, "__name__", "<callable>")
         self._setup = setup if isinstance(setup, str) else "pass"
         self._label, self._sub_label, self._description = label, sub_label, description
         self._num_threads, self._env = num_threads, env
         kw = {} if timer is None else {"timer": timer}
-        self._timer = _timeit.Timer(stmt=stmt, setup=setup, globals=dict(globals or {}), **kw)
+        self._timer = _timeit.Timer(stmt=stmt, setup=setup, globals=CopyIfCallgrind.unwrap_all(globals or {}), **kw)
 
     def _measure(self, number):
         return self._timer.timeit(number)
@@ -309,6 +347,32 @@ class Timer:
                     return self._measurement(number, times)
 
         return self._with_threads(run)
+
+    def collect_callgrind(self, number: int = 100, *, repeats=None, collect_baseline: bool = True,
+                          retain_out_file: bool = False):
+        """Refused: Callgrind counts instructions through hooks compiled into PyTorch's C++ core
+        (``torch._C._valgrind_toggle``), which Lucid does not have.
+
+        The arguments are checked and ``stmt`` run once first, as PyTorch does, so a broken
+        statement reports its own error; then :class:`OSError` is raised, PyTorch's error
+        where Valgrind is unsupported. Time with :meth:`blocked_autorange` instead.
+
+        Examples
+        --------
+        >>> from lucid.utils.benchmark import Timer
+        >>> try:
+        ...     Timer("1 + 1").collect_callgrind()
+        ... except OSError as e:
+        ...     print(str(e).split(":")[0])
+        Timer.collect_callgrind
+        """
+        if not self._stmt_is_str:
+            raise ValueError("Timer.collect_callgrind: only a string `stmt` is supported")
+        if repeats is not None and repeats < 1:
+            raise ValueError(f"Timer.collect_callgrind: repeats must be >= 1, got {repeats}")
+        self._measure(1)  # a faulty stmt or setup raises here, as in PyTorch
+        raise OSError("Timer.collect_callgrind: Valgrind is not supported by Lucid (it needs PyTorch's compiled "
+                      "Callgrind hooks); use timeit, blocked_autorange or adaptive_autorange")
 
 
 # ------------------------------------------------------------------------------------ Compare
@@ -530,6 +594,11 @@ class Compare:
 _DISTRIBUTIONS = ("loguniform", "uniform")
 
 
+class _DistributionError(ValueError, AssertionError):
+    """A bad ``FuzzedParameter`` distribution: PyTorch asserts (AssertionError); Lucid raised
+    ValueError before, so both catch it."""
+
+
 class FuzzedParameter:
     """A named random parameter for :class:`Fuzzer`, as ``torch.utils.benchmark.FuzzedParameter``.
 
@@ -560,17 +629,17 @@ class FuzzedParameter:
     def _check_distribution(self, distribution):
         if not isinstance(distribution, dict):
             if distribution not in _DISTRIBUTIONS:
-                raise ValueError(f"FuzzedParameter: unknown distribution {distribution!r}, expected "
+                raise _DistributionError(f"FuzzedParameter: unknown distribution {distribution!r}, expected "
                                  f"'loguniform', 'uniform' or a dict")
             if self._minval is None or self._maxval is None:
-                raise ValueError(f"FuzzedParameter: {distribution!r} needs minval and maxval")
+                raise _DistributionError(f"FuzzedParameter: {distribution!r} needs minval and maxval")
             return distribution
         if any(p < 0 for p in distribution.values()):
-            raise ValueError("FuzzedParameter: probabilities cannot be negative")
+            raise _DistributionError("FuzzedParameter: probabilities cannot be negative")
         if abs(sum(distribution.values()) - 1) > 1e-5:
-            raise ValueError("FuzzedParameter: distribution is not normalized")
+            raise _DistributionError("FuzzedParameter: distribution is not normalized")
         if self._minval is not None or self._maxval is not None:
-            raise ValueError("FuzzedParameter: with a custom distribution, minval and maxval must be None")
+            raise _DistributionError("FuzzedParameter: with a custom distribution, minval and maxval must be None")
         return distribution
 
     def sample(self, state):
