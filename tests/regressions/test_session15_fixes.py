@@ -328,3 +328,19 @@ def test_batch_norm_of_an_empty_batch_in_training():
 def test_dense_to_padded_tensor_raises_as_torch():
     with pytest.raises(NotImplementedError, match="to_padded_tensor: expected a nested tensor"):
         lucid.ones(2).to_padded_tensor(0.0)
+
+
+def test_cpu_amp_and_config_namespaces():
+    import warnings
+
+    with pytest.warns(FutureWarning, match="lucid.cpu.amp.autocast"):
+        region = lucid.cpu.amp.autocast(dtype=lucid.float16)
+    with region:  # PyTorch's older spelling of lucid.amp.autocast("cpu")
+        assert lucid.mm(lucid.ones(2, 2), lucid.ones(2, 2)).dtype == lucid.float16
+    assert lucid.mm(lucid.ones(2, 2), lucid.ones(2, 2)).dtype == lucid.float32
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scaler = lucid.cpu.amp.GradScaler(init_scale=8.0)
+    assert isinstance(scaler, lucid.amp.GradScaler) and scaler.get_scale() == 8.0
+    assert f"NumPy {np.__version__}" in lucid.__config__.show()
+    assert f"lucid.get_num_threads() : {lucid.get_num_threads()}" in lucid.__config__.parallel_info()

@@ -89,3 +89,11 @@ StreamContext = contextlib.nullcontext
 def stream(stream):
     """A context that makes ``stream`` current: a no-op on the CPU."""
     return contextlib.nullcontext(stream)
+
+
+def __getattr__(name):
+    if name == "amp":  # PyTorch's older ``torch.cpu.amp`` spellings; loads lucid.amp only when asked for
+        import importlib
+
+        return importlib.import_module(".amp", __name__)
+    raise AttributeError(f"module 'lucid.cpu' has no attribute {name!r}")
