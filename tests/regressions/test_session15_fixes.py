@@ -335,9 +335,10 @@ def test_cpu_amp_and_config_namespaces():
 
     with pytest.warns(FutureWarning, match="lucid.cpu.amp.autocast"):
         region = lucid.cpu.amp.autocast(dtype=lucid.float16)
+    a = lucid.ones(2, 2, device="cpu")  # CPU autocast casts CPU tensors only
     with region:  # PyTorch's older spelling of lucid.amp.autocast("cpu")
-        assert lucid.mm(lucid.ones(2, 2), lucid.ones(2, 2)).dtype == lucid.float16
-    assert lucid.mm(lucid.ones(2, 2), lucid.ones(2, 2)).dtype == lucid.float32
+        assert lucid.mm(a, a).dtype == lucid.float16
+    assert lucid.mm(a, a).dtype == lucid.float32
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         scaler = lucid.cpu.amp.GradScaler(init_scale=8.0)
