@@ -125,6 +125,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     ins, single = _as_list(inputs, "inputs")
     if not ins:
         raise RuntimeError("grad: `inputs` argument to `grad()` cannot be empty.")
+    # A sparse or nested input's gradient is that of the dense tensor carrying its graph (its
+    # values or buffer), handed back in the input's layout, as its ``.grad`` is
+    layouts = [t if getattr(t, "_grad_carrier", None) is not None else None for t in ins]
+    if any(w is not None for w in layouts):
+        ins = [t if w is None else w._grad_carrier() for t, w in zip(ins, layouts)]
     seeds_in = _seeds_in(grad_outputs, outs)
     if retain_graph is None:
         retain_graph = create_graph
@@ -132,6 +137,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         result = _batched(outs, ins, seeds_in, retain_graph, create_graph, allow_unused, materialize_grads)
     else:
         result = _grad_impl(outs, ins, seeds_in, retain_graph, create_graph, allow_unused, materialize_grads)
+    if any(w is not None for w in layouts):
+        result = [g if w is None or g is None else w._grad_wrap(g) for g, w in zip(result, layouts)]
     if keys is not None:
         return dict(zip(keys, result))
     return result[0] if single else tuple(result)

@@ -240,6 +240,12 @@ class StridedNestedTensor(Tensor):
             raise RuntimeError("grad: assigned grad must be a nested tensor of the same sizes")
         self._buffer._grad = value._buffer
 
+    def _grad_carrier(self):  # lucid.autograd.grad's protocol (see lucid/autograd/grad.py)
+        return self._buffer
+
+    def _grad_wrap(self, g):
+        return self._like(g)
+
     @property
     def data(self):
         return self._like(self._buffer.detach())

@@ -322,6 +322,12 @@ class NestedTensor(Tensor):
             raise RuntimeError("grad: assigned grad must be a nested tensor of the same structure")
         self._values._grad = value._values
 
+    def _grad_carrier(self):  # lucid.autograd.grad's protocol (see lucid/autograd/grad.py)
+        return self._values
+
+    def _grad_wrap(self, g):
+        return self._like(g)
+
     @property
     def data(self):
         return self._like(self._values.detach())

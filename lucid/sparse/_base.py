@@ -129,6 +129,14 @@ class SparseTensor(Tensor):
             raise NotImplementedError("grad: only None can be assigned to a sparse tensor's .grad")
         self._vals._grad = None
 
+    # lucid.autograd.grad's protocol for layouts: the dense tensor carrying the graph, and the
+    # gradient in this layout
+    def _grad_carrier(self):
+        return self._vals
+
+    def _grad_wrap(self, g):
+        return self._grad_from_values(g)
+
     @property
     def data(self):
         return self.detach()

@@ -345,3 +345,20 @@ def test_cpu_amp_and_config_namespaces():
     assert isinstance(scaler, lucid.amp.GradScaler) and scaler.get_scale() == 8.0
     assert f"NumPy {np.__version__}" in lucid.__config__.show()
     assert f"lucid.get_num_threads() : {lucid.get_num_threads()}" in lucid.__config__.parallel_info()
+
+
+def test_autograd_grad_takes_sparse_and_nested_inputs():
+    # grad(out, [s]) raised "inputs[0] does not require grad": the wrapper's flag is its
+    # values'; the gradient comes back in the input's layout, as PyTorch's
+    import lucid.nested
+
+    s = lucid.tensor([[0.0, 2.0], [3.0, 0.0]]).to_sparse().requires_grad_()
+    g = lucid.autograd.grad((s * 2).to_dense().sum(), [s])[0]
+    assert g.layout is lucid.sparse_coo and g.to_dense().tolist() == [[0.0, 2.0], [2.0, 0.0]]
+    c = lucid.tensor([[0.0, 2.0], [3.0, 0.0]]).to_sparse_csr().requires_grad_()
+    g = lucid.autograd.grad((c @ lucid.tensor([[1.0], [5.0]])).sum(), c)
+    assert g.layout is lucid.sparse_csr and g.to_dense().tolist() == [[0.0, 5.0], [1.0, 0.0]]
+    for layout in (lucid.strided, lucid.jagged):
+        nt = lucid.nested.nested_tensor([lucid.ones(2), lucid.ones(3)], requires_grad=True, layout=layout)
+        g = lucid.autograd.grad((nt * nt * 3).to_padded_tensor(0.0).sum(), [nt])[0]
+        assert g.layout is layout and [c.tolist() for c in g.unbind()] == [[6.0, 6.0], [6.0, 6.0, 6.0]]
