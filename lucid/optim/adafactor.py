@@ -152,6 +152,10 @@ class SparseAdam(Optimizer):
         if not lr > 0:  # PyTorch's SparseAdam, unlike Adam, refuses a zero rate
             raise ValueError(f"SparseAdam: invalid lr {lr!r} (expected a number > 0)")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, maximize=maximize))
+        sparse = [[i, j] for i, g in enumerate(self.param_groups) for j, p in enumerate(g["params"]) if p.is_sparse]
+        if sparse:  # PyTorch's check: the gradients are sparse, the parameters dense
+            raise ValueError(f"SparseAdam: sparse params at indices {sparse}: SparseAdam requires dense parameter "
+                             "tensors")
 
     _takes_sparse = True
     _entries = None  # the index arrays of the sparse gradient being applied (see _step_one)

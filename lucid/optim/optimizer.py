@@ -331,6 +331,8 @@ class Optimizer:
             raise TypeError(f"{type(self).__name__}: optimizer parameters need to be organized in ordered "
                             "collections, but the ordering of tensors in sets will change between runs; use a list")
         params = [params] if isinstance(params, Tensor) else list(params)
+        self._split_names(group, params)  # ``model.named_parameters()``: (name, tensor) pairs
+        params = group.pop("_params")
         differentiable = group.get("differentiable", self.defaults.get("differentiable", False))
         for p in params:
             if not isinstance(p, Tensor):
@@ -347,6 +349,23 @@ class Optimizer:
                 raise ValueError(f"{type(self).__name__}: parameter group didn't specify a value of required option {k}")
             group.setdefault(k, v)
         self.param_groups.append(group)
+
+    def _split_names(self, group, params):
+        """PyTorch 2.13's named parameters: a group of ``(name, tensor)`` pairs keeps the names
+        in ``group["param_names"]`` (saved in ``state_dict``); every parameter and every group
+        must be named, or none."""
+        named = [isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in params]
+        if any(named) and not all(named):
+            raise ValueError(f"{type(self).__name__}: all optimizer params should be with/without names. Some "
+                             "param names are missing")
+        has_names = bool(params) and all(named)
+        if self.param_groups and has_names != ("param_names" in self.param_groups[0]):
+            raise ValueError(f"{type(self).__name__}: all optimizer param groups should be with/without names. "
+                             f"cannot add param group {'with' if has_names else 'without'} names to the optimizer")
+        if has_names:
+            group["param_names"] = [n for n, _ in params]
+            params = [p for _, p in params]
+        group["_params"] = params
 
     def zero_grad(self, set_to_none: bool = True):
         """Reset the gradients of all optimized parameters (to None by default)."""
@@ -677,7 +696,7 @@ class Optimizer:
                              "(is this the state of a different optimizer?)")
         mine = self.param_groups[i]
         foreign = [k for k in saved if k != "params" and k not in self.defaults and k not in mine
-                   and k not in _SCHEDULER_KEYS]
+                   and k not in _SCHEDULER_KEYS and k != "param_names"]
         if foreign:
             raise ValueError(f"{name}: param_groups[{i}] has option(s) {foreign} that {type(self).__name__} "
                              "does not know (is this the state of a different optimizer?)")

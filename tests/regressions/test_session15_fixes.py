@@ -362,3 +362,28 @@ def test_autograd_grad_takes_sparse_and_nested_inputs():
         nt = lucid.nested.nested_tensor([lucid.ones(2), lucid.ones(3)], requires_grad=True, layout=layout)
         g = lucid.autograd.grad((nt * nt * 3).to_padded_tensor(0.0).sum(), [nt])[0]
         assert g.layout is layout and [c.tolist() for c in g.unbind()] == [[6.0, 6.0], [6.0, 6.0, 6.0]]
+
+
+# ------------------------------------------------------------------ found by running PyTorch's OptimizerInfo database
+
+def test_optimizers_take_named_parameters_as_torch():
+    m = lucid.nn.Linear(2, 2)
+    opt = optim.Adam(m.named_parameters(), lr=0.1)  # PyTorch 2.13: (name, tensor) pairs
+    assert opt.param_groups[0]["param_names"] == ["weight", "bias"]
+    assert [id(p) for p in opt.param_groups[0]["params"]] == [id(m.weight), id(m.bias)]
+    m(lucid.ones(1, 2)).sum().backward()
+    opt.step()
+    sd = opt.state_dict()
+    assert sd["param_groups"][0]["param_names"] == ["weight", "bias"] and sorted(sd["state"]) == [0, 1]
+    plain = optim.Adam(m.parameters(), lr=0.1)
+    plain.load_state_dict(sd)  # the names come along, as in PyTorch
+    assert plain.param_groups[0]["param_names"] == ["weight", "bias"]
+    opt.add_param_group({"params": [("extra", lucid.nn.Parameter(lucid.ones(1)))], "lr": 0.5})
+    assert opt.param_groups[1]["param_names"] == ["extra"]
+    p, q = lucid.nn.Parameter(lucid.ones(1)), lucid.nn.Parameter(lucid.ones(1))
+    with pytest.raises(ValueError, match="with/without names. Some param names are missing"):
+        optim.SGD([("a", p), q], lr=0.1)
+    with pytest.raises(ValueError, match="param groups should be with/without names"):
+        optim.SGD([{"params": [("a", p)]}, {"params": [q]}], lr=0.1)
+    with pytest.raises(ValueError, match="SparseAdam requires dense parameter tensors"):
+        optim.SparseAdam([lucid.zeros(3).to_sparse()])
