@@ -43,7 +43,7 @@ tensor([[2.],
 #   (``index_select`` and ``narrow_copy`` of COO tensors excepted), and the function forms of
 #   methods (``lucid.sum(s)``, ``lucid.t(s)``, ``lucid.index_select(s, ...)``: only
 #   mm/matmul/addmm are routed; call the method or ``lucid.sparse.sum``).
-from ._base import SparseTensor, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr
+from ._base import SparseTensor, check_sparse_tensor_invariants, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr
 from ._coo import SparseCOOTensor, sparse_coo_tensor
 from ._compressed import (SparseBSCTensor, SparseBSRTensor, SparseCompressedTensor, SparseCSCTensor,
                           SparseCSRTensor)
@@ -52,7 +52,7 @@ from ._csr import (sparse_bsc_tensor, sparse_bsr_tensor, sparse_compressed_tenso
 from ._ops import (add, addmm, hspmm, log_softmax, mm, mul, sampled_addmm, smm, softmax, spdiags,
                    sum)
 
-__all__ = ["SparseTensor", "SparseCOOTensor", "SparseCompressedTensor", "SparseCSRTensor", "SparseCSCTensor",
+__all__ = ["SparseTensor", "check_sparse_tensor_invariants", "SparseCOOTensor", "SparseCompressedTensor", "SparseCSRTensor", "SparseCSCTensor",
            "SparseBSRTensor", "SparseBSCTensor", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr",
            "sparse_bsc", "sparse_coo_tensor", "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor",
            "sparse_bsc_tensor", "sparse_compressed_tensor", "mm", "addmm", "sum", "softmax", "log_softmax",

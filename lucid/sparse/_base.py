@@ -281,3 +281,61 @@ def require_sparse(x, name):
         raise TypeError(f"{name}: expected a sparse tensor, got {type(x).__name__}"
                         + (" with layout lucid.strided" if isinstance(x, Tensor) else ""))
     return x
+
+
+class check_sparse_tensor_invariants:  # noqa: N801 (PyTorch's name)
+    """Check the invariants of every sparse tensor made (indices in bounds, compressed indices
+    sorted ...) unless a constructor says ``check_invariants=False``: a context manager, a
+    decorator, or switched globally with ``enable()``/``disable()`` (PyTorch's).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> with lucid.sparse.check_sparse_tensor_invariants():
+    ...     lucid.sparse.check_sparse_tensor_invariants.is_enabled()
+    True
+    >>> lucid.sparse.check_sparse_tensor_invariants.is_enabled()
+    False
+    """
+
+    _enabled = [False]
+
+    def __init__(self, enable=True):
+        self.state = bool(enable)
+        self._saved = []
+
+    @staticmethod
+    def is_enabled():
+        return check_sparse_tensor_invariants._enabled[0]
+
+    @staticmethod
+    def enable():
+        check_sparse_tensor_invariants._enabled[0] = True
+
+    @staticmethod
+    def disable():
+        check_sparse_tensor_invariants._enabled[0] = False
+
+    def __enter__(self):
+        self._saved.append(self._enabled[0])
+        self._enabled[0] = self.state
+        return self
+
+    def __exit__(self, *exc):
+        self._enabled[0] = self._saved.pop()
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            with check_sparse_tensor_invariants(self.state):
+                return fn(*args, **kwargs)
+
+        return run
+
+
+def checks_invariants(flag):
+    """A constructor's ``check_invariants`` (None: the global setting)."""
+    return check_sparse_tensor_invariants._enabled[0] if flag is None else bool(flag)

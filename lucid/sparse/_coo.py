@@ -13,8 +13,8 @@ import numpy as np
 import lucid
 from .._core import backend
 from .._core.tensor import Tensor, tensor_method
-from ._base import (NOT_HERE, SparseTensor, add_suffixes, field_str, require_sparse, sparse_bsc,
-                    sparse_bsr, sparse_coo, sparse_csc, sparse_csr)
+from ._base import (NOT_HERE, SparseTensor, add_suffixes, checks_invariants, field_str, require_sparse,
+                    sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr)
 
 
 class SparseCOOTensor(SparseTensor):
@@ -449,7 +449,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
         if size[sd:] != dense:
             raise RuntimeError(f"{name}: values has incorrect size, expected {list((nnz,) + size[sd:])}, "
                                f"got {list(vals.shape)}")
-        if check_invariants:
+        if checks_invariants(check_invariants):
             _check_bounds(idx, size, name)
     coalesced_flag = nnz < 2 if is_coalesced is None else bool(is_coalesced)
     s = make_coo(idx, vals, size, coalesced_flag)

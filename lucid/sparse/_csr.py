@@ -12,7 +12,7 @@ import numpy as np
 
 import lucid
 from .._core.tensor import Tensor
-from ._base import sparse_bsc, sparse_bsr, sparse_csc, sparse_csr
+from ._base import checks_invariants, sparse_bsc, sparse_bsr, sparse_csc, sparse_csr
 from ._compressed import SparseCSRTensor, coo_to_csr, make_csr  # noqa: F401  (older imports)
 from ._compressed import _BLOCK, _ROW, make_compressed
 from ._coo import _host, as_indices, as_values
@@ -50,7 +50,7 @@ def _build(compressed_indices, plain_indices, values, size, layout, name, dtype,
     cidx = as_indices(compressed_indices, vals.device, name, idt, move=device is not None)
     pidx = as_indices(plain_indices, vals.device, name, idt, move=device is not None)
     size = _check_shapes(cidx, pidx, vals, size, layout, name)
-    if check_invariants:
+    if checks_invariants(check_invariants):
         _check_invariants(cidx, pidx, size, layout, name, vals)
     s = make_compressed(layout, cidx, pidx, vals, size)
     if requires_grad and not vals.requires_grad:

@@ -387,3 +387,28 @@ def test_optimizers_take_named_parameters_as_torch():
         optim.SGD([{"params": [("a", p)]}, {"params": [q]}], lr=0.1)
     with pytest.raises(ValueError, match="SparseAdam requires dense parameter tensors"):
         optim.SparseAdam([lucid.zeros(3).to_sparse()])
+
+
+def test_check_sparse_tensor_invariants_switches_the_constructors_default():
+    c = lucid.sparse.check_sparse_tensor_invariants
+    assert not c.is_enabled()
+    lucid.sparse_coo_tensor([[0, 5]], [1.0, 2.0], (3,))  # unchecked by default, as PyTorch
+    with c():
+        assert c.is_enabled()
+        with pytest.raises(RuntimeError):
+            lucid.sparse_coo_tensor([[0, 5]], [1.0, 2.0], (3,))
+        with pytest.raises(RuntimeError):
+            lucid.sparse_csr_tensor([0, 2, 1], [0, 1], [1.0, 2.0], (2, 2))  # crow_indices not sorted
+        assert tuple(lucid.sparse_coo_tensor([[0, 5]], [1.0, 2.0], (3,), check_invariants=False).shape) == (3,)
+    assert not c.is_enabled()
+
+    @c(enable=True)
+    def checked():
+        return c.is_enabled()
+
+    assert checked() and not c.is_enabled()
+    c.enable()
+    try:
+        assert c.is_enabled()
+    finally:
+        c.disable()
