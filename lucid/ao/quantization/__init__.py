@@ -13,14 +13,17 @@ from lucid._core.fake_quantize import fake_quantize_per_channel_affine, fake_qua
 from lucid._core.quantized import (dequantize, per_channel_affine, per_channel_symmetric, per_tensor_affine,
                                    per_tensor_symmetric, quantize_per_channel, quantize_per_tensor)
 
-from .fake_quantize import (FakeQuantize, FakeQuantizeBase, FusedMovingAvgObsFakeQuantize, default_dynamic_fake_quant,
+from .fake_quantize import (FakeQuantize, FakeQuantizeBase, FixedQParamsFakeQuantize, FusedMovingAvgObsFakeQuantize,
+                            default_fixed_qparams_range_0to1_fake_quant,
+                            default_fixed_qparams_range_neg1to1_fake_quant, default_dynamic_fake_quant,
                             default_fake_quant, default_fused_act_fake_quant, default_fused_per_channel_wt_fake_quant,
                             default_fused_wt_fake_quant,
                             default_per_channel_weight_fake_quant, default_weight_fake_quant, disable_fake_quant,
                             disable_observer, enable_fake_quant, enable_observer)
 from .fuse_modules import fuse_modules, fuse_modules_qat
 from .histogram_observer import HistogramObserver
-from .observer import (MinMaxObserver, MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver,
+from .observer import (FixedQParamsObserver, MinMaxObserver, default_fixed_qparams_range_0to1_observer,
+                       default_fixed_qparams_range_neg1to1_observer, MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver,
                        NoopObserver, ObserverBase, PerChannelMinMaxObserver, PlaceholderObserver,
                        UniformQuantizationObserverBase, default_dynamic_quant_observer,
                        default_float_qparams_observer, default_observer, default_per_channel_weight_observer,

@@ -17,11 +17,13 @@ import lucid
 from lucid import nn
 from lucid._core.quantized import per_channel_affine_float_qparams
 
-from .observer import (MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver, _resize_buffers,
-                       _with_args, _with_callable_args)
+from .observer import (FixedQParamsObserver, MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver,
+                       _resize_buffers, _with_args, _with_callable_args, default_fixed_qparams_range_0to1_observer,
+                       default_fixed_qparams_range_neg1to1_observer)
 from .utils import is_per_channel
 
-__all__ = ["FakeQuantizeBase", "FakeQuantize", "FusedMovingAvgObsFakeQuantize", "default_fused_act_fake_quant",
+__all__ = ["FakeQuantizeBase", "FakeQuantize", "FusedMovingAvgObsFakeQuantize", "FixedQParamsFakeQuantize",
+           "default_fixed_qparams_range_0to1_fake_quant", "default_fixed_qparams_range_neg1to1_fake_quant", "default_fused_act_fake_quant",
            "default_fused_wt_fake_quant", "default_fused_per_channel_wt_fake_quant", "default_fake_quant", "default_weight_fake_quant",
            "default_per_channel_weight_fake_quant", "default_dynamic_fake_quant", "disable_fake_quant",
            "enable_fake_quant", "disable_observer", "enable_observer"]
@@ -193,6 +195,39 @@ class FusedMovingAvgObsFakeQuantize(FakeQuantize):
                 f"reduce_range={app.reduce_range}")
 
 
+class FixedQParamsFakeQuantize(FakeQuantize):
+    """Fake quantization with the fixed parameters of a :class:`FixedQParamsObserver`
+    (PyTorch's): the QAT form of the fixed-qparams ops (sigmoid, tanh, hardsigmoid).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.quantization.fake_quantize import default_fixed_qparams_range_neg1to1_fake_quant
+    >>> default_fixed_qparams_range_neg1to1_fake_quant()(lucid.tensor([-2.0, 0.3, 1.0]))
+    tensor([-1.       ,  0.296875 ,  0.9921875])
+    """
+
+    def __init__(self, observer):
+        super().__init__(observer=observer)
+        if type(self.activation_post_process) is not FixedQParamsObserver:
+            raise AssertionError(f"{type(self).__name__}'s observer must be a FixedQParamsObserver")
+        self._observer_ctr = observer
+        self.scale = self.activation_post_process.scale
+        self.zero_point = self.activation_post_process.zero_point
+        if self.qscheme not in (lucid.per_tensor_affine, lucid.per_tensor_symmetric):
+            raise AssertionError(f"Only per tensor quantization is supported FixedQParamsFakeQuantize module, "
+                                 f"got qscheme: {self.qscheme}")
+
+    def calculate_qparams(self):
+        return self.scale, self.zero_point
+
+    def extra_repr(self):
+        app = self.activation_post_process
+        return (f"fake_quant_enabled={self.fake_quant_enabled}, observer_enabled={self.observer_enabled}, "
+                f"scale={self.scale}, zero_point={self.zero_point}, dtype={self.dtype}, "
+                f"quant_min={app.quant_min}, quant_max={app.quant_max}, qscheme={self.qscheme}")
+
+
 default_fake_quant = FakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=0, quant_max=255,
                                             dtype=lucid.quint8, qscheme=lucid.per_tensor_affine, reduce_range=True)
 default_weight_fake_quant = FakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=-128,
@@ -213,6 +248,12 @@ default_fused_wt_fake_quant = FusedMovingAvgObsFakeQuantize.with_args(
 default_fused_per_channel_wt_fake_quant = FusedMovingAvgObsFakeQuantize.with_args(
     observer=MovingAveragePerChannelMinMaxObserver, quant_min=-128, quant_max=127, dtype=lucid.qint8,
     qscheme=lucid.per_channel_symmetric)
+
+
+default_fixed_qparams_range_0to1_fake_quant = FixedQParamsFakeQuantize.with_args(
+    observer=default_fixed_qparams_range_0to1_observer)
+default_fixed_qparams_range_neg1to1_fake_quant = FixedQParamsFakeQuantize.with_args(
+    observer=default_fixed_qparams_range_neg1to1_observer)
 
 
 def _is_fake_quant(mod):

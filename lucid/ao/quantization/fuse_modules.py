@@ -7,7 +7,7 @@ import copy
 
 from lucid import nn
 
-__all__ = ["fuse_modules", "fuse_modules_qat", "fuse_known_modules", "LinearReLU", "ConvReLU1d", "ConvReLU2d",
+__all__ = ["fuse_modules", "fuse_modules_qat", "fuse_known_modules", "LinearReLU", "LinearBn1d", "ConvReLU1d", "ConvReLU2d",
            "ConvReLU3d", "ConvBn1d", "ConvBn2d", "ConvBn3d", "ConvBnReLU1d", "ConvBnReLU2d", "ConvBnReLU3d",
            "BNReLU2d", "BNReLU3d", "FusionError"]
 
@@ -21,6 +21,14 @@ class LinearReLU(_FusedModule):
 
     def __init__(self, linear, relu):
         super().__init__(linear, relu)
+
+
+class LinearBn1d(_FusedModule):
+    """A Linear followed by a BatchNorm1d, kept apart for quantization-aware training
+    (PyTorch's ``nni.LinearBn1d``, what ``fuse_modules_qat`` makes)."""
+
+    def __init__(self, linear, bn):
+        super().__init__(linear, bn)
 
 
 class ConvReLU1d(_FusedModule):
@@ -139,6 +147,18 @@ def _fuse_qat(mod_list, types):
     return with_relu(*mod_list) if len(types) == 3 else plain(*mod_list)
 
 
+def _fuse_linear_bn_qat(linear, bn):
+    if linear.training != bn.training:
+        raise FusionError("fuse_modules_qat: Linear and BN both must be in the same mode (train or eval).")
+    if bn.num_features != linear.out_features:
+        raise FusionError("fuse_modules_qat: Output features of Linear must match num_features of BatchNorm1d")
+    if not bn.affine:
+        raise FusionError("fuse_modules_qat: Only support fusing BatchNorm1d with affine set to True")
+    if not bn.track_running_stats:
+        raise FusionError("fuse_modules_qat: Only support fusing BatchNorm1d with tracking_running_stats set to True")
+    return LinearBn1d(linear, bn)
+
+
 def fuse_known_modules(mod_list, is_qat=False, additional_fuser_method_mapping=None):
     """The fused replacement of ``mod_list``: the fused module first, then Identity for the rest
     (PyTorch's eval-mode fusions, and its training-mode ones with ``is_qat``)."""
@@ -154,6 +174,8 @@ def fuse_known_modules(mod_list, is_qat=False, additional_fuser_method_mapping=N
         fused = _CONV_RELU[types](*mod_list)
     elif types == (nn.Linear, nn.ReLU):
         fused = LinearReLU(*mod_list)
+    elif types == (nn.Linear, nn.BatchNorm1d) and is_qat:
+        fused = _fuse_linear_bn_qat(*mod_list)
     elif types == (nn.Linear, nn.BatchNorm1d):
         if mod_list[0].training or mod_list[1].training:
             raise FusionError("fuse_modules: Fusion only for eval! (linear + bn)")
@@ -200,9 +222,9 @@ def fuse_modules(model, modules_to_fuse, inplace=False, fuser_func=fuse_known_mo
 
 def fuse_modules_qat(model, modules_to_fuse, inplace=False, fuser_func=fuse_known_modules,
                      fuse_custom_config_dict=None):
-    """``fuse_modules`` for quantization-aware training: in training mode conv + bn (+ ReLU)
-    become ``ConvBn2d`` / ``ConvBnReLU2d`` (kept unfolded; ``prepare_qat`` makes them QAT
-    modules that fold the batch norm into the fake-quantized weight).
+    """``fuse_modules`` for quantization-aware training: conv + bn (+ ReLU) become ``ConvBn2d`` /
+    ``ConvBnReLU2d`` and linear + bn ``LinearBn1d`` (kept unfolded; ``prepare_qat`` makes them
+    QAT modules that fold the batch norm into the fake-quantized weight).
 
     Examples
     --------

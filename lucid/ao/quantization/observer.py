@@ -29,6 +29,8 @@ from .utils import calculate_qmin_qmax, check_min_max_valid, is_per_channel, is_
 
 __all__ = ["ObserverBase", "UniformQuantizationObserverBase", "MinMaxObserver", "MovingAverageMinMaxObserver",
            "PerChannelMinMaxObserver", "MovingAveragePerChannelMinMaxObserver", "PlaceholderObserver",
+           "FixedQParamsObserver", "default_fixed_qparams_range_0to1_observer",
+           "default_fixed_qparams_range_neg1to1_observer",
            "NoopObserver", "default_observer", "default_weight_observer", "default_per_channel_weight_observer",
            "default_dynamic_quant_observer", "default_placeholder_observer", "default_float_qparams_observer",
            "weight_observer_range_neg_127_to_127", "per_channel_weight_observer_range_neg_127_to_127"]
@@ -370,6 +372,34 @@ class PlaceholderObserver(ObserverBase):
         raise Exception("calculate_qparams should not be called for PlaceholderObserver")  # noqa: TRY002
 
 
+class FixedQParamsObserver(ObserverBase):
+    """Records nothing and answers a fixed ``(scale, zero_point)`` (PyTorch's): the observer of
+    the ops whose quantized kernels have fixed output parameters (sigmoid, tanh, hardsigmoid).
+
+    Examples
+    --------
+    >>> from lucid.ao.quantization.observer import default_fixed_qparams_range_0to1_observer
+    >>> default_fixed_qparams_range_0to1_observer().calculate_qparams()
+    (tensor([0.00390625]), tensor([0], dtype=lucid.int32))
+    """
+
+    def __init__(self, scale, zero_point, dtype=lucid.quint8, qscheme=per_tensor_affine, quant_min=0,
+                 quant_max=255, is_dynamic=False, **kwargs):
+        if is_dynamic:
+            raise NotImplementedError("FixedQParamsObserver doesn't support dynamic quantization")
+        super().__init__(dtype=dtype, is_dynamic=is_dynamic)
+        self.quant_min, self.quant_max = quant_min, quant_max
+        self.register_buffer("scale", lucid.tensor([float(scale)], dtype=lucid.float32))
+        self.register_buffer("zero_point", lucid.tensor([int(zero_point)], dtype=lucid.int32))
+        self.qscheme = qscheme
+
+    def forward(self, X):
+        return X
+
+    def calculate_qparams(self):
+        return self.scale, self.zero_point
+
+
 class NoopObserver(ObserverBase):
     """Does nothing (float16 and custom ops)."""
 
@@ -396,5 +426,9 @@ per_channel_weight_observer_range_neg_127_to_127 = PerChannelMinMaxObserver.with
     dtype=lucid.qint8, qscheme=per_channel_symmetric, quant_min=-127, quant_max=127, eps=2 ** -12)
 default_dynamic_quant_observer = PlaceholderObserver.with_args(dtype=lucid.quint8, quant_min=0, quant_max=255,
                                                                is_dynamic=True)
+default_fixed_qparams_range_0to1_observer = FixedQParamsObserver.with_args(
+    scale=1.0 / 256.0, zero_point=0, dtype=lucid.quint8, quant_min=0, quant_max=255)
+default_fixed_qparams_range_neg1to1_observer = FixedQParamsObserver.with_args(
+    scale=2.0 / 256.0, zero_point=128, dtype=lucid.quint8, quant_min=0, quant_max=255)
 default_float_qparams_observer = PerChannelMinMaxObserver.with_args(
     dtype=lucid.quint8, qscheme=per_channel_affine_float_qparams, ch_axis=0)

@@ -128,28 +128,61 @@ def _hashable(x):
     return True
 
 
-def _default_mapping(qconfig):
-    return QConfigMapping().set_global(qconfig)
+def _fixed_qparams_ops():
+    """PyTorch's ``_FIXED_QPARAMS_OP_TO_OBSERVER``: op -> the observer of its fixed range."""
+    import lucid
+    import lucid.nn.functional as F
+    from lucid import nn
+
+    from .observer import default_fixed_qparams_range_0to1_observer as zero_one
+    from .observer import default_fixed_qparams_range_neg1to1_observer as neg_one
+
+    ops = {nn.Hardsigmoid: zero_one, F.hardsigmoid: zero_one, "hardsigmoid": zero_one, "hardsigmoid_": zero_one,
+           nn.Sigmoid: zero_one, lucid.sigmoid: zero_one, F.sigmoid: zero_one, "sigmoid": zero_one,
+           "sigmoid_": zero_one, nn.Softmax: zero_one, nn.Tanh: neg_one, lucid.tanh: neg_one, F.tanh: neg_one,
+           "tanh": neg_one, "tanh_": neg_one}
+    # a traced node records the undecorated function (NOTE [Tracing without __torch_function__])
+    ops.update({getattr(k, "_lucid_original", k): v for k, v in ops.items()})
+    return ops
+
+
+def _default_mapping(qconfig, is_qat=False):
+    from .fake_quantize import FixedQParamsFakeQuantize, default_weight_fake_quant
+    from .observer import default_weight_observer
+    from .qconfig import QConfig
+
+    mapping = QConfigMapping().set_global(qconfig)
+    for op, observer in _fixed_qparams_ops().items():
+        if is_qat:
+            fixed = QConfig(activation=FixedQParamsFakeQuantize.with_args(observer=observer),
+                            weight=default_weight_fake_quant)
+        else:
+            fixed = QConfig(activation=observer, weight=default_weight_observer)
+        mapping.set_object_type(op, fixed)
+    return mapping
 
 
 def get_default_qconfig_mapping(backend="x86", version=0):
-    """PyTorch's post-training mapping for ``backend``: ``get_default_qconfig(backend)`` everywhere.
+    """PyTorch's post-training mapping for ``backend``: ``get_default_qconfig(backend)`` everywhere
+    but for the fixed-range ops (sigmoid, tanh, hardsigmoid, softmax), which get fixed-qparams
+    observers (1/256 from 0, 2/256 from 128 for tanh) with the default weight observer.
 
-    PyTorch also gives its fixed-range ops (sigmoid, tanh, hardsigmoid, softmax) fixed-qparams
-    observers and ``reshape`` a reuse-input qconfig; Lucid leaves the fixed-range ops in floating
-    point and has ``reshape`` follow its input (see ``quantize_fx``).
+    ``reshape`` follows its input (PyTorch's reuse-input qconfig; see ``quantize_fx``).
 
     Examples
     --------
     >>> from lucid.ao.quantization import get_default_qconfig_mapping
     >>> type(get_default_qconfig_mapping("x86").global_qconfig.activation()).__name__
     'HistogramObserver'
+    >>> type(get_default_qconfig_mapping("x86").object_type_qconfigs["sigmoid"].activation()).__name__
+    'FixedQParamsObserver'
     """
     return _default_mapping(get_default_qconfig(backend, version))
 
 
 def get_default_qat_qconfig_mapping(backend="x86", version=1):
-    """PyTorch's quantization-aware-training mapping: ``get_default_qat_qconfig(backend)`` everywhere.
+    """PyTorch's quantization-aware-training mapping: ``get_default_qat_qconfig(backend)``
+    everywhere, ``FixedQParamsFakeQuantize`` for the fixed-range ops.
 
     Examples
     --------
@@ -157,4 +190,4 @@ def get_default_qat_qconfig_mapping(backend="x86", version=1):
     >>> type(get_default_qat_qconfig_mapping().global_qconfig.activation()).__name__
     'FakeQuantize'
     """
-    return _default_mapping(get_default_qat_qconfig(backend, version))
+    return _default_mapping(get_default_qat_qconfig(backend, version), is_qat=True)

@@ -21,7 +21,8 @@ __all__ = ["quantize_dynamic", "propagate_qconfig_", "prepare", "convert", "prep
 def get_default_dynamic_quant_module_mappings():
     from lucid.ao.nn.quantized import dynamic as nnqd
 
-    return {nn.Linear: nnqd.Linear, nn.LSTM: nnqd.LSTM, LinearReLU: nnqd.LinearReLU}
+    return {nn.Linear: nnqd.Linear, nn.LSTM: nnqd.LSTM, nn.GRU: nnqd.GRU, nn.LSTMCell: nnqd.LSTMCell,
+            nn.RNNCell: nnqd.RNNCell, nn.GRUCell: nnqd.GRUCell, LinearReLU: nnqd.LinearReLU}
 
 
 def get_default_static_quant_module_mappings():
@@ -37,7 +38,8 @@ def get_default_static_quant_module_mappings():
     mapping = {QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize, nn.Linear: nnq.Linear, nn.ReLU: nnq.ReLU,
                LinearReLU: nnq.LinearReLU, QATLinear: nnq.Linear, QATLinearReLU: nnq.LinearReLU,
             nn.Conv1d: nnq.Conv1d, nn.Conv2d: nnq.Conv2d, nn.Conv3d: nnq.Conv3d, ConvReLU1d: nnq.ConvReLU1d,
-            ConvReLU2d: nnq.ConvReLU2d, ConvReLU3d: nnq.ConvReLU3d, nnq.FloatFunctional: nnq.QFunctional}
+            ConvReLU2d: nnq.ConvReLU2d, ConvReLU3d: nnq.ConvReLU3d, nnq.FloatFunctional: nnq.QFunctional,
+            nniqat.LinearBn1d: nnq.Linear}
     from lucid.ao.nn.quantized.activation import BNReLU2d as QBNReLU2d, BNReLU3d as QBNReLU3d
 
     from .fuse_modules import BNReLU2d, BNReLU3d
@@ -61,7 +63,7 @@ def get_default_qat_module_mappings():
     fm = importlib.import_module("lucid.ao.quantization.fuse_modules")  # the package's name is the function
     from .qat import Linear as QATLinear, LinearReLU as QATLinearReLU
 
-    mapping = {nn.Linear: QATLinear, LinearReLU: QATLinearReLU}
+    mapping = {nn.Linear: QATLinear, LinearReLU: QATLinearReLU, fm.LinearBn1d: nniqat.LinearBn1d}
     for n in (1, 2, 3):
         mapping.update({getattr(nn, f"Conv{n}d"): getattr(nnqat, f"Conv{n}d"),
                         getattr(fm, f"ConvReLU{n}d"): getattr(nniqat, f"ConvReLU{n}d"),
@@ -94,7 +96,7 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=lucid.qint8, mapping=None, 
     ----------
     model : nn.Module
     qconfig_spec : set of module types, or dict of type/name -> QConfig, optional
-        ``{nn.Linear, nn.LSTM}`` by default (Lucid has dynamic forms of those two).
+        Linear, LSTM, GRU and the three RNN cells by default (PyTorch's default).
     dtype : lucid.qint8 or lucid.float16
     mapping : dict, optional
         Float module type -> dynamic module class.
@@ -113,10 +115,11 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=lucid.qint8, mapping=None, 
     )
     """
     if qconfig_spec is None:
+        recurrent = (nn.Linear, nn.LSTM, nn.GRU, nn.LSTMCell, nn.RNNCell, nn.GRUCell)
         if dtype == lucid.qint8:
-            qconfig_spec = dict.fromkeys((nn.Linear, nn.LSTM), default_dynamic_qconfig)
+            qconfig_spec = dict.fromkeys(recurrent, default_dynamic_qconfig)
         elif dtype == lucid.float16:
-            qconfig_spec = dict.fromkeys((nn.Linear, nn.LSTM), float16_dynamic_qconfig)
+            qconfig_spec = dict.fromkeys(recurrent, float16_dynamic_qconfig)
         else:
             raise ValueError(f"Don't know how to quantize with default settings for {dtype}. Provide full "
                              "qconfig please")

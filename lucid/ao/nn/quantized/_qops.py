@@ -12,7 +12,19 @@ Requantization rules (checked against PyTorch 2.13's x86 kernels):
   integers and keep the input's scale and zero point; bounds are quantized with them;
 - adaptive average pooling rounds the mean of the stored integers half to even, keeping the
   scale and zero point;
-- ``cat`` keeps the first tensor's quantizer and requantizes the others to it.
+- ``cat`` keeps the first tensor's quantizer and requantizes the others to it;
+- average pooling keeps the scale and zero point: the window sum of ``q - zero_point`` times
+  the float32 ``1 / divisor``, plus the zero point, rounded half to even in float32 (the zero
+  point is added before rounding); ``mean`` over the innermost dims rounds the mean of the
+  stored integers, over other dims it quantizes the mean of the dequantized values back with
+  the input's parameters (there PyTorch's float32 summation order can round an exact
+  half-step tie the other way);
+- bilinear ``interpolate`` keeps the scale and zero point: float32 weights and source indices
+  as PyTorch's quantized kernel computes them, applied to the stored integers and rounded half
+  to even there (nearest modes select integers).
+- ``sigmoid``/``hardsigmoid``/``tanh`` have fixed output parameters (1/256 with zero point 0
+  for quint8 or -128 for qint8; tanh 2/256 with 128 or 0): the input dequantized, the float
+  function, then quantized with them (bit for bit PyTorch's ``qsigmoid``/``qtanh``/``qhardsigmoid``).
 """
 from __future__ import annotations
 
@@ -183,11 +195,153 @@ def _dropout(func, args):
     return args["input"]
 
 
+# (scale, zero point) of the fixed-qparams activations, PyTorch's, by output dtype
+FIXED_QPARAMS = {"sigmoid": {"quint8": (1.0 / 256, 0), "qint8": (1.0 / 256, -128)},
+                 "hardsigmoid": {"quint8": (1.0 / 256, 0), "qint8": (1.0 / 256, -128)},
+                 "tanh": {"quint8": (2.0 / 256, 128), "qint8": (2.0 / 256, 0)}}
+
+
+def _fixed_qparams(name, float_fn):
+    def op(input, *args, **kwargs):
+        q = _per_tensor(input, name)
+        kwargs.pop("inplace", None)
+        if q.dtype not in (_L().quint8, _L().qint8):
+            raise RuntimeError(f"{name}: expected a quint8 or qint8 input, got {q.dtype}")
+        scale, zp = FIXED_QPARAMS[name][str(q.dtype).split(".")[-1]]
+        return _L().quantize_per_tensor(float_fn(q.dequantize()), scale, zp, q.dtype)
+
+    op.__name__ = name
+    return op
+
+
+def _float_fns():
+    import lucid.nn.functional as F
+
+    L = _L()
+    return {"sigmoid": L.sigmoid, "tanh": L.tanh, "hardsigmoid": F.hardsigmoid}
+
+
+def _requant_sum(q, sums, divisors):
+    """``rint(sum * f32(1/divisor) + zp)`` in float32 (PyTorch's quantized average)."""
+    L = _L()
+    lo, hi = RANGE[q.dtype]
+    mult = (1.0 / divisors).float() if isinstance(divisors, L.Tensor) else float(np.float32(1.0 / divisors))
+    raw = sums.float() * mult + L.tensor(float(q.q_zero_point()), dtype=L.float32, device=q.device)
+    return _like(q, L.round(raw).clamp(lo, hi).to(q._ints.dtype))
+
+
+def _avg_pool(func, args):
+    q = _per_tensor(args.pop("input"), "avg_pool")
+    L = _L()
+    centered = q._ints.double() - q.q_zero_point()
+    override = args.pop("divisor_override", None)
+    fn = _original(func)
+    if func.__name__ == "avg_pool1d":  # no divisor_override there: pool a height-1 image
+        import lucid.nn.functional as F
+
+        pair = (lambda v, d: (d, (v if isinstance(v, int) else v[0])))
+        k = args["kernel_size"]
+        stride = args.get("stride") if args.get("stride") not in (None, ()) else k
+        args.update(kernel_size=pair(k, 1), stride=pair(stride, 1), padding=pair(args.get("padding", 0), 0))
+        q = _like(q, q._ints.unsqueeze(-2))
+        out = _avg_pool(F.avg_pool2d, dict(args, input=q, divisor_override=override))
+        return _like(out, out._ints.squeeze(-2))
+    sums = fn(centered, divisor_override=1, **args)
+    if override is not None:
+        return _requant_sum(q, sums, float(override))
+    ones = L.ones(tuple(q.shape), dtype=L.float64, device=q.device)
+    counts = fn(ones, divisor_override=1, **args)  # the real elements of each window
+    if args.get("count_include_pad", True):
+        counts = counts / fn(ones, **args)  # the window clipped to the padded input
+    return _requant_sum(q, sums, counts.round())
+
+
+def _mean(func, args):
+    """PyTorch's ``mean_quantized_cpu``: over the innermost dims, the mean of the stored
+    integers rounded half to even; otherwise the mean of the dequantized values quantized back
+    with the input's scale and zero point."""
+    q = _per_tensor(args.pop("input"), "mean")
+    L = _L()
+    if args.pop("dtype", None) is not None:
+        raise NotImplementedError("mean: dtype is not supported for quantized tensors")
+    if args.get("axis") is not None:
+        args["dim"] = args.pop("axis")
+    args.pop("axis", None)
+    dim, nd = args.get("dim"), q.ndim
+    dims = range(nd) if dim is None or dim == () else ([dim] if isinstance(dim, int) else list(dim))
+    dims = sorted(d % nd if nd else 0 for d in dims)
+    if nd and dims == list(range(nd - len(dims), nd)):
+        lo, hi = RANGE[q.dtype]
+        means = _original(func)(q._ints.double(), **args)
+        return _like(q, L.round(means).clamp(lo, hi).to(q._ints.dtype))
+    # float64 then one rounding: PyTorch's float32 sum order decides only exact half-step ties
+    out = _original(func)(q.dequantize().double(), **args).float()
+    return L.quantize_per_tensor(out, q.q_scale(), q.q_zero_point(), q.dtype)
+
+
+def _source_table(n_in, n_out, align_corners, scale):
+    """PyTorch's bilinear source index, lower index, step to the next and the two weights, all
+    float32 as its quantized kernel computes them (host work on sizes only)."""
+    f32 = np.float32
+    if align_corners:
+        ratio = f32(n_in - 1) / f32(n_out - 1) if n_out > 1 else f32(0)
+    else:
+        ratio = f32(1.0 / scale) if scale is not None and scale > 0 else f32(n_in) / f32(n_out)
+    dst = np.arange(n_out, dtype=f32)
+    src = ratio * dst if align_corners else np.maximum(ratio * (dst + f32(0.5)) - f32(0.5), f32(0))
+    src = src.astype(f32)
+    lo = src.astype(np.int64)
+    step = (lo < n_in - 1).astype(np.int64)
+    lam1 = (src - lo.astype(f32)).astype(f32)
+    return lo, lo + step, (f32(1) - lam1).astype(f32), lam1
+
+
+def _interpolate(func, args):
+    q = args["input"]
+    if args.get("mode", "nearest") != "bilinear":
+        return _original(func)(**args)
+    q = _per_tensor(q, "interpolate")
+    L = _L()
+    if q.ndim != 4:
+        raise NotImplementedError(f"interpolate: quantized bilinear takes a 4-D input, got {q.ndim}-D")
+    if args.get("antialias"):
+        raise NotImplementedError("interpolate: antialias is not supported for quantized tensors")
+    H, W = q.shape[-2:]
+    size, factor = args.get("size"), args.get("scale_factor")
+    if (size is None) == (factor is None):
+        raise ValueError("interpolate: only one of size or scale_factor should be defined")
+    scales = (None, None)
+    if size is not None:
+        out = (size, size) if isinstance(size, int) else tuple(size)
+    else:
+        factors = (factor, factor) if isinstance(factor, (int, float)) else tuple(factor)
+        out = tuple(int(np.floor(n * float(f))) for n, f in zip((H, W), factors))
+        if not args.get("recompute_scale_factor"):
+            scales = tuple(float(f) for f in factors)
+    ac = bool(args.get("align_corners"))
+    h0, h1, hl0, hl1 = _source_table(H, out[0], ac, scales[0])
+    w0, w1, wl0, wl1 = _source_table(W, out[1], ac, scales[1])
+    dev = q.device
+    idx = (lambda a: L.tensor(a, dtype=L.int64, device=dev))
+    lam = (lambda a, shape: L.tensor(a, dtype=L.float32, device=dev).reshape(*shape))
+    x = q._ints.float()
+    rows = [x.index_select(2, idx(h)) for h in (h0, h1)]
+    p00, p01, p10, p11 = (r.index_select(3, idx(w)) for r in rows for w in (w0, w1))
+    wa, wb = lam(wl0, (1, 1, 1, -1)), lam(wl1, (1, 1, 1, -1))
+    ha, hb = lam(hl0, (1, 1, -1, 1)), lam(hl1, (1, 1, -1, 1))
+    # rounded on the stored integers (the zero point is not taken off first, so ties round to
+    # even there), as PyTorch's kernel does
+    result = ha * (wa * p00 + wb * p01) + hb * (wa * p10 + wb * p11)
+    lo, hi = RANGE[q.dtype]
+    return _like(q, L.round(result).clamp(lo, hi).to(q._ints.dtype))
+
+
 _SIMPLE = {"relu": relu, "hardtanh": hardtanh, "relu6": relu6, "clamp": clamp, "clip": clamp}
 _BOUND = {"max_pool1d": _max_pool, "max_pool2d": _max_pool, "max_pool3d": _max_pool,
           "adaptive_avg_pool1d": _adaptive_avg, "adaptive_avg_pool2d": _adaptive_avg,
           "adaptive_avg_pool3d": _adaptive_avg, "flatten": _flatten, "sort": _sort, "dropout": _dropout,
-          "max": lambda f, a: _reduce_values(f, a, "max"), "min": lambda f, a: _reduce_values(f, a, "min")}
+          "max": lambda f, a: _reduce_values(f, a, "max"), "min": lambda f, a: _reduce_values(f, a, "min"),
+          "avg_pool1d": _avg_pool, "avg_pool2d": _avg_pool, "avg_pool3d": _avg_pool, "mean": _mean, "interpolate": _interpolate}
 
 
 _VIEW_FUNCTIONS = frozenset(("reshape", "squeeze", "unsqueeze", "transpose", "permute", "t", "unflatten",
@@ -207,6 +361,9 @@ def dispatch(func, args, kwargs):
         if name in _SIMPLE and isinstance(args[0] if args else None, QuantizedTensor):
             a = _bind(func, args, kwargs)
             return _SIMPLE[name](**a)
+        if name in FIXED_QPARAMS and isinstance(args[0] if args else kwargs.get("input"), QuantizedTensor):
+            a = _bind(func, args, kwargs)
+            return _fixed_qparams(name, _float_fns()[name])(a.pop("input"))
         if name == "relu_" and args and isinstance(args[0], QuantizedTensor):
             return relu(args[0], inplace=True)
         if name in _VIEW_FUNCTIONS and args and isinstance(args[0], QuantizedTensor):

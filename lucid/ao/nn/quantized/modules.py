@@ -17,7 +17,7 @@ from lucid import nn
 from lucid._core.quantized import PER_TENSOR, QuantizedTensor, make_quantized, quantize_per_tensor
 
 from .._nn_utils import observed_qparams
-from .dynamic.modules import _load_packed, _save_packed
+from .dynamic.modules import LinearPackedParams, _Dynamic
 
 __all__ = ["Quantize", "DeQuantize", "Linear", "LinearReLU", "ReLU"]
 
@@ -87,7 +87,7 @@ class ReLU(nn.Module):
         return cls()
 
 
-class Linear(nn.Module):
+class Linear(_Dynamic):
     """A linear layer on quantized tensors (NOTE [Static quantized linear]): quint8 in, qint8
     weight (per tensor or per output channel), float bias, quint8 out with the observed output
     ``scale`` and ``zero_point``."""
@@ -97,11 +97,9 @@ class Linear(nn.Module):
 
     def __init__(self, in_features, out_features, bias_=True, dtype=lucid.qint8):
         super().__init__()
-        # the weights are plain attributes: the state dict carries them under PyTorch's keys
-        self.register_state_dict_post_hook(_save_packed)
-        self.register_load_state_dict_pre_hook(_load_packed)
         self.in_features, self.out_features = in_features, out_features
         w = quantize_per_tensor(lucid.zeros(out_features, in_features), 1.0, 0, lucid.qint8)
+        self._packed_params = LinearPackedParams(dtype)
         self.set_weight_bias(w, lucid.zeros(out_features) if bias_ else None)
         self.scale, self.zero_point = 1.0, 0
 
@@ -112,11 +110,15 @@ class Linear(nn.Module):
         return (f"in_features={self.in_features}, out_features={self.out_features}, scale={self.scale}, "
                 f"zero_point={self.zero_point}, qscheme={self.weight().qscheme()}")
 
+    # the pair lives in the LinearPackedParams child; these keep the old attribute names readable
+    _weight = property(lambda self: self._packed_params._weight)
+    _bias = property(lambda self: self._packed_params._bias)
+
     def weight(self):
-        return self._weight
+        return self._packed_params._weight
 
     def bias(self):
-        return self._bias
+        return self._packed_params._bias
 
     def set_weight_bias(self, w, b):
         if not isinstance(w, QuantizedTensor) or w.dtype != lucid.qint8:
@@ -124,25 +126,22 @@ class Linear(nn.Module):
         if tuple(w.shape) != (self.out_features, self.in_features):
             raise ValueError(f"set_weight_bias: expected a weight of shape {(self.out_features, self.in_features)}, "
                              f"got {tuple(w.shape)}")
-        self._weight, self._bias = w, (None if b is None else b.detach().float())
+        self._packed_params.set_weight_bias(w, b)
 
     def _packed_state(self):
-        return {"scale": lucid.tensor(self.scale), "zero_point": lucid.tensor(self.zero_point),
-                "_packed_params.dtype": lucid.qint8, "_packed_params._packed_params": (self._weight, self._bias)}
+        return {"scale": lucid.tensor(self.scale), "zero_point": lucid.tensor(self.zero_point)}
 
     def _unpack_state(self, found):
         if "scale" in found:
             self.scale = float(found["scale"])
         if "zero_point" in found:
             self.zero_point = int(found["zero_point"])
-        if "_packed_params._packed_params" in found:
-            self.set_weight_bias(*found["_packed_params._packed_params"])
 
     def forward(self, x):
         _require_quantized(x, self._get_name())
         if x.qscheme() not in PER_TENSOR or x.dtype != lucid.quint8:
             raise RuntimeError(f"{self._get_name()}: expected a per-tensor quint8 input, got {x.dtype}, {x.qscheme()}")
-        w = self._weight
+        w, bias = self._packed_params._weight_bias()
         if w.qscheme() in PER_TENSOR:
             wi, ws = w._ints.double() - w.q_zero_point(), lucid.tensor(np.float32(w.q_scale()))
         else:
@@ -151,7 +150,7 @@ class Linear(nn.Module):
         lead = tuple(x.shape[:-1])
         acc = lucid.matmul(x._ints.reshape(-1, self.in_features).double() - x.q_zero_point(), wi.t().to(x.device))
         act_w = (ws * xs).to(x.device)  # float32 x_scale * w_scale
-        raw = acc.float() if self._bias is None else acc.float() + self._bias.to(x.device) / act_w
+        raw = acc.float() if bias is None else acc.float() + bias.to(x.device) / act_w
         multiplier = act_w / float(np.float32(self.scale))
         rounded = lucid.round(raw * multiplier).double() + self.zero_point
         lo = self.zero_point if self._relu else 0
@@ -167,6 +166,8 @@ class Linear(nn.Module):
         base = mod[0] if isinstance(mod, nn.Sequential) else mod
         if not hasattr(mod, "activation_post_process"):
             raise AssertionError("Input float module must have activation_post_process attached (run prepare)")
+        if hasattr(mod, "fold_into_weights"):  # QAT LinearBn1d: quantize the folded weight, as PyTorch
+            mod.weight, mod.bias = mod.fold_into_weights()
         wobs = getattr(mod, "weight_fake_quant", None) or mod.qconfig.weight()
         wobs(base.weight)
         q = cls(base.in_features, base.out_features)

@@ -12,13 +12,17 @@ A node is one of:
   the output observed, lowered to a quantized add / mul; with a number operand it is SHARE
   (PyTorch's ``quantized.add(x, 1.0)`` picks its own output parameters);
 - REQUANT: modules with their own quantized form (Hardswish, LeakyReLU, ELU, BatchNorm2d/3d):
-  input and output observed;
+  input and output observed; ``nn.Upsample`` is observed so too but runs in float;
 - SHARE: ops that keep their input's scale and zero point (pooling, ReLU, clamp, flatten,
   reshapes, ``cat``): the output observer IS the input observer (one module called at both
   places, so it sees both tensors, as PyTorch's does), and after conversion the op runs on
   the quantized tensor; ``cat`` makes all its inputs share the first input's observer;
 - REUSE: ``reshape`` (PyTorch's ``default_reuse_input_qconfig``): shares an observer only when
   its input already has one;
+- FIXED: sigmoid / tanh / hardsigmoid (functions, methods, modules), whose quantized kernels
+  have fixed output parameters: quantized only when the qconfig's activation is a
+  ``FixedQParamsObserver`` (or its fake quantize) with the kernel's parameters (PyTorch's
+  default mappings give them one), then the op runs on the quantized tensor;
 - anything else runs in floating point, with a ``dequantize`` in front after conversion.
 """
 from __future__ import annotations
@@ -32,7 +36,7 @@ from lucid import nn
 from ..fuse_modules import BNReLU2d, BNReLU3d, fuse_known_modules
 from ..qconfig_mapping import _hashable  # noqa: F401  (shared with prepare)
 
-WEIGHTED, BINARY, REQUANT, SHARE, REUSE = "weighted", "binary", "requant", "share", "reuse"
+WEIGHTED, BINARY, REQUANT, SHARE, REUSE, FIXED = "weighted", "binary", "requant", "share", "reuse", "fixed"
 
 
 
@@ -56,14 +60,49 @@ WEIGHTED_FUNCS = {orig(F.linear): "linear", orig(F.conv1d): "conv1d", orig(F.con
                   orig(F.conv3d): "conv3d"}
 BINARY_FUNCS = {operator.add: "add", orig(lucid.add): "add", operator.mul: "mul", orig(lucid.mul): "mul"}
 SHARE_MODULES = (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d, nn.MaxPool1d, nn.MaxPool2d,
-                 nn.MaxPool3d, nn.ReLU, nn.ReLU6, nn.Hardtanh, nn.Identity)
+                 nn.MaxPool3d, nn.ReLU, nn.ReLU6, nn.Hardtanh, nn.Identity, nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)
+# observed like REQUANT ops but run in float between a dequantize and a quantize (PyTorch's x86
+# config does that with nn.Upsample, while F.interpolate shares its input's parameters)
+FLOAT_REQUANT_MODULES = (nn.Upsample,)
 SHARE_FUNCS = {orig(f) for f in (F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d, F.max_pool1d,
                                  F.max_pool2d, F.max_pool3d, F.relu, F.relu6, F.hardtanh, lucid.relu, lucid.clamp,
                                  lucid.flatten, lucid.transpose, lucid.squeeze, lucid.unsqueeze, lucid.narrow,
-                                 lucid.cat)}
+                                 lucid.cat, F.avg_pool1d, F.avg_pool2d, F.avg_pool3d, lucid.mean)} | \
+    {orig(F.interpolate)}
 CAT = orig(lucid.cat)
 SHARE_METHODS = {"contiguous", "clamp", "detach", "detach_", "narrow", "permute", "relu", "relu_", "repeat",
-                 "squeeze", "transpose", "unsqueeze", "view"}
+                 "squeeze", "transpose", "unsqueeze", "view", "mean"}
+# the fixed-qparams ops: the public function each runs as after conversion
+FIXED_FUNCS = {orig(lucid.sigmoid): "sigmoid", orig(F.sigmoid): "sigmoid", orig(lucid.tanh): "tanh",
+               orig(F.tanh): "tanh", orig(F.hardsigmoid): "hardsigmoid"}
+FIXED_METHODS = {"sigmoid": "sigmoid", "sigmoid_": "sigmoid", "tanh": "tanh", "tanh_": "tanh"}
+FIXED_MODULES = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.Hardsigmoid: "hardsigmoid"}
+
+
+def fixed_name(node, modules):
+    """``"sigmoid"``/``"tanh"``/``"hardsigmoid"`` for a fixed-qparams node, else None."""
+    if node.op == "call_module":
+        return FIXED_MODULES.get(type(modules.get(node.target)))
+    if node.op == "call_function":
+        return FIXED_FUNCS.get(orig(node.target)) if _hashable(node.target) else None
+    return FIXED_METHODS.get(node.target) if node.op == "call_method" else None
+
+
+def fixed_observer_ok(obs, name, dtype=None):
+    """Whether ``obs`` (an observer or fake quantize) carries the fixed parameters of ``name``'s
+    kernel (PyTorch ignores the qconfig of a fixed-qparams op otherwise)."""
+    from lucid.ao.nn.quantized._qops import FIXED_QPARAMS
+
+    from ..fake_quantize import FixedQParamsFakeQuantize
+    from ..observer import FixedQParamsObserver
+
+    if not isinstance(obs, (FixedQParamsObserver, FixedQParamsFakeQuantize)):
+        return False
+    dt = str(obs.dtype).split(".")[-1]
+    if dt not in FIXED_QPARAMS[name]:
+        return False
+    scale, zp = FIXED_QPARAMS[name][dt]
+    return float(obs.scale[0]) == scale and int(obs.zero_point[0]) == zp
 REUSE_METHODS = {"reshape"}
 
 
@@ -107,10 +146,14 @@ def classify(node, modules):
 
 
 def _kind(node, modules):
+    if fixed_name(node, modules) is not None:
+        return FIXED
     if node.op == "call_module":
         mod = modules.get(node.target)
         if isinstance(mod, SHARE_MODULES) and type(mod) in (*SHARE_MODULES,):
             return SHARE
+        if type(mod) in FLOAT_REQUANT_MODULES:
+            return REQUANT
         qcls = _static_mapping().get(type(mod))
         if qcls is None:
             return None
@@ -169,14 +212,13 @@ _BNS = {nn.Conv1d: nn.BatchNorm1d, nn.Conv2d: nn.BatchNorm2d, nn.Conv3d: nn.Batc
 
 def fusion_chain(node, modules, is_qat=False):
     """The nodes ``fuse_fx`` folds into ``node``'s module: conv (+ bn) (+ relu), linear (+ relu
-    or + bn1d, not for QAT: Lucid has no QAT LinearBn1d), bn2d/3d + relu; ``[node]`` when
-    nothing follows it."""
+    or + bn1d: ``LinearBn1d`` for QAT), bn2d/3d + relu; ``[node]`` when nothing follows it."""
     if node.op != "call_module":
         return [node]
     mod = modules.get(node.target)
     chain = [node]
     nxt = _single_user(node)
-    bn_type = _BNS.get(type(mod)) or (nn.BatchNorm1d if type(mod) is nn.Linear and not is_qat else None)
+    bn_type = _BNS.get(type(mod)) or (nn.BatchNorm1d if type(mod) is nn.Linear else None)
     if bn_type is not None and nxt is not None and nxt.op == "call_module" and \
             type(modules.get(nxt.target)) is bn_type:
         chain.append(nxt)

@@ -217,6 +217,8 @@ class _Converter:
         inputs = [P.get_arg(node, pos) for pos in P.activation_inputs(node, kind)]
         if not inputs or not all(a in self.quantized for a in inputs):
             return self.lower_dynamic(node) if kind == P.WEIGHTED else False
+        if kind == P.FIXED:
+            return self.lower_fixed(node)
         if kind in (P.SHARE, P.REUSE):
             if node.op == "call_function" and P.orig(node.target) in P.BINARY_FUNCS:
                 return self.lower_scalar(node)
@@ -229,8 +231,28 @@ class _Converter:
         if obs is None:
             return False
         if node.op == "call_module":
+            if type(self.modules[node.target]) in P.FLOAT_REQUANT_MODULES:
+                return False
             return self.lower_module(node, obs)
         return self.lower_function(node, tail, obs, kind)
+
+    def lower_fixed(self, node):
+        """A fixed-qparams op on its quantized input: the quantized kernel picks the output's
+        parameters, so its (fixed) output observer goes away."""
+        name = P.fixed_name(node, self.modules)
+        obs = self.out_obs(node)
+        if obs is None or not P.fixed_observer_ok(obs, name):
+            return False
+        if node.op == "call_function" or (node.op == "call_method" and not node.target.endswith("_")):
+            if node.op == "call_function":
+                node.target = P.public(node.target)
+            self.quantized.add(node)
+            return True
+        # a module (or an in-place method) becomes the public function
+        fn = {"sigmoid": lucid.sigmoid, "tanh": lucid.tanh, "hardsigmoid": P.F.hardsigmoid}[name]
+        node.op, node.target, node.args, node.kwargs = "call_function", P.public(fn), node.args[:1], {}
+        self.quantized.add(node)
+        return True
 
     def lower_module(self, node, obs):
         mod = self.modules[node.target]

@@ -155,6 +155,8 @@ def insert_observers(gm, qconfigs):
         if is_dynamic(qconfig):
             _observe_dynamic(node, kind, qconfig, ins, modules)
             continue
+        if kind == P.FIXED and not P.fixed_observer_ok(qconfig.activation(), P.fixed_name(node, modules)):
+            continue  # PyTorch leaves a fixed-qparams op without a fixed-qparams qconfig in float
         inputs = _observe_inputs(node, kind, qconfig, ins)
         if kind == P.WEIGHTED and node.op == "call_function" and len(node.args) > 1:
             w = ins.node(qconfig.weight(), node.args[1])

@@ -21,7 +21,8 @@ import importlib
 _fm = importlib.import_module("lucid.ao.quantization.fuse_modules")  # the package exports a function by that name
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "ConvBn1d", "ConvBn2d",
-           "ConvBn3d", "ConvBnReLU1d", "ConvBnReLU2d", "ConvBnReLU3d", "update_bn_stats", "freeze_bn_stats"]
+           "ConvBn3d", "ConvBnReLU1d", "ConvBnReLU2d", "ConvBnReLU3d", "LinearBn1d", "update_bn_stats",
+           "freeze_bn_stats"]
 
 _CONV_FN = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 _BN = {1: nn.BatchNorm1d, 2: nn.BatchNorm2d, 3: nn.BatchNorm3d}
@@ -197,6 +198,90 @@ def _conv_bn(n, relu):
 
 ConvBn1d, ConvBn2d, ConvBn3d = (_conv_bn(n, False) for n in (1, 2, 3))
 ConvBnReLU1d, ConvBnReLU2d, ConvBnReLU3d = (_conv_bn(n, True) for n in (1, 2, 3))
+
+
+class LinearBn1d(nn.Linear):
+    """Linear + BatchNorm1d for quantization-aware training (PyTorch's ``nniqat.LinearBn1d``):
+    the batch norm's running statistics scale the weight before fake quantization, as NOTE
+    [QAT conv + batch norm] describes for convs; ``convert`` quantizes the folded weight.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> from lucid.ao.quantization import fuse_modules_qat, get_default_qat_qconfig
+    >>> from lucid.ao.nn.intrinsic.qat import LinearBn1d
+    >>> fused = fuse_modules_qat(nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2)), ["0", "1"])
+    >>> fused[0].qconfig = get_default_qat_qconfig("x86")
+    >>> m = LinearBn1d.from_float(fused[0])
+    >>> m(lucid.randn(4, 3)).shape
+    (4, 2)
+    """
+
+    _FLOAT_MODULE = _fm.LinearBn1d
+
+    def __init__(self, in_features, out_features, bias=True, eps=1e-05, momentum=0.1, freeze_bn=False,
+                 qconfig=None):
+        nn.Linear.__init__(self, in_features, out_features, bias)
+        if not qconfig:
+            raise AssertionError("qconfig must be provided for QAT module")
+        self.qconfig = qconfig
+        self.freeze_bn = freeze_bn if self.training else True
+        self.bn = nn.BatchNorm1d(out_features, eps, momentum, True, True)
+        self.weight_fake_quant = qconfig.weight()
+        self.reset_bn_parameters()
+        if self.training and not freeze_bn:
+            self.update_bn_stats()
+        else:
+            self.freeze_bn_stats()
+
+    def reset_running_stats(self):
+        self.bn.reset_running_stats()
+
+    def reset_bn_parameters(self):
+        self.bn.reset_running_stats()
+        nn.init.uniform_(self.bn.weight)
+        nn.init.zeros_(self.bn.bias)
+
+    update_bn_stats = _ConvBn.update_bn_stats
+    freeze_bn_stats = _ConvBn.freeze_bn_stats
+    train = _ConvBn.train
+
+    def forward(self, input):
+        bn = self.bn
+        scale_factor = bn.weight / lucid.sqrt(bn.running_var + bn.eps)
+        scaled_weight = self.weight_fake_quant(self.weight * scale_factor.reshape(-1, 1))
+        zero_bias = lucid.zeros(self.out_features, dtype=scaled_weight.dtype, device=scaled_weight.device)
+        out = F.linear(input, scaled_weight, zero_bias) / scale_factor.reshape(1, -1)
+        if self.bias is not None:
+            out = out + self.bias.reshape(1, -1)
+        return bn(out)
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        """The QAT form of a fused ``LinearBn1d`` (from ``fuse_modules_qat``)."""
+        if type(mod) is not cls._FLOAT_MODULE:
+            raise AssertionError("qat.LinearBn1d.from_float only works for LinearBn1d")
+        if not getattr(mod, "qconfig", None):
+            raise AssertionError("Input float module must have a valid qconfig")
+        linear, bn = mod[0], mod[1]
+        q = cls(linear.in_features, linear.out_features, linear.bias is not None, bn.eps, bn.momentum, False,
+                mod.qconfig)
+        q.weight, q.bias = linear.weight, linear.bias
+        q.bn.weight, q.bn.bias = bn.weight, bn.bias
+        q.bn.running_mean, q.bn.running_var = bn.running_mean, bn.running_var
+        q.bn.num_batches_tracked = bn.num_batches_tracked
+        return q
+
+    def fold_into_weights(self):
+        """``(weight, bias)`` with the batch norm's running statistics folded in."""
+        bn = self.bn
+        return nn.utils.fuse_linear_bn_weights(self.weight, self.bias, bn.running_mean, bn.running_var, bn.eps,
+                                               bn.weight, bn.bias)
+
+    def to_float(self):
+        linear = nn.Linear(self.in_features, self.out_features)
+        linear.weight, linear.bias = self.fold_into_weights()
+        return linear
 
 
 def update_bn_stats(mod):

@@ -1,5 +1,6 @@
 """Dynamically quantized modules (PyTorch's ``torch.ao.nn.quantized.dynamic``): int8 weights,
 activations quantized per call (NOTE [Dynamic quantized linear]), float outputs."""
-from .modules import LSTM, Linear, LinearReLU
+from .cells import GRUCell, LSTMCell, RNNCell
+from .modules import GRU, LSTM, Linear, LinearReLU
 
-__all__ = ["Linear", "LinearReLU", "LSTM"]
+__all__ = ["Linear", "LinearReLU", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]

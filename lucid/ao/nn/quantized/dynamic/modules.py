@@ -1,10 +1,12 @@
-"""``DynamicQuantizedLinear`` and ``DynamicQuantizedLSTM`` (PyTorch's
-``torch.ao.nn.quantized.dynamic.Linear``/``LSTM``): int8 weights, activations quantized on every
+"""``DynamicQuantizedLinear``, ``DynamicQuantizedLSTM`` and ``DynamicQuantizedGRU`` (PyTorch's
+``torch.ao.nn.quantized.dynamic.Linear``/``LSTM``/``GRU``): int8 weights, activations quantized on every
 call (NOTE [Dynamic quantized linear]), float32 outputs.
 
 The quantized weights live in plain attributes, not parameters (nothing here trains); the
 state dict carries them under PyTorch's keys (``_packed_params._packed_params`` = (weight,
-bias) for Linear, ``_all_weight_values.<i>.param`` for LSTM) through state-dict hooks.
+bias) for Linear, held by its ``LinearPackedParams`` submodule as in PyTorch;
+``_all_weight_values.<i>.param`` for LSTM/GRU) through ``_save_to_state_dict`` and a load
+pre-hook.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from lucid._core.quantized import QuantizedTensor, quantize_per_channel, quantiz
 
 from .._dynamic_ops import linear_dynamic, weight_operands
 
-__all__ = ["Linear", "LSTM"]
+__all__ = ["LinearPackedParams", "Linear", "LinearReLU", "LSTM", "GRU"]
 
 _DTYPES = (lucid.qint8, lucid.float16)
 
@@ -48,13 +50,32 @@ def _pack(weight, observer_factory, dtype):
 
 
 class _Dynamic(nn.Module):
-    """State-dict plumbing shared by the dynamic modules: ``_packed_state()`` names the
-    non-tensor entries, ``_unpack_state`` takes them back."""
+    """State-dict plumbing shared by the quantized modules with packed weights:
+    ``_packed_state()`` names the non-tensor entries (written after the module's own tensors,
+    before its children's, as PyTorch's ``_save_to_state_dict``), ``_unpack_state`` takes them
+    back."""
 
     def __init__(self):
         super().__init__()
-        self.register_state_dict_post_hook(_save_packed)
         self.register_load_state_dict_pre_hook(_load_packed)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        for k, v in self._packed_state().items():
+            destination[prefix + k] = v
+
+    def __repr__(self):
+        # as PyTorch's _hide_packed_params_repr: the packed weights are not shown as a child
+        children = [(k, m) for k, m in self._modules.items() if not isinstance(m, LinearPackedParams)]
+        if len(children) == len(self._modules):
+            return super().__repr__()
+        extra = self.extra_repr()
+        lines = extra.split("\n") if extra else []
+        for key, m in children:
+            lines.append(f"({key}): " + "\n  ".join(repr(m).split("\n")))
+        if len(lines) == 1 and not children:
+            return f"{self._get_name()}({lines[0]})"
+        return self._get_name() + "(" + ("\n  " + "\n  ".join(lines) + "\n" if lines else "") + ")"
 
 
 def _save_packed(module, destination, prefix, local_metadata):
@@ -73,6 +94,59 @@ def _load_packed(module, state_dict, prefix, local_metadata, strict, missing, un
         module._unpack_state(found)
     except (TypeError, ValueError, RuntimeError) as e:
         errors.append(f"While copying the packed parameters of {prefix or 'the module'}: {e}")
+
+
+class LinearPackedParams(_Dynamic):
+    """The (weight, bias) pair of a quantized linear layer as a submodule named
+    ``_packed_params`` (PyTorch's ``LinearPackedParams``): its state-dict entries are ``dtype``
+    and ``_packed_params`` = (weight, bias); ``forward`` is the identity.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.nn.quantized.dynamic.modules import LinearPackedParams
+    >>> p = LinearPackedParams()
+    >>> list(p.state_dict())
+    ['dtype', '_packed_params']
+    """
+
+    _version = 3
+
+    def __init__(self, dtype=lucid.qint8):
+        super().__init__()
+        if dtype not in _DTYPES:
+            raise RuntimeError(f"LinearPackedParams: unsupported dtype {dtype} (qint8 or float16)")
+        self.dtype = dtype
+        w = lucid.zeros(1, 1)
+        self.set_weight_bias(quantize_per_tensor(w, 1.0, 0, lucid.qint8) if dtype == lucid.qint8 else w.half(),
+                             None)
+
+    def set_weight_bias(self, weight, bias):
+        self._weight, self._bias = weight, (None if bias is None else bias.detach().float())
+        self._ops = None  # the dynamic linear's integer operands, made on first use
+
+    def _weight_bias(self):
+        return self._weight, self._bias
+
+    def _operands(self):
+        if self._ops is None:
+            self._ops = weight_operands(self._weight)
+        return self._ops
+
+    def forward(self, x):
+        return x
+
+    def __repr__(self):
+        return repr(self._weight_bias())
+
+    def _packed_state(self):
+        return {"dtype": self.dtype, "_packed_params": self._weight_bias()}
+
+    def _unpack_state(self, found):
+        if "dtype" in found:
+            self.dtype = found["dtype"]
+        if "_packed_params" in found:
+            self.set_weight_bias(*found["_packed_params"])
 
 
 class Linear(_Dynamic):
@@ -98,11 +172,16 @@ class Linear(_Dynamic):
         super().__init__()
         if dtype not in _DTYPES:
             raise RuntimeError(f"Linear: unsupported dtype {dtype} for dynamic quantization (qint8 or float16)")
-        self.in_features, self.out_features, self.dtype = in_features, out_features, dtype
+        self.in_features, self.out_features = in_features, out_features
         w = lucid.zeros(out_features, in_features)
         w = quantize_per_tensor(w, 1.0, 0, lucid.qint8) if dtype == lucid.qint8 else w.half()
+        self._packed_params = LinearPackedParams(dtype)
         self.set_weight_bias(w, lucid.zeros(out_features) if bias_ else None)
         self.scale, self.zero_point = 1.0, 0
+
+    @property
+    def dtype(self):
+        return self._packed_params.dtype
 
     def _get_name(self):
         return "DynamicQuantizedLinear"
@@ -113,11 +192,15 @@ class Linear(_Dynamic):
             s += f", qscheme={self.weight().qscheme()}"
         return s
 
+    # the pair lives in the LinearPackedParams child; these keep the old attribute names readable
+    _weight = property(lambda self: self._packed_params._weight)
+    _bias = property(lambda self: self._packed_params._bias)
+
     def weight(self):
-        return self._weight
+        return self._packed_params._weight
 
     def bias(self):
-        return self._bias
+        return self._packed_params._bias
 
     def set_weight_bias(self, w, b):
         if self.dtype == lucid.qint8 and not isinstance(w, QuantizedTensor):
@@ -125,28 +208,25 @@ class Linear(_Dynamic):
         if tuple(w.shape) != (self.out_features, self.in_features):
             raise ValueError(f"set_weight_bias: expected a weight of shape {(self.out_features, self.in_features)}, "
                              f"got {tuple(w.shape)}")
-        self._weight = w
-        self._bias = None if b is None else b.detach().float()
-        self._operands = weight_operands(w) if self.dtype == lucid.qint8 else None
+        self._packed_params.set_weight_bias(w, b)
 
     def forward(self, x):
+        w, b = self._packed_params._weight_bias()
         if self.dtype == lucid.float16:
-            return nn.functional.linear(x, self._weight.float(), self._bias)
+            return nn.functional.linear(x, w.float(), b)
         if x.shape[-1] != self.in_features:
             raise RuntimeError(f"DynamicQuantizedLinear: expected {self.in_features} input features, "
                                f"got input of shape {tuple(x.shape)}")
-        return linear_dynamic(x, self._weight, self._bias, reduce_range=True, operands=self._operands)
+        return linear_dynamic(x, w, b, reduce_range=True, operands=self._packed_params._operands())
 
     def _packed_state(self):
-        return {"scale": lucid.tensor(self.scale), "zero_point": lucid.tensor(self.zero_point),
-                "_packed_params.dtype": self.dtype, "_packed_params._packed_params": (self._weight, self._bias)}
+        return {"scale": lucid.tensor(self.scale), "zero_point": lucid.tensor(self.zero_point)}
 
     def _unpack_state(self, found):
-        if "_packed_params.dtype" in found:
-            self.dtype = found["_packed_params.dtype"]
-        if "_packed_params._packed_params" in found:
-            w, b = found["_packed_params._packed_params"]
-            self.set_weight_bias(w, b)
+        if "scale" in found:
+            self.scale = float(found["scale"])
+        if "zero_point" in found:
+            self.zero_point = int(found["zero_point"])
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
@@ -185,54 +265,41 @@ class LinearReLU(Linear):
             del linear.qconfig
 
 
-class LSTM(_Dynamic):
-    """A multi-layer LSTM whose four gate products run as dynamic quantized linears (PyTorch's
-    ``DynamicQuantizedLSTM``): the input projection of each layer and direction is computed
-    for the whole sequence at once (one quantization range, as PyTorch's CPU path), the
-    hidden one at every step; gate nonlinearities in float32.
-
-    Inputs are tensors ``(L, N, H_in)`` (``(N, L, H_in)`` with ``batch_first``) or unbatched
-    ``(L, H_in)``; it runs in eval mode (no dropout), as PyTorch's does.
-
-    Examples
-    --------
-    >>> import lucid, lucid.nn as nn
-    >>> from lucid.ao.nn.quantized.dynamic import LSTM
-    >>> q = LSTM.from_float(nn.LSTM(3, 4))
-    >>> q
-    DynamicQuantizedLSTM(3, 4)
-    >>> out, (h, c) = q(lucid.zeros(5, 2, 3))
-    >>> out.shape, h.shape
-    ((5, 2, 4), (1, 2, 4))
-    """
+class _RNNBase(_Dynamic):
+    """The multi-layer recurrent layers whose gate products run as dynamic quantized linears
+    (PyTorch's ``DynamicQuantizedLSTM``/``GRU``): the input projection of each layer and
+    direction is computed for the whole sequence at once (one quantization range, as
+    PyTorch's CPU path), the hidden one at every step; gate nonlinearities in float32."""
 
     _version = 2
+    _MODE = ""
+    _GATES = 1
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, dtype=lucid.qint8):
         super().__init__()
         if dtype not in _DTYPES:
-            raise RuntimeError(f"LSTM: unsupported dtype {dtype} for dynamic quantization (qint8 or float16)")
+            raise RuntimeError(f"{self._MODE}: unsupported dtype {dtype} for dynamic quantization (qint8 or float16)")
         if not 0 <= dropout <= 1:
             raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
                              "element being zeroed")
-        self.mode, self.input_size, self.hidden_size = "LSTM", input_size, hidden_size
+        self.mode, self.input_size, self.hidden_size = self._MODE, input_size, hidden_size
         self.num_layers, self.bias, self.batch_first = num_layers, bias, batch_first
         self.dropout, self.bidirectional, self.dtype = float(dropout), bidirectional, dtype
         self.version = 2
         self.training = False
         dirs = 2 if bidirectional else 1
+        g = self._GATES * hidden_size
         self._cells = []
         for layer in range(num_layers):
             n_in = input_size if layer == 0 else hidden_size * dirs
             for _ in range(dirs):
-                w_ih, w_hh = lucid.randn(4 * hidden_size, n_in), lucid.randn(4 * hidden_size, hidden_size)
+                w_ih, w_hh = lucid.randn(g, n_in), lucid.randn(g, hidden_size)
                 if dtype == lucid.qint8:
                     w_ih, w_hh = (quantize_per_tensor(w, 0.1, 0, lucid.qint8) for w in (w_ih, w_hh))
                 else:
                     w_ih, w_hh = w_ih.half(), w_hh.half()
-                self._cells.append(self._cell(w_ih, w_hh, lucid.randn(4 * hidden_size),
-                                              lucid.randn(4 * hidden_size)))
+                self._cells.append(self._cell(w_ih, w_hh, lucid.randn(g), lucid.randn(g)))
 
     def _cell(self, w_ih, w_hh, b_ih, b_hh):
         ops = (weight_operands(w_ih), weight_operands(w_hh)) if self.dtype == lucid.qint8 else (None, None)
@@ -240,7 +307,7 @@ class LSTM(_Dynamic):
                 "ops": ops}
 
     def _get_name(self):
-        return "DynamicQuantizedLSTM"
+        return "DynamicQuantized" + self._MODE
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
@@ -262,16 +329,29 @@ class LSTM(_Dynamic):
             return nn.functional.linear(x, w.float(), b)
         return linear_dynamic(x, w, b, reduce_range=True, operands=cell["ops"][which == "hh"])
 
-    def _direction(self, x, h, c, cell, reverse):
+    def _direction(self, x, state, cell, reverse):
         gi = self._linear(x, cell, "ih")  # the whole sequence: one input range
         steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
         outs = [None] * x.shape[0]
         for t in steps:
-            i, f, g, o = (self._linear(h, cell, "hh") + gi[t]).chunk(4, 1)
-            c = lucid.sigmoid(f) * c + lucid.sigmoid(i) * lucid.tanh(g)
-            h = lucid.sigmoid(o) * lucid.tanh(c)
-            outs[t] = h
-        return lucid.stack(outs, 0), h, c
+            state = self._step(gi[t], self._linear(state[0], cell, "hh"), state)
+            outs[t] = state[0]
+        return lucid.stack(outs, 0), state
+
+    def _hidden(self, x, hx, unbatched, name):
+        """The initial states as a tuple of ``(layers * dirs, N, H)`` tensors."""
+        dirs = 2 if self.bidirectional else 1
+        shape = (self.num_layers * dirs, x.shape[1], self.hidden_size)
+        n = 2 if self._MODE == "LSTM" else 1
+        if hx is None:
+            return (lucid.zeros(*shape, device=x.device),) * n
+        hx = tuple(hx) if n == 2 else (hx,)
+        if unbatched:
+            hx = tuple(h.unsqueeze(1) for h in hx)
+        for h in hx:
+            if tuple(h.shape) != shape:
+                raise RuntimeError(f"{name}: expected hidden size {shape}, got {tuple(h.shape)}")
+        return hx
 
     def forward(self, input, hx=None):
         name = self._get_name()
@@ -285,27 +365,22 @@ class LSTM(_Dynamic):
         unbatched = input.ndim == 2
         x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
         dirs = 2 if self.bidirectional else 1
-        shape = (self.num_layers * dirs, x.shape[1], self.hidden_size)
-        if hx is None:
-            h0 = c0 = lucid.zeros(*shape, device=x.device)
-        else:
-            h0, c0 = (h.unsqueeze(1) for h in hx) if unbatched else hx
-            if tuple(h0.shape) != shape or tuple(c0.shape) != shape:
-                raise RuntimeError(f"{name}: expected hidden size {shape}, got {tuple(h0.shape)}, {tuple(c0.shape)}")
-        hs, cs = [], []
+        h0 = self._hidden(x, hx, unbatched, name)
+        finals = []
         for layer in range(self.num_layers):
             outs = []
             for d in range(dirs):
                 k = layer * dirs + d
-                out, h, c = self._direction(x, h0[k], c0[k], self._cells[k], bool(d))
+                out, state = self._direction(x, tuple(h[k] for h in h0), self._cells[k], bool(d))
                 outs.append(out)
-                hs.append(h)
-                cs.append(c)
+                finals.append(state)
             x = outs[0] if dirs == 1 else lucid.cat(outs, -1)
-        h_n, c_n = lucid.stack(hs, 0), lucid.stack(cs, 0)
+        hn = tuple(lucid.stack([s[i] for s in finals], 0) for i in range(len(h0)))
         if unbatched:
-            return x.squeeze(1), (h_n.squeeze(1), c_n.squeeze(1))
-        return (x.transpose(0, 1) if self.batch_first else x), (h_n, c_n)
+            x, hn = x.squeeze(1), tuple(h.squeeze(1) for h in hn)
+        elif self.batch_first:
+            x = x.transpose(0, 1)
+        return x, (hn if len(hn) == 2 else hn[0])
 
     def _weight_bias(self):
         """``{"weight": {name: w}, "bias": {name: b}}`` with PyTorch's parameter names."""
@@ -331,7 +406,7 @@ class LSTM(_Dynamic):
         for key, value in found.items():
             k = int(key.split(".")[1])
             if k >= len(self._cells) or len(value) != 4:
-                raise ValueError(f"unexpected packed LSTM cell {key}")
+                raise ValueError(f"unexpected packed {self._MODE} cell {key}")
             old = self._cells[k]
             if tuple(value[0].shape) != tuple(old["w_ih"].shape) or tuple(value[1].shape) != tuple(old["w_hh"].shape):
                 raise ValueError(f"{key}: weight shapes do not match")
@@ -339,11 +414,11 @@ class LSTM(_Dynamic):
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
-        """The dynamic quantized form of an ``nn.LSTM`` (biases required, as PyTorch's)."""
-        if type(mod) is not nn.LSTM:
+        """The dynamic quantized form of an ``nn.LSTM``/``nn.GRU`` (biases required, as PyTorch's)."""
+        if type(mod) is not getattr(nn, cls._MODE):
             raise AssertionError("nn.quantized.dynamic.RNNBase.from_float only works for nn.LSTM and nn.GRU")
         if getattr(mod, "proj_size", 0):
-            raise NotImplementedError("LSTM.from_float: proj_size is not supported by dynamic quantization")
+            raise NotImplementedError(f"{cls._MODE}.from_float: proj_size is not supported by dynamic quantization")
         factory = _weight_observer(mod)
         dtype = factory().dtype
         if dtype not in _DTYPES:
@@ -361,3 +436,71 @@ class LSTM(_Dynamic):
                 w_ih, w_hh = (_pack(get(n), factory, dtype) for n in ("weight_ih", "weight_hh"))
                 q._cells.append(q._cell(w_ih, w_hh, get("bias_ih"), get("bias_hh")))
         return q
+
+
+def _lstm_step(gi, gh, state):
+    # PyTorch's LSTMCell: gates = linear_hh(h) + linear_ih(x), chunked (i, f, g, o)
+    i, f, g, o = (gh + gi).chunk(4, 1)
+    c = lucid.sigmoid(f) * state[1] + lucid.sigmoid(i) * lucid.tanh(g)
+    return lucid.sigmoid(o) * lucid.tanh(c), c
+
+
+def _gru_step(gi, gh, state):
+    # PyTorch's GRUCell: the reset gate scales the hidden product (bias included) of the new gate
+    ir, iz, i_n = gi.chunk(3, 1)
+    hr, hz, h_n = gh.chunk(3, 1)
+    r, z = lucid.sigmoid(hr + ir), lucid.sigmoid(hz + iz)
+    n = lucid.tanh(i_n + h_n * r)
+    return ((state[0] - n) * z + n,)
+
+
+class LSTM(_RNNBase):
+    """A multi-layer LSTM whose four gate products run as dynamic quantized linears (PyTorch's
+    ``DynamicQuantizedLSTM``): the input projection of each layer and direction is computed
+    for the whole sequence at once (one quantization range, as PyTorch's CPU path), the
+    hidden one at every step; gate nonlinearities in float32.
+
+    Inputs are tensors ``(L, N, H_in)`` (``(N, L, H_in)`` with ``batch_first``) or unbatched
+    ``(L, H_in)``; it runs in eval mode (no dropout), as PyTorch's does.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> from lucid.ao.nn.quantized.dynamic import LSTM
+    >>> q = LSTM.from_float(nn.LSTM(3, 4))
+    >>> q
+    DynamicQuantizedLSTM(3, 4)
+    >>> out, (h, c) = q(lucid.zeros(5, 2, 3))
+    >>> out.shape, h.shape
+    ((5, 2, 4), (1, 2, 4))
+    """
+
+    _MODE, _GATES = "LSTM", 4
+
+    @staticmethod
+    def _step(gi, gh, state):
+        return _lstm_step(gi, gh, state)
+
+
+class GRU(_RNNBase):
+    """A multi-layer GRU whose three gate products run as dynamic quantized linears (PyTorch's
+    ``DynamicQuantizedGRU``), computed as :class:`LSTM` is; ``forward(input, hx)`` returns
+    ``(output, h_n)``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> from lucid.ao.nn.quantized.dynamic import GRU
+    >>> q = GRU.from_float(nn.GRU(3, 4, num_layers=2))
+    >>> q
+    DynamicQuantizedGRU(3, 4, num_layers=2)
+    >>> out, h = q(lucid.zeros(5, 2, 3))
+    >>> out.shape, h.shape
+    ((5, 2, 4), (2, 2, 4))
+    """
+
+    _MODE, _GATES = "GRU", 3
+
+    @staticmethod
+    def _step(gi, gh, state):
+        return _gru_step(gi, gh, state)
