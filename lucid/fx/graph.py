@@ -110,6 +110,9 @@ class _Namespace:
 
 def _target_name(target):
     if isinstance(target, str):
+        # a method named by a dunder string (``"__call__"``) names its node without them, as torch.fx's
+        if len(target) > 4 and target.startswith("__") and target.endswith("__"):
+            return target[2:-2]
         return target
     return getattr(target, "__name__", type(target).__name__)
 

@@ -10,8 +10,13 @@ from __future__ import annotations
 import builtins
 import operator
 import types
+from typing import Any, Callable, Union
 
 __all__ = ["Node", "map_arg", "map_aggregate", "has_side_effect", "immutable_list", "immutable_dict"]
+
+# torch.fx.node's type aliases, which custom tracers' signatures name (``target: fx.node.Target``).
+Target = Union[Callable[..., Any], str]
+Argument = Any  # a Node, or a constant / container nesting Nodes
 
 
 def map_aggregate(a, fn):

@@ -81,11 +81,27 @@ class TracerBase:
         raise _IndexTraceError(f"{_CONTROL_FLOW}: a Proxy cannot be used as a Python int")
 
 
+# NOTE [Proxies outside a trace]
+# A Proxy made around a free graph's node (``Proxy(node)``, ``GraphAppendingTracer``) is used
+# with no ``Tracer.trace`` running, so no recorders are patched in (NOTE [Tracing without
+# __torch_function__]): ``lucid.cat([p, q])`` or a GraphModule called on a Proxy reaches the real
+# function. Such tracers switch on the ``__torch_function__`` dispatchers (NOTE [Torch function],
+# as DTensor does) and ``Proxy.__torch_function__`` records the call, as torch.fx's does. Plain
+# symbolic tracing does not make them, so it leaves the eager path as it was; one made while a
+# trace runs (a tracer inlining a function) needs no dispatchers, the trace's recorders are in
+# place, and switching them on over the recorders would mix the two.
+_TRACING = [0]  # Tracer.trace calls running (under the trace lock)
+
+
 class GraphAppendingTracer(TracerBase):
     """A tracer that only appends to ``graph`` (for Proxies made around a free graph's nodes)."""
 
     def __init__(self, graph):
         self.graph = graph
+        if not _TRACING[0]:
+            from .. import overrides  # See NOTE [Proxies outside a trace]
+
+            overrides._activate()
 
 
 class Proxy:
@@ -155,6 +171,28 @@ class Proxy:
 
     def keys(self):
         return self.tracer.keys(self)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """Record a Lucid function called on Proxies (NOTE [Proxies outside a trace])."""
+        from ..overrides import is_tensor_method_or_property
+
+        kwargs = kwargs or {}
+        tracers = {}
+
+        def look(x):
+            if isinstance(x, Proxy):
+                tracers.setdefault(id(x.tracer), x.tracer)
+            return x
+
+        map_aggregate((args, kwargs), look)
+        if len(tracers) > 1:
+            raise RuntimeError(f"Found multiple different tracers {list(tracers.values())} while trying to "
+                               f"trace operations {func}")
+        tracer = next(iter(tracers.values()))
+        if is_tensor_method_or_property(func):
+            return tracer.create_proxy("call_method", func.__name__, args, kwargs)
+        return tracer.create_proxy("call_function", func, args, kwargs)
 
 
 class Attribute(Proxy):

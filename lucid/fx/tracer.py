@@ -21,6 +21,8 @@ a Proxy it records a ``call_function`` node whose target is the ORIGINAL functio
 it calls the original. What is not reached through these names (a function imported from a
 private Lucid module into a helper module, a Tensor method called on a constant with a Proxy
 argument) runs eagerly and fails on the Proxy: ``wrap`` it.
+A Proxy used with no trace running (around a free graph's node) is recorded through
+``__torch_function__`` instead: NOTE [Proxies outside a trace] in ``proxy.py``.
 Thread safety: the patches are process-wide. Tracings hold one lock, so two threads trace
 one after the other; other threads running eager Lucid code during a trace go through the
 recorders, which find no Proxy and call the original function (same results, a little slower).
@@ -37,7 +39,7 @@ import types
 from .._runtime import _assert
 from .graph import Graph
 from .node import _side_effectful_functions, map_aggregate
-from .proxy import ParameterProxy, Proxy, TraceError, TracerBase, _find_proxy
+from .proxy import _TRACING, ParameterProxy, Proxy, TraceError, TracerBase, _find_proxy
 
 __all__ = ["Tracer", "symbolic_trace", "wrap", "PH"]
 
@@ -427,11 +429,13 @@ class Tracer(TracerBase):
         self._collect_tensor_attrs(self.root)
         with _TRACE_LOCK, _Patcher() as patcher:
             self._patcher = patcher
+            _TRACING[0] += 1  # See NOTE [Proxies outside a trace]
             try:
                 call, args, kwargs = self.create_args_for_root(fn, is_module, concrete_args)
                 self._install(patcher, getattr(fn, "__globals__", {}))
                 result = call(*args, **kwargs)
             finally:
+                _TRACING[0] -= 1
                 self._patcher = None
         self.create_node("output", "output", (self.create_arg(result),), {},
                          type_expr=getattr(fn, "__annotations__", {}).get("return"))
