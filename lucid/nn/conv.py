@@ -95,7 +95,7 @@ class _ConvNd(Module):
     def extra_repr(self):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
         if self.padding != (0,) * self._nsp:
-            s += f", padding={self.padding!r}" if isinstance(self.padding, str) else f", padding={self.padding}"
+            s += f", padding={self.padding}"  # a string unquoted, as PyTorch prints padding=same
         if self.dilation != (1,) * self._nsp:
             s += f", dilation={self.dilation}"
         if self._transposed and self.output_padding != (0,) * self._nsp:

@@ -111,6 +111,8 @@ class HuberLoss(_Loss):
     2.625
     """
     def __init__(self, reduction="mean", delta=1.0):
+        if not isinstance(delta, (float, int)):  # PyTorch refuses at construction (e.g. a complex delta)
+            raise TypeError(f"HuberLoss: delta must be a float or int, got: {type(delta)}")
         super().__init__(reduction=reduction)
         self.delta = delta
 

@@ -7,7 +7,7 @@ from .._core import backend
 from .._core.grad_mode import no_grad
 
 from . import functional as F
-from .functional.normalization import check_batch_count
+from .functional.normalization import check_batch_count, check_batch_eps
 from . import init
 from .module import Module
 from .parameter import Parameter
@@ -111,10 +111,11 @@ class _BatchNorm(_NormBase):
 
     def forward(self, input):
         self._check_input_dim(input)
-        if self.training:  # before counting the batch: a failed call changes nothing
+        use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
+        check_batch_eps(self.eps, use_batch_stats)  # before counting the batch: a failed call changes nothing
+        if self.training:
             check_batch_count(input.numel() // input.shape[1], tuple(input.shape))
         factor = self._count_batch()
-        use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         track = not self.training or self.track_running_stats
         return F.batch_norm(
             input,
@@ -148,7 +149,7 @@ class BatchNorm1d(_BatchNorm):
     Examples
     --------
     >>> import lucid, lucid.nn as nn
-    >>> bn = nn.BatchNorm1d(2, eps=0.0)
+    >>> bn = nn.BatchNorm1d(2, eps=1e-12)
     >>> bn(lucid.tensor([[1.0, 2.0], [3.0, 6.0]]))
     tensor([[-1., -1.],
            [ 1.,  1.]], grad_fn=<AddBackward0>)

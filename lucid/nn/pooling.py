@@ -68,7 +68,20 @@ class _AvgPoolNd(Module):
 
 
 class AvgPool1d(_AvgPoolNd):
-    """1-D average pooling over (N, C, L)."""
+    """1-D average pooling over (N, C, L).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> nn.AvgPool1d(2)
+    AvgPool1d(kernel_size=(2,), stride=(2,), padding=(0,))
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        # 1-tuples and no divisor_override, as PyTorch's AvgPool1d (its repr shows the tuples)
+        one = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,)
+        super().__init__(one(kernel_size), one(stride if stride is not None else kernel_size), one(padding),
+                         ceil_mode, count_include_pad)
 
     def forward(self, input):
         return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,

@@ -507,7 +507,7 @@ def threshold(input, threshold, value, inplace=False):
         threshold = int(threshold)  # PyTorch converts both numbers to the input's integer type
     if isinstance(input, Tensor) and input.dtype.kind in "iu" and isinstance(value, float):
         value = int(value)
-    return _apply("threshold_", input, inplace, lambda x: _lucid().where(x > threshold, x, value),
+    return _apply("threshold_", input, inplace, lambda x: _lucid().where(x <= threshold, value, x),
                   opmath=False)
 
 

@@ -154,5 +154,8 @@ def bilinear(input1, input2, weight, bias=None):
     # (*, 1, 1, in1) @ (out, in1, in2) -> (*, out, 1, in2); then contract with x2.
     x1 = input1.unsqueeze(-2).unsqueeze(-3)
     tmp = x1 @ weight
-    out = (tmp.squeeze(-2) * input2.unsqueeze(-2)).sum(-1)
+    prod = tmp.squeeze(-2) * input2.unsqueeze(-2)
+    out = prod.sum(-1)
+    if out.dtype != prod.dtype:  # an integer sum widens to int64; PyTorch keeps the inputs' dtype
+        out = out.to(prod.dtype)
     return out if bias is None else out + bias

@@ -48,6 +48,14 @@ def _legacy_reduction(size_average, reduce, reduction):
     return "mean" if size_average else "sum"
 
 
+def _checked_reduction(reduction, name):
+    """``reduction`` if valid: for losses whose later checks would otherwise hide a bad one."""
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{name}: {reduction!r} is not a valid value for reduction "
+                         "(expected 'none', 'mean' or 'sum')")
+    return reduction
+
+
 def _reduce(loss, reduction, name):
     if reduction == "none":
         return loss
@@ -164,8 +172,8 @@ def _class_mask(target, input, weight, ignore_index, name):
     if target.dtype.kind not in "iu":
         raise RuntimeError(f"{name}: expected target of integer (long) class indices, got {target.dtype}")
     batch_shape = (tuple(input.shape[:1]) + tuple(input.shape[2:])) if input.ndim > 1 else ()
-    if tuple(target.shape) != batch_shape:
-        raise ValueError(
+    if tuple(target.shape) != batch_shape:  # PyTorch: ValueError for the batch size, else RuntimeError
+        raise OpError(
             f"{name}: expected target of shape {batch_shape} for input of shape {tuple(input.shape)}, "
             f"got {tuple(target.shape)}"
         )

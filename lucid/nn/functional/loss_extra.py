@@ -16,7 +16,7 @@ from ...ops._family import _as_tensor
 from ._device import const_like
 from .activation import logsigmoid
 from .distance import pairwise_distance
-from .loss import _legacy_reduction, _lucid, _reduce, _refuse_complex
+from .loss import _checked_reduction, _legacy_reduction, _lucid, _reduce, _refuse_complex
 
 __all__ = ["gaussian_nll_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss",
            "cosine_embedding_loss", "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
@@ -169,9 +169,13 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     0.325
     """
     _refuse_complex("multi_margin_loss", input)
-    reduction = _legacy_reduction(size_average, reduce, reduction)
+    reduction = _checked_reduction(_legacy_reduction(size_average, reduce, reduction), "multi_margin_loss")
     if p not in (1, 2):
         raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 supported, got {p}")
+    if weight is not None and weight.ndim != 1:  # checked before the targets, as PyTorch's wrapper
+        raise ValueError(f"multi_margin_loss: weight must be one-dimensional, got shape {tuple(weight.shape)}")
+    if input.ndim == 0:  # one class, as PyTorch reads a 0-d input
+        input = input.reshape(1)
     target = _class_targets(input, target, "multi_margin_loss")
     lucid = _lucid()
     x = input if input.ndim == 2 else input.unsqueeze(0)
@@ -179,8 +183,6 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     c = x.shape[1]
     if t.shape[0] != x.shape[0]:
         raise RuntimeError(f"multi_margin_loss: expected {x.shape[0]} targets, got shape {tuple(target.shape)}")
-    if weight is not None and weight.ndim != 1:
-        raise ValueError(f"multi_margin_loss: weight must be one-dimensional, got shape {tuple(weight.shape)}")
     if weight is not None and weight.shape[0] != c:
         raise RuntimeError(f"multi_margin_loss: inconsistent weight size, expected {c} but got {tuple(weight.shape)}")
     xy = x.gather(1, t)
@@ -208,7 +210,9 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     0.85
     """
     _refuse_complex("multilabel_margin_loss", input)
-    reduction = _legacy_reduction(size_average, reduce, reduction)
+    reduction = _checked_reduction(_legacy_reduction(size_average, reduce, reduction), "multilabel_margin_loss")
+    if input.ndim == 0:  # one class, as PyTorch reads a 0-d input (and its 0-d target)
+        input, target = input.reshape(1), _as_tensor(target).reshape(-1)
     target = _class_targets(input, target, "multilabel_margin_loss")
     if tuple(target.shape) != tuple(input.shape):
         raise RuntimeError(f"multilabel_margin_loss: target {tuple(target.shape)} must have the input's shape "

@@ -82,6 +82,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
     k = len(normalized_shape)
+    if k == 0:
+        raise RuntimeError(f"layer_norm: expected normalized_shape to be at least 1-dimensional, "
+                           f"got {normalized_shape}")
     if tuple(input.shape[input.ndim - k:]) != normalized_shape or input.ndim < k:
         raise RuntimeError(
             f"layer_norm: input of shape {tuple(input.shape)} does not end with normalized_shape "
@@ -121,6 +124,9 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
     k = len(normalized_shape)
+    if k == 0:
+        raise RuntimeError(f"rms_norm: expected normalized_shape to be at least 1-dimensional, "
+                           f"got {normalized_shape}")
     if input.ndim < k or tuple(input.shape[input.ndim - k:]) != normalized_shape:
         raise RuntimeError(f"rms_norm: input of shape {tuple(input.shape)} does not end with normalized_shape "
                            f"{normalized_shape}")
@@ -165,7 +171,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     n, c = input.shape[:2]
     if c % num_groups:
         raise RuntimeError(f"group_norm: number of channels {c} must be divisible by num_groups {num_groups}")
-    x = input.reshape(n, num_groups, -1)
+    # the group size spelled out: -1 is ambiguous for an empty batch
+    x = input.reshape(n, num_groups, (c // num_groups) * math.prod(input.shape[2:]))
     out = _standardize(x, (2,), eps).reshape(tuple(input.shape))
     if weight is not None:
         out = out * weight.reshape(_channel_shape(input))
@@ -201,7 +208,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     Examples
     --------
     >>> import lucid, lucid.nn.functional as F
-    >>> F.batch_norm(lucid.tensor([[1.0], [3.0]]), None, None, training=True, eps=0.0)
+    >>> F.batch_norm(lucid.tensor([[1.0], [3.0]]), None, None, training=True, eps=1e-12)
     tensor([[-1.],
            [ 1.]])
     """
@@ -239,6 +246,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if bias is not None:
         out = out + bias.reshape(cshape)
     return out
+
+
+def check_batch_eps(eps, training):
+    """PyTorch's ``F.batch_norm`` wrapper refuses ``eps <= 0`` in training (a constant channel would
+    divide by zero) and ``eps < 0`` otherwise. Checked by the BatchNorm layers only: the functional
+    form also serves ``lucid.batch_norm``, whose ATen counterpart takes any eps."""
+    if eps <= 0.0 and (training or eps < 0.0):
+        raise ValueError(f"batch_norm: eps must be {'positive during training' if training else 'non-negative'}, "
+                         f"got {eps}")
 
 
 def check_batch_count(count, size, op="batch_norm"):

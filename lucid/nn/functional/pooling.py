@@ -32,8 +32,10 @@ __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d",
 def _batched(input, nsp, op):
     input = _as_tensor(input)
     if input.ndim not in (nsp + 1, nsp + 2):
-        raise RuntimeError(f"{op}: expected a {nsp + 1}-D (unbatched) or {nsp + 2}-D (batched) input, "
-                           f"got shape {tuple(input.shape)}")
+        # too few dims: PyTorch's Python wrappers raise ValueError, its kernels RuntimeError
+        err = OpError if input.ndim < nsp + 1 else RuntimeError
+        raise err(f"{op}: expected a {nsp + 1}-D (unbatched) or {nsp + 2}-D (batched) input, "
+                  f"got shape {tuple(input.shape)}")
     if input.ndim == nsp + 1:
         return input.unsqueeze(0), True
     return input, False

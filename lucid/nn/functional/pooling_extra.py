@@ -249,7 +249,9 @@ def _fractional(input, kernel_size, output_size, output_ratio, return_indices, s
         samples = _lucid().rand(n, c, nsp, dtype=x.dtype, device=x.device)
     # The window starts are computed from the samples where they are (on a device, there: no
     # read back), all examples and channels at once.
-    u = samples.detach()._data.astype(np.float64).reshape(n, c, nsp)
+    # PyTorch reads the rows of the first n examples only (more rows may be given, e.g. one
+    # sample tensor reused for an unbatched input)
+    u = samples.detach()._data[:n].astype(np.float64).reshape(n, c, nsp)
     # PyTorch's sample order: 2-d uses [W, H], 3-d [T, H, W]
     order = (1, 0) if nsp == 2 else (0, 1, 2)
     # flat input position of (example, channel, output point, kernel offset): the sum over dims
