@@ -171,10 +171,12 @@ class GELU(Module):
         return f"approximate='{self.approximate}'"
 
 
-def _simple(name, fn, doc, inplace_ok=False):
+def _simple(name, fn_name, doc, inplace_ok=False):
+    # the functional is read at call time (functional_ref): F.sigmoid bound at import missed a
+    # __torch_function__ dispatcher installed later (nn.Sigmoid()(quantized) raised)
     if inplace_ok:
         def forward(self, input):
-            return fn(input, inplace=self.inplace)
+            return self._fn(input, inplace=self.inplace)
 
         def __init__(self, inplace=False):
             Module.__init__(self)
@@ -188,23 +190,23 @@ def _simple(name, fn, doc, inplace_ok=False):
         body = {"forward": forward, "__init__": __init__, "extra_repr": extra_repr}
     else:
         def forward(self, input):
-            return fn(input)
+            return self._fn(input)
 
         body = {"forward": forward}
     doc += (f"\n\nExamples\n--------\n>>> import lucid, lucid.nn as nn\n"
             f">>> nn.{name}()(lucid.zeros(2, 3)).shape\n(2, 3)\n")
-    return type(name, (Module,), dict(body, __doc__=doc, __module__=__name__))
+    return type(name, (Module,), dict(body, _fn=functional_ref(fn_name), __doc__=doc, __module__=__name__))
 
 
-SiLU = _simple("SiLU", F.silu, "``x * sigmoid(x)``.", True)
-Mish = _simple("Mish", F.mish, "``x * tanh(softplus(x))``.", True)
-Tanh = _simple("Tanh", F.tanh, "Hyperbolic tangent.")
-Sigmoid = _simple("Sigmoid", F.sigmoid, "Logistic sigmoid ``1 / (1 + exp(-x))``.")
-Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "``clamp(x / 6 + 1/2, 0, 1)``.", True)
-Hardswish = _simple("Hardswish", F.hardswish, "``x * hardsigmoid(x)``.", True)
-Softsign = _simple("Softsign", F.softsign, "``x / (1 + |x|)``.")
-LogSigmoid = _simple("LogSigmoid", F.logsigmoid, "``log(sigmoid(x))``, stable.")
-Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "``x - tanh(x)``.")
+SiLU = _simple("SiLU", "silu", "``x * sigmoid(x)``.", True)
+Mish = _simple("Mish", "mish", "``x * tanh(softplus(x))``.", True)
+Tanh = _simple("Tanh", "tanh", "Hyperbolic tangent.")
+Sigmoid = _simple("Sigmoid", "sigmoid", "Logistic sigmoid ``1 / (1 + exp(-x))``.")
+Hardsigmoid = _simple("Hardsigmoid", "hardsigmoid", "``clamp(x / 6 + 1/2, 0, 1)``.", True)
+Hardswish = _simple("Hardswish", "hardswish", "``x * hardsigmoid(x)``.", True)
+Softsign = _simple("Softsign", "softsign", "``x / (1 + |x|)``.")
+LogSigmoid = _simple("LogSigmoid", "logsigmoid", "``log(sigmoid(x))``, stable.")
+Tanhshrink = _simple("Tanhshrink", "tanhshrink", "``x - tanh(x)``.")
 
 
 class Softplus(Module):

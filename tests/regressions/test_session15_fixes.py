@@ -412,3 +412,14 @@ def test_check_sparse_tensor_invariants_switches_the_constructors_default():
         assert c.is_enabled()
     finally:
         c.disable()
+
+
+def test_simple_activation_layers_reach_quantized_kernels():
+    # nn.Sigmoid & co. bound F.sigmoid at import: a quantized tensor (whose dispatcher is
+    # installed later) raised through the layer but not through the function
+    q = lucid.quantize_per_tensor(lucid.tensor([-1.0, 0.0, 2.5]), 0.1, 0, lucid.quint8)
+    for layer, fn in ((lucid.nn.Sigmoid(), lucid.nn.functional.sigmoid), (lucid.nn.Tanh(), lucid.nn.functional.tanh),
+                      (lucid.nn.Hardsigmoid(), lucid.nn.functional.hardsigmoid)):
+        got, want = layer(q), fn(q)
+        assert got.is_quantized and got.int_repr().tolist() == want.int_repr().tolist()
+        assert (got.q_scale(), got.q_zero_point()) == (want.q_scale(), want.q_zero_point())
