@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ._core.backend import host
+from ._core.dtypes import result_type
 from ._core.tensor import Tensor
 from .ops.elementwise import erf, erfc, exp2, expm1, log1p, logit, round, sigmoid, where  # noqa: F401
 from .ops.reduce import log_softmax, logsumexp, softmax  # noqa: F401
@@ -54,6 +55,10 @@ def ndtr(input):
 def _poly(name, p1, step, shift=False):
     def fn(input, n):
         x = _promote_float(input)
+        if isinstance(n, Tensor):  # a tensor degree takes part in type promotion, as in PyTorch
+            dt = result_type(input, n)
+            if dt.kind in "fc" and dt != x.dtype:
+                x = x.to(dt)
         if shift:
             x = x * 2 - 1
         if isinstance(n, Tensor):

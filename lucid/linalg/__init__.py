@@ -23,6 +23,7 @@ from ..ops import linalg_norm as _norm
 from ..ops._family import _as_tensor, normalize_axis
 from ..ops.linalg import matmul  # noqa: F401  (lucid.linalg.matmul, like torch)
 from ..ops.linalg_decomp import LinAlgError  # noqa: F401
+from ._solvers import HalfPrecisionError, _no_half  # noqa: F401
 from ._solvers import (LDLFactorExResult, LDLFactorResult, LUFactorExResult, LUFactorResult,  # noqa: F401
                        LUResult, ldl_factor, ldl_factor_ex, ldl_solve, lu, lu_factor, lu_factor_ex, lu_solve,
                        matrix_exp, solve_triangular)
@@ -39,12 +40,15 @@ SVDResult = collections.namedtuple("SVDResult", ["U", "S", "Vh"])
 def _float(A, op):
     A = _as_tensor(A)
     if A.dtype.kind not in "fc":
-        raise RuntimeError(f"linalg.{op}: expected a floating point tensor, got dtype {A.dtype}")
+        # PyTorch has no integer kernel for eigh ("not implemented"), and a type check elsewhere
+        err = NotImplementedError if op == "eigh" else RuntimeError  # both are RuntimeErrors
+        raise err(f"linalg.{op}: expected a floating point tensor, got dtype {A.dtype}")
     return A
 
 
 def _matrix(A, op, square=False):
     A = _float(A, op)
+    _no_half(A, op)
     if A.ndim < 2:
         raise RuntimeError(f"linalg.{op}: the input must have at least 2 dimensions, got shape {tuple(A.shape)}")
     if square and A.shape[-1] != A.shape[-2]:
@@ -370,7 +374,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
         raise ArgumentTypeError(f"linalg.vector_norm: ord must be a number (inf, -inf, 0 or any real p), got "
                                 f"{ord!r} for an input of shape {tuple(x.shape)}")
     ord = float(ord) if isinstance(ord, bool) else ord  # a bool is a Number to PyTorch (True: 1)
-    axes = _dims(dim, x.ndim, "vector_norm")
+    # an empty dim list reduces over every dim, as PyTorch's (and as sum's)
+    axes = _dims(dim, x.ndim, "vector_norm") or tuple(range(x.ndim))
     if x.ndim == 0:  # dim 0 / -1 of a scalar is the scalar itself: a norm over one element
         return vector_norm(x.reshape(1), ord, 0, False)
     if ord < 0 or ord == math.inf:
@@ -427,14 +432,22 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
         return vector_norm(A, 2, (d0, d1), keepdim)
     if ord in ("nuc", 2, -2):
         s = svdvals(A.movedim((d0, d1), (-2, -1)))
-        res = s.sum(-1) if ord == "nuc" else (R.amax(s, -1) if ord == 2 else R.amin(s, -1))
+        if ord == -2 and s.shape[-1] == 0:
+            raise IndexError(f"linalg.matrix_norm: the -2 norm of a matrix of shape {tuple(A.shape)} has no value "
+                             f"(the minimum of no singular values)")
+        # the largest of no singular values is 0 (a norm is never negative), as PyTorch's
+        res = s.sum(-1) if ord == "nuc" or s.shape[-1] == 0 else (R.amax(s, -1) if ord == 2 else R.amin(s, -1))
         if keepdim:
             for d in sorted((d0, d1)):
                 res = res.unsqueeze(d)
         return res
     if ord in (1, -1, math.inf, -math.inf):
         inner, outer = (d0, d1) if ord in (1, -1) else (d1, d0)
-        ext = R.amax if ord > 0 else R.amin
+        if A.shape[outer] == 0 and ord < 0:
+            raise IndexError(f"linalg.matrix_norm: the {ord} norm over dims {(d0, d1)} of a tensor of shape "
+                             f"{tuple(A.shape)} has no value (the minimum over an empty dim)")
+        # the largest of no column sums is 0, as PyTorch's: a sum over the empty dim gives it
+        ext = R.amin if ord < 0 else (R.sum if A.shape[outer] == 0 else R.amax)
         res = ext(vector_norm(A, 1, inner, True), outer, True)
         return res if keepdim else res.squeeze((d0, d1))
     raise RuntimeError(f"linalg.matrix_norm: order {ord!r} is not supported")

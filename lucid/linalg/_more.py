@@ -223,7 +223,8 @@ def lstsq(A, B, rcond=None, *, driver=None):
     m, n = A.shape[-2:]
     if B.shape[-2] != m:
         raise RuntimeError(f"linalg.lstsq: incompatible shapes of A {tuple(A.shape)} and B {tuple(B.shape)}")
-    rtol = rcond if rcond is not None and rcond > 0 else None
+    # gels (QR) takes no rcond in PyTorch: the cut-off only decides rank-deficient inputs there
+    rtol = rcond if rcond is not None and rcond > 0 and driver != "gels" else None
     rank = matrix_rank(A, rtol=rtol)
     concrete = rank.__class__ is Tensor
     full = bool((rank.numpy() == min(m, n)).all()) if concrete else False
@@ -524,6 +525,13 @@ def vander(x, *, N=None):
     from ..ops.shape import cat
 
     x = _as_tensor(x)
+    kind = np.dtype(x.dtype).kind
+    if kind == "b" or np.dtype(x.dtype) == np.float16:
+        raise RuntimeError(
+            "linalg.vander: supports floating point, complex, and integer tensors, "
+            f"but got {x.dtype}")
+    if kind in "iu":
+        x = x.to(np.int64)  # PyTorch's powers of integers are int64, whatever the input's width
     if x.ndim < 1:
         x = x.reshape(1)  # PyTorch reads a 0-d x as one point
     N = x.shape[-1] if N is None else int(N)
@@ -566,7 +574,7 @@ def householder_product(A, tau):
                            f"with k <= n and the same batch dims, got {tuple(A.shape)} and {tuple(tau.shape)}")
     Q = eye(m, dtype=A.dtype, device=A.device)
     if A.ndim > 2:
-        Q = Q + A[..., :1, :1] * 0
+        Q = Q.expand(tuple(A.shape[:-2]) + (m, m))
     rows = _as_tensor(namespace_of(A).arange(m))  # a Tensor: the comparisons run on A's device
     for i in range(k):
         below = (rows > i).to(A.dtype)
@@ -575,6 +583,11 @@ def householder_product(A, tau):
         t = tau[..., i].unsqueeze(-1).unsqueeze(-1)
         vh = v.conj() if v.dtype.kind == "c" else v
         Q = Q - t * ((Q @ v.unsqueeze(-1)) @ vh.unsqueeze(-2))
+    if k == 0:  # no reflector: Q is constant, yet (as PyTorch's) part of the graph, with zero gradients
+        from ..ops.elementwise import where
+
+        ts = tau.sum(-1, keepdim=True).unsqueeze(-1) if tau.ndim else tau.reshape(1, 1)
+        Q = where(False, A.sum((-2, -1), keepdim=True) + ts, Q)  # where, not "* 0": no nan from inf entries
     return Q[..., :, :n]
 
 

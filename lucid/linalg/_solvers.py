@@ -11,7 +11,7 @@ import numpy as np
 
 from .._core.backend import namespace_of
 from .._core.dtypes import int32
-from .._core.primitive import bind
+from .._core.primitive import AUTOCAST_HOOK, bind
 from .._core.tensor import Tensor, tensor_method
 from ..ops import linalg_solvers as _ops
 from ..ops._family import _as_tensor
@@ -23,10 +23,30 @@ LDLFactorResult = collections.namedtuple("LDLFactorResult", ["LD", "pivots"])
 LDLFactorExResult = collections.namedtuple("LDLFactorExResult", ["LD", "pivots", "info"])
 
 
+class HalfPrecisionError(NotImplementedError, TypeError):
+    """A float16 matrix given to a decomposition or solver. PyTorch raises NotImplementedError or
+    RuntimeError there (NotImplementedError derives from it); TypeError is what NumPy's refusal
+    raised before, so old ``except`` clauses still catch it."""
+
+
+# float16 paths Lucid has (SciPy's LU and LDL take it; the others are composed): kept
+_HALF_OK = frozenset({"lu", "lu_factor", "ldl_factor", "matrix_exp", "householder_product"})
+
+
+def _no_half(A, op):
+    # inside an autocast region the op may be cast to float32 as it binds: let it through
+    if A.dtype == np.float16 and op not in _HALF_OK and AUTOCAST_HOOK[0] is None:
+        raise HalfPrecisionError(f"linalg.{op}: float16 (Half) matrices are not supported, as in PyTorch; "
+                                 f"cast to float32 first (input of shape {tuple(A.shape)})")
+
+
 def _float_matrix(A, op, what="A", square=False):
     A = _as_tensor(A)
     if A.dtype.kind not in "fc":
-        raise RuntimeError(f"linalg.{op}: expected {what} to be a floating point tensor, got dtype {A.dtype}")
+        # PyTorch's LU has no integer kernel ("not implemented"); the others check the type
+        err = NotImplementedError if op in ("lu", "lu_factor") else RuntimeError  # both are RuntimeErrors
+        raise err(f"linalg.{op}: expected {what} to be a floating point tensor, got dtype {A.dtype}")
+    _no_half(A, op)
     if A.ndim < 2:
         raise RuntimeError(f"linalg.{op}: {what} must have at least 2 dimensions, got shape {tuple(A.shape)}")
     if square and A.shape[-1] != A.shape[-2]:
@@ -190,7 +210,14 @@ def lu_factor(A, *, pivot=True):
     >>> piv.tolist()
     [2, 2]
     """
-    LU, piv, _ = lu_factor_ex(A, pivot=pivot)
+    LU, piv, info = lu_factor_ex(A, pivot=pivot)
+    # PyTorch's lu_factor refuses a singular matrix (lu_factor_ex reports it). Checked on the CPU
+    # only: under a transform info has no value, and on a device reading it back would stall the
+    # stream (Lucid's ops read nothing back there); the caller can check lu_factor_ex's info
+    if info.__class__ is Tensor and info.device.type == "cpu" and info.numel() and bool((info != 0).any()):
+        k = int(info.amax())
+        raise RuntimeError(f"linalg.lu_factor: U[{k}, {k}] is zero, the factorization cannot be used to solve "
+                           f"(input shape {tuple(LU.shape)}); use linalg.lu_factor_ex to factor singular matrices")
     return LUFactorResult(LU, piv)
 
 
