@@ -280,7 +280,36 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     if not isinstance(fill_value, (bool, int, float, complex, np.number, np.bool_)):
         raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
     size = size_arg((size,) if isinstance(size, int) else (tuple(size),), "full")
-    return _made("full", size, dtype_arg(dtype, "full"), requires_grad, device, "full", fill_value)
+    dt = dtype_arg(dtype, "full")
+    if isinstance(fill_value, (int, np.integer)) and not isinstance(fill_value, (bool, np.bool_)) \
+            and np.dtype(dt).kind in "iu":
+        fill_value = _int_fill_value(int(fill_value), dt, "full")
+    elif np.dtype(dt).kind in "fc":
+        _check_float_fits(fill_value, dt, "full")
+    return _made("full", size, dt, requires_grad, device, "full", fill_value)
+
+
+class _FillOverflowError(RuntimeError, OverflowError):
+    """PyTorch raises RuntimeError; NumPy's OverflowError was Lucid's before."""
+
+
+def _check_float_fits(v, dt, op):
+    """PyTorch refuses a finite value beyond the dtype's range (NumPy would make it inf)."""
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
+        a = abs(int(v)) if isinstance(v, (int, np.integer)) else abs(float(v))  # a big int stays exact
+        if a != float("inf") and a > float(np.finfo(dt).max):
+            raise _FillOverflowError(f"{op}: value cannot be converted to type {np.dtype(dt).name} without overflow")
+
+
+def _int_fill_value(v, dt, op):
+    """The Python int ``v`` as a value of the integer dtype ``dt``, by PyTorch's check: a signed
+    dtype takes its own range; an unsigned one also takes negatives down to ``-max``, wrapped
+    (``full((1,), -9, dtype=uint8)`` is 247)."""
+    info = np.iinfo(dt)
+    ok = -info.max <= v <= info.max if info.min == 0 else info.min <= v <= info.max
+    if not ok:
+        raise _FillOverflowError(f"{op}: value cannot be converted to type {np.dtype(dt).name} without overflow")
+    return v % (info.max + 1) if v < 0 and info.min == 0 else v
 
 
 def _device_of(t):
@@ -434,7 +463,7 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     >>> lucid.linspace(0, 1, 3).tolist()
     [0.0, 0.5, 1.0]
     """
-    dt, n = _float_dtype(dtype, "linspace"), _steps(steps, "linspace")
+    dt, n = _ends_dtype(start, end, dtype, "linspace"), _steps(steps, "linspace")
     if np.dtype(dt).kind in "iub":
         # PyTorch's integer linspace: integer ends, each value truncated toward zero (NumPy's
         # floors the float values: linspace(-2.5, 1, 6, dtype=int64) gave -3 first)
@@ -444,6 +473,9 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
         vals = np.where(i < n // 2, s + step * i, e - step * (n - 1 - i))  # its symmetric form
         vals[:1] = s
         return _finish(np.trunc(vals).astype(np.int64).astype(dt), requires_grad, device, "linspace")
+    start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))  # as PyTorch: read once
+    if np.dtype(dt).kind == "f":
+        _check_float_fits(start, dt, "linspace"), _check_float_fits(end, dt, "linspace")
     return _finish(xp.linspace(start, end, n, dtype=dt), requires_grad, device, "linspace")
 
 
@@ -471,8 +503,10 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
     >>> lucid.logspace(0, 2, 3).tolist()
     [1.0, 10.0, 100.0]
     """
-    return _finish(xp.logspace(start, end, _steps(steps, "logspace"), base=base,
-                               dtype=_float_dtype(dtype, "logspace")), requires_grad, device, "logspace")
+    dt = _ends_dtype(start, end, dtype, "logspace")
+    start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    return _finish(xp.logspace(start, end, _steps(steps, "logspace"), base=base, dtype=dt),
+                   requires_grad, device, "logspace")
 
 
 def _int_end(v, dt, op):
@@ -488,7 +522,27 @@ def _int_end(v, dt, op):
     return int(np.array(int(v)).astype(dt)) if info is not None else int(bool(v))
 
 
+def _ends_dtype(start, end, dtype, op):
+    """The result dtype of linspace/logspace: complex ends make a complex default (NumPy would
+    drop their imaginary parts into a real dtype); multi-element tensor ends are refused (NumPy
+    would broadcast them into a batch of ranges), as PyTorch."""
+    nd = [getattr(v, "ndim", 0) for v in (start, end)]
+    if any(nd):
+        raise RuntimeError(f"{op}: only supports 0-dimensional start and end tensors, but got start "
+                           f"with {nd[0]} dimension(s) and end with {nd[1]} dimension(s)")
+    cplx = any(isinstance(v, complex) or (isinstance(v, Tensor) and v.dtype.kind == "c") for v in (start, end))
+    if dtype is None:
+        return dtypes.default_complex() if cplx else dtypes.get_default_dtype()
+    dt = dtype_arg(dtype, op)
+    if cplx and np.dtype(dt).kind != "c":
+        raise RuntimeError(f"{op}: inferred dtype {dtypes.default_complex()} can't be safely cast to "
+                           f"passed dtype {dt}")
+    return dt
+
+
 def _steps(steps, op):
+    if isinstance(steps, (float, complex, np.floating)):
+        raise TypeError(f"{op}: steps must be an int, got {type(steps).__name__} {steps!r}")
     if int(steps) < 0:
         raise RuntimeError(f"{op}: number of steps must be non-negative, got {steps}")
     return int(steps)

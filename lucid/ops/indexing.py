@@ -465,6 +465,7 @@ def _check_index(op, index, size, dim, allow_negative=False, error=IndexError):
 
 
 def _along_axis_args(op, input, dim, index, src=None):
+    """``(input, axis, index)`` checked; a 0-d input comes back as 1-d (PyTorch reads it so)."""
     input, index = _as_tensor(input), _as_tensor(index)
     nd = input.ndim
     if index.ndim != nd and not (index.ndim <= 1 and nd <= 1):
@@ -472,15 +473,21 @@ def _along_axis_args(op, input, dim, index, src=None):
                            f"(got index shape {tuple(index.shape)} and input shape {tuple(input.shape)})")
     axis = normalize_axis(dim, nd, op)
     if nd == 0:
-        index = index.reshape(())
+        input, index, nd = input.reshape(1), index.reshape(-1), 1
     elif index.ndim == 0:  # a 0-d index of a 1-d input is one position, as PyTorch (it broadcast to all)
         index = index.reshape(1)
     for d in range(nd):
         if d != axis and index.shape[d] > input.shape[d]:
             raise RuntimeError(f"{op}: size of index {tuple(index.shape)} does not match input "
                                f"{tuple(input.shape)} at dimension {d} (it must not be larger)")
-    _check_index(op, index, input.shape[axis] if nd else 1, axis, error=_AlongAxisIndexError)
+    _check_index(op, index, input.shape[axis], axis, error=_AlongAxisIndexError)
     return input, axis, index
+
+
+def _empty_index(index):
+    # PyTorch checks nothing about an empty index (any rank): gather gives an empty result,
+    # scatter a copy of the input
+    return isinstance(index, Tensor) and index.numel() == 0
 
 
 def _fit_src(op, src, index, dtype):
@@ -492,9 +499,11 @@ def _fit_src(op, src, index, dtype):
     if src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
         raise RuntimeError(f"{op}: index {tuple(index.shape)} must not be larger than src "
                            f"{tuple(src.shape)} in any dimension")
+    if src.dtype != dtype:
+        raise RuntimeError(f"{op}: expected self.dtype to be equal to src.dtype, got {dtype} and {src.dtype}")
     if tuple(src.shape) != tuple(index.shape):
         src = getitem(src, tuple(slice(0, n) for n in index.shape))
-    return src if src.dtype == dtype else src.to(dtype)
+    return src
 
 
 @tensor_method("gather")
@@ -521,14 +530,13 @@ def gather(input, dim, index, *, sparse_grad=False):
     >>> lucid.gather(x, 1, lucid.tensor([[1], [0]])).tolist()
     [[2.0], [3.0]]
     """
-    scalar_index = getattr(index, "ndim", None) == 0
+    index_shape = tuple(getattr(index, "shape", ()))
+    if _empty_index(index):
+        input = _as_tensor(input)
+        return input.reshape(-1)[:0].reshape(index_shape)  # keeps the graph: a zero gradient
     input, axis, index = _along_axis_args("gather", input, dim, index)
-    if input.ndim == 0:
-        from .elementwise import clone  # a new tensor, as every gather's result
-
-        return clone(input)
     out = bind(gather_p, (input, index), {"axis": axis})
-    return out.reshape(()) if scalar_index else out  # the result has the index's shape
+    return out if tuple(out.shape) == index_shape else out.reshape(index_shape)  # the index's shape
 
 
 @tensor_method("scatter")
@@ -567,13 +575,15 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
         raise TypeError("scatter: expected a src tensor or a value")
     if reduce is not None:
         return _scatter_reduce_kw(input, dim, index, src, reduce)
+    if _empty_index(index):
+        return _as_tensor(input).clone()
+    shape = tuple(_as_tensor(input).shape)
     input, axis, index = _along_axis_args("scatter", input, dim, index)
     src = _fit_src("scatter", src, index, input.dtype)
-    if isinstance(src, Tensor) and src.ndim == 0 and input.ndim == 0:
-        return src.to(input.dtype) if index.numel() else input
     if not isinstance(src, Tensor):
         src = float(src) if input.dtype.kind in "fc" else src
-    return bind(scatter_p, (input, index, src), {"axis": axis})
+    out = bind(scatter_p, (input, index, src), {"axis": axis})
+    return out if tuple(out.shape) == shape else out.reshape(shape)
 
 
 def _scatter_reduce_kw(input, dim, index, src, reduce):
@@ -609,9 +619,13 @@ def scatter_add(input, dim, index, src):
     >>> lucid.scatter_add(lucid.zeros(3), 0, lucid.tensor([0, 0, 2]), lucid.ones(3)).tolist()
     [2.0, 0.0, 1.0]
     """
+    if _empty_index(index):
+        return _as_tensor(input).clone()
+    shape = tuple(_as_tensor(input).shape)
     input, axis, index = _along_axis_args("scatter_add", input, dim, index)
     src = _fit_src("scatter_add", _as_tensor(src), index, input.dtype)
-    return bind(scatter_add_p, (input, index, src), {"axis": axis})
+    out = bind(scatter_add_p, (input, index, src), {"axis": axis})
+    return out if tuple(out.shape) == shape else out.reshape(shape)
 
 
 @tensor_method("take_along_dim")
@@ -748,6 +762,10 @@ def _check_mask(op, mask):
         raise RuntimeError(f"{op}: expected a boolean mask, got {getattr(mask, 'dtype', type(mask).__name__)}")
 
 
+class _ValueCastError(RuntimeError, TypeError):
+    """PyTorch raises RuntimeError; Lucid raised TypeError before."""
+
+
 @tensor_method("masked_fill")
 def masked_fill(input, mask, value):
     """Copy of ``input`` with ``value`` where ``mask`` is true (``mask`` broadcasts).
@@ -773,6 +791,9 @@ def masked_fill(input, mask, value):
 
     input = _as_tensor(input)
     _check_mask("masked_fill", mask)
+    if (isinstance(value, complex) or (isinstance(value, Tensor) and value.is_complex())) \
+            and not input.is_complex():
+        raise _ValueCastError(f"masked_fill: value cannot be converted to type {input.dtype} without overflow")
     if isinstance(value, Tensor):
         if value.ndim != 0:
             raise RuntimeError(f"masked_fill: only supports a 0-dimensional value tensor, but got "

@@ -11,10 +11,12 @@ working.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
+from .._core import dtypes
 from .._core.backend import namespace_of, xp
 from .._core.primitive import AUTOCAST_HOOK, TN, autocast_composite, bind, defprim
 from .._core.tensor import Tensor, tensor_method
@@ -266,7 +268,11 @@ def _common(tensors, op):
     """Tensors of one dtype (PyTorch promotion across all operands)."""
 
     tensors = [_as_tensor(t) for t in tensors]
-    dt = np.result_type(*[t.dtype for t in tensors]) if tensors else None
+    # PyTorch's table (int64 with float32 is float32), not NumPy's; 0-d operands rank as the
+    # others here, as in PyTorch's einsum
+    if not tensors or all(t.dtype == tensors[0].dtype for t in tensors):
+        return tensors
+    dt = functools.reduce(dtypes.promote_types, [t.dtype for t in tensors]).dtype
     return [t if t.dtype == dt else cast(t, dt) for t in tensors]
 
 

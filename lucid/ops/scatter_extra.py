@@ -259,6 +259,15 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     if reduce not in _REDUCES:
         raise RuntimeError(f"scatter_reduce: reduce must be one of {_REDUCES}, got {reduce!r}")
     input, index, src = _as_tensor(input), _as_tensor(index), _as_tensor(src)
+    if src.dtype != input.dtype:
+        raise RuntimeError(f"scatter_reduce: expected self.dtype to be equal to src.dtype, got "
+                           f"{input.dtype} and {src.dtype}")
+    if index.numel() == 0:  # PyTorch checks nothing else about an empty index
+        return input.clone()
+    if input.ndim == 0:  # read as 1-d, as PyTorch
+        normalize_axis(dim, 0, "scatter_reduce")
+        return scatter_reduce(input.reshape(1), 0, index.reshape(-1), src.reshape(-1), reduce,
+                              include_self=include_self).reshape(())
     nd = input.ndim
     d = normalize_axis(dim, nd, "scatter_reduce")
     if nd == 1:  # PyTorch reads a 0-d index or src of a 1-d input as a 1-d one
@@ -272,7 +281,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         raise RuntimeError(f"scatter_reduce: index must be an integer tensor, got {index.dtype}")
     if reduce == "mean" and input.dtype == L.bool:
         raise NotImplementedError("scatter_reduce: reduce='mean' is not implemented for bool tensors")
-    s = src[tuple(slice(0, k) for k in index.shape)].to(input.dtype)
+    s = src[tuple(slice(0, k) for k in index.shape)]
     n = input.shape[d]
     onehot = index[None] == L.arange(n, device=index.device).reshape((n,) + (1,) * nd)  # (n, *index.shape)
     selfv = None

@@ -6,6 +6,8 @@ rules of the primitives it calls. The recurrent functions live in ``torch_rnn.py
 """
 from __future__ import annotations
 
+import collections
+
 from .._core.tensor import Tensor, tensor_method
 from ._family import _as_tensor
 from .torch_rnn import *  # noqa: F401,F403
@@ -735,8 +737,11 @@ def geqrf(input, *, out=None):
     if out is not None:
         _write_out("geqrf", A, out[0])
         _write_out("geqrf", tau, out[1])
-        return tuple(out)
-    return A, tau
+        return _GeqrfResult(*out)
+    return _GeqrfResult(A, tau)
+
+
+_GeqrfResult = collections.namedtuple("geqrf", ["a", "tau"])  # PyTorch's return type has .a and .tau
 
 
 @tensor_method("ormqr")

@@ -29,10 +29,28 @@ def _pair(a, b):
     return _as_tensor(a, like=b), _as_tensor(b, like=a)
 
 
-def _scaled(beta, input, alpha, prod):
+def _integral_scalars(op, input, prod, beta, alpha):
+    """``beta``/``alpha`` in the dtype of integral operands, so the result keeps that dtype as
+    PyTorch's (which truncates float scalars to int, or refuses them for addr)."""
+    if input.dtype.kind not in "biu" or prod.dtype.kind not in "biu":
+        return beta, alpha
+    if op == "addr":
+        for name, v in (("beta", beta), ("alpha", alpha)):
+            if isinstance(v, (float, complex)):
+                raise RuntimeError(f"addr: For integral input tensors, argument {name} must not be a "
+                                   "floating point number.")
+    if isinstance(beta, complex) or isinstance(alpha, complex):
+        raise RuntimeError(f"{op}: value cannot be converted to type {input.dtype} without overflow")
+    conv = bool if input.dtype.kind == "b" and prod.dtype.kind == "b" else int
+    return conv(beta), conv(alpha)
+
+
+def _scaled(beta, input, alpha, prod, op=""):
     """``beta * input + alpha * prod``; ``beta == 0`` ignores ``input`` (NaN/inf included), as PyTorch."""
     import numpy as np
 
+    if not (alpha == 1 and beta == 1):
+        beta, alpha = _integral_scalars(op, _t(input), prod, beta, alpha)
     prod = prod if alpha == 1 else prod * alpha
     if beta == 0:  # input is ignored entirely (its NaN and inf too), but its shape still broadcasts
         shape = np.broadcast_shapes(tuple(_t(input).shape), tuple(prod.shape))
@@ -54,7 +72,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     if _t(mat1).ndim != 2 or _t(mat2).ndim != 2:
         raise RuntimeError(f"addmm: mat1 and mat2 must be matrices, got shapes {tuple(_t(mat1).shape)} "
                            f"and {tuple(_t(mat2).shape)}")
-    return _scaled(beta, input, alpha, _t(mat1) @ _t(mat2))
+    return _scaled(beta, input, alpha, _t(mat1) @ _t(mat2), "addmm")
 
 
 @tensor_method("addmv")
@@ -64,7 +82,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
     if _t(mat).ndim != 2 or _t(vec).ndim != 1:
         raise RuntimeError(f"addmv: expected a matrix and a vector, got shapes {tuple(_t(mat).shape)} "
                            f"and {tuple(_t(vec).shape)}")
-    return _scaled(beta, input, alpha, _t(mat) @ _t(vec))
+    return _scaled(beta, input, alpha, _t(mat) @ _t(vec), "addmv")
 
 
 @tensor_method("addr")
@@ -74,7 +92,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
     v1, v2 = _t(vec1), _t(vec2)
     if v1.ndim != 1 or v2.ndim != 1:
         raise RuntimeError(f"addr: expected vectors, got shapes {tuple(v1.shape)} and {tuple(v2.shape)}")
-    return _scaled(beta, input, alpha, v1[:, None] * v2[None, :])
+    return _scaled(beta, input, alpha, v1[:, None] * v2[None, :], "addr")
 
 
 def _check_batches(op, b1, b2):
@@ -89,7 +107,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * (batch1 @ batch2)`` for batches of matrices."""
     b1, b2 = _t(batch1), _t(batch2)
     _check_batches("baddbmm", b1, b2)
-    return _scaled(beta, input, alpha, b1 @ b2)
+    return _scaled(beta, input, alpha, b1 @ b2, "baddbmm")
 
 
 @tensor_method("addbmm")
@@ -98,7 +116,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``."""
     b1, b2 = _t(batch1), _t(batch2)
     _check_batches("addbmm", b1, b2)
-    return _scaled(beta, input, alpha, (b1 @ b2).sum(0))
+    return _scaled(beta, input, alpha, (b1 @ b2).sum(0), "addbmm")
 
 
 @tensor_method("addcmul")
@@ -461,6 +479,9 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
         raise RuntimeError(f"{op}: only edge_order=1 and edge_order=2 are supported, got {edge_order}")
     dims = tuple(range(y.ndim)) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
     dims = tuple(normalize_axis(d, y.ndim, op) for d in dims)
+    if len(set(dims)) != len(dims):
+        raise RuntimeError(f"{op}: dim {next(d for d in dims if dims.count(d) > 1)} appears multiple times "
+                           "in the list of dims")
     if spacing is None:  # PyTorch's signature default: unit steps
         spacing = 1
     if isinstance(spacing, (list, tuple)):
@@ -607,6 +628,8 @@ def renorm(input, p, dim, maxnorm):
     import lucid
 
     x = _t(input)
+    if x.ndim < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {x.ndim} dimensions")
     d = normalize_axis(dim, x.ndim, "renorm")
     others = tuple(i for i in range(x.ndim) if i != d)
     norms = lucid.linalg.vector_norm(x, p, dim=others, keepdim=True) if others else x.abs()

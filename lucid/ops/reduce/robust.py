@@ -417,8 +417,9 @@ def _quantile(op, input, q, dim, keepdim, interpolation, nan_skip):
     if interpolation not in _INTERPOLATIONS:
         raise RuntimeError(f"{op}: interpolation must be one of {_INTERPOLATIONS}, got {interpolation!r}")
     scalar_q = np.ndim(q) == 0 if not isinstance(q, Tensor) else q.ndim == 0
-    # A number or list q is made beside x; no gradient flows to q.
-    qt = (q if isinstance(q, Tensor) else L.tensor(q, dtype=x.dtype, device=x.device)).detach().to(x.dtype).reshape(-1)
+    # A number or list q is made beside x. A tensor q receives gradient through the linear
+    # interpolation weight (PyTorch's too); floor/ceil/round of it carry none.
+    qt = (q if isinstance(q, Tensor) else L.tensor(q, dtype=x.dtype, device=x.device)).to(x.dtype).reshape(-1)
     if qt.ndim > 1 or (isinstance(q, Tensor) and q.ndim > 1):
         raise RuntimeError(f"{op}: q must be a scalar or a 1-d tensor, got shape {tuple(q.shape)}")
     # q's range is checked where its values are on the host (as PyTorch, which checks a CPU q

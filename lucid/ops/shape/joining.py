@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..._core import dtypes
 from ..._core.backend import xp
-from ..._core.primitive import TN, bind, defprim
+from ..._core.primitive import TN, OpError, bind, defprim
 from .._family import _as_tensor, move_bdim, normalize_axis
 from .views import broadcast_to_p, unsqueeze
 
@@ -59,7 +59,7 @@ def cat(tensors, dim=0):
     """
     tensors = [_as_tensor(t) for t in tensors]
     if not tensors:
-        raise RuntimeError("cat: expected a non-empty list of Tensors")
+        raise OpError("cat: expected a non-empty list of Tensors")  # PyTorch: ValueError
     # The result dtype promotes over every input, empty ones included (as PyTorch). Legacy
     # empty 1-D tensors beside tensors of another rank are skipped, as PyTorch does; among
     # tensors of one rank they stay (and get their empty gradient).

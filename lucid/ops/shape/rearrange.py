@@ -34,7 +34,7 @@ flip_p.batch = batch_unary_axis(flip_p)
 
 
 @tensor_method("flip")
-def flip(input, dims):
+def flip(input, dims, *more_dims):
     """Reverse the order of elements along ``dims`` (a copy).
 
     Parameters
@@ -42,7 +42,7 @@ def flip(input, dims):
     input : Tensor
         The tensor.
     dims : int or tuple of int
-        The dims to reverse.
+        The dims to reverse (the method also takes them one by one: ``x.flip(0, 1)``).
 
     Examples
     --------
@@ -51,6 +51,8 @@ def flip(input, dims):
     [[2, 1], [4, 3]]
     """
     input = _as_tensor(input)
+    if more_dims:
+        dims = (dims,) + more_dims
     axes = _dims_tuple(dims, input.ndim, "flip")
     if input.ndim == 0 or not axes:
         return bind(flip_p, (input,), {"axis": ()})
@@ -136,7 +138,7 @@ def repeat(input, *sizes):
 
 
 @tensor_method("tile")
-def tile(input, dims):
+def tile(input, dims, *more_dims):
     """Like :func:`repeat`, with ``dims`` padded with leading 1s to ``input.ndim``.
 
     Parameters
@@ -144,7 +146,7 @@ def tile(input, dims):
     input : Tensor
         The tensor.
     dims : tuple of int
-        Repetitions per dim.
+        Repetitions per dim (the method also takes them one by one: ``x.tile(2, 2)``).
 
     Examples
     --------
@@ -153,7 +155,7 @@ def tile(input, dims):
     [1, 2, 1, 2]
     """
     input = _as_tensor(input)
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    dims = (dims,) + more_dims if more_dims else (dims,) if isinstance(dims, int) else tuple(dims)
     return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
 

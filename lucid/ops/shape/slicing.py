@@ -48,6 +48,8 @@ def narrow(input, dim, start, length):
         raise RuntimeError("narrow: cannot be applied to a 0-dim tensor")
     d = normalize_axis(dim, input.ndim, "narrow")
     n = input.shape[d]
+    if hasattr(start, "ndim") and (start.ndim != 0 or start.dtype.kind not in "iu"):
+        raise RuntimeError("narrow: start must be an 0-dim integral Tensor.")
     start = int(start)
     if not -n <= start <= n:
         raise IndexError(f"narrow: start {start} is out of range for dimension {d} of size {n}")

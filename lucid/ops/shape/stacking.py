@@ -120,12 +120,15 @@ def column_stack(tensors):
 def _split_at(input, sections, dim, op):
     input = _as_tensor(input)
     n = input.shape[dim]
+    if isinstance(sections, (str, float)):
+        raise TypeError(f"{op}: indices_or_sections must be an int or a sequence of ints, got {sections!r}")
     if isinstance(sections, int):
         if sections <= 0 or n % sections:
             raise RuntimeError(f"{op}: dimension {dim} of size {n} is not divisible by {sections} sections")
         bounds = [i * (n // sections) for i in range(sections + 1)]
     else:
-        idx = [min(max(int(i), 0), n) for i in sections]
+        # negative indices count from the end, as Python slicing (and PyTorch's tensor_split)
+        idx = [min(max(int(i) + n if int(i) < 0 else int(i), 0), n) for i in sections]
         bounds = [0] + idx + [n]
     pre = (slice(None),) * dim
     return tuple(input[pre + (slice(a, max(a, b)),)] for a, b in zip(bounds[:-1], bounds[1:]))
@@ -197,6 +200,8 @@ def rot90(input, k=1, dims=(0, 1)):
     input = _as_tensor(input)
     if len(dims) != 2:
         raise RuntimeError(f"rot90: expected exactly two dims, got {dims}")
+    if input.ndim < 2:
+        raise RuntimeError(f"rot90: expected total dims >= 2, but got total dims = {input.ndim}")
     a, b = (normalize_axis(d, input.ndim, "rot90") for d in dims)
     if a == b:
         raise RuntimeError(f"rot90: the two dims must differ, got {dims}")
@@ -230,9 +235,15 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     [2.0]
     """
     input = _as_tensor(input)
+    if int(n) < 0:
+        raise RuntimeError(f"diff: order must be non-negative but got {n}")
     if input.ndim == 0:
         raise RuntimeError("diff: expected a tensor with at least 1 dimension, got a 0-d tensor")
     d = normalize_axis(dim, input.ndim, "diff")
+    if int(n) == 0:  # a copy of the input, prepend and append ignored, as PyTorch's
+        from ..elementwise import clone
+
+        return clone(input)
     parts = [_as_tensor(p) for p in (prepend,) if p is not None] + [input] + \
         [_as_tensor(p) for p in (append,) if p is not None]
     x = cat(parts, d) if len(parts) > 1 else input
