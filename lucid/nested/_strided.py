@@ -8,14 +8,14 @@ import math
 
 from .._core.size import Size
 from .._core.tensor import Tensor
-from ._tensor import _NestedData
+from ._tensor import CarriedAutograd, _NestedData
 
 
 def _prod(shape):
     return math.prod(int(n) for n in shape)
 
 
-class StridedNestedTensor(Tensor):
+class StridedNestedTensor(CarriedAutograd, Tensor):
     """A batch of tensors of one rank whose sizes may differ in every dim (``layout=lucid.strided``).
 
     Stored as one flat ``buffer`` (the components' row-major values, one after the other) and
@@ -197,54 +197,12 @@ class StridedNestedTensor(Tensor):
     def __iter__(self):
         return iter(self.unbind())
 
-    # ----------------------------------------------------------- autograd (the buffer's)
-    @property
-    def requires_grad(self):
-        return self._buffer.requires_grad
-
-    @requires_grad.setter
-    def requires_grad(self, flag):
-        try:
-            self._buffer.requires_grad = flag
-        except RuntimeError as e:
-            raise RuntimeError(str(e)) from None
-
-    def requires_grad_(self, requires_grad=True):
-        self.requires_grad = requires_grad
-        return self
-
-    @property
-    def is_leaf(self):
-        return self._buffer.is_leaf
-
-    @property
-    def grad_fn(self):
-        return self._buffer.grad_fn
-
-    @grad_fn.setter
-    def grad_fn(self, value):
-        if value is not None:
-            raise RuntimeError("grad_fn: can't set the grad_fn of a nested tensor")
-
-    @property
-    def grad(self):
-        g = self._buffer._grad
-        return None if g is None else self._like(g)
-
-    @grad.setter
-    def grad(self, value):
-        if value is None:
-            self._buffer._grad = None
-            return
-        if not isinstance(value, StridedNestedTensor) or value._sizes != self._sizes:
-            raise RuntimeError("grad: assigned grad must be a nested tensor of the same sizes")
-        self._buffer._grad = value._buffer
-
-    def _grad_carrier(self):  # lucid.autograd.grad's protocol (see lucid/autograd/grad.py)
+    # ----------------------------------------------------------- autograd (CarriedAutograd: the buffer's)
+    def _grad_carrier(self):
         return self._buffer
 
-    def _grad_wrap(self, g):
-        return self._like(g)
+    def _same_structure(self, other):
+        return other._sizes == self._sizes
 
     @property
     def data(self):

@@ -153,9 +153,66 @@ class _NestedData(NoValues):
     kind = "nested tensor values"
 
 
+# ------------------------------------------------------------------ autograd of both layouts
+
+class CarriedAutograd:
+    """Autograd of a nested tensor is that of the dense tensor carrying its graph (the jagged
+    layout's values, the strided layout's buffer; ``_grad_carrier()``): ``requires_grad``,
+    ``is_leaf``, ``grad_fn`` and ``.grad`` (rebuilt on this structure by ``_like``) read it, and
+    ``lucid.autograd.grad`` differentiates it (``_grad_wrap``). A class defines
+    ``_grad_carrier`` and ``_same_structure(other)``."""
+
+    __slots__ = ()
+
+    @property
+    def requires_grad(self):
+        return self._grad_carrier().requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        try:
+            self._grad_carrier().requires_grad = flag
+        except RuntimeError as e:
+            raise RuntimeError(str(e)) from None
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self):
+        return self._grad_carrier().is_leaf
+
+    @property
+    def grad_fn(self):
+        return self._grad_carrier().grad_fn
+
+    @grad_fn.setter
+    def grad_fn(self, value):
+        if value is not None:
+            raise RuntimeError("grad_fn: can't set the grad_fn of a nested tensor")
+
+    @property
+    def grad(self):
+        g = self._grad_carrier()._grad
+        return None if g is None else self._like(g)
+
+    @grad.setter
+    def grad(self, value):
+        if value is None:
+            self._grad_carrier()._grad = None
+            return
+        if type(value) is not type(self) or not self._same_structure(value):
+            raise RuntimeError("grad: assigned grad must be a nested tensor of the same structure")
+        self._grad_carrier()._grad = value._grad_carrier()
+
+    def _grad_wrap(self, g):
+        return self._like(g)
+
+
 # ------------------------------------------------------------------ the tensor
 
-class NestedTensor(Tensor):
+class NestedTensor(CarriedAutograd, Tensor):
     """A batch of tensors whose dim ``1`` (the ragged dim) differs, in PyTorch's jagged layout.
 
     Stored as ``values()`` of shape ``(sum of lengths, *rest)`` and ``offsets()`` (``B + 1``
@@ -279,54 +336,12 @@ class NestedTensor(Tensor):
     def __iter__(self):
         return iter(self.unbind())
 
-    # ----------------------------------------------------------- autograd
-    @property
-    def requires_grad(self):
-        return self._values.requires_grad
-
-    @requires_grad.setter
-    def requires_grad(self, flag):
-        try:
-            self._values.requires_grad = flag
-        except RuntimeError as e:
-            raise RuntimeError(str(e)) from None
-
-    def requires_grad_(self, requires_grad=True):
-        self.requires_grad = requires_grad
-        return self
-
-    @property
-    def is_leaf(self):
-        return self._values.is_leaf
-
-    @property
-    def grad_fn(self):
-        return self._values.grad_fn
-
-    @grad_fn.setter
-    def grad_fn(self, value):
-        if value is not None:
-            raise RuntimeError("grad_fn: can't set the grad_fn of a nested tensor")
-
-    @property
-    def grad(self):
-        g = self._values._grad
-        return None if g is None else self._like(g)
-
-    @grad.setter
-    def grad(self, value):
-        if value is None:
-            self._values._grad = None
-            return
-        if not isinstance(value, NestedTensor) or value._struct.symbol is not self._struct.symbol:
-            raise RuntimeError("grad: assigned grad must be a nested tensor of the same structure")
-        self._values._grad = value._values
-
-    def _grad_carrier(self):  # lucid.autograd.grad's protocol (see lucid/autograd/grad.py)
+    # ----------------------------------------------------------- autograd (CarriedAutograd)
+    def _grad_carrier(self):
         return self._values
 
-    def _grad_wrap(self, g):
-        return self._like(g)
+    def _same_structure(self, other):
+        return other._struct.symbol is self._struct.symbol
 
     @property
     def data(self):
