@@ -124,6 +124,20 @@ def _overloaded(args, kwargs):
     return found
 
 
+def original(func):
+    """The function a ``__torch_function__`` dispatcher wraps (``func`` itself when unwrapped):
+    the key of the handler tables of nested, masked, quantized and distributed tensors.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.overrides import original
+    >>> original(lucid.add).__name__
+    'add'
+    """
+    return getattr(func, "_lucid_original", func)
+
+
 def _name(func):
     return resolve_name(func) or getattr(func, "__name__", repr(func))
 

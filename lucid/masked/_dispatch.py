@@ -15,6 +15,7 @@ from . import _normalizations as _norms
 from . import _reductions as _reds
 from ._common import canonical_dim
 from ._tensor import MaskedTensor, _as_masked, plain, wrap
+from ..overrides import original
 
 _TABLE = {}
 
@@ -43,8 +44,7 @@ requires_grad_ retain_grad register_hook stride storage_offset data_ptr is_share
 _CASTS = "to float double half bfloat16 int long short char byte bool cpu cuda type".split()
 
 
-def _orig(func):
-    return getattr(func, "_lucid_original", func)
+_orig = original  # lucid.overrides: the wrapped function, the tables' key
 
 
 _NAMES = {}  # original -> the attribute name it is reached by, where its own name says less (lambdas)

@@ -14,12 +14,12 @@ from .._core.tensor import Tensor
 from ..ops.reduce._common import return_types
 from ..ops.scatter_extra import segment_softmax
 from ._tensor import NestedTensor
+from ..overrides import original
 
 _TABLE = {}
 
 
-def _orig(func):
-    return getattr(func, "_lucid_original", func)
+_orig = original  # lucid.overrides: the wrapped function, the tables' key
 
 
 def _name(func):

@@ -17,13 +17,13 @@ from ..._core.tensor import Tensor
 from ._api import DTensor
 from ._redistribute import move, redistribute_local, shared_draw, sum_grad
 from .placement_types import Partial, Replicate, Shard
+from ...overrides import original
 
 _TABLE = {}
 _SIGS = {}
 
 
-def _orig(func):
-    return getattr(func, "_lucid_original", func)
+_orig = original  # lucid.overrides: the wrapped function, the tables' key
 
 
 def _name(func):

@@ -33,6 +33,7 @@ import inspect
 import numpy as np
 
 from lucid._core.quantized import PER_TENSOR, RANGE, QuantizedTensor, make_quantized
+from ....overrides import original
 
 
 def _L():
@@ -41,8 +42,7 @@ def _L():
     return lucid
 
 
-def _original(func):
-    return getattr(func, "_lucid_original", func)
+_original = original  # lucid.overrides: the wrapped function, the tables' key
 
 
 def _bind(func, args, kwargs):
