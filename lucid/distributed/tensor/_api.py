@@ -234,6 +234,14 @@ class DTensor(Tensor):
             local = redistribute_local(local.detach(), self.device_mesh, self._spec[2], value.placements[0], want[0])
         self._local_tensor._grad = local
 
+    # lucid.autograd.grad's protocol for layouts (lucid/autograd/grad.py): the local piece
+    # carries the graph; the gradient comes back as a DTensor of the gradient placements
+    def _grad_carrier(self):
+        return self._local_tensor
+
+    def _grad_wrap(self, g):
+        return DTensor._make(g, self.device_mesh, self._grad_spec(), self._spec[2])
+
     @property
     def data(self):
         return DTensor._make(self._local_tensor.detach(), *self._spec)
