@@ -138,6 +138,30 @@ def original(func):
     return getattr(func, "_lucid_original", func)
 
 
+def register_handlers(table, handler, owners, names, getters=False):
+    """Map the functions ``names`` of each of ``owners`` (modules; of a class, its own
+    attributes) to ``handler`` in ``table``, keyed by :func:`original`: how the nested and
+    DTensor dispatchers build their tables. ``getters``: a property is keyed by its getter
+    (what the protocol hands a handler for ``t.T``); else properties are skipped.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.overrides import register_handlers
+    >>> table = {}
+    >>> register_handlers(table, "pointwise", (lucid, lucid.Tensor), ["exp"])
+    >>> len(table), set(table.values())
+    (2, {'pointwise'})
+    """
+    for owner in owners:
+        for n in names:
+            obj = vars(owner).get(n) if isinstance(owner, type) else getattr(owner, n, None)
+            if getters and isinstance(obj, property):
+                obj = obj.fget
+            if callable(obj) and not isinstance(obj, type):
+                table[original(obj)] = handler
+
+
 def _name(func):
     return resolve_name(func) or getattr(func, "__name__", repr(func))
 

@@ -14,7 +14,7 @@ from .._core.tensor import Tensor
 from ..ops.reduce._common import return_types
 from ..ops.scatter_extra import segment_softmax
 from ._tensor import NestedTensor
-from ..overrides import original
+from ..overrides import original, register_handlers
 
 _TABLE = {}
 
@@ -630,11 +630,7 @@ def _build_table():
     T = lucid.Tensor
 
     def put(handler, owners, names):
-        for owner in owners:
-            for n in names:
-                obj = vars(owner).get(n) if owner is T else getattr(owner, n, None)
-                if callable(obj) and not isinstance(obj, type):
-                    _TABLE[_orig(obj)] = handler
+        register_handlers(_TABLE, handler, owners, names)
 
     put(_pointwise, (lucid, T), _UNARY + ["to"])
     put(_pointwise, (T,), _DUNDER)

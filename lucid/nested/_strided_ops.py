@@ -10,6 +10,7 @@ import math
 
 from .._core.tensor import Tensor
 from ._ops import _UNARY, _DUNDER, _INPLACE_DUNDER, _F_POINTWISE, _PASSTHROUGH, _bind, _name, _norm_dim, _orig
+from ..overrides import register_handlers
 from ._strided import StridedNestedTensor, _prod
 
 _TABLE = {}
@@ -478,11 +479,7 @@ def _build_table():
     T = lucid.Tensor
 
     def put(handler, owners, names):
-        for owner in owners:
-            for n in names:
-                obj = vars(owner).get(n) if owner is T else getattr(owner, n, None)
-                if callable(obj) and not isinstance(obj, type):
-                    _TABLE[_orig(obj)] = handler
+        register_handlers(_TABLE, handler, owners, names)
 
     put(_pointwise, (lucid, T), [n for n in _UNARY if n != "contiguous"] + ["to"])
     put(_pointwise, (T,), _DUNDER)

@@ -17,7 +17,7 @@ from ..._core.tensor import Tensor
 from ._api import DTensor
 from ._redistribute import move, redistribute_local, shared_draw, sum_grad
 from .placement_types import Partial, Replicate, Shard
-from ...overrides import original
+from ...overrides import original, register_handlers
 
 _TABLE = {}
 _SIGS = {}
@@ -567,12 +567,7 @@ def _build_table():
     T = lucid.Tensor
 
     def put(handler, owners, names):
-        for owner in owners:
-            for n in names:
-                obj = vars(owner).get(n) if owner is T else getattr(owner, n, None)
-                obj = obj.fget if isinstance(obj, property) else obj
-                if callable(obj) and not isinstance(obj, type):
-                    _TABLE[_orig(obj)] = handler
+        register_handlers(_TABLE, handler, owners, names, getters=True)
 
     put(_pointwise, (lucid, T), _UNARY_NAMES)
     put(_pointwise, (T,), _DUNDER)
