@@ -1,0 +1,151 @@
+"""The rank body of test_dcp.py: distributed checkpoints saved and loaded on real MPI ranks
+(run under ``lucid-run -n N``; same protocol as fsdpworker.py). The checkpoint directory is
+shared: ``<out_dir>/ckpt_<check>``; a checkpoint saved here is also read back by the test in
+one process (another world size) afterwards.
+"""
+import json
+import os
+import sys
+import traceback
+
+import numpy as np
+
+import lucid
+import lucid.distributed as dist
+import lucid.distributed.checkpoint as dcp
+import lucid.nn as nn
+from lucid.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from lucid.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
+
+CHECKS = {}
+OUT = None
+X = np.arange(35.0).reshape(7, 5) / 7 - 2
+
+
+def check(fn):
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+def mesh():
+    return dist.init_device_mesh("cpu", (dist.get_world_size(),))
+
+
+def ckpt(name):
+    return os.path.join(OUT, f"ckpt_{name}")
+
+
+@check
+def dtensors_round_trip_into_other_placements():
+    m = mesh()
+    sd = {"row": distribute_tensor(lucid.tensor(X), m, [Shard(0)]),
+          "col": distribute_tensor(lucid.tensor(X), m, [Shard(1)]),
+          "rep": distribute_tensor(lucid.tensor(X), m, [Replicate()]),
+          "plain": lucid.tensor(X[0]), "step": 7, "nested": {"lr": [0.1, 0.2]}}
+    meta = dcp.save(sd, checkpoint_id=ckpt("dtensors"))
+    # every element is written once: the pieces of the sharded values tile them
+    for key in ("row", "col", "rep"):
+        sizes = [int(np.prod(c["sizes"])) for c in meta.state_dict_metadata[key]["chunks"]]
+        assert sum(sizes) == X.size, (key, sizes)
+    # load into swapped placements: every rank gets exactly its new piece
+    target = {"row": distribute_tensor(lucid.zeros(7, 5, dtype=lucid.float64), m, [Shard(1)]),
+              "col": distribute_tensor(lucid.zeros(7, 5, dtype=lucid.float64), m, [Replicate()]),
+              "rep": distribute_tensor(lucid.zeros(7, 5, dtype=lucid.float64), m, [Shard(0)]),
+              "plain": lucid.zeros(5, dtype=lucid.float64), "step": 0, "nested": {"lr": None}}
+    dcp.load(target, checkpoint_id=ckpt("dtensors"))
+    for key in ("row", "col", "rep"):
+        np.testing.assert_array_equal(target[key].full_tensor().numpy(), X)
+    np.testing.assert_array_equal(target["plain"].numpy(), X[0])
+    assert target["step"] == 7 and target["nested"] == {"lr": [0.1, 0.2]}
+
+
+@check
+def partial_values_are_saved_reduced():
+    m = mesh()
+    local = lucid.tensor(X) * (dist.get_rank() + 1)
+    p = lucid.distributed.tensor.DTensor.from_local(local, m, [Partial()])
+    dcp.save({"p": p}, checkpoint_id=ckpt("partial"))
+    target = {"p": lucid.zeros(7, 5, dtype=lucid.float64)}
+    dcp.load(target, checkpoint_id=ckpt("partial"))
+    n = dist.get_world_size()
+    np.testing.assert_allclose(target["p"].numpy(), X * n * (n + 1) / 2)
+
+
+def _model():
+    lucid.manual_seed(0)
+    return nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3)).double()
+
+
+@check
+def ddp_training_resumes_from_a_checkpoint():
+    # train 2 steps, checkpoint (DDP names lose "module."), train 2 more: a fresh job that
+    # loads the checkpoint and trains 2 steps ends with the same parameters
+    from lucid.nn.parallel import DistributedDataParallel as DDP
+
+    def steps(model, opt, k, seed):
+        rng = np.random.default_rng(seed + dist.get_rank())
+        for _ in range(k):
+            x = lucid.tensor(rng.standard_normal((6, 5)))
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+
+    model = DDP(_model())
+    opt = lucid.optim.Adam(model.parameters(), lr=0.05)
+    steps(model, opt, 2, 0)
+    msd, osd = get_state_dict(model, opt)
+    assert sorted(msd) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    assert sorted(osd["state"]) == sorted(msd) and osd["param_groups"][0]["params"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    dcp.save({"model": msd, "optim": osd}, checkpoint_id=ckpt("ddp"))
+    steps(model, opt, 2, 10)
+    want = [p.detach().numpy().copy() for p in model.parameters()]
+
+    lucid.manual_seed(123)
+    fresh = DDP(nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3)).double())
+    fopt = lucid.optim.Adam(fresh.parameters(), lr=0.05)
+    msd, osd = get_state_dict(fresh, fopt)
+    sd = {"model": msd, "optim": osd}
+    dcp.load(sd, checkpoint_id=ckpt("ddp"))
+    set_state_dict(fresh, fopt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+    steps(fresh, fopt, 2, 10)
+    for a, b in zip(want, fresh.parameters()):
+        np.testing.assert_allclose(b.detach().numpy(), a, rtol=1e-12, atol=1e-12)
+
+
+@check
+def a_failure_on_one_rank_raises_on_every_rank():
+    class Bad:
+        def __reduce__(self):
+            raise RuntimeError("cannot be saved")
+
+    sd = {"x": lucid.ones(2)}
+    if dist.get_rank() == 0:
+        sd["bad"] = Bad()
+    try:
+        dcp.save(sd, checkpoint_id=ckpt("fail"))
+    except dcp.CheckpointException as e:
+        assert 0 in e.failures and "rank(s) [0]" in str(e)
+    else:
+        raise AssertionError("no CheckpointException")
+    assert not os.path.exists(os.path.join(ckpt("fail"), ".metadata"))
+
+
+def main():
+    global OUT
+    OUT, names = sys.argv[1], sys.argv[2:] or list(CHECKS)
+    dist.init_process_group("mpi")
+    results = {}
+    for name in names:
+        try:
+            CHECKS[name]()
+            results[name] = "ok"
+        except Exception:  # noqa: BLE001  (reported to pytest, as in mpiworker.py)
+            results[name] = traceback.format_exc()
+        dist.barrier()
+    with open(os.path.join(OUT, f"rank{dist.get_rank()}.json"), "w") as f:
+        json.dump(results, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""Distributed checkpoints (``lucid.distributed.checkpoint``) and the name-keyed state dicts.
+
+The MPI part is one ``lucid-run`` launch per world size running every check of dcpworker.py;
+a checkpoint it saved on 2 or 3 ranks is then loaded here, in one process. The rest runs
+without MPI: single-process save/load, Stateful objects, the all-or-nothing load, an
+interrupted save, the optimizer state under parameter names and the file converters.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import lucid
+import lucid.distributed.checkpoint as dcp
+import lucid.nn as nn
+from lucid.distributed.checkpoint.format_utils import dcp_to_torch_save, torch_save_to_dcp
+from lucid.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
+                                                     get_state_dict, set_model_state_dict, set_optimizer_state_dict,
+                                                     set_state_dict)
+from lucid.distributed.run import find_mpiexec
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+HAVE_MPI = importlib.util.find_spec("mpi4py") is not None and find_mpiexec() is not None
+X = np.arange(35.0).reshape(7, 5) / 7 - 2
+
+
+@pytest.mark.skipif(not HAVE_MPI, reason="needs mpi4py and mpiexec (pip install -e '.[distributed]')")
+@pytest.mark.parametrize("n", [2, 3], ids=lambda n: f"{n}ranks")
+def test_every_dcp_check_on_every_rank_then_load_in_one_process(n, tmp_path):
+    sys.path.insert(0, HERE)
+    import dcpworker
+
+    cmd = [sys.executable, "-m", "lucid.distributed.run", "-n", str(n), "--timeout", "90",
+           os.path.join(HERE, "dcpworker.py"), str(tmp_path)]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    log = p.stdout + p.stderr
+    failures = []
+    for r in range(n):
+        path = tmp_path / f"rank{r}.json"
+        assert path.exists(), f"rank {r} wrote no results (exit status {p.returncode}):\n{log[-3000:]}"
+        res = json.loads(path.read_text())
+        assert set(res) == set(dcpworker.CHECKS)
+        failures += [f"{name} on rank {r}:\n{tb}" for name, tb in res.items() if tb != "ok"]
+    assert not failures, "\n".join(failures)
+    assert p.returncode == 0, log[-3000:]
+    # the n-rank checkpoint of sharded values, read back whole by one process
+    target = {"row": lucid.zeros(7, 5, dtype=lucid.float64), "col": lucid.zeros(7, 5, dtype=lucid.float64),
+              "rep": lucid.zeros(7, 5, dtype=lucid.float64), "step": 0}
+    dcp.load(target, checkpoint_id=tmp_path / "ckpt_dtensors")
+    for key in ("row", "col", "rep"):
+        np.testing.assert_array_equal(target[key].numpy(), X)
+    assert target["step"] == 7
+    meta = dcp.FileSystemReader(tmp_path / "ckpt_dtensors").read_metadata()
+    assert meta.world_size == n and len(meta.state_dict_metadata["row"]["chunks"]) == min(n, 7)
+
+
+# ------------------------------------------------------------------ without MPI
+
+
+def _model(seed):
+    lucid.manual_seed(seed)
+    return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+
+
+def test_model_and_optimizer_round_trip(tmp_path):
+    model = _model(0)
+    opt = lucid.optim.Adam(model.parameters(), lr=0.1)
+    model(lucid.randn(5, 3)).sum().backward()
+    opt.step()
+    dcp.save({"model": model.state_dict(), "optim": opt.state_dict()}, checkpoint_id=tmp_path)
+    other = _model(1)
+    oopt = lucid.optim.Adam(other.parameters(), lr=0.1)
+    other(lucid.randn(5, 3)).sum().backward()
+    oopt.step()  # gives the optimizer state entries to load into
+    sd = {"model": other.state_dict(), "optim": oopt.state_dict()}
+    dcp.load(sd, checkpoint_id=tmp_path)
+    other.load_state_dict(sd["model"])
+    oopt.load_state_dict(sd["optim"])
+    for a, b in zip(model.parameters(), other.parameters()):
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+    for p, q in zip(model.parameters(), other.parameters()):
+        np.testing.assert_array_equal(opt.state[p]["exp_avg_sq"].numpy(), oopt.state[q]["exp_avg_sq"].numpy())
+
+
+def test_stateful_objects_go_through_their_methods(tmp_path):
+    class Counter:
+        def __init__(self, n):
+            self.n = n
+
+        def state_dict(self):
+            return {"n": self.n, "t": lucid.full((2,), float(self.n))}
+
+        def load_state_dict(self, sd):
+            self.n = sd["n"] + 1000 * int(sd["t"][0].item())
+
+    dcp.save({"c": Counter(3)}, checkpoint_id=tmp_path)
+    c = Counter(0)
+    dcp.load({"c": c}, checkpoint_id=tmp_path)
+    assert c.n == 3003
+
+
+def test_load_checks_everything_before_changing_anything(tmp_path):
+    dcp.save({"a": lucid.ones(3), "b": lucid.ones(2, 2)}, checkpoint_id=tmp_path)
+    a, b = lucid.zeros(3), lucid.zeros(2, 3)
+    with pytest.raises(dcp.CheckpointException, match="size mismatch for 'b'"):
+        dcp.load({"a": a, "b": b}, checkpoint_id=tmp_path)
+    assert float(a.sum()) == 0.0  # a was not half-loaded
+    with pytest.raises(dcp.CheckpointException, match="missing key"):
+        dcp.load({"a": a, "zzz": lucid.zeros(1)}, checkpoint_id=tmp_path)
+    assert float(a.sum()) == 0.0
+    dcp.load({"a": a}, checkpoint_id=tmp_path)  # a checkpoint may hold more than is asked for
+    assert float(a.sum()) == 3.0
+    with pytest.raises(dcp.CheckpointException, match="holds no checkpoint"):
+        dcp.load({"a": a}, checkpoint_id=tmp_path / "nothing")
+
+
+def test_an_interrupted_save_keeps_the_previous_checkpoint(tmp_path):
+    dcp.save({"a": lucid.ones(3), "n": 1}, checkpoint_id=tmp_path)
+
+    class Unpicklable:
+        def __reduce__(self):
+            raise RuntimeError("boom")
+
+    with pytest.raises(dcp.CheckpointException, match="can.t save an object of type Unpicklable"):
+        dcp.save({"a": lucid.full((3,), 2.0), "n": Unpicklable()}, checkpoint_id=tmp_path)
+    sd = {"a": lucid.zeros(3), "n": 0}
+    dcp.load(sd, checkpoint_id=tmp_path)
+    assert sd["n"] == 1 and float(sd["a"].sum()) == 3.0
+    # a later good save replaces it and leaves only its own data file
+    dcp.save({"a": lucid.full((3,), 2.0), "n": 2}, checkpoint_id=tmp_path)
+    names = sorted(os.listdir(tmp_path))
+    assert names[0] == ".metadata" and sum(n.endswith(".distcp") for n in names) == 1, names
+    assert not [n for n in names if "tmp" in n], names
+
+
+def test_a_checkpoint_file_runs_no_code(tmp_path):
+    # the data files are lucid.save files read with weights_only: a pickled callable is refused
+    import pickle
+
+    dcp.save({"a": lucid.ones(1)}, checkpoint_id=tmp_path)
+    data = [n for n in os.listdir(tmp_path) if n.endswith(".distcp")][0]
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned > " + str(tmp_path / "pwned"),))
+
+    with open(tmp_path / data, "wb") as f:
+        pickle.dump({"a@0": Evil()}, f)
+    with pytest.raises(dcp.CheckpointException):
+        dcp.load({"a": lucid.zeros(1)}, checkpoint_id=tmp_path)
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_optimizer_state_is_keyed_by_parameter_names():
+    model = _model(0)
+    opt = lucid.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    osd = get_optimizer_state_dict(model, opt)
+    # PyTorch initialises missing state by a step with zero gradients and lr 0: nothing moves
+    assert sorted(osd["state"]) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    assert osd["param_groups"][0]["params"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert osd["param_groups"][0]["lr"] == 0.1 and all(p.grad is None for p in model.parameters())
+    np.testing.assert_array_equal(osd["state"]["0.weight"]["momentum_buffer"].numpy(), np.zeros((4, 3)))
+    # a trained optimizer's buffers land on the same-named parameters of another model
+    model(lucid.randn(4, 3)).pow(2).sum().backward()
+    opt.step()
+    msd, osd = get_state_dict(model, opt)
+    other = _model(5)
+    oopt = lucid.optim.SGD(other.parameters(), lr=0.5, momentum=0.9)
+    set_state_dict(other, oopt, model_state_dict=msd, optim_state_dict=osd)
+    assert oopt.param_groups[0]["lr"] == 0.1
+    for p, q in zip(model.parameters(), other.parameters()):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+        np.testing.assert_array_equal(opt.state[p]["momentum_buffer"].numpy(), oopt.state[q]["momentum_buffer"].numpy())
+
+
+def test_model_state_dict_options_and_wrapper_names():
+    from lucid.utils.checkpoint import checkpoint  # noqa: F401  (the wrapper name is what matters)
+
+    class Wrapped(nn.Module):  # the names activation-checkpoint and compile wrappers insert
+        def __init__(self):
+            super().__init__()
+            self._checkpoint_wrapped_module = nn.Linear(2, 2)
+            self.head = nn.Linear(2, 1)
+
+    m = Wrapped()
+    m.head.bias.requires_grad_(False)
+    assert sorted(get_model_state_dict(m)) == ["bias", "head.bias", "head.weight", "weight"]
+    assert "head.bias" not in get_model_state_dict(m, options=StateDictOptions(ignore_frozen_params=True))
+    assert sorted(get_model_state_dict(m, submodules={m.head}, options=StateDictOptions(keep_submodule_prefixes=False))) == ["bias", "weight"]
+    sd = {k: v * 0 + 3 for k, v in get_model_state_dict(m).items()}
+    keys = set_model_state_dict(m, sd)
+    assert keys.missing_keys == [] and float(m._checkpoint_wrapped_module.weight.detach().sum()) == 12.0
+    with pytest.raises(RuntimeError, match="missing keys"):
+        set_model_state_dict(m, {"weight": lucid.zeros(2, 2)})
+    with pytest.raises(RuntimeError, match="size mismatch for weight"):
+        set_model_state_dict(m, dict(sd, weight=lucid.zeros(3, 2)))
+    assert float(m._checkpoint_wrapped_module.weight.detach().sum()) == 12.0  # nothing half-loaded
+
+
+def test_format_utils_convert_both_ways(tmp_path):
+    dcp.save({"m": {"w": lucid.tensor(X)}, "k": 5}, checkpoint_id=tmp_path / "d")
+    dcp_to_torch_save(tmp_path / "d", tmp_path / "full.pt")
+    full = lucid.load(tmp_path / "full.pt")
+    np.testing.assert_array_equal(full["m.w"].numpy(), X)
+    assert full["k"] == 5
+    torch_save_to_dcp(tmp_path / "full.pt", tmp_path / "d2")
+    sd = {"m.w": lucid.zeros(7, 5, dtype=lucid.float64), "k": 0}
+    dcp.load(sd, checkpoint_id=tmp_path / "d2")
+    np.testing.assert_array_equal(sd["m.w"].numpy(), X)
+
+
+def test_async_save_returns_a_done_future(tmp_path):
+    fut = dcp.async_save({"a": lucid.ones(2)}, checkpoint_id=tmp_path)
+    assert fut.done() and "a" in fut.result().state_dict_metadata
+
+
+def test_custom_planners_and_storage_are_refused_clearly(tmp_path):
+    with pytest.raises(NotImplementedError, match="custom planners"):
+        dcp.save({"a": lucid.ones(1)}, checkpoint_id=tmp_path, planner=object())
+    dcp.save({"a": lucid.ones(1)}, storage_writer=dcp.FileSystemWriter(tmp_path), planner=dcp.DefaultSavePlanner())
+    with pytest.raises(ValueError, match="checkpoint_id"):
+        dcp.load({"a": lucid.ones(1)})
