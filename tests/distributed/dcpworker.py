@@ -1,4 +1,5 @@
-"""The rank body of test_dcp.py: distributed checkpoints saved and loaded on real MPI ranks
+"""The rank body of test_dcp.py: distributed checkpoints saved and loaded, and the sharded
+optimizer state of ZeroRedundancyOptimizer, on real MPI ranks
 (run under ``lucid-run -n N``; same protocol as fsdpworker.py). The checkpoint directory is
 shared: ``<out_dir>/ckpt_<check>``; a checkpoint saved here is also read back by the test in
 one process (another world size) afterwards.
@@ -128,6 +129,69 @@ def a_failure_on_one_rank_raises_on_every_rank():
     else:
         raise AssertionError("no CheckpointException")
     assert not os.path.exists(os.path.join(ckpt("fail"), ".metadata"))
+
+
+@check
+def zero_redundancy_optimizer_steps_as_the_plain_optimizer():
+    # every rank sees the same gradients (the whole batch); ZeRO's sharded Adam must give
+    # plain Adam's parameters, hold state only for its share, and consolidate to plain Adam's
+    # state dict, which loads back into a fresh ZeRO (another sharding of the same state)
+    from lucid.distributed.optim import ZeroRedundancyOptimizer
+
+    rng = np.random.default_rng(3)
+    data = [lucid.tensor(rng.standard_normal((6, 5))) for _ in range(3)]
+
+    def run(opt_factory, model, k):
+        opt = opt_factory(model)
+        for x in data[:k]:
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+        return opt
+
+    plain_model = _model()
+    plain = run(lambda m: lucid.optim.Adam(m.parameters(), lr=0.05, weight_decay=0.01), plain_model, 3)
+    zero_model = _model()
+    zero = run(lambda m: ZeroRedundancyOptimizer(m.parameters(), optimizer_class=lucid.optim.Adam, lr=0.05,
+                                                 weight_decay=0.01), zero_model, 3)
+    for a, b in zip(plain_model.parameters(), zero_model.parameters()):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-12, atol=1e-12)
+    n, r = dist.get_world_size(), dist.get_rank()
+    # the greedy partition: sizes 20, 12, 4, 3 over n ranks, largest first to the smallest share
+    owners = {tuple(p.shape): zero._owner[id(p)] for p in zero_model.parameters()}
+    want = {2: {(4, 5): 0, (3, 4): 1, (4,): 1, (3,): 1}, 3: {(4, 5): 0, (3, 4): 1, (4,): 2, (3,): 2}}[n]
+    assert owners == want, owners
+    assert {id(p) for p in zero.state} == {id(p) for p in zero_model.parameters() if zero._owner[id(p)] == r}
+    zero.consolidate_state_dict(to=0)
+    if r == 0:
+        sd = zero.state_dict()
+        ref = plain.state_dict()
+        assert sorted(sd["state"]) == sorted(ref["state"])
+        for i in ref["state"]:
+            for key in ("exp_avg", "exp_avg_sq"):
+                np.testing.assert_allclose(sd["state"][i][key].numpy(), ref["state"][i][key].numpy(), rtol=1e-12)
+        assert sd["param_groups"][0]["lr"] == 0.05
+    else:
+        try:
+            zero.state_dict()
+        except RuntimeError as e:
+            assert "consolidate_state_dict" in str(e)
+        else:
+            raise AssertionError("state_dict on a rank without the consolidated state")
+    box = [zero.state_dict() if r == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    again = ZeroRedundancyOptimizer(zero_model.parameters(), optimizer_class=lucid.optim.Adam, lr=0.3)
+    again.load_state_dict(box[0])
+    assert again.param_groups[0]["lr"] == 0.05
+    plain.zero_grad()
+    plain_model(data[0]).pow(2).mean().backward()
+    plain.step()
+    again.zero_grad()
+    zero_model(data[0]).pow(2).mean().backward()
+    again.step()
+    for a, b in zip(plain_model.parameters(), zero_model.parameters()):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-12, atol=1e-12)
+
 
 
 def main():

@@ -1,4 +1,5 @@
-"""Distributed checkpoints (``lucid.distributed.checkpoint``) and the name-keyed state dicts.
+"""Distributed checkpoints (``lucid.distributed.checkpoint``), the name-keyed state dicts, and
+``lucid.distributed.optim.ZeroRedundancyOptimizer`` (sharded optimizer state).
 
 The MPI part is one ``lucid-run`` launch per world size running every check of dcpworker.py;
 a checkpoint it saved on 2 or 3 ranks is then loaded here, in one process. The rest runs
@@ -227,3 +228,56 @@ def test_custom_planners_and_storage_are_refused_clearly(tmp_path):
     dcp.save({"a": lucid.ones(1)}, storage_writer=dcp.FileSystemWriter(tmp_path), planner=dcp.DefaultSavePlanner())
     with pytest.raises(ValueError, match="checkpoint_id"):
         dcp.load({"a": lucid.ones(1)})
+
+
+def test_zero_redundancy_optimizer_in_one_process_is_its_local_optimizer():
+    from lucid.distributed.optim import ZeroRedundancyOptimizer
+
+    model, ref = _model(0), _model(0)
+    zero = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=lucid.optim.SGD, lr=0.1, momentum=0.9)
+    plain = lucid.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    sched = lucid.optim.lr_scheduler.StepLR(zero, step_size=1, gamma=0.5)
+    psched = lucid.optim.lr_scheduler.StepLR(plain, step_size=1, gamma=0.5)
+    x = lucid.randn(4, 3)
+    for _ in range(3):
+        for m, o, s in ((model, zero, sched), (ref, plain, psched)):
+            o.zero_grad()
+            m(x).pow(2).sum().backward()
+            o.step()
+            s.step()
+    # the scheduler's lr reached the local optimizer (0.1, 0.05, 0.025 were used)
+    assert zero.param_groups[0]["lr"] == plain.param_groups[0]["lr"] == 0.0125
+    for a, b in zip(model.parameters(), ref.parameters()):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12)
+    zero.add_param_group({"params": [lucid.zeros(2, requires_grad=True)], "lr": 1.0})
+    assert len(zero.param_groups) == 2 and zero._local.param_groups[1]["lr"] == 1.0
+    with pytest.raises(RuntimeError, match="consolidate_state_dict"):
+        zero.state_dict()
+    zero.consolidate_state_dict()
+    assert sorted(zero.state_dict()["state"]) == [0, 1, 2, 3]
+    with pytest.raises(NotImplementedError, match="overlap_with_ddp"):
+        ZeroRedundancyOptimizer(model.parameters(), optimizer_class=lucid.optim.SGD, lr=0.1, overlap_with_ddp=True)
+    with pytest.raises(TypeError, match="optimizer_class"):
+        ZeroRedundancyOptimizer(model.parameters(), optimizer_class="SGD", lr=0.1)
+
+
+def test_elastic_record_writes_the_error_file_and_reraises(tmp_path, monkeypatch):
+    from lucid.distributed.elastic.multiprocessing.errors import record
+
+    @record
+    def main(x):
+        raise ValueError(f"bad {x}")
+
+    path = tmp_path / "err.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+    with pytest.raises(ValueError, match="bad 3"):
+        main(3)
+    msg = json.loads(path.read_text())["message"]
+    assert msg["message"] == "ValueError: bad 3" and "raise ValueError" in msg["extraInfo"]["py_callstack"]
+
+
+def test_model_zoo_load_url_is_hubs_loader():
+    import lucid.hub
+    from lucid.utils import model_zoo
+
+    assert model_zoo.load_url is lucid.hub.load_state_dict_from_url
