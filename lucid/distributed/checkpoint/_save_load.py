@@ -143,7 +143,8 @@ def _broadcast(group, world, obj):
     from ..objects import broadcast_object_list
 
     box = [obj]
-    broadcast_object_list(box, src=0, group=group)
+    # group rank 0 is the coordinator (global rank 0 may not be in a subgroup)
+    broadcast_object_list(box, group=group, group_src=0)
     return box[0]
 
 
