@@ -67,7 +67,11 @@ _CPU_FLOAT32 = _LOSSES | {
     "polar", "avg_pool3d", "max_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d",
     "fractional_max_pool2d", "fractional_max_pool3d",
     "fft_c2c", "fft_r2c", "fft_c2r", "linalg_cholesky", "linalg_cholesky_ex", "linalg_eig", "linalg_eigh",
-    "linalg_inv", "linalg_inv_ex", "linalg_qr", "linalg_svd", "linalg_svdvals", "linalg_solve"}
+    "linalg_inv", "linalg_inv_ex", "linalg_qr", "linalg_svd", "linalg_svdvals", "linalg_solve",
+    # PyTorch lists pinverse; Lucid's pinverse and linalg.pinv bind one primitive, so linalg.pinv
+    # runs in float32 too (PyTorch's has no float16 kernel on the CPU, and its float32 one
+    # returns float16 through the matmuls inside)
+    "linalg_pinv"}
 _LISTS = {"cpu": (_CPU_LOWER, _CPU_FLOAT32)}
 _OTHER_LISTS = (_CUDA_LOWER, _CUDA_FLOAT32)
 _LISTED = _CPU_LOWER | _CUDA_LOWER | _CPU_FLOAT32 | _CUDA_FLOAT32
@@ -254,6 +258,12 @@ class autocast:  # noqa: N801 (PyTorch's name)
                 warnings.warn("User provided device_type of 'cuda', but CUDA is not available. Disabling",
                               stacklevel=2)
                 self._enabled = False
+        if self._enabled and device_type == "cpu" and self.fast_dtype == dtypes.float32:
+            # PyTorch's CPU autocast takes only its lower precisions; a float32 region is off
+            warnings.warn("In CPU autocast, but the target dtype is not supported. Disabling autocast.\n"
+                          "CPU Autocast only supports dtypes of lucid.float16 currently (PyTorch's bfloat16 "
+                          "is not available in Lucid).", stacklevel=2)
+            self._enabled = False
         if self._enabled and self.fast_dtype not in _SUPPORTED:
             warnings.warn(f"In {device_type} autocast, but the target dtype {self.fast_dtype} is not supported "
                           f"(lucid has float16 and float32; NumPy has no bfloat16). Disabling autocast.",

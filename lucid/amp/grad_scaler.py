@@ -116,8 +116,8 @@ class GradScaler:
         if state["stage"] == _STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
         if self._scale is None:
-            raise RuntimeError("Attempted unscale_ but the scale is None. This may indicate your script did not "
-                               "use scaler.scale(loss or outputs) earlier in the iteration.")
+            raise GradScalerStateError("Attempted unscale_ but the scale is None. This may indicate your script "
+                                       "did not use scaler.scale(loss or outputs) earlier in the iteration.")
         import lucid
 
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]

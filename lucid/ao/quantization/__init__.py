@@ -32,7 +32,9 @@ from .qconfig import (QConfig, QConfigDynamic, default_dynamic_qconfig, default_
                       default_qat_qconfig, default_qconfig, float16_dynamic_qconfig, float_qparams_weight_only_qconfig,
                       get_default_qat_qconfig, get_default_qconfig, per_channel_dynamic_qconfig)
 from .qconfig_mapping import QConfigMapping, get_default_qat_qconfig_mapping, get_default_qconfig_mapping
-from .quantize import convert, prepare, prepare_qat, propagate_qconfig_, quantize, quantize_dynamic, swap_module
+from .quantize import (convert, get_default_dynamic_quant_module_mappings, get_default_qat_module_mappings,
+                       get_default_static_quant_module_mappings, prepare, prepare_qat, propagate_qconfig_, quantize,
+                       quantize_dynamic, swap_module)
 from .stubs import DeQuantStub, QuantStub, QuantWrapper
 
 from . import quantize_fx  # noqa: E402  (FX graph mode: fuse_fx, prepare_fx, convert_fx ...)

@@ -120,6 +120,18 @@ def _fuse_conv_bn(conv, bn):
     return nn.utils.fuse_conv_bn_eval(conv, bn)
 
 
+def _fuse_convtranspose_bn(convt, bn, is_qat):
+    """PyTorch's ``fuse_convtranspose_bn``: the batch norm folded into the transposed conv's
+    weight (per output channel, its dim 1) and bias; eval only, and not for QAT."""
+    if is_qat:
+        raise FusionError("fuse_modules_qat: Fusing ConvTranspose+BatchNorm not yet supported in QAT.")
+    if convt.training or bn.training:
+        raise FusionError("fuse_modules: Fusion only for eval! (call model.eval() first)")
+    return nn.utils.fuse_conv_bn_eval(convt, bn, transpose=True)
+
+
+_CONVT_BN = {(nn.ConvTranspose1d, nn.BatchNorm1d), (nn.ConvTranspose2d, nn.BatchNorm2d),
+             (nn.ConvTranspose3d, nn.BatchNorm3d)}
 _CONV_BN = {(nn.Conv1d, nn.BatchNorm1d): ConvReLU1d, (nn.Conv2d, nn.BatchNorm2d): ConvReLU2d,
             (nn.Conv3d, nn.BatchNorm3d): ConvReLU3d}
 _CONV_RELU = {(conv, nn.ReLU): fused for (conv, _), fused in _CONV_BN.items()}
@@ -168,6 +180,8 @@ def fuse_known_modules(mod_list, is_qat=False, additional_fuser_method_mapping=N
         pass
     elif types in _CONV_BN:
         fused = _fuse_conv_bn(*mod_list)
+    elif types in _CONVT_BN:
+        fused = _fuse_convtranspose_bn(*mod_list, is_qat)
     elif types[:2] in _CONV_BN and types[2:] == (nn.ReLU,):
         fused = _CONV_BN[types[:2]](_fuse_conv_bn(*mod_list[:2]), mod_list[2])
     elif types in _CONV_RELU:

@@ -10,7 +10,7 @@ import lucid
 from lucid import nn
 
 from .fuse_modules import LinearReLU, _FusedModule
-from .qconfig import default_dynamic_qconfig, float16_dynamic_qconfig
+from .qconfig import default_dynamic_qconfig, float16_dynamic_qconfig, float_qparams_weight_only_qconfig
 from .stubs import DeQuantStub, QuantStub
 
 __all__ = ["quantize_dynamic", "propagate_qconfig_", "prepare", "convert", "prepare_qat", "quantize",
@@ -21,8 +21,12 @@ __all__ = ["quantize_dynamic", "propagate_qconfig_", "prepare", "convert", "prep
 def get_default_dynamic_quant_module_mappings():
     from lucid.ao.nn.quantized import dynamic as nnqd
 
+    from lucid.ao.nn import quantized as nnq
+
+    # embeddings are quantized weight-only, by the static modules (PyTorch maps them so too)
     return {nn.Linear: nnqd.Linear, nn.LSTM: nnqd.LSTM, nn.GRU: nnqd.GRU, nn.LSTMCell: nnqd.LSTMCell,
-            nn.RNNCell: nnqd.RNNCell, nn.GRUCell: nnqd.GRUCell, LinearReLU: nnqd.LinearReLU}
+            nn.RNNCell: nnqd.RNNCell, nn.GRUCell: nnqd.GRUCell, LinearReLU: nnqd.LinearReLU,
+            nn.EmbeddingBag: nnq.EmbeddingBag, nn.Embedding: nnq.Embedding}
 
 
 def get_default_static_quant_module_mappings():
@@ -39,7 +43,7 @@ def get_default_static_quant_module_mappings():
                LinearReLU: nnq.LinearReLU, QATLinear: nnq.Linear, QATLinearReLU: nnq.LinearReLU,
             nn.Conv1d: nnq.Conv1d, nn.Conv2d: nnq.Conv2d, nn.Conv3d: nnq.Conv3d, ConvReLU1d: nnq.ConvReLU1d,
             ConvReLU2d: nnq.ConvReLU2d, ConvReLU3d: nnq.ConvReLU3d, nnq.FloatFunctional: nnq.QFunctional,
-            nniqat.LinearBn1d: nnq.Linear}
+            nniqat.LinearBn1d: nnq.Linear, nn.Embedding: nnq.Embedding, nn.EmbeddingBag: nnq.EmbeddingBag}
     from lucid.ao.nn.quantized.activation import BNReLU2d as QBNReLU2d, BNReLU3d as QBNReLU3d
 
     from .fuse_modules import BNReLU2d, BNReLU3d
@@ -48,6 +52,7 @@ def get_default_static_quant_module_mappings():
                     nn.BatchNorm2d: nnq.BatchNorm2d, nn.BatchNorm3d: nnq.BatchNorm3d, BNReLU2d: QBNReLU2d,
                     BNReLU3d: QBNReLU3d})
     for n in (1, 2, 3):
+        mapping[getattr(nn, f"ConvTranspose{n}d")] = getattr(nnq, f"ConvTranspose{n}d")
         conv, conv_relu = getattr(nnq, f"Conv{n}d"), getattr(nnq, f"ConvReLU{n}d")
         mapping.update({getattr(nnqat, f"Conv{n}d"): conv, getattr(nniqat, f"ConvReLU{n}d"): conv_relu,
                         getattr(nniqat, f"ConvBn{n}d"): conv, getattr(nniqat, f"ConvBnReLU{n}d"): conv_relu})
@@ -81,11 +86,23 @@ def propagate_qconfig_(module, qconfig_dict=None, prepare_custom_config_dict=Non
         qconfig = qconfig_dict.get(type(mod), parent)
         qconfig = qconfig_dict.get(prefix, qconfig)
         qconfig = getattr(mod, "qconfig", qconfig)
+        _check_qconfig(qconfig, mod)
         mod.qconfig = qconfig
         for name, child in mod.named_children():
             visit(child, qconfig, f"{prefix}.{name}" if prefix else name)
 
     visit(module, None, "")
+
+
+def _check_qconfig(qconfig, mod):
+    """PyTorch's ``_assert_valid_qconfig``: its transposed convolutions take no per-channel weight."""
+    if qconfig is None or qconfig.weight is None:
+        return
+    if isinstance(mod, (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)):
+        from .observer import MovingAveragePerChannelMinMaxObserver, PerChannelMinMaxObserver
+
+        if isinstance(qconfig.weight(), (PerChannelMinMaxObserver, MovingAveragePerChannelMinMaxObserver)):
+            raise AssertionError("Per channel weight observer is not supported yet for ConvTranspose{n}d.")
 
 
 def quantize_dynamic(model, qconfig_spec=None, dtype=lucid.qint8, mapping=None, inplace=False):
@@ -97,7 +114,9 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=lucid.qint8, mapping=None, 
     model : nn.Module
     qconfig_spec : set of module types, or dict of type/name -> QConfig, optional
         Linear, LSTM, GRU and the three RNN cells by default (PyTorch's default).
-    dtype : lucid.qint8 or lucid.float16
+    dtype : lucid.qint8, lucid.float16 or lucid.quint8
+        quint8 quantizes ``nn.Embedding``/``nn.EmbeddingBag`` weights per row (by default those
+        two; PyTorch's quint4x2 has no Lucid dtype yet).
     mapping : dict, optional
         Float module type -> dynamic module class.
     inplace : bool
@@ -120,6 +139,8 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=lucid.qint8, mapping=None, 
             qconfig_spec = dict.fromkeys(recurrent, default_dynamic_qconfig)
         elif dtype == lucid.float16:
             qconfig_spec = dict.fromkeys(recurrent, float16_dynamic_qconfig)
+        elif dtype == lucid.quint8:
+            qconfig_spec = dict.fromkeys((nn.EmbeddingBag, nn.Embedding), float_qparams_weight_only_qconfig)
         else:
             raise ValueError(f"Don't know how to quantize with default settings for {dtype}. Provide full "
                              "qconfig please")
@@ -128,6 +149,8 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=lucid.qint8, mapping=None, 
             default = default_dynamic_qconfig
         elif dtype == lucid.float16:
             default = float16_dynamic_qconfig
+        elif dtype == lucid.quint8:
+            default = float_qparams_weight_only_qconfig
         else:
             raise RuntimeError(f"Unknown dtype specified for quantize_dynamic: {dtype}")
         qconfig_spec = dict(zip(qconfig_spec, itertools.repeat(default)))

@@ -3,12 +3,14 @@ quantized ones."""
 import importlib
 
 from .activation import ELU, BatchNorm2d, BatchNorm3d, Hardswish, LeakyReLU, ReLU6
-from .conv import Conv1d, Conv2d, Conv3d, ConvReLU1d, ConvReLU2d, ConvReLU3d
+from .conv import (Conv1d, Conv2d, Conv3d, ConvReLU1d, ConvReLU2d, ConvReLU3d, ConvTranspose1d, ConvTranspose2d,
+                   ConvTranspose3d)
+from .embedding_ops import Embedding, EmbeddingBag
 from .functional_modules import FloatFunctional, QFunctional
 from .modules import DeQuantize, Linear, LinearReLU, Quantize, ReLU
 
 __all__ = ["Quantize", "DeQuantize", "Linear", "LinearReLU", "ReLU", "Conv1d", "Conv2d", "Conv3d", "ConvReLU1d",
-           "ConvReLU2d", "ConvReLU3d", "FloatFunctional", "QFunctional", "ReLU6", "Hardswish", "LeakyReLU", "ELU",
+           "ConvReLU2d", "ConvReLU3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Embedding", "EmbeddingBag", "FloatFunctional", "QFunctional", "ReLU6", "Hardswish", "LeakyReLU", "ELU",
            "BatchNorm2d", "BatchNorm3d", "dynamic", "functional"]
 
 

@@ -1,5 +1,5 @@
-"""Statically quantized convolutions (PyTorch's ``torch.ao.nn.quantized.Conv1d/2d/3d`` and the
-fused ``ConvReLU1d/2d/3d``).
+"""Statically quantized convolutions (PyTorch's ``torch.ao.nn.quantized.Conv1d/2d/3d``, the
+fused ``ConvReLU1d/2d/3d`` and the transposed ``ConvTranspose1d/2d/3d``).
 
 NOTE [Static quantized conv]
 As fbgemm's quantized conv: the integer sum ``acc = sum (xq - xz)(wq - wz)`` over each window
@@ -8,6 +8,9 @@ plus the float bias divided by ``x_scale * w_scale`` (float32, per output channe
 per-channel weight), times the float32 multiplier ``x_scale * w_scale / out_scale``, rounded
 half to even, shifted by the output zero point and clamped to quint8 (to
 ``[zero_point, 255]`` with a fused ReLU), the requantization of NOTE [Static quantized linear].
+The transposed convolutions do the same around the integer transposed convolution (fbgemm's
+``conv_transpose``; PyTorch's onednn kernel, which the x86 engine picks for some shapes, gives
+other integers), with a per-tensor weight only, as PyTorch.
 """
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ from lucid._core.quantized import PER_TENSOR, QuantizedTensor, make_quantized, q
 from .._nn_utils import observed_qparams
 from .dynamic.modules import _load_packed, _save_packed
 
-__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvReLU1d", "ConvReLU2d", "ConvReLU3d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "ConvTranspose1d",
+           "ConvTranspose2d", "ConvTranspose3d"]
 
 
 def _ntuple(v, n):
@@ -44,8 +48,7 @@ class _ConvNd(nn.Module):
         self.kernel_size, self.stride = _ntuple(kernel_size, n), _ntuple(stride, n)
         self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
         self.dilation, self.groups, self.padding_mode = _ntuple(dilation, n), groups, padding_mode
-        w = quantize_per_tensor(lucid.zeros(out_channels, in_channels // groups, *self.kernel_size), 1.0, 0,
-                                lucid.qint8)
+        w = quantize_per_tensor(lucid.zeros(*self._weight_shape()), 1.0, 0, lucid.qint8)
         self.set_weight_bias(w, lucid.zeros(out_channels) if bias else None)
         self.scale, self.zero_point = 1.0, 0
         self.register_state_dict_post_hook(_save_packed)
@@ -53,6 +56,9 @@ class _ConvNd(nn.Module):
 
     def _get_name(self):
         return self._NAME
+
+    def _weight_shape(self):
+        return (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
 
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
@@ -76,7 +82,7 @@ class _ConvNd(nn.Module):
     def set_weight_bias(self, w, b):
         if not isinstance(w, QuantizedTensor) or w.dtype != lucid.qint8:
             raise TypeError(f"set_weight_bias: {self._NAME} takes a qint8 quantized weight, got {w.dtype}")
-        want = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
+        want = self._weight_shape()
         if tuple(w.shape) != want:
             raise ValueError(f"set_weight_bias: expected a weight of shape {want}, got {tuple(w.shape)}")
         self._weight, self._bias = w, (None if b is None else b.detach().float())
@@ -200,3 +206,105 @@ class ConvReLU3d(Conv3d):
 
     _relu = True
     _NAME = "QuantizedConvReLU3d"
+
+
+class _ConvTransposeNd(_ConvNd):
+    """The transposed convolutions: PyTorch's argument order (``output_padding`` before
+    ``groups``, ``dilation`` after ``bias``), a weight of shape ``(in, out // groups, *kernel)``
+    quantized per tensor (PyTorch refuses a per-channel one)."""
+
+    _NAME = "QuantizedConvTranspose2d"
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {self._FLOAT_NAME}')
+        if in_channels % groups:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise ValueError("out_channels must be divisible by groups")
+        self.output_padding = _ntuple(output_padding, self._N)
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
+
+    @property
+    def _FLOAT_NAME(self):
+        return f"ConvTranspose{self._N}d"
+
+    def extra_repr(self):
+        s = super().extra_repr()
+        if self.output_padding != (0,) * self._N:
+            head, sep, tail = s.partition(", groups=") if ", groups=" in s else s.partition(", bias=")
+            s = f"{head}, output_padding={self.output_padding}{sep}{tail}"
+        return s
+
+    def set_weight_bias(self, w, b):
+        if not isinstance(w, QuantizedTensor) or w.dtype != lucid.qint8:
+            raise TypeError(f"set_weight_bias: {self._NAME} takes a qint8 quantized weight, got {w.dtype}")
+        if w.qscheme() not in PER_TENSOR:
+            raise RuntimeError(f"set_weight_bias: {self._NAME}: Per Channel Quantization is currently disabled "
+                               "for transposed conv")
+        super().set_weight_bias(w, b)
+
+    def _weight_shape(self):
+        return (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
+
+    def _conv(self, x, w):
+        f = (None, nn.functional.conv_transpose1d, nn.functional.conv_transpose2d,
+             nn.functional.conv_transpose3d)[self._N]
+        return f(x, w, None, self.stride, self.padding, self.output_padding, self.groups, self.dilation)
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        """The quantized form of a float ``ConvTranspose{1,2,3}d`` with a qconfig (observed by
+        ``prepare`` for the output scale and zero point; without an observer, or with a float
+        one, the output qparams stay 1.0 and 0, as PyTorch)."""
+        from lucid.ao.nn.quantized.dynamic.modules import _quantize_weight
+
+        float_cls = getattr(nn, f"ConvTranspose{cls._N}d")
+        if type(mod) is not float_cls:
+            raise AssertionError(f" nnq.{cls.__name__}.from_float only works for {float_cls.__name__}")
+        if not hasattr(mod, "qconfig"):
+            raise AssertionError("Input float module must have qconfig defined.")
+        wobs = mod.qconfig.weight()
+        wobs(mod.weight)
+        if wobs.dtype != lucid.qint8:
+            raise AssertionError(f"Weight observer must have a dtype of qint8, got {wobs.dtype}")
+        q = cls(mod.in_channels, mod.out_channels, mod.kernel_size, mod.stride, mod.padding, mod.output_padding,
+                mod.groups, mod.bias is not None, mod.dilation, mod.padding_mode)
+        q.set_weight_bias(_quantize_weight(mod.weight.float(), wobs), mod.bias)
+        post = getattr(mod, "activation_post_process", None)
+        if post is not None and post.dtype != lucid.float32:
+            q.scale, q.zero_point = observed_qparams(post)
+        return q
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """A 1-D transposed convolution on quantized tensors (NOTE [Static quantized conv]).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.nn.quantized import ConvTranspose1d
+    >>> c = ConvTranspose1d(1, 1, 2, bias=False)
+    >>> c.set_weight_bias(lucid.quantize_per_tensor(lucid.ones(1, 1, 2), 0.5, 0, lucid.qint8), None)
+    >>> c.scale, c.zero_point = 0.5, 0
+    >>> c(lucid.quantize_per_tensor(lucid.tensor([[[1.0, 2.0]]]), 0.5, 0, lucid.quint8)).int_repr()
+    tensor([[[2, 6, 4]]], dtype=lucid.uint8)
+    """
+
+    _N = 1
+    _NAME = "QuantizedConvTranspose1d"
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """A 2-D transposed convolution on quantized tensors (NOTE [Static quantized conv])."""
+
+    _N = 2
+    _NAME = "QuantizedConvTranspose2d"
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """A 3-D transposed convolution on quantized tensors (NOTE [Static quantized conv])."""
+
+    _N = 3
+    _NAME = "QuantizedConvTranspose3d"

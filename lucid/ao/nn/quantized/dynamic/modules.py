@@ -29,6 +29,10 @@ def _quantize_weight(weight, observer):
         return quantize_per_tensor(weight, float(scale), int(zero_point), lucid.qint8)
     if observer.qscheme in (lucid.per_channel_symmetric, lucid.per_channel_affine):
         return quantize_per_channel(weight, scale.double(), zero_point.long(), observer.ch_axis, lucid.qint8)
+    if observer.qscheme == lucid.per_channel_affine_float_qparams:  # embedding rows: float zero points
+        from ..embedding_ops import quantize_float_qparams
+
+        return quantize_float_qparams(weight, scale.float(), zero_point.float(), observer.ch_axis, observer.dtype)
     raise ValueError(f"quantize weight: unsupported qscheme {observer.qscheme}")
 
 
