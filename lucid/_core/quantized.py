@@ -494,12 +494,19 @@ def quantize_per_channel(input, scales, zero_points, axis, dtype):
     if not 0 <= axis < input.ndim:
         raise RuntimeError(f"{name}: Channel axis out of range in per channel affine quantization. "
                            f"Got: {axis} Expected: [0, {input.ndim})")
+    zp = L.as_tensor(zero_points)
     scales = L.as_tensor(scales).detach().to(device=input.device, dtype=L.float64)
-    zero_points = L.as_tensor(zero_points).detach().to(device=input.device, dtype=L.int64)
+    zero_points = zp.detach().to(device=input.device, dtype=L.int64)
     n = input.shape[axis]
     if scales.shape != (n,) or zero_points.shape != (n,):
         raise RuntimeError(f"{name}: length of scales and zero_points must equal the channel count {n}, "
                            f"got {tuple(scales.shape)} and {tuple(zero_points.shape)}")
+    if zp.dtype.is_floating_point and dtype == L.quint8:
+        # float zero points make PyTorch's per_channel_affine_float_qparams tensor (embedding
+        # weights): x / scale + zero_point rounded, not the zero point rounded first
+        from ..ao.nn.quantized.embedding_ops import quantize_float_qparams
+
+        return quantize_float_qparams(input, scales, zp, axis, dtype)
     lo, hi = RANGE[dtype]
     if input.device.type == "cpu" and n and not (lo <= int(zero_points.min()) and int(zero_points.max()) <= hi):
         raise RuntimeError(f"{name}: zero_points must lie in [{lo}, {hi}] for {dtype}")
