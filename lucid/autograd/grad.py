@@ -137,6 +137,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         result = _batched(outs, ins, seeds_in, retain_graph, create_graph, allow_unused, materialize_grads)
     else:
         result = _grad_impl(outs, ins, seeds_in, retain_graph, create_graph, allow_unused, materialize_grads)
+    if create_graph:
+        result = [_joined(g, t) for g, t in zip(result, ins)]
     if any(w is not None for w in layouts):
         result = [g if w is None or g is None else w._grad_wrap(g) for g, w in zip(result, layouts)]
     if keys is not None:
@@ -185,6 +187,51 @@ def _grad_impl(outs, ins, seeds_in, retain_graph, create_graph, allow_unused, ma
     finally:
         _GRAD_DEPTH[0] -= 1
     return [_finish(i, t, g, ins, allow_unused, materialize_grads) for i, (t, g) in enumerate(zip(refs, got))]
+
+
+def _joined(g, t):
+    """NOTE [Constant gradients under create_graph]
+    A gradient that does not depend on anything requiring grad (relu, hardtanh, padding,
+    nll_loss ... of the input alone: their derivative masks are constants) comes out of the
+    engine without a graph. PyTorch's comes out requiring grad (its backward ops take the input
+    and have zero derivatives), so ``grad(grad(relu(x).sum(), x, create_graph=True).sum(), x)``
+    is zeros there (a Hessian of a ReLU net with frozen weights, w.r.t. its input); here it
+    would raise "does not require grad". Such a gradient is joined to its input's graph by a
+    node whose derivative is zero: the same values, and PyTorch's second derivatives."""
+    if g is None or g._rg or not isinstance(t, Tensor) or not t._rg:
+        return g
+    return _ZeroDerivative.apply(g, t)
+
+
+def _zero_derivative_class():
+    from .function import Function
+
+    class ZeroDerivative(Function):
+        @staticmethod
+        def forward(ctx, g, t):
+            ctx.like = (tuple(t.shape), t.dtype, t.device)
+            return g.clone()
+
+        @staticmethod
+        def backward(ctx, dg):
+            from .. import zeros
+
+            shape, dtype, device = ctx.like
+            return None, zeros(shape, dtype=dtype, device=device)
+
+    return ZeroDerivative
+
+
+class _LazyZeroDerivative:
+    cls = None
+
+    def apply(self, g, t):
+        if self.cls is None:  # function.py imports the engine: made on first use
+            self.cls = _zero_derivative_class()
+        return self.cls.apply(g, t)
+
+
+_ZeroDerivative = _LazyZeroDerivative()
 
 
 def _leaf_hooks(t, g, tensor_mode):

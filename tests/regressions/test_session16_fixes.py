@@ -15,3 +15,45 @@ def test_quantize_per_channel_with_float_zero_points_is_float_qparams():
                     + np.array([[0.4], [2.6]], np.float32))
     np.testing.assert_array_equal(q.int_repr().numpy(), want.astype(np.uint8))
     np.testing.assert_allclose(q.dequantize().numpy(), (want - [[0.4], [2.6]]) * [[0.5], [0.25]], rtol=1e-6)
+
+
+def test_a_constant_gradient_under_create_graph_has_a_zero_second_derivative():
+    # grad(relu(x).sum(), x, create_graph=True) did not require grad, so differentiating it
+    # again raised "does not require grad"; PyTorch gives zeros (a ReLU net's input Hessian)
+    import lucid.nn.functional as F
+
+    x = lucid.tensor([1.5, -2.0, 0.5], dtype=lucid.float64, requires_grad=True)
+    (g,) = lucid.autograd.grad(F.relu(x).sum(), [x], create_graph=True)
+    assert g.requires_grad
+    np.testing.assert_array_equal(g.detach().numpy(), [1.0, 0.0, 1.0])
+    (h,) = lucid.autograd.grad(g.sum(), [x])
+    np.testing.assert_array_equal(h.numpy(), np.zeros(3))
+    # a frozen ReLU network: every row of its input Hessian is zero
+    w1 = lucid.tensor(np.arange(12.0).reshape(4, 3) / 5 - 1)
+    w2 = lucid.tensor([1.0, -1.0, 2.0, 0.5])
+    (g,) = lucid.autograd.grad((w2 * F.relu(w1 @ x)).sum(), [x], create_graph=True)
+    want = (w1.numpy().T * (w1.numpy() @ x.detach().numpy() > 0)) @ w2.numpy()
+    np.testing.assert_allclose(g.detach().numpy(), want)
+    rows = [lucid.autograd.grad(g[i], [x], retain_graph=True)[0].numpy() for i in range(3)]
+    np.testing.assert_array_equal(np.stack(rows), np.zeros((3, 3)))
+    # a gradient that already has a graph is returned as it is
+    (g2,) = lucid.autograd.grad((x ** 3).sum(), [x], create_graph=True)
+    (h2,) = lucid.autograd.grad(g2.sum(), [x])
+    np.testing.assert_allclose(h2.numpy(), 6 * x.detach().numpy())
+
+
+def test_constant_gradient_parity_with_pytorch():
+    torch = pytest.importorskip("torch")
+    import lucid.nn.functional as F
+
+    xs = [1.5, -2.0, 0.5, 3.0]
+    for lf, tf in ((F.relu, torch.nn.functional.relu), (lambda v: F.hardtanh(v * 2), lambda v: torch.nn.functional.hardtanh(v * 2)),
+                   (lambda v: F.pad(v[None], (1, 1), mode="replicate"), lambda v: torch.nn.functional.pad(v[None], (1, 1), mode="replicate"))):
+        x = lucid.tensor(xs, dtype=lucid.float64, requires_grad=True)
+        t = torch.tensor(xs, dtype=torch.float64, requires_grad=True)
+        (g,) = lucid.autograd.grad(lf(x).sum(), [x], create_graph=True)
+        (tg,) = torch.autograd.grad(tf(t).sum(), [t], create_graph=True)
+        assert g.requires_grad == tg.requires_grad
+        (h,) = lucid.autograd.grad((g * lucid.tensor([1.0, 2, 3, 4], dtype=lucid.float64)).sum(), [x])
+        (th,) = torch.autograd.grad((tg * torch.tensor([1.0, 2, 3, 4], dtype=torch.float64)).sum(), [t])
+        np.testing.assert_array_equal(h.numpy(), th.numpy())
