@@ -33,7 +33,7 @@ class ReLU(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return F.relu(input, self.inplace)
+        return F.relu(input, inplace=self.inplace)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
@@ -60,7 +60,7 @@ class LeakyReLU(Module):
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, input):
-        return F.leaky_relu(input, self.negative_slope, self.inplace)
+        return F.leaky_relu(input, negative_slope=self.negative_slope, inplace=self.inplace)
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
@@ -95,7 +95,7 @@ class ELU(_AlphaUnit):
     """
 
     def forward(self, input):
-        return F.elu(input, self.alpha, self.inplace)
+        return F.elu(input, alpha=self.alpha, inplace=self.inplace)
 
 
 class CELU(_AlphaUnit):
@@ -115,7 +115,7 @@ class CELU(_AlphaUnit):
     [0.0, 2.0]
     """
     def forward(self, input):
-        return F.celu(input, self.alpha, self.inplace)
+        return F.celu(input, alpha=self.alpha, inplace=self.inplace)
 
 
 class SELU(Module):
@@ -137,7 +137,7 @@ class SELU(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return F.selu(input, self.inplace)
+        return F.selu(input, inplace=self.inplace)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
@@ -245,7 +245,7 @@ class _DimModule(Module):
         self.dim = dim
 
     def forward(self, input):
-        return type(self)._fn(input, self.dim)
+        return type(self)._fn(input, dim=self.dim, _stacklevel=5, dtype=None)
 
     def extra_repr(self):
         return f"dim={self.dim}"
@@ -328,7 +328,7 @@ class Hardtanh(Module):
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
 
     def forward(self, input):
-        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+        return F.hardtanh(input, min_val=self.min_val, max_val=self.max_val, inplace=self.inplace)
 
     def extra_repr(self):
         return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
@@ -350,10 +350,7 @@ class ReLU6(Hardtanh):
     """
 
     def __init__(self, inplace=False):  # Hardtanh(0, 6), as PyTorch's (isinstance(m, nn.ReLU) is False)
-        super().__init__(0.0, 6.0, inplace)
-
-    def forward(self, input):
-        return F.relu6(input, self.inplace)
+        super().__init__(0.0, 6.0, inplace)  # forward is Hardtanh's: fx records hardtanh, as PyTorch
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
@@ -382,7 +379,7 @@ class Threshold(Module):
         self.threshold, self.value, self.inplace = threshold, value, inplace
 
     def forward(self, input):
-        return F.threshold(input, self.threshold, self.value, self.inplace)
+        return F.threshold(input, self.threshold, self.value, inplace=self.inplace)
 
     def extra_repr(self):
         return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
@@ -407,7 +404,7 @@ class GLU(Module):
         self.dim = dim
 
     def forward(self, input):
-        return F.glu(input, self.dim)
+        return F.glu(input, dim=self.dim)
 
     def extra_repr(self):
         return f"dim={self.dim}"
@@ -466,7 +463,7 @@ class RReLU(Module):
         self.lower, self.upper, self.inplace = lower, upper, inplace
 
     def forward(self, input):
-        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+        return F.rrelu(input, lower=self.lower, upper=self.upper, training=self.training, inplace=self.inplace)
 
     def extra_repr(self):
         return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")

@@ -51,6 +51,7 @@ class _ConvNd(Module):
         self.dilation = _ntuple(dilation, n)
         self.output_padding = _ntuple(output_padding, n)
         self.groups, self.padding_mode = groups, padding_mode
+        self.transposed = self._transposed  # PyTorch's public attribute (code branches on it)
         self._reversed_padding_repeated_twice = self._pad_spec()
         if self._transposed:
             shape = (in_channels, out_channels // groups) + self.kernel_size

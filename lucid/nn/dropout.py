@@ -18,7 +18,7 @@ class _DropoutNd(Module):
         self.p, self.inplace = p, inplace
 
     def forward(self, input):
-        return type(self)._fn(input, self.p, self.training, self.inplace)
+        return type(self)._fn(input, p=self.p, training=self.training, inplace=self.inplace)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"

@@ -28,8 +28,9 @@ class Flatten(Module):
         self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, input):
-        nd = max(input.ndim, 1)
-        if self.start_dim % nd > self.end_dim % nd:  # (lucid.flatten itself lets this through)
+        nd = input.ndim
+        # an int test, so fx tracing (where ndim is a Proxy) records the flatten as PyTorch does
+        if type(nd) is int and self.start_dim % max(nd, 1) > self.end_dim % max(nd, 1):  # (lucid.flatten itself lets this through)
             raise RuntimeError(f"Flatten: flatten() has invalid args: start_dim cannot come after end_dim "
                                f"(start_dim={self.start_dim}, end_dim={self.end_dim}, input of {input.ndim} dims)")
         return input.flatten(self.start_dim, self.end_dim)
@@ -57,7 +58,15 @@ class Unflatten(Module):
 
     def __init__(self, dim, unflattened_size):
         super().__init__()
-        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+        # kept as given (list, tuple or Size), as PyTorch's repr shows it
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError(f"Unflatten: unflattened_size must be a tuple of ints, "
+                            f"but found type {type(unflattened_size).__name__}")
+        for i, n in enumerate(unflattened_size):
+            if not isinstance(n, int):
+                raise TypeError(f"Unflatten: unflattened_size must be tuple of ints, "
+                                f"but found element of type {type(n).__name__} at pos {i}")
+        self.dim, self.unflattened_size = dim, unflattened_size
 
     def forward(self, input):
         return input.unflatten(self.dim, self.unflattened_size)

@@ -435,6 +435,10 @@ class TripletMarginWithDistanceLoss(_Loss):
 
     def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
         super().__init__(None, None, reduction)
+        if distance_function is None:  # a child module, as PyTorch's (its repr lists it)
+            from .distance import PairwiseDistance
+
+            distance_function = PairwiseDistance()
         self.distance_function, self.margin, self.swap = distance_function, margin, swap
 
     def forward(self, anchor, positive, negative):

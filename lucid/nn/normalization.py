@@ -437,7 +437,7 @@ class LayerNorm(Module):
             init.zeros_(self.bias)
 
     def forward(self, input):
-        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+        return F.layer_norm(input, self.normalized_shape, weight=self.weight, bias=self.bias, eps=self.eps)
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
@@ -473,7 +473,7 @@ class RMSNorm(Module):
             self.register_parameter("weight", None)
 
     def forward(self, input):
-        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+        return F.rms_norm(input, self.normalized_shape, weight=self.weight, eps=self.eps)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
@@ -525,7 +525,7 @@ class GroupNorm(Module):
                 init.zeros_(self.bias)
 
     def forward(self, input):
-        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+        return F.group_norm(input, self.num_groups, weight=self.weight, bias=self.bias, eps=self.eps)
 
     def extra_repr(self):
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
@@ -579,7 +579,7 @@ class LocalResponseNorm(_ResponseNorm):
     """
 
     def forward(self, input):
-        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+        return F.local_response_norm(input, self.size, alpha=self.alpha, beta=self.beta, k=self.k)
 
 
 def _cross_map_matrix(c, size):

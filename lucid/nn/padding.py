@@ -7,10 +7,15 @@
 from __future__ import annotations
 
 from . import functional as F
+from .._core.primitive import OpError
 from .module import Module
 
 __all__ = [f"{kind}Pad{n}d" for kind in ("Constant", "Zero", "Reflection", "Replication", "Circular")
            for n in (1, 2, 3)]
+
+
+class _PadDimError(NotImplementedError, ValueError):
+    """A reflect/replicate pad layer refused its input's rank (PyTorch: NotImplementedError)."""
 
 
 class _PadNd(Module):
@@ -28,12 +33,24 @@ class _PadNd(Module):
         self.padding, self.value = padding, value
 
     def forward(self, input):
-        if input.ndim not in (self._n + 1, self._n + 2):
-            raise ValueError(f"{type(self).__name__}: expected a {self._n + 1}-D or {self._n + 2}-D input, "
-                             f"got shape {tuple(input.shape)}")
-        if self._mode == "constant":
+        if self._mode == "constant":  # any input with enough dims, as PyTorch
             return F.pad(input, self.padding, mode="constant", value=self.value)
-        return F.pad(input, self.padding, mode=self._mode)
+        nd = input.ndim
+        # an int test: under fx tracing ndim is a Proxy, and the pad is recorded as PyTorch's
+        if type(nd) is int and nd not in (self._n + 1, self._n + 2):
+            self._refuse(input)
+        return F.pad(input, self.padding, mode=self._mode, value=None)
+
+    def _refuse(self, input):
+        # PyTorch's types: ValueError (circular), NotImplementedError or, with fewer dims than
+        # padded ones, RuntimeError (reflect, replicate); each class also a ValueError, as before
+        msg = (f"{type(self).__name__}: expected a {self._n + 1}-D or {self._n + 2}-D input, "
+               f"got shape {tuple(input.shape)}")
+        if self._mode == "circular":
+            raise ValueError(msg)
+        if input.ndim < self._n:
+            raise OpError(msg + " (padding length should be at most two times the input dim)")
+        raise _PadDimError(msg)
 
     def extra_repr(self):
         return f"{self.padding}"

@@ -22,8 +22,9 @@ class _MaxPoolNd(Module):
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
-        return type(self)._fn(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                              ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+        return type(self)._fn(input, self.kernel_size, stride=self.stride, padding=self.padding,
+                              dilation=self.dilation, ceil_mode=self.ceil_mode,
+                              return_indices=self.return_indices)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -147,14 +148,14 @@ class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
     """Max pooling to a fixed output length."""
 
     def forward(self, input):
-        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+        return F.adaptive_max_pool1d(input, self.output_size, return_indices=self.return_indices)
 
 
 class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     """Max pooling to a fixed output size."""
 
     def forward(self, input):
-        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+        return F.adaptive_max_pool2d(input, self.output_size, return_indices=self.return_indices)
 
 
 class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
@@ -182,7 +183,7 @@ class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
     """
 
     def forward(self, input):
-        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+        return F.adaptive_max_pool3d(input, self.output_size, return_indices=self.return_indices)
 
 
 class _LPPoolNd(Module):
@@ -193,7 +194,7 @@ class _LPPoolNd(Module):
         self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
 
     def forward(self, input):
-        return type(self)._fn(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+        return type(self)._fn(input, float(self.norm_type), self.kernel_size, stride=self.stride, ceil_mode=self.ceil_mode)
 
     def extra_repr(self):
         return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
@@ -224,13 +225,20 @@ class LPPool3d(_LPPoolNd):
 
 class _MaxUnpoolNd(Module):
     _fn = None
+    _n = 1
 
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
+
+        def tup(v):  # PyTorch stores n-tuples (_single/_pair/_triple), which its repr shows
+            return tuple(v) if isinstance(v, (tuple, list)) else (v,) * self._n
+
+        self.kernel_size, self.padding = tup(kernel_size), tup(padding)
+        self.stride = tup(kernel_size if stride is None else stride)
 
     def forward(self, input, indices, output_size=None):
-        return type(self)._fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+        return type(self)._fn(input, indices, self.kernel_size, stride=self.stride, padding=self.padding,
+                              output_size=output_size)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -248,6 +256,7 @@ class MaxUnpool2d(_MaxUnpoolNd):
     __doc__ = _doc("Partial inverse of ``MaxPool2d`` (``F.max_unpool2d``).",
                    ">>> nn.MaxUnpool2d(2)(lucid.ones(1, 1, 1, 1), lucid.tensor([[[[3]]]])).shape\n(1, 1, 2, 2)")
     _fn = functional_ref("max_unpool2d")
+    _n = 2
 
 
 class MaxUnpool3d(_MaxUnpoolNd):
@@ -255,10 +264,12 @@ class MaxUnpool3d(_MaxUnpoolNd):
                    ">>> nn.MaxUnpool3d(2)(lucid.ones(1, 1, 1, 1, 1), lucid.tensor([[[[[7]]]]])).shape\n"
                    "(1, 1, 2, 2, 2)")
     _fn = functional_ref("max_unpool3d")
+    _n = 3
 
 
 class _FractionalMaxPoolNd(Module):
     _fn = None
+    _n = 2
 
     def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
                  _random_samples=None):
@@ -268,14 +279,18 @@ class _FractionalMaxPoolNd(Module):
         ratios = output_ratio if isinstance(output_ratio, (tuple, list)) else [output_ratio]
         if output_ratio is not None and not all(0 < r < 1 for r in ratios):
             raise ValueError(f"{type(self).__name__}: output_ratio must be in (0, 1), got {output_ratio}")
-        self.kernel_size, self.output_size, self.output_ratio = kernel_size, output_size, output_ratio
+        def tup(v):  # n-tuples, as PyTorch's _pair/_triple
+            return None if v is None else tuple(v) if isinstance(v, (tuple, list)) else (v,) * self._n
+
+        self.kernel_size, self.output_size = tup(kernel_size), tup(output_size)
+        self.output_ratio = tup(output_ratio)
         self.return_indices = return_indices
         # a buffer, as in PyTorch: it travels with .to() and state_dict (when given)
         self.register_buffer("_random_samples", _random_samples)
 
     def forward(self, input):
-        return type(self)._fn(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
-                              _random_samples=self._random_samples)
+        return type(self)._fn(input, self.kernel_size, output_size=self.output_size, output_ratio=self.output_ratio,
+                              return_indices=self.return_indices, _random_samples=self._random_samples)
 
 
 class FractionalMaxPool2d(_FractionalMaxPoolNd):
@@ -289,3 +304,4 @@ class FractionalMaxPool3d(_FractionalMaxPoolNd):
                    ">>> nn.FractionalMaxPool3d(2, output_size=2)(lucid.ones(1, 1, 4, 4, 4)).shape\n"
                    "(1, 1, 2, 2, 2)")
     _fn = functional_ref("fractional_max_pool3d")
+    _n = 3

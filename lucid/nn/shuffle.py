@@ -86,7 +86,7 @@ class Unfold(Module):
         self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
 
     def forward(self, input):
-        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+        return F.unfold(input, self.kernel_size, dilation=self.dilation, padding=self.padding, stride=self.stride)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
@@ -109,7 +109,8 @@ class Fold(Module):
         self.dilation, self.padding, self.stride = dilation, padding, stride
 
     def forward(self, input):
-        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
+        return F.fold(input, self.output_size, self.kernel_size, dilation=self.dilation, padding=self.padding,
+                      stride=self.stride)
 
     def extra_repr(self):
         return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "

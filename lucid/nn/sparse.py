@@ -11,6 +11,18 @@ from .parameter import Parameter
 __all__ = ["Embedding", "EmbeddingBag"]
 
 
+def _table_options_repr(m, sparse=True):
+    # PyTorch's order; EmbeddingBag's repr never shows sparse
+    s = ""
+    if m.norm_type != 2:
+        s += f", norm_type={m.norm_type}"
+    if m.scale_grad_by_freq is not False:
+        s += f", scale_grad_by_freq={m.scale_grad_by_freq}"
+    if sparse and m.sparse is not False:
+        s += ", sparse=True"
+    return s
+
+
 class Embedding(Module):
     """Rows of ``weight`` (num_embeddings, embedding_dim) looked up by integer index.
 
@@ -68,8 +80,9 @@ class Embedding(Module):
                 self.weight._data[self.padding_idx] = 0
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq, self.sparse)
+        return F.embedding(input, self.weight, padding_idx=self.padding_idx, max_norm=self.max_norm,
+                           norm_type=self.norm_type, scale_grad_by_freq=self.scale_grad_by_freq,
+                           sparse=self.sparse)
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -77,7 +90,7 @@ class Embedding(Module):
             s += f", padding_idx={self.padding_idx}"
         if self.max_norm is not None:
             s += f", max_norm={self.max_norm}"
-        return s
+        return s + _table_options_repr(self)
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
@@ -149,7 +162,10 @@ class EmbeddingBag(Module):
                                self.padding_idx)
 
     def extra_repr(self):
-        s = f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}"
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm!r}"
+        s += _table_options_repr(self, sparse=False) + f", mode={self.mode!r}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
         return s

@@ -31,12 +31,20 @@ class Upsample(Module):
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
                  recompute_scale_factor=None):
         super().__init__()
+        self.name = type(self).__name__
+        if isinstance(scale_factor, tuple):  # stored as floats, as PyTorch (its repr shows 2.0)
+            scale_factor = tuple(float(f) for f in scale_factor)
+        elif scale_factor:
+            scale_factor = float(scale_factor)
+        else:
+            scale_factor = None
         self.size, self.scale_factor, self.mode = size, scale_factor, mode
         self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
 
     def forward(self, input):
-        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
-                             self.recompute_scale_factor)
+        return F.interpolate(input, size=self.size, scale_factor=self.scale_factor, mode=self.mode,
+                             align_corners=self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor, antialias=False)
 
     def extra_repr(self):
         s = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"

@@ -176,7 +176,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         raise ValueError(f"grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got "
                          f"{padding_mode!r}")
     align = bool(_default_align(align_corners))
-    grid = grid.to(input.dtype)
+    if grid.dtype != input.dtype:  # PyTorch refuses a grid of another dtype rather than casting it
+        raise OpError(f"grid_sample: expected grid of the input's dtype {input.dtype}, got {grid.dtype}")
     sp = tuple(input.shape[2:])
     x_flat = input.reshape(input.shape[0], input.shape[1], -1)
     # coordinates in D, H, W order (the grid's last dim is x, y[, z])

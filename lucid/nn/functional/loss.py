@@ -137,9 +137,18 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 
 @autocast_float32("huber_loss")  # NOTE [Autocast]
+def _in_input_dtype(target, input):
+    # PyTorch's huber_loss and soft_margin_loss answer in the input's dtype (a float64 target
+    # does not promote a float32 input), unlike mse_loss or smooth_l1_loss
+    if isinstance(target, Tensor) and target.dtype != input.dtype and target.is_floating_point():
+        return target.to(input.dtype)
+    return target
+
+
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d^2`` where ``|d| <= delta``, else ``delta (|d| - 0.5 delta)``."""
     _refuse_complex("huber_loss", input, target)
+    target = _in_input_dtype(target, input)
     if _is_half(input):  # See NOTE [Half composites]
         return _in_float32(huber_loss, input, target, reduction, delta, weight)
     if delta <= 0:
@@ -828,12 +837,13 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """``log(1 + exp(-t x))``."""
     _refuse_complex("soft_margin_loss", input, target)
+    target = _in_input_dtype(target, input)
     if _is_half(input):  # PyTorch's float16 composite ``log1p(exp(-t x))``: one rounding per op
         lucid = _lucid()
         return _reduce(lucid.log1p(lucid.exp(-target * input)), _legacy_reduction(size_average, reduce, reduction),
                        "soft_margin_loss")
-    return _reduce(_softplus(-target * input), _legacy_reduction(size_average, reduce, reduction),
-                   "soft_margin_loss")
+    return _reduce(_softplus(-target * input),
+                   _legacy_reduction(size_average, reduce, reduction), "soft_margin_loss")
 
 
 @autocast_composite("poisson_nll_loss")  # NOTE [Autocast]

@@ -248,7 +248,9 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     """
     _refuse_complex("multilabel_soft_margin_loss", input, target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    target = _as_tensor(target).to(input.dtype)
+    target = _as_tensor(target)
+    if not target.is_floating_point():  # a float target promotes, as PyTorch's (float64 target: float64 loss)
+        target = target.to(input.dtype)
     loss = -(target * logsigmoid(input) + (1.0 - target) * logsigmoid(-input))
     if weight is not None:
         loss = loss * weight
