@@ -95,26 +95,40 @@ def infer_schema(prototype_function, /, *, mutates_args, op_name=None):
     sig = inspect.signature(prototype_function)
     hints = _hints(prototype_function, "infer_schema")
     mutated = _mutated_names(sig, mutates_args, "infer_schema")
-    parts, star, alias = [], False, 0
-    for name, p in sig.parameters.items():
+    parts, star = [], False
+    for idx, (name, p) in enumerate(sig.parameters.items()):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
             raise ValueError(f"infer_schema: parameter {name!r} is {p.kind.description}; custom ops take "
                              "named positional and keyword-only parameters only")
         if name not in hints:
             raise ValueError(f"infer_schema: parameter {name!r} must have a type annotation")
         t = _schema_type(hints[name], f"parameter {name!r}")
-        if name in mutated:
+        if name in mutated and (t.startswith("Tensor") or mutates_args != "unknown"):
             if not t.startswith("Tensor"):
                 raise ValueError(f"infer_schema: {name!r} is in mutates_args but is not a Tensor")
-            t, alias = t.replace("Tensor", f"Tensor(a{alias}!)", 1), alias + 1
+            t = t.replace("Tensor", f"Tensor(a{idx}!)", 1)  # PyTorch's alias set: the parameter's index
         if p.kind == p.KEYWORD_ONLY and not star:
             parts.append("*")
             star = True
-        parts.append(f"{t} {name}" + ("" if p.default is p.empty else f"={p.default!r}"))
+        parts.append(f"{t} {name}" + ("" if p.default is p.empty else f"={_default_repr(p.default)}"))
     ret = _return_type(hints.get("return", inspect.Signature.empty)) if "return" in hints else None
     if ret is None:
         raise ValueError("infer_schema: the function must have a return type annotation")
-    return f"({', '.join(parts)}) -> {ret}"
+    return f"{op_name or ''}({', '.join(parts)}) -> {ret}"
+
+
+def _default_repr(value):
+    """A default as PyTorch's schemas print it: strings and devices quoted, dtypes by name."""
+    from ._core.backend import device
+    from ._core.dtypes import dtype
+
+    if value is None or isinstance(value, (int, float, bool)):
+        return str(value)
+    if isinstance(value, (str, device)):
+        return f'"{value}"'
+    if isinstance(value, dtype):
+        return str(value).rpartition(".")[2]
+    return repr(value)
 
 
 def _mutated_names(sig, mutates_args, api):
@@ -143,7 +157,7 @@ class _Leaf:
 class _CallSpec:
     """One call's bound arguments with their tensors taken out (the Function's first input)."""
 
-    __slots__ = ("op", "args", "kwargs", "n", "device_type", "leaves", "list_out")
+    __slots__ = ("op", "args", "kwargs", "n", "device_type", "leaves", "out_tree")
 
     def __init__(self, op, args, kwargs):
         self.op, leaves = op, []
@@ -161,7 +175,7 @@ class _CallSpec:
         self.n = len(leaves)
         self.device_type = _device_type(op, leaves, args, kwargs)
         self.leaves = leaves  # (read once by __call__, then dropped)
-        self.list_out = False
+        self.out_tree = None  # the kernel's output structure, NOTE [Custom op outputs]
 
     def rebuild(self, leaves):
         def put(v):
@@ -233,6 +247,7 @@ class _OpFunction:
         setup = spec.op._setup_context_fn
         if setup is not None:
             args, kwargs = spec.rebuild(inputs[1:])
+            output = _unflatten_out(output, spec.out_tree)
             setup(ctx, args, kwargs, output) if spec.kwargs else setup(ctx, args, output)
 
     @staticmethod
@@ -242,7 +257,12 @@ class _OpFunction:
         if op._backward_fn is None:
             raise RuntimeError(f"{op._qualname}: trying to backward through this custom op, but no autograd "
                                "formula was registered; use register_autograd to add one")
-        res = op._backward_fn(ctx, *grads)
+        tree = spec.out_tree
+        grads = _unflatten_out(grads if tree is not None else grads[0], tree)
+        if tree is not None and (tree[0] is tuple or not _takes_one_grad(op._backward_fn)):
+            res = op._backward_fn(ctx, *grads)  # See NOTE [Custom op outputs]
+        else:
+            res = op._backward_fn(ctx, grads)
         res = res if isinstance(res, tuple) else (res,)
         if len(res) != len(spec.args):
             raise RuntimeError(f"{op._qualname}: the backward returned {len(res)} gradients, but the op has "
@@ -261,10 +281,76 @@ class _OpFunction:
         return (None, *out)
 
 
+# NOTE [Custom op outputs]
+# A kernel may return a Tensor, a list or tuple of them, or a tuple nesting lists (PyTorch's
+# ``tuple[list[Tensor], int]``). The op's Function returns the flat leaves (``_flatten_out``)
+# and the call spec keeps the structure, so ``__call__``, ``setup_context``'s ``output`` and
+# ``backward``'s gradients see it rebuilt: a list output's gradients arrive as one list, a tuple
+# output's as one argument per element (a backward whose signature cannot take one list gets a
+# list output's gradients one by one, as Lucid passed them before). A ``register_vmap`` rule returns the structure too, with
+# out_dims a prefix of it (one int or None for a whole list), as PyTorch's pytree out_dims.
+def _flatten_out(out):
+    """(leaves, tree): tree is None for a single value, else (list or tuple, child trees)."""
+    if not isinstance(out, (list, tuple)):
+        return [out], None
+    flat, kids = [], []
+    for o in out:
+        f, t = _flatten_out(o)
+        flat += f
+        kids.append(t)
+    return flat, (type(out), tuple(kids))
+
+
+def _unflatten_out(flat, tree):
+    if tree is None:
+        return flat
+    it = iter(flat)
+
+    def build(t):
+        return next(it) if t is None else t[0](build(k) for k in t[1])
+
+    return build(tree)
+
+
+def _takes_one_grad(backward):
+    """Whether ``backward(ctx, grads)`` binds: PyTorch passes a list output's gradients as one list;
+    a backward written for them one by one (``backward(ctx, g1, g2)``, Lucid's earlier convention)
+    still gets them so."""
+    try:
+        inspect.signature(backward).bind(None, None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature (a builtin): PyTorch's convention
+        return True
+    return True
+
+
+def _flat_out_dims(op, out, dims):
+    """``out_dims`` of a vmap rule matched leaf by leaf against its output (a prefix tree)."""
+    if not isinstance(out, (list, tuple)):
+        if dims is not None and (not isinstance(dims, int) or isinstance(dims, bool)):
+            raise RuntimeError(f"{op._qualname}: the vmap rule returned out_dims={dims!r} for a single output; "
+                               "expected an int or None")
+        return [dims]
+    if isinstance(dims, (list, tuple)):
+        if len(dims) != len(out):
+            raise RuntimeError(f"{op._qualname}: the vmap rule returned out_dims={dims!r} for {len(out)} "
+                               "outputs; expected one entry per output (or one int or None for all)")
+        return [d for o, dd in zip(out, dims) for d in _flat_out_dims(op, o, dd)]
+    return [d for o in out for d in _flat_out_dims(op, o, dims)]
+
+
 def _op_vmap(info, in_dims, spec, *leaves):
     """The Function's ``vmap`` static method once ``register_vmap`` gives a rule."""
     args, kwargs = spec.rebuild(leaves)
-    return spec.op._vmap_fn(info, spec.per_arg(in_dims[1:]), *args, **kwargs)
+    res = spec.op._vmap_fn(info, spec.per_arg(in_dims[1:]), *args, **kwargs)
+    if not isinstance(res, tuple) or len(res) != 2:
+        raise RuntimeError(f"{spec.op._qualname}: the vmap rule must return (output, out_dims), got "
+                           f"{type(res).__name__}")
+    out, dims = res
+    flat, spec.out_tree = _flatten_out(out)
+    fd = _flat_out_dims(spec.op, out, dims)
+    return (tuple(flat), tuple(fd)) if spec.out_tree is not None else (flat[0], fd[0])
 
 
 def _op_vmap_loop(info, in_dims, spec, *leaves):
@@ -288,14 +374,12 @@ def _op_vmap_loop(info, in_dims, spec, *leaves):
         sample = [t if d is None else t.select(d, i) for t, d in zip(leaves, dims)]
         a, kw = spec.rebuild(sample)
         results.append(op(*a, **kw))
-    first = results[0]
-    if first is None:
-        return None, None
-    if isinstance(first, (list, tuple)):
-        spec.list_out = isinstance(first, list)
-        outs = tuple(_stack_results(stack, [r[j] for r in results]) for j in range(len(first)))
-        return tuple(o for o, _ in outs), tuple(d for _, d in outs)
-    return _stack_results(stack, results)
+    flats = [_flatten_out(r)[0] for r in results]
+    first, spec.out_tree = _flatten_out(results[0])
+    if spec.out_tree is None:
+        return (None, None) if first[0] is None else _stack_results(stack, results)
+    outs = tuple(_stack_results(stack, [f[j] for f in flats]) for j in range(len(first)))
+    return tuple(o for o, _ in outs), tuple(d for _, d in outs)
 
 
 def _stack_results(stack, values):
@@ -414,7 +498,7 @@ class CustomOpDef:
         if self._mutated and STATE.grad_enabled:
             self._check_mutated_grads(spec, leaves)
         out = self._function.apply(spec, *leaves)
-        return list(out) if spec.list_out else out
+        return _unflatten_out(out, spec.out_tree)
 
     def _check_mutated_grads(self, spec, leaves):
         args, kwargs = spec.rebuild(leaves)
@@ -454,13 +538,11 @@ class CustomOpDef:
                 if ts:
                     increment_version(ts)
         self._check_outputs(out, leaves)
-        if isinstance(out, list):  # a Function's outputs are a tuple; __call__ gives the list back
-            spec.list_out = True
-            return tuple(out)
-        return out
+        flat, spec.out_tree = _flatten_out(out)  # See NOTE [Custom op outputs]
+        return tuple(flat) if spec.out_tree is not None else out
 
     def _check_outputs(self, out, leaves):
-        outs = out if isinstance(out, (tuple, list)) else (out,)
+        outs = _flatten_out(out)[0]
         for o in outs:
             if o is not None and not isinstance(o, (Tensor, int, float, bool)):
                 raise TypeError(f"{self._qualname}: the kernel returned a {type(o).__name__}; custom ops return "

@@ -50,6 +50,8 @@ class FunctionCtx:
         self.materialize_grads = True
         self.needs_input_grad = ()
         self._freed = False
+        self._saved_fwd = None  # what save_for_forward stored; read as saved_tensors inside jvp
+        self._in_jvp = False
 
     def save_for_backward(self, *tensors):
         """Store tensors for ``backward``; replaces anything saved before."""
@@ -72,6 +74,8 @@ class FunctionCtx:
     @property
     def saved_tensors(self):
         """The tensors given to ``save_for_backward``, in order."""
+        if self._in_jvp and self._saved_fwd is not None:
+            return self._saved_fwd
         if self._freed:
             raise RuntimeError(
                 "saved_tensors: trying to backward through the graph a second time; the saved "
@@ -92,14 +96,23 @@ class FunctionCtx:
     saved_values = saved_tensors
 
     def save_for_forward(self, *tensors):
-        """Store tensors for the ``jvp`` static method, which reads them as ``ctx.saved_tensors``
-        (when ``save_for_backward`` saved nothing, as PyTorch's)."""
+        """Store tensors for the ``jvp`` static method, which reads them as ``ctx.saved_tensors``.
+
+        As in PyTorch, ``saved_tensors`` inside ``jvp`` is what this stored and inside ``backward``
+        what ``save_for_backward`` stored. Lucid also lets a ``jvp`` read the backward's tensors
+        when this was never called, and a ``backward`` read these when nothing was saved for it.
+        """
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_forward: can only save Tensors or None, got {type(t).__name__}")
+        self._saved_fwd = tensors
         if not self._saved and self._packed is None:
             self._saved = tensors
             self._saved_versions = tuple(t._version[0] if t is not None else 0 for t in tensors)
+
+    def _for_jvp(self):
+        self._in_jvp = True
+        return self
 
     def mark_non_differentiable(self, *tensors):
         """Declare outputs that carry no gradient (indices, masks)."""
@@ -254,7 +267,39 @@ def _call_forward(cls, ctx, args, kwargs):
     return cls.forward(ctx, *args, **kwargs)
 
 
+# NOTE [Binding forward's defaults]
+# With ``setup_context`` PyTorch binds the call to ``forward``'s signature first (keywords become
+# positional, defaults are filled in), so ``setup_context``'s ``inputs``, the ``vmap`` rule's
+# arguments and ``in_dims`` and the number of gradients ``backward`` returns all count every
+# parameter of ``forward``. A call that already passes every parameter positionally skips it.
+def _bind_defaults(cls, args, kwargs):
+    fwd = cls.forward
+    arity = cls.__dict__.get("_lucid_bind")  # cached per class (not inherited: forward may differ)
+    if arity is None or arity[2] is not fwd:
+        import inspect
+
+        try:
+            sig = inspect.signature(fwd)
+        except (TypeError, ValueError):
+            sig = None
+        params = sig.parameters.values() if sig is not None else ()
+        plain = sig is not None and all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+        defaults = any(p.default is not p.empty for p in params)
+        arity = (len(sig.parameters) if plain else -1, sig if defaults else None, fwd)
+        cls._lucid_bind = arity
+    if arity[1] is None or (not kwargs and len(args) == arity[0]):  # nothing to fill in
+        return args, kwargs
+    try:
+        bound = arity[1].bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{cls.__name__}.apply: {e}") from None
+    bound.apply_defaults()
+    return bound.args, bound.kwargs
+
+
 def _apply(cls, *args, **kwargs):
+    if _is_separate_style(cls):  # See NOTE [Binding forward's defaults]
+        args, kwargs = _bind_defaults(cls, args, kwargs)
     if STATE.traces:
         trace = _owning_trace(args)
         if trace is not None:
@@ -312,6 +357,8 @@ def _attach(cls, ctx, args, out, parents, eager, wrap_out):
         else:
             result.append(wrap_out(o, node, k, ctx, args))
         k += 1
+    if ctx._dirty and ctx._saved:  # an output saved in setup_context is saved after its in-place bump
+        ctx._saved_versions = tuple(t._version[0] if t is not None else 0 for t in ctx._saved)
     return result[0] if single else tuple(result)
 
 

@@ -235,6 +235,8 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     >>> lucid.autograd.gradcheck(lambda t: (t * t).sum(), (x,), check_forward_ad=True)
     True
     """
+    if not (check_forward_ad or check_backward_ad):  # PyTorch's type: nothing would be checked
+        raise AssertionError("gradcheck: expected at least one of check_forward_ad or check_backward_ad to be True")
     if check_batched_forward_grad and not check_forward_ad:
         raise ValueError("gradcheck: check_batched_forward_grad=True requires check_forward_ad=True")
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
@@ -563,6 +565,11 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     >>> lucid.autograd.gradgradcheck(lambda t: (t ** 3).sum(), (x,))
     True
     """
+    if not (check_fwd_over_rev or check_rev_over_rev):  # PyTorch's checks and types
+        raise AssertionError("gradgradcheck: expected at least one of check_fwd_over_rev or check_rev_over_rev "
+                             "to be True")
+    if check_undefined_grad and not check_rev_over_rev:
+        raise AssertionError("gradgradcheck: setting check_undefined_grad=True requires check_rev_over_rev to be True")
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     diff_idx = [i for i, a in enumerate(inputs) if isinstance(a, Tensor) and a.requires_grad]
     outs = _outputs(func, inputs)

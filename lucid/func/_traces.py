@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core.backend import namespace_of
-
 from .._core.dtypes import _LUCID
 from .._core.grad_mode import STATE, pop_trace, push_trace
 from .._core.primitive import TN, bind
-from .._core.tensor import Tensor, _disabled_torch_function_impl, _wrap
+from .._core.tensor import Tensor, _disabled_torch_function_impl
 from ..autograd.engine import make_node
 from ..ops._family import quiet_call
 
@@ -248,18 +246,35 @@ class JVPTrace(Trace):
         vals = tuple(a._primal if self.owns(a) else a for a in args)
         tans = tuple(a._tangent if self.owns(a) else None for a in args)
         if _is_separate_style(cls):
-            out = cls.forward(*vals, **kwargs)
+            # the levels below run the Function themselves, as in GradTrace.process_function (an
+            # enclosing vmap through its vmap rule: forward's NumPy code never sees a batched value)
+            out = cls.apply(*vals, **kwargs)
             cls.setup_context(ctx, vals, out)
         else:  # combined style: forward(ctx, *args) fills ctx itself, as PyTorch allows
             ctx.needs_input_grad = tuple(self.owns(a) for a in args)
             out = cls.forward(ctx, *vals, **kwargs)
-        tans = tuple(t if t is not None or not isinstance(v, Tensor) else _wrap(namespace_of(v).zeros(v.shape, v.dtype))
+        # PyTorch's tangents: None for a non-Tensor or a non-float input, zeros for a float input
+        # without one (None after ctx.set_materialize_grads(False))
+        tans = tuple(t if t is not None or not isinstance(v, Tensor) or v.dtype.kind not in "fc"
+                     or not ctx.materialize_grads else v.new_zeros(v.shape)
                      for t, v in zip(tans, vals))
-        t_out = cls.jvp(ctx, *tans)
+        t_out = cls.jvp(ctx._for_jvp(), *tans)
         if isinstance(out, tuple):
             t_out = t_out if isinstance(t_out, tuple) else (t_out,)
-            return tuple(JVPTracer(o, t, self) if t is not None else o for o, t in zip(out, t_out))
-        return JVPTracer(out, t_out, self)
+            if len(t_out) != len(out):
+                raise RuntimeError(f"jvp: custom Function '{cls.__name__}'.jvp returned {len(t_out)} tangent(s) "
+                                   f"for {len(out)} outputs")
+            return tuple(o if t is None or not isinstance(o, Tensor) else JVPTracer(o, _checked_tangent(cls, o, t), self)
+                         for o, t in zip(out, t_out))
+        return JVPTracer(out, _checked_tangent(cls, out, t_out), self)
+
+
+def _checked_tangent(cls, out, t):
+    """A custom jvp's tangent must have its output's shape (PyTorch refuses other sizes too)."""
+    if t is not None and tuple(t.shape) != tuple(out.shape):
+        raise RuntimeError(f"jvp: custom Function '{cls.__name__}'.jvp returned a tangent of shape "
+                           f"{tuple(t.shape)} for an output of shape {tuple(out.shape)}")
+    return t
 
 
 # ------------------------------------------------------------------ batching
@@ -379,12 +394,15 @@ class BatchTrace(Trace):
         from ..autograd.function import _is_separate_style
 
         has_vmap = "vmap" in _own_statics(cls)
+        if has_vmap and getattr(cls, "generate_vmap_rule", False):
+            raise RuntimeError(f"vmap: custom Function '{cls.__name__}' has both generate_vmap_rule=True and a "
+                               "vmap static method; set generate_vmap_rule=False or delete the vmap method")
         if has_vmap:
             vals = tuple(a._val if self.owns(a) else a for a in args)
             in_dims = tuple(a._bdim if self.owns(a) else None for a in args)
-            out, out_dims = cls.vmap(_VmapInfo(self.size, self.randomness), in_dims, *vals, **kwargs)
+            res = cls.vmap(_VmapInfo(self.size, self.randomness), in_dims, *vals, **kwargs)
+            out, out_dims = _check_vmap_result(cls, res)
             if isinstance(out, tuple):
-                out_dims = out_dims if isinstance(out_dims, tuple) else (out_dims,) * len(out)
                 return tuple(o if d is None else BatchTracer(o, d, self) for o, d in zip(out, out_dims))
             return out if out_dims is None else BatchTracer(out, out_dims, self)
         if getattr(cls, "generate_vmap_rule", False) and _is_separate_style(cls):
@@ -400,6 +418,31 @@ class BatchTrace(Trace):
             "generate_vmap_rule = True or add a static method vmap(info, in_dims, *args) "
             "returning (outputs, out_dims)."
         )
+
+
+def _check_vmap_result(cls, res):
+    """``(outputs, out_dims)`` from a custom ``vmap`` rule, with out_dims matched to the outputs
+    (one int or None for all of them, or one per output) and normalised to [0, ndim)."""
+    bad = (f"vmap: custom Function '{cls.__name__}'.vmap must return (outputs, out_dims) with out_dims an "
+           "int or None, or a tuple of them with one entry per output")
+    if not isinstance(res, tuple) or len(res) != 2:
+        raise RuntimeError(f"{bad}; got {type(res).__name__}")
+    out, out_dims = res
+    outs = out if isinstance(out, tuple) else (out,)
+    dims = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(outs)
+    if len(dims) != len(outs) or (not isinstance(out, tuple) and isinstance(out_dims, (tuple, list))):
+        raise RuntimeError(f"{bad}; got {len(outs)} output(s) and out_dims={out_dims!r}")
+    fixed = []
+    for o, d in zip(outs, dims):
+        if d is not None and (not isinstance(d, int) or isinstance(d, bool) or not isinstance(o, Tensor)):
+            raise RuntimeError(f"{bad}; got out_dims={out_dims!r} for an output of type {type(o).__name__}")
+        if d is not None:
+            n = o.ndim
+            if not -n <= d < n:
+                raise RuntimeError(f"{bad}; out_dim {d} is out of range for an output with {n} dimensions")
+            d %= n
+        fixed.append(d)
+    return out, (tuple(fixed) if isinstance(out, tuple) else fixed[0])
 
 
 # NOTE [Generated vmap rule]
@@ -446,7 +489,7 @@ def _generated_vmap_function(cls, in_dims, kwargs):
         def jvp(ctx, *tangents):
             tans = tuple(t if isinstance(x, Tensor) else None for t, x in zip(tangents, ctx.inputs))
             t_dims = tuple(d if isinstance(x, Tensor) else None for d, x in zip(in_dims, ctx.inputs))
-            return vmap(lambda i, o, t: cls.jvp(run_ctx(i, o), *t),
+            return vmap(lambda i, o, t: cls.jvp(run_ctx(i, o)._for_jvp(), *t),
                         in_dims=(in_dims, 0, t_dims))(ctx.inputs, ctx.output, tans)
 
     if cls.jvp.__qualname__.startswith("Function."):

@@ -585,7 +585,10 @@ def _unbatch_one(o, d, trace, size, api):
                              "out_dims=None to pass a None output through")
         return None
     if not isinstance(o, Tensor):
-        raise ValueError(f"{api}: f must return Tensors (or pytrees of Tensors), got {type(o).__name__}")
+        if d is None:  # a Python value passes through with out_dims=None, as in PyTorch
+            return o
+        raise ValueError(f"{api}: f must return Tensors (or pytrees of Tensors), got {type(o).__name__}; "
+                         "give it out_dims=None to pass it through")
     if d is None:
         if trace.owns(o):
             raise ValueError(f"{api}: out_dims=None but the output of shape {tuple(o.shape)} is batched")

@@ -271,9 +271,10 @@ def cond(pred, true_fn, false_fn, operands=()):
             L = _L()
             t_out, t_spec = tree_flatten(true_fn(*operands))
             f_out, f_spec = tree_flatten(false_fn(*operands))
-            if t_spec != f_spec or any(tuple(a.shape) != tuple(b.shape) for a, b in zip(t_out, f_out)):
-                raise RuntimeError("cond: under vmap both branches run, so they must return the same structure "
-                                   "and shapes")
+            if t_spec != f_spec or any(tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype
+                                       for a, b in zip(t_out, f_out)):
+                raise RuntimeError("cond: under vmap both branches run, so they must return the same structure, "
+                                   "shapes and dtypes")
             p = pred.reshape(())
             return tree_unflatten([L.where(p, a, b) for a, b in zip(t_out, f_out)], t_spec)
         pred = bool(pred.item())
@@ -282,8 +283,8 @@ def cond(pred, true_fn, false_fn, operands=()):
 
 def while_loop(cond_fn, body_fn, carried_inputs):
     """Run ``carried = body_fn(*carried)`` while ``cond_fn(*carried)``, returning the final
-    carried values (a tuple), as ``torch.while_loop``. ``body_fn`` must return as many values
-    as it takes, of the same shapes.
+    carried values (a tuple, or a list for a list of carried inputs), as ``torch.while_loop``.
+    ``body_fn`` must return as many values as it takes, of the same shapes and dtypes.
 
     Examples
     --------
@@ -303,16 +304,23 @@ def while_loop(cond_fn, body_fn, carried_inputs):
                                    "(each example would loop a different number of times)")
             keep = bool(keep.item())
         if not keep:
-            return carried
-        new = body_fn(*carried)
-        new = tuple(new) if isinstance(new, (tuple, list)) else (new,)
-        if len(new) != len(carried):
-            raise RuntimeError(f"while_loop: body_fn returned {len(new)} values for {len(carried)} carried inputs")
-        for a, b in zip(carried, new):
-            if isinstance(a, Tensor) and (not isinstance(b, Tensor) or tuple(a.shape) != tuple(b.shape)):
-                raise RuntimeError(f"while_loop: body_fn changed a carried value's shape from {tuple(a.shape)} to "
-                                   f"{tuple(getattr(b, 'shape', ()))}")
-        carried = new
+            break
+        carried = _while_step(body_fn, carried)
+    return list(carried) if isinstance(carried_inputs, list) else carried
+
+
+def _while_step(body_fn, carried):
+    new = body_fn(*carried)
+    new = tuple(new) if isinstance(new, (tuple, list)) else (new,)
+    if len(new) != len(carried):
+        raise RuntimeError(f"while_loop: body_fn returned {len(new)} values for {len(carried)} carried inputs")
+    for a, b in zip(carried, new):
+        if isinstance(a, Tensor) and (not isinstance(b, Tensor) or tuple(a.shape) != tuple(b.shape)):
+            raise RuntimeError(f"while_loop: body_fn changed a carried value's shape from {tuple(a.shape)} to "
+                               f"{tuple(getattr(b, 'shape', ()))}")
+        if isinstance(a, Tensor) and a.dtype != b.dtype:
+            raise RuntimeError(f"while_loop: body_fn changed a carried value's dtype from {a.dtype} to {b.dtype}")
+    return new
 
 
 # --------------------------------------------------------------- symbolic-size helpers
