@@ -131,6 +131,22 @@ class DeviceMesh:
         sub = np.transpose(self._mesh[index], [kept.index(d) for d in dims])
         return DeviceMesh(self.device_type, sub, mesh_dim_names=names, _groups=[self._groups[d] for d in dims])
 
+    def _line(self, dim):
+        """The 1-D mesh of this rank's slice along dimension ``dim`` (its group; no collective call)."""
+        if self.ndim == 1:
+            return self
+        lines = self.__dict__.setdefault("_lines", {})
+        if dim not in lines:
+            coord = self.get_coordinate()
+            index = tuple(slice(None) if d == dim else coord[d] for d in range(self.ndim))
+            names = None if self.mesh_dim_names is None else (self.mesh_dim_names[dim],)
+            lines[dim] = DeviceMesh(self.device_type, self._mesh[index], mesh_dim_names=names,
+                                    _groups=[self._groups[dim]])
+        return lines[dim]
+
+    def __deepcopy__(self, memo):
+        return self  # its groups are communicators: a copied module or DTensor shares them
+
     def __repr__(self):
         names = "" if self.mesh_dim_names is None else f", mesh_dim_names={self.mesh_dim_names}"
         return f"DeviceMesh('{self.device_type}', {self._mesh.tolist()}{names})"

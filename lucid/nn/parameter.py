@@ -33,6 +33,16 @@ class Parameter(Tensor):
 
     __torch_function__ = _disabled_torch_function_impl  # plain-tensor behaviour (NOTE [Torch function])
 
+    def __new__(cls, *args, **kwargs):  # subclasses (UninitializedParameter) take their own arguments
+        # a layout subclass (DTensor) makes its own parameter class, as PyTorch's
+        # ``Parameter(dtensor)`` stays a DTensor: wrapping only the local piece would lose the layout
+        if cls is Parameter:
+            data = args[0] if args else kwargs.get("data")
+            make = getattr(type(data), "_as_parameter_of", None)
+            if make is not None:
+                return make(data, args[1] if len(args) > 1 else kwargs.get("requires_grad", True))
+        return super().__new__(cls)
+
     def __init__(self, data=None, requires_grad=True):
         if isinstance(data, Tensor):
             arr = data._data  # share storage (and the version counter) with ``data``

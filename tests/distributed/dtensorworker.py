@@ -136,13 +136,6 @@ def redistribute_errors_name_placements():
             assert str(e).startswith(text), str(e)
         else:
             raise AssertionError(f"no {exc.__name__}: {text}")
-    m2 = dist.init_device_mesh("cpu", (1, dist.get_world_size()))
-    try:
-        distribute_tensor(lucid.tensor(X), m2, [Shard(0), Replicate()])
-    except NotImplementedError as e:
-        assert "only 1-D meshes" in str(e)
-    else:
-        raise AssertionError("a 2-D mesh was accepted")
 
 
 # (name, function, [(placement, array)], the output placement PyTorch gives)
@@ -528,6 +521,107 @@ def grads_inplace_and_module_plumbing():
     assert got.placements == (Replicate(),)
     close(got.to_local(), X.max(0))
     assert c[1:3].placements == (Replicate(),) and float(c.sum().full_tensor()) == float(X.sum())
+
+
+def nd_meshes():
+    n = dist.get_world_size()
+    return [(n, 1), (1, n)] + ([(2, n // 2)] if n % 2 == 0 and n > 2 else [])
+
+
+def nd_piece(full, placements, shape, coord):
+    """This rank's piece as PyTorch lays it out: mesh dim 0 splits first, then dim 1 splits that."""
+    for i, p in enumerate(placements):
+        if p.is_shard():
+            full = chunk(full, p.dim, shape[i], coord[i])
+        elif p.is_partial():
+            full = full / shape[i]
+    return full
+
+
+PL2 = [(Shard(0), Shard(0)), (Shard(0), Shard(1)), (Shard(1), Shard(0)), (Replicate(), Shard(1)),
+       (Shard(0), Replicate()), (Replicate(), Replicate()), (Shard(1), Shard(1)), (Partial(), Shard(0))]
+
+
+@check
+def nd_mesh_layouts_moves_and_gradients():
+    # 2-D meshes: nested pieces, every move between two-placement layouts, gradients through them
+    for shape in nd_meshes():
+        m = dist.init_device_mesh("cpu", shape, mesh_dim_names=("dp", "tp"))
+        coord = m.get_coordinate()
+        full = np.arange(35.0).reshape(7, 5)
+        for src in PL2:
+            x = distribute_tensor(lucid.tensor(full), m, list(src))
+            close(x.to_local(), nd_piece(full, src, shape, coord), 0)
+            close(x.full_tensor(), full)
+            for dst in PL2:
+                if dst[0].is_partial() and src != dst:
+                    continue
+                close(x.redistribute(m, list(dst)).to_local(), nd_piece(full, dst, shape, coord))
+            if src[0].is_partial():
+                continue
+            w = distribute_tensor(lucid.tensor(full), m, list(src)).requires_grad_()
+            (w.redistribute(m, [Shard(1), Shard(0)]).full_tensor() * lucid.tensor(np.cos(full))).sum().backward()
+            assert w.grad.placements == src
+            close(w.grad.to_local(), nd_piece(np.cos(full), src, shape, coord))
+        # from_local infers the global shape from every Shard; run_check sends rank 0's Replicate values
+        y = DTensor.from_local(lucid.ones(2, 3), m, [Shard(0), Shard(1)])
+        assert y.shape == (2 * shape[0], 3 * shape[1])
+        z = DTensor.from_local(lucid.full((2,), float(dist.get_rank())), m, [Replicate(), Replicate()], run_check=True)
+        close(z.to_local(), np.zeros(2), 0)
+        mine = lucid.full((3, 2), float(dist.get_rank()))
+        close(distribute_tensor(mine, m, [Replicate(), Replicate()]).to_local(), np.zeros((3, 2)), 0)
+        # a sub-mesh is a 1-D mesh with the full rules
+        tp = m["tp"]
+        assert tp.ndim == 1 and tp.size() == shape[1] and tp.get_local_rank() == coord[1]
+        close(distribute_tensor(lucid.tensor(full), tp, [Shard(1)]).to_local(), chunk(full, 1, shape[1], coord[1]))
+
+
+@check
+def nd_mesh_ops_on_pieces_or_whole_values():
+    for shape in nd_meshes():
+        m = dist.init_device_mesh("cpu", shape, mesh_dim_names=("dp", "tp"))
+        coord = m.get_coordinate()
+        a = distribute_tensor(lucid.tensor(X), m, [Shard(0), Shard(1)]).requires_grad_()
+        b = distribute_tensor(lucid.tensor(W), m, [Shard(0), Shard(1)])
+        c = a * b + a.exp() / 2  # one layout: on the pieces, the layout kept
+        assert c.placements == (Shard(0), Shard(1)) and c.shape == (5, 4)
+        close(c.to_local(), nd_piece(X * W + np.exp(X) / 2, c.placements, shape, coord))
+        r = distribute_tensor(lucid.tensor(W), m, [Replicate(), Shard(0)])
+        d = a @ r.T  # other layouts: whole values, Replicate
+        assert d.placements == (Replicate(), Replicate())
+        close(d.to_local(), X @ W.T)
+        (d.sum() + c.sum()).backward()
+        close(a.grad.full_tensor(), np.ones((5, 5)) @ W + W + np.exp(X) / 2)
+        assert a.grad.placements == (Shard(0), Shard(1))
+        z = lucid.zeros_like(b)
+        assert z.placements == b.placements and float(z.full_tensor().abs().sum()) == 0
+        b.mul_(2).add_(b)
+        close(b.full_tensor(), 4 * W)
+        try:
+            b.add_(r)
+        except NotImplementedError as e:
+            assert str(e).startswith(f"add_: in place on DTensors of a mesh of shape {shape}"), str(e)
+        else:
+            raise AssertionError("in place across layouts ran on the pieces")
+        # factories cut one whole value; a random one is one draw
+        o = lucid.distributed.tensor.ones(5, 4, device_mesh=m, placements=[Shard(1), Shard(0)])
+        close(o.to_local(), nd_piece(np.ones((5, 4)), o.placements, shape, coord))
+        u = lucid.distributed.tensor.rand(5, 4, device_mesh=m, placements=[Shard(0), Replicate()])
+        whole = u.full_tensor().numpy()
+        everyone = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, whole.tolist())
+        assert all(e == everyone[0] for e in everyone)
+        # FSDP2 over tensor parallelism (2-D) is refused naming the layout
+        from lucid.distributed.fsdp import fully_shard
+
+        lin = nn.Linear(4, 2)
+        lin.weight = nn.Parameter(distribute_tensor(lin.weight.detach(), m["tp"], [Shard(0)]))
+        try:
+            fully_shard(lin, mesh=m["dp"])
+        except NotImplementedError as e:
+            assert str(e).startswith("fully_shard: parameter 'weight' of Linear is already a DTensor"), str(e)
+        else:
+            raise AssertionError("fully_shard took a tensor-parallel parameter")
 
 
 def main():

@@ -29,9 +29,9 @@ ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH
            OPENBLAS_NUM_THREADS="1")
 
 
-def _run_ranks(n, tmp_path):
+def _run_ranks(n, tmp_path, names=()):
     cmd = [sys.executable, "-m", "lucid.distributed.run", "-n", str(n), "--timeout", "110",
-           os.path.join(HERE, "dtensorworker.py"), str(tmp_path)]
+           os.path.join(HERE, "dtensorworker.py"), str(tmp_path), *names]
     p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, env=ENV, cwd=ROOT)
     log = p.stdout + p.stderr
     out = []
@@ -54,6 +54,19 @@ def test_every_dtensor_check_on_every_rank(n, tmp_path):
     for r, res in enumerate(results):
         assert set(res) == set(dtensorworker.CHECKS)
         failures += [f"{name} on rank {r}:\n{tb}" for name, tb in res.items() if tb != "ok"]
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.skipif(not HAVE_MPI, reason="needs mpi4py and mpiexec (pip install -e '.[distributed]')")
+def test_two_dim_mesh_checks_on_four_ranks(tmp_path):
+    # a 2x2 mesh (2 and 3 ranks only make 1xN and Nx1 ones): nested pieces, moves, ops, gradients
+    sys.path.insert(0, HERE)
+    import dtensorworker
+
+    names = [k for k in dtensorworker.CHECKS if k.startswith("nd_mesh")]
+    results = _run_ranks(4, tmp_path, names)
+    failures = [f"{k} on rank {r}:\n{tb}" for r, res in enumerate(results) for k, tb in res.items() if tb != "ok"]
+    assert len(names) == 2 and all(set(res) == set(names) for res in results)
     assert not failures, "\n".join(failures)
 
 

@@ -1,10 +1,13 @@
-"""``lucid.distributed.tensor`` (PyTorch's ``torch.distributed.tensor``): DTensor on a 1-D device mesh.
+"""``lucid.distributed.tensor`` (PyTorch's ``torch.distributed.tensor``): DTensor on a device mesh.
 
 A :class:`DTensor` is one global value spread over the ranks of a
 :class:`~lucid.distributed.DeviceMesh` by a placement: ``Shard(dim)`` (split as
 ``torch.chunk`` splits, so uneven sizes work), ``Replicate()`` or ``Partial()`` (pieces of a
 sum). Ops on DTensors follow PyTorch's sharding rules and are differentiable (NOTE [DTensor
-gradients]); ``lucid.distributed.tensor.parallel`` builds tensor parallelism on them.
+gradients]); ``lucid.distributed.tensor.parallel`` builds tensor parallelism on them. On an
+n-D mesh a DTensor has one placement per mesh dimension (NOTE [Moves on n-D meshes], NOTE
+[Ops on n-D meshes]); ``nn.Parameter(dtensor)`` is a DTensor parameter and
+``load_state_dict`` moves DTensor values into DTensor parameters (``_state.py``).
 
 Examples
 --------

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..._core.size import Size
 from ..._core.tensor import Tensor
 from ..device_mesh import DeviceMesh
-from ._redistribute import _Regrad, grad_placement, move, redistribute_local
+from ._redistribute import _Regrad, grad_placement, move_nd, redistribute_nd
 from .placement_types import Placement, Replicate, Shard
 
 __all__ = ["DTensor", "distribute_tensor", "distribute_module"]
@@ -23,8 +23,6 @@ __all__ = ["DTensor", "distribute_tensor", "distribute_module"]
 def _check_mesh(api, mesh):
     if not isinstance(mesh, DeviceMesh):
         raise TypeError(f"{api}: device_mesh must be a DeviceMesh, got {type(mesh).__name__}")
-    if mesh.ndim != 1:
-        raise NotImplementedError(f"{api}: only 1-D meshes are supported, got {mesh!r}")
     if mesh.get_coordinate() is None:
         raise RuntimeError(f"{api}: this rank is not in {mesh!r}")
 
@@ -59,7 +57,7 @@ class DTensor(Tensor):
     op gathers its DTensor arguments to ``Replicate`` first (correct, and slower). Gradients
     flow through ``from_local``, ``to_local``, ``redistribute`` and ``full_tensor``; ``x.grad``
     has ``x``'s placements (a ``Partial`` value's gradient is ``Replicate``; NOTE [DTensor
-    gradients]). Only 1-D meshes are supported.
+    gradients]). On an n-D mesh (one placement per mesh dim) ops follow NOTE [Ops on n-D meshes].
 
     Examples
     --------
@@ -231,7 +229,7 @@ class DTensor(Tensor):
         want = self._grad_spec()
         local = value._local_tensor
         if value.placements != want:
-            local = redistribute_local(local.detach(), self.device_mesh, self._spec[2], value.placements[0], want[0])
+            local = redistribute_nd(local.detach(), self.device_mesh, self._spec[2], value.placements, want)
         self._local_tensor._grad = local
 
     # lucid.autograd.grad's protocol for layouts (lucid/autograd/grad.py): the local piece
@@ -271,12 +269,18 @@ class DTensor(Tensor):
             if not isinstance(gradient, DTensor) or tuple(gradient.shape) != tuple(self.shape):
                 raise RuntimeError(f"backward: the gradient of a DTensor must be a DTensor of shape "
                                    f"{tuple(self.shape)}")
-            want = self._grad_spec()[0]
-            local = redistribute_local(gradient._local_tensor, self.device_mesh, self._spec[2],
-                                       gradient.placements[0], want)
+            local = redistribute_nd(gradient._local_tensor, self.device_mesh, self._spec[2], gradient.placements,
+                                    self._grad_spec())
         if inputs is not None:
             inputs = [i._local_tensor if isinstance(i, DTensor) else i for i in inputs]
         self._local_tensor.backward(local, retain_graph, create_graph, inputs)
+
+    @staticmethod
+    def _as_parameter_of(dt, requires_grad):
+        """``nn.Parameter(dt)`` (``Parameter.__new__`` asks the data's class): a DTensor parameter."""
+        from .parameter import as_parameter
+
+        return as_parameter(dt, requires_grad)
 
     # ----------------------------------------------------------- conversions
     @staticmethod
@@ -299,20 +303,23 @@ class DTensor(Tensor):
         if device_mesh is None:
             raise ValueError(f"{api}: pass device_mesh")
         _check_mesh(api, device_mesh)
-        placements = (Replicate(),) if placements is None else placements
+        placements = (Replicate(),) * device_mesh.ndim if placements is None else placements
         placements = _normalize(api, placements, device_mesh, local_tensor.ndim)
         if shape is None:
             shape = list(local_tensor.shape)
-            for p in placements:
+            for i, p in enumerate(placements):
                 if p.is_shard():
-                    shape[p.dim] *= device_mesh.size()
+                    shape[p.dim] *= device_mesh.size(i)
         shape = tuple(int(s) for s in shape)
         _check_local_shape(api, local_tensor, device_mesh, placements, shape)
         local = local_tensor.view_as(local_tensor)  # a view: shares storage, joins the graph
-        if run_check and placements[0].is_replicate():
+        if run_check:
             from .. import collectives as C
 
-            C.broadcast(local.detach(), src=int(device_mesh.mesh[0]), group=device_mesh.get_group())
+            for i, p in enumerate(placements):
+                if p.is_replicate():
+                    line = device_mesh._line(i)
+                    C.broadcast(local.detach(), src=int(line.mesh[0]), group=line.get_group())
         return DTensor._make(local, device_mesh, placements, shape)
 
     def to_local(self, *, grad_placements=None):
@@ -326,7 +333,7 @@ class DTensor(Tensor):
             "DTensor.to_local", grad_placements, self.device_mesh, self.ndim)
         if given == want or not self._local_tensor.requires_grad:
             return self._local_tensor.view_as(self._local_tensor)
-        return _Regrad.apply(self._local_tensor, self.device_mesh, self._spec[2], given[0], self.placements[0])
+        return _Regrad.apply(self._local_tensor, self.device_mesh, self._spec[2], given, self.placements)
 
     def redistribute(self, device_mesh=None, placements=None, *, async_op=False, forward_dtype=None,
                      backward_dtype=None):
@@ -348,7 +355,7 @@ class DTensor(Tensor):
             if dst.is_partial() and src != dst:
                 raise RuntimeError(f"{api}: Can not redistribute from {src} to {dst}, redistributing to Partial "
                                    "is for internal use only!")
-        local = move(self._local_tensor, mesh, self._spec[2], self.placements[0], placements[0])
+        local = move_nd(self._local_tensor, mesh, self._spec[2], self.placements, placements)
         return DTensor._make(local, mesh, placements, self._spec[2])
 
     def full_tensor(self, *, grad_placements=None):
@@ -383,12 +390,20 @@ class DTensor(Tensor):
         raise RuntimeError("numpy: a DTensor has no single array; call full_tensor() or to_local() first")
 
 
+def _broadcast_from(full, mesh, index):
+    """Rank ``index`` of ``mesh`` (flat, row-major) sends ``full`` to every rank, one mesh dim at a
+    time: after the step along dim ``d`` every rank that agrees with the source on the dims after
+    ``d`` holds it (one broadcast on a 1-D mesh)."""
+    from .. import collectives as C
+
+    coord = [int(c) for c in __import__("numpy").unravel_index(index, mesh.shape)]
+    for d in range(mesh.ndim):
+        line = mesh._line(d)
+        C.broadcast(full, src=int(line.mesh[coord[d]]), group=line.get_group())
+
+
 def _check_local_shape(api, local, mesh, placements, shape):
-    want = list(shape)
-    for p in placements:
-        if p.is_shard():
-            want[p.dim] = Shard.local_size(shape[p.dim], mesh.size(), mesh.get_local_rank())
-    if len(want) != local.ndim:
+    if len(shape) != local.ndim:
         raise ValueError(f"{api}: shape {tuple(shape)} has {len(shape)} dimensions, the local tensor {local.ndim}")
 
 
@@ -424,7 +439,8 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
     api = "distribute_tensor"
     if isinstance(tensor, DTensor):  # PyTorch hands back a DTensor that is already laid out so
         if tensor.device_mesh != device_mesh or tensor.placements != _normalize(
-                api, (Replicate(),) if placements is None else placements, tensor.device_mesh, tensor.ndim):
+                api, (Replicate(),) * tensor.device_mesh.ndim if placements is None else placements,
+                tensor.device_mesh, tensor.ndim):
             raise ValueError(f"{api}: tensor is already a DTensor on {tensor.device_mesh!r} with placements "
                              f"{tensor.placements}; call redistribute to change them")
         return tensor
@@ -433,15 +449,13 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
     if device_mesh is None:
         raise ValueError(f"{api}: pass device_mesh")
     _check_mesh(api, device_mesh)
-    placements = (Replicate(),) if placements is None else placements
+    placements = (Replicate(),) * device_mesh.ndim if placements is None else placements
     placements = _normalize(api, placements, device_mesh, tensor.ndim)
     full = tensor.detach()
     if src_data_rank is not None:
-        from .. import collectives as C
-
         full = full.contiguous().clone()
-        C.broadcast(full, src=int(device_mesh.mesh[src_data_rank]), group=device_mesh.get_group())
-    local = redistribute_local(full, device_mesh, tuple(tensor.shape), Replicate(), placements[0])
+        _broadcast_from(full, device_mesh, src_data_rank)
+    local = redistribute_nd(full, device_mesh, tuple(tensor.shape), (Replicate(),) * device_mesh.ndim, placements)
     if tensor.requires_grad:
         local.requires_grad_(True)
     return DTensor._make(local, device_mesh, placements, tuple(tensor.shape))

@@ -43,6 +43,10 @@ def dispatch(func, args, kwargs):
                                f"{d.device_mesh!r}")
     _no_mixed(func, args, kwargs)
     handler = _TABLE.get(_orig(func), _fallback)
+    if mesh.ndim != 1:
+        from ._nd import dispatch_nd
+
+        return dispatch_nd(func, args, kwargs, handler)
     return handler(func, args, kwargs)
 
 

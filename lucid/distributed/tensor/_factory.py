@@ -1,8 +1,8 @@
 """DTensor factories (PyTorch's ``torch.distributed.tensor.zeros`` ...): each rank makes only its piece."""
 from __future__ import annotations
 
-from ._api import DTensor, _check_mesh, _normalize
-from ._redistribute import redistribute_local, shared_draw
+from ._api import DTensor, _broadcast_from, _check_mesh, _normalize
+from ._redistribute import redistribute_local, redistribute_nd, shared_draw
 from .placement_types import Replicate, Shard
 
 __all__ = ["zeros", "ones", "empty", "full", "rand", "randn"]
@@ -21,9 +21,16 @@ def _make(api, size, fill, dtype, requires_grad, device_mesh, placements, random
         raise ValueError(f"{api}: pass device_mesh")
     _check_mesh(api, device_mesh)
     size = _sizes(api, size)
-    placements = _normalize(api, (Replicate(),) if placements is None else placements, device_mesh, len(size))
+    placements = _normalize(api, (Replicate(),) * device_mesh.ndim if placements is None else placements,
+                            device_mesh, len(size))
     p = placements[0]
-    if random:  # See NOTE [DTensor random values]
+    if device_mesh.ndim > 1:  # the whole value made (one draw, sent from the mesh's first rank), then cut
+        whole = fill(size, dtype)
+        if random:
+            whole = whole.contiguous()
+            _broadcast_from(whole, device_mesh, 0)
+        local = redistribute_nd(whole, device_mesh, size, (Replicate(),) * device_mesh.ndim, placements)
+    elif random:  # See NOTE [DTensor random values]
         local = redistribute_local(shared_draw(lambda: fill(size, dtype), device_mesh), device_mesh, size,
                                    Replicate(), p)
     elif p.is_shard():

@@ -26,7 +26,7 @@ from .. import collectives as C
 from ..collectives import ReduceOp
 from .placement_types import Partial, Replicate, Shard
 
-__all__ = ["grad_placement", "redistribute_local"]
+__all__ = ["grad_placement", "redistribute_local", "redistribute_nd", "move_nd"]
 
 
 def grad_placement(p):
@@ -82,6 +82,54 @@ def redistribute_local(local, mesh, shape, src, dst):
     return full.clone() if dst.is_replicate() else _chunk(full, dst.dim, mesh)
 
 
+def _levels(mesh, shape, placements):
+    """``out[k]``: the shape of the piece once mesh dims ``< k`` are applied (nested chunks)."""
+    out, cur = [tuple(shape)], list(shape)
+    for i, p in enumerate(placements):
+        if p.is_shard():
+            cur[p.dim] = Shard.local_size(cur[p.dim], mesh.size(i), mesh.get_local_rank(i))
+        out.append(tuple(cur))
+    return out
+
+
+def _chain(local, mesh, shape, src, dst, step):
+    """NOTE [Moves on n-D meshes]
+    Mesh dim ``i`` splits the piece left by dims ``< i`` (PyTorch's default order), so a move
+    unwinds, from the last mesh dim back to the first that changes, every non-Replicate
+    placement (over that dim's group, with the shape of the piece at that level), then places
+    the targets from that dim on. Each step is a 1-D move, so gradients follow NOTE [DTensor
+    gradients] step by step."""
+    changed = [i for i in range(mesh.ndim) if src[i] != dst[i]]
+    if not changed:
+        return step(local, mesh._line(0), shape, Replicate(), Replicate())
+    k, cur = changed[0], list(src)
+    before, after = _levels(mesh, shape, src), _levels(mesh, shape, dst)
+    for i in reversed(range(k, mesh.ndim)):
+        if not cur[i].is_replicate():
+            local = step(local, mesh._line(i), before[i], cur[i], Replicate())
+            cur[i] = Replicate()
+    for i in range(k, mesh.ndim):
+        if not dst[i].is_replicate():
+            local = step(local, mesh._line(i), after[i], Replicate(), dst[i])
+    return local
+
+
+def redistribute_nd(local, mesh, shape, src, dst):
+    """``redistribute_local`` with one placement per mesh dimension (tuples)."""
+    if mesh.ndim == 1:
+        return redistribute_local(local, mesh, shape, src[0], dst[0])
+    return _chain(local, mesh, shape, src, dst, redistribute_local)
+
+
+def move_nd(local, mesh, shape, src, dst):
+    """``move`` with one placement per mesh dimension (tuples)."""
+    if mesh.ndim == 1:
+        return move(local, mesh, shape, src[0], dst[0])
+    if tuple(src) == tuple(dst):
+        return local
+    return _chain(local, mesh, tuple(shape), src, dst, move)
+
+
 class _Redistribute(Function):
     """``redistribute_local`` with the gradient moved back as NOTE [DTensor gradients] says."""
 
@@ -112,7 +160,8 @@ class _SumGrad(Function):
 
 
 class _Regrad(Function):
-    """Identity forward; the backward re-reads the gradient from ``src`` as ``dst`` (``to_local(grad_placements=)``)."""
+    """Identity forward; the backward re-reads the gradient from ``src`` as ``dst`` (``to_local(grad_placements=)``;
+    tuples, one placement per mesh dimension)."""
 
     @staticmethod
     def forward(ctx, local, mesh, shape, src, dst):
@@ -121,7 +170,8 @@ class _Regrad(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return _Redistribute.apply(grad, ctx.mesh, ctx.shape, ctx.src, grad_placement(ctx.dst)), None, None, None, None
+        want = tuple(grad_placement(p) for p in ctx.dst)
+        return move_nd(grad, ctx.mesh, ctx.shape, ctx.src, want), None, None, None, None
 
 
 def shared_draw(draw, mesh):

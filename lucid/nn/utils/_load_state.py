@@ -12,6 +12,8 @@ changes nothing), then the post-hooks run bottom-up. A module whose class overri
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from ..._core import backend
@@ -26,6 +28,11 @@ def _checked_value(key, value, target, assign):
     array when either differs: PyTorch's ``param.copy_(value)``, the one explicit transfer), so
     writing it can't fail half-way; with ``assign`` it is a copy on the value's own device, as
     PyTorch's ``assign=True`` keeps the value's tensor (a host array or list: the CPU)."""
+    layout = _dtensor_class()
+    if layout is not None and (isinstance(value, layout) or isinstance(target, layout)):
+        from ...distributed.tensor._state import checked_value
+
+        return checked_value(key, value, target, assign)
     try:
         if isinstance(value, Tensor):
             arr = value._data
@@ -55,6 +62,22 @@ def _checked_value(key, value, target, assign):
     if arr.__class__ is not dest.__class__ or dest.__class__ is not np.ndarray:
         arr = backend.to_device(arr, backend.device_of_array(dest))  # itself when already there
     return backend.xp.asarray(arr, dtype=target.dtype), None
+
+
+def _dtensor_class():
+    """DTensor, once ``lucid.distributed.tensor`` is loaded (before that nothing can be one)."""
+    mod = sys.modules.get("lucid.distributed.tensor._api")
+    return None if mod is None else mod.DTensor
+
+
+def _replace_class():
+    mod = sys.modules.get("lucid.distributed.tensor._state")
+    return None if mod is None else mod.Replace
+
+
+def _replace(module, name, value):
+    """``assign=True`` that changes the tensor's kind (see ``distributed/tensor/_state.py``)."""
+    (module._parameters if name in module._parameters else module._buffers)[name] = value
 
 
 def _key_errors(missing, unexpected):
@@ -141,6 +164,8 @@ def load_module(module, state_dict, prefix, local_metadata, strict, missing, une
         arr, err = _checked_value(key, state_dict[key], target, assign)
         if err is not None:
             errors.append(err)
+        elif arr.__class__ is _replace_class():  # into or from a DTensor with assign=True
+            extra.append((lambda v, k=k: _replace(module, k, v), arr.value))
         else:
             writes.append((target, arr))
     extra_key = prefix + "_extra_state"
