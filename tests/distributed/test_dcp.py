@@ -58,6 +58,13 @@ def test_every_dcp_check_on_every_rank_then_load_in_one_process(n, tmp_path):
     for key in ("row", "col", "rep"):
         np.testing.assert_array_equal(target[key].numpy(), X)
     assert target["step"] == 7
+    # the FSDP2 model's sharded checkpoint loads into the plain model
+    plain = nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3)).double()
+    sd = {"model": plain.state_dict()}
+    dcp.load(sd, checkpoint_id=tmp_path / "ckpt_fsdp2")
+    full = lucid.load(tmp_path / "fsdp2_full.pt")
+    for k, v in sd["model"].items():
+        np.testing.assert_array_equal(v.numpy(), full[k].numpy())
     meta = dcp.FileSystemReader(tmp_path / "ckpt_dtensors").read_metadata()
     assert meta.world_size == n and len(meta.state_dict_metadata["row"]["chunks"]) == min(n, 7)
 
