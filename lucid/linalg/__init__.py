@@ -46,6 +46,23 @@ def _float(A, op):
     return A
 
 
+def _norm_input_in(x, dtype, op):
+    """``x`` converted to a norm's ``dtype=``, after PyTorch's checks: a floating input, a dtype
+    of the same kind (real or complex), and no narrowing (float32 -> float16 is refused)."""
+    from .._core import dtypes
+
+    x, dt = _float(x, op), dtypes.to_dtype(dtype)
+    if dt.kind not in "fc":
+        raise RuntimeError(f"linalg.{op}: dtype should be floating point or complex, but got {dtype}")
+    if (dt.kind == "c") != (x.dtype.kind == "c"):
+        raise RuntimeError(f"linalg.{op}: dtype should be {'complex' if x.dtype.kind == 'c' else 'real'} for "
+                           f"{'complex' if x.dtype.kind == 'c' else 'real'} inputs, but got {dtype}")
+    if not np.can_cast(dtypes.to_dtype(x.dtype), dt, "safe"):
+        raise RuntimeError(f"linalg.{op}: the dtype of the input ({x.dtype}) should be convertible without "
+                           f"narrowing to the specified dtype ({dtype})")
+    return x.to(dtype)
+
+
 def _matrix(A, op, square=False):
     A = _float(A, op)
     _no_half(A, op)
@@ -369,7 +386,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     from ..ops import elementwise as E
     from ..ops import reduce as R
 
-    x = _float(x, "vector_norm") if dtype is None else _as_tensor(x).to(dtype)
+    x = _float(x, "vector_norm") if dtype is None else _norm_input_in(x, dtype, "vector_norm")
     if not isinstance(ord, (int, float)):  # PyTorch's TypeError; RuntimeError is Lucid's earlier type
         raise ArgumentTypeError(f"linalg.vector_norm: ord must be a number (inf, -inf, 0 or any real p), got "
                                 f"{ord!r} for an input of shape {tuple(x.shape)}")

@@ -806,6 +806,15 @@ def _add_bias(out, bias, op):
 def convolution(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, nsp, op="conv"):
     """N-d convolution (cross-correlation, as in PyTorch); see :func:`conv2d`."""
     input, weight = _check_input(input, weight, nsp, op)
+    if bias is not None and _as_tensor(bias).dtype != input.dtype:
+        # The generic (aten) convolution casts the bias; F.conv*d refuse a bias of another dtype,
+        # but Lucid's still promotes two floating dtypes (tests/surface/test_torch_functions.py
+        # relies on it) and refuses only the integer/floating mix, which had silently gone float.
+        if op == "convolution":
+            bias = _as_tensor(bias).to(input.dtype)
+        elif (_as_tensor(bias).dtype.kind in "fc") != (input.dtype.kind in "fc"):
+            raise RuntimeError(f"{op}: Input type ({input.dtype}) and bias type ({_as_tensor(bias).dtype}) "
+                               "should be the same")
     unbatched = input.ndim == nsp + 1
     if unbatched:
         input = input.unsqueeze(0)
@@ -863,6 +872,11 @@ def conv_transpose(input, weight, bias=None, stride=1, padding=0, output_padding
                    *, nsp, op="conv_transpose", output_size=None):
     """N-d transposed convolution (the adjoint of :func:`convolution`); see :func:`conv_transpose2d`."""
     input, weight = _check_input(input, weight, nsp, op)
+    if bias is not None and _as_tensor(bias).dtype != input.dtype:  # PyTorch casts the bias to the input's
+        bias = _as_tensor(bias)
+        if bias.dtype.kind in "fc" and input.dtype.kind not in "fc" and op != "convolution":
+            raise RuntimeError(f"{op}: result type {bias.dtype} can't be cast to the desired output type {input.dtype}")
+        bias = bias.to(input.dtype)
     unbatched = input.ndim == nsp + 1
     if unbatched:
         input = input.unsqueeze(0)

@@ -612,6 +612,15 @@ def _half_with_number(x, *numbers):
     return any(n.__class__ is float and not _half_exact(n) for n in numbers)
 
 
+def _check_alpha(self, other, alpha, op):
+    """PyTorch's checks of ``alpha`` against the result dtype (rare alphas only: not a float
+    beside a float tensor, the optimizers' ``add_(g, alpha=-lr)``)."""
+    from .elementwise.arithmetic import _alpha_result_dtype
+
+    if not isinstance(alpha, Tensor):
+        _alpha_result_dtype(self, other, alpha, op)
+
+
 @tensor_method("add_", "__iadd__")
 def add_(self, other, *, alpha=1):
     """In-place ``self += alpha * other``; returns ``self``.
@@ -628,9 +637,12 @@ def add_(self, other, *, alpha=1):
     def direct(a, o):
         xp.add(a, o if alpha == 1 else xp.multiply(o, alpha), out=a)
 
+    if (alpha != 1 or alpha.__class__ is bool) and not (
+            alpha.__class__ is float and self.__class__ is Tensor and self._data.dtype.kind == "f"):
+        _check_alpha(self, other, alpha, "add_")
     if _half_with_number(self, other, alpha):
         direct = None
-    elif alpha != 1 and not isinstance(other, Tensor):  # a Python product stays exact
+    elif alpha != 1 and not isinstance(other, (Tensor, bool)):  # a Python product stays exact
         other, alpha = other * alpha, 1
     return _inplace("add_", self, (other,), lambda x, o: add(x, o, alpha=alpha), direct, needs_old=False)
 
@@ -646,6 +658,9 @@ def sub_(self, other, *, alpha=1):
     def direct(a, o):
         xp.subtract(a, o if alpha == 1 else xp.multiply(o, alpha), out=a)
 
+    if (alpha != 1 or alpha.__class__ is bool) and not (
+            alpha.__class__ is float and self.__class__ is Tensor and self._data.dtype.kind == "f"):
+        _check_alpha(self, other, alpha, "sub_")
     if _half_with_number(self, other, alpha):
         direct = None
     elif alpha != 1 and not isinstance(other, Tensor):
@@ -704,7 +719,30 @@ sqrt_ = _unary_inplace("sqrt_", xp.sqrt)
 sin_ = _unary_inplace("sin_", xp.sin)
 cos_ = _unary_inplace("cos_", xp.cos)
 tanh_ = _unary_inplace("tanh_", xp.tanh)
-abs_ = _unary_inplace("abs_", xp.abs)
+_abs_ = _unary_inplace("abs_", xp.abs)
+
+
+def abs_(self):
+    """In-place ``abs``; returns ``self``. Not for complex tensors (|z| is real: PyTorch refuses)
+    nor bool ones (no kernel).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.tensor([-1.5, 2.0]).abs_().tolist()
+    [1.5, 2.0]
+    """
+    kind = self.dtype.kind
+    if kind == "c":
+        raise RuntimeError("abs_: In-place abs is not supported for complex tensors.")
+    if kind == "b":
+        from .elementwise.arithmetic import DtypeNotImplemented
+
+        raise DtypeNotImplemented("abs_: not implemented for 'Bool' tensors")
+    return _abs_(self)
+
+
+Tensor.abs_ = abs_
 sigmoid_ = _unary_inplace("sigmoid_", None)
 
 

@@ -73,10 +73,11 @@ def _batch_front(prim):
     return rule
 
 
-class LinAlgError(RuntimeError):
+class LinAlgError(RuntimeError, np.linalg.LinAlgError):
     """A matrix the operation cannot handle: singular, not positive-definite (``torch.linalg.LinAlgError``).
 
-    A ``RuntimeError``, as PyTorch's, so ``except RuntimeError`` keeps working.
+    A ``RuntimeError``, as PyTorch's, so ``except RuntimeError`` keeps working; also NumPy's
+    ``LinAlgError`` (a ``ValueError``), which some ops raised before they reported failures here.
     """
 
 
@@ -98,6 +99,8 @@ def _lapack(name, fn):
 def _reason(name, e):
     if name == "cholesky":
         return "not positive-definite; cholesky needs a symmetric positive-definite matrix"
+    if "infs or NaNs" in str(e):
+        return "not finite: it should not contain infs or NaNs"
     if "Singular" in str(e):
         return "singular (not invertible)"
     return f"not supported by LAPACK ({e})"

@@ -19,7 +19,7 @@ import numpy as np
 from .._core.backend import namespace_of, xp
 from .._core.primitive import defprim
 from .linalg import _mH
-from .linalg_decomp import _batch_front, _col, _diag, _diag_embed, _eye, _offdiag, _row
+from .linalg_decomp import _batch_front, _col, _diag, _diag_embed, _eye, _lapack, _offdiag, _row
 from .linalg_spectral import _skip, _tdiv, _unused
 
 _COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128),
@@ -83,7 +83,7 @@ def _eig_jvp(ns, primals, tangents, out):
     return _diag(ns, dp), dv
 
 
-eig_p = defprim("linalg_eig", _eig_impl, vjp=(_eig_vjp,), jvp=_eig_jvp, nout=2, save_inputs=False, save_out=True)
+eig_p = defprim("linalg_eig", _lapack("eig", _eig_impl), vjp=(_eig_vjp,), jvp=_eig_jvp, nout=2, save_inputs=False, save_out=True)
 eig_p.batch = _batch_front(eig_p)
 
 __all__: list = []
@@ -137,5 +137,5 @@ def _pinv_jvp(ns, primals, tangents, out, atol, rtol, hermitian):
     return r + ns.matmul(dah - ns.matmul(x, ns.matmul(a, dah)), ns.matmul(xh, x))
 
 
-pinv_p = defprim("linalg_pinv", _pinv_impl, vjp=(_pinv_vjp,), jvp=_pinv_jvp, save_out=True)
+pinv_p = defprim("linalg_pinv", _lapack("pinv", _pinv_impl), vjp=(_pinv_vjp,), jvp=_pinv_jvp, save_out=True)
 pinv_p.batch = _batch_front(pinv_p)

@@ -7,6 +7,8 @@ matrices (``_cols``), which keeps every rule inside the matmul/solve primitives.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._core.backend import host_fallback, namespace_of, scipy_linalg_of, xp
@@ -121,9 +123,12 @@ def _lu_impl(a):
     m, n = a.shape[-2:]
     if a.size == 0:
         k = min(m, n)
-        z = namespace_of(a).zeros
-        return (z(a.shape[:-2] + (m, m), a), z(a.shape[:-2] + (m, k), a), z(a.shape[:-2] + (k, n), a),
-                z(a.shape[:-2] + (k,), np.int32))
+        mod = namespace_of(a)
+        batch = a.shape[:-2]
+        # No pivoting happened: P is the identity (PyTorch's, also for (m, 0) matrices).
+        p = mod.broadcast_to(mod.eye(m, dtype=a.dtype), batch + (m, m)).copy()
+        return (p, mod.zeros(batch + (m, k), dtype=a.dtype), mod.zeros(batch + (k, n), dtype=a.dtype),
+                mod.zeros(batch + (k,), dtype=np.int32))
     if a.__class__ is np.ndarray:
         p, lo, up = scipy.linalg.lu(a, check_finite=False)
     else:  # cupyx.scipy.linalg.lu factors one matrix at a time
@@ -213,7 +218,7 @@ def lu_pivots(p):
 def pivots_to_perm(piv):
     """The permutation (row order) that LAPACK pivots describe: ``A[perm] = L U``."""
     m = piv.shape[-1]
-    flat = piv.reshape(-1, m).astype(np.int64) - 1
+    flat = piv.reshape(math.prod(piv.shape[:-1]), m).astype(np.int64) - 1  # not -1: m may be 0
     mod = namespace_of(piv)
     perm = mod.tile(mod.arange(m), (flat.shape[0], 1))
     rows = mod.arange(flat.shape[0])

@@ -723,7 +723,8 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
 
 
 @backend.runs_on_operands_device  # its checks run on the operands' device (NOTE [Several devices])
-def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False):
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, layout=None, device=None,
+           pin_memory=False, requires_grad=False):
     """Normal samples; ``mean`` and ``std`` may be tensors (broadcast) or floats (then ``size``).
 
     The result carries no gradient to ``mean``/``std`` (use ``mean + std * randn_like(mean)``
@@ -739,6 +740,9 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires
         The random source (default: the global one).
     dtype : dtype, optional
         A floating dtype (default: the default dtype).
+    layout, device, pin_memory : optional
+        Only with float ``mean`` and ``std`` (as PyTorch's overloads): the strided layout, the
+        device to draw on (default: the default device), and pinning (accepted, no effect).
     requires_grad : bool
         Make the result a leaf that requires grad.
 
@@ -760,7 +764,15 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, requires
             raise RuntimeError(f"normal: expected std >= 0, got {std}")
         dt = _float_dtype(dtype, "normal")
         shape = size_arg((size,) if isinstance(size, int) else (tuple(size),), "normal")
-        return _finish(add(mul(_draw("normal", shape, _normal01(dt), generator), std), mean), requires_grad)
+        if layout is not None and str(layout) != "lucid.strided":
+            raise NotImplementedError(f"normal: only the strided layout is supported, got {layout}")
+        eps = _draw("normal", shape, _normal01(dt), generator, device_arg(device, "normal"))
+        return _finish(add(mul(eps, std), mean), requires_grad)
+    given = [k for k, v in (("layout", layout), ("device", device), ("pin_memory", pin_memory))
+             if v not in (None, False)]
+    if given:  # PyTorch's tensor overloads have no such keywords
+        raise TypeError(f"normal: {', '.join(given)} is only accepted with float mean and std "
+                        "(a Tensor mean or std fixes the device and layout)")
     if type(std) is Tensor and std.numel() and bool((std._data < 0).any()):
         raise RuntimeError("normal: expected all elements of std >= 0")
     if not isinstance(std, Tensor) and std < 0:

@@ -274,7 +274,16 @@ for _n in ("eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less
     if not hasattr(Tensor, f"{_n}_"):
         _method(f"{_n}_", _n)
 if not hasattr(Tensor, "absolute_"):
-    _method("absolute_", "abs")
+    _absolute_ = _method("absolute_", "abs")
+
+    def _absolute_real_(self):
+        if self.dtype.kind == "c":  # |z| is real: PyTorch refuses to write it into z, as abs_
+            raise RuntimeError("absolute_: In-place abs is not supported for complex tensors.")
+        return _absolute_(self)
+
+    _absolute_real_.__name__ = _absolute_real_.__qualname__ = "absolute_"
+    _absolute_real_.__doc__ = _absolute_.__doc__
+    Tensor.absolute_ = _absolute_real_
 
 
 def _polygamma_(self, n):

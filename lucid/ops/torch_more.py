@@ -12,6 +12,8 @@ from .._core.tensor import Tensor, tensor_method
 from ._family import _as_tensor
 from .torch_rnn import *  # noqa: F401,F403
 from .torch_rnn import __all__ as _rnn_all
+from .foreach import *  # noqa: F401,F403
+from .foreach import __all__ as _foreach_all
 
 __all__ = ["alias_copy", "as_strided_copy", "detach_copy", "diagonal_copy", "expand_copy", "from_file", "geqrf",
            "narrow_copy", "native_batch_norm", "native_channel_shuffle", "native_dropout", "native_group_norm",
@@ -20,6 +22,7 @@ __all__ = ["alias_copy", "as_strided_copy", "detach_copy", "diagonal_copy", "exp
            "transpose_copy", "unbind_copy", "unfold_copy", "unsqueeze_copy", "view_as_complex_copy",
            "view_as_real_copy", "view_copy"]
 __all__ += _rnn_all  # the recurrent functions: a family of their own, in torch_rnn.py
+__all__ += _foreach_all  # torch._foreach_*: list-at-a-time ops, in foreach.py
 
 
 def _L():

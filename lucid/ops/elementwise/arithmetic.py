@@ -333,20 +333,49 @@ def add(input, other, *, alpha=1):
     >>> lucid.add(lucid.tensor([1.0, 2.0]), 1)
     tensor([2., 3.])
     """
-    if alpha != 1:
+    if alpha != 1 or alpha.__class__ is bool:  # alpha=True is 1 but refused beside non-bool results
         if _half_result(input, other):  # See NOTE [Half opmath]
+            if alpha.__class__ is not float:
+                _alpha_result_dtype(input, other, alpha, "add")
             return _half_axpy(add_p, input, other, alpha)
-        other = _scaled(other, alpha)
+        other = _scaled(input, other, alpha, "add")
     return bind(add_p, promote(input, other), {})
 
 
-def _scaled(other, alpha):
+def _scaled(input, other, alpha, op):
     """``alpha * other``; a complex number times a number stays a Python number (double
     precision, as PyTorch's scalars), where ``mul`` would make a complex64 tensor of it."""
     if other.__class__ in (complex, float, int) and alpha.__class__ in (complex, float, int) \
             and complex in (other.__class__, alpha.__class__):
+        if alpha.__class__ is complex:
+            _alpha_result_dtype(input, other, alpha, op)
         return other * alpha
-    return mul(other, alpha)
+    if alpha.__class__ is float and other.__class__ is Tensor and other._data.dtype.kind == "f":
+        return mul(other, alpha)  # the common case (an optimizer's add_(g, alpha=-lr)): nothing to check
+    return _scaled_in_result_dtype(input, other, alpha, op)
+
+
+def _scaled_in_result_dtype(input, other, alpha, op):
+    """``alpha * other`` in the dtype of ``input op other``, with PyTorch's alpha checks: alpha
+    takes no part in the promotion (``add(bool, bool, alpha=3)`` stays bool)."""
+    if isinstance(alpha, Tensor) or not isinstance(alpha, (bool, int, float, complex, np.number, np.bool_)):
+        return mul(other, alpha)
+    rt = _alpha_result_dtype(input, other, alpha, op)
+    if isinstance(other, Tensor) and dtypes.to_dtype(other.dtype) != rt:  # dtype: tracers too
+        other = cast(other, dtype=rt)
+    return mul(other, bool(alpha) if rt.kind == "b" else alpha)
+
+
+def _alpha_result_dtype(input, other, alpha, op):
+    """The dtype of ``input op other``, after PyTorch's checks of ``alpha`` against it."""
+    rt = dtypes.result_type(input, other)
+    if isinstance(alpha, (bool, np.bool_)) and rt.kind != "b":
+        raise RuntimeError(f"{op}: Boolean alpha only supported for Boolean results.")
+    if rt.kind in "biu" and not isinstance(alpha, (bool, int, np.bool_, np.integer)):
+        raise RuntimeError(f"{op}: For integral input tensors, argument alpha must not be a floating point number.")
+    if rt.kind != "c" and isinstance(alpha, (complex, np.complexfloating)):
+        raise RuntimeError(f"{op}: For non-complex input tensors, argument alpha must not be a complex number.")
+    return rt
 
 
 @tensor_method("sub", "subtract", "__sub__")
@@ -367,10 +396,12 @@ def sub(input, other, *, alpha=1):
     [1, 3]
     """
     _reject_bool_subtraction(input, other)
-    if alpha != 1:
+    if alpha != 1 or alpha.__class__ is bool:  # alpha=True is 1 but refused beside non-bool results
         if _half_result(input, other):  # See NOTE [Half opmath]
+            if alpha.__class__ is not float:
+                _alpha_result_dtype(input, other, alpha, "sub")
             return _half_axpy(sub_p, input, other, alpha)
-        other = _scaled(other, alpha)
+        other = _scaled(input, other, alpha, "sub")
     return bind(sub_p, promote(input, other), {})
 
 

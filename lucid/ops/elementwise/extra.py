@@ -132,6 +132,8 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     if _all_half(input, tensor1, tensor2):  # float32 inside, one rounding (NOTE [Half primitives])
         return cast(addcmul(*(cast(v, F32) for v in (input, tensor1, tensor2)), value=value), F16)
     prod = _t(tensor1) * tensor2
+    if prod.dtype.kind == "b" and _t(input).dtype.kind == "b":  # PyTorch has no bool kernel (b * b is `and`)
+        raise DtypeNotImplemented("addcmul: not implemented for 'Bool' tensors")
     if value.__class__ is float and prod.dtype.kind in "biu" and _t(input).dtype.kind in "biu":
         value = int(value)  # PyTorch converts value to the integer result type, truncating
     return input + (prod if value == 1 else prod * value)
@@ -630,6 +632,10 @@ def renorm(input, p, dim, maxnorm):
     x = _t(input)
     if x.ndim < 2:
         raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {x.ndim} dimensions")
+    if not p > 0:
+        raise RuntimeError(f"renorm: non-positive-norm not supported (got p={p})")
+    if not maxnorm >= 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
     d = normalize_axis(dim, x.ndim, "renorm")
     others = tuple(i for i in range(x.ndim) if i != d)
     norms = lucid.linalg.vector_norm(x, p, dim=others, keepdim=True) if others else x.abs()

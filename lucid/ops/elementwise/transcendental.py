@@ -121,13 +121,15 @@ def _relu_impl(x):
 
 # The derivative mask is cast to the output's dtype before the multiply: NumPy multiplies
 # float by bool through a buffered cast, 1.4x slower than a cast pass plus a float multiply.
-relu_p, relu = unary("relu", _relu_impl, lambda ns, x, o: ns.cast(o > 0, dtype=o.dtype), save_out=True,
+# The mask is "not o <= 0", not "o > 0": a NaN input passes its gradient (PyTorch's
+# threshold_backward zeroes only where out <= 0).
+relu_p, relu = unary("relu", _relu_impl, lambda ns, x, o: ns.cast(~(o <= 0), dtype=o.dtype), save_out=True,
                      save_inputs=False, float_only=False)
 Tensor.relu = relu
 
 # On a device the backward is one kernel, not a compare, a cast and a multiply (NOTE [Fused
 # device kernels]); the same arithmetic as the rule above.
-_RELU_GRAD = Kernel("lucid_relu_grad", "const T* out, const T* g, T* dx", "dx[i] = (out[i] > 0 ? (T)1 : (T)0) * g[i];")
+_RELU_GRAD = Kernel("lucid_relu_grad", "const T* out, const T* g, T* dx", "dx[i] = (out[i] <= 0 ? (T)0 : (T)1) * g[i];")
 _relu_rule = relu_p.vjp[0]
 
 
@@ -388,7 +390,24 @@ floor_p, floor = unary("floor", _keep_int(xp.floor), _zero, save_inputs=False, f
 ceil_p, ceil = unary("ceil", _keep_int(xp.ceil), _zero, save_inputs=False, float_only=False)
 trunc_p, trunc = unary("trunc", _keep_int(xp.trunc), _zero, save_inputs=False, float_only=False)
 # frac = x - trunc(x): its gradient is 1 (PyTorch's convention), so a primitive of its own.
-frac_p, frac = unary("frac", quiet(lambda x: x - xp.trunc(x), 1), lambda ns, x, o: 1, save_inputs=False)
+frac_p, _frac = unary("frac", quiet(lambda x: x - xp.trunc(x), 1), lambda ns, x, o: 1, save_inputs=False)
+
+
+def frac(input):
+    """``input - trunc(input)``, with the sign of ``input``; floating point only (as PyTorch,
+    which has no integer kernel: an integer's fraction is not promoted to a float zero).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.frac(lucid.tensor([1.5, -2.25])).tolist()
+    [0.5, -0.25]
+    """
+    if isinstance(input, Tensor) and input.dtype.kind in "biu":
+        from .arithmetic import DtypeNotImplemented
+
+        raise DtypeNotImplemented(f"frac: not implemented for '{input.dtype}' tensors (floating point only)")
+    return _frac(input)
 frac_p.vjp = (lambda ns, g, out, x: g,)
 frac_p.jvp = lambda ns, primals, tangents, out: tangents[0]
 
@@ -550,6 +569,7 @@ def lerp(input, end, weight):
     >>> lucid.lerp(lucid.tensor([0.0, 10.0]), lucid.tensor([10.0, 20.0]), 0.5).tolist()
     [5.0, 15.0]
     """
+    _check_lerp_dtypes(input, end, weight)
     if _is_half(input) and _is_half(end) and (_is_half(weight) or not isinstance(weight, Tensor)):
         # PyTorch's float16 kernel: float32 inside, one rounding (NOTE [Half primitives])
         w = cast(weight, F32) if isinstance(weight, Tensor) else weight
@@ -558,6 +578,20 @@ def lerp(input, end, weight):
     if not isinstance(weight, Tensor):
         return input + weight * diff if builtins.abs(weight) < 0.5 else end - diff * (1 - weight)
     return where(abs(weight) < 0.5, input + weight * diff, end - diff * (1 - weight))
+
+
+def _check_lerp_dtypes(input, end, weight):
+    """PyTorch's lerp takes one floating dtype for its tensors and promotes nothing."""
+    if not isinstance(input, Tensor) or not isinstance(end, Tensor):
+        return
+    dt = input.dtype
+    for what, t in (("end", end), ("weight", weight)):
+        if isinstance(t, Tensor) and t.dtype != dt:
+            raise RuntimeError(f"lerp: expected dtype {dt} for `{what}` but got dtype {t.dtype}")
+    if dt.kind not in "fc":
+        from .arithmetic import DtypeNotImplemented
+
+        raise DtypeNotImplemented(f"lerp: not implemented for '{dt}' tensors (floating point only)")
 
 
 # ---------------------------------------------------------------- nan_to_num

@@ -35,11 +35,12 @@ pad_p.batch = _pad_batch
 
 def _edge_index(n, lo, hi, mode):
     """Source positions for padding a dim of size ``n`` by ``lo``/``hi`` in a non-constant mode."""
-    if mode == "reflect":
+    if mode == "reflect":  # lo/hi may be negative: reflected about the uncropped ends, as PyTorch
         if lo >= n or hi >= n:
             raise RuntimeError(f"pad: padding size should be less than the corresponding input dimension, "
                                f"but got padding ({lo}, {hi}) for a dimension of size {n} (reflect)")
-        return np.concatenate([np.arange(lo, 0, -1), np.arange(n), np.arange(n - 2, n - 2 - hi, -1)])
+        i = np.abs(np.arange(-lo, n + hi))
+        return np.where(i > n - 1, 2 * (n - 1) - i, i)
     if mode == "replicate":
         if n == 0:
             raise RuntimeError("pad: replicate padding needs non-empty dimensions")
@@ -86,7 +87,11 @@ def pad(input, pad, mode="constant", value=None):
     widths = tuple([(0, 0)] * (input.ndim - k) + [(pad[2 * i], pad[2 * i + 1]) for i in reversed(range(k))])
     if mode not in ("constant", "reflect", "replicate", "circular"):
         raise NotImplementedError(f"pad: unknown padding mode '{mode}'")
-    if any(lo < 0 or hi < 0 for lo, hi in widths):  # as PyTorch: crop first, then pad what is left
+    if any(n + lo + hi < 0 for (lo, hi), n in zip(widths, input.shape)):
+        raise RuntimeError(f"pad: negative padding {pad} crops more than the size of {tuple(input.shape)}")
+    # As PyTorch: negative pads crop first, then what is left is padded; except 'reflect', whose
+    # kernel reflects about the ends of the uncropped input (_edge_index takes signed widths).
+    if mode != "reflect" and any(lo < 0 or hi < 0 for lo, hi in widths):
         crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, input.shape))
         if any(c.start > c.stop for c in crop):
             raise RuntimeError(f"pad: negative padding {pad} crops more than the size of {tuple(input.shape)}")
