@@ -54,7 +54,8 @@ MaskedTensor(
 # leaf's ``.grad`` holds 0, not PyTorch's 1, at masked-out places, which print ``--`` either
 # way); functions called with a MaskedTensor use its mask (``and``-ed with an explicit
 # ``mask=``; PyTorch's mean/var would count the masked-out elements when no mask is given); no
-# sparse layouts; no prototype warning; log_softmax, softmin, any, permute, squeeze, unbind,
+# sparse layouts (a sparse input or mask raises NotImplementedError; a nested input raises
+# PyTorch's ValueError); no prototype warning; log_softmax, softmin, any, permute, squeeze, unbind,
 # relu, ``1 - mt``, ``x ** mt`` and binary ops with keyword arguments work where PyTorch's
 # MaskedTensor refuses them. Kept on purpose, for parity: var/std of a slice with nothing kept
 # send nan to its masked-out elements' gradient, as PyTorch's do.

@@ -28,7 +28,16 @@ def unwrap(name, input, mask):
         return input.get_data(), own if mask is None else own & _check_mask(name, mask)
     if not isinstance(input, Tensor):
         raise TypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
-    return input, None if mask is None else _check_mask(name, mask)
+    if input.is_nested:  # PyTorch's layout check, with its ValueError
+        raise ValueError(f"{name}: masked {name} expects a strided tensor (got a {input.layout} tensor)")
+    mask = None if mask is None else _check_mask(name, mask)
+    for t in (input, mask):
+        if t is not None and t.layout is not lucid.strided and not t.is_nested:
+            # PyTorch's sparse semantics (unspecified elements masked out, a sparse result) are
+            # not implemented: refuse rather than answer in another layout
+            raise NotImplementedError(f"{name}: sparse inputs and masks are not supported by lucid.masked; "
+                                      "call .to_dense() first")
+    return input, mask
 
 
 def _check_mask(name, mask):

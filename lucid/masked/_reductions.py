@@ -116,6 +116,9 @@ def amin(input, dim=None, *, keepdim=False, dtype=None, mask=None):
 
 def _arg(name, input, dim, keepdim, dtype, mask):
     input, mask = unwrap(name, input, mask)
+    if input.dtype == lucid.bool:  # the indices would be bools. PyTorch raises RuntimeError, or with a
+        # mask NotImplementedError (no identity for bools), which is a RuntimeError too
+        raise NotImplementedError(f"{name}(): does not support bool input")
     dtype = input.dtype if dtype is None else as_dtype(dtype)
     if dim is not None:
         dim = canonical_dim(name, dim, input.ndim)[0] if input.ndim else None

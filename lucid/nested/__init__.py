@@ -56,11 +56,25 @@ nested_tensor([
 #   argmin with the first extremum's index, whose element alone gets max's gradient) are one
 #   ``index_add``/``scatter_reduce`` of the rows by their sequence; softmax and log_softmax over
 #   it subtract each sequence's max the same way.
+# - Also as PyTorch's (``_ops_more.py``): ``select`` along the batch dim is that component
+#   (dense); ``bmm``/``matmul`` of a ``(B, j, D)`` tensor and a dense ``(B, D, E)`` batch, or of
+#   a dense ``(B, F, D)`` batch and a ``(B, D, j)`` tensor, gather each row's matrix by its
+#   sequence; ``contiguous()``/``clone(memory_format=contiguous_format)`` of a tensor with
+#   holes packs it on new offsets; ``embedding``/``embedding_bag`` take nested indices (a bag
+#   per sequence) and ``masked_select`` a nested mask of a 2-D tensor (new offsets);
+#   ``permute`` keeping the batch dim first; ``expand_as`` a tensor of the same structure;
+#   ``index_put`` with the ragged dim among the indices puts into rows of the values (offset
+#   plus position), without it into the padded tensor, gathered back.
 # - Differences from PyTorch: ``to_padded_tensor``, reductions and attention also take
-#   nested tensors with holes; ``is_causal`` attention is accepted (causal within each
-#   sequence); log_softmax over the ragged dim, and softmax over it when it is not dim 1, are
-#   accepted (PyTorch 2.13 refuses them); ``grad_fn`` prints as Lucid's dense tensors print it
-#   (``<MulBackward0>``).
+#   nested tensors with holes (a full reduction skips the holes, where PyTorch 2.13 reduces
+#   the whole values buffer, holes included); ``is_causal`` attention is accepted (causal
+#   within each sequence); log_softmax over the ragged dim, and softmax over it when it is not
+#   dim 1, are accepted (PyTorch 2.13 refuses them); so are ``split``/``split_with_sizes``
+#   along the batch dim, ``select`` of a normal dim with holes, ``where`` with a dense
+#   condition, ``nt @ vector`` and ``masked_select`` with holes; ``grad_fn`` prints as Lucid's
+#   dense tensors print it (``<MulBackward0>``). Refusals on the ragged dim (narrow, chunk,
+#   split) raise ``OpError``, both PyTorch's RuntimeError and the ValueError it raises when
+#   there are holes.
 #
 # NOTE [Strided nested tensors]
 # PyTorch's default layout (``layout=None`` means it): B components of one rank whose sizes

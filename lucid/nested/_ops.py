@@ -276,7 +276,8 @@ def _reduce(func, args, kwargs):
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         if keepdim:
             raise RuntimeError(f"{name}: keepdim=True needs a dim for nested tensors")
-        return func(packed(nt)[0], **kw)
+        # without holes the values as laid out, so argmax's flat index is PyTorch's
+        return func(nt._values if nt._struct.lengths is None else packed(nt)[0], **kw)
     nd, r = nt.dim(), nt._ragged_idx
     dims = _dims(name, dim, nd)
     if 0 in dims and r not in dims:
@@ -371,7 +372,7 @@ def _linear(func, args, kwargs):
 
 def _matmul(func, args, kwargs):
     name = _name(func)
-    x, y = args[0], args[1]
+    x, y = (args[0], args[1]) if len(args) >= 2 else tuple(_bind(func, args, kwargs).values())[:2]
     if name.startswith("__r"):
         x, y = y, x
     if isinstance(x, NestedTensor) and isinstance(y, NestedTensor):
@@ -382,6 +383,11 @@ def _matmul(func, args, kwargs):
     if isinstance(x, NestedTensor) and isinstance(y, Tensor) and y.dim() <= 2:
         _ragged_not_in(name, x, 1)
         return _wrap(x, x._values @ y)
+    one_dense = isinstance(x, NestedTensor) != isinstance(y, NestedTensor)
+    if one_dense and isinstance(x, Tensor) and isinstance(y, Tensor) and 3 in (x.dim(), y.dim()):
+        from ._ops_more import batched_matmul
+
+        return batched_matmul(name, x, y)
     raise NotImplementedError(f"{name}: only nested @ dense matrix (or nested @ nested of one structure) is "
                               "supported for NestedTensor")
 
@@ -419,7 +425,8 @@ def _narrow(func, args, kwargs):
     nt = a["input"]
     d = _norm_dim(name, a["dim"], nt.dim())
     if d == 0 or d == nt._ragged_idx:
-        raise RuntimeError(f"{name}: not supported for NestedTensor on "
+        # PyTorch raises RuntimeError, or ValueError when the tensor has holes: both catch this
+        raise OpError(f"{name}: not supported for NestedTensor on "
                            + ("dim=0" if d == 0 else "ragged dim"))
     return _wrap(nt, nt._values.narrow(d - 1, a["start"], a["length"]))
 
@@ -482,6 +489,7 @@ def _squeeze(func, args, kwargs):
         dims = _dims("squeeze", dim, nt.dim())
         if 0 in dims or r in dims:
             raise RuntimeError("squeeze: not supported for NestedTensor on the batch or ragged dim")
+        dims = [d for d in dims if int(nt._values.shape[d - 1]) == 1]
     if not dims:
         return nt
     return _wrap(nt, nt._values.squeeze(tuple(d - 1 for d in dims)), r - sum(d < r for d in dims))
@@ -494,9 +502,10 @@ def _split_like(func, args, kwargs):
     nt = a[key]
     d = _norm_dim(name, a["dim"], nt.dim())
     if d == 0:
-        return _split_batch(name, nt, a["chunks"] if "chunks" in a else a["split_size_or_sections"], "chunks" in a)
-    if d == nt._ragged_idx:
-        raise RuntimeError(f"{name}: not supported for NestedTensor on ragged dim (dim={a['dim']})")
+        how = a["chunks"] if "chunks" in a else a.get("split_size_or_sections", a.get("split_sizes"))
+        return _split_batch(name, nt, how, "chunks" in a)
+    if d == nt._ragged_idx:  # RuntimeError in PyTorch, ValueError with holes: OpError is both
+        raise OpError(f"{name}: not supported for NestedTensor on ragged dim (dim={a['dim']})")
     a[key], a["dim"] = nt._values, d - 1
     return tuple(_wrap(nt, p) for p in func(**a))
 
@@ -612,7 +621,15 @@ type_as contiguous cpu cuda zeros_like ones_like empty_like full_like rand_like 
 add sub subtract mul multiply div divide true_divide floor_divide remainder fmod pow float_power atan2 arctan2
 maximum minimum fmax fmin eq ne lt le gt ge greater greater_equal less less_equal not_equal equal_
 logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor hypot copysign xlogy where lerp addcmul
-addcdiv clamp clip clamp_min clamp_max masked_fill""".split()
+addcdiv clamp clip clamp_min clamp_max masked_fill
+angle conj_physical frexp i0 isreal signbit mvlgamma polygamma fill heaviside igamma igammac isclose ldexp
+logaddexp logaddexp2 nextafter byte char cdouble cfloat""".split()
+_SPECIAL = """airy_ai bessel_j0 bessel_j1 bessel_y0 bessel_y1 entr erfcx i0e i1 i1e log_ndtr modified_bessel_i0
+modified_bessel_i1 modified_bessel_k0 modified_bessel_k1 ndtr ndtri polygamma scaled_modified_bessel_k0
+scaled_modified_bessel_k1 spherical_bessel_j0 chebyshev_polynomial_t chebyshev_polynomial_u chebyshev_polynomial_v
+chebyshev_polynomial_w hermite_polynomial_h hermite_polynomial_he laguerre_polynomial_l legendre_polynomial_p
+shifted_chebyshev_polynomial_t shifted_chebyshev_polynomial_u shifted_chebyshev_polynomial_v
+shifted_chebyshev_polynomial_w xlog1py zeta""".split()
 _DUNDER = """__add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __truediv__ __rtruediv__ __floordiv__
 __rfloordiv__ __mod__ __rmod__ __pow__ __rpow__ __neg__ __abs__ __pos__ __invert__ __eq__ __ne__ __lt__ __le__
 __gt__ __ge__ __and__ __rand__ __or__ __ror__ __xor__ __rxor__""".split()
@@ -626,6 +643,9 @@ _PASSTHROUGH = "is_floating_point is_complex element_size get_device ndimension 
 def _build_table():
     import lucid
     import lucid.nn.functional as F
+    import lucid.special
+
+    from . import _ops_more
 
     T = lucid.Tensor
 
@@ -633,6 +653,8 @@ def _build_table():
         register_handlers(_TABLE, handler, owners, names)
 
     put(_pointwise, (lucid, T), _UNARY + ["to"])
+    put(_pointwise, (lucid.special,), _SPECIAL)
+    register_handlers(_TABLE, _pointwise, (T,), ["real", "imag"], getters=True)
     put(_pointwise, (T,), _DUNDER)
     put(_pointwise, (F,), [n for n in _F_POINTWISE if not n.endswith("_")] + ["dropout"])
     put(_inplace, (F,), [n for n in _F_POINTWISE if n.endswith("_")])
@@ -660,3 +682,5 @@ def _build_table():
     put(_unbind, (lucid,), ["unbind"])
     put(_getitem, (T,), ["__getitem__"])
     put(_sdpa, (F,), ["scaled_dot_product_attention"])
+    put(_split_like, (lucid, T), ["split_with_sizes"])
+    _ops_more.register(put, lucid, T, F)

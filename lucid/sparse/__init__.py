@@ -38,6 +38,9 @@ tensor([[2.],
 #   call .to_dense() first"). The dense fast path pays nothing.
 # - ``lucid.mm``/``matmul``/``addmm`` are wrapped (``sparse_aware``) to route sparse
 #   operands here: two class checks on a dense call.
+# - Reductions keep PyTorch's layouts: ``csr.sum(dim, keepdim=True)`` is CSR (computed on
+#   the COO form and converted back); other compressed layouts, and ``keepdim=False``, which
+#   PyTorch refuses for them, give the COO (or dense) result.
 # - Not done: ``lucid.save`` of a sparse tensor (serialization.py stores dense arrays only;
 #   it raises the stand-in's error), products of batched or hybrid compressed tensors, indexing
 #   (``index_select`` and ``narrow_copy`` of COO tensors excepted), and the function forms of

@@ -18,7 +18,7 @@ from .._core.tensor import Tensor
 from ..ops.scatter_extra import segment_softmax
 from ._base import SparseTensor, require_sparse
 from ._coo import SparseCOOTensor, _canon, _host, coalesced, linear_index, make_coo
-from ._base import sparse_bsc, sparse_bsr
+from ._base import sparse_bsc, sparse_bsr, sparse_csr
 from ._compressed import SparseCompressedTensor, convert, index_dtype
 
 _BLOCKED = (sparse_bsr, sparse_bsc)
@@ -341,8 +341,9 @@ def _intersect(a, b):
     dt = lucid.promote_types(a.dtype, b.dtype)
     if a._nnz() == 0 or b._nnz() == 0:
         empty = lucid.zeros((sd, 0), dtype=lucid.int64, device=a.device)
-        return make_coo(empty, lucid.zeros((0,) + tuple(a._vals.shape[1:]), dtype=dt, device=a.device),
-                        a._size, True)
+        # empty slices of both values keep the result in the graph (a zero gradient, as PyTorch's)
+        vals = (a._vals[:0] * b._vals[:0]).to(dt)
+        return make_coo(empty, vals, a._size, True)
     shape = tuple(a.shape[:sd])
     ka, kb = linear_index(a._idx, shape), linear_index(b._idx, shape)
     pos = lucid.searchsorted(ka, kb).clamp(max=a._nnz() - 1)
@@ -364,7 +365,8 @@ def _div(s, k):
 # linear one, like neg, needs no coalescing and keeps the flag).
 _ZERO_PRESERVING = ("abs", "sin", "sinh", "tan", "tanh", "asin", "asinh", "atan", "atanh", "sqrt",
                     "square", "relu", "sign", "sgn", "floor", "ceil", "trunc", "frac", "round", "expm1",
-                    "log1p", "erf", "erfinv", "deg2rad", "rad2deg", "signbit", "isnan", "isinf", "nan_to_num")
+                    "log1p", "erf", "erfinv", "deg2rad", "rad2deg", "signbit", "isnan", "isinf", "nan_to_num",
+                    "isposinf", "isneginf", "angle", "conj", "conj_physical")
 
 
 def _unary(name):
@@ -397,6 +399,13 @@ def _rsub(self, other):
 
 
 def _sum_method(self, dim=None, keepdim=False, dtype=None):
+    out = _sum_keepdim(self, dim, keepdim, dtype)
+    if keepdim and dim is not None and self.layout is sparse_csr:
+        return out.to_sparse_csr()  # PyTorch keeps a CSR input's layout (a 2-D result)
+    return out
+
+
+def _sum_keepdim(self, dim, keepdim, dtype):
     out = sum(self, dim, dtype)
     if not keepdim or dim is None:
         return out
