@@ -32,7 +32,7 @@ import numpy as np
 
 from .._core.backend import namespace_of, xp
 from .._core.grad_mode import STATE
-from .._core.primitive import TN, OpError, bind, defprim
+from .._core.primitive import TN, OpError, autocast_composite, bind, defprim
 from ._family import _as_tensor, conj_if_complex, move_bdim, quiet
 from .conv_device import _device_cols, _fused_cols, _fused_transpose, _pad_crop  # See NOTE [Conv on a device]
 
@@ -803,6 +803,7 @@ def _add_bias(out, bias, op):
     return out + bias.reshape((-1,) + (1,) * (out.ndim - 2))
 
 
+@autocast_composite("conv")  # NOTE [Autocast]: cast before the dtype checks, the bias too
 def convolution(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, nsp, op="conv"):
     """N-d convolution (cross-correlation, as in PyTorch); see :func:`conv2d`."""
     input, weight = _check_input(input, weight, nsp, op)
@@ -868,6 +869,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return convolution(input, weight, bias, stride, padding, dilation, groups, nsp=3, op="conv3d")
 
 
+@autocast_composite("conv_transpose")  # NOTE [Autocast]
 def conv_transpose(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
                    *, nsp, op="conv_transpose", output_size=None):
     """N-d transposed convolution (the adjoint of :func:`convolution`); see :func:`conv_transpose2d`."""

@@ -57,3 +57,30 @@ def test_constant_gradient_parity_with_pytorch():
         (h,) = lucid.autograd.grad((g * lucid.tensor([1.0, 2, 3, 4], dtype=lucid.float64)).sum(), [x])
         (th,) = torch.autograd.grad((tg * torch.tensor([1.0, 2, 3, 4], dtype=torch.float64)).sum(), [t])
         np.testing.assert_array_equal(h.numpy(), th.numpy())
+
+
+def test_stacked_convolutions_run_under_cpu_autocast():
+    # conv2d's dtype check ran before autocast cast anything: the second conv of a Sequential
+    # got a float16 input and float32 weights and raised; conv_transpose's bias added after the
+    # cast op promoted the result back to float32
+    import lucid.nn as nn
+
+    lucid.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 2, 3),
+                      nn.ConvTranspose2d(2, 3, 3))
+    x = lucid.randn(2, 3, 8, 8)
+    with lucid.autocast("cpu", dtype=lucid.float16):
+        y = m(x)
+    assert y.dtype == lucid.float16
+    # the same computation by hand in float16 (each layer's operands cast, as autocast does)
+    h = x.half()
+    for layer in m:
+        if isinstance(layer, nn.ReLU):
+            h = h.relu()
+        elif isinstance(layer, nn.ConvTranspose2d):
+            h = lucid.nn.functional.conv_transpose2d(h, layer.weight.half(), layer.bias.half())
+        else:
+            h = lucid.nn.functional.conv2d(h, layer.weight.half(), layer.bias.half())
+    np.testing.assert_array_equal(y.detach().numpy(), h.detach().numpy())
+    y.float().sum().backward()
+    assert m[0].weight.grad.dtype == lucid.float32 and m[3].bias.grad.dtype == lucid.float32
