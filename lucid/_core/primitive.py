@@ -405,7 +405,7 @@ def _cpu_numbers_moved(args):
                 small = small or arr.ndim == 0
             elif target is None:
                 target = a.device
-    if target is None or not small:
+    if target is None or not small or target.type == "cpu":  # a CPU placeholder (sparse): no move helps
         return None
     return tuple(a.to(target) if isinstance(a, Tensor) and not a._level and a._data.__class__ is ndarray
                  and a._data.ndim == 0 else a for a in args)

@@ -84,3 +84,12 @@ def test_stacked_convolutions_run_under_cpu_autocast():
     np.testing.assert_array_equal(y.detach().numpy(), h.detach().numpy())
     y.float().sum().backward()
     assert m[0].weight.grad.dtype == lucid.float32 and m[3].bias.grad.dtype == lucid.float32
+
+
+def test_a_sparse_operand_with_a_cpu_number_raises_instead_of_recursing():
+    # the sparse placeholder counted as "on a device", the 0-d tensor's move to the CPU
+    # changed nothing and bind retried forever (RecursionError)
+    s = lucid.tensor([1.0, 0.0]).to_sparse()
+    with pytest.raises(NotImplementedError, match="mul: sparse tensors are not supported here"):
+        lucid.mul(s, lucid.tensor(2.0))
+    np.testing.assert_array_equal((s * lucid.tensor(2.0)).to_dense().numpy(), [2.0, 0.0])  # the method form works
