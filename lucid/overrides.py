@@ -305,11 +305,20 @@ def _flat_tensors(args, kwargs):
     return out
 
 
+def _is_pytorch_callable(func):
+    mod = getattr(func, "__module__", None) or getattr(getattr(func, "__objclass__", None), "__module__", None) or ""
+    return mod == "torch" or mod.startswith("torch.")
+
+
 def _default_torch_function(cls, func, types, args=(), kwargs=None):
     """``Tensor.__torch_function__``: run ``func`` with subclass dispatch off and give the
     tensors it returns the class ``cls`` (PyTorch's default)."""
     kwargs = kwargs or {}
     if not all(issubclass(cls, t) for t in types):
+        return NotImplemented
+    if _is_pytorch_callable(func):
+        # PyTorch's own dispatch asking a Lucid tensor (the protocol is duck-typed): running
+        # func would ask again, forever; NotImplemented lets Python try Lucid's reflected operator
         return NotImplemented
     with DisableTorchFunctionSubclass():
         ret = func(*args, **kwargs)

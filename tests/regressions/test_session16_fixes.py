@@ -93,3 +93,13 @@ def test_a_sparse_operand_with_a_cpu_number_raises_instead_of_recursing():
     with pytest.raises(NotImplementedError, match="mul: sparse tensors are not supported here"):
         lucid.mul(s, lucid.tensor(2.0))
     np.testing.assert_array_equal((s * lucid.tensor(2.0)).to_dense().numpy(), [2.0, 0.0])  # the method form works
+
+
+def test_pytorch_asking_a_lucid_tensor_does_not_recurse():
+    # torch.Tensor.__eq__ saw the duck-typed __torch_function__ of a Lucid tensor, Lucid's
+    # default handler ran the torch method again, which asked again: RecursionError
+    torch = pytest.importorskip("torch")
+    out = torch.ones(2) == lucid.ones(2)
+    assert isinstance(out, lucid.Tensor) and out.tolist() == [True, True]
+    with pytest.raises(TypeError, match="torch.add"):
+        torch.add(torch.ones(2), lucid.ones(2))
