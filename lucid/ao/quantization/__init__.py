@@ -16,6 +16,7 @@ from lucid._core.quantized import (dequantize, per_channel_affine, per_channel_s
 from .fake_quantize import (FakeQuantize, FakeQuantizeBase, FixedQParamsFakeQuantize, FusedMovingAvgObsFakeQuantize,
                             default_fixed_qparams_range_0to1_fake_quant,
                             default_fixed_qparams_range_neg1to1_fake_quant, default_dynamic_fake_quant,
+                            default_embedding_fake_quant,
                             default_fake_quant, default_fused_act_fake_quant, default_fused_per_channel_wt_fake_quant,
                             default_fused_wt_fake_quant,
                             default_per_channel_weight_fake_quant, default_weight_fake_quant, disable_fake_quant,
@@ -28,11 +29,13 @@ from .observer import (FixedQParamsObserver, MinMaxObserver, default_fixed_qpara
                        UniformQuantizationObserverBase, default_dynamic_quant_observer,
                        default_float_qparams_observer, default_observer, default_per_channel_weight_observer,
                        default_placeholder_observer, default_weight_observer)
-from .qconfig import (QConfig, QConfigDynamic, default_dynamic_qconfig, default_per_channel_qconfig,
+from .qconfig import (QConfig, QConfigDynamic, default_dynamic_qconfig, default_embedding_qat_qconfig,
+                      default_per_channel_qconfig,
                       default_qat_qconfig, default_qconfig, float16_dynamic_qconfig, float_qparams_weight_only_qconfig,
                       get_default_qat_qconfig, get_default_qconfig, per_channel_dynamic_qconfig)
 from .qconfig_mapping import QConfigMapping, get_default_qat_qconfig_mapping, get_default_qconfig_mapping
 from .quantize import (convert, get_default_dynamic_quant_module_mappings, get_default_qat_module_mappings,
+                       get_embedding_qat_module_mappings, get_embedding_static_quant_module_mappings,
                        get_default_static_quant_module_mappings, prepare, prepare_qat, propagate_qconfig_, quantize,
                        quantize_dynamic, swap_module)
 from .stubs import DeQuantStub, QuantStub, QuantWrapper

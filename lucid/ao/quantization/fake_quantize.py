@@ -25,11 +25,43 @@ from .utils import is_per_channel
 __all__ = ["FakeQuantizeBase", "FakeQuantize", "FusedMovingAvgObsFakeQuantize", "FixedQParamsFakeQuantize",
            "default_fixed_qparams_range_0to1_fake_quant", "default_fixed_qparams_range_neg1to1_fake_quant", "default_fused_act_fake_quant",
            "default_fused_wt_fake_quant", "default_fused_per_channel_wt_fake_quant", "default_fake_quant", "default_weight_fake_quant",
-           "default_per_channel_weight_fake_quant", "default_dynamic_fake_quant", "disable_fake_quant",
+           "default_per_channel_weight_fake_quant", "default_dynamic_fake_quant", "default_embedding_fake_quant",
+           "disable_fake_quant",
            "enable_fake_quant", "disable_observer", "enable_observer"]
 
 _INT_RANGE = {lucid.qint8: (-128, 127), lucid.quint8: (0, 255), lucid.qint32: (-2 ** 31, 2 ** 31 - 1),
               lucid.int8: (-128, 127), lucid.uint8: (0, 255), lucid.int32: (-2 ** 31, 2 ** 31 - 1)}
+
+
+def fake_quantize_float_qparams(input, scale, zero_point, axis, quant_min, quant_max):
+    """Per-channel fake quantization with float zero points (the embedding tables' scheme), as
+    PyTorch's kernel for them: ``q = rint(fma(x, f32(1 / scale), zero_point))`` (x86 builds fuse
+    it; emulated in float64, where the product is exact), then ``(clamp(q) - zero_point) * scale``
+    in float64, rounded to the input's dtype; the zero points may lie outside
+    ``[quant_min, quant_max]``. The gradient is the straight-through estimator inside the range
+    (NOTE [Straight-through fake quantization]). ``lucid.fake_quantize_per_channel_affine``
+    range-checks and rounds float zero points first, which PyTorch does not.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.quantization.fake_quantize import fake_quantize_float_qparams
+    >>> x = lucid.tensor([[0.26, 3.0], [0.26, -3.0]])
+    >>> fake_quantize_float_qparams(x, lucid.tensor([0.1, 0.5]), lucid.tensor([-5.5, 300.25]), 0, 0, 255)
+    tensor([[  0.55 ,   2.95 ],
+            [-22.625, -22.625]])
+    """
+    x = input.detach()
+    shape = [1] * x.ndim
+    shape[axis % max(x.ndim, 1)] = -1
+    scale = scale.detach().to(device=x.device, dtype=lucid.float32).reshape(shape)
+    zp = zero_point.detach().to(device=x.device, dtype=lucid.float32).reshape(shape)
+    inv = 1.0 / scale
+    q = lucid.round((x.double() * inv.double() + zp.double()).float())
+    inside = (q >= quant_min) & (q <= quant_max)
+    # the kernel's clamp bounds are integers, which widens the last step to float64
+    value = ((q.clamp(quant_min, quant_max).double() - zp.double()) * scale.double()).to(x.dtype)
+    return value + lucid.where(inside, input - x, lucid.zeros((), dtype=input.dtype, device=x.device))
 
 
 class FakeQuantizeBase(nn.Module):
@@ -120,7 +152,10 @@ class FakeQuantize(FakeQuantizeBase):
             self.zero_point = zero_point.to(device=self.zero_point.device, dtype=self.zero_point.dtype)
         if int(self.fake_quant_enabled[0]) == 1:
             app = self.activation_post_process
-            if self.is_per_channel:
+            if self.qscheme == per_channel_affine_float_qparams:
+                X = fake_quantize_float_qparams(X, self.scale, self.zero_point, self.ch_axis, app.quant_min,
+                                                app.quant_max)
+            elif self.is_per_channel:
                 X = lucid.fake_quantize_per_channel_affine(X, self.scale, self.zero_point, self.ch_axis,
                                                            app.quant_min, app.quant_max)
             else:
@@ -242,6 +277,10 @@ default_per_channel_weight_fake_quant = FakeQuantize.with_args(
 
 default_fused_act_fake_quant = FusedMovingAvgObsFakeQuantize.with_args(
     observer=MovingAverageMinMaxObserver, quant_min=0, quant_max=255, dtype=lucid.quint8)
+# embedding tables: each row its own float scale and float zero point, from the current weight only
+default_embedding_fake_quant = FakeQuantize.with_args(
+    observer=MovingAveragePerChannelMinMaxObserver, qscheme=lucid.per_channel_affine_float_qparams,
+    dtype=lucid.quint8, quant_min=0, quant_max=255, ch_axis=0, averaging_constant=1)
 default_fused_wt_fake_quant = FusedMovingAvgObsFakeQuantize.with_args(
     observer=MovingAverageMinMaxObserver, quant_min=-128, quant_max=127, dtype=lucid.qint8,
     qscheme=lucid.per_tensor_symmetric)

@@ -6,15 +6,17 @@ from collections import namedtuple
 
 import lucid
 
-from .fake_quantize import (FakeQuantize, default_fake_quant, default_per_channel_weight_fake_quant,
-                            default_weight_fake_quant)
-from .observer import (MinMaxObserver, MovingAverageMinMaxObserver, PlaceholderObserver, default_dynamic_quant_observer,
+from .fake_quantize import (FakeQuantize, default_embedding_fake_quant, default_fake_quant,
+                            default_per_channel_weight_fake_quant, default_weight_fake_quant)
+from .observer import (MinMaxObserver, MovingAverageMinMaxObserver, NoopObserver, PlaceholderObserver,
+                       default_dynamic_quant_observer,
                        default_float_qparams_observer, default_observer, default_per_channel_weight_observer,
                        default_placeholder_observer, default_weight_observer)
 
 __all__ = ["QConfig", "QConfigDynamic", "default_qconfig", "default_dynamic_qconfig", "float16_dynamic_qconfig",
            "per_channel_dynamic_qconfig", "float_qparams_weight_only_qconfig", "default_qat_qconfig",
-           "default_per_channel_qconfig", "get_default_qconfig", "get_default_qat_qconfig"]
+           "default_per_channel_qconfig", "default_embedding_qat_qconfig", "get_default_qconfig",
+           "get_default_qat_qconfig"]
 
 
 class QConfig(namedtuple("QConfig", ["activation", "weight"])):
@@ -50,6 +52,9 @@ per_channel_dynamic_qconfig = QConfig(activation=default_dynamic_quant_observer,
 float_qparams_weight_only_qconfig = QConfig(activation=default_placeholder_observer,
                                             weight=default_float_qparams_observer)
 default_qat_qconfig = QConfig(activation=default_fake_quant, weight=default_weight_fake_quant)
+# quantization-aware training of embedding tables (lucid.ao.nn.qat.Embedding / EmbeddingBag): float outputs
+default_embedding_qat_qconfig = QConfig(activation=NoopObserver.with_args(dtype=lucid.float32),
+                                        weight=default_embedding_fake_quant)
 
 
 def get_default_qconfig(backend="x86", version=0):

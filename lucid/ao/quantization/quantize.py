@@ -9,13 +9,16 @@ import itertools
 import lucid
 from lucid import nn
 
+from lucid.nn.modules.linear import NonDynamicallyQuantizableLinear
+
 from .fuse_modules import LinearReLU, _FusedModule
 from .qconfig import default_dynamic_qconfig, float16_dynamic_qconfig, float_qparams_weight_only_qconfig
 from .stubs import DeQuantStub, QuantStub
 
 __all__ = ["quantize_dynamic", "propagate_qconfig_", "prepare", "convert", "prepare_qat", "quantize",
            "swap_module", "get_default_dynamic_quant_module_mappings", "get_default_static_quant_module_mappings",
-           "get_default_qat_module_mappings"]
+           "get_default_qat_module_mappings", "get_embedding_qat_module_mappings",
+           "get_embedding_static_quant_module_mappings"]
 
 
 def get_default_dynamic_quant_module_mappings():
@@ -50,7 +53,10 @@ def get_default_static_quant_module_mappings():
 
     mapping.update({nn.ReLU6: nnq.ReLU6, nn.Hardswish: nnq.Hardswish, nn.LeakyReLU: nnq.LeakyReLU, nn.ELU: nnq.ELU,
                     nn.BatchNorm2d: nnq.BatchNorm2d, nn.BatchNorm3d: nnq.BatchNorm3d, BNReLU2d: QBNReLU2d,
-                    BNReLU3d: QBNReLU3d})
+                    BNReLU3d: QBNReLU3d, nn.Dropout: nnq.Dropout, nn.PReLU: nnq.PReLU, nn.LayerNorm: nnq.LayerNorm,
+                    nn.GroupNorm: nnq.GroupNorm, nn.InstanceNorm1d: nnq.InstanceNorm1d,
+                    nn.InstanceNorm2d: nnq.InstanceNorm2d, nn.InstanceNorm3d: nnq.InstanceNorm3d,
+                    NonDynamicallyQuantizableLinear: nnq.Linear})
     for n in (1, 2, 3):
         mapping[getattr(nn, f"ConvTranspose{n}d")] = getattr(nnq, f"ConvTranspose{n}d")
         conv, conv_relu = getattr(nnq, f"Conv{n}d"), getattr(nnq, f"ConvReLU{n}d")
@@ -68,12 +74,33 @@ def get_default_qat_module_mappings():
     fm = importlib.import_module("lucid.ao.quantization.fuse_modules")  # the package's name is the function
     from .qat import Linear as QATLinear, LinearReLU as QATLinearReLU
 
-    mapping = {nn.Linear: QATLinear, LinearReLU: QATLinearReLU, fm.LinearBn1d: nniqat.LinearBn1d}
+    mapping = {nn.Linear: QATLinear, LinearReLU: QATLinearReLU, fm.LinearBn1d: nniqat.LinearBn1d,
+               NonDynamicallyQuantizableLinear: QATLinear}
     for n in (1, 2, 3):
         mapping.update({getattr(nn, f"Conv{n}d"): getattr(nnqat, f"Conv{n}d"),
                         getattr(fm, f"ConvReLU{n}d"): getattr(nniqat, f"ConvReLU{n}d"),
                         getattr(fm, f"ConvBn{n}d"): getattr(nniqat, f"ConvBn{n}d"),
                         getattr(fm, f"ConvBnReLU{n}d"): getattr(nniqat, f"ConvBnReLU{n}d")})
+    return mapping
+
+
+def get_embedding_qat_module_mappings():
+    """The default QAT mapping plus ``nn.Embedding`` / ``nn.EmbeddingBag`` to their QAT forms
+    (use with ``default_embedding_qat_qconfig``)."""
+    from lucid.ao.nn import qat as nnqat
+
+    mapping = get_default_qat_module_mappings()
+    mapping.update({nn.EmbeddingBag: nnqat.EmbeddingBag, nn.Embedding: nnqat.Embedding})
+    return mapping
+
+
+def get_embedding_static_quant_module_mappings():
+    """The default static mapping plus the QAT embeddings to the quantized ones."""
+    from lucid.ao.nn import qat as nnqat
+    from lucid.ao.nn import quantized as nnq
+
+    mapping = get_default_static_quant_module_mappings()
+    mapping.update({nnqat.EmbeddingBag: nnq.EmbeddingBag, nnqat.Embedding: nnq.Embedding})
     return mapping
 
 
@@ -214,10 +241,10 @@ def _observe_output(module, args, output):
 
 
 def _propagation_types():
-    # nn.ReLU keeps its input's scale and zero point, so PyTorch gives it no observer (one would
-    # add a fake quantization step in QAT); convert still swaps it for the quantized ReLU
+    # nn.ReLU and nn.Dropout keep their input's scale and zero point, so PyTorch gives them no
+    # observer (one would add a fake quantization step in QAT); convert still swaps them
     types = set(get_default_static_quant_module_mappings()) | set(get_default_qat_module_mappings().values())
-    return types - {nn.ReLU}
+    return types - {nn.ReLU, nn.Dropout}
 
 
 def _add_observers(module, allowed):
@@ -251,7 +278,8 @@ def prepare(model, inplace=False, allow_list=None, observer_non_leaf_module_list
     if not inplace:
         model = copy.deepcopy(model)
     propagate_qconfig_(model)
-    _add_observers(model, set(allow_list) if allow_list is not None else _propagation_types())
+    allowed = set(allow_list) if allow_list is not None else _propagation_types()
+    _add_observers(model, allowed | set(observer_non_leaf_module_list or ()))
     return model
 
 
@@ -267,7 +295,8 @@ def prepare_qat(model, mapping=None, inplace=False):
         model = copy.deepcopy(model)
     propagate_qconfig_(model)
     convert(model, mapping=mapping, inplace=True, remove_qconfig=False)
-    prepare(model, inplace=True)
+    # PyTorch observes every module the mapping made (the QAT embeddings' NoopObserver included)
+    prepare(model, inplace=True, observer_non_leaf_module_list=set(mapping.values()))
     return model
 
 

@@ -1,5 +1,6 @@
 """Quantized activations and batch norm (PyTorch's ``torch.ao.nn.quantized`` ReLU6,
-Hardswish, LeakyReLU, ELU, BatchNorm2d/3d) and ``lucid.ao.nn.quantized.functional``'s forms.
+Hardswish, LeakyReLU, ELU, Sigmoid, Softmax, PReLU, Dropout, BatchNorm2d/3d) and
+``lucid.ao.nn.quantized.functional``'s forms.
 
 ReLU6 clamps the integers (NOTE [Ops on quantized tensors]); the others dequantize, compute
 in float32 and requantize to the module's ``scale`` and ``zero_point`` (PyTorch's kernels
@@ -7,14 +8,17 @@ do the same, vectorised), so a value may land one step away on a rounding tie.
 """
 from __future__ import annotations
 
+import numpy as np
+
 import lucid
 from lucid import nn
-from lucid._core.quantized import PER_TENSOR, QuantizedTensor, quantize_per_tensor
+from lucid._core.quantized import PER_TENSOR, RANGE, QuantizedTensor, make_quantized, quantize_per_tensor
 
 from .._nn_utils import observed_qparams
-from ._qops import relu6 as _relu6
+from ._qops import _q_bound, relu6 as _relu6
 
-__all__ = ["ReLU6", "Hardswish", "LeakyReLU", "ELU", "BatchNorm2d", "BatchNorm3d"]
+__all__ = ["ReLU6", "Hardswish", "LeakyReLU", "ELU", "Sigmoid", "Softmax", "PReLU", "Dropout", "BatchNorm2d",
+           "BatchNorm3d"]
 
 
 def _need(x, name):
@@ -204,3 +208,182 @@ class BNReLU3d(_QBNReLU, BatchNorm3d):
     """Quantized batch norm + ReLU on an (N, C, D, H, W) tensor."""
 
     _NAME = "QuantizedBNReLU3d"
+
+
+def _need_kernel(x, name):
+    """As :func:`_need`, with PyTorch's type for a float input: no QuantizedCPU kernel for it."""
+    if not isinstance(x, QuantizedTensor):
+        raise NotImplementedError(f"{name}: expected a quantized input tensor (no kernel for a {x.dtype} tensor)")
+    return _need(x, name)
+
+
+def quantize_by_multiplier(x, values, inv_scale, zero_point):
+    """``rint(values * inv_scale) + zero_point`` in float32, clamped to ``x``'s dtype: what ATen's
+    vectorised ``quantize`` does with a given float32 inverse scale (PyTorch's requantizing
+    kernels), as a tensor of ``x``'s dtype with scale ``1 / inv_scale``'s source."""
+    lo, hi = RANGE[x.dtype]
+    ints = (lucid.round(values.float() * float(np.float32(inv_scale))) + float(int(zero_point))).clamp(lo, hi)
+    return ints.to(x._ints.dtype)
+
+
+class Sigmoid(nn.Sigmoid):
+    """Sigmoid of a quantized tensor with a chosen output ``scale`` / ``zero_point`` (PyTorch's
+    ``quantized::sigmoid``: dequantize, sigmoid in float32, ``rint(y * f32(1 / scale)) + zp``).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.nn.quantized import Sigmoid
+    >>> q = lucid.quantize_per_tensor(lucid.tensor([-8.0, 0.0, 8.0]), 0.1, 128, lucid.quint8)
+    >>> Sigmoid(1 / 256, 0)(q).int_repr()
+    tensor([  0, 128, 255], dtype=lucid.uint8)
+    """
+
+    def __init__(self, output_scale, output_zero_point):
+        super().__init__()
+        self.output_scale, self.output_zero_point = output_scale, output_zero_point
+
+    def forward(self, input):
+        x = _need_kernel(input, "Sigmoid")
+        ints = quantize_by_multiplier(x, lucid.sigmoid(x.dequantize()), 1.0 / float(self.output_scale),
+                                      self.output_zero_point)
+        return make_quantized(ints, x.dtype, lucid.per_tensor_affine, float(self.output_scale),
+                              int(self.output_zero_point))
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        return cls(*observed_qparams(mod.activation_post_process))
+
+
+class Softmax(nn.Softmax):
+    """Softmax of a quantized tensor along ``dim``, quantized with ``scale`` / ``zero_point``
+    (PyTorch's x86 ``quantized::softmax``: dequantize, float softmax, ``quantize_per_tensor``).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.nn.quantized import Softmax
+    >>> q = lucid.quantize_per_tensor(lucid.tensor([[0.0, 0.0]]), 0.1, 0, lucid.quint8)
+    >>> Softmax(1, 1 / 256, 0)(q).int_repr()
+    tensor([[128, 128]], dtype=lucid.uint8)
+    """
+
+    def __init__(self, dim=None, scale=1.0, zero_point=0):
+        super().__init__(dim)
+        self.scale, self.zero_point = scale, zero_point
+
+    def _get_name(self):
+        return "QuantizedSoftmax"
+
+    def forward(self, input):
+        x = input
+        if not isinstance(x, QuantizedTensor):  # any scheme: it is dequantized first
+            raise NotImplementedError(f"QuantizedSoftmax: expected a quantized input tensor (no kernel for a "
+                                      f"{x.dtype} tensor)")
+        y = nn.functional.softmax(x.dequantize(), self.dim)
+        return quantize_per_tensor(y, float(self.scale), int(self.zero_point), x.dtype)
+
+    @staticmethod
+    def from_float(mod, use_precomputed_fake_quant=False):
+        return Softmax(mod.dim, *observed_qparams(mod.activation_post_process))
+
+    @classmethod
+    def from_reference(cls, mod, scale, zero_point):
+        return cls(mod.dim, float(scale), int(zero_point))
+
+
+class PReLU(nn.Module):
+    """PReLU of a quint8 tensor with a quint8 ``weight`` (one slope, or one per channel, dim 1),
+    in PyTorch's integer form: ``y = (max(q, zp) - zp) * (w(1) - w_zp) + (min(q, zp) - zp) *
+    (w - w_zp)`` exactly, then ``rint(y * m) + out_zp`` with the float32 multiplier
+    ``m = x_scale * w_scale * f32(1 / out_scale)`` (``w(1)`` is 1 quantized like the weight).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.nn.quantized import PReLU
+    >>> m = PReLU(0.1, 10)
+    >>> m.set_weight(lucid.quantize_per_tensor(lucid.tensor([0.25]), 1 / 128, 0, lucid.quint8))
+    >>> m(lucid.quantize_per_tensor(lucid.tensor([-2.0, 1.0]), 0.1, 128, lucid.quint8)).int_repr()
+    tensor([ 5, 20], dtype=lucid.uint8)
+    """
+
+    def __init__(self, output_scale, output_zero_point, num_parameters=1):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.scale, self.zero_point = output_scale, output_zero_point
+        self.set_weight(quantize_per_tensor(lucid.randn(num_parameters), 1.0, 0, lucid.quint8))
+
+    def set_weight(self, w):
+        self.weight = w
+
+    def _get_name(self):
+        return "QuantizedPReLU"
+
+    def forward(self, input):
+        x = _need(input, "QuantizedPReLU") if isinstance(input, QuantizedTensor) else None
+        if x is None:
+            raise RuntimeError(f"QuantizedPReLU: expected a quantized input tensor, got {input.dtype}")
+        w = self.weight
+        if x.dtype != w.dtype:
+            raise RuntimeError(f"QuantizedPReLU: found dtype {w.dtype} for the weight but expected {x.dtype}")
+        if x.ndim == 0:
+            raise RuntimeError("QuantizedPReLU: zero-dim input tensor is not allowed")
+        wi = w._ints.to(x.device).long() - w.q_zero_point()
+        channels = x.shape[1] if x.ndim > 1 else x.shape[0]
+        if wi.numel() not in (1, channels):
+            raise RuntimeError(f"QuantizedPReLU: the number of weights ({wi.numel()}) must match the input's "
+                               f"channels ({channels})")
+        if x.ndim != wi.ndim:
+            shape = [1] * x.ndim
+            if x.ndim > 1:
+                shape[1] = wi.numel()
+            wi = wi.reshape(*shape)
+        zp, qi = x.q_zero_point(), x._ints.long()
+        one = _q_bound(w, 1.0) - w.q_zero_point()
+        acc = (lucid.clamp(qi, min=zp) - zp) * one + (lucid.clamp(qi, max=zp) - zp) * wi
+        mult = np.float32(np.float32(x.q_scale()) * np.float32(w.q_scale())) * (np.float32(1) / np.float32(self.scale))
+        lo, hi = RANGE[x.dtype]
+        ints = (lucid.round(acc.float() * float(np.float32(mult))) + float(int(self.zero_point))).clamp(lo, hi)
+        return make_quantized(ints.to(x._ints.dtype), x.dtype, lucid.per_tensor_affine, float(self.scale),
+                              int(self.zero_point))
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        import warnings
+
+        q = cls(*observed_qparams(mod.activation_post_process), mod.num_parameters)
+        weight = mod.weight.detach().float()
+        observer = mod.qconfig.weight()
+        observer(weight)
+        if observer.dtype != lucid.quint8:
+            warnings.warn(f"PReLU's weight observer should have dtype quint8 but got {observer.dtype}", stacklevel=2)
+        w_scale, w_zp = observer.calculate_qparams()
+        q.set_weight(quantize_per_tensor(weight, float(w_scale), int(w_zp), lucid.quint8))
+        return q
+
+
+class Dropout(nn.Dropout):
+    """Dropout in a quantized model: the input unchanged, in training and evaluation alike
+    (PyTorch's ``QuantizedDropout`` placeholder).
+
+    Examples
+    --------
+    >>> from lucid.ao.nn.quantized import Dropout
+    >>> Dropout(0.3)
+    QuantizedDropout(p=0.3, inplace=False)
+    """
+
+    def forward(self, input):
+        return input
+
+    def _get_name(self):
+        return "QuantizedDropout"
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        return cls(mod.p, mod.inplace)
+
+    @classmethod
+    def from_reference(cls, mod, scale, zero_point):
+        return cls(mod.p, mod.inplace)

@@ -203,6 +203,11 @@ class Embedding(nn.Module):
 
 def _weight_observer(cls, mod, float_cls):
     if hasattr(mod, "weight_fake_quant"):
+        from lucid.ao.nn import qat
+
+        qat_cls = getattr(qat, float_cls.__name__)
+        if type(mod) is not qat_cls:
+            raise AssertionError(f"nnq.{cls.__name__}.from_float with fake quant only works for {qat_cls.__name__}")
         wobs = mod.weight_fake_quant
     else:
         if type(mod) is not float_cls:

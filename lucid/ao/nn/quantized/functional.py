@@ -14,12 +14,22 @@ from __future__ import annotations
 import lucid
 from lucid.nn import functional as F
 
-from . import _qops
-from .activation import _need, requantize
+from lucid._core.primitive import OpError
+from lucid._core.quantized import QuantizedTensor
 
-__all__ = ["adaptive_avg_pool2d", "adaptive_avg_pool3d", "max_pool1d", "max_pool2d", "conv1d", "conv2d", "conv3d",
-           "linear", "hardtanh", "hardswish", "leaky_relu", "elu", "clamp", "relu6", "celu", "threshold",
-           "hardsigmoid"]
+from . import _qops
+from .activation import _need as _need_per_tensor, requantize
+
+
+def _need(x, name):
+    """PyTorch's ValueError for a float input (a RuntimeError too, as Lucid raised before)."""
+    if not isinstance(x, QuantizedTensor):
+        raise OpError(f"{name}: input to 'quantized.{name}' must be quantized, got a {x.dtype} tensor")
+    return _need_per_tensor(x, name)
+
+__all__ = ["adaptive_avg_pool2d", "adaptive_avg_pool3d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d",
+           "conv1d", "conv2d", "conv3d", "linear", "hardtanh", "hardswish", "leaky_relu", "elu", "clamp", "relu6",
+           "celu", "threshold", "hardsigmoid", "interpolate", "upsample", "upsample_bilinear", "upsample_nearest"]
 
 
 def adaptive_avg_pool2d(input, output_size):
@@ -29,6 +39,52 @@ def adaptive_avg_pool2d(input, output_size):
 
 def adaptive_avg_pool3d(input, output_size):
     return F.adaptive_avg_pool3d(_need(input, "adaptive_avg_pool3d"), output_size)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Average pooling that keeps the scale and zero point (NOTE [Ops on quantized tensors])."""
+    return F.avg_pool2d(_need(input, "avg_pool2d"), kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return F.avg_pool3d(_need(input, "avg_pool3d"), kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override)
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Resize keeping the scale and zero point ('nearest' selects integers, 'bilinear' rounds the
+    weighted stored integers half to even; NOTE [Ops on quantized tensors])."""
+    return F.interpolate(_need(input, "interpolate"), size, scale_factor, mode, align_corners)
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Deprecated alias of :func:`interpolate` (PyTorch warns likewise)."""
+    import warnings
+
+    warnings.warn("nn.quantized.functional.upsample is deprecated. Use nn.quantized.functional.interpolate instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """Deprecated: :func:`interpolate` with ``mode='bilinear', align_corners=True``."""
+    import warnings
+
+    warnings.warn("nn.quantized.functional.upsample_bilinear is deprecated. Use nn.quantized.functional.interpolate "
+                  "instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """Deprecated: :func:`interpolate` with ``mode='nearest'``."""
+    import warnings
+
+    warnings.warn("nn.quantized.functional.upsample_nearest is deprecated. Use nn.quantized.functional.interpolate "
+                  "instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):

@@ -11,7 +11,8 @@ A node is one of:
 - BINARY: ``add`` / ``mul`` (operator or ``lucid.``), optionally + ReLU: both tensor inputs and
   the output observed, lowered to a quantized add / mul; with a number operand it is SHARE
   (PyTorch's ``quantized.add(x, 1.0)`` picks its own output parameters);
-- REQUANT: modules with their own quantized form (Hardswish, LeakyReLU, ELU, BatchNorm2d/3d):
+- REQUANT: modules with their own quantized form (Hardswish, LeakyReLU, ELU, BatchNorm2d/3d,
+  LayerNorm, InstanceNorm1d/2d/3d, Softmax):
   input and output observed; ``nn.Upsample`` is observed so too but runs in float;
 - SHARE: ops that keep their input's scale and zero point (pooling, ReLU, clamp, flatten,
   reshapes, ``cat``): the output observer IS the input observer (one module called at both
@@ -60,7 +61,8 @@ WEIGHTED_FUNCS = {orig(F.linear): "linear", orig(F.conv1d): "conv1d", orig(F.con
                   orig(F.conv3d): "conv3d"}
 BINARY_FUNCS = {operator.add: "add", orig(lucid.add): "add", operator.mul: "mul", orig(lucid.mul): "mul"}
 SHARE_MODULES = (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d, nn.MaxPool1d, nn.MaxPool2d,
-                 nn.MaxPool3d, nn.ReLU, nn.ReLU6, nn.Hardtanh, nn.Identity, nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)
+                 nn.MaxPool3d, nn.ReLU, nn.ReLU6, nn.Hardtanh, nn.Identity, nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d,
+                 nn.Dropout)
 # observed like REQUANT ops but run in float between a dequantize and a quantize (PyTorch's x86
 # config does that with nn.Upsample, while F.interpolate shares its input's parameters)
 FLOAT_REQUANT_MODULES = (nn.Upsample,)
@@ -107,9 +109,12 @@ REUSE_METHODS = {"reshape"}
 
 
 def _static_mapping():
+    from lucid.ao.nn import quantized as nnq
+
     from ..quantize import get_default_static_quant_module_mappings
 
-    return get_default_static_quant_module_mappings()
+    # PyTorch's FX config also lowers nn.Softmax, which its eager mapping leaves out
+    return {**get_default_static_quant_module_mappings(), nn.Softmax: nnq.Softmax}
 
 
 def _weighted_quantized_classes():
@@ -174,7 +179,9 @@ def _kind(node, modules):
     return None
 
 
-_REQUANT_MODULES = (nn.Hardswish, nn.LeakyReLU, nn.ELU, nn.BatchNorm2d, nn.BatchNorm3d, BNReLU2d, BNReLU3d)
+# PyTorch's x86 config lowers layer and instance norm but leaves GroupNorm in floating point
+_REQUANT_MODULES = (nn.Hardswish, nn.LeakyReLU, nn.ELU, nn.BatchNorm2d, nn.BatchNorm3d, BNReLU2d, BNReLU3d,
+                    nn.LayerNorm, nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d, nn.Softmax)
 
 
 def _is_tensor_arg(a):

@@ -224,6 +224,12 @@ class _Converter:
                 return self.lower_scalar(node)
             if node.op == "call_function":
                 node.target = P.public(node.target)
+            elif node.op == "call_module" and type(self.modules[node.target]) is nn.Dropout:
+                from lucid.ao.nn.quantized import Dropout  # PyTorch swaps it for its placeholder
+
+                qmod = Dropout.from_float(self.modules[node.target])
+                _replace_module(self.gm, node.target, qmod)
+                self.modules[node.target] = qmod
             self.quantized.add(node)
             return True
         last = tail or node
