@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from .optimizer import Optimizer, check_options
+from .optimizer import Optimizer, _local_shape, check_options
 
 
 class Adafactor(Optimizer):
@@ -64,7 +64,7 @@ class Adafactor(Optimizer):
 
     def _state_shape(self, p, name):
         # the factored moments of a matrix are a column and a row (as made in _update)
-        shape = tuple(p.shape)
+        shape = _local_shape(p)
         if name == "row_var" and len(shape) > 1:
             return shape[:-1] + (1,)
         if name == "col_var" and len(shape) > 1:

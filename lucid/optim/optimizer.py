@@ -609,7 +609,7 @@ class Optimizer:
 
     def _state_shape(self, p, name):
         """The shape state ``name`` of ``p`` must have when loaded (None: any)."""
-        return tuple(p.shape) if self._state_like_params else None
+        return _local_shape(p) if self._state_like_params else None
 
     # Whether state arrays are kept as Tensors (NOTE [Optimizer updates]); LBFGS keeps arrays.
     _tensor_state = True
@@ -746,6 +746,13 @@ def _real_view(a):
     elif a.strides[-1] != a.itemsize:
         a = a.copy()  # a (contiguous) copy: step() writes a parameter's copy back
     return a.view(a.real.dtype)
+
+
+def _local_shape(p):
+    """The shape of the array an update of ``p`` works on: a DTensor parameter's (``fully_shard``,
+    the parallel styles) state is its local piece's, as its gradient is."""
+    local = getattr(p, "_local_tensor", None)
+    return tuple((p if local is None else local).shape)
 
 
 # NOTE [Complex optimizer state]

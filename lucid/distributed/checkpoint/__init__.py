@@ -18,7 +18,7 @@ Examples
 """
 from ._save_load import (CheckpointException, FileSystemReader, FileSystemWriter, Metadata, Stateful, async_save,
                          load, load_state_dict, save, save_state_dict)
-from . import format_utils, state_dict  # noqa: E402  (submodules PyTorch exposes here)
+from . import format_utils, state_dict, state_dict_loader, state_dict_saver, stateful  # noqa: E402  (submodules PyTorch exposes here)
 
 
 class DefaultSavePlanner:
@@ -40,4 +40,4 @@ class DefaultLoadPlanner:
 
 __all__ = ["save", "load", "async_save", "CheckpointException", "FileSystemReader", "FileSystemWriter",
            "Metadata", "Stateful", "DefaultSavePlanner", "DefaultLoadPlanner", "save_state_dict",
-           "load_state_dict", "state_dict", "format_utils"]
+           "load_state_dict", "state_dict", "format_utils", "stateful", "state_dict_saver", "state_dict_loader"]

@@ -230,14 +230,22 @@ def _local_region(value, api):
 
 # ------------------------------------------------------------------ save
 
+class _NoCheckpointId(ValueError, RuntimeError):
+    """PyTorch raises RuntimeError where Lucid raised ValueError: both keep callers working."""
+
+
 def _checkpoint_dir(api, checkpoint_id, storage):
     if storage is not None:
         if not hasattr(storage, "path"):
             raise NotImplementedError(f"{api}: only FileSystemWriter/FileSystemReader storage is supported, "
                                       f"got {type(storage).__name__}")
+        if checkpoint_id is not None:
+            # PyTorch resets the writer/reader to the id (its ``reset``), so one writer kept across
+            # steps (the async recipe's pinned-memory loop) writes each step where it is told to
+            storage.path = os.fspath(checkpoint_id)
         return storage.path
     if checkpoint_id is None:
-        raise ValueError(f"{api}: pass checkpoint_id (a directory) or a storage writer/reader")
+        raise _NoCheckpointId(f"{api}: pass checkpoint_id (a directory) or a storage writer/reader")
     return os.fspath(checkpoint_id)
 
 
@@ -353,14 +361,23 @@ def _remove_stale(path, token):
 
 
 def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None,
-               no_dist=False):
+               async_checkpointer_type=None, async_stager=None, no_dist=False, use_collectives=True):
     """:func:`save` that returns a finished ``concurrent.futures.Future`` holding its Metadata.
 
-    PyTorch stages the state dict and writes it in a background thread; here the write runs
-    before returning (collectives may not run on two threads at once over MPI), so the
-    future is already done and a later change to the tensors cannot reach the checkpoint.
+    PyTorch stages the state dict and writes it in a background thread (or process, with
+    ``async_checkpointer_type=AsyncCheckpointerType.PROCESS``); here the write runs before
+    returning whichever is asked (collectives may not run on two threads at once over MPI),
+    so the future is already done and a later change to the tensors cannot reach the
+    checkpoint. ``async_stager`` is not supported (the copy is always the plain one).
     """
     from concurrent.futures import Future
+
+    if async_stager is not None:
+        raise NotImplementedError("dcp.async_save: custom async_stager objects are not supported")
+    if async_checkpointer_type is not None and getattr(async_checkpointer_type, "value", None) not in (
+            "thread", "process"):
+        raise ValueError(f"dcp.async_save: async_checkpointer_type must be an AsyncCheckpointerType, "
+                         f"got {async_checkpointer_type!r}")
 
     fut = Future()
     try:

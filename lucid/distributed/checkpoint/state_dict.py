@@ -54,6 +54,14 @@ def _unwrap(model):
     return model
 
 
+def _fsdp_root(model):
+    """The FSDP (1) wrapper whose flat shards an optimizer over ``model`` holds, if any."""
+    from ..fsdp import FullyShardedDataParallel
+
+    model = _unwrap(model)
+    return model if isinstance(model, FullyShardedDataParallel) else None
+
+
 def _fsdp_full_params(model):
     from ..fsdp import FullyShardedDataParallel
 
@@ -168,6 +176,42 @@ def _init_optim_state(optim):
             p.grad = None
 
 
+class _ForeignParameter(ValueError, KeyError):
+    """PyTorch raises KeyError (its name lookup fails) where Lucid raised ValueError: both work."""
+
+    def __str__(self):  # KeyError's str() would quote the message
+        return ValueError.__str__(self)
+
+
+def _as_dtensor_like(v, p):
+    """A DTensor parameter's state entry as a DTensor placed like it, as PyTorch holds it.
+
+    Lucid's optimizers keep such state as the local piece (the update runs on local arrays);
+    handed on as a plain tensor, ``dcp.save`` would take it for a value equal on every rank
+    and keep rank 0's piece only."""
+    from ..._core.tensor import Tensor
+    from ..tensor import DTensor
+
+    if (isinstance(p, DTensor) and isinstance(v, Tensor) and not isinstance(v, DTensor) and v.ndim
+            and tuple(v.shape) == tuple(p.to_local().shape)):
+        return DTensor.from_local(v, p.device_mesh, p.placements, shape=p.shape, stride=p.stride())
+    return v
+
+
+def _local_like(v, p):
+    """The inverse of :func:`_as_dtensor_like`: this rank's piece of a state entry of ``p``."""
+    from ..._core.tensor import Tensor
+    from ..tensor import DTensor, distribute_tensor
+
+    if not isinstance(p, DTensor) or not isinstance(v, Tensor):
+        return v
+    if isinstance(v, DTensor):
+        return v.redistribute(p.device_mesh, p.placements).to_local()
+    if v.ndim and tuple(v.shape) == tuple(p.shape):  # a full value (full_state_dict=True)
+        return distribute_tensor(v.to(p.dtype), p.device_mesh, p.placements).to_local()
+    return v
+
+
 def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None):
     """The optimizers' state keyed by parameter names: ``{"state": {name: {...}}, "param_groups":
     [{..., "params": [name, ...]}]}`` (one dict for several optimizers, as PyTorch merges them).
@@ -179,14 +223,24 @@ def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None
     state, groups = {}, []
     for optim in _as_list(optimizers):
         _init_optim_state(optim)
+        fsdp = _fsdp_root(model)
+        if fsdp is not None:  # flat shards: name them per parameter, see NOTE [FSDP optimizer state]
+            from ..fsdp._optim_state import full_optim_state_dict
+
+            full = full_optim_state_dict(fsdp, optim, None, False, "get_optimizer_state_dict")
+            for name, st in full["state"].items():
+                state[_plain_name(name)] = {k: _finish_value(v, options) for k, v in st.items()}
+            groups += [{**g, "params": [_plain_name(n) for n in g["params"]]} for g in full["param_groups"]]
+            continue
         for group in optim.param_groups:
             names = []
             for p in group["params"]:
                 if id(p) not in by_id:
-                    raise ValueError("get_optimizer_state_dict: the optimizer holds a parameter the model does not")
+                    raise _ForeignParameter("get_optimizer_state_dict: the optimizer holds a parameter the model does not")
                 names.append(by_id[id(p)])
                 if p in optim.state:
-                    state[by_id[id(p)]] = {k: _finish_value(v, options) for k, v in optim.state[p].items()}
+                    state[by_id[id(p)]] = {k: _finish_value(_as_dtensor_like(v, p), options)
+                                           for k, v in optim.state[p].items()}
             groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": names})
     if options.full_state_dict and options.cpu_offload and _rank() != 0:
         return {}
@@ -238,6 +292,13 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
         raise RuntimeError(f"set_model_state_dict: missing keys {missing}, unexpected keys {unexpected}")
     from ...nn.module import _IncompatibleKeys
 
+    if _fsdp_full_params(inner):  # flat parameters: no per-name target to copy into
+        from ..fsdp import FullyShardedDataParallel as FSDP, StateDictType
+
+        with FSDP.state_dict_type(inner, StateDictType.FULL_STATE_DICT):
+            raw = {_plain_name(n): n for n in inner.state_dict()}
+            inner.load_state_dict({raw[k]: v for k, v in model_state_dict.items() if k in raw}, strict=False)
+        return _IncompatibleKeys(missing, unexpected)
     targets = {}
     for name, t in list(inner.named_parameters(remove_duplicate=False)) + list(inner.named_buffers(remove_duplicate=False)):
         targets.setdefault(_plain_name(name), t)
@@ -266,6 +327,18 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
     saved_groups = list(optim_state_dict.get("param_groups", []))
     for optim in _as_list(optimizers):
         _init_optim_state(optim)
+        fsdp = _fsdp_root(model)
+        if fsdp is not None:  # back into this rank's flat shards (NOTE [FSDP optimizer state])
+            from ..fsdp._optim_state import full_optim_state_dict, sharded_optim_state_dict
+
+            layout = full_optim_state_dict(fsdp, optim, None, False, "set_optimizer_state_dict")
+            names = {_plain_name(n): n for n in layout["state"]}
+            full = {"state": {names.get(k, k): v for k, v in optim_state_dict.get("state", {}).items()},
+                    "param_groups": [next((g for g in saved_groups if {_plain_name(n) for n in g["params"]}
+                                           == {_plain_name(n) for n in mine["params"]}), mine)
+                                     for mine in layout["param_groups"]]}
+            optim.load_state_dict(sharded_optim_state_dict(fsdp, optim, full, "set_optimizer_state_dict"))
+            continue
         groups, state, start = [], {}, 0
         for group in optim.param_groups:
             names = [by_id[id(p)] for p in group["params"]]
@@ -279,8 +352,9 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
         flat_names = [by_id[id(p)] for g in optim.param_groups for p in g["params"]]
         for i, name in enumerate(flat_names):
             if name in optim_state_dict.get("state", {}):
-                target = optim.state.get(by_name[name], {})
-                state[i] = {k: (_place_like(v, target[k]) if k in target else v)
+                p = by_name[name]
+                target = optim.state.get(p, {})
+                state[i] = {k: _local_like(_place_like(v, target[k]) if k in target else v, p)
                             for k, v in optim_state_dict["state"][name].items()}
         optim.load_state_dict({"state": state, "param_groups": groups})
 

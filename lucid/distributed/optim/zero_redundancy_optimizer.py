@@ -68,6 +68,11 @@ class ZeroRedundancyOptimizer(Optimizer):
         self._local = optimizer_class(self._partition()[self.rank] or [{"params": []}], **defaults)
         self.state = self._local.state
 
+    @property
+    def optim(self):
+        """The local optimizer over this rank's share (PyTorch's attribute of the same name)."""
+        return self._local
+
     # ------------------------------------------------------------ the partition
 
     def _partition(self):

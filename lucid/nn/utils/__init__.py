@@ -21,19 +21,34 @@ class _NotAModuleClass(RuntimeError, TypeError):
 
 
 def skip_init(module_cls, *args, **kwargs):
-    """Build ``module_cls(*args, **kwargs)`` for parameters that will be overwritten.
+    """Build ``module_cls(*args, **kwargs)`` without initialising its parameters.
 
-    PyTorch skips the initialisation by building on the meta device; here the module is
-    built normally (its initial values are simply not meant to be used).
+    As PyTorch: the module is built on the ``"meta"`` device (initialisers do nothing there),
+    then given uninitialised memory on ``device`` (default ``"cpu"``, whatever the default
+    device is) by :meth:`Module.to_empty`. So ``module_cls`` must take a ``device`` keyword and
+    compute nothing from its parameters in ``__init__`` beyond ``nn.init`` calls.
+
+    Raises
+    ------
+    RuntimeError
+        ``module_cls`` is not a Module class (also a ``TypeError``), or takes no ``device``.
 
     Examples
     --------
     >>> import lucid.nn as nn
-    >>> nn.utils.skip_init(nn.Linear, 3, 2).weight.shape
-    (2, 3)
+    >>> m = nn.utils.skip_init(nn.Linear, 3, 2)
+    >>> m.weight.shape, m.weight.device.type
+    ((2, 3), 'cpu')
+    >>> _ = nn.init.orthogonal_(m.weight)   # the values to use are set afterwards
     """
+    import inspect
+
     from ..module import Module
 
     if not (isinstance(module_cls, type) and issubclass(module_cls, Module)):
         raise _NotAModuleClass(f"skip_init: expected a Module class, got {module_cls!r}")
-    return module_cls(*args, **kwargs)
+    if "device" not in inspect.signature(module_cls).parameters:
+        raise RuntimeError("skip_init: Module must support a 'device' arg to skip initialization")
+    final_device = kwargs.pop("device", "cpu")
+    kwargs["device"] = "meta"
+    return module_cls(*args, **kwargs).to_empty(device=final_device)
