@@ -213,15 +213,23 @@ def test_model_state_dict_options_and_wrapper_names():
 
 
 def test_format_utils_convert_both_ways(tmp_path):
-    dcp.save({"m": {"w": lucid.tensor(X)}, "k": 5}, checkpoint_id=tmp_path / "d")
+    # the single file keeps the saved nesting, as PyTorch's converter rebuilds it
+    sd = {"m": {"w": lucid.tensor(X), "layers": [lucid.ones(2), {"b": lucid.zeros(1)}]}, "k": 5, "t": (lucid.ones(1), 3)}
+    dcp.save(sd, checkpoint_id=tmp_path / "d")
     dcp_to_torch_save(tmp_path / "d", tmp_path / "full.pt")
     full = lucid.load(tmp_path / "full.pt")
-    np.testing.assert_array_equal(full["m.w"].numpy(), X)
-    assert full["k"] == 5
+    assert sorted(full) == ["k", "m", "t"] and sorted(full["m"]) == ["layers", "w"]
+    np.testing.assert_array_equal(full["m"]["w"].numpy(), X)
+    np.testing.assert_array_equal(full["m"]["layers"][0].numpy(), [1.0, 1.0])
+    np.testing.assert_array_equal(full["m"]["layers"][1]["b"].numpy(), [0.0])
+    assert full["k"] == 5 and full["t"][1] == 3  # a tuple is one value, as PyTorch's planner keeps it
     torch_save_to_dcp(tmp_path / "full.pt", tmp_path / "d2")
-    sd = {"m.w": lucid.zeros(7, 5, dtype=lucid.float64), "k": 0}
-    dcp.load(sd, checkpoint_id=tmp_path / "d2")
-    np.testing.assert_array_equal(sd["m.w"].numpy(), X)
+    back = {"m": {"w": lucid.zeros(7, 5, dtype=lucid.float64), "layers": [lucid.zeros(2), {"b": lucid.ones(1)}]},
+            "k": 0, "t": None}
+    dcp.load(back, checkpoint_id=tmp_path / "d2")
+    np.testing.assert_array_equal(back["m"]["w"].numpy(), X)
+    assert float(back["m"]["layers"][0].sum()) == 2.0 and float(back["m"]["layers"][1]["b"].sum()) == 0.0
+    assert back["k"] == 5 and back["t"][1] == 3
 
 
 def test_async_save_returns_a_done_future(tmp_path):

@@ -21,8 +21,9 @@ leaves the previous checkpoint readable; every rank learns whether any rank fail
 checks everything (keys, shapes) before it changes the first tensor.
 
 Keys are flattened as PyTorch's default planner does: nested dicts join their keys with
-dots (``"model.fc.weight"``, ``"optim.state.0.exp_avg"``); a list or tuple is walked into
-only when it holds a tensor; any other value (``param_groups``, a step count) is one item.
+dots (``"model.fc.weight"``, ``"optim.state.0.exp_avg"``); a list is walked into only when it
+holds a tensor, a dict or such a list; any other value (a tuple, ``param_groups``, a step
+count) is one item. Each entry records its path, so ``format_utils`` can rebuild the nesting.
 An object with ``state_dict``/``load_state_dict`` (:class:`Stateful`) is saved through its
 ``state_dict()`` and loaded through its ``load_state_dict``.
 """
@@ -157,49 +158,47 @@ def _raise_if_any_failed(api, errors):
 
 # ------------------------------------------------------------------ flattening
 
-def _holds_tensor(v):
+def _walked_list(v):
+    """PyTorch's rule: a list is walked into when it holds a tensor, a dict or a walked list;
+    any other list, and every tuple, is one value."""
     from ..._core.tensor import Tensor
 
-    if isinstance(v, Tensor):
-        return True
-    if isinstance(v, dict):
-        return any(_holds_tensor(x) for x in v.values())
-    if isinstance(v, (list, tuple)):
-        return any(_holds_tensor(x) for x in v)
-    return False
+    return isinstance(v, list) and any(isinstance(x, (Tensor, dict)) or _walked_list(x) for x in v)
 
 
 def _flatten(state_dict, api, stateful_out=None):
-    """``{dotted key: leaf}`` and ``{dotted key: (container, key in it)}`` for writing back; a
-    Stateful value is walked through its ``state_dict()``, kept in ``stateful_out``."""
+    """``{dotted key: leaf}``, ``{dotted key: (container, key in it)}`` for writing back and
+    ``{dotted key: path}`` (the nesting, recorded in the metadata); a Stateful value is walked
+    through its ``state_dict()``, kept in ``stateful_out``."""
     from ..._core.tensor import Tensor
 
-    flat, where = {}, {}
+    flat, where, paths = {}, {}, {}
 
-    def walk(container, key, value, prefix):
+    def walk(container, key, value, prefix, path):
         if isinstance(value, dict):
             for k, v in value.items():
-                walk(value, k, v, f"{prefix}.{k}" if prefix else str(k))
-        elif isinstance(value, (list, tuple)) and _holds_tensor(value):
+                walk(value, k, v, f"{prefix}.{k}" if prefix else str(k), path + (str(k),))
+        elif _walked_list(value):
             for i, v in enumerate(value):
-                walk(value, i, v, f"{prefix}.{i}")
+                walk(value, i, v, f"{prefix}.{i}", path + (i,))
         else:
             if prefix in flat:
                 raise ValueError(f"{api}: two entries flatten to the same key {prefix!r}")
             flat[prefix] = value
             where[prefix] = (container, key)
+            paths[prefix] = path
 
     if not isinstance(state_dict, dict):
         raise TypeError(f"{api}: state_dict must be a dict, got {type(state_dict).__name__}")
     for k, v in state_dict.items():
         if isinstance(v, Tensor) or not _is_stateful(v):
-            walk(state_dict, k, v, str(k))
+            walk(state_dict, k, v, str(k), (str(k),))
         else:
             sub = v.state_dict()
             if stateful_out is not None:
                 stateful_out[k] = sub
-            walk(None, k, sub, str(k))
-    return flat, where
+            walk(None, k, sub, str(k), (str(k),))
+    return flat, where, paths
 
 
 def _local_region(value, api):
@@ -291,7 +290,7 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
     fname = f"__{rank}_{token}.distcp"
     error, entries = None, {}
     try:
-        flat, _ = _flatten(state_dict, api)
+        flat, _, paths = _flatten(state_dict, api)
         payload = {}
         from ..._core.tensor import Tensor
 
@@ -299,7 +298,7 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
             if isinstance(value, Tensor):
                 shape, offsets, sizes, local, owner = _local_region(value, api)
                 entries[key] = {"kind": "tensor", "shape": list(shape), "dtype": str(value.dtype).split(".")[-1],
-                                "chunks": []}
+                                "chunks": [], "path": list(paths[key])}
                 writes = (rank == 0) if owner is None else owner
                 if writes and int(np.prod(sizes)) > 0:  # empty pieces need no file entry
                     item = f"{key}@{','.join(map(str, offsets))}"
@@ -307,7 +306,7 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
                     entries[key]["chunks"].append({"offsets": list(offsets), "sizes": list(sizes),
                                                    "file": fname, "key": item})
             else:
-                entries[key] = {"kind": "value"}
+                entries[key] = {"kind": "value", "path": list(paths[key])}
                 if rank == 0:
                     payload[key] = value
                     entries[key].update(file=fname, key=key)
@@ -411,7 +410,7 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     try:
         meta = Metadata._read(path).state_dict_metadata
         sub = {}
-        flat, where = _flatten(state_dict, api, sub)
+        flat, where, _ = _flatten(state_dict, api, sub)
         missing = [k for k in flat if k not in meta]
         if missing:
             raise RuntimeError(f"{api}: missing key(s) in the checkpoint: {missing[:10]}")

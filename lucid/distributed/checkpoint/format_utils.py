@@ -9,8 +9,8 @@ __all__ = ["dcp_to_torch_save", "torch_save_to_dcp"]
 def dcp_to_torch_save(dcp_checkpoint_dir, torch_save_path):
     """Write the full (unsharded) state dict of a DCP directory into one ``lucid.save`` file.
 
-    Keys stay flattened with dots where the saved dict nested (as PyTorch's converter keeps the
-    flattened keys it cannot unflatten without the original structure).
+    The saved nesting is rebuilt from the paths the metadata records, as PyTorch's converter
+    does: ``{"model": {"w": ...}}`` comes back nested, dict keys as strings, walked lists as lists.
 
     Examples
     --------
@@ -38,10 +38,31 @@ def dcp_to_torch_save(dcp_checkpoint_dir, torch_save_path):
     out = {}
     for key, entry in meta.items():
         if entry["kind"] == "tensor":
-            out[key] = _assemble("dcp_to_torch_save", key, entry, (0,) * len(entry["shape"]), tuple(entry["shape"]), read)
+            value = _assemble("dcp_to_torch_save", key, entry, (0,) * len(entry["shape"]), tuple(entry["shape"]), read)
         elif "file" in entry:
-            out[key] = read(entry["file"], entry["key"])
+            value = read(entry["file"], entry["key"])
+        else:
+            continue
+        _set_element(out, entry.get("path") or [key], value)
     serialization.save(out, torch_save_path)
+
+
+def _set_element(root, path, value):
+    """Put ``value`` at ``path`` (str keys: dicts, int keys: lists), making the containers."""
+    node = root
+    for step, nxt in zip(path[:-1], path[1:]):
+        empty = [] if isinstance(nxt, int) else {}
+        if isinstance(node, list):
+            node.extend([None] * (step + 1 - len(node)))
+            if node[step] is None:
+                node[step] = empty
+        else:
+            node.setdefault(step, empty)
+        node = node[step]
+    last = path[-1]
+    if isinstance(node, list):
+        node.extend([None] * (last + 1 - len(node)))
+    node[last] = value
 
 
 def torch_save_to_dcp(torch_save_path, dcp_checkpoint_dir):
