@@ -3,7 +3,7 @@ package), fused modules (``intrinsic``, with ``intrinsic.qat``) and quantization
 layers (``qat``), each loaded on first use."""
 import importlib
 
-_SUBMODULES = ("quantized", "intrinsic", "qat")
+_SUBMODULES = ("quantized", "quantizable", "intrinsic", "qat")
 
 
 def __getattr__(name):

@@ -20,6 +20,7 @@ from lucid._core.quantized import per_channel_affine_float_qparams
 from .observer import (FixedQParamsObserver, MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver,
                        _resize_buffers, _with_args, _with_callable_args, default_fixed_qparams_range_0to1_observer,
                        default_fixed_qparams_range_neg1to1_observer)
+from .histogram_observer import HistogramObserver
 from .utils import is_per_channel
 
 __all__ = ["FakeQuantizeBase", "FakeQuantize", "FusedMovingAvgObsFakeQuantize", "FixedQParamsFakeQuantize",
@@ -293,6 +294,21 @@ default_fixed_qparams_range_0to1_fake_quant = FixedQParamsFakeQuantize.with_args
     observer=default_fixed_qparams_range_0to1_observer)
 default_fixed_qparams_range_neg1to1_fake_quant = FixedQParamsFakeQuantize.with_args(
     observer=default_fixed_qparams_range_neg1to1_observer)
+
+
+default_symmetric_fixed_qparams_fake_quant = default_fixed_qparams_range_neg1to1_fake_quant
+default_affine_fixed_qparams_fake_quant = default_fixed_qparams_range_0to1_fake_quant
+fused_wt_fake_quant_range_neg_127_to_127 = FusedMovingAvgObsFakeQuantize.with_args(
+    observer=MovingAverageMinMaxObserver, quant_min=-127, quant_max=127, dtype=lucid.qint8,
+    qscheme=lucid.per_tensor_symmetric, eps=2 ** -12)
+fused_per_channel_wt_fake_quant_range_neg_127_to_127 = FusedMovingAvgObsFakeQuantize.with_args(
+    observer=MovingAveragePerChannelMinMaxObserver, quant_min=-127, quant_max=127, dtype=lucid.qint8,
+    qscheme=lucid.per_channel_symmetric, eps=2 ** -12)
+
+
+default_histogram_fake_quant = FakeQuantize.with_args(observer=HistogramObserver, quant_min=0, quant_max=255,
+                                                     dtype=lucid.quint8, qscheme=lucid.per_tensor_affine,
+                                                     reduce_range=True)
 
 
 def _is_fake_quant(mod):

@@ -183,3 +183,6 @@ class HistogramObserver(UniformQuantizationObserverBase):
 
     def extra_repr(self):
         return f"min_val={self.min_val}, max_val={self.max_val}"
+
+
+default_histogram_observer = HistogramObserver.with_args(quant_min=0, quant_max=127)

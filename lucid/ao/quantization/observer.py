@@ -33,7 +33,10 @@ __all__ = ["ObserverBase", "UniformQuantizationObserverBase", "MinMaxObserver", 
            "default_fixed_qparams_range_neg1to1_observer",
            "NoopObserver", "default_observer", "default_weight_observer", "default_per_channel_weight_observer",
            "default_dynamic_quant_observer", "default_placeholder_observer", "default_float_qparams_observer",
-           "weight_observer_range_neg_127_to_127", "per_channel_weight_observer_range_neg_127_to_127"]
+           "weight_observer_range_neg_127_to_127", "per_channel_weight_observer_range_neg_127_to_127",
+           "RecordingObserver", "ReuseInputObserver", "get_observer_state_dict", "load_observer_state_dict",
+           "default_debug_observer", "default_reuse_input_observer", "default_symmetric_fixed_qparams_observer",
+           "default_affine_fixed_qparams_observer"]
 
 _EPS = float(np.finfo(np.float32).eps)
 
@@ -415,6 +418,113 @@ class NoopObserver(ObserverBase):
         raise Exception("calculate_qparams should not be called for NoopObserver")  # noqa: TRY002
 
 
+class RecordingObserver(ObserverBase):
+    """Keeps a copy of every tensor it sees (``get_tensor_value``), for debugging; it has no
+    quantization parameters.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.quantization import RecordingObserver
+    >>> obs = RecordingObserver()
+    >>> _ = obs(lucid.tensor([1.0, 2.0]))
+    >>> obs.get_tensor_value()
+    [tensor([1., 2.])]
+    """
+
+    def __init__(self, dtype=lucid.quint8):
+        super().__init__(dtype=dtype, is_dynamic=False)
+        self.tensor_val = []
+
+    def forward(self, x):
+        self.tensor_val.append(x.clone())
+        return x
+
+    def calculate_qparams(self):
+        raise Exception("calculate_qparams should not be called for RecordingObserver")  # noqa: TRY002
+
+    def get_tensor_value(self):
+        return self.tensor_val
+
+
+class ReuseInputObserver(ObserverBase):
+    """Marks an op whose output reuses its input's observer (FX graph mode): an identity with
+    no quantization parameters of its own.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.quantization import ReuseInputObserver
+    >>> ReuseInputObserver()(lucid.tensor([1.5]))
+    tensor([1.5])
+    """
+
+    def __init__(self):
+        super().__init__(lucid.quint8, is_dynamic=False)
+
+    def forward(self, x):
+        return x
+
+    def calculate_qparams(self):
+        raise Exception("calculate_qparams should not be called for ReuseInputObserver")  # noqa: TRY002
+
+
+def _is_observer_or_fake_quant(module):
+    from .fake_quantize import FakeQuantizeBase
+
+    return isinstance(module, (ObserverBase, FakeQuantizeBase))
+
+
+def get_observer_state_dict(mod):
+    """The entries of ``mod.state_dict()`` that belong to its observers / fake-quantize
+    modules (those under an ``activation_post_process``), to save calibration statistics.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> from lucid.ao import quantization as tq
+    >>> m = tq.QuantWrapper(nn.Linear(2, 2)).eval()
+    >>> m.qconfig = tq.default_qconfig
+    >>> p = tq.prepare(m)
+    >>> list(tq.get_observer_state_dict(p))[:3]
+    ['quant.activation_post_process.eps', 'quant.activation_post_process.min_val', 'quant.activation_post_process.max_val']
+    """
+    from collections import OrderedDict
+
+    full = mod.state_dict()
+    od = OrderedDict((k, v) for k, v in full.items() if "activation_post_process" in k)
+    od._metadata = getattr(full, "_metadata", None)
+    return od
+
+
+def load_observer_state_dict(mod, obs_dict):
+    """Load statistics saved by :func:`get_observer_state_dict` into the observers of ``mod``
+    (non-strict per module, as PyTorch loads them: an absent entry leaves that statistic as is).
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> from lucid.ao import quantization as tq
+    >>> m = tq.QuantWrapper(nn.Linear(2, 2)).eval()
+    >>> m.qconfig = tq.default_qconfig
+    >>> p, q = tq.prepare(m), tq.prepare(m)
+    >>> _ = p(lucid.tensor([[1.0, -3.0]]))
+    >>> tq.load_observer_state_dict(q, tq.get_observer_state_dict(p))
+    >>> float(q.quant.activation_post_process.min_val)
+    -3.0
+    """
+    missing, unexpected = [], []
+    for name, module in mod.named_modules():
+        if _is_observer_or_fake_quant(module):
+            module._load_from_state_dict(obs_dict, name + ".", {}, False, missing, unexpected, [])
+    for k in missing:
+        if "observer" in k or "activation_post_process" in k:
+            raise Exception(f"Missing keys for observer {k} in state_dict")  # noqa: TRY002
+    for k in unexpected:
+        if "observer" in k or "activation_post_process" in k:
+            raise Exception(f"Unexpected keys for observer {k} in state_dict")  # noqa: TRY002
+
+
 default_observer = MinMaxObserver.with_args(quant_min=0, quant_max=127)
 default_placeholder_observer = PlaceholderObserver
 default_weight_observer = MinMaxObserver.with_args(dtype=lucid.qint8, qscheme=per_tensor_symmetric)
@@ -432,3 +542,7 @@ default_fixed_qparams_range_neg1to1_observer = FixedQParamsObserver.with_args(
     scale=2.0 / 256.0, zero_point=128, dtype=lucid.quint8, quant_min=0, quant_max=255)
 default_float_qparams_observer = PerChannelMinMaxObserver.with_args(
     dtype=lucid.quint8, qscheme=per_channel_affine_float_qparams, ch_axis=0)
+default_debug_observer = RecordingObserver
+default_reuse_input_observer = ReuseInputObserver
+default_symmetric_fixed_qparams_observer = default_fixed_qparams_range_neg1to1_observer
+default_affine_fixed_qparams_observer = default_fixed_qparams_range_0to1_observer

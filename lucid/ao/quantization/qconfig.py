@@ -6,9 +6,14 @@ from collections import namedtuple
 
 import lucid
 
-from .fake_quantize import (FakeQuantize, default_embedding_fake_quant, default_fake_quant,
+from lucid import nn
+
+from .fake_quantize import (FakeQuantize, FusedMovingAvgObsFakeQuantize, default_embedding_fake_quant, default_fake_quant,
                             default_per_channel_weight_fake_quant, default_weight_fake_quant)
-from .observer import (MinMaxObserver, MovingAverageMinMaxObserver, NoopObserver, PlaceholderObserver,
+from .histogram_observer import HistogramObserver
+from .observer import (MinMaxObserver, MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver,
+                       NoopObserver, PerChannelMinMaxObserver, PlaceholderObserver, RecordingObserver,
+                       ReuseInputObserver,
                        default_dynamic_quant_observer,
                        default_float_qparams_observer, default_observer, default_per_channel_weight_observer,
                        default_placeholder_observer, default_weight_observer)
@@ -16,7 +21,12 @@ from .observer import (MinMaxObserver, MovingAverageMinMaxObserver, NoopObserver
 __all__ = ["QConfig", "QConfigDynamic", "default_qconfig", "default_dynamic_qconfig", "float16_dynamic_qconfig",
            "per_channel_dynamic_qconfig", "float_qparams_weight_only_qconfig", "default_qat_qconfig",
            "default_per_channel_qconfig", "default_embedding_qat_qconfig", "get_default_qconfig",
-           "get_default_qat_qconfig"]
+           "get_default_qat_qconfig", "default_debug_qconfig", "default_weight_only_qconfig",
+           "default_activation_only_qconfig", "float16_static_qconfig", "default_quint8_weight_qconfig",
+           "default_reuse_input_qconfig", "default_dynamic_qat_qconfig", "default_qat_qconfig_v2",
+           "default_symmetric_qnnpack_qconfig", "default_per_channel_symmetric_qnnpack_qconfig",
+           "default_symmetric_qnnpack_qat_qconfig", "default_per_channel_symmetric_qnnpack_qat_qconfig",
+           "qconfig_equals", "get_default_qconfig_dict", "get_default_qat_qconfig_dict"]
 
 
 class QConfig(namedtuple("QConfig", ["activation", "weight"])):
@@ -106,3 +116,100 @@ def get_default_qat_qconfig(backend="x86", version=1):
                        else default_weight_fake_quant)
     raise AssertionError(f"get_default_qat_qconfig: backend {backend} not supported. backend must be one of "
                          "['fbgemm', 'x86', 'qnnpack', 'onednn']")
+
+
+# PyTorch's remaining named qconfigs, from the same observer / fake-quantize factories
+_EPS = 2 ** -12
+_SYM = {"dtype": lucid.qint8, "qscheme": lucid.per_tensor_symmetric}
+_ACT_QNNPACK = HistogramObserver.with_args(dtype=lucid.qint8, reduce_range=False, eps=_EPS)
+_ACT_QNNPACK_QAT = FusedMovingAvgObsFakeQuantize.with_args(
+    observer=MovingAverageMinMaxObserver, quant_min=-128, quant_max=127, dtype=lucid.qint8, reduce_range=False,
+    eps=_EPS)
+_WEIGHT_MA_FQ = FakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=-128, quant_max=127,
+                                       **_SYM, reduce_range=False)
+
+default_debug_qconfig = QConfig(activation=RecordingObserver, weight=default_weight_observer)
+default_weight_only_qconfig = QConfig(activation=nn.Identity, weight=_WEIGHT_MA_FQ)
+default_activation_only_qconfig = QConfig(activation=FakeQuantize.with_args(
+    observer=MovingAverageMinMaxObserver, quant_min=0, quant_max=255, dtype=lucid.quint8,
+    qscheme=lucid.per_tensor_affine, reduce_range=True), weight=nn.Identity)
+float16_static_qconfig = QConfig(activation=PlaceholderObserver.with_args(dtype=lucid.float16),
+                                 weight=PlaceholderObserver.with_args(dtype=lucid.float16))
+default_quint8_weight_qconfig = QConfig(activation=HistogramObserver, weight=MinMaxObserver)
+default_reuse_input_qconfig = QConfig(activation=ReuseInputObserver, weight=NoopObserver)
+default_dynamic_qat_qconfig = QConfig(activation=FakeQuantize.with_args(
+    observer=MovingAverageMinMaxObserver, quant_min=0, quant_max=255, is_dynamic=True, dtype=lucid.quint8,
+    averaging_constant=1), weight=_WEIGHT_MA_FQ)
+default_qat_qconfig_v2 = QConfig(
+    activation=FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=0,
+                                                       quant_max=255, dtype=lucid.quint8),
+    weight=FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=-128,
+                                                   quant_max=127, **_SYM))
+default_symmetric_qnnpack_qconfig = QConfig(activation=_ACT_QNNPACK, weight=MinMaxObserver.with_args(
+    **_SYM, quant_min=-127, quant_max=127, eps=_EPS))
+default_per_channel_symmetric_qnnpack_qconfig = QConfig(activation=_ACT_QNNPACK, weight=PerChannelMinMaxObserver.with_args(
+    dtype=lucid.qint8, qscheme=lucid.per_channel_symmetric, quant_min=-127, quant_max=127, eps=_EPS))
+default_symmetric_qnnpack_qat_qconfig = QConfig(activation=_ACT_QNNPACK_QAT, weight=FusedMovingAvgObsFakeQuantize.with_args(
+    observer=MovingAverageMinMaxObserver, quant_min=-127, quant_max=127, **_SYM, eps=_EPS))
+default_per_channel_symmetric_qnnpack_qat_qconfig = QConfig(
+    activation=_ACT_QNNPACK_QAT, weight=FusedMovingAvgObsFakeQuantize.with_args(
+        observer=MovingAveragePerChannelMinMaxObserver, quant_min=-127, quant_max=127, dtype=lucid.qint8,
+        qscheme=lucid.per_channel_symmetric, eps=_EPS))
+
+
+def _ctor_key(ctor):
+    # a with_args factory compares by its class and bound arguments (PyTorch's _partial_wrapper_equals)
+    p = getattr(ctor, "p", None)
+    if p is None:
+        return ctor
+    extra = tuple(sorted((k, _ctor_key(v)) for k, v in getattr(ctor, "callable_args", {}).items()))
+    return (_ctor_key(p.func), p.args, tuple(sorted((k, _ctor_key(v)) for k, v in p.keywords.items())), extra)
+
+
+def qconfig_equals(q1, q2):
+    """Whether two qconfigs build the same observers: equal factories (classes, or
+    ``with_args`` results with the same class and arguments).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.quantization import MinMaxObserver, QConfig, qconfig_equals
+    >>> a = QConfig(activation=MinMaxObserver.with_args(dtype=lucid.quint8), weight=MinMaxObserver)
+    >>> b = QConfig(activation=MinMaxObserver.with_args(dtype=lucid.quint8), weight=MinMaxObserver)
+    >>> a == b, qconfig_equals(a, b)
+    (False, True)
+    """
+    if q1 is None or q2 is None:
+        return q1 == q2
+    try:
+        return _ctor_key(q1.activation) == _ctor_key(q2.activation) and _ctor_key(q1.weight) == _ctor_key(q2.weight)
+    except (AttributeError, TypeError):
+        return q1 == q2
+
+
+def get_default_qconfig_dict(backend="x86", version=0):
+    """``get_default_qconfig_mapping(backend, version).to_dict()`` (PyTorch's deprecated form).
+
+    Examples
+    --------
+    >>> from lucid.ao.quantization import get_default_qconfig_dict
+    >>> sorted(get_default_qconfig_dict())[:2]
+    ['', 'module_name']
+    """
+    from .qconfig_mapping import get_default_qconfig_mapping
+
+    return get_default_qconfig_mapping(backend, version).to_dict()
+
+
+def get_default_qat_qconfig_dict(backend="x86", version=1):
+    """``get_default_qat_qconfig_mapping(backend, version).to_dict()`` (PyTorch's deprecated form).
+
+    Examples
+    --------
+    >>> from lucid.ao.quantization import get_default_qat_qconfig_dict
+    >>> "object_type" in get_default_qat_qconfig_dict()
+    True
+    """
+    from .qconfig_mapping import get_default_qat_qconfig_mapping
+
+    return get_default_qat_qconfig_mapping(backend, version).to_dict()

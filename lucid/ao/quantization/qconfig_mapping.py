@@ -151,7 +151,12 @@ def _default_mapping(qconfig, is_qat=False):
     from .observer import default_weight_observer
     from .qconfig import QConfig
 
-    mapping = QConfigMapping().set_global(qconfig)
+    from lucid import nn
+
+    from .qconfig import default_quint8_weight_qconfig
+
+    # PReLU's quantized kernel takes a quint8 weight: PyTorch's mapping gives it per-tensor quint8
+    mapping = QConfigMapping().set_global(qconfig).set_object_type(nn.PReLU, default_quint8_weight_qconfig)
     for op, observer in _fixed_qparams_ops().items():
         if is_qat:
             fixed = QConfig(activation=FixedQParamsFakeQuantize.with_args(observer=observer),

@@ -18,7 +18,142 @@ from .stubs import DeQuantStub, QuantStub
 __all__ = ["quantize_dynamic", "propagate_qconfig_", "prepare", "convert", "prepare_qat", "quantize",
            "swap_module", "get_default_dynamic_quant_module_mappings", "get_default_static_quant_module_mappings",
            "get_default_qat_module_mappings", "get_embedding_qat_module_mappings",
-           "get_embedding_static_quant_module_mappings"]
+           "get_embedding_static_quant_module_mappings", "get_default_custom_config_dict", "no_observer_set",
+           "add_quant_dequant", "quantize_qat", "get_default_qconfig_propagation_list",
+           "get_default_compare_output_module_list", "get_static_quant_module_class",
+           "get_dynamic_quant_module_class", "default_eval_fn"]
+
+
+def _lookup(mapping, float_module_class, extra):
+    found = {**mapping, **(extra or {})}.get(float_module_class)
+    if found is None:
+        raise AssertionError(f"Floating point module class {float_module_class} does not have a corresponding "
+                             "quantized module class")
+    return copy.deepcopy(found)
+
+
+def get_static_quant_module_class(float_module_class, additional_static_quant_mapping=None, is_reference=False):
+    """The statically quantized class of ``float_module_class`` (``AssertionError`` if none).
+
+    Examples
+    --------
+    >>> import lucid.nn as nn
+    >>> from lucid.ao.quantization import get_static_quant_module_class
+    >>> get_static_quant_module_class(nn.Conv2d).__name__
+    'Conv2d'
+    """
+    if is_reference:
+        raise NotImplementedError("get_static_quant_module_class: reference quantized modules are not available")
+    return _lookup(get_default_static_quant_module_mappings(), float_module_class, additional_static_quant_mapping)
+
+
+def get_dynamic_quant_module_class(float_module_class, additional_dynamic_quant_mapping=None):
+    """The dynamically quantized class of ``float_module_class`` (``AssertionError`` if none).
+
+    Examples
+    --------
+    >>> import lucid.nn as nn
+    >>> from lucid.ao.quantization import get_dynamic_quant_module_class
+    >>> get_dynamic_quant_module_class(nn.GRU).__name__
+    'GRU'
+    """
+    return _lookup(get_default_dynamic_quant_module_mappings(), float_module_class, additional_dynamic_quant_mapping)
+
+
+def default_eval_fn(model, calib_data):
+    """Run ``model`` on the data of each ``(data, target)`` pair of ``calib_data``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> from lucid.ao.quantization import default_eval_fn
+    >>> default_eval_fn(nn.Linear(2, 1), [(lucid.randn(3, 2), None)])
+    """
+    for data, _target in calib_data:
+        model(data)
+
+
+def get_default_qconfig_propagation_list():
+    """The module types PyTorch's ``propagate_qconfig_`` / ``prepare`` treat as quantizable: the
+    keys of the static, QAT and dynamic mappings, and ``nn.Sequential``.
+
+    Examples
+    --------
+    >>> import lucid.nn as nn
+    >>> from lucid.ao.quantization import get_default_qconfig_propagation_list
+    >>> nn.Conv2d in get_default_qconfig_propagation_list()
+    True
+    """
+    return (set(get_default_static_quant_module_mappings()) | set(get_default_qat_module_mappings())
+            | set(get_default_dynamic_quant_module_mappings()) | {nn.Sequential})
+
+
+def get_default_compare_output_module_list():
+    """The module types whose outputs the numeric suite compares: both sides of the static,
+    QAT and dynamic mappings, and ``nn.Sequential``.
+
+    Examples
+    --------
+    >>> import lucid.nn as nn
+    >>> from lucid.ao import nn as aonn
+    >>> from lucid.ao.quantization import get_default_compare_output_module_list
+    >>> aonn.quantized.Linear in get_default_compare_output_module_list()
+    True
+    """
+    out = {nn.Sequential}
+    for mapping in (get_default_static_quant_module_mappings(), get_default_qat_module_mappings(),
+                    get_default_dynamic_quant_module_mappings()):
+        out |= set(mapping) | set(mapping.values())
+    return out
+
+
+def add_quant_dequant(module):
+    """Wrap every leaf submodule that has a qconfig in a :class:`QuantWrapper` (``module``
+    itself when it is such a leaf: the wrapper is returned).
+
+    Examples
+    --------
+    >>> import lucid.nn as nn
+    >>> from lucid.ao import quantization as tq
+    >>> m = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    >>> m[0].qconfig = tq.default_qconfig
+    >>> type(tq.add_quant_dequant(m)[0]).__name__
+    'QuantWrapper'
+    """
+    from .stubs import QuantWrapper
+
+    if not any(True for _ in module.children()) and getattr(module, "qconfig", None):
+        return QuantWrapper(module)
+    for name, child in module.named_children():
+        module._modules[name] = add_quant_dequant(child)
+    return module
+
+
+def get_default_custom_config_dict():
+    """PyTorch's default custom module config: ``nn.LSTM`` and ``nn.MultiheadAttention`` are
+    observed as their quantizable forms and converted to the quantized ones (``prepare`` /
+    ``convert`` use it when given none).
+
+    Examples
+    --------
+    >>> import lucid.nn as nn
+    >>> from lucid.ao.quantization import get_default_custom_config_dict
+    >>> get_default_custom_config_dict()["float_to_observed_custom_module_class"][nn.LSTM].__name__
+    'LSTM'
+    """
+    from lucid.ao.nn import quantizable as nnqa, quantized as nnq
+
+    return {"float_to_observed_custom_module_class": {nn.LSTM: nnqa.LSTM,
+                                                      nn.MultiheadAttention: nnqa.MultiheadAttention},
+            "observed_to_quantized_custom_module_class": {nnqa.LSTM: nnq.LSTM,
+                                                          nnqa.MultiheadAttention: nnq.MultiheadAttention}}
+
+
+def no_observer_set():
+    """Module classes that get no output observer (their outputs are observed inside)."""
+    from lucid.ao.nn import quantizable as nnqa
+
+    return {nnqa.LSTM, nnqa.MultiheadAttention}
 
 
 def get_default_dynamic_quant_module_mappings():
@@ -192,10 +327,33 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=lucid.qint8, mapping=None, 
 
 
 def swap_module(mod, mapping, custom_module_class_mapping=None, use_precomputed_fake_quant=False):
-    """``mapping[type(mod)].from_float(mod)`` when ``mod`` has a qconfig, else ``mod``."""
-    if getattr(mod, "qconfig", None) is not None and type(mod) in mapping:
-        return mapping[type(mod)].from_float(mod)
-    return mod
+    """``mod`` swapped for its quantized form when it has a qconfig: an observed custom module
+    by ``custom_module_class_mapping[type(mod)].from_observed``, others by
+    ``mapping[type(mod)].from_float``; else ``mod`` itself. Forward hooks other than the
+    observer's move to the new module.
+
+    Examples
+    --------
+    >>> import lucid.nn as nn
+    >>> from lucid.ao.quantization import swap_module
+    >>> swap_module(nn.ReLU(), {}, {}) is not None
+    True
+    """
+    custom = custom_module_class_mapping or {}
+    if getattr(mod, "qconfig", None) is None:
+        return mod
+    if type(mod) in custom:
+        new = custom[type(mod)].from_observed(mod)
+    elif type(mod) in mapping:
+        new = mapping[type(mod)].from_float(mod)
+    else:
+        return mod
+    for hook in mod._forward_pre_hooks.values():
+        new.register_forward_pre_hook(hook)
+    for hook in mod._forward_hooks.values():
+        if hook is not _observe_output:
+            new.register_forward_hook(hook)
+    return new
 
 
 def convert(module, mapping=None, inplace=False, remove_qconfig=True, is_reference=False,
@@ -204,21 +362,25 @@ def convert(module, mapping=None, inplace=False, remove_qconfig=True, is_referen
     default) for its quantized form, using its observers' statistics."""
     if mapping is None:
         mapping = get_default_static_quant_module_mappings()
+    if convert_custom_config_dict is None:
+        convert_custom_config_dict = get_default_custom_config_dict()
+    custom = convert_custom_config_dict.get("observed_to_quantized_custom_module_class", {})
     if not inplace:
         module = copy.deepcopy(module)
-    _convert(module, mapping)
+    _convert(module, mapping, custom)
     if remove_qconfig:
         _remove_qconfig(module)
     return module
 
 
-def _convert(module, mapping):
+def _convert(module, mapping, custom=None):
+    custom = custom or {}
     swaps = {}
     for name, child in module.named_children():
-        if type(child) not in mapping or isinstance(child, _FusedModule):
-            if not isinstance(child, _FusedModule):
-                _convert(child, mapping)
-        swaps[name] = swap_module(child, mapping)
+        # fused and observed custom modules are swapped whole
+        if type(child) not in mapping and type(child) not in custom and not isinstance(child, _FusedModule):
+            _convert(child, mapping, custom)
+        swaps[name] = swap_module(child, mapping, custom)
     for name, new in swaps.items():
         if new is not module._modules[name]:
             module._modules[name] = new
@@ -247,27 +409,45 @@ def _propagation_types():
     return types - {nn.ReLU, nn.Dropout}
 
 
-def _add_observers(module, allowed):
+def _add_observers(module, allowed, custom=None):
     from lucid.ao.nn.quantized import FloatFunctional
 
+    custom = custom or {}
     if isinstance(module, FloatFunctional):  # its ops call activation_post_process themselves
         if getattr(module, "qconfig", None) is not None:
             module.activation_post_process = module.qconfig.activation()
         return
-    for child in module.children():
-        if isinstance(child, _FusedModule) or (hasattr(child, "weight_fake_quant") and type(child) in allowed):
+    for name, child in list(module.named_children()):
+        if (type(child) in custom and getattr(child, "qconfig", None) is not None
+                and not isinstance(child, FloatFunctional)):
+            observed = custom[type(child)].from_float(child)
+            module._modules[name] = observed
+            if not isinstance(observed, tuple(no_observer_set())):
+                _insert_observer(observed)
+        elif child.training and type(child) in _special_act_post_process():
+            _insert_observer(child, _special_act_post_process()[type(child)])
+        elif isinstance(child, _FusedModule) or (hasattr(child, "weight_fake_quant") and type(child) in allowed):
             _insert_observer(child)  # a QAT layer is observed as one unit (not its batch norm)
         else:
-            _add_observers(child, allowed)
+            _add_observers(child, allowed, custom)
     leaf = not any(True for _ in module.children()) or hasattr(module, "weight_fake_quant")
     if leaf and type(module) in allowed and not isinstance(module, DeQuantStub):
         _insert_observer(module)
 
 
-def _insert_observer(module):
+def _special_act_post_process():
+    # PyTorch's DEFAULT_MODULE_TO_ACT_POST_PROCESS: in training these outputs get their fixed
+    # quantization parameters' fake quantization, not the qconfig's observer
+    from .fake_quantize import (default_fixed_qparams_range_0to1_fake_quant as zero_one,
+                                default_fixed_qparams_range_neg1to1_fake_quant as neg_one)
+
+    return {nn.Hardsigmoid: zero_one, nn.Sigmoid: zero_one, nn.Softmax: zero_one, nn.Tanh: neg_one}
+
+
+def _insert_observer(module, factory=None):
     if getattr(module, "qconfig", None) is None or "activation_post_process" in module._modules:
         return
-    module.add_module("activation_post_process", module.qconfig.activation())
+    module.add_module("activation_post_process", (factory or module.qconfig.activation)())
     module.__dict__["_observer_hook"] = module.register_forward_hook(_observe_output)
 
 
@@ -275,11 +455,14 @@ def prepare(model, inplace=False, allow_list=None, observer_non_leaf_module_list
             prepare_custom_config_dict=None):
     """Attach an observer (the qconfig's activation factory) to the output of every module
     that ``convert`` will quantize; run calibration data through the result, then ``convert``."""
+    if prepare_custom_config_dict is None:
+        prepare_custom_config_dict = get_default_custom_config_dict()
+    custom = prepare_custom_config_dict.get("float_to_observed_custom_module_class", {})
     if not inplace:
         model = copy.deepcopy(model)
-    propagate_qconfig_(model)
+    propagate_qconfig_(model, qconfig_dict=None)
     allowed = set(allow_list) if allow_list is not None else _propagation_types()
-    _add_observers(model, allowed | set(observer_non_leaf_module_list or ()))
+    _add_observers(model, allowed | set(observer_non_leaf_module_list or ()), custom)
     return model
 
 
@@ -297,6 +480,28 @@ def prepare_qat(model, mapping=None, inplace=False):
     convert(model, mapping=mapping, inplace=True, remove_qconfig=False)
     # PyTorch observes every module the mapping made (the QAT embeddings' NoopObserver included)
     prepare(model, inplace=True, observer_non_leaf_module_list=set(mapping.values()))
+    return model
+
+
+def quantize_qat(model, run_fn, run_args, inplace=False):
+    """``prepare_qat`` (in training mode), ``run_fn(model, *run_args)`` to train, ``convert``.
+
+    Examples
+    --------
+    >>> import lucid, lucid.nn as nn
+    >>> from lucid.ao import quantization as tq
+    >>> m = tq.QuantWrapper(nn.Linear(2, 2))
+    >>> m.qconfig = tq.default_qat_qconfig
+    >>> q = tq.quantize_qat(m, lambda mod, x: mod(x), [lucid.randn(4, 2)])
+    >>> type(q.module).__name__
+    'Linear'
+    """
+    if not inplace:
+        model = copy.deepcopy(model)
+    model.train()
+    prepare_qat(model, inplace=True)
+    run_fn(model, *run_args)
+    convert(model, inplace=True)
     return model
 
 

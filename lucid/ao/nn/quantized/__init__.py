@@ -8,12 +8,14 @@ from .conv import (Conv1d, Conv2d, Conv3d, ConvReLU1d, ConvReLU2d, ConvReLU3d, C
 from .embedding_ops import Embedding, EmbeddingBag
 from .functional_modules import FloatFunctional, QFunctional
 from .modules import DeQuantize, Linear, LinearReLU, Quantize, ReLU
+from .attention import MultiheadAttention
+from .rnn import LSTM
 from .normalization import GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LayerNorm
 
 __all__ = ["Quantize", "DeQuantize", "Linear", "LinearReLU", "ReLU", "Conv1d", "Conv2d", "Conv3d", "ConvReLU1d",
            "ConvReLU2d", "ConvReLU3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Embedding", "EmbeddingBag", "FloatFunctional", "QFunctional", "ReLU6", "Hardswish", "LeakyReLU", "ELU",
            "BatchNorm2d", "BatchNorm3d", "Sigmoid", "Softmax", "PReLU", "Dropout", "LayerNorm", "GroupNorm",
-           "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "dynamic", "functional"]
+           "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LSTM", "MultiheadAttention", "dynamic", "functional"]
 
 
 def __getattr__(name):

@@ -87,14 +87,43 @@ def upsample_nearest(input, size=None, scale_factor=None):
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
+def _max_pool(n, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
+    # PyTorch hands any input to the float max pooling (a float one stays float); only a
+    # quantized one must be per-tensor
+    if return_indices:
+        raise NotImplementedError("return_indices is not yet implemented!")
+    if isinstance(input, QuantizedTensor):
+        input = _need(input, f"max_pool{n}d")
+    return getattr(F, f"max_pool{n}d")(input, kernel_size, stride, padding, dilation, ceil_mode=ceil_mode)
+
+
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    return F.max_pool1d(_need(input, "max_pool1d"), kernel_size, stride, padding, dilation, ceil_mode=ceil_mode,
-                        return_indices=return_indices)
+    """1-D max pooling; a quantized input keeps its scale and zero point, a float one is
+    pooled in float (as PyTorch does).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.nn.quantized import functional as qF
+    >>> qF.max_pool1d(lucid.tensor([[1.0, 3.0, 2.0, 0.0]]), 2)
+    tensor([[3., 2.]])
+    """
+    return _max_pool(1, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    return F.max_pool2d(_need(input, "max_pool2d"), kernel_size, stride, padding, dilation, ceil_mode=ceil_mode,
-                        return_indices=return_indices)
+    """2-D max pooling; a quantized input keeps its scale and zero point, a float one is
+    pooled in float (as PyTorch does).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.nn.quantized import functional as qF
+    >>> qF.max_pool2d(lucid.arange(16.0).reshape(1, 4, 4), 2)
+    tensor([[[ 5.,  7.],
+             [13., 15.]]])
+    """
+    return _max_pool(2, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
 def _conv(n, input, weight, bias, stride, padding, dilation, groups, padding_mode, scale, zero_point, dtype):
@@ -167,7 +196,24 @@ def hardswish(input, scale, zero_point):
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False, scale=None, zero_point=None):
-    """LeakyReLU, requantized to ``scale`` / ``zero_point`` (the input's by default)."""
+    """LeakyReLU, requantized to ``scale`` / ``zero_point`` (the input's by default); a float
+    input without them runs the float op (as PyTorch does).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.ao.nn.quantized import functional as qF
+    >>> qF.leaky_relu(lucid.tensor([-1.0, 2.0]), 0.5)
+    tensor([-0.5,  2. ])
+    """
+    rescale = scale is not None and zero_point is not None
+    if rescale and inplace:
+        raise AssertionError("Cannot rescale with `inplace`")
+    if not isinstance(input, QuantizedTensor):
+        if rescale:  # PyTorch would make a quantized output of a float dtype
+            raise RuntimeError("leaky_relu: an output scale and zero point need a quantized input, got a "
+                               f"{input.dtype} tensor")
+        return F.leaky_relu(input, negative_slope, inplace=inplace)
     return _requant("leaky_relu", lambda v: F.leaky_relu(v, negative_slope), input, scale, zero_point)
 
 

@@ -11,7 +11,7 @@ A node is one of:
 - BINARY: ``add`` / ``mul`` (operator or ``lucid.``), optionally + ReLU: both tensor inputs and
   the output observed, lowered to a quantized add / mul; with a number operand it is SHARE
   (PyTorch's ``quantized.add(x, 1.0)`` picks its own output parameters);
-- REQUANT: modules with their own quantized form (Hardswish, LeakyReLU, ELU, BatchNorm2d/3d,
+- REQUANT: modules with their own quantized form (Hardswish, LeakyReLU, ELU, PReLU, BatchNorm2d/3d,
   LayerNorm, InstanceNorm1d/2d/3d, Softmax):
   input and output observed; ``nn.Upsample`` is observed so too but runs in float;
 - SHARE: ops that keep their input's scale and zero point (pooling, ReLU, clamp, flatten,
@@ -181,7 +181,7 @@ def _kind(node, modules):
 
 # PyTorch's x86 config lowers layer and instance norm but leaves GroupNorm in floating point
 _REQUANT_MODULES = (nn.Hardswish, nn.LeakyReLU, nn.ELU, nn.BatchNorm2d, nn.BatchNorm3d, BNReLU2d, BNReLU3d,
-                    nn.LayerNorm, nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d, nn.Softmax)
+                    nn.LayerNorm, nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d, nn.Softmax, nn.PReLU)
 
 
 def _is_tensor_arg(a):
