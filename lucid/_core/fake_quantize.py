@@ -96,7 +96,8 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
     scale : Tensor
         1-D float32, ``input.shape[axis]`` long.
     zero_point : Tensor
-        1-D int32, as long as ``scale``; each within ``[quant_min, quant_max]``.
+        1-D, as long as ``scale``: int32 (each within ``[quant_min, quant_max]``), or float32 or
+        float16, added before rounding and allowed outside that range, as PyTorch.
     axis : int
     quant_min, quant_max : int
 
@@ -125,14 +126,33 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
     n = input.shape[axis] if nd else 1
     if tuple(scale.shape) != (n,) or tuple(zero_point.shape) != (n,):
         raise RuntimeError(f"{name}: dimensions of scale and zero-point are not consistent with input tensor")
-    if zero_point.device.type == "cpu" and n and not L.all((zero_point >= quant_min) & (zero_point <= quant_max)):
-        raise RuntimeError(f"{name}: `zero_point` must be between `quant_min` and `quant_max`.")
     shape = [1] * nd
     if nd:
         shape[axis] = n
+    if zero_point.dtype != np.int32:  # PyTorch neither range-checks nor rounds float zero points
+        return _fake_quantize_float_zero_points(input, scale.detach().reshape(shape),
+                                                zero_point.detach().reshape(shape), quant_min, quant_max)
+    if zero_point.device.type == "cpu" and n and not L.all((zero_point >= quant_min) & (zero_point <= quant_max)):
+        raise RuntimeError(f"{name}: `zero_point` must be between `quant_min` and `quant_max`.")
     scale = scale.detach().reshape(shape)
     zero_point = L.round(zero_point.detach()).to(L.int64).reshape(shape)
     return _fake_quantize(input, scale, zero_point, quant_min, quant_max, False, name)
+
+
+def _fake_quantize_float_zero_points(input, scale, zero_point, qmin, qmax):
+    """PyTorch's per-channel kernel for float zero points (as ``lucid.ao.quantization.fake_quantize.
+    fake_quantize_float_qparams``): ``q = rint(x * f32(1 / scale) + zero_point)`` (the product exact
+    in float64, as the fused multiply-add of x86 builds), then ``(clamp(q) - zero_point) * scale`` in
+    float64, rounded to the input's dtype. The kernel's integer cast sends a non-finite q to
+    ``quant_min``; the gradient is the straight-through one inside the range."""
+    L = _lucid()
+    x = input.detach()
+    zp = zero_point.to(device=x.device, dtype=L.float64)
+    q = L.round((x.double() * (1.0 / scale.to(x.device)).double() + zp).float())
+    inside = (q >= qmin) & (q <= qmax)
+    q = L.where(L.isfinite(q), q, float(qmin)).clamp(qmin, qmax)
+    value = ((q.double() - zp) * scale.to(x.device).double()).to(x.dtype)
+    return _straight_through(input, value, inside)
 
 
 def _fake_quantize(input, scale, zero_point, qmin, qmax, per_tensor, name):

@@ -68,6 +68,9 @@ _CPU_FLOAT32 = _LOSSES | {
     "fractional_max_pool2d", "fractional_max_pool3d",
     "fft_c2c", "fft_r2c", "fft_c2r", "linalg_cholesky", "linalg_cholesky_ex", "linalg_eig", "linalg_eigh",
     "linalg_inv", "linalg_inv_ex", "linalg_qr", "linalg_svd", "linalg_svdvals", "linalg_solve",
+    "geqrf", "orgqr", "ormqr", "linalg_householder_product", "linalg_lstsq", "cholesky_inverse", "cholesky_solve",
+    "triangular_solve", "lu_solve", "view_as_complex", "reflection_pad1d", "reflection_pad2d", "replication_pad1d",
+    "replication_pad2d", "replication_pad3d",
     # PyTorch lists pinverse; Lucid's pinverse and linalg.pinv bind one primitive, so linalg.pinv
     # runs in float32 too (PyTorch's has no float16 kernel on the CPU, and its float32 one
     # returns float16 through the matmuls inside)

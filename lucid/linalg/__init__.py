@@ -406,9 +406,10 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     if ord == -math.inf:
         return R.amin(E.abs(x), axes, keepdim)
     if ord == 0:
-        # sign(|x|) is the nonzero indicator with a zero derivative, so the count takes part
-        # in the graph (zero gradients, as PyTorch) and is real for complex x
-        return R.sum(E.sign(E.abs(x)), axes, keepdim)
+        # x != 0 counts NaN as nonzero (as PyTorch); adding sign(|x|) * 0, which has a zero
+        # derivative, keeps the count in the graph (zero gradients, as PyTorch), real for complex x
+        a = E.abs(x)
+        return R.sum((x != 0).to(a.dtype) + E.sign(a) * 0, axes, keepdim)
     if ord == 1:
         return R.sum(E.abs(x), axes, keepdim)
     return bind(_norm.vector_norm_p, (x,), {"ord": float(ord), "axis": axes, "keepdims": bool(keepdim)})

@@ -180,6 +180,7 @@ def cond(A, p=None):
 
 # ----------------------------------------------------------------------- lstsq
 
+@autocast_composite("linalg_lstsq")  # NOTE [Autocast]
 def lstsq(A, B, rcond=None, *, driver=None):
     """Least-squares solution of ``A X = B`` (minimum norm when ``A`` is rank deficient).
 
@@ -544,6 +545,7 @@ def vander(x, *, N=None):
     return cat(cols, -1)
 
 
+@autocast_composite("linalg_householder_product")  # NOTE [Autocast]
 def householder_product(A, tau):
     """The first n columns of ``H_0 H_1 ... H_{k-1}``, ``H_i = I - tau_i v_i v_i^H`` (LAPACK's orgqr).
 

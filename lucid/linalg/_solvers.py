@@ -11,7 +11,7 @@ import numpy as np
 
 from .._core.backend import namespace_of
 from .._core.dtypes import int32
-from .._core.primitive import AUTOCAST_HOOK, bind
+from .._core.primitive import AUTOCAST_HOOK, autocast_composite, bind
 from .._core.tensor import Tensor, tensor_method
 from ..ops import linalg_solvers as _ops
 from ..ops._family import _as_tensor
@@ -144,6 +144,7 @@ def _compact(L, U):
     return L.tril(-1) @ eye(k, n, dtype=L.dtype, device=L.device) + eye(m, k, dtype=U.dtype, device=U.device) @ U
 
 
+@autocast_composite("linalg_lu_factor_ex")  # NOTE [Autocast]: in no list, so its matmuls stay float32
 def lu_factor_ex(A, *, pivot=True, check_errors=False):
     """``(LU, pivots, info)``: the compact LU factorization; ``info[i] > 0`` marks an exactly singular U.
 
@@ -191,6 +192,7 @@ def _diagonal(x):
     return diagonal(x)
 
 
+@autocast_composite("linalg_lu_factor")  # NOTE [Autocast]: in no list, so its matmuls stay float32
 def lu_factor(A, *, pivot=True):
     """``(LU, pivots)``: LAPACK's compact LU factorization (1-based int32 pivots).
 

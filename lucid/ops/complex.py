@@ -365,6 +365,7 @@ def view_as_real(input):
     return bind(view_as_real_p, (input,), {})
 
 
+@autocast_composite("view_as_complex")  # NOTE [Autocast]
 def view_as_complex(input):
     """A complex view of a float32/float64 tensor whose last dimension has size 2.
 

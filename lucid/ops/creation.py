@@ -327,11 +327,56 @@ def _laid_out_like(out, input, memory_format, op):
 
 
 _LAYOUT_DOC = ("    memory_format : lucid.memory_format, optional\n        Default (None, PyTorch's "
-               "``preserve_format``): ``input``'s layout.\n")
+               "``preserve_format``): ``input``'s layout.\n    layout : lucid.layout, optional\n        Default: "
+               "``input``'s (a sparse input gives a sparse result, as PyTorch's).\n")
+_DENSE = (Tensor,)  # the classes with nothing to check for a sparse layout (tracers are checked)
+
+
+def _sparse_like(op, input, layout, fill, dtype, device, requires_grad):
+    """PyTorch's ``op`` (zeros/ones/empty/full_like) where ``input`` or ``layout`` is sparse; None
+    for a strided result. COO keeps no elements (``fill`` must be 0: PyTorch cannot fill one);
+    a compressed input keeps its structure (no elements for zeros_like), its values ``fill``."""
+    from ..sparse._base import _SparseLayout, sparse_coo
+
+    src = getattr(input, "layout", None)
+    src = src if isinstance(src, _SparseLayout) else None
+    want = layout if layout is not None else src
+    if src not in (None, sparse_coo) and want is not src:
+        raise RuntimeError(f"{op}: empty_like with different sparse layout is not supported (self is {src} but "
+                           f"you requested {want})")
+    if not isinstance(want, _SparseLayout):
+        return None
+    dtype, device = dtype or input.dtype, device or _device_of(input)
+    if want is sparse_coo:
+        if fill != 0:
+            raise NotImplementedError(f"{op}: a sparse COO tensor cannot be filled with {fill!r} (PyTorch's fill_ "
+                                      "has no sparse kernel)")
+        from ..sparse import _coo
+
+        k = input.sparse_dim() if src is sparse_coo else input.ndim
+        out = _coo.make_coo(zeros(k, 0, dtype=dtypes.int64, device=device),
+                            zeros((0,) + tuple(input.shape[k:]), dtype=dtype, device=device),
+                            tuple(input.shape), True)
+    elif fill == 0 and op == "zeros_like":
+        from ..sparse._compressed import make_compressed
+
+        vals, nnz_axis = input.values(), input._pidx.ndim - 1
+        out = make_compressed(want, input._cidx.to(device) * 0, input._pidx.to(device)[..., :0],
+                              zeros(vals.shape[:nnz_axis] + (0,) + vals.shape[nnz_axis + 1:], dtype=dtype,
+                                    device=device), tuple(input.shape))
+    else:
+        out = input._replace(full(tuple(input.values().shape), fill, dtype=dtype, device=device), device)
+    return out.requires_grad_() if requires_grad else out
 
 
 def _like(fn):
-    def like(input, dtype=None, device=None, requires_grad=False, memory_format=None, **kw):
+    fill = {"zeros": 0, "ones": 1, "empty": 0}[fn.__name__]
+
+    def like(input, dtype=None, device=None, requires_grad=False, memory_format=None, *, layout=None, **kw):
+        if layout is not None or input.__class__ not in _DENSE:
+            out = _sparse_like(like.__name__, input, layout, fill, dtype, device, requires_grad)
+            if out is not None:
+                return out
         out = fn(*input.shape, dtype=dtype or input.dtype, device=device or _device_of(input),
                  requires_grad=requires_grad)
         return _laid_out_like(out, input, memory_format, like.__name__)
@@ -351,7 +396,7 @@ def _like(fn):
 zeros_like, ones_like, empty_like = _like(zeros), _like(ones), _like(empty)
 
 
-def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, memory_format=None):
+def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, memory_format=None, *, layout=None):
     """A tensor of ``fill_value`` with the shape (and by default dtype) of ``input``.
 
     Parameters
@@ -368,6 +413,8 @@ def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, m
         Make the result a leaf that requires grad.
     memory_format : lucid.memory_format, optional
         Default (None, PyTorch's ``preserve_format``): ``input``'s layout.
+    layout : lucid.layout, optional
+        Default: ``input``'s (a sparse input gives a sparse result, as PyTorch's).
 
     Examples
     --------
@@ -377,6 +424,10 @@ def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, m
     >>> lucid.full_like(lucid.zeros(2, 3).t(), 1.0).stride()
     (1, 3)
     """
+    if layout is not None or input.__class__ not in _DENSE:
+        out = _sparse_like("full_like", input, layout, fill_value, dtype, device, requires_grad)
+        if out is not None:
+            return out
     out = full(input.shape, fill_value, dtype=dtype or input.dtype, device=device or _device_of(input),
                requires_grad=requires_grad)
     return _laid_out_like(out, input, memory_format, "full_like")
@@ -464,6 +515,8 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     [0.0, 0.5, 1.0]
     """
     dt, n = _ends_dtype(start, end, dtype, "linspace"), _steps(steps, "linspace")
+    if _traced(start, end):
+        return _traced_space(start, end, n, dt, device, None)
     if np.dtype(dt).kind in "iub":
         # PyTorch's integer linspace: integer ends, each value truncated toward zero (NumPy's
         # floors the float values: linspace(-2.5, 1, 6, dtype=int64) gave -3 first)
@@ -504,9 +557,35 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
     [1.0, 10.0, 100.0]
     """
     dt = _ends_dtype(start, end, dtype, "logspace")
+    if _traced(start, end):
+        return _traced_space(start, end, _steps(steps, "logspace"), dt, device, base)
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
     return _finish(xp.logspace(start, end, _steps(steps, "logspace"), base=base, dtype=dt),
                    requires_grad, device, "logspace")
+
+
+def _traced(*ends):
+    return any(isinstance(v, Tensor) and v.__class__ is not Tensor for v in ends)
+
+
+def _traced_space(start, end, n, dt, device, base):
+    """linspace (``base`` None) or logspace with an end that a transform traces (vmap: one range
+    per example), composed from ops with PyTorch's kernel formula (from both ends, meeting
+    halfway) in double; as PyTorch's, the result takes no gradient from the ends."""
+    import lucid
+
+    kind = np.dtype(dt).kind
+    work = dtypes.complex128 if kind == "c" else dtypes.float64
+    s, e = (v.detach().to(work) if isinstance(v, Tensor) else float(v) if kind != "c" else complex(v)
+            for v in (start, end))
+    if kind in "iub":  # integer ends truncate toward zero first, as _int_end
+        s, e = (v.trunc() if isinstance(v, Tensor) else float(int(v)) for v in (s, e))
+    i = arange(n, dtype=work, device=device)
+    step = (e - s) / (n - 1) if n > 1 else (e - s) * 0.0
+    vals = lucid.where(i < max(n // 2, 1), s + step * i, e - step * (n - 1 - i))
+    if base is not None:
+        vals = lucid.pow(base, vals)
+    return (vals.trunc() if kind in "iub" else vals).to(dt)
 
 
 def _int_end(v, dt, op):
@@ -788,25 +867,90 @@ def new_tensor(input, data, dtype=None, device=None, requires_grad=False):
     return tensor(data, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
 
 
+def _batch_levels(input):
+    """The vmap levels ``input`` is batched at, innermost first (NOTE [Levels])."""
+    from ..func._traces import BatchTracer, _Tracer
+
+    levels = []
+    while isinstance(input, _Tracer):
+        if isinstance(input, BatchTracer):
+            levels.append(input)
+        input = input._inner_value()
+    return levels[::-1]
+
+
+def _new_like(op, input, make, size, dtype, device, requires_grad):
+    """``make(shape, dtype, device, requires_grad)`` of ``size``; batched at each vmap level
+    ``input`` is batched at, as functorch's batching rules for new_zeros/new_ones/new_full/
+    new_empty make theirs (so writing batched values into it in place works)."""
+    size = tuple(size_arg(sizes_or_keyword(size, None, op), op))
+    dtype, device = dtype or input.dtype, device or input.device
+    if input.__class__ is Tensor:
+        return make(size, dtype, device, requires_grad)
+    levels = _batch_levels(input)
+    out = make(tuple(t._val.shape[t._bdim] for t in levels) + size, dtype, device, requires_grad)
+    from ..func._traces import BatchTracer
+
+    for t in levels:
+        out = BatchTracer(out, 0, t._trace)
+    return out
+
+
 @tensor_method("new_zeros")
 def new_zeros(input, *size, dtype=None, device=None, requires_grad=False):
-    return zeros(*size, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
+    """A zero tensor of ``size`` with ``input``'s dtype and device by default.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.ones(2, dtype=lucid.float64).new_zeros(3)
+    tensor([0., 0., 0.], dtype=lucid.float64)
+    """
+    return _new_like("new_zeros", input, lambda s, dt, dev, rg: zeros(s, dtype=dt, device=dev, requires_grad=rg),
+                     size, dtype, device, requires_grad)
 
 
 @tensor_method("new_ones")
 def new_ones(input, *size, dtype=None, device=None, requires_grad=False):
-    return ones(*size, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
+    """A tensor of ones of ``size`` with ``input``'s dtype and device by default.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(2).new_ones(2, 1).tolist()
+    [[1.0], [1.0]]
+    """
+    return _new_like("new_ones", input, lambda s, dt, dev, rg: ones(s, dtype=dt, device=dev, requires_grad=rg),
+                     size, dtype, device, requires_grad)
 
 
 @tensor_method("new_full")
 def new_full(input, size, fill_value, dtype=None, device=None, requires_grad=False):
-    return full(size, fill_value, dtype=dtype or input.dtype, device=device or input.device,
-                requires_grad=requires_grad)
+    """A tensor of ``size`` filled with ``fill_value``, ``input``'s dtype and device by default.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.zeros(2, dtype=lucid.int64).new_full((2,), 7).tolist()
+    [7, 7]
+    """
+    return _new_like("new_full", input,
+                     lambda s, dt, dev, rg: full(s, fill_value, dtype=dt, device=dev, requires_grad=rg),
+                     (size,), dtype, device, requires_grad)
 
 
 @tensor_method("new_empty")
 def new_empty(input, *size, dtype=None, device=None, requires_grad=False):
-    return zeros(*size, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
+    """An uninitialised tensor of ``size`` (Lucid fills it with zeros), ``input``'s dtype and device.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> tuple(lucid.zeros(1).new_empty(2, 3).shape)
+    (2, 3)
+    """
+    return _new_like("new_empty", input, lambda s, dt, dev, rg: zeros(s, dtype=dt, device=dev, requires_grad=rg),
+                     size, dtype, device, requires_grad)
 
 
 __all__ = ['arange', 'as_tensor', 'asarray', 'empty', 'empty_like', 'empty_strided', 'eye', 'from_numpy',

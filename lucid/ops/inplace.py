@@ -621,6 +621,16 @@ def _check_alpha(self, other, alpha, op):
         _alpha_result_dtype(self, other, alpha, op)
 
 
+def _alpha_in(alpha, a):
+    """``alpha`` for a product in ``a``'s dtype: an integer alpha wraps into an integer dtype as
+    PyTorch's scalar conversion does (``uint8.add_(y, alpha=-1)`` is ``x + 255 * y``), where
+    NumPy refuses a Python int out of the dtype's range."""
+    if alpha.__class__ is not float and a.dtype.kind in "iu" and isinstance(alpha, (int, np.integer)) \
+            and not isinstance(alpha, bool):  # the float test first: an optimizer's add_(g, alpha=-lr)
+        return np.array(alpha).astype(a.dtype)[()]  # a host scalar, not array data
+    return alpha
+
+
 @tensor_method("add_", "__iadd__")
 def add_(self, other, *, alpha=1):
     """In-place ``self += alpha * other``; returns ``self``.
@@ -635,7 +645,7 @@ def add_(self, other, *, alpha=1):
     from .elementwise import add
 
     def direct(a, o):
-        xp.add(a, o if alpha == 1 else xp.multiply(o, alpha), out=a)
+        xp.add(a, o if alpha == 1 else xp.multiply(o, _alpha_in(alpha, a)), out=a)
 
     if (alpha != 1 or alpha.__class__ is bool) and not (
             alpha.__class__ is float and self.__class__ is Tensor and self._data.dtype.kind == "f"):
@@ -656,7 +666,7 @@ def sub_(self, other, *, alpha=1):
     _reject_bool_subtraction(self, other)  # the direct path below would subtract a mask silently
 
     def direct(a, o):
-        xp.subtract(a, o if alpha == 1 else xp.multiply(o, alpha), out=a)
+        xp.subtract(a, o if alpha == 1 else xp.multiply(o, _alpha_in(alpha, a)), out=a)
 
     if (alpha != 1 or alpha.__class__ is bool) and not (
             alpha.__class__ is float and self.__class__ is Tensor and self._data.dtype.kind == "f"):

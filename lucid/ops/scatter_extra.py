@@ -114,6 +114,11 @@ def index_put(input, indices, values, accumulate=False):
     indices = tuple(indices)
     if len(indices) > input.ndim:
         raise IndexError(f"index_put: too many indices ({len(indices)}) for a tensor of shape {tuple(input.shape)}")
+    # PyTorch casts no source tensor; a 0-d one is still cast as a Python number is (an earlier
+    # decision, tests/regressions/test_masked_nested_sparse_sweep.py:273), where PyTorch raises
+    if isinstance(values, Tensor) and values.ndim and values.dtype != input.dtype:
+        raise RuntimeError(f"index_put: Index put requires the source and destination dtypes match, got "
+                           f"{input.dtype} for the destination and {values.dtype} for the source")
     values = _as_tensor(values).to(input.dtype)
     if not accumulate:
         from .inplace import index_put_value
@@ -151,6 +156,9 @@ def put(input, index, source, accumulate=False):
         bad = int(index[outside].reshape(-1)[0])
         raise IndexError(f"put: out of range: tried to access index {bad} on a tensor of {n} elements")
     idx = L.where(index < 0, index + n, index).reshape(-1)
+    if isinstance(source, Tensor) and source.ndim and source.dtype != input.dtype:
+        raise RuntimeError(f"put: self and source expected to have the same dtype, but got self.dtype = "
+                           f"{input.dtype} and source.dtype = {source.dtype}")
     src = _as_tensor(source).reshape(-1)
     if src.shape[0] != idx.shape[0]:
         raise RuntimeError(f"put: index ({idx.shape[0]} elements) and source ({src.shape[0]}) must have "

@@ -26,6 +26,7 @@ import numpy as np
 
 from .._core import backend
 from .._core.dtypes import as_lucid
+from .._core.primitive import autocast_composite
 from .._core.tensor import Tensor
 from .inplace import BEFORE_MUTATION, _bump, _check_writeable
 from .tensor_surface import _renamed, _size_args
@@ -389,6 +390,7 @@ def prelu(self, weight):
     return F.prelu(self, weight)
 
 
+@autocast_composite("orgqr")  # NOTE [Autocast]
 def orgqr(input, tau):
     """The first ``n`` columns of the product of Householder reflectors ``(input, tau)`` (as
     :func:`lucid.linalg.householder_product`; PyTorch's ``orgqr``). Differentiable.

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from .._core.primitive import bind
+from .._core.primitive import autocast_composite, bind
 from .._core.tensor import Tensor, tensor_method
 from ._family import _as_tensor
 
@@ -168,6 +168,7 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     return LUUnpackResult(P, Lm, Um)
 
 
+@autocast_composite("lu_solve")  # NOTE [Autocast]
 def lu_solve(b, LU_data, LU_pivots):
     """Solve ``A X = b`` from :func:`lu`'s factorization of ``A`` (the right-hand side first:
     :func:`lucid.linalg.lu_solve` takes it last). Deprecated in PyTorch, which warns.
@@ -207,6 +208,7 @@ def cholesky(input, upper=False):
     return _linalg().cholesky(_matrix(input, "cholesky"), upper=bool(upper))
 
 
+@autocast_composite("cholesky_solve")  # NOTE [Autocast]
 def cholesky_solve(B, L, upper=False):
     """Solve ``A X = B`` for ``A = L L^H`` (or ``U^H U`` with ``upper``) from its Cholesky
     factor. Only the factor's lower (upper) triangle is read, and gets a gradient.
@@ -228,6 +230,7 @@ def cholesky_solve(B, L, upper=False):
     return st(_mH(F), st(F, B, upper=False), upper=True)
 
 
+@autocast_composite("cholesky_inverse")  # NOTE [Autocast]
 def cholesky_inverse(L, upper=False):
     """``A^-1`` for ``A = L L^H`` (or ``U^H U`` with ``upper``) from its Cholesky factor.
     Only the factor's lower (upper) triangle is read.
@@ -246,6 +249,7 @@ def cholesky_inverse(L, upper=False):
     return cholesky_solve(eye, F, upper)
 
 
+@autocast_composite("triangular_solve")  # NOTE [Autocast]
 def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
     """``(solution, cloned_coefficient)``: ``X`` with ``A X = b`` (``A^T X = b`` with
     ``transpose``, no conjugation) for a triangular ``A`` (only its ``upper`` or lower

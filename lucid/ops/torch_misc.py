@@ -37,13 +37,17 @@ def fill(input, value):
     >>> lucid.fill(lucid.tensor([1.0, 2.0]), 5.0)
     tensor([5., 5.])
     """
+    L = _L()
     x = _as_tensor(input)
     if not isinstance(value, Tensor):
-        return _L().full_like(x, value)
-    if value.ndim:
+        filled = L.full_like(x, value)
+    elif value.ndim:
         raise RuntimeError(f"fill: only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions")
-    # broadcast, not value.item(): no read-back on a device, and value gets a gradient as in PyTorch
-    return _L().broadcast_to(value.to(x.dtype), tuple(x.shape)).clone()
+    else:  # broadcast, not value.item(): no read-back on a device, and value gets a gradient as in PyTorch
+        filled = L.broadcast_to(value.to(x.dtype), tuple(x.shape))
+    # PyTorch's result stays in input's graph with a zero gradient for it; an all-False where
+    # gives exactly that (x * 0 would turn an inf or NaN of x into NaN)
+    return L.where(L.zeros_like(x, dtype=L.bool), x, filled)
 
 
 def is_inference(input):

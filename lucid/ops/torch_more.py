@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 
+from .._core.primitive import autocast_composite
 from .._core.tensor import Tensor, tensor_method
 from ._family import _as_tensor
 from .torch_rnn import *  # noqa: F401,F403
@@ -701,6 +702,7 @@ def _reflector(col):
 
 
 @tensor_method("geqrf")
+@autocast_composite("geqrf")  # NOTE [Autocast]
 def geqrf(input, *, out=None):
     """QR in LAPACK's Householder form ``(a, tau)``, as ``torch.geqrf`` (also ``Tensor.geqrf``).
 
@@ -748,6 +750,7 @@ _GeqrfResult = collections.namedtuple("geqrf", ["a", "tau"])  # PyTorch's return
 
 
 @tensor_method("ormqr")
+@autocast_composite("ormqr")  # NOTE [Autocast]
 def ormqr(input, tau, other, left=True, transpose=False, *, out=None):
     """``Q @ other`` (``left``) or ``other @ Q``, with ``Q^H`` for ``transpose``, where Q is given in
     ``geqrf``'s Householder form ``(input, tau)``, as ``torch.ormqr`` (also ``Tensor.ormqr``).

@@ -69,8 +69,10 @@ def _float32_fn(fn):
 
 def _nonpos(x):
     """``min(x, 0)`` whose derivative at exactly 0 is 1 (the negative branch's), as PyTorch's
-    ELU family has it; ``minimum`` would split the tie and halve the derivative there."""
-    return _lucid().where(x > 0, 0.0, x)
+    ELU family has it; ``minimum`` would split the tie and halve the derivative there. NaN maps
+    to 0: the ELU family sends it down the positive branch (``x <= 0`` is false), as PyTorch's
+    backward does, so the unused negative branch stays finite."""
+    return _lucid().where(x <= 0, x, 0.0)
 
 
 def erf(input):
@@ -169,7 +171,7 @@ def elu(input, alpha=1.0, inplace=False):
     """
     def fn(x):
         neg = _lucid().exp(_nonpos(x)) - 1.0  # exp of non-positive values only
-        return _lucid().where(x > 0, x, alpha * neg)
+        return _lucid().where(x <= 0, alpha * neg, x)  # NaN takes the positive branch: gradient 1
 
     return _apply("elu_", input, inplace, fn)
 
@@ -216,7 +218,7 @@ def celu(input, alpha=1.0, inplace=False):
         raise OpError("celu: alpha cannot be 0 (a division by zero)")
     lucid = _lucid()
     return _apply("celu_", input, inplace,
-                  lambda x: lucid.where(x > 0, x, alpha * (lucid.exp(_nonpos(x) / alpha) - 1.0)))
+                  lambda x: lucid.where(x <= 0, alpha * (lucid.exp(_nonpos(x) / alpha) - 1.0), x))
 
 
 def gelu(input, approximate="none"):
@@ -359,19 +361,23 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
-    return _apply("hardtanh_", input, inplace, lambda x: _hard_clamp(x, min_val, max_val), opmath=False)
+    return _apply("hardtanh_", input, inplace, lambda x: _hard_clamp(x, min_val, max_val, nan_passes=True),
+                  opmath=False)
 
 
-def _hard_clamp(x, lo, hi):
+def _hard_clamp(x, lo, hi, nan_passes=False):
     """``clamp(x, lo, hi)`` whose derivative is 1 strictly inside ``(lo, hi)`` and 0 at the bounds,
     as PyTorch's hardtanh/relu6/hardsigmoid backward (``clamp`` itself passes it at the bounds).
+    At NaN the derivative is 1 with ``nan_passes`` (hardtanh/relu6 test ``x <= lo || x >= hi``
+    in PyTorch) and 0 without (hardsigmoid tests ``lo < x < hi``).
     An integer input stays integer, its bounds cast as C does."""
     lucid = _lucid()
     if isinstance(x, Tensor) and x.dtype.kind in "iu":
         if x.dtype.kind == "u" and (lo < 0 or hi < 0):
             raise RuntimeError("hardtanh: cannot do hardtanh on an unsigned type with negative limits")
         return lucid.clamp(x, int(lo), int(hi))
-    return lucid.where((x > lo) & (x < hi), x, lucid.clamp(x, lo, hi).detach())
+    inside = ~((x <= lo) | (x >= hi)) if nan_passes else (x > lo) & (x < hi)
+    return lucid.where(inside, x, lucid.clamp(x, lo, hi).detach())
 
 
 def relu6(input, inplace=False):
@@ -428,7 +434,15 @@ def hardswish(input, inplace=False):
     >>> F.hardswish(lucid.tensor([-4.0, 0.0, 4.0])).tolist()
     [-0.0, 0.0, 4.0]
     """
-    return _apply("hardswish_", input, inplace, lambda x: x * hardsigmoid(x))
+    def fn(x):
+        # PyTorch's three branches, so NaN takes the last (gradient 1) as in its backward; the
+        # middle one sees only its own inputs (0 elsewhere), so an inf outside adds no 0 * inf
+        lucid = _lucid()
+        mid = (x > -3.0) & (x < 3.0)
+        xm = lucid.where(mid, x, 0.0)
+        return lucid.where(x <= -3.0, x * 0.0, lucid.where(mid, xm * (xm + 3.0) / 6.0, x))
+
+    return _apply("hardswish_", input, inplace, fn)
 
 
 def softsign(input):

@@ -14,7 +14,7 @@ import numpy as np
 from ...ops.conv import (_tuple, conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d,
                          conv_transpose3d, conv_transpose_p, conv_p)
 from ...ops._family import _as_tensor
-from ..._core.primitive import bind
+from ..._core.primitive import autocast_composite, bind
 from ..._core.tensor import _wrap
 from ._device import const_like
 
@@ -29,6 +29,7 @@ def _eye_kernel(channels, ksize, dtype, like):
     return const_like(np.tile(eye, (channels,) + (1,) * (len(ksize) + 1)), like)
 
 
+@autocast_composite("im2col")  # NOTE [Autocast]: in no list: PyTorch leaves im2col alone, the conv inside too
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """Extract sliding local blocks: (N, C, H, W) -> (N, C*kh*kw, L) (im2col).
 
@@ -55,6 +56,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     return out.squeeze(0) if unbatched else out
 
 
+@autocast_composite("col2im")  # NOTE [Autocast]: in no list, as unfold
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """Combine sliding local blocks into a tensor (col2im), the adjoint of :func:`unfold`:
     (N, C*kh*kw, L) -> (N, C, *output_size); overlapping values are summed.

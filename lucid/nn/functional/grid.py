@@ -12,7 +12,6 @@ import numpy as np
 
 from ..._core.backend import runs_on_operands_device
 from ..._core.primitive import OpError, autocast_composite
-from ..._core.tensor import _wrap
 from ...ops._family import _as_tensor
 from ._device import const_like
 
@@ -107,27 +106,18 @@ def _pad_coords(coord, size, padding_mode, align_corners):
 
 def _gather(x_flat, sp, corner, valid):
     """Values of ``x_flat`` (N, C, prod(sp)) at integer points ``corner`` (list of (N, *out)
-    int arrays, one per spatial dim in D, H, W order); 0 where ``valid`` is False."""
+    int64 tensors, one per spatial dim in D, H, W order); 0 where ``valid`` is False. All in
+    lucid ops (no read back on a device; batching rules apply under vmap)."""
     lucid = _lucid()
     n, c = x_flat.shape[:2]
-    clipped = [np.clip(ci, 0, m - 1) for ci, m in zip(corner, sp)]
-    flat = np.ravel_multi_index(clipped, sp) if clipped[0].__class__ is np.ndarray else _ravel(clipped, sp)
-    out_shape = flat.shape[1:]
-    idx = np.broadcast_to(flat.reshape(n, 1, -1), (n, c, flat[0].size)).copy()
-    vals = x_flat.gather(2, _wrap(idx)).reshape((n, c) + out_shape)
-    # On a device the mask is applied without asking whether it is all True (a read back).
-    if valid is not None and (valid.__class__ is not np.ndarray or not valid.all()):
-        vals = lucid.where(_wrap(valid[:, None]), vals, 0.0)
-    return vals
-
-
-def _ravel(coords, sp):
-    """``np.ravel_multi_index`` of coordinates already in range, as arithmetic (on a device:
-    no bounds mode, which in CuPy is a pass of its own, or a read back for 'raise')."""
-    flat = coords[0]
-    for ci, m in zip(coords[1:], sp[1:]):
-        flat = flat * m + ci
-    return flat
+    flat = None
+    for ci, m in zip(corner, sp):  # the row-major flat index of the clipped point
+        ci = lucid.clamp(ci, 0, m - 1)
+        flat = ci if flat is None else flat * m + ci
+    out_shape = tuple(flat.shape[1:])
+    idx = flat.reshape(n, 1, -1).expand(n, c, -1)
+    vals = x_flat.gather(2, idx).reshape((n, c) + out_shape)
+    return lucid.where(valid.unsqueeze(1), vals, 0.0)
 
 
 def _cubic(t, a=-0.75):
@@ -186,7 +176,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         return _bicubic(x_flat, sp, coords, padding_mode, align)
     coords = [_pad_coords(c, m, padding_mode, align) for c, m in zip(coords, sp)]
     if mode == "nearest":
-        corner = [np.rint(c.detach()._data).astype(np.int64) for c in coords]  # half to even, as nearbyint
+        corner = [lucid.round(c.detach()).to(lucid.int64) for c in coords]  # half to even, as nearbyint
         out = _gather(x_flat, sp, corner, _inside(corner, sp))
         if grid.requires_grad:
             # The output is piecewise constant in the grid: connect the grid with a zero
@@ -195,8 +185,9 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             # (the condition on out's device: a Python True would be a host array there)
             out = lucid.where(const_like(np.ones((), bool), out), out, grid[..., 0].unsqueeze(1))
         return out
-    lows = [np.floor(c.detach()._data).astype(np.int64) for c in coords]
-    fracs = [c - _wrap(lo.astype(c.dtype)) for c, lo in zip(coords, lows)]
+    floors = [lucid.floor(c.detach()) for c in coords]
+    fracs = [c - f for c, f in zip(coords, floors)]
+    lows = [f.to(lucid.int64) for f in floors]
     out = None
     for bits in itertools.product((0, 1), repeat=nsp):
         corner = [lo + b for lo, b in zip(lows, bits)]
@@ -219,8 +210,10 @@ def _inside(corner, sp):
 
 def _bicubic(x_flat, sp, coords, padding_mode, align):
     """16 taps with Keys' weights; each tap's integer coordinate is padded on its own (PyTorch)."""
-    lows = [np.floor(c.detach()._data).astype(np.int64) for c in coords]
-    ws = [_cubic(c - _wrap(lo.astype(c.dtype))) for c, lo in zip(coords, lows)]
+    lucid = _lucid()
+    floors = [lucid.floor(c.detach()) for c in coords]
+    ws = [_cubic(c - f) for c, f in zip(coords, floors)]
+    lows = [f.to(lucid.int64) for f in floors]
     out = None
     for ky in range(4):
         for kx in range(4):
@@ -233,16 +226,17 @@ def _bicubic(x_flat, sp, coords, padding_mode, align):
 
 
 def _pad_int(ci, m, padding_mode, align):
-    """Integer tap coordinates under 'border' / 'reflection' (NumPy; the taps are constants)."""
-    c = ci.astype(np.float64)
+    """Integer tap coordinates under 'border' / 'reflection' (constants: no gradient flows)."""
+    lucid = _lucid()
+    c = ci.to(lucid.float64)
     if padding_mode == "reflection":
         lo2, hi2 = (0, 2 * (m - 1)) if align else (-1, 2 * m - 1)
         if lo2 == hi2:
-            c = np.zeros_like(c)
+            c = c * 0.0
         else:
             lo, span = lo2 / 2.0, (hi2 - lo2) / 2.0
-            d = np.abs(c - lo)
-            flips = np.floor(d / span)
-            extra = np.fmod(d, span)
-            c = np.where(flips % 2 == 0, extra + lo, span - extra + lo)
-    return np.clip(c, 0, m - 1).astype(np.int64)
+            d = lucid.abs(c - lo)
+            flips = lucid.floor(d / span)
+            extra = lucid.fmod(d, span)
+            c = lucid.where(lucid.remainder(flips, 2.0) == 0, extra + lo, span - extra + lo)
+    return lucid.clamp(c, 0, m - 1).to(lucid.int64)

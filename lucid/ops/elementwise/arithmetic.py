@@ -375,6 +375,10 @@ def _alpha_result_dtype(input, other, alpha, op):
         raise RuntimeError(f"{op}: For integral input tensors, argument alpha must not be a floating point number.")
     if rt.kind != "c" and isinstance(alpha, (complex, np.complexfloating)):
         raise RuntimeError(f"{op}: For non-complex input tensors, argument alpha must not be a complex number.")
+    if rt.kind in "iu" and not isinstance(alpha, (bool, np.bool_)):
+        from .comparison import _number_in
+
+        _number_in(alpha, rt, op)  # c10's checked conversion (an unsigned dtype wraps -1 to its max)
     return rt
 
 

@@ -234,6 +234,9 @@ def clamp(input, min=None, max=None):
         dt = dtypes.result_type(input, *(v for v in (min, max) if v is not None))
         if dt != input.dtype:
             input = cast(input, dt)
+    if dt.kind == "b" and min is not None and max is not None:
+        # PyTorch's two-sided clamp has no bool kernel (one bound is a max/min, which has)
+        raise NotImplementedError("clamp: not implemented for 'Bool' (a bool result with both bounds)")
     lo, hi = _bound(min, dt), _bound(max, dt)
     if isinstance(lo, Tensor) or isinstance(hi, Tensor):
         out = input

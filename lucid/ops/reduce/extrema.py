@@ -275,7 +275,7 @@ argsort_p = _nondiff("argsort", _argsort_impl)
 
 
 @tensor_method("argsort")
-def argsort(input, dim=-1, descending=False, stable=False):
+def argsort(input, dim=None, descending=False, stable=False, *, axis=None):
     """Indices that sort ``input`` along ``dim`` (the sort is always stable).
 
     Parameters
@@ -288,6 +288,8 @@ def argsort(input, dim=-1, descending=False, stable=False):
         Largest first.
     stable : bool
         Keep the order of equal elements.
+    axis : int, optional
+        NumPy's name for ``dim`` (PyTorch accepts it too); not both.
 
     Examples
     --------
@@ -295,7 +297,11 @@ def argsort(input, dim=-1, descending=False, stable=False):
     >>> lucid.argsort(lucid.tensor([3.0, 1.0, 2.0])).tolist()
     [1, 2, 0]
     """
-    x, axis, was_0d = _lift0d(input, dim, "argsort")
+    if axis is not None:
+        if dim is not None:
+            raise TypeError("argsort(): got both dim and its alias axis")
+        dim = axis
+    x, axis, was_0d = _lift0d(input, -1 if dim is None else dim, "argsort")
     idx = bind(argsort_p, (x,), {"axis": axis, "descending": bool(descending), "k": None})
     return TN.reshape(idx, shape=()) if was_0d else idx
 

@@ -689,13 +689,48 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     >>> h.hist.tolist(), h.bin_edges.tolist()
     ([0.0, 3.0], [0.0, 1.0, 2.0])
     """
+    from ..indexing import concrete
+
     _no_complex("histogram", input)
     x = _float_input(input, "histogram")
+    traced = concrete(x) is None or (weight is not None and concrete(_as_tensor(weight)) is None)
+    if traced and not isinstance(bins, Tensor):  # a bin count fixes the output's shape
+        return _histogram_composed(x, int(bins), range, weight, density)
     arr = _concrete("histogram", x)
     b = _concrete("histogram", bins) if isinstance(bins, Tensor) else int(bins)
     w = None if weight is None else _concrete("histogram", _as_tensor(weight))
     hist, edges = np.histogram(arr, bins=b, range=range, weights=w, density=density)
     return _histogram(_wrap(hist.astype(x.dtype.dtype)), _wrap(edges.astype(x.dtype.dtype)))
+
+
+def _histogram_composed(x, bins, range, weight, density):  # noqa: A002
+    """``histogram`` with a bin count, in lucid ops so that it runs under transforms (vmap: each
+    example its own data range): PyTorch's bin search (a linear guess corrected by one step
+    against the edges; the last bin closed), values outside the range and NaN dropped."""
+    L = _L()
+    if bins <= 0:
+        raise RuntimeError(f"histogram: bins must be > 0, got {bins}")
+    x = x.detach().reshape(-1)
+    if range is not None:
+        lo, hi = float(range[0]), float(range[1])
+        if lo > hi:
+            raise RuntimeError(f"histogram: min ({lo}) should not be larger than max ({hi})")
+        lo, hi = (lo - 0.5, hi + 0.5) if lo == hi else (lo, hi)
+    else:  # the data's range, per example under vmap; one point widens it by 1/2 each side
+        lo, hi = x.amin(), x.amax()
+        same = lo == hi
+        lo, hi = L.where(same, lo - 0.5, lo), L.where(same, hi + 0.5, hi)
+    edges = L.linspace(lo, hi, bins + 1, dtype=x.dtype)
+    inside = (x >= lo) & (x <= hi)
+    guess = (L.where(inside, x, lo) - lo) * bins / (hi - lo)  # the where keeps the int cast finite
+    pos = guess.to(L.int64).clamp(0, bins - 1)
+    pos = L.where(x < edges[pos], pos - 1, L.where((x >= edges[pos + 1]) & (pos < bins - 1), pos + 1, pos))
+    pos = L.where(inside, pos.clamp(0, bins - 1), bins)
+    w = L.ones_like(x) if weight is None else _as_tensor(weight).detach().reshape(-1).to(x.dtype)
+    hist = L.zeros(bins + 1, dtype=x.dtype, device=x.device).scatter_add(0, pos, w)[:bins]
+    if density:
+        hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
+    return _histogram(hist, edges)
 
 
 @runs_on_operands_device

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._core.backend import xp
-from ..._core.primitive import bind, defprim
+from ..._core.primitive import autocast_composite, bind, defprim
 from ..._core.tensor import _wrap
 from .._family import _as_tensor, move_bdim
 from .slicing import _clone, _getitem
@@ -104,12 +104,28 @@ def pad(input, pad, mode="constant", value=None):
         return bind(pad_p, (input,), {"pad_width": widths, "value": v})
     if value not in (None, 0):
         raise RuntimeError(f"pad: padding mode '{mode}' doesn't take in value argument")
+    return _edge_pad(mode, k)(input, widths, mode)
+
+
+def _edge_pads(input, widths, mode):
+    from ..indexing import IDX, getitem_p
+
     out = input
     for d, (lo, hi) in enumerate(widths):
         if lo or hi:
             idx = _wrap(_edge_index(input.shape[d], lo, hi, mode))
             out = bind(getitem_p, (out, idx), {"key": (slice(None),) * d + (IDX,)})
     return out
+
+
+def _edge_pad(mode, k, _cache={}):
+    """``_edge_pads`` under the name of PyTorch's kernel for ``mode`` over ``k`` dims, as autocast
+    knows them (NOTE [Autocast]: reflection_pad1d/2d and replication_pad1d/2d/3d run in float32
+    on the CPU; circular padding and reflection_pad3d are in no list)."""
+    name = f"{ {'reflect': 'reflection', 'replicate': 'replication'}.get(mode, mode)}_pad{k}d"
+    if name not in _cache:
+        _cache[name] = autocast_composite(name)(_edge_pads)
+    return _cache[name]
 
 
 __all__ = ['pad']
