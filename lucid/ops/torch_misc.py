@@ -44,7 +44,7 @@ def fill(input, value):
     elif value.ndim:
         raise RuntimeError(f"fill: only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions")
     else:  # broadcast, not value.item(): no read-back on a device, and value gets a gradient as in PyTorch
-        filled = L.broadcast_to(value.to(x.dtype), tuple(x.shape))
+        filled = L.broadcast_to(value.to(x.device, x.dtype), tuple(x.shape))  # a 0-d value may live elsewhere
     # PyTorch's result stays in input's graph with a zero gradient for it; an all-False where
     # gives exactly that (x * 0 would turn an inf or NaN of x into NaN)
     return L.where(L.zeros_like(x, dtype=L.bool), x, filled)

@@ -66,9 +66,10 @@ def test_stacked_convolutions_run_under_cpu_autocast():
     import lucid.nn as nn
 
     lucid.manual_seed(0)
+    # on the CPU whatever the default device: this is CPU autocast
     m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 2, 3),
-                      nn.ConvTranspose2d(2, 3, 3))
-    x = lucid.randn(2, 3, 8, 8)
+                      nn.ConvTranspose2d(2, 3, 3)).to("cpu")
+    x = lucid.randn(2, 3, 8, 8, device="cpu")
     with lucid.autocast("cpu", dtype=lucid.float16):
         y = m(x)
     assert y.dtype == lucid.float16
