@@ -4,10 +4,8 @@ optimizer state of ZeroRedundancyOptimizer, on real MPI ranks
 shared: ``<out_dir>/ckpt_<check>``; a checkpoint saved here is also read back by the test in
 one process (another world size) afterwards.
 """
-import json
 import os
 import sys
-import traceback
 
 import numpy as np
 
@@ -238,22 +236,13 @@ def fully_shard_model_and_adam_state_round_trip():
 
 
 
-def main():
+def _set_out(out_dir):
     global OUT
-    OUT, names = sys.argv[1], sys.argv[2:] or list(CHECKS)
-    dist.init_process_group("mpi")
-    results = {}
-    for name in names:
-        try:
-            CHECKS[name]()
-            results[name] = "ok"
-        except Exception:  # noqa: BLE001  (reported to pytest, as in mpiworker.py)
-            results[name] = traceback.format_exc()
-        dist.barrier()
-    with open(os.path.join(OUT, f"rank{dist.get_rank()}.json"), "w") as f:
-        json.dump(results, f)
-    dist.destroy_process_group()
+    OUT = out_dir
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from rankchecks import rank_main
+
+    rank_main(CHECKS, sys.argv[1:], setup=_set_out)

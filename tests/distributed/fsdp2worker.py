@@ -10,7 +10,6 @@ import copy
 import json
 import os
 import sys
-import traceback
 
 import numpy as np
 
@@ -390,20 +389,10 @@ def parameter_of_dtensor_and_load_state_dict():
 
 
 def main():
-    out_dir, names = sys.argv[1], sys.argv[2:] or list(CHECKS)
-    dist.init_process_group("mpi")
-    results = {}
-    for name in names:
-        try:
-            CHECKS[name]()
-            results[name] = "ok"
-        except Exception:  # noqa: BLE001  (reported to pytest, as in mpiworker.py)
-            results[name] = traceback.format_exc()
-        dist.barrier()
-    with open(os.path.join(out_dir, f"rank{dist.get_rank()}.json"), "w") as f:
-        json.dump(results, f)
-    dist.destroy_process_group()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from rankchecks import rank_main
 
+    rank_main(CHECKS, sys.argv[1:])
 
 # ------------------------------------------------------------------ PyTorch's run of the same training
 

@@ -9,7 +9,6 @@ interrupted save, the optimizer state under parameter names and the file convert
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -24,8 +23,9 @@ from lucid.distributed.checkpoint.state_dict import (StateDictOptions, get_model
                                                      set_state_dict)
 from lucid.distributed.run import find_mpiexec
 
+from rankchecks import assert_checks_pass  # noqa: E402  (pytest puts this folder on sys.path)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
 HAVE_MPI = importlib.util.find_spec("mpi4py") is not None and find_mpiexec() is not None
 X = np.arange(35.0).reshape(7, 5) / 7 - 2
 
@@ -36,21 +36,7 @@ def test_every_dcp_check_on_every_rank_then_load_in_one_process(n, tmp_path):
     sys.path.insert(0, HERE)
     import dcpworker
 
-    cmd = [sys.executable, "-m", "lucid.distributed.run", "-n", str(n), "--timeout", "90",
-           os.path.join(HERE, "dcpworker.py"), str(tmp_path)]
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
-    log = p.stdout + p.stderr
-    failures = []
-    for r in range(n):
-        path = tmp_path / f"rank{r}.json"
-        assert path.exists(), f"rank {r} wrote no results (exit status {p.returncode}):\n{log[-3000:]}"
-        res = json.loads(path.read_text())
-        assert set(res) == set(dcpworker.CHECKS)
-        failures += [f"{name} on rank {r}:\n{tb}" for name, tb in res.items() if tb != "ok"]
-    assert not failures, "\n".join(failures)
-    assert p.returncode == 0, log[-3000:]
+    assert_checks_pass("dcpworker.py", dcpworker.CHECKS, n, tmp_path, timeout=90)
     # the n-rank checkpoint of sharded values, read back whole by one process
     target = {"row": lucid.zeros(7, 5, dtype=lucid.float64), "col": lucid.zeros(7, 5, dtype=lucid.float64),
               "rep": lucid.zeros(7, 5, dtype=lucid.float64), "step": 0}

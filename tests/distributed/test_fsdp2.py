@@ -18,6 +18,8 @@ import lucid
 import lucid.nn as nn
 from lucid.distributed.run import find_mpiexec
 
+from rankchecks import assert_checks_pass  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 HAVE_MPI = importlib.util.find_spec("mpi4py") is not None and find_mpiexec() is not None
@@ -31,19 +33,7 @@ def test_every_fsdp2_check_on_every_rank(n, tmp_path):
     sys.path.insert(0, HERE)
     import fsdp2worker
 
-    cmd = [sys.executable, "-m", "lucid.distributed.run", "-n", str(n), "--timeout", "110",
-           os.path.join(HERE, "fsdp2worker.py"), str(tmp_path)]
-    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, env=ENV, cwd=ROOT)
-    log = p.stdout + p.stderr
-    failures = []
-    for r in range(n):
-        path = tmp_path / f"rank{r}.json"
-        assert path.exists(), f"rank {r} wrote no results (exit status {p.returncode}):\n{log[-3000:]}"
-        res = json.loads(path.read_text())
-        assert set(res) == set(fsdp2worker.CHECKS)
-        failures += [f"{name} on rank {r}:\n{tb}" for name, tb in res.items() if tb != "ok"]
-    assert not failures, "\n".join(failures)
-    assert p.returncode == 0, log[-3000:]
+    assert_checks_pass("fsdp2worker.py", fsdp2worker.CHECKS, n, tmp_path)
 
 
 def test_fully_shard_training_matches_pytorch(tmp_path):
