@@ -140,8 +140,8 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
 
 
 def _fake_quantize_float_zero_points(input, scale, zero_point, qmin, qmax):
-    """PyTorch's per-channel kernel for float zero points (as ``lucid.ao.quantization.fake_quantize.
-    fake_quantize_float_qparams``): ``q = rint(x * f32(1 / scale) + zero_point)`` (the product exact
+    """PyTorch's per-channel kernel for float zero points (also what ``lucid.ao.quantization.
+    fake_quantize.fake_quantize_float_qparams`` runs): ``q = rint(x * f32(1 / scale) + zero_point)`` (the product exact
     in float64, as the fused multiply-add of x86 builds), then ``(clamp(q) - zero_point) * scale`` in
     float64, rounded to the input's dtype. The kernel's integer cast sends a non-finite q to
     ``quant_min``; the gradient is the straight-through one inside the range."""

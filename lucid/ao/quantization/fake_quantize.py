@@ -35,13 +35,10 @@ _INT_RANGE = {lucid.qint8: (-128, 127), lucid.quint8: (0, 255), lucid.qint32: (-
 
 
 def fake_quantize_float_qparams(input, scale, zero_point, axis, quant_min, quant_max):
-    """Per-channel fake quantization with float zero points (the embedding tables' scheme), as
-    PyTorch's kernel for them: ``q = rint(fma(x, f32(1 / scale), zero_point))`` (x86 builds fuse
-    it; emulated in float64, where the product is exact), then ``(clamp(q) - zero_point) * scale``
-    in float64, rounded to the input's dtype; the zero points may lie outside
-    ``[quant_min, quant_max]``. The gradient is the straight-through estimator inside the range
-    (NOTE [Straight-through fake quantization]). ``lucid.fake_quantize_per_channel_affine``
-    range-checks and rounds float zero points first, which PyTorch does not.
+    """Per-channel fake quantization with float zero points (the embedding tables' scheme):
+    ``lucid.fake_quantize_per_channel_affine`` given float32 scales and zero points, which
+    follows PyTorch's kernel for them (zero point added before rounding, allowed outside
+    ``[quant_min, quant_max]``; straight-through gradient inside the range).
 
     Examples
     --------
@@ -52,17 +49,8 @@ def fake_quantize_float_qparams(input, scale, zero_point, axis, quant_min, quant
     tensor([[  0.55 ,   2.95 ],
             [-22.625, -22.625]])
     """
-    x = input.detach()
-    shape = [1] * x.ndim
-    shape[axis % max(x.ndim, 1)] = -1
-    scale = scale.detach().to(device=x.device, dtype=lucid.float32).reshape(shape)
-    zp = zero_point.detach().to(device=x.device, dtype=lucid.float32).reshape(shape)
-    inv = 1.0 / scale
-    q = lucid.round((x.double() * inv.double() + zp.double()).float())
-    inside = (q >= quant_min) & (q <= quant_max)
-    # the kernel's clamp bounds are integers, which widens the last step to float64
-    value = ((q.clamp(quant_min, quant_max).double() - zp.double()) * scale.double()).to(x.dtype)
-    return value + lucid.where(inside, input - x, lucid.zeros((), dtype=input.dtype, device=x.device))
+    return lucid.fake_quantize_per_channel_affine(input, scale.detach().float(), zero_point.detach().float(), axis,
+                                                  quant_min, quant_max)
 
 
 class FakeQuantizeBase(nn.Module):
