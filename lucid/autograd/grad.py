@@ -2,6 +2,7 @@
 ``lucid.autograd.backward``, PyTorch's functional form of ``Tensor.backward``."""
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -200,11 +201,12 @@ def _joined(g, t):
     node whose derivative is zero: the same values, and PyTorch's second derivatives."""
     if g is None or g._rg or not isinstance(t, Tensor) or not t._rg:
         return g
-    return _ZeroDerivative.apply(g, t)
+    return _zero_derivative_class().apply(g, t)
 
 
+@functools.lru_cache(maxsize=None)
 def _zero_derivative_class():
-    from .function import Function
+    from .function import Function  # function.py imports the engine: made on first use
 
     class ZeroDerivative(Function):
         @staticmethod
@@ -220,18 +222,6 @@ def _zero_derivative_class():
             return None, zeros(shape, dtype=dtype, device=device)
 
     return ZeroDerivative
-
-
-class _LazyZeroDerivative:
-    cls = None
-
-    def apply(self, g, t):
-        if self.cls is None:  # function.py imports the engine: made on first use
-            self.cls = _zero_derivative_class()
-        return self.cls.apply(g, t)
-
-
-_ZeroDerivative = _LazyZeroDerivative()
 
 
 def _leaf_hooks(t, g, tensor_mode):

@@ -254,15 +254,10 @@ def get_state_dict(model, optimizers, *, submodules=None, options=None):
 
 
 def _broadcast_rank0(sd):
-    from .. import process_group as pg
+    from ._save_load import _broadcast, _group_info
 
-    if not pg.is_initialized() or pg.get_world_size() == 1:
-        return sd
-    from ..objects import broadcast_object_list
-
-    box = [sd if pg.get_rank() == 0 else None]
-    broadcast_object_list(box, src=0)
-    return box[0]
+    group, rank, world = _group_info(None, False)
+    return _broadcast(group, world, sd if rank == 0 else None)
 
 
 def _place_like(value, target):
