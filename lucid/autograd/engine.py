@@ -688,6 +688,10 @@ def _accumulate(leaf, g, own_ids, tensor_mode):
         g = _as_tensor(g)
         if want is not None and g.dtype != want:
             g = g.to(want)
+        if not g._rg:  # a constant gradient still depends on its leaf (create_graph only, not the eager path)
+            from .grad import _joined  # grad.py imports this module
+
+            g = _joined(g, leaf)  # See NOTE [Constant gradients under create_graph]
         leaf._grad = g if leaf._grad is None else leaf._grad + g
         return
     g = g._data if isinstance(g, Tensor) else g if g.__class__ is np.ndarray else _as_array(g)
