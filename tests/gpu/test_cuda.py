@@ -52,8 +52,8 @@ def test_training_steps_on_cuda_match_the_cpu(make, shape):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     import cupy
 
-    for st in opt.state.values():
-        assert isinstance(st["exp_avg"], cupy.ndarray)
+    for st in opt.state.values():  # the state is a tensor on the GPU, as in PyTorch
+        assert st["exp_avg"].is_cuda and isinstance(st["exp_avg"]._data, cupy.ndarray)
 
 
 def test_tensors_live_on_the_gpu_and_moves_are_differentiable():
