@@ -688,7 +688,7 @@ def _accumulate(leaf, g, own_ids, tensor_mode):
         g = _as_tensor(g)
         if want is not None and g.dtype != want:
             g = g.to(want)
-        if not g._rg:  # a constant gradient still depends on its leaf (create_graph only, not the eager path)
+        if not g._rg and STATE.grad_enabled:  # a constant gradient still depends on its leaf (create_graph only)
             from .grad import _joined  # grad.py imports this module
 
             g = _joined(g, leaf)  # See NOTE [Constant gradients under create_graph]
