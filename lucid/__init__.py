@@ -42,6 +42,7 @@ from .ops.torch_functions import *  # noqa: F401,F403
 from .ops.spectral import *  # noqa: F401,F403
 from .ops.tensor_surface import *  # noqa: F401,F403
 from .ops.tensor_surface_more import layout, strided  # noqa: F401  (torch.strided)
+from .ops.storage import *  # noqa: F401,F403  (UntypedStorage, TypedStorage, FloatStorage ...)
 from .ops.memory_format import *  # noqa: F401,F403  (torch.channels_last ...)
 from .ops.torch_misc import *  # noqa: F401,F403
 from .ops.torch_more import *  # noqa: F401,F403

@@ -30,6 +30,7 @@ instead, and tensors of an active transform (``lucid.func``) are left as they ar
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import types as _types
@@ -39,7 +40,8 @@ from ._core.tensor import Tensor, _disabled_torch_function_impl
 __all__ = ["BaseTorchFunctionMode", "DisableTorchFunction", "DisableTorchFunctionSubclass", "TorchFunctionMode",
            "enable_reentrant_dispatch", "get_ignored_functions", "get_overridable_functions", "handle_torch_function",
            "has_torch_function", "has_torch_function_unary", "has_torch_function_variadic", "is_tensor_like",
-           "is_tensor_method_or_property", "resolve_name", "wrap_torch_function"]
+           "is_tensor_method_or_property", "resolve_name", "wrap_torch_function", "get_testing_overrides",
+           "redispatch_function"]
 
 
 class _State:
@@ -49,6 +51,7 @@ class _State:
     modes = []  # TorchFunctionMode stack, innermost last
     wrappers = {}  # id(original) -> (original, wrapper)
     patched = []  # (owner, name, original) of every attribute _activate replaced
+    skip_hop = False  # redispatch_function: the next has_torch_function check answers False
 
 
 _STATE = _State()
@@ -69,7 +72,7 @@ sparse_csr_tensor
 """.split()) | _NOT_WRAPPED
 # Tensor attributes that are protocol plumbing, not ops.
 _TENSOR_SKIP = frozenset("""
-__init__ __new__ __init_subclass__ __torch_function__ __getattribute__ __getattr__ __setattr__
+__init__ __new__ __init_subclass__ __torch_function__ __torch_dispatch__ __getattribute__ __getattr__ __setattr__
 __delattr__ __repr__ __str__ __format__ __hash__ __reduce__ __reduce_ex__ __getstate__
 __setstate__ __copy__ __deepcopy__ __array__ __array_wrap__ __array_ufunc__ __array_function__
 __dlpack__ __dlpack_device__ __len__ __iter__ __bool__ __index__ __int__ __float__ __complex__
@@ -405,6 +408,9 @@ def has_torch_function(relevant_args) -> bool:
     """Whether dispatch would go to an override for these arguments (or a mode is active)."""
     if _STATE.all_off:
         return False
+    if _STATE.skip_hop:  # See redispatch_function: this call is the hop being skipped
+        _STATE.skip_hop = False
+        return False
     return bool(_STATE.modes) or (not _STATE.subclass_off and _overloaded(tuple(relevant_args), None) is not None)
 
 
@@ -475,6 +481,69 @@ def resolve_name(f):
         if getattr(ns, name, None) is f or getattr(getattr(ns, name, None), "fget", None) is f:
             return f"{prefix}.{name}"
     return None
+
+
+def get_testing_overrides() -> dict:
+    """``{function: dummy}`` for every overridable function: each dummy has the function's
+    signature and returns -1 (PyTorch's table for testing ``__torch_function__`` coverage).
+
+    Examples
+    --------
+    >>> import inspect, lucid
+    >>> from lucid.overrides import get_testing_overrides
+    >>> dummy = get_testing_overrides()[lucid.where]
+    >>> str(inspect.signature(dummy)), dummy(None, None, None)
+    ('(condition, input=None, other=None)', -1)
+    """
+    out = {}
+    for functions in get_overridable_functions().values():
+        for fn in functions:
+            out[fn] = _dummy_like(fn)
+    return out
+
+
+def _dummy_like(fn):
+    def dummy(*args, **kwargs):
+        return -1
+
+    try:
+        dummy.__signature__ = inspect.signature(original(fn))
+    except (TypeError, ValueError):  # a builtin without a signature: any arguments
+        pass
+    dummy.__name__ = dummy.__qualname__ = getattr(fn, "__name__", "dummy")
+    return dummy
+
+
+def redispatch_function(func, types, args, kwargs=None):
+    """Call ``func`` skipping one level of ``__torch_function__`` dispatch: from inside an
+    override (or a mode), run the function itself; the calls it makes dispatch as usual. A
+    Lucid function runs its original (plain tensors out, as PyTorch's); a Python function
+    taking part through :func:`handle_torch_function` sees its next ``has_torch_function``
+    check answer False.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.overrides import redispatch_function
+    >>> class Logged(lucid.Tensor):
+    ...     calls = []
+    ...     @classmethod
+    ...     def __torch_function__(cls, func, types, args=(), kwargs=None):
+    ...         cls.calls.append(func.__name__)
+    ...         return redispatch_function(func, types, args, kwargs)
+    >>> out = lucid.mul(lucid.tensor([3.0]).as_subclass(Logged), 2)
+    >>> Logged.calls, type(out).__name__
+    (['mul'], 'Tensor')
+    """
+    kwargs = kwargs or {}
+    wrapped = getattr(func, "_lucid_original", None)
+    if wrapped is not None:
+        return wrapped(*args, **kwargs)
+    _STATE.skip_hop = True
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _STATE.skip_hop = False
 
 
 def enable_reentrant_dispatch():

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import warnings
 
-from ..autograd.checkpoint import CheckpointError, checkpoint, noop_context_fn
+from ..autograd.checkpoint import CheckpointError, _Reentrant, _rng_state, checkpoint, noop_context_fn
 from ..autograd.selective_checkpoint import (CheckpointPolicy, SelectiveCheckpointContext,
                                              create_selective_checkpoint_contexts)
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn", "detach_variable",
            "check_backward_validity", "get_device_states", "set_device_states", "DefaultDeviceType",
            "CheckpointPolicy", "SelectiveCheckpointContext", "create_selective_checkpoint_contexts",
-           "set_checkpoint_early_stop", "set_checkpoint_debug_enabled"]
+           "set_checkpoint_early_stop", "set_checkpoint_debug_enabled", "CheckpointFunction"]
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):
@@ -196,3 +196,35 @@ class set_checkpoint_debug_enabled(_FlagContext):
         if enabled is not None and not isinstance(enabled, bool):
             raise TypeError(f"set_checkpoint_debug_enabled: expected a bool or None, got {type(enabled).__name__}")
         super().__init__(enabled)
+
+
+class CheckpointFunction(_Reentrant):
+    """PyTorch's legacy reentrant checkpoint as a Function:
+    ``CheckpointFunction.apply(run_function, preserve_rng_state, *args)`` is
+    ``checkpoint(run_function, *args, use_reentrant=True, preserve_rng_state=...)``: the forward
+    keeps only the inputs, the backward reruns ``run_function`` (replaying the RNG state when
+    ``preserve_rng_state``) and backpropagates through it; gradients reach tensor arguments and
+    every leaf the function reads (``.backward()`` only, as PyTorch's reentrant mode).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.utils.checkpoint import CheckpointFunction
+    >>> x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    >>> CheckpointFunction.apply(lambda t: (t ** 3).sum(), True, x).backward()
+    >>> x.grad
+    tensor([ 3., 12.])
+    """
+
+
+_record_checkpoint = CheckpointFunction.apply.__func__  # the Function machinery's apply (FunctionMeta)
+
+
+def _checkpoint_function_apply(cls, run_function, preserve_rng_state, *args):
+    if not callable(run_function):
+        raise TypeError(f"CheckpointFunction.apply: run_function must be callable, got {type(run_function).__name__}")
+    check_backward_validity(args)
+    return _record_checkpoint(cls, run_function, _rng_state() if preserve_rng_state else None, *args)
+
+
+CheckpointFunction.apply = classmethod(_checkpoint_function_apply)
