@@ -14,6 +14,11 @@ import threading
 # the eager path skips the thread-local transform stack when no transform runs anywhere.
 ACTIVE_TRACES = [0]
 
+# True once a Tensor subclass with its own ``__torch_dispatch__`` is defined (it then also holds one
+# permanent count in ACTIVE_TRACES): ``Tensor.backward`` and ``__torch_function__`` look for such
+# subclasses only then. NOTE [Tensor subclass dispatch] in lucid/utils/_python_dispatch.py.
+SUBCLASS_DISPATCH = [False]
+
 # Non-zero while lucid.profiler records: the backward engine then leaves its inlined fast
 # path (read once per backward). See NOTE [Profiler costs nothing when off] in lucid/profiler.py.
 PROFILING = [0]

@@ -144,8 +144,11 @@ _wrap = None
 # linear) call it first themselves.
 AUTOCAST_HOOK = [None]
 
-# Set by lucid.utils._python_dispatch while a TorchDispatchMode is entered in any thread (which
-# also counts in ACTIVE_TRACES, so the eager path reads nothing more). NOTE [Dispatch modes].
+# Set by lucid.utils._python_dispatch while a TorchDispatchMode is entered in any thread, and for
+# good once a Tensor subclass with its own __torch_dispatch__ is defined (both also count in
+# ACTIVE_TRACES, so the eager path reads nothing more). ``hook(prim, args, params)`` returns the
+# result, or None when no mode is entered in this thread and no argument is such a subclass.
+# NOTE [Dispatch modes], NOTE [Tensor subclass dispatch].
 DISPATCH_MODE_HOOK = [None]
 
 
@@ -223,8 +226,11 @@ def bind(prim, args, params):
             if prim.is_view:
                 return _traced_view(trace, prim, args, params)
             return trace.process(prim, args, params)
-        if DISPATCH_MODE_HOOK[0] is not None and STATE.dispatch_modes:
-            return DISPATCH_MODE_HOOK[0](prim, args, params)
+        hook = DISPATCH_MODE_HOOK[0]
+        if hook is not None:  # dispatch modes or __torch_dispatch__ subclasses: None = not theirs
+            out = hook(prim, args, params)
+            if out is not None:
+                return out
     Tensor = _Tensor
     arrays = []
     needs_grad = False

@@ -12,7 +12,9 @@ import numpy as np
 
 from . import backend, dtypes, primitive
 from .dtypes import _LUCID
+from .grad_mode import SUBCLASS_DISPATCH
 from .hooks import RemovableHandle
+from .no_values import NoValues
 from .size import Size, as_size
 
 
@@ -28,6 +30,69 @@ def _disabled_torch_function_impl(func, types, args=(), kwargs=None):
 
 def _init_made_by_new(self, *args, **kwargs):
     """``__init__`` of a Tensor subclass whose ``__new__`` made the tensor: nothing left to do."""
+
+
+def _disabled_torch_dispatch_impl(func, types, args=(), kwargs=None):
+    """``Tensor.__torch_dispatch__``: run ``func`` with subclass dispatch off (PyTorch's
+    ``torch._C._disabled_torch_dispatch_impl``); a subclass that keeps this one takes no part in
+    NOTE [Tensor subclass dispatch] (lucid/utils/_python_dispatch.py)."""
+    from ..utils._python_dispatch import DisableTorchDispatch
+
+    with DisableTorchDispatch():
+        return func(*args, **(kwargs or {}))
+
+
+class WrapperValues(NoValues):
+    """The ``_data`` of a wrapper subclass (``Tensor._make_wrapper_subclass``): the shape, dtype,
+    device and strides it advertises, and no values (they live in its inner tensors), so a raw
+    array computation that reaches it raises NotImplementedError naming the op."""
+
+    __slots__ = ("device", "strides", "offset", "cls_name")
+    kind = "wrapper subclass"
+
+    @property
+    def message(self):
+        return (f"a {self.cls_name} is a wrapper tensor subclass: its values live in its inner tensors, "
+                "so only ops that reach its __torch_dispatch__ can use it (this code read its raw array)")
+
+    # arithmetic and ordering a composite might try on the raw array (a bounds check reading
+    # an index) are refused with the message too, not with Python's TypeError
+    __lt__ = __le__ = __gt__ = __ge__ = __add__ = __radd__ = __sub__ = __rsub__ = NoValues._refuse
+    __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __neg__ = __pow__ = __matmul__ = NoValues._refuse
+    __and__ = __or__ = __xor__ = __invert__ = NoValues._refuse
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def flags(self):
+        return _WrapperFlags(self)
+
+
+class _WrapperFlags:
+    """``WrapperValues.flags``: whether its strides are row-major; any other flag (``owndata``,
+    ``writeable``: code about to use the memory) is refused like the values."""
+
+    __slots__ = ("c_contiguous", "_values")
+
+    def __init__(self, values):
+        self._values = values
+        self.c_contiguous = values.strides == _contiguous_strides(values.shape, values.dtype.itemsize)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self._values._refuse()
+
+
+def _contiguous_strides(shape, itemsize):
+    """Row-major strides in bytes (PyTorch counts a size-0 or size-1 dim as 1 element)."""
+    out, step = [], itemsize
+    for n in reversed(shape):
+        out.append(step)
+        step *= builtins.max(n, 1)
+    return tuple(reversed(out))
 
 
 # ``Tensor._grad_dtype`` by default: gradients take the tensor's own dtype (see ``grad_dtype``)
@@ -80,7 +145,16 @@ class Tensor:
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         from ..overrides import _default_torch_function
 
+        if SUBCLASS_DISPATCH[0] and cls is not Tensor:  # NOTE [Tensor subclass dispatch]
+            from ..utils._python_dispatch import _subclass_torch_function
+
+            return _subclass_torch_function(cls, func, types, args, kwargs)
         return _default_torch_function(cls, func, types, args, kwargs)
+
+    # A subclass that defines its own takes part in NOTE [Tensor subclass dispatch]
+    # (lucid/utils/_python_dispatch.py): every primitive that sees one of its instances calls it.
+    # A staticmethod object, so the __torch_function__ protocol does not wrap it as a method.
+    __torch_dispatch__ = staticmethod(_disabled_torch_dispatch_impl)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -88,6 +162,11 @@ class Tensor:
             # a subclass whose __new__ builds it (Tensor._make_subclass) takes its own arguments,
             # which PyTorch's Tensor.__init__ ignores: so does this one
             cls.__init__ = _init_made_by_new
+        impl = cls.__torch_dispatch__
+        if getattr(impl, "__func__", impl) is not _disabled_torch_dispatch_impl:
+            from ..utils._python_dispatch import _register_dispatch_subclass
+
+            _register_dispatch_subclass(cls)
         impl = cls.__torch_function__
         if getattr(impl, "__func__", impl) is not _disabled_torch_function_impl:
             from .. import overrides
@@ -157,6 +236,8 @@ class Tensor:
         arr = self._data
         if arr.__class__ is np.ndarray:
             return backend.CPU
+        if arr.__class__ is WrapperValues:  # a wrapper subclass advertises its device
+            return arr.device
         return backend.device_of_array(arr)
 
     def get_device(self):
@@ -285,7 +366,8 @@ class Tensor:
 
     @property
     def is_cpu(self):
-        return self._data.__class__ is np.ndarray
+        arr = self._data
+        return arr.__class__ is np.ndarray or (arr.__class__ is WrapperValues and arr.device.type == "cpu")
 
     # ------------------------------------------------------------- conversions
     def numpy(self, *, force=False):
@@ -307,6 +389,8 @@ class Tensor:
         """
         arr = self._data
         if arr.__class__ is not np.ndarray:
+            if arr.__class__ is WrapperValues:  # no values of its own (NOTE [Tensor subclass dispatch])
+                arr._refuse()
             b = backend.backend_of(arr)
             if not b.numpy_view:
                 b.implicit_numpy(arr)  # raises PyTorch's "Use Tensor.cpu()" error
@@ -320,6 +404,8 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         arr = self._data
         if arr.__class__ is not np.ndarray:
+            if arr.__class__ is WrapperValues:
+                arr._refuse()
             arr = backend.backend_of(arr).implicit_numpy(arr)
         return arr if dtype is None else arr.astype(dtype, copy=False)
 
@@ -377,7 +463,8 @@ class Tensor:
 
         return tensor_repr(self)
 
-    __str__ = __repr__
+    # no __str__ of its own: object.__str__ calls the class's __repr__, so a subclass overriding
+    # __repr__ alone (a wrapper subclass) prints with it
 
     def __deepcopy__(self, memo):
         # PyTorch's protocol: leaves only; the copy keeps the class, requires_grad, a deep copy of
@@ -388,6 +475,10 @@ class Tensor:
         if self.grad_fn is not None:
             raise RuntimeError("deepcopy: only Tensors created explicitly by the user (graph leaves) support "
                                "the deepcopy protocol at the moment")
+        if self._data.__class__ is WrapperValues:  # a wrapper subclass: clone() through its handler
+            from ..utils._python_dispatch import _deepcopy_wrapper
+
+            return _deepcopy_wrapper(self, memo)
         if type(self).__reduce_ex__ is not Tensor.__reduce_ex__ or not backend.has_values(self._data):
             # a subclass with its own state (sparse, nested, quantized ...) or a meta tensor:
             # copied through its pickling protocol, as before
@@ -518,7 +609,22 @@ class Tensor:
         """
         from ..autograd.engine import backward
 
+        if SUBCLASS_DISPATCH[0]:  # a graph of wrapper subclasses runs on Tensors: NOTE [Subclass autograd]
+            from ..utils._python_dispatch import _subclass_backward
+
+            if _subclass_backward(self, gradient, retain_graph, create_graph, inputs):
+                return
         backward(self, gradient, retain_graph, create_graph, inputs)
+
+    @staticmethod
+    def _make_wrapper_subclass(cls, size, strides=None, storage_offset=None, memory_format=None, dtype=None,
+                               layout=None, device=None, pin_memory=False, requires_grad=False, **ignored):
+        """A ``cls`` instance with the given metadata and no values (PyTorch's wrapper subclass):
+        see :func:`lucid.utils._python_dispatch.make_wrapper_subclass`."""
+        from ..utils._python_dispatch import make_wrapper_subclass
+
+        return make_wrapper_subclass(cls, size, strides=strides, storage_offset=storage_offset, dtype=dtype,
+                                     layout=layout, device=device, requires_grad=requires_grad)
 
     @property
     def _version_counter(self):
