@@ -81,7 +81,7 @@ class Primitive:
 
     __slots__ = (
         "name", "impl", "vjp", "jvp", "batch", "save_inputs", "save_out",
-        "nout", "is_view", "differentiable", "__weakref__",
+        "nout", "is_view", "differentiable", "vjp_reads", "__weakref__",
     )
 
     def __repr__(self):
@@ -92,7 +92,7 @@ class Primitive:
 
 
 def defprim(name, impl, *, vjp=None, jvp=None, batch=None, save_inputs=True,
-            save_out=False, nout=1, is_view=False, differentiable=True):
+            save_out=False, nout=1, is_view=False, differentiable=True, vjp_reads=None):
     """Register a primitive and expose it in both namespaces (``AN.name``, ``TN.name``).
 
     Parameters
@@ -117,13 +117,18 @@ def defprim(name, impl, *, vjp=None, jvp=None, batch=None, save_inputs=True,
         The output may alias the first input's memory (shares its version counter).
     differentiable : bool
         False for ops whose outputs never carry gradient (comparisons, argmax...).
+    vjp_reads : tuple of tuples of int, optional
+        For each positional argument, the saved arguments its vjp rule reads (``mul``:
+        ``((1,), (0,))``). An in-place change of a saved argument that no rule the backward
+        runs reads is then no error, as in PyTorch (NOTE [Version checks of unread inputs]);
+        None: every rule may read every saved argument.
     """
     if name in REGISTRY:
         raise ValueError(f"primitive {name!r} is already registered")
     p = Primitive()
     p.name, p.impl, p.vjp, p.jvp, p.batch = name, impl, vjp, jvp, batch
     p.save_inputs, p.save_out, p.nout = save_inputs, save_out, nout
-    p.is_view, p.differentiable = is_view, differentiable
+    p.is_view, p.differentiable, p.vjp_reads = is_view, differentiable, vjp_reads
     REGISTRY[name] = p
     setattr(AN, name, impl)
     setattr(TN, name, lambda *args, **params: bind(p, args, params))

@@ -71,6 +71,7 @@ class _Refill:
     """Mixin of checkpointed nodes: refill the saved values before running backward."""
 
     __slots__ = ()
+    recomputes_saved = True  # every input's version counts: NOTE [Version checks of unread inputs]
 
     def apply(self, grads, tensor_mode):
         rec = _PENDING.get(self)

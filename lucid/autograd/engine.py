@@ -74,6 +74,7 @@ class Node:
 
     op_name = property(lambda self: self.prim.name)  # used in error messages
     keeps_none = False  # FunctionNode: missing output grads stay None (materialize_grads=False)
+    recomputes_saved = False  # a checkpointed node (autograd/checkpoint.py's _Refill)
 
     # Introspection as in PyTorch's ``torch.autograd.graph.Node`` (see autograd/graph.py).
     def name(self):
@@ -187,8 +188,8 @@ class Node:
         # in-place op.
         versions = self.versions
         if versions is not None:
-            for a, v in zip(self.saved, versions):
-                if isinstance(a, Tensor) and a._version[0] != v:
+            for j, (a, v) in enumerate(zip(self.saved, versions)):
+                if isinstance(a, Tensor) and a._version[0] != v and self._reads(j):
                     i = [x is a for x in self.saved].index(True)
                     self._version_error(f"argument {i}", tuple(a.shape), a._version, v)
         out_versions = self.out_versions
@@ -198,6 +199,21 @@ class Node:
                     i = [x[0] is lst for x in out_versions].index(True)
                     shape = self.out_meta[i][0] if self.out_meta else np.shape(self.out)
                     self._version_error("output" if self.nout == 1 else f"output {i}", tuple(shape), lst, v)
+
+    def _reads(self, j):
+        """NOTE [Version checks of unread inputs]
+        PyTorch saves an input for backward only where a gradient that is wanted needs it:
+        ``y = v * 0.01; v[0] = 0.0; y.sum().backward()`` is fine there (the multiplier's
+        gradient is not wanted, so ``v`` is not saved). A node here saves all its inputs, so an
+        in-place change of one is an error only if the vjp rule of an argument that gets a
+        gradient reads it (``prim.vjp_reads``; without it, every saved input counts). Called
+        only once a version differs: the backward pays nothing for it. A checkpointed node
+        counts every input: its saved values are recomputed from them (NOTE [Checkpoint by
+        recomputed saved values])."""
+        reads = getattr(self.prim, "vjp_reads", None)
+        if reads is None or self.recomputes_saved:
+            return True
+        return any(p is not None and j in reads[i] for i, p in enumerate(self.parents))
 
     def _version_error(self, what, shape, lst, v):
         by = f" It was last changed in place by '{lst[1]}'." if len(lst) > 1 else ""

@@ -115,6 +115,7 @@ matmul_p = defprim(
     vjp=(lambda ns, g, out, x, y: sum_to_shape(ns, ns.matmul(g, _mH(ns, y)), tuple(x.shape)),
          lambda ns, g, out, x, y: sum_to_shape(ns, ns.matmul(_mH(ns, x), g), tuple(y.shape))),
     jvp=_matmul_jvp,
+    vjp_reads=((1,), (0,)),  # NOTE [Version checks of unread inputs]
 )
 matmul_p.batch = batch_leading(matmul_p)
 
@@ -139,9 +140,11 @@ def matmul(input, other):
         input, other = hook("matmul", (input, other)) or (input, other)
     if input.__class__ is Tensor and other.__class__ is Tensor:  # the hot path: two plain matrices
         a, b = input._data, other._data
-        if a.ndim == 2 and b.ndim == 2 and a.dtype is b.dtype and a.shape[1] == b.shape[0]:
+        if a.ndim == 2 and b.ndim == 2 and a.dtype is b.dtype and a.shape[1] == b.shape[0] and a.dtype is not _BOOL:
             return bind(matmul_p, (input, other), {})
     a, b = promote(_as_tensor(input), _as_tensor(other))
+    if a.dtype.kind == "b":
+        _refuse_bool("matmul")
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError(
             f"matmul: both arguments need at least 1 dimension, got shapes {tuple(a.shape)} and {tuple(b.shape)}"
@@ -167,6 +170,14 @@ def matmul(input, other):
 
 
 Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
+_BOOL = np.dtype(np.bool_)
+
+
+def _refuse_bool(op):
+    """PyTorch has no bool kernel for its matrix products (mm, bmm, mv, dot, addmm ...): NumPy's
+    would give logical or-of-ands, so Lucid refuses too, with PyTorch's error type."""
+    raise NotImplementedError(f"{op}: not implemented for bool tensors (as in PyTorch); cast them to an "
+                              "integer or floating dtype first")
 
 
 # ------------------------------------------------------------------- einsum
@@ -489,6 +500,8 @@ def dot(input, other):
     a, b = _as_tensor(input), _as_tensor(other)
     _need(a, (1,), "dot", "self")
     _need(b, (1,), "dot", "other")
+    if a.dtype.kind == "b" or b.dtype.kind == "b":
+        _refuse_bool("dot")
     if a.shape != b.shape:
         raise RuntimeError(f"dot: expected both vectors to have same number of elements, "
                            f"got shapes {tuple(a.shape)} and {tuple(b.shape)}")
@@ -539,6 +552,8 @@ def tensordot(a, b, dims=2):
     (2, 2)
     """
     a, b = _as_tensor(a), _as_tensor(b)
+    if a.dtype.kind == "b" or b.dtype.kind == "b":  # PyTorch's tensordot is a matrix product
+        _refuse_bool("tensordot")
     if isinstance(dims, int) or (isinstance(dims, Tensor) and dims.ndim == 0):
         n = int(dims)
         if n < 0 or n > min(a.ndim, b.ndim):

@@ -43,3 +43,45 @@ def test_backward_create_graph_constant_grad_parity_with_pytorch():
     (h,) = lucid.autograd.grad((x.grad * lucid.tensor(w, dtype=lucid.float64)).sum(), [x])
     (th,) = torch.autograd.grad((t.grad * torch.tensor(w, dtype=torch.float64)).sum(), [t])
     np.testing.assert_array_equal(h.numpy(), th.numpy())
+
+
+def test_in_place_change_of_an_input_no_wanted_gradient_reads_is_no_error():
+    # the tape version-checked every saved input: y = v * 0.01; v[0] = 0 raised at backward,
+    # where PyTorch (which saves v only when the multiplier's gradient is wanted) does not
+    a = lucid.tensor([1.0, 2.0], requires_grad=True)
+    v = a + 0
+    y = v * 0.01
+    v[0] = 0.0
+    y.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [0.01, 0.01])
+    # a constant tensor operand of mul, div and matmul
+    a = lucid.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    c = lucid.tensor([[2.0, 0.5], [1.0, 4.0]])
+    v = a + 0
+    outs = [v * c, v / c, v @ c]
+    v[0, 0] = 9.0
+    sum(o.sum() for o in outs).backward()
+    want = c.numpy() + 1 / c.numpy() + c.numpy().sum(1)[None, :].repeat(2, 0)
+    np.testing.assert_allclose(a.grad.numpy(), want)
+
+
+def test_in_place_change_of_an_input_a_wanted_gradient_reads_still_raises():
+    import lucid.nn.functional as F
+
+    for make in (lambda v, c: v * c, lambda v, c: c / v, lambda v, c: c @ v,
+                 lambda v, c: F.linear(c, v)):
+        a = lucid.ones(2, 2, requires_grad=True)
+        c = lucid.ones(2, 2, requires_grad=True)
+        v = a + 0
+        y = make(v, c)
+        v[0, 0] = 5.0  # c's gradient reads v (and c / v's own reads v as well)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+        assert a.grad is None and c.grad is None  # a failed backward changes nothing
+    # the multiplier's gradient wanted: a change of the saved multiplicand raises
+    w = lucid.ones(2, requires_grad=True)
+    x = lucid.ones(2) + 0
+    y = x * w
+    x[0] = 3.0
+    with pytest.raises(RuntimeError, match="argument 0 of 'mul'"):
+        y.sum().backward()

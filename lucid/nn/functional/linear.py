@@ -94,7 +94,8 @@ def _linear_batch(vals, bdims):
 
 
 linear_p = defprim("linear", quiet(_linear_impl), vjp=(_linear_vjp_x, _linear_vjp_w, _linear_vjp_b),
-                   jvp=_linear_jvp, batch=_linear_batch)
+                   jvp=_linear_jvp, batch=_linear_batch,
+                   vjp_reads=((1,), (0,), ()))  # NOTE [Version checks of unread inputs]
 
 
 def linear(input, weight, bias=None):

@@ -227,6 +227,9 @@ mul_p = binary("mul", quiet(xp.multiply), lambda ns, x, y, o: y, lambda ns, x, y
 # quotient instead would make an in-place change of it (``q = x / 2; q += 1``) fail backward.
 div_p = binary("div", quiet(xp.true_divide), lambda ns, x, y, o: 1 / y, lambda ns, x, y, o: -(x / y) / y,
                by_scalar=(operator.truediv, None))
+# which saved operands each rule reads: NOTE [Version checks of unread inputs] (autograd/engine.py)
+mul_p.vjp_reads = ((1,), (0,))
+div_p.vjp_reads = ((1,), (0, 1))
 
 
 def _pow_dy(ns, x, y, out):
