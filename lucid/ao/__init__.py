@@ -1,5 +1,6 @@
 """PyTorch's ``torch.ao``: ``lucid.ao.quantization`` (observers, fake quantization, the eager
-quantization workflows) and ``lucid.ao.nn`` (quantized modules), each loaded on first use.
+quantization workflows), ``lucid.ao.nn`` (quantized modules) and ``lucid.ao.pruning``
+(sparsifiers and their schedulers), each loaded on first use.
 
 Examples
 --------
@@ -9,7 +10,7 @@ lucid.qint8
 """
 import importlib
 
-_SUBMODULES = ("quantization", "nn")
+_SUBMODULES = ("quantization", "nn", "pruning")
 
 
 def __getattr__(name):
