@@ -26,6 +26,12 @@ from .extras import (Backend, default_pg_timeout, get_default_backend_for_device
                      is_backend_available, is_torchelastic_launched, is_ucc_available, is_xccl_available,
                      monitored_barrier, new_subgroups, new_subgroups_by_enumeration)
 from .device_mesh import DeviceMesh, init_device_mesh
+from .c10d_extras import (AllreduceCoalescedOptions, AllreduceOptions, AllToAllOptions, BarrierOptions,
+                          BroadcastOptions, BuiltinCommHookType, GatherOptions, ReduceOptions, ReduceScatterOptions,
+                          ScatterOptions, all_gather_coalesced, all_reduce_coalesced, breakpoint, get_pg_count,
+                          split_group, supports_complex)
+from .errors import (DebugLevel, DistBackendError, DistError, DistNetworkError, DistStoreError, QueueEmptyError,
+                     get_debug_level, set_debug_level, set_debug_level_from_env)
 
 __all__ = [
     "ReduceOp", "Work", "ProcessGroup", "GroupMember", "group", "init_process_group",
@@ -39,10 +45,28 @@ __all__ = [
     "is_backend_available", "is_torchelastic_launched", "monitored_barrier", "new_subgroups",
     "new_subgroups_by_enumeration", "DeviceMesh", "init_device_mesh", "default_pg_timeout",
     "get_default_backend_for_device", "is_ucc_available", "is_xccl_available", "RankDiedError",
+    "DistError", "DistBackendError", "DistNetworkError", "DistStoreError", "QueueEmptyError", "DebugLevel",
+    "get_debug_level", "set_debug_level", "set_debug_level_from_env",
+    "Store", "HashStore", "FileStore", "PrefixStore", "TCPStore", "rendezvous", "register_rendezvous_handler",
+    "all_reduce_coalesced", "all_gather_coalesced", "split_group", "get_pg_count", "breakpoint", "supports_complex",
+    "BuiltinCommHookType", "AllreduceOptions", "AllreduceCoalescedOptions", "AllToAllOptions", "BarrierOptions",
+    "BroadcastOptions", "GatherOptions", "ReduceOptions", "ReduceScatterOptions", "ScatterOptions", "GradBucket",
 ]
+
+# the stores open files and sockets: loaded on first use
+_LAZY = {"Store": "store", "HashStore": "store", "FileStore": "store", "PrefixStore": "store",
+         "TCPStore": "_tcp_store", "rendezvous": "_rendezvous", "register_rendezvous_handler": "_rendezvous"}
 
 
 def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module("." + _LAZY[name], __name__), name)
+    if name == "GradBucket":  # DDP's: lives with DistributedDataParallel (lucid.nn)
+        from ..nn.parallel.distributed import GradBucket
+
+        return GradBucket
     # ``lucid.distributed.fsdp`` imports lucid.nn: loaded on first use, so ``import lucid`` stays fast
     if name in ("fsdp", "tensor"):  # ``tensor`` (DTensor) switches on the op dispatchers: loaded on use
         import importlib

@@ -151,9 +151,11 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
 
     Run with plain ``python`` (not under an MPI launcher), the world is this one process,
     so a data-parallel script runs unchanged. Only the ``"mpi"`` backend exists;
-    ``init_method``, ``store`` and ``timeout`` are accepted for PyTorch compatibility and
-    ignored (MPI's launcher does the rendezvous). ``world_size``/``rank``, when given, must
-    match what MPI reports.
+    ``init_method`` and ``timeout`` are accepted for PyTorch compatibility and ignored (MPI's
+    launcher does the rendezvous). ``world_size``/``rank``, when given, must match what MPI
+    reports. A ``store`` (a :class:`lucid.distributed.Store`, with ``world_size`` and ``rank``
+    as PyTorch requires) is checked and kept as the group's store (``_get_default_store()``),
+    for the script's own use: MPI still connects the processes.
 
     Examples
     --------
@@ -167,6 +169,8 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         raise ValueError(f"{api}: backend {backend!r} is not available; Lucid's backend is 'mpi'")
     if _WORLD[0] is not None:
         raise RuntimeError(f"{api}: trying to initialize the default process group twice")
+    if store is not None:
+        _check_store(api, store, init_method, world_size, rank)
     MPI = _mpi(api)
     comm = MPI.COMM_WORLD.Dup()  # our own context: user MPI traffic can't match ours
     size, me = comm.Get_size(), comm.Get_rank()
@@ -177,13 +181,45 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         comm.Free()
         raise ValueError(f"{api}: rank={rank}, but MPI says this process is rank {me}")
     _WORLD[0] = ProcessGroup(comm, range(size))
+    _STORE[0] = store
+    _PG_COUNT[0] = 1
+
+
+_PG_COUNT = [0]  # groups made since init_process_group (get_pg_count)
+
+
+_STORE = [None]  # the store given to init_process_group
+
+
+def _check_store(api, store, init_method, world_size, rank):
+    """PyTorch's conditions on ``init_process_group(store=...)`` (AssertionError, as PyTorch)."""
+    from .store import Store
+
+    if not isinstance(store, Store):
+        raise TypeError(f"{api}: store must be a lucid.distributed.Store, got {type(store).__name__}")
+    if init_method is not None:
+        raise AssertionError(f"{api}: Cannot specify both init_method and store.")
+    if world_size is None or world_size <= 0:
+        raise AssertionError(f"{api}: world_size must be positive if using store")
+    if rank is None or rank < 0:
+        raise AssertionError(f"{api}: rank must be non-negative if using store")
+
+
+def _get_default_store():
+    """The store passed to :func:`init_process_group` (PyTorch's private helper of the same name)."""
+    _world("_get_default_store")
+    if _STORE[0] is None:
+        raise RuntimeError("_get_default_store: the default process group was initialized without a store; "
+                           "Lucid's MPI backend makes none")
+    return _STORE[0]
 
 
 def destroy_process_group(group=None):
     """Free ``group``'s communicator, or (default) leave the default group altogether."""
     if group is None:
         pg = _WORLD[0]
-        _WORLD[0] = None
+        _WORLD[0] = _STORE[0] = None
+        _PG_COUNT[0] = 0
     else:
         pg = _resolve(group, "destroy_process_group")
     if pg is not None and pg.comm is not None:
@@ -244,4 +280,5 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
     sub = world.comm.Get_group().Incl(ranks)
     comm = world.comm.Create(sub)  # collective over the whole world
     sub.Free()
+    _PG_COUNT[0] += 1
     return ProcessGroup(None if comm == MPI.COMM_NULL else comm, ranks)

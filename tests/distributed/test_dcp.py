@@ -282,3 +282,21 @@ def test_model_zoo_load_url_is_hubs_loader():
     from lucid.utils import model_zoo
 
     assert model_zoo.load_url is lucid.hub.load_state_dict_from_url
+
+
+@pytest.mark.skipif(not HAVE_MPI, reason="needs mpi4py and mpiexec (pip install -e '.[distributed]')")
+def test_a_checkpoint_saved_on_3_ranks_loads_on_2_and_one_saved_on_2_loads_on_3(tmp_path):
+    """Shard(0) pieces of 13 rows: 5,5,3 saved, 7,6 loaded (and back), into Shard(0), Replicate, Shard(1)."""
+    sys.path.insert(0, HERE)
+    import dcpreshardworker
+
+    def launch(n, phase, other):
+        (tmp_path / "phase").write_text(f"{phase} {other}")
+        for r in range(n):
+            (tmp_path / f"rank{r}.json").unlink(missing_ok=True)
+        assert_checks_pass("dcpreshardworker.py", dcpreshardworker.CHECKS, n, tmp_path, timeout=90)
+
+    launch(3, "save", 0)
+    launch(2, "save", 0)
+    launch(2, "load", 3)
+    launch(3, "load", 2)

@@ -491,7 +491,7 @@ def test_dcp_page_save_then_load(lucid_ranks):
             for name, want in model.items():
                 np.testing.assert_allclose(saved_m[name], want.ravel(), rtol=1e-5, atol=1e-6, err_msg=f"{tag} {name}")
                 for k in ("exp_avg", "exp_avg_sq"):
-                    np.testing.assert_allclose(saved_o[name][k], optim[name][k].ravel(), rtol=1e-5, atol=1e-9,
+                    np.testing.assert_allclose(saved_o[name][k], optim[name][k].ravel(), rtol=1e-5, atol=1e-7,
                                                err_msg=f"{tag} {name} {k}")
             # the freshly made model and optimizer got everything back, every rank its own shard
             assert res[r][f"loaded_{tag}"] == res[r][f"saved_{tag}"], tag

@@ -18,26 +18,18 @@ Examples
 """
 from ._save_load import (CheckpointException, FileSystemReader, FileSystemWriter, Metadata, Stateful, async_save,
                          load, load_state_dict, save, save_state_dict)
-from . import format_utils, state_dict, state_dict_loader, state_dict_saver, stateful  # noqa: E402  (submodules PyTorch exposes here)
-
-
-class DefaultSavePlanner:
-    """PyTorch's default save planner: accepted by :func:`save`, whose flattening it describes."""
-
-    def __init__(self, flatten_state_dict=True, flatten_sharded_tensors=True, dedup_replicated_tensors=None,
-                 dedup_save_to_lowest_rank=False, enable_plan_caching=False):
-        if not flatten_state_dict:
-            raise NotImplementedError("DefaultSavePlanner: flatten_state_dict=False is not supported")
-
-
-class DefaultLoadPlanner:
-    """PyTorch's default load planner: accepted by :func:`load`."""
-
-    def __init__(self, flatten_state_dict=True, flatten_sharded_tensors=True, allow_partial_load=False):
-        if not flatten_state_dict or allow_partial_load:
-            raise NotImplementedError("DefaultLoadPlanner: only the default options are supported")
+from .planner import (BytesStorageMetadata, ChunkStorageMetadata, DefaultLoadPlanner, DefaultSavePlanner, LoadItemType,
+                      LoadPlan, LoadPlanner, MetadataIndex, ReadItem, SavePlan, SavePlanner, TensorProperties,
+                      TensorStorageMetadata, TensorWriteData, WriteItem, WriteItemType, WriteResult)
+from .storage import StorageReader, StorageWriter
+from .optimizer import load_sharded_optimizer_state_dict
+from . import format_utils, optimizer, planner, state_dict, state_dict_loader, state_dict_saver, stateful, storage  # noqa: E402,F811  (submodules PyTorch exposes here)
 
 
 __all__ = ["save", "load", "async_save", "CheckpointException", "FileSystemReader", "FileSystemWriter",
            "Metadata", "Stateful", "DefaultSavePlanner", "DefaultLoadPlanner", "save_state_dict",
-           "load_state_dict", "state_dict", "format_utils", "stateful", "state_dict_saver", "state_dict_loader"]
+           "load_state_dict", "state_dict", "format_utils", "stateful", "state_dict_saver", "state_dict_loader",
+           "SavePlanner", "LoadPlanner", "SavePlan", "LoadPlan", "WriteItem", "ReadItem", "WriteItemType",
+           "LoadItemType", "MetadataIndex", "ChunkStorageMetadata", "TensorProperties", "TensorStorageMetadata",
+           "BytesStorageMetadata", "TensorWriteData", "WriteResult", "StorageWriter", "StorageReader",
+           "load_sharded_optimizer_state_dict"]

@@ -35,6 +35,8 @@ import secrets
 
 import numpy as np
 
+from .storage import StorageReader, StorageWriter
+
 __all__ = ["save", "load", "async_save", "CheckpointException", "FileSystemWriter", "FileSystemReader",
            "Metadata", "Stateful", "save_state_dict", "load_state_dict"]
 
@@ -72,25 +74,113 @@ def _is_stateful(v):
             and callable(getattr(v, "load_state_dict", None)))
 
 
-class FileSystemWriter:
+class FileSystemWriter(StorageWriter):
     """Where :func:`save` writes: a directory (PyTorch's ``FileSystemWriter``; its tuning options
-    are accepted: one file per rank is always written, synchronously, with fsync)."""
+    are accepted: one file per rank is always written, synchronously, with fsync).
+
+    As a :class:`StorageWriter` (NOTE [Checkpoint plans]): the coordinator names each rank's
+    file ``__<rank>_<token>.distcp`` (a fresh token per save), each rank writes its items there
+    with :func:`lucid.save`, and ``finish`` writes ``.metadata`` last, then removes the files of
+    earlier saves (NOTE [Distributed checkpoints]).
+    """
 
     def __init__(self, path, single_file_per_rank=True, sync_files=True, thread_count=1,
                  per_thread_copy_ahead=10_000_000, cache_staged_state_dict=False, overwrite=True):
         self.path = os.fspath(path)
         self.overwrite = bool(overwrite)
 
+    def reset(self, checkpoint_id=None):
+        # PyTorch resets the writer to the id, so one writer kept across steps writes each step
+        # where it is told to
+        if checkpoint_id is not None:
+            self.path = os.fspath(checkpoint_id)
 
-class FileSystemReader:
-    """Where :func:`load` reads: a directory written by :func:`save`."""
+    def set_up_storage_writer(self, is_coordinator):
+        self.is_coordinator = is_coordinator
+
+    def prepare_local_plan(self, plan):
+        return plan
+
+    def prepare_global_plan(self, plans):
+        token = secrets.token_hex(4)
+        for i, plan in enumerate(plans):
+            plan.storage_data = f"__{i}_{token}.distcp"
+        return plans
+
+    def write_data(self, plan, planner):
+        from ... import serialization
+        from .planner import WriteItemType, WriteResult
+
+        fname, payload, results = plan.storage_data, {}, []
+        for item in plan.items:
+            key = item.index.fqn if item.type == WriteItemType.BYTE_IO else \
+                f"{item.index.fqn}@{','.join(map(str, item.index.offset))}"
+            payload[key] = planner.resolve_data(item)
+            results.append(WriteResult(item.index, item.tensor_storage_size() or 0, {"file": fname, "key": key}))
+        os.makedirs(self.path, exist_ok=True)
+        if payload:
+            serialization.save(payload, os.path.join(self.path, fname))
+        return results
+
+    def finish(self, metadata, results):
+        where = {(r.index.fqn, r.index.offset): r.storage_data for rank in results for r in rank}
+        for key, entry in metadata.state_dict_metadata.items():
+            if entry["kind"] == "value":
+                entry.update(where[(key, None)])
+            for ch in entry.get("chunks", ()):
+                ch.update(where[(key, tuple(ch["offsets"]))])
+        _write_metadata(self.path, {"format": _FORMAT, "world_size": metadata.world_size,
+                                    "entries": metadata.state_dict_metadata})
+        tokens = {r.storage_data["file"][:-len(".distcp")].rsplit("_", 1)[-1] for rank in results for r in rank}
+        _remove_stale(self.path, tokens)
+
+
+class FileSystemReader(StorageReader):
+    """Where :func:`load` reads: a directory written by :func:`save` (a :class:`StorageReader`)."""
 
     def __init__(self, path):
         self.path = os.fspath(path)
 
+    def reset(self, checkpoint_id=None):
+        if checkpoint_id is not None:
+            self.path = os.fspath(checkpoint_id)
+
     def read_metadata(self):
         """The checkpoint's :class:`Metadata`."""
         return Metadata._read(self.path)
+
+    def set_up_storage_reader(self, metadata, is_coordinator):
+        self.metadata = metadata
+
+    def prepare_local_plan(self, plan):
+        return plan
+
+    def prepare_global_plan(self, plans):
+        return plans
+
+    def read_data(self, plan, planner):
+        from ... import serialization
+        from ... import tensor as make_tensor
+        from .planner import LoadItemType
+
+        files, meta = {}, self.metadata.state_dict_metadata
+
+        def read(entry_file, entry_key):
+            if entry_file not in files:
+                files[entry_file] = serialization.load(os.path.join(self.path, entry_file), weights_only=True)
+            return files[entry_file][entry_key]
+
+        for item in plan.items:
+            entry = meta[item.storage_index.fqn]
+            if item.type == LoadItemType.BYTE_IO:
+                planner.load_bytes(item, read(entry["file"], entry["key"]))
+                continue
+            chunk = next(c for c in entry["chunks"] if tuple(c["offsets"]) == item.storage_index.offset)
+            piece = read(chunk["file"], chunk["key"]).numpy()
+            src = tuple(slice(o, o + n) for o, n in zip(item.storage_offsets, item.lengths)) or Ellipsis
+            target = planner.resolve_tensor(item)
+            target.copy_(make_tensor(np.asarray(piece[src])).to(target.device))
+            planner.commit_tensor(item, target)
 
 
 class Metadata:
@@ -233,25 +323,58 @@ class _NoCheckpointId(ValueError, RuntimeError):
     """PyTorch raises RuntimeError where Lucid raised ValueError: both keep callers working."""
 
 
-def _checkpoint_dir(api, checkpoint_id, storage):
-    if storage is not None:
-        if not hasattr(storage, "path"):
-            raise NotImplementedError(f"{api}: only FileSystemWriter/FileSystemReader storage is supported, "
-                                      f"got {type(storage).__name__}")
-        if checkpoint_id is not None:
-            # PyTorch resets the writer/reader to the id (its ``reset``), so one writer kept across
-            # steps (the async recipe's pinned-memory loop) writes each step where it is told to
-            storage.path = os.fspath(checkpoint_id)
-        return storage.path
-    if checkpoint_id is None:
-        raise _NoCheckpointId(f"{api}: pass checkpoint_id (a directory) or a storage writer/reader")
-    return os.fspath(checkpoint_id)
+class _NotAPlanner(TypeError, NotImplementedError):
+    """A planner that is not a SavePlanner/LoadPlanner (Lucid raised NotImplementedError for
+    every custom planner before they were supported: both keep callers working)."""
 
 
-def _check_planner(api, planner):
-    if planner is not None and type(planner).__name__ not in ("DefaultSavePlanner", "DefaultLoadPlanner"):
-        raise NotImplementedError(f"{api}: custom planners are not supported (got {type(planner).__name__}); "
-                                  "the default planner's flattening is always used")
+def _storage(api, checkpoint_id, storage, default, base):
+    if storage is None:
+        if checkpoint_id is None:
+            raise _NoCheckpointId(f"{api}: pass checkpoint_id (a directory) or a storage writer/reader")
+        return default(checkpoint_id)
+    if not isinstance(storage, base):
+        raise TypeError(f"{api}: expected a {base.__name__}, got {type(storage).__name__}")
+    storage.reset(checkpoint_id)
+    return storage
+
+
+def _planner(api, planner, base, default):
+    if planner is None:
+        return default()
+    if not isinstance(planner, base):
+        raise _NotAPlanner(f"{api}: custom planners must be {base.__name__} instances "
+                           f"(lucid.distributed.checkpoint.{base.__name__}), got {type(planner).__name__}")
+    return planner
+
+
+def _on_every_rank(api, group, world, step):
+    """``step()`` on every rank; all raise together if any failed; returns every rank's result."""
+    error = value = None
+    try:
+        value = step()
+        if hasattr(value, "done") and hasattr(value, "wait"):  # a storage's Future: lucid.futures
+            value = value.wait()
+        elif hasattr(value, "done") and hasattr(value, "result"):  # or concurrent.futures
+            value = value.result()
+    except Exception as e:  # every rank must hear of it, or the others wait forever
+        error = f"{type(e).__name__}: {e}"
+    gathered = _gather_all(group, world, (error, value))
+    _raise_if_any_failed(api, [g[0] for g in gathered])
+    return [g[1] for g in gathered]
+
+
+def _statefuls_resolved(state_dict, api):
+    """``state_dict`` with each Stateful value replaced by its ``state_dict()`` (PyTorch's first step)."""
+    if not isinstance(state_dict, dict):
+        raise TypeError(f"{api}: state_dict must be a dict, got {type(state_dict).__name__}")
+    from ..._core.tensor import Tensor
+
+    return {k: v.state_dict() if not isinstance(v, Tensor) and _is_stateful(v) else v for k, v in state_dict.items()}
+
+
+def _dtype_name(dtype):
+    return str(dtype).split(".")[-1]
 
 
 def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None, no_dist=False):
@@ -260,7 +383,10 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
     Each rank writes the pieces it owns (NOTE [Distributed checkpoints]); DTensors are saved
     by their global value, so :func:`load` can read them back into other placements or another
     number of ranks. Without an initialised process group (or with ``no_dist=True``) it is a
-    single-process save.
+    single-process save. ``planner`` (a :class:`SavePlanner`, default
+    :class:`DefaultSavePlanner`) and ``storage_writer`` (a :class:`StorageWriter`, default
+    :class:`FileSystemWriter` of ``checkpoint_id``) run PyTorch's protocol (NOTE [Checkpoint
+    plans] in ``planner.py``).
 
     Returns
     -------
@@ -280,63 +406,30 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, p
     >>> bool((other.weight == model.weight).all())
     True
     """
-    from ... import serialization
+    from .planner import DefaultSavePlanner, SavePlanner
 
     api = "dcp.save"
-    _check_planner(api, planner)
-    path = _checkpoint_dir(api, checkpoint_id, storage_writer)
+    planner = _planner(api, planner, SavePlanner, DefaultSavePlanner)
+    writer = _storage(api, checkpoint_id, storage_writer, FileSystemWriter, StorageWriter)
     group, rank, world = _group_info(process_group, no_dist)
-    token = _broadcast(group, world, secrets.token_hex(4) if rank == 0 else None)
-    fname = f"__{rank}_{token}.distcp"
-    error, entries = None, {}
-    try:
-        flat, _, paths = _flatten(state_dict, api)
-        payload = {}
-        from ..._core.tensor import Tensor
+    coordinator = rank == 0
 
-        for key, value in flat.items():
-            if isinstance(value, Tensor):
-                shape, offsets, sizes, local, owner = _local_region(value, api)
-                entries[key] = {"kind": "tensor", "shape": list(shape), "dtype": str(value.dtype).split(".")[-1],
-                                "chunks": [], "path": list(paths[key])}
-                writes = (rank == 0) if owner is None else owner
-                if writes and int(np.prod(sizes)) > 0:  # empty pieces need no file entry
-                    item = f"{key}@{','.join(map(str, offsets))}"
-                    payload[item] = local.detach().cpu().clone()
-                    entries[key]["chunks"].append({"offsets": list(offsets), "sizes": list(sizes),
-                                                   "file": fname, "key": item})
-            else:
-                entries[key] = {"kind": "value", "path": list(paths[key])}
-                if rank == 0:
-                    payload[key] = value
-                    entries[key].update(file=fname, key=key)
-        os.makedirs(path, exist_ok=True)
-        if payload:
-            serialization.save(payload, os.path.join(path, fname))
-    except Exception as e:  # every rank must hear of it, or the others wait forever below
-        error = f"{type(e).__name__}: {e}"
-    gathered = _gather_all(group, world, (error, entries))
-    _raise_if_any_failed(api, [g[0] for g in gathered])
-    merged = {}
-    for _, ents in gathered:
-        for key, e in ents.items():
-            have = merged.setdefault(key, dict(e, chunks=[]) if e["kind"] == "tensor" else dict(e))
-            if e["kind"] == "tensor":
-                if have["shape"] != e["shape"]:
-                    raise CheckpointException(f"{api}: ranks disagree on the global shape of {key!r}: "
-                                              f"{have['shape']} vs {e['shape']}", {})
-                have["chunks"].extend(e["chunks"])
-            elif "file" in e:
-                have.update(file=e["file"], key=e["key"])
-    error = None
-    if rank == 0:
-        try:
-            _write_metadata(path, {"format": _FORMAT, "world_size": world, "entries": merged})
-            _remove_stale(path, token)
-        except Exception as e:
-            error = f"{type(e).__name__}: {e}"
-    _raise_if_any_failed(api, [g for g in _gather_all(group, world, error)])
-    return Metadata(merged, world)
+    def local_plan():
+        planner.set_up_planner(_statefuls_resolved(state_dict, api), writer.storage_meta(), coordinator)
+        writer.set_up_storage_writer(coordinator)
+        return writer.prepare_local_plan(planner.create_local_plan())
+
+    def global_plan():
+        if not coordinator:
+            return None
+        plans, metadata = planner.create_global_plan(local_plans)
+        return writer.prepare_global_plan(plans), metadata
+
+    local_plans = _on_every_rank(api, group, world, local_plan)
+    plans, metadata = _on_every_rank(api, group, world, global_plan)[0]
+    results = _on_every_rank(api, group, world, lambda: writer.write_data(planner.finish_plan(plans[rank]), planner))
+    _on_every_rank(api, group, world, lambda: writer.finish(metadata, results) if coordinator else None)
+    return metadata
 
 
 def _write_metadata(path, raw):
@@ -353,9 +446,9 @@ def _write_metadata(path, raw):
             os.unlink(tmp)
 
 
-def _remove_stale(path, token):
+def _remove_stale(path, tokens):
     for name in os.listdir(path):
-        if name.startswith("__") and name.endswith(".distcp") and not name.endswith(f"_{token}.distcp"):
+        if name.startswith("__") and name.endswith(".distcp") and name[:-len(".distcp")].rsplit("_", 1)[-1] not in tokens:
             os.unlink(os.path.join(path, name))
 
 
@@ -396,63 +489,38 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, p
     values, whatever placements or number of ranks saved them; other values are replaced in
     their dicts; :class:`Stateful` values get ``load_state_dict``. Every key of ``state_dict``
     must be in the checkpoint (the checkpoint may hold more). Nothing changes when a key, a
-    shape or a file is wrong.
+    shape or a file is wrong. ``planner`` is a :class:`LoadPlanner` (default
+    :class:`DefaultLoadPlanner`, which writes the state dict only after every rank read
+    everything), ``storage_reader`` a :class:`StorageReader` (NOTE [Checkpoint plans]).
     """
-    from ... import serialization
-    from ... import no_grad
-    from ..._core.tensor import Tensor
+    from .planner import DefaultLoadPlanner, LoadPlanner
 
     api = "dcp.load"
-    _check_planner(api, planner)
-    path = _checkpoint_dir(api, checkpoint_id, storage_reader)
+    planner = _planner(api, planner, LoadPlanner, DefaultLoadPlanner)
+    reader = _storage(api, checkpoint_id, storage_reader, FileSystemReader, StorageReader)
     group, rank, world = _group_info(process_group, no_dist)
-    error, updates, sub = None, [], {}
-    try:
-        meta = Metadata._read(path).state_dict_metadata
-        sub = {}
-        flat, where, _ = _flatten(state_dict, api, sub)
-        missing = [k for k in flat if k not in meta]
-        if missing:
-            raise RuntimeError(f"{api}: missing key(s) in the checkpoint: {missing[:10]}")
-        files = {}
+    coordinator = rank == 0
+    resolved = _statefuls_resolved(state_dict, api)
+    statefuls = {k for k, v in state_dict.items() if resolved[k] is not v}
 
-        def read(entry_file, entry_key):
-            if entry_file not in files:
-                files[entry_file] = serialization.load(os.path.join(path, entry_file), weights_only=True)
-            return files[entry_file][entry_key]
+    def local_plan():
+        metadata = reader.read_metadata()
+        planner.set_up_planner(resolved, metadata, coordinator)
+        reader.set_up_storage_reader(metadata, coordinator)
+        return reader.prepare_local_plan(planner.create_local_plan())
 
-        for key, target in flat.items():
-            entry = meta[key]
-            if isinstance(target, Tensor):
-                if entry["kind"] != "tensor":
-                    raise RuntimeError(f"{api}: {key!r} is a value in the checkpoint, the state dict holds a tensor")
-                shape, offsets, sizes, local, _ = _local_region(target, api)
-                if list(shape) != entry["shape"]:
-                    raise RuntimeError(f"{api}: size mismatch for {key!r}: the checkpoint holds {tuple(entry['shape'])}, "
-                                       f"the state dict {shape}")
-                updates.append(("tensor", local, _assemble(api, key, entry, offsets, sizes, read)))
-            else:
-                if entry["kind"] == "tensor":
-                    new = _assemble(api, key, entry, (0,) * len(entry["shape"]), tuple(entry["shape"]), read)
-                else:
-                    new = read(entry["file"], entry["key"])
-                updates.append(("value", where[key], new))
-    except Exception as e:
-        error = f"{type(e).__name__}: {e}"
-    _raise_if_any_failed(api, [g for g in _gather_all(group, world, error)])
-    with no_grad():
-        for kind, dest, new in updates:
-            if kind == "tensor":
-                dest.copy_(new.to(dest.device))
-            else:
-                container, k = dest
-                if container is None:
-                    continue
-                if isinstance(container, tuple):  # immutable: the value stays (PyTorch cannot set it either)
-                    continue
-                container[k] = new
-    for k, loaded in sub.items():
-        state_dict[k].load_state_dict(loaded)
+    local_plans = _on_every_rank(api, group, world, local_plan)
+    plans = _on_every_rank(api, group, world, lambda: reader.prepare_global_plan(
+        planner.create_global_plan(local_plans)) if coordinator else None)[0]
+    _on_every_rank(api, group, world, lambda: reader.read_data(planner.finish_plan(plans[rank]), planner))
+    commit = getattr(planner, "_commit", None)  # the default planner writes the state dict only now
+    if commit is not None:
+        commit()
+    for k, v in state_dict.items():
+        if k in statefuls:
+            v.load_state_dict(resolved[k])
+        elif resolved[k] is not v:  # a top-level value replaced in the planner's copy
+            state_dict[k] = resolved[k]
 
 
 def _assemble(api, key, entry, offsets, sizes, read):

@@ -9,15 +9,21 @@ every parameter is broadcast from the rank that owns it, so all ranks hold the s
 (the gradients must already agree, as after DDP's all-reduce). Hyperparameters live in the
 wrapper's ``param_groups`` (what LR schedulers change) and are copied into the local
 optimizer before each step and back after it.
+
+It is a :class:`~lucid.distributed.algorithms.join.Joinable` (NOTE [Generic join]): in a
+``Join([model, optimizer])`` a rank whose inputs ran out keeps stepping its share with the
+gradients it holds (none after ``zero_grad()``: the share stays) and broadcasting it, as
+PyTorch's ZeRO join hook does.
 """
 from __future__ import annotations
 
 from ...optim.optimizer import Optimizer
+from ..algorithms.join import Join, Joinable, JoinHook
 
 __all__ = ["ZeroRedundancyOptimizer"]
 
 
-class ZeroRedundancyOptimizer(Optimizer):
+class ZeroRedundancyOptimizer(Optimizer, Joinable):
     """Wrap ``optimizer_class`` so that its state is sharded over the ranks (NOTE [ZeRO partition]).
 
     Parameters
@@ -64,7 +70,8 @@ class ZeroRedundancyOptimizer(Optimizer):
                 else list(range(self.world_size))
         else:
             self.world_size, self.rank, self._ranks = 1, 0, [0]
-        super().__init__(params, defaults)
+        Optimizer.__init__(self, params, defaults)
+        Joinable.__init__(self)
         self._local = optimizer_class(self._partition()[self.rank] or [{"params": []}], **defaults)
         self.state = self._local.state
 
@@ -108,6 +115,10 @@ class ZeroRedundancyOptimizer(Optimizer):
 
     def step(self, closure=None):
         """The local optimizer's step on this rank's share, then every parameter from its owner."""
+        Join.notify_join_context(self)
+        return self._step_and_broadcast(closure)
+
+    def _step_and_broadcast(self, closure=None):
         self._sync(self.param_groups, self._local.param_groups)
         loss = self._local.step(closure) if closure is not None else self._local.step()
         self._sync(self._local.param_groups, self.param_groups)
@@ -118,6 +129,21 @@ class ZeroRedundancyOptimizer(Optimizer):
                 for p in group["params"]:
                     broadcast(p.detach(), src=self._ranks[self._owner[id(p)]], group=self.process_group)
         return loss
+
+    # ------------------------------------------------------------ join
+
+    def join_hook(self, **_kwargs):
+        """The hook of a rank whose inputs ran out: one step and broadcast per active iteration."""
+        return _ZeROJoinHook(self)
+
+    @property
+    def join_device(self):
+        params = [p for g in self.param_groups for p in g["params"]]
+        return params[0].device if params else "cpu"
+
+    @property
+    def join_process_group(self):
+        return self.process_group
 
     # ------------------------------------------------------------ state dicts
 
@@ -172,3 +198,12 @@ class ZeroRedundancyOptimizer(Optimizer):
         self._local.load_state_dict({"state": local_state, "param_groups": local_groups})
         self.state = self._local.state
         self._sync(self._local.param_groups, self.param_groups)
+
+
+class _ZeROJoinHook(JoinHook):
+    def __init__(self, zero):
+        self.zero = zero
+
+    def main_hook(self):
+        # the step without the notification: this rank has joined
+        self.zero._step_and_broadcast()

@@ -18,6 +18,7 @@ from ._api import DTensor
 from ._redistribute import move, redistribute_local, shared_draw, sum_grad
 from .placement_types import Partial, Replicate, Shard
 from ...overrides import original, register_handlers
+from .parallel.loss import _ACTIVE as _LOSS_PARALLEL, handler_for
 
 _TABLE = {}
 _SIGS = {}
@@ -41,8 +42,10 @@ def dispatch(func, args, kwargs):
         if d.device_mesh != mesh:
             raise RuntimeError(f"{_name(func)}: DTensor arguments are on different meshes: {mesh!r} and "
                                f"{d.device_mesh!r}")
-    _no_mixed(func, args, kwargs)
-    handler = _TABLE.get(_orig(func), _fallback)
+    handler = handler_for(func) if _LOSS_PARALLEL[0] else None  # NOTE [Loss parallel]: plain targets allowed
+    if handler is None:
+        _no_mixed(func, args, kwargs)
+        handler = _TABLE.get(_orig(func), _fallback)
     if mesh.ndim != 1:
         from ._nd import dispatch_nd
 

@@ -7,8 +7,9 @@ Examples
 (Replicate(),)
 """
 from .api import parallelize_module
-from .style import (ColwiseParallel, ParallelStyle, PrepareModuleInput, PrepareModuleOutput, RowwiseParallel,
-                    SequenceParallel)
+from .loss import loss_parallel
+from .style import (ColwiseParallel, ParallelStyle, PrepareModuleInput, PrepareModuleInputOutput, PrepareModuleOutput,
+                    RowwiseParallel, SequenceParallel)
 
 __all__ = ["parallelize_module", "ParallelStyle", "ColwiseParallel", "RowwiseParallel", "PrepareModuleInput",
-           "PrepareModuleOutput", "SequenceParallel"]
+           "PrepareModuleOutput", "PrepareModuleInputOutput", "SequenceParallel", "loss_parallel"]

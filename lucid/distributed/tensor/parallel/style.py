@@ -14,7 +14,7 @@ from .._api import DTensor, _as_parameter, _param_value, distribute_module, dist
 from ..placement_types import Placement, Replicate, Shard
 
 __all__ = ["ParallelStyle", "ColwiseParallel", "RowwiseParallel", "PrepareModuleInput", "PrepareModuleOutput",
-           "SequenceParallel"]
+           "PrepareModuleInputOutput", "SequenceParallel"]
 
 
 class ParallelStyle:
@@ -237,6 +237,37 @@ class PrepareModuleOutput(ParallelStyle):
 
         module.register_forward_hook(post)
         return module
+
+
+class PrepareModuleInputOutput(ParallelStyle):
+    """:class:`PrepareModuleInput` and :class:`PrepareModuleOutput` on one module.
+
+    ``use_local_input`` is the input half's ``use_local_output``.
+
+    Examples
+    --------
+    >>> from lucid.distributed.tensor import Replicate, Shard
+    >>> from lucid.distributed.tensor.parallel import PrepareModuleInputOutput
+    >>> style = PrepareModuleInputOutput(input_layouts=Shard(0), desired_input_layouts=Replicate(),
+    ...                                  output_layouts=Replicate(), desired_output_layouts=Shard(0))
+    >>> style.prepare_module_input.desired_input_layouts, style.prepare_module_output.use_local_output
+    ((Replicate(),), True)
+    """
+
+    def __init__(self, *, input_layouts=None, desired_input_layouts=None, input_kwarg_layouts=None,
+                 desired_input_kwarg_layouts=None, use_local_input=False, output_layouts,
+                 desired_output_layouts, use_local_output=True):
+        self.prepare_module_input = PrepareModuleInput(
+            input_layouts=input_layouts, desired_input_layouts=desired_input_layouts,
+            input_kwarg_layouts=input_kwarg_layouts, desired_input_kwarg_layouts=desired_input_kwarg_layouts,
+            use_local_output=use_local_input)
+        self.prepare_module_output = PrepareModuleOutput(
+            output_layouts=output_layouts, desired_output_layouts=desired_output_layouts,
+            use_local_output=use_local_output)
+
+    def _apply(self, module, device_mesh):
+        self.prepare_module_input._apply(module, device_mesh)
+        return self.prepare_module_output._apply(module, device_mesh)
 
 
 class SequenceParallel(ParallelStyle):
