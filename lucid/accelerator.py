@@ -20,9 +20,13 @@ True
 from __future__ import annotations
 
 import importlib.util
+import os
 import warnings
 
 from ._core import backend as _backend
+
+# submodules (lucid.accelerator.memory) live in a folder: NOTE [Submodules of file modules]
+__path__ = [os.path.join(os.path.dirname(__file__), "_module_paths", "accelerator")]
 
 __all__ = ["current_accelerator", "current_device_idx", "current_device_index", "current_stream", "device_count",
            "device_index", "empty_cache", "get_device_capability", "get_memory_info", "is_available",

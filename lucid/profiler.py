@@ -28,6 +28,9 @@ from ._core import primitive
 from ._core.backend import backend_of
 from ._core.grad_mode import PROFILING
 
+# submodules (lucid.profiler.profiler) live in a folder: NOTE [Submodules of file modules]
+__path__ = [os.path.join(os.path.dirname(__file__), "_module_paths", "profiler")]
+
 __all__ = ["profile", "record_function", "ProfilerActivity", "ProfilerAction", "schedule",
            "tensorboard_trace_handler", "supported_activities", "kineto_available", "ExecutionTraceObserver",
            "EventList", "FunctionEvent", "FunctionEventAvg"]

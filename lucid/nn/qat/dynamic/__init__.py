@@ -1,0 +1,14 @@
+"""``lucid.nn.qat.dynamic`` (``torch.nn.qat.dynamic``): PyTorch's legacy path for ``lucid.ao.nn.qat``.
+
+The classes are ``lucid.ao.nn.qat``'s own objects (no copies), so both spellings name the same
+layer.
+
+Not in Lucid (so not here): ``Linear``.
+"""
+from __future__ import annotations
+
+from . import modules
+
+__all__ = [
+    "modules"
+]

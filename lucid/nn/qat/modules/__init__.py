@@ -1,0 +1,20 @@
+"""``lucid.nn.qat.modules`` (``torch.nn.qat.modules``): PyTorch's legacy path for ``lucid.ao.nn.qat``.
+
+The classes are ``lucid.ao.nn.qat``'s own objects (no copies), so both spellings name the same
+layer.
+
+Examples
+--------
+>>> import lucid
+>>> from lucid.nn.qat.modules import Conv1d
+>>> import lucid.ao.nn.qat
+>>> Conv1d is lucid.ao.nn.qat.Conv1d
+True
+"""
+from __future__ import annotations
+
+from lucid.ao.nn.qat import Conv1d, Conv2d, Conv3d, Embedding, EmbeddingBag, Linear
+
+__all__ = [
+    "Conv1d", "Conv2d", "Conv3d", "Embedding", "EmbeddingBag", "Linear"
+]
