@@ -403,12 +403,16 @@ def typename(obj, /) -> str:
 
 
 def is_storage(obj, /) -> bool:
-    """False: Lucid has no storage objects (a tensor's memory is its array).
+    """Whether ``obj`` is a storage object: an ``UntypedStorage`` or a ``TypedStorage`` (what
+    ``FloatStorage(...)`` and the other legacy classes make; NOTE [Storage objects]). As
+    PyTorch's, the check is by exact type, and a tensor is not a storage.
 
     Examples
     --------
     >>> import lucid
-    >>> lucid.is_storage(lucid.zeros(2))
-    False
+    >>> lucid.is_storage(lucid.zeros(2)), lucid.is_storage(lucid.zeros(2).untyped_storage())
+    (False, True)
     """
-    return False
+    from .ops.storage import TypedStorage, UntypedStorage
+
+    return type(obj) is UntypedStorage or type(obj) is TypedStorage

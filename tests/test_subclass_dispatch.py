@@ -492,10 +492,7 @@ def test_func_grad_and_vmap_over_a_two_tensor(sub):
 
 
 def test_vmap_of_grad_over_a_two_tensor(sub):
-    if lucid.get_default_device().type != "cpu":
-        pytest.skip("func.grad's seed under vmap is made with namespace_of(tracer), which sees through "
-                    "the tracer to the wrapper's WrapperValues and picks NumPy (lucid/_core/backend.py "
-                    "array_cls_of): a host seed for a device wrapper")
+    # on a device the seed is made beside the wrapper (NOTE [Devices of wrapper subclasses])
     a = np.array([[1.0, 2.0, 3.0], [0.5, 1.0, 2.0]])
     b = np.array([[4.0, 5.0, 6.0], [1.0, -2.0, 3.0]])
     per_row_grad = lucid.func.vmap(lucid.func.grad(lambda t: (t * t.sin()).sum()))(two(sub, a, b))

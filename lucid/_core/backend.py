@@ -203,6 +203,9 @@ class Backend:
         device (None: through the host).
     index_of : callable, optional
         ``index_of(array) -> int``, the index of ``device_of(array)``, faster.
+    host_copy : callable, optional
+        ``host_copy(array) -> numpy.ndarray`` sharing no memory with ``array`` (``to_numpy``
+        where that already copies, as CuPy's ``asnumpy``): ``Tensor.numpy(force=True)``.
 
     Examples
     --------
@@ -214,7 +217,7 @@ class Backend:
     def __init__(self, type, xp, array_type, *, device_of, to_numpy, from_numpy,  # noqa: A002
                  numpy_view=True, special=None, scipy_linalg=None, implicit_numpy=None,
                  synchronize=None, kernels=None, device_count=None, current_index=None,
-                 use_device=None, move=None, index_of=None):
+                 use_device=None, move=None, index_of=None, host_copy=None):
         self.type, self.xp, self.array_type = type, xp, array_type
         self.device_of, self.to_numpy, self.from_numpy = device_of, to_numpy, from_numpy
         self.numpy_view = numpy_view
@@ -229,6 +232,7 @@ class Backend:
         self.current_index = current_index or (lambda: 0)
         self.use_device, self.move = use_device, move
         self.index_of = index_of or (lambda a: device_of(a).index)
+        self.host_copy = host_copy or to_numpy
 
     def special(self):
         if self._special is None:
@@ -450,10 +454,14 @@ def _namespace_on_device(b, a):
     """``b``'s array module, made to run on ``a``'s device where that is not the current one
     (NOTE [Several devices]): arrays made from nothing land beside ``a``."""
     arr = _array_in(a) if a.__class__ is not b.array_type else a
-    if arr is None or arr.__class__ is not b.array_type:  # a Meta: no device index to go by
+    if arr is None or arr.__class__ is not b.array_type:
+        dev = _stand_in_device(arr)  # a wrapper subclass names its device; a Meta has no index
+        index = None if dev is None else dev.index
+    else:
+        index = b.index_of(arr)
+    if index is None or index == b.current_index():
         return b.xp
-    index = b.index_of(arr)
-    return b.xp if index == b.current_index() else _OnDevice(b.xp, b.use_device, index)
+    return _OnDevice(b.xp, b.use_device, index)
 
 
 class _OnDevice:
@@ -476,14 +484,45 @@ class _OnDevice:
 
 
 def array_cls_of(t):
-    """The class of the array behind a Tensor or tracer (``numpy.ndarray`` for anything else)."""
+    """The class of the array behind a Tensor or tracer (``numpy.ndarray`` for anything else).
+
+    A wrapper subclass (``Tensor._make_wrapper_subclass``) holds no array: the class of its
+    device's arrays stands for it, also seen through a transform's tracer (NOTE [Devices of
+    wrapper subclasses])."""
     cls = t.__class__
     while getattr(cls, "_inner_value", None) is not None:
         t = t._inner_value()
         cls = t.__class__
     d = getattr(t, "__dict__", None)
     data = d.get("_data") if d is not None else None
-    return np.ndarray if data is None else data.__class__
+    if data is None:
+        return np.ndarray
+    cls = data.__class__
+    if cls is not WRAPPER_VALUES:
+        return cls
+    dev = _stand_in_device(data)
+    return cls if dev is None else _BACKENDS[dev.type].array_type
+
+
+# NOTE [Devices of wrapper subclasses]
+# A wrapper subclass's ``_data`` is a ``WrapperValues`` (``_core/tensor.py``): no array, but the
+# device its inner tensors live on. ``namespace_of`` and ``array_cls_of`` answer for it from
+# that device, directly or through a transform's tracer (``vmap(grad(f))`` seeds beside the
+# wrapper), and on a device that is not the current one ``namespace_of`` runs there, as for an
+# array (NOTE [Several devices]): the helper arrays a rule makes (``pow``'s zeros, ``tril``'s
+# mask) then meet the wrapper's inner tensors on their own device. A plain tensor pays one
+# identity test against ``WRAPPER_VALUES`` (a module global, set by
+# lucid/utils/_python_dispatch.py when it loads: every wrapper is made there, and this module
+# loads before the Tensor class exists).
+WRAPPER_VALUES = None
+
+
+def _stand_in_device(data):
+    """The device a wrapper subclass's values stand-in names (None for anything else)."""
+    if data is None or data.__class__ is not WRAPPER_VALUES:
+        return None
+    dev = data.device
+    return None if dev.type == "cpu" or dev.type not in _BACKENDS else dev
 
 
 def _backend_among(arrays):

@@ -145,8 +145,11 @@ def array_str(arr: np.ndarray, prefix: str) -> str:
 def tensor_repr(t, prefix: str = "tensor(") -> str:
     """``repr(t)``: the values, then PyTorch's suffixes (device, size, dtype, autograd)."""
     from . import backend, dtypes
+    from .tensor import WrapperValues
 
     data = t._data
+    if data.__class__ is WrapperValues:
+        return _wrapper_repr(t, data)
     on_host = data.__class__ is np.ndarray
     meta = not on_host and backend.backend_of(data).type == "meta"
     default = np.dtype(dtypes.get_default_dtype().dtype)
@@ -165,13 +168,38 @@ def tensor_repr(t, prefix: str = "tensor(") -> str:
             suffixes.append(size)
         if data.dtype not in (default, np.dtype(np.int64), np.dtype(np.bool_)):
             suffixes.append(f"dtype=lucid.{data.dtype}")
-    if t.grad_fn is not None:
-        suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")
-    elif t.requires_grad:
-        suffixes.append("requires_grad=True")
+    suffixes += _autograd_suffixes(t)
     # PyTorch moves a suffix that would pass ``linewidth`` to a line of its own; Lucid keeps
     # them on the last line (tests/surface/test_printing.py pins that form).
     return prefix + body + "".join(", " + s for s in suffixes) + ")"
+
+
+def _autograd_suffixes(t):
+    if t.grad_fn is not None:
+        return [f"grad_fn=<{t.grad_fn.name()}>"]
+    return ["requires_grad=True"] if t.requires_grad else []
+
+
+def _wrapper_repr(t, data):
+    """A wrapper subclass without a ``__repr__`` of its own (NOTE [Printing wrapper subclasses])."""
+    from . import dtypes
+
+    suffixes = [] if data.device.type == "cpu" else [f"device='{data.device}'"]
+    suffixes.append(f"size={tuple(data.shape)}")
+    if data.dtype != np.dtype(dtypes.get_default_dtype().dtype):
+        suffixes.append(f"dtype=lucid.{data.dtype}")
+    body = f"{type(t).__name__}(..." + "".join(", " + s for s in suffixes + _autograd_suffixes(t)) + ")"
+    return f"Parameter({body})" if t.__dict__.get("_is_param") else body
+
+
+# NOTE [Printing wrapper subclasses]
+# A wrapper subclass (``Tensor._make_wrapper_subclass``) has no values of its own to print:
+# PyTorch computes them through its ``__torch_dispatch__``, which for most wrappers gives the
+# class back (TwoTensor: the print fails) or reads inner tensors the printer knows nothing
+# of. Lucid prints the metadata form PyTorch uses for meta and fake tensors instead, with the
+# class's name: ``TwoTensor(..., size=(2, 3), dtype=lucid.float64, requires_grad=True)``, and
+# ``Parameter(...)`` around it for a parameter (NOTE [Subclass parameters]). A class that
+# defines ``__repr__`` prints with it.
 
 
 def _summarized(arr, edgeitems):

@@ -376,7 +376,9 @@ class Tensor:
         A tensor that requires grad may be saved for a backward, so its values come back
         as a read-only view (writing raises NumPy's ``ValueError``: assignment destination
         is read-only) instead of PyTorch's error (Lucid 3 returns the data). Others, and
-        ``force=True``, give the writable shared array, as in PyTorch.
+        ``force=True``, give the writable shared array, as in PyTorch. A tensor on a device
+        (CUDA) raises PyTorch's TypeError ("Use Tensor.cpu()"); with ``force=True`` it is
+        copied to the host, as PyTorch's ``t.detach().cpu().numpy()``.
 
         Examples
         --------
@@ -392,6 +394,8 @@ class Tensor:
             if arr.__class__ is WrapperValues:  # no values of its own (NOTE [Tensor subclass dispatch])
                 arr._refuse()
             b = backend.backend_of(arr)
+            if force:
+                return b.host_copy(arr)  # a host copy that shares nothing with the device array
             if not b.numpy_view:
                 b.implicit_numpy(arr)  # raises PyTorch's "Use Tensor.cpu()" error
             arr = b.to_numpy(arr)

@@ -3,7 +3,7 @@ from .._core.grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_
                                set_grad_enabled)
 from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .engine import queue_callback
-from .function import Function, FunctionCtx, once_differentiable
+from .function import Function, FunctionCtx, NestedIOFunction, once_differentiable
 from .grad import backward, grad
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from . import forward_ad, functional  # noqa: E402  (use lucid.func; import after the core)
@@ -15,7 +15,7 @@ from .._core.hooks import RemovableHandle  # noqa: E402
 from ._flags import is_multithreading_enabled, is_view_replay_enabled, set_multithreading_enabled  # noqa: E402
 
 __all__ = [
-    "Function", "FunctionCtx", "once_differentiable", "grad", "backward", "gradcheck",
+    "Function", "FunctionCtx", "NestedIOFunction", "once_differentiable", "grad", "backward", "gradcheck",
     "gradgradcheck", "GradcheckError", "no_grad", "enable_grad", "set_grad_enabled",
     "inference_mode", "is_grad_enabled", "detect_anomaly", "set_detect_anomaly",
     "is_anomaly_enabled", "forward_ad", "functional", "checkpoint", "queue_callback",

@@ -744,7 +744,15 @@ def _check_anomaly(node, in_grads):
         if g is None:
             continue
         arr = g._data if isinstance(g, Tensor) else _as_array(g)
-        if arr.dtype.kind in "fc" and bool(np.isnan(arr).any()):  # anomaly mode: a sync; inf is a value (PyTorch)
+        if arr.dtype.kind not in "fc":
+            continue
+        if backend.is_array(arr):
+            has_nan = bool(np.isnan(arr).any())  # anomaly mode: a sync; inf is a value (PyTorch)
+        else:  # a wrapper subclass's gradient has no array (NOTE [Subclass autograd])
+            from ..utils._python_dispatch import has_nan_values
+
+            has_nan = has_nan_values(g)
+        if has_nan:
             where = ""
             if node.stack:
                 frames = [f for f in node.stack if not _in_package(f.filename)]

@@ -480,3 +480,145 @@ def once_differentiable(backward):
         return res if many else res[0]
 
     return wrapper
+
+
+# ------------------------------------------------------------------ the legacy nested-IO Function
+
+def _iter_tensors(obj, api):
+    """The Tensors of a nest of lists and tuples, depth first (None skipped)."""
+    if isinstance(obj, Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _iter_tensors(o, api)
+    elif obj is not None:
+        raise ValueError(f"{api}: Auto nesting doesn't know how to process an input object of type "
+                         f"{type(obj).__name__}")
+
+
+def _iter_tensors_or_none(obj, api):
+    """As :func:`_iter_tensors`, with None kept (a gradient that is absent)."""
+    if obj is None or isinstance(obj, Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _iter_tensors_or_none(o, api)
+    else:
+        raise ValueError(f"{api}: Auto nesting doesn't know how to process an input object of type "
+                         f"{type(obj).__name__}")
+
+
+def _unflatten(flat, structure):
+    """``flat`` (Tensors in order) put back into the nest of lists and tuples ``structure``."""
+    items = iter(flat)
+
+    def rebuild(s):
+        if isinstance(s, (list, tuple)):
+            return type(s)(rebuild(o) for o in s) if isinstance(s, list) or type(s) is tuple else \
+                type(s)(*[rebuild(o) for o in s])
+        return next(items) if isinstance(s, Tensor) else s
+
+    return rebuild(structure)
+
+
+class NestedIOFunction(Function):
+    """PyTorch's legacy ``torch.autograd.function.NestedIOFunction``: a Function *instance*
+    whose ``forward_extended`` and ``backward_extended`` take and return nests of lists and
+    tuples of Tensors.
+
+    Subclass it, define ``forward_extended(self, *inputs)`` and ``backward_extended(self,
+    *grad_outputs)`` (called with the gradients in the nesting of ``forward_extended``'s result,
+    spread as PyTorch does; it returns one gradient per Tensor of the inputs, in any nesting,
+    None for none), then call an instance: ``f(x, (y, z))``. ``save_for_backward``, ``saved_tensors``,
+    ``mark_dirty`` and ``mark_non_differentiable`` take nests too. An instance runs one call
+    (it keeps that call's nesting for the backward).
+
+    In PyTorch 2.13 the class is still exported but calling an instance fails (its legacy
+    ``_do_forward`` path is gone); Lucid keeps it working on top of ``Function.apply``.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.autograd import NestedIOFunction
+    >>> class ScaleBoth(NestedIOFunction):
+    ...     def forward_extended(self, pair):
+    ...         a, b = pair
+    ...         return [a * 2, b * 3]
+    ...     def backward_extended(self, ga, gb):  # one per item of the output list
+    ...         return [ga * 2, gb * 3]
+    >>> x = lucid.ones(2, requires_grad=True)
+    >>> y = lucid.ones(2, requires_grad=True)
+    >>> out = ScaleBoth()((x, y))
+    >>> (out[0] + out[1]).sum().backward()
+    >>> x.grad.tolist(), y.grad.tolist()
+    ([2.0, 2.0], [3.0, 3.0])
+    """
+
+    def __init__(self):  # legacy: instances are called (Function's own refuses)
+        self._ctx = None
+
+    def __call__(self, *inputs):
+        self._nested_input = inputs
+        flat = tuple(_iter_tensors(inputs, type(self).__name__))
+        out = _NestedIOApply.apply(self, *flat)
+        return _unflatten(out if isinstance(out, tuple) else (out,), self._nested_output)
+
+    _do_forward = __call__
+
+    def forward(self, *args):
+        """Run ``forward_extended`` on the call's (detached) nested inputs; the flat Tensor outputs."""
+        nested = _unflatten([t.detach() for t in _iter_tensors(self._nested_input, type(self).__name__)],
+                            self._nested_input)
+        result = self.forward_extended(*nested)
+        del self._nested_input
+        self._nested_output = result
+        return tuple(_iter_tensors(result, type(self).__name__))
+
+    def backward(self, *gradients):
+        """``backward_extended`` on the gradients in the outputs' nesting; flat input gradients."""
+        nested = _unflatten(gradients, self._nested_output)
+        return tuple(_iter_tensors_or_none(self.backward_extended(*nested), type(self).__name__))
+
+    def save_for_backward(self, *args):
+        """Keep the Tensors of the nest ``args`` for the backward (read by :attr:`saved_tensors`)."""
+        self.to_save = tuple(_iter_tensors(args, "save_for_backward"))
+        self._to_save_nested = args
+
+    @property
+    def saved_tensors(self):
+        """What :meth:`save_for_backward` kept, in its nesting (version-checked)."""
+        if self._ctx is None:
+            raise RuntimeError("saved_tensors: nothing was saved (call the function first)")
+        return _unflatten(self._ctx.saved_tensors, self._to_save_nested)
+
+    def mark_dirty(self, *args, **kwargs):
+        self.dirty_tensors = tuple(_iter_tensors((args, tuple(kwargs.values())), "mark_dirty"))
+
+    def mark_non_differentiable(self, *args, **kwargs):
+        self.non_differentiable = tuple(_iter_tensors((args, tuple(kwargs.values())), "mark_non_differentiable"))
+
+    def forward_extended(self, *inputs):
+        """User defined forward."""
+        raise NotImplementedError(f"{type(self).__name__}: define forward_extended")
+
+    def backward_extended(self, *grad_outputs):
+        """User defined backward."""
+        raise NotImplementedError(f"{type(self).__name__}: define backward_extended")
+
+
+class _NestedIOApply(Function):
+    """One call of a :class:`NestedIOFunction` instance as a Function (its first argument)."""
+
+    @staticmethod
+    def forward(ctx, fn, *flat):
+        fn._ctx = ctx
+        out = fn.forward(*flat)
+        ctx.save_for_backward(*getattr(fn, "to_save", ()))
+        ctx.mark_dirty(*getattr(fn, "dirty_tensors", ()))
+        ctx.mark_non_differentiable(*getattr(fn, "non_differentiable", ()))
+        ctx.nested_fn = fn
+        return out
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None, *ctx.nested_fn.backward(*grads))

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._core.backend import namespace_of, on_device, to_device
 
-from .._core.grad_mode import STATE, enable_grad, pop_trace, push_trace
+from .._core.grad_mode import STATE, SUBCLASS_DISPATCH, enable_grad, pop_trace, push_trace
 from .._core.primitive import TN
 from .._core.tensor import Tensor, _wrap
 from ..autograd.engine import run_backward
@@ -210,7 +210,7 @@ def _grad_impl(func, args, kwargs, argnums, has_aux, api="grad(f)(*args)"):
         fn = out.grad_fn
         STATE.grad_enabled = True
         try:
-            grads = run_backward([out if fn is None else (fn, out._out_idx)], [TN.ones_like(value)],
+            grads = run_backward([out if fn is None else (fn, out._out_idx)], [_seed_like(value)],
                                  retain_graph=True, tensor_mode=True, capture=tracers,
                                  prune=False)
         finally:
@@ -220,12 +220,35 @@ def _grad_impl(func, args, kwargs, argnums, has_aux, api="grad(f)(*args)"):
     res = []
     for g, x in zip(grads, leaves):
         if g is None:
-            g = TN.zeros_like(x)
+            g = _zeros_for(x)
         elif g.dtype != x.dtype:
             g = g.to(x.dtype)
         res.append(g)
     res = tuple(res) if treedef is None else tuple(tree_unflatten(res, treedef))
     return (res[0] if isinstance(argnums, int) else res), value, aux
+
+
+def _seed_like(value):
+    """The all-ones cotangent of ``grad``'s loss. A Tensor subclass with ``__torch_dispatch__``
+    makes its own through ``ones_like`` (PyTorch seeds so too), so a TwoTensor loss gives
+    TwoTensor gradients (NOTE [Subclass autograd] in lucid/utils/_python_dispatch.py)."""
+    if SUBCLASS_DISPATCH[0] and value.__class__ is not Tensor:
+        from ..utils import _python_dispatch as pd
+
+        if pd.is_dispatch_subclass_instance(value):
+            return pd._ones_like(value)
+    return TN.ones_like(value)
+
+
+def _zeros_for(x):
+    """The gradient of an input the loss does not depend on: ``zeros_like(x)``, through a
+    dispatch subclass's handler where ``x`` is one (as :func:`_seed_like`)."""
+    if SUBCLASS_DISPATCH[0] and x.__class__ is not Tensor:
+        from ..utils import _python_dispatch as pd
+
+        if pd.is_dispatch_subclass_instance(x):
+            return pd._zeros_like(x)
+    return TN.zeros_like(x)
 
 
 def grad_and_value(func, argnums=0, has_aux=False):

@@ -8,9 +8,11 @@ from .classic import ASGD, Rprop
 from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .sgd import SGD
+from ._stateless import swap_in_optimizer_params_and_state
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad",
-           "Adadelta", "LBFGS", "ASGD", "Rprop", "SparseAdam", "Adafactor", "Muon", "lr_scheduler", "swa_utils"]
+           "Adadelta", "LBFGS", "ASGD", "Rprop", "SparseAdam", "Adafactor", "Muon", "lr_scheduler", "swa_utils",
+           "swap_in_optimizer_params_and_state"]
 
 
 def __getattr__(name):

@@ -46,7 +46,8 @@ import numpy as np
 
 from .._core import backend
 from .._core.kernels import Kernel, kernel_for
-from .._core.tensor import Tensor, _wrap
+from .._core.grad_mode import SUBCLASS_DISPATCH
+from .._core.tensor import Tensor, WrapperValues, _wrap
 from ..ops._family import quiet_call
 
 _ARRAY_TYPES = backend._BY_TYPE  # every backend's array type (NOTE [Backends]): updates run in place
@@ -375,6 +376,11 @@ class Optimizer:
                     continue
                 if set_to_none:
                     p._grad = None
+                elif p._grad._data.__class__ is WrapperValues:  # through its handler (NOTE [Subclass updates])
+                    from .._core.grad_mode import no_grad
+
+                    with no_grad():
+                        p._grad.zero_()
                 else:
                     with backend.on_device(p._grad):
                         p._grad._data[...] = 0
@@ -393,6 +399,8 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         work = _resolve_tensor_lr(self._gradients())
+        if SUBCLASS_DISPATCH[0]:
+            work = self._subclass_steps(work)  # See NOTE [Subclass updates]
         if work and self._fused_kernel is not None and work[0][0]._data.__class__ is not np.ndarray \
                 and _kernel_fits_update(type(self)):
             work = self._fused_steps(work)  # See NOTE [Fused updates on a device]
@@ -421,6 +429,40 @@ class Optimizer:
             if arr is not p._data and not np.shares_memory(arr, p._data):  # a non-contiguous complex p
                 p._data[...] = arr.view(p._data.dtype)
             p._version[0] += 1
+
+    # ------------------------------------------------ NOTE [Subclass updates]
+    # A parameter (or gradient) that is a wrapper subclass (``Tensor._make_wrapper_subclass``,
+    # e.g. a TwoTensor made ``nn.Parameter``, NOTE [Subclass parameters]) has no array to update
+    # in place. Its update runs the same rule on Tensors under ``no_grad`` (as NOTE
+    # [Differentiable steps] runs it in the graph), so every op reaches its ``__torch_dispatch__``
+    # and the state comes out of its class, then ``p.copy_(new)`` writes the result through the
+    # handler, as PyTorch's in-place updates reach the inner tensors. Checked only once a
+    # dispatch subclass exists (``SUBCLASS_DISPATCH``): plain steps pay one flag test.
+    def _subclass_steps(self, work):
+        """Update the wrapper-subclass parameters of ``work``; return the others."""
+        rest, wrapped = [], []
+        for item in work:
+            p, grad, group = item
+            if p._data.__class__ is WrapperValues or grad._data.__class__ is WrapperValues:
+                if group.get("differentiable", False):  # refused before any parameter changes
+                    raise NotImplementedError(f"{type(self).__name__}.step: differentiable=True is not supported "
+                                              f"for a {type(p).__name__} parameter (a __torch_dispatch__ subclass)")
+                wrapped.append(item)
+            else:
+                rest.append(item)
+        for p, grad, group in wrapped:
+            self._subclass_update(p, grad, group)
+        return rest
+
+    def _subclass_update(self, p, grad, group):
+        from .._core.grad_mode import no_grad
+
+        with no_grad():
+            if group.get("maximize", False):
+                grad = -grad
+            new = self._update(p, grad, self.state[p], group)
+            if new is not None and new is not p:
+                p.copy_(new)
 
     # ------------------------------------------------ NOTE [Fused updates on a device]
     _fused_kernel = None  # a multi_tensor_kernel(...) of the subclass
@@ -626,6 +668,12 @@ class Optimizer:
             if not isinstance(v, Tensor):
                 entry[name] = _import(v)
                 continue
+            if v._data.__class__ is WrapperValues:  # a copy through its handler (NOTE [Subclass updates])
+                if tuple(v.shape) != tuple(p.shape):
+                    raise ValueError(f"{type(self).__name__}.load_state_dict: state {name!r} has shape "
+                                     f"{tuple(v.shape)} but its parameter (index {index}) needs {tuple(p.shape)}")
+                entry[name] = _wrapper_copy(v)
+                continue
             if name == "step" and v.numel() == 1:
                 # PyTorch saves the step count as a float32 tensor; kept as one, ``1 - b ** step``
                 # would be computed in float32 (PyTorch's rules read it as a Python number)
@@ -791,9 +839,19 @@ def _from_real_pairs(r, shape):
     return view_as_complex(r.reshape(tuple(shape) + (2,)).contiguous())
 
 
+def _wrapper_copy(t):
+    """A detached clone of a wrapper-subclass Tensor, made by its ``__torch_dispatch__``."""
+    from .._core.grad_mode import no_grad
+
+    with no_grad():
+        return t.detach().clone()
+
+
 def _export(v):
     """State value -> checkpoint value: ndarrays (also inside lists, e.g. LBFGS history) become Tensor copies."""
     if isinstance(v, Tensor):  # differentiable=True keeps Tensors (in the graph): save their values
+        if v._data.__class__ is WrapperValues:  # a wrapper subclass's state (NOTE [Subclass updates])
+            return _wrapper_copy(v)
         v = v._data
     if _is_array(v):
         with backend.on_device(v):

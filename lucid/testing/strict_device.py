@@ -23,7 +23,11 @@ arrays (:class:`StrictArray`) wrap NumPy arrays and follow CuPy's rules, strictl
 
 Explicit transfers stay allowed: ``Tensor.numpy()`` returns the wrapped host memory (shared,
 so existing tests that write through it keep working) and ``np.asarray(tensor)`` from test code
-works, but from inside the ``lucid`` package it raises (a hidden copy).
+works, but from inside the ``lucid`` package it raises (a hidden copy). Those two are the test
+suites' allowance; a user of CUDA sees PyTorch's TypeError for both, and so does the stand-in
+inside :func:`user_host_rules` ``("strict")``. ``Tensor.numpy(force=True)`` is an explicit copy
+to the host everywhere: a new array, as CuPy's ``asnumpy`` gives (``host_copy``), never the
+wrapped memory.
 
 Examples
 --------
@@ -576,6 +580,17 @@ def _to_numpy(arr):
     return arr._a
 
 
+def _host_copy(arr):
+    """``cupy.asnumpy``: a host array sharing nothing with the device one."""
+    return arr._a.copy()
+
+
+def _user_numpy_error(arr):
+    """What CUDA users see for an implicit conversion (``lucid/_core/cuda_backend.py``)."""
+    raise TypeError(f"can't convert strict:{arr._dev} device type tensor to numpy. Use Tensor.cpu() to copy the "
+                    "tensor to host memory first.")
+
+
 def _from_numpy(arr, index=None):
     return StrictArray(np.array(arr, copy=True) if arr.__class__ is np.ndarray else np.asarray(arr), index)
 
@@ -598,10 +613,10 @@ def _kernels():
 
 
 def make_backend():
-    return _backend.Backend(
+    b = _backend.Backend(
         "strict", xp, StrictArray,
         device_of=lambda a: _backend.device("strict", a._dev),
-        to_numpy=_to_numpy, from_numpy=_from_numpy,
+        to_numpy=_to_numpy, from_numpy=_from_numpy, host_copy=_host_copy,
         numpy_view=True, special=_special, scipy_linalg=_scipy_linalg, implicit_numpy=_implicit_numpy,
         kernels=_kernels(),
         device_count=lambda: DEVICE_COUNT,
@@ -610,6 +625,8 @@ def make_backend():
         move=_move,
         index_of=lambda a: a._dev,
     )
+    b._user_host_rules = (False, _user_numpy_error)  # CuPy's, for user_host_rules("strict")
+    return b
 
 
 def enable():

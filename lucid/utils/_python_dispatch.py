@@ -356,9 +356,12 @@ def _disable_current_modes():
 # (the function) is not routed, so a subclass gradient reaching a leaf's array accumulation
 # raises NotImplementedError; in ``autograd.grad`` a subclass gradient flowing back into a node
 # recorded on plain tensors works where that rule uses operators (``g * out``) and raises the
-# same error where it calls an array function; ``detect_anomaly`` reads gradients' raw arrays.
+# same error where it calls an array function. ``detect_anomaly`` checks a wrapper gradient's
+# inner tensors (``has_nan_values``). Seeds: ``func.grad`` seeds a subclass loss with its class's
+# ``ones_like`` too (``func/api.py``), and gives an unused subclass input its ``zeros_like``.
 
 _SUBCLASSES = set()  # classes with their own __torch_dispatch__ (never shrinks, but in tests)
+_backend.WRAPPER_VALUES = WrapperValues  # NOTE [Devices of wrapper subclasses] in _core/backend.py
 _RULES = {}  # (op name, class) -> handler: register_torch_dispatch
 
 
@@ -581,10 +584,39 @@ def _pseudo(name, fn, inplace=False):
 
 def _ones_like(t):
     """``ones_like(t)`` through ``t``'s handlers (the seed of a backward from ``t``)."""
+    return _like("ones_like", t)
+
+
+def _zeros_like(t):
+    """``zeros_like(t)`` through ``t``'s handlers (``func.grad``'s gradient of an unused input)."""
+    return _like("zeros_like", t)
+
+
+def _like(name, t):
     import lucid
 
-    fn = getattr(lucid.ones_like, "_lucid_original", lucid.ones_like)
-    return _handle(_pseudo("ones_like", fn), (t,), {}, _overloaded((t,)))
+    public = getattr(lucid, name)
+    fn = getattr(public, "_lucid_original", public)
+    return _handle(_pseudo(name, fn), (t,), {}, _overloaded((t,)))
+
+
+def has_nan_values(t):
+    """Whether a Tensor holds a NaN, for ``detect_anomaly``: a wrapper's inner tensors (listed by
+    ``__tensor_flatten__``) are checked each, another wrapper answers through its handler
+    (``isnan(t).any().item()``, as PyTorch's check dispatches)."""
+    data = t._data
+    if data.__class__ is not WrapperValues:
+        with _backend.on_device(data):
+            return bool(_np.isnan(data).any())
+    if is_traceable_wrapper_subclass(t):
+        return any(has_nan_values(getattr(t, name)) for name in t.__tensor_flatten__()[0])
+    with no_grad():
+        return bool(t.isnan().any().item())
+
+
+def is_dispatch_subclass_instance(t):
+    """Whether ``t``'s class defines its own ``__torch_dispatch__`` (is on the gate)."""
+    return t.__class__ in _SUBCLASSES
 
 
 _LIKE = frozenset("""zeros_like ones_like empty_like full_like rand_like randn_like randint_like""".split())
