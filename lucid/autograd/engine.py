@@ -690,6 +690,14 @@ def _add(total, g):
     return total + g
 
 
+# How many custom Function backwards have run in Tensor mode (function.py counts them), and its
+# value when the running create_graph backward started (None outside one): a constant gradient
+# is joined to its leaf only if no such backward made it. See NOTE [Constant gradients under
+# create_graph] (autograd/grad.py).
+FUNCTION_BACKWARDS = [0]
+JOIN_FROM = [None]
+
+
 def _accumulate(leaf, g, own_ids, tensor_mode):
     if leaf._hooks:
         for h in list(leaf._hooks):
@@ -704,10 +712,12 @@ def _accumulate(leaf, g, own_ids, tensor_mode):
         g = _as_tensor(g)
         if want is not None and g.dtype != want:
             g = g.to(want)
-        if not g._rg and STATE.grad_enabled:  # a constant gradient still depends on its leaf (create_graph only)
+        if not g._rg and STATE.grad_enabled and JOIN_FROM[0] == FUNCTION_BACKWARDS[0]:
+            # a constant gradient still depends on its leaf, unless a custom Function's backward
+            # made it (create_graph only). See NOTE [Constant gradients under create_graph]
             from .grad import _joined  # grad.py imports this module
 
-            g = _joined(g, leaf)  # See NOTE [Constant gradients under create_graph]
+            g = _joined(g, leaf)
         leaf._grad = g if leaf._grad is None else leaf._grad + g
         return
     g = g._data if isinstance(g, Tensor) else g if g.__class__ is np.ndarray else _as_array(g)
@@ -833,10 +843,18 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False, input
         inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
         edges = [_edge_of(i) for i in inputs]
         ctx = enable_grad() if create_graph else no_grad()
-        with ctx:
-            run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph, capture=edges,
-                         accumulate_into=inputs)
+        outer, JOIN_FROM[0] = JOIN_FROM[0], FUNCTION_BACKWARDS[0] if create_graph else None
+        try:
+            with ctx:
+                run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph, capture=edges,
+                             accumulate_into=inputs)
+        finally:
+            JOIN_FROM[0] = outer
         return
     ctx = enable_grad() if create_graph else no_grad()
-    with ctx:
-        run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph)
+    outer, JOIN_FROM[0] = JOIN_FROM[0], FUNCTION_BACKWARDS[0] if create_graph else None
+    try:
+        with ctx:
+            run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph)
+    finally:
+        JOIN_FROM[0] = outer

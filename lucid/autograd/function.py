@@ -10,7 +10,7 @@ from .._core.backend import array_cls_of
 from .._core.grad_mode import STATE, enable_grad, no_grad
 from .._core.primitive import _owning_trace
 from .._core.tensor import Tensor, _wrap
-from .engine import _SEQ, Node, _as_tensor
+from .engine import _SEQ, FUNCTION_BACKWARDS, Node, _as_tensor
 
 
 class FunctionCtx:
@@ -163,6 +163,8 @@ class FunctionNode(Node):
                 f"backward: trying to backward through the graph a second time (custom Function "
                 f"'{self.op_name}'); pass retain_graph=True to the first backward()."
             )
+        if tensor_mode:  # its gradients may be constants that are not zero derivatives
+            FUNCTION_BACKWARDS[0] += 1  # See NOTE [Constant gradients under create_graph]
         gs = []
         for i, g in enumerate(grads):
             if g is None or (not self.ctx.materialize_grads and i in self.undefined):

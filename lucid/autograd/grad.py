@@ -12,7 +12,7 @@ from .._core.backend import namespace_of, on_device
 from .._core.grad_mode import enable_grad, no_grad
 from .._core.tensor import Tensor, _wrap
 from . import engine
-from .engine import UnusedInputError, _check_seed_dtype, _edge_of, _seed, run_backward
+from .engine import FUNCTION_BACKWARDS, UnusedInputError, _check_seed_dtype, _edge_of, _seed, run_backward
 
 
 # How many ``grad`` calls are running their backward: a reentrant checkpoint refuses to run
@@ -134,11 +134,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     seeds_in = _seeds_in(grad_outputs, outs)
     if retain_graph is None:
         retain_graph = create_graph
+    custom_before = FUNCTION_BACKWARDS[0]
     if is_grads_batched:
         result = _batched(outs, ins, seeds_in, retain_graph, create_graph, allow_unused, materialize_grads)
     else:
         result = _grad_impl(outs, ins, seeds_in, retain_graph, create_graph, allow_unused, materialize_grads)
-    if create_graph:
+    if create_graph and FUNCTION_BACKWARDS[0] == custom_before:
         result = [_joined(g, t) for g, t in zip(result, ins)]
     if any(w is not None for w in layouts):
         result = [g if w is None or g is None else w._grad_wrap(g) for g, w in zip(result, layouts)]
@@ -198,7 +199,12 @@ def _joined(g, t):
     and have zero derivatives), so ``grad(grad(relu(x).sum(), x, create_graph=True).sum(), x)``
     is zeros there (a Hessian of a ReLU net with frozen weights, w.r.t. its input); here it
     would raise "does not require grad". Such a gradient is joined to its input's graph by a
-    node whose derivative is zero: the same values, and PyTorch's second derivatives."""
+    node whose derivative is zero: the same values, and PyTorch's second derivatives.
+    Only where every backward that ran was a primitive's rule: those are written in Lucid ops,
+    so a result without a graph has a truly zero derivative. A custom Function's backward (or
+    reentrant checkpoint's) may compute a constant that is not (NumPy inside, a detached
+    recomputation): if one ran, a constant gradient stays a constant, and differentiating it
+    again raises as in PyTorch (engine.FUNCTION_BACKWARDS counts them)."""
     if g is None or g._rg or not isinstance(t, Tensor) or not t._rg:
         return g
     return _zero_derivative_class().apply(g, t)

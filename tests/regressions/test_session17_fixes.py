@@ -85,3 +85,51 @@ def test_in_place_change_of_an_input_a_wanted_gradient_reads_still_raises():
     x[0] = 3.0
     with pytest.raises(RuntimeError, match="argument 0 of 'mul'"):
         y.sum().backward()
+
+
+def test_max_unpool_batches_under_vmap():
+    # the bounds check read the indices' values through the vmap tracer and raised
+    import lucid.nn.functional as F
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 1, 1, 2, 2))
+    idx = np.stack([rng.permutation(16)[:4].reshape(1, 1, 2, 2) for _ in range(3)])
+    got = lucid.func.vmap(lambda a, b: F.max_unpool2d(a, b, 2))(lucid.tensor(x), lucid.tensor(idx))
+    want = np.stack([F.max_unpool2d(lucid.tensor(x[k]), lucid.tensor(idx[k]), 2).numpy() for k in range(3)])
+    np.testing.assert_array_equal(got.numpy(), want)
+    assert want.reshape(3, -1)[np.arange(3)[:, None], idx.reshape(3, -1)].tolist() == x.reshape(3, -1).tolist()
+
+
+def test_a_constant_gradient_from_a_custom_backward_is_not_joined():
+    # a custom Function whose backward computes outside Lucid's ops returns a constant that is
+    # not a zero derivative: joining it would make the second derivative zero, silently (the
+    # true one here is -sin); it stays a constant and a second grad raises, as in PyTorch
+    from lucid.autograd import Function
+
+    class NumpySin(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return lucid.tensor(np.sin(x.detach().numpy()))
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * lucid.tensor(np.cos(x.detach().numpy()))
+
+    x = lucid.tensor([0.5, 1.0], dtype=lucid.float64, requires_grad=True)
+    g = lucid.autograd.grad(NumpySin.apply(x).sum(), x, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), np.cos([0.5, 1.0]))
+    assert not g.requires_grad
+    NumpySin.apply(x).sum().backward(create_graph=True)
+    assert not x.grad.requires_grad
+    # reentrant checkpoint: its backward's gradient is a detached recomputation
+    import lucid.utils.checkpoint as C
+
+    x.grad = None
+    C.checkpoint(lambda t: (t ** 3).sum(), x, use_reentrant=True).backward(create_graph=True)
+    assert not x.grad.requires_grad
+    # primitives only: still joined (relu's mask has a zero derivative)
+    x.grad = None
+    lucid.relu(x).sum().backward(create_graph=True)
+    assert x.grad.requires_grad
