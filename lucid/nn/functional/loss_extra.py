@@ -9,11 +9,12 @@ import math
 
 import numpy as np
 
-from ..._core.backend import add_at, host, namespace_of, runs_on_operands_device
+from ..._core.backend import host, runs_on_operands_device
 from ..._core.primitive import autocast_composite
-from ..._core.tensor import _wrap
+from ..._core.tensor import Tensor, _wrap
 from ...ops._family import _as_tensor
 from ._device import const_like
+from ._per_example import call_per_example, looping_trace
 from .activation import logsigmoid
 from .distance import pairwise_distance
 from .loss import _checked_reduction, _legacy_reduction, _lucid, _reduce, _refuse_complex
@@ -217,24 +218,34 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     if tuple(target.shape) != tuple(input.shape):
         raise RuntimeError(f"multilabel_margin_loss: target {tuple(target.shape)} must have the input's shape "
                            f"{tuple(input.shape)}")
+    lucid = _lucid()
     x = input if input.ndim == 2 else input.unsqueeze(0)
-    t = target.detach()._data.reshape(x.shape)
-    n, c = x.shape
-    listed = np.cumsum(t < 0, axis=1) == 0  # the entries before the first negative one
-    if t.__class__ is np.ndarray:
-        bad = listed & (t >= c)
-        if bad.any():
-            raise RuntimeError(f"multilabel_margin_loss: target index {t[bad][0]} out of range for {c} classes")
-    else:  # no range check on a device (it would read back every call): such entries count for nothing
-        listed &= t < c
-    # How often each class is listed (a repeated target counts again, as PyTorch), on t's device.
-    ns = namespace_of(t)
-    count = ns.zeros((n, c), np.int64)
-    add_at(count, (ns.arange(n)[:, None], np.where(listed, t, 0)), listed.astype(np.int64))
-    pair = _wrap((count[:, :, None] * (count[:, None, :] == 0)).astype(x.dtype))  # (n, j, i)
-    h = _lucid().clamp(1.0 - (x.unsqueeze(2) - x.unsqueeze(1)), min=0.0)
+    t = target.detach().reshape(tuple(x.shape))
+    c = x.shape[1]
+    _check_multilabel_targets(t, c)
+    # Lucid ops, not the target's values, so vmap batches the targets too: a target entry counts
+    # until the first negative one (``listed``); how often each class is listed (a repeated
+    # target counts again, as PyTorch; an entry >= C, unchecked on a device or under a
+    # transform, counts for no class).
+    listed = ((t < 0).cumsum(1) == 0) & (t < c)
+    slot = lucid.where(listed, t, c)  # unlisted entries land in an extra column, dropped
+    count = lucid.zeros(x.shape[0], c + 1, dtype=lucid.int64, device=x.device)
+    count = count.scatter_add(1, slot, listed.to(lucid.int64))[:, :c]  # (n, c)
+    pair = (count.unsqueeze(2) * (count.unsqueeze(1) == 0)).to(x.dtype)  # (n, j, i)
+    h = lucid.clamp(1.0 - (x.unsqueeze(2) - x.unsqueeze(1)), min=0.0)
     loss = (h * pair).sum((1, 2)) / c
     return _reduce(loss if input.ndim == 2 else loss.reshape(()), reduction, "multilabel_margin_loss")
+
+
+def _check_multilabel_targets(t, c):
+    """A listed target must name a class. Reads values: plain CPU tensors only (on a device it
+    would read back every call; a transform's tracer has no single value)."""
+    if type(t) is not Tensor or t._data.__class__ is not np.ndarray:
+        return
+    t = t._data
+    bad = (np.cumsum(t < 0, axis=1) == 0) & (t >= c)
+    if bad.any():
+        raise RuntimeError(f"multilabel_margin_loss: target index {t[bad][0]} out of range for {c} classes")
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -318,6 +329,10 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     0.6931
     """
     _refuse_complex("ctc_loss", log_probs)
+    trace = looping_trace((targets, input_lengths, target_lengths), (log_probs,))
+    if trace is not None:  # the tables are built from these values: NOTE [Per-example functions under vmap]
+        return call_per_example(trace, ctc_loss, "ctc_loss", (log_probs, targets, input_lengths, target_lengths),
+                                dict(blank=blank, reduction=reduction, zero_infinity=zero_infinity))
     lucid = _lucid()
     unbatched = log_probs.ndim == 2
     lp = log_probs.unsqueeze(1) if unbatched else log_probs

@@ -188,7 +188,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     In training the batch statistics are used (biased variance) and, when given,
     ``running_mean``/``running_var`` are updated in place with
     ``(1 - momentum) * running + momentum * batch`` (unbiased variance), outside the graph.
-    In evaluation the running statistics are used.
+    In evaluation the running statistics are used. An empty input (1-d ``(0,)`` included) gives
+    an empty output and leaves the statistics alone (NOTE [Empty batch norm]).
 
     Parameters
     ----------
@@ -219,22 +220,20 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                                                                eps), input, weight, bias)
         return _norm_in_float32(batch_norm, input, running_mean, running_var, weight, bias, False, momentum, eps)
     lucid = _lucid()
-    if input.ndim < 2:
-        raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got {tuple(input.shape)}")
+    if input.numel() == 0 and input.ndim:
+        return _empty_batch_norm(input, weight, bias)
+    _check_batch_norm_input(input, running_mean, training)
     cshape = _channel_shape(input)
     axes = (0,) + tuple(range(2, input.ndim))
     if training:
         count = input.numel() // input.shape[1]
         check_batch_count(count, tuple(input.shape))
-        if count == 0:  # PyTorch: empty in, empty out, the running statistics as they were
-            out = input.clone()
-        else:
-            mean = lucid.mean(input, axes, keepdim=True)
-            xc = input - mean
-            var = lucid.mean(xc * xc, axes, keepdim=True)
-            if running_mean is not None or running_var is not None:
-                _update_running(running_mean, running_var, mean, var, count, momentum)
-            out = xc / lucid.sqrt(var + eps)
+        mean = lucid.mean(input, axes, keepdim=True)
+        xc = input - mean
+        var = lucid.mean(xc * xc, axes, keepdim=True)
+        if running_mean is not None or running_var is not None:
+            _update_running(running_mean, running_var, mean, var, count, momentum)
+        out = xc / lucid.sqrt(var + eps)
     else:
         if running_mean is None or running_var is None:
             raise OpError("batch_norm: running_mean and running_var are required when training=False")
@@ -246,6 +245,40 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if bias is not None:
         out = out + bias.reshape(cshape)
     return out
+
+
+# NOTE [Empty batch norm]
+# PyTorch answers an empty input (any shape of at least one dim, 1-d ``(0,)`` included, in
+# training or not, with or without running statistics) before it looks at the channel dim or
+# checks a statistic's size: the output is a copy of the input, scaled by ``weight[0]`` and
+# shifted by ``bias[0]`` so that the parameters stay in the graph (their gradients are zeros),
+# and the running statistics are left as they were. Only a non-empty input needs a channel dim.
+
+
+def _empty_batch_norm(input, weight, bias):
+    """The output for an empty input. See NOTE [Empty batch norm]."""
+    out = input.clone()
+    if weight is not None:
+        out = out * weight[0]
+    if bias is not None:
+        out = out + bias[0]
+    return out
+
+
+def _check_batch_norm_input(input, running_mean, training):
+    """A non-empty input must be (N, C, *) of a floating dtype (PyTorch's kernel errors).
+
+    PyTorch reads a 1-d or 0-d input's channel count past the end of its shape: with no
+    running statistics in training it raises IndexError ("dimension out of range"), otherwise a
+    RuntimeError about the statistics' size; Lucid raises those types with a clear message."""
+    if input.ndim < 2:
+        if training and input.ndim == 1:  # F.batch_norm's own check comes first
+            check_batch_count(input.shape[0], tuple(input.shape))
+        err = IndexError if training and (running_mean is None or input.ndim == 0) else RuntimeError
+        raise err(f"batch_norm: expected an input of shape (N, C, *) or an empty input, got shape "
+                  f"{tuple(input.shape)}")
+    if input.dtype.kind in "biu":
+        raise NotImplementedError(f"batch_norm: not implemented for {input.dtype} inputs")
 
 
 def check_batch_eps(eps, training):
@@ -430,10 +463,10 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     if input.ndim < 3:
         raise ValueError(f"local_response_norm: expected 3D or higher dimensionality input (got {input.ndim} "
                          "dimensions)")
+    if input.numel() == 0:  # PyTorch returns an empty input itself, before any dtype change
+        return input
     if input.dtype.kind in "biu":  # PyTorch computes an integer input in the default float dtype
         input = input.to(dtypes.get_default_dtype())
-    if input.numel() == 0:
-        return input
     if _is_half(input):  # See NOTE [Half composites]
         return _in_float32(local_response_norm, input, size, alpha, beta, k)
     div = _channel_mix(input * input, _lrn_matrix(input.shape[1], size))

@@ -156,10 +156,18 @@ def _avg_divisor(sp, k, s, pads, out_sp, count_include_pad):
     return functools.reduce(np.multiply.outer, per_dim)
 
 
+# NOTE [Integer average pooling]
+# As PyTorch's CPU kernels, average pooling takes int64 inputs (no other integer type, no bool,
+# no complex): the window sum is exact in int64 (wrapping on overflow) and the division by the
+# count or ``divisor_override`` truncates toward zero, as C's integer division (-5 / 4 is -1, not
+# -2). The result is int64; there is no gradient to take.
+
+
 def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nsp, op):
     x, unbatched = _batched(input, nsp, op)
-    if x.dtype.kind != "f":
-        raise RuntimeError(f"{op}: expected a floating point input, got {x.dtype}")
+    integral = x.dtype == np.int64  # See NOTE [Integer average pooling]
+    if x.dtype.kind != "f" and not integral:
+        raise NotImplementedError(f"{op}: not implemented for {x.dtype} inputs (floating point or int64 only)")
     n, c = x.shape[:2]
     sp = tuple(x.shape[2:])
     k, s, d, pads, out_sp = _pool_geometry(sp, kernel_size, stride, padding, 1, ceil_mode, op)
@@ -169,10 +177,14 @@ def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
     if divisor_override is not None:
         if divisor_override == 0:  # PyTorch refuses 0 rather than treating it as "no override"
             raise RuntimeError(f"{op}: divisor_override must not be zero")
-        out = summed / float(divisor_override)
+        out = summed.div(int(divisor_override), rounding_mode="trunc") if integral else \
+            summed / float(divisor_override)
     else:
         div = _avg_divisor(sp, k, s, pads, out_sp, count_include_pad)
-        out = summed * const_like((1.0 / div).astype(x.dtype), x)
+        if integral:
+            out = summed.div(const_like(div.astype(np.int64), x), rounding_mode="trunc")
+        else:
+            out = summed * const_like((1.0 / div).astype(x.dtype), x)
     return out.squeeze(0) if unbatched else out
 
 
@@ -184,6 +196,9 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     """2-D average pooling over (N, C, H, W) (zero padding; ``count_include_pad`` as in PyTorch).
+
+    An int64 input gives int64 averages, truncated toward zero as PyTorch's kernels do (NOTE
+    [Integer average pooling]); other integer, bool and complex inputs raise NotImplementedError.
 
     Examples
     --------

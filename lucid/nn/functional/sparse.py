@@ -9,6 +9,7 @@ from ..._core.primitive import autocast_composite, bind, defprim
 from ..._core.tensor import Tensor
 from ...ops._family import _as_tensor, move_bdim
 from ._complex import refuse_complex as _refuse_complex
+from ._per_example import call_per_example, looping_trace
 
 __all__ = ["one_hot", "embedding", "embedding_bag"]
 
@@ -96,6 +97,12 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     tensor([[1., 2.],
            [1., 2.]])
     """
+    if max_norm is not None or (scale_grad_by_freq and weight.requires_grad):  # these read the indices' values
+        trace = looping_trace((input, weight), ())
+        if trace is not None:  # NOTE [Per-example functions under vmap]
+            return call_per_example(trace, embedding, "embedding", (input, weight),
+                                    dict(padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
+                                         scale_grad_by_freq=scale_grad_by_freq, sparse=sparse))
     idx = _as_tensor(input)
     if idx.dtype.kind not in "iu":
         raise RuntimeError(f"embedding: indices must be an integer (long) tensor, got {idx.dtype}")
@@ -116,7 +123,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     if max_norm is not None:
         _renorm_rows(weight, idx._data, max_norm, norm_type)
     out = weight[idx]
-    if scale_grad_by_freq:
+    if scale_grad_by_freq and out.requires_grad:
         out = _scale_grad_by_freq(out, idx._data, 1, weight.shape[0])
     if padding_idx is not None and weight.requires_grad:
         import lucid
@@ -251,6 +258,12 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     [[4.0, 6.0], [5.0, 6.0]]
     """
     _refuse_complex("embedding_bag", weight)
+    # the bags are built from the indices' and offsets' values (and max_norm renormalises weight in place)
+    trace = looping_trace((input, offsets) + ((weight,) if max_norm is not None else ()), (weight, per_sample_weights))
+    if trace is not None:  # NOTE [Per-example functions under vmap]
+        return call_per_example(trace, embedding_bag, "embedding_bag", (input, weight, offsets), dict(
+            max_norm=max_norm, norm_type=norm_type, scale_grad_by_freq=scale_grad_by_freq, mode=mode, sparse=sparse,
+            per_sample_weights=per_sample_weights, include_last_offset=include_last_offset, padding_idx=padding_idx))
     import lucid
 
     from ..._core.tensor import _wrap

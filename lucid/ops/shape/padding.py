@@ -41,10 +41,8 @@ def _edge_index(n, lo, hi, mode):
                                f"but got padding ({lo}, {hi}) for a dimension of size {n} (reflect)")
         i = np.abs(np.arange(-lo, n + hi))
         return np.where(i > n - 1, 2 * (n - 1) - i, i)
-    if mode == "replicate":
-        if n == 0:
-            raise RuntimeError("pad: replicate padding needs non-empty dimensions")
-        return np.concatenate([np.zeros(lo, np.int64), np.arange(n), np.full(hi, n - 1)])
+    if mode == "replicate":  # lo/hi may be negative: each output takes the nearest uncropped position
+        return np.clip(np.arange(-lo, n + hi), 0, n - 1)
     if lo > n or hi > n:
         raise RuntimeError(f"pad: padding value causes wrapping around more than once, padding ({lo}, {hi}) "
                            f"for a dimension of size {n} (circular)")
@@ -89,9 +87,12 @@ def pad(input, pad, mode="constant", value=None):
         raise NotImplementedError(f"pad: unknown padding mode '{mode}'")
     if any(n + lo + hi < 0 for (lo, hi), n in zip(widths, input.shape)):
         raise RuntimeError(f"pad: negative padding {pad} crops more than the size of {tuple(input.shape)}")
-    # As PyTorch: negative pads crop first, then what is left is padded; except 'reflect', whose
-    # kernel reflects about the ends of the uncropped input (_edge_index takes signed widths).
-    if mode != "reflect" and any(lo < 0 or hi < 0 for lo, hi in widths):
+    if mode in ("reflect", "replicate"):
+        _check_edge_input(input, widths, k, mode)
+    # As PyTorch: negative pads crop first, then what is left is padded; except 'reflect' and
+    # 'replicate', whose kernels read the uncropped input: reflected about its ends, or clamped
+    # into it (_edge_index takes signed widths).
+    if mode in ("constant", "circular") and any(lo < 0 or hi < 0 for lo, hi in widths):
         crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, input.shape))
         if any(c.start > c.stop for c in crop):
             raise RuntimeError(f"pad: negative padding {pad} crops more than the size of {tuple(input.shape)}")
@@ -105,6 +106,20 @@ def pad(input, pad, mode="constant", value=None):
     if value not in (None, 0):
         raise RuntimeError(f"pad: padding mode '{mode}' doesn't take in value argument")
     return _edge_pad(mode, k)(input, widths, mode)
+
+
+def _check_edge_input(input, widths, k, mode):
+    """PyTorch's reflection and replication kernels: every dim but a leading batch dim is
+    non-empty, and one padded dim at least keeps an element."""
+    shape = tuple(input.shape)
+    kept = shape[max(input.ndim - k - 1, 0):]  # all but a batch dim
+    if 0 in kept:
+        raise RuntimeError(f"pad: expected a {k + 1}D or {k + 2}D (batch mode) input with possibly 0 batch size "
+                           f"and other non-zero dimensions for {mode} padding, got shape {shape}")
+    out = tuple(n + lo + hi for (lo, hi), n in zip(widths[input.ndim - k:], shape[input.ndim - k:]))
+    if k and all(o < 1 for o in out):  # PyTorch refuses only when every padded dim would be empty
+        raise RuntimeError(f"pad: input of shape {shape} is too small for {mode} padding {widths[input.ndim - k:]}: "
+                           f"the calculated output sizes of the padded dims are {out}")
 
 
 def _edge_pads(input, widths, mode):
