@@ -27,6 +27,7 @@ from .ops import fft as _p
 from .ops._family import _as_tensor
 from .ops.creation import tensor as _tensor
 from .ops.complex import conj
+from .ops.numpy_aliases import numpy_axis
 
 _NORMS = ("backward", "forward", "ortho")
 _SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
@@ -123,7 +124,7 @@ def _c2c(api, input, s, dim, norm, inverse, default_all=True):
     return _p.c2c(_p.resize(x, dims, sizes), dims, norm, inverse)
 
 
-def fft(input, n=None, dim=-1, norm=None):
+def fft(input, n=None, dim=-1, norm=None, *, axis=None):
     """1-D discrete Fourier transform (complex output; real inputs are promoted).
 
     Parameters
@@ -140,11 +141,13 @@ def fft(input, n=None, dim=-1, norm=None):
     >>> lucid.fft.fft(lucid.tensor([1.0, 0.0, 0.0, 0.0]))
     tensor([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=lucid.complex64)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("fft", dim, axis, -1)
     s, d = _one("fft.fft", n, dim)
     return _c2c("fft.fft", input, s, d, norm, False)
 
 
-def ifft(input, n=None, dim=-1, norm=None):
+def ifft(input, n=None, dim=-1, norm=None, *, axis=None):
     """1-D inverse discrete Fourier transform (see :func:`fft`).
 
     Examples
@@ -153,11 +156,13 @@ def ifft(input, n=None, dim=-1, norm=None):
     >>> lucid.fft.ifft(lucid.tensor([4.0, 0.0, 0.0, 0.0]))
     tensor([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=lucid.complex64)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("ifft", dim, axis, -1)
     s, d = _one("fft.ifft", n, dim)
     return _c2c("fft.ifft", input, s, d, norm, True)
 
 
-def fft2(input, s=None, dim=(-2, -1), norm=None):
+def fft2(input, s=None, dim=(-2, -1), norm=None, *, axis=None):
     """2-D discrete Fourier transform over ``dim`` (sizes ``s``).
 
     Examples
@@ -167,10 +172,12 @@ def fft2(input, s=None, dim=(-2, -1), norm=None):
     tensor([[4.+0.j, 0.+0.j],
             [0.+0.j, 0.+0.j]], dtype=lucid.complex64)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("fft2", dim, axis, (-2, -1))
     return _c2c("fft.fft2", input, s, dim, norm, False)
 
 
-def ifft2(input, s=None, dim=(-2, -1), norm=None):
+def ifft2(input, s=None, dim=(-2, -1), norm=None, *, axis=None):
     """2-D inverse discrete Fourier transform (see :func:`fft2`).
 
     Examples
@@ -180,10 +187,12 @@ def ifft2(input, s=None, dim=(-2, -1), norm=None):
     tensor([[1., 1.],
             [1., 1.]])
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("ifft2", dim, axis, (-2, -1))
     return _c2c("fft.ifft2", input, s, dim, norm, True)
 
 
-def fftn(input, s=None, dim=None, norm=None):
+def fftn(input, s=None, dim=None, norm=None, *, axis=None):
     """N-D discrete Fourier transform over ``dim`` (all dims, or the last ``len(s)``).
 
     Examples
@@ -192,10 +201,12 @@ def fftn(input, s=None, dim=None, norm=None):
     >>> lucid.fft.fftn(lucid.ones(2, 2, 2))[0, 0, 0]
     tensor(8.+0.j, dtype=lucid.complex64)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("fftn", dim, axis, None)
     return _c2c("fft.fftn", input, s, dim, norm, False)
 
 
-def ifftn(input, s=None, dim=None, norm=None):
+def ifftn(input, s=None, dim=None, norm=None, *, axis=None):
     """N-D inverse discrete Fourier transform (see :func:`fftn`).
 
     Examples
@@ -205,6 +216,8 @@ def ifftn(input, s=None, dim=None, norm=None):
     tensor([[1., 1.],
             [1., 1.]])
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("ifftn", dim, axis, None)
     return _c2c("fft.ifftn", input, s, dim, norm, True)
 
 
@@ -238,7 +251,7 @@ def _irfftn(api, input, s, dim, norm):
     return _p.c2r(x, dims[-1], last, norm)
 
 
-def rfft(input, n=None, dim=-1, norm=None):
+def rfft(input, n=None, dim=-1, norm=None, *, axis=None):
     """FFT of a real signal: the ``n // 2 + 1`` non-negative frequency bins.
 
     Examples
@@ -247,11 +260,13 @@ def rfft(input, n=None, dim=-1, norm=None):
     >>> lucid.fft.rfft(lucid.tensor([1.0, 1.0, 1.0]))
     tensor([3.+0.j, 0.+0.j], dtype=lucid.complex64)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("rfft", dim, axis, -1)
     s, d = _one("fft.rfft", n, dim)
     return _rfftn("fft.rfft", input, s, [d], norm)
 
 
-def irfft(input, n=None, dim=-1, norm=None):
+def irfft(input, n=None, dim=-1, norm=None, *, axis=None):
     """Inverse of :func:`rfft`: a real signal of length ``n`` (default ``2 * (m - 1)``).
 
     Bins beyond ``n // 2 + 1`` are dropped (zeros added if fewer); the imaginary parts of
@@ -263,11 +278,13 @@ def irfft(input, n=None, dim=-1, norm=None):
     >>> lucid.fft.irfft(lucid.tensor([3.0, 0.0]), n=3)
     tensor([1., 1., 1.])
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("irfft", dim, axis, -1)
     s, d = _one("fft.irfft", n, dim)
     return _irfftn("fft.irfft", input, s, [d], norm)
 
 
-def rfft2(input, s=None, dim=(-2, -1), norm=None):
+def rfft2(input, s=None, dim=(-2, -1), norm=None, *, axis=None):
     """2-D FFT of a real input, one-sided along the last of ``dim``.
 
     Examples
@@ -276,10 +293,12 @@ def rfft2(input, s=None, dim=(-2, -1), norm=None):
     >>> lucid.fft.rfft2(lucid.ones(2, 4)).shape
     (2, 3)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("rfft2", dim, axis, (-2, -1))
     return _rfftn("fft.rfft2", input, s, dim, norm)
 
 
-def irfft2(input, s=None, dim=(-2, -1), norm=None):
+def irfft2(input, s=None, dim=(-2, -1), norm=None, *, axis=None):
     """Inverse of :func:`rfft2`.
 
     Examples
@@ -288,10 +307,12 @@ def irfft2(input, s=None, dim=(-2, -1), norm=None):
     >>> lucid.fft.irfft2(lucid.fft.rfft2(lucid.ones(2, 4))).shape
     (2, 4)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("irfft2", dim, axis, (-2, -1))
     return _irfftn("fft.irfft2", input, s, dim, norm)
 
 
-def rfftn(input, s=None, dim=None, norm=None):
+def rfftn(input, s=None, dim=None, norm=None, *, axis=None):
     """N-D FFT of a real input, one-sided along the last transformed dim.
 
     Examples
@@ -300,10 +321,12 @@ def rfftn(input, s=None, dim=None, norm=None):
     >>> lucid.fft.rfftn(lucid.ones(2, 2, 4)).shape
     (2, 2, 3)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("rfftn", dim, axis, None)
     return _rfftn("fft.rfftn", input, s, dim, norm)
 
 
-def irfftn(input, s=None, dim=None, norm=None):
+def irfftn(input, s=None, dim=None, norm=None, *, axis=None):
     """Inverse of :func:`rfftn` (``s`` gives the output sizes; the last defaults to ``2 * (m - 1)``).
 
     Examples
@@ -312,6 +335,8 @@ def irfftn(input, s=None, dim=None, norm=None):
     >>> lucid.fft.irfftn(lucid.fft.rfftn(lucid.ones(2, 2, 4))).shape
     (2, 2, 4)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("irfftn", dim, axis, None)
     return _irfftn("fft.irfftn", input, s, dim, norm)
 
 
@@ -321,7 +346,7 @@ def irfftn(input, s=None, dim=None, norm=None):
 # (NumPy's and PyTorch's definitions).
 
 
-def hfft(input, n=None, dim=-1, norm=None):
+def hfft(input, n=None, dim=-1, norm=None, *, axis=None):
     """FFT of a one-sided Hermitian signal: a real output of length ``n`` (default ``2 * (m - 1)``).
 
     Examples
@@ -330,11 +355,13 @@ def hfft(input, n=None, dim=-1, norm=None):
     >>> lucid.fft.hfft(lucid.tensor([1.0, 0.0, 0.0]))
     tensor([1., 1., 1., 1.])
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("hfft", dim, axis, -1)
     s, d = _one("fft.hfft", n, dim)
     return _hfftn("fft.hfft", input, s, [d], norm)
 
 
-def ihfft(input, n=None, dim=-1, norm=None):
+def ihfft(input, n=None, dim=-1, norm=None, *, axis=None):
     """Inverse of :func:`hfft`: the one-sided spectrum of a real signal, ``conj(rfft(x)) / n``.
 
     Examples
@@ -344,11 +371,13 @@ def ihfft(input, n=None, dim=-1, norm=None):
     >>> bool((lucid.fft.ihfft(x) == lucid.fft.rfft(x).conj() / 4).all())
     True
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("ihfft", dim, axis, -1)
     s, d = _one("fft.ihfft", n, dim)
     return _ihfftn("fft.ihfft", input, s, [d], norm)
 
 
-def hfft2(input, s=None, dim=(-2, -1), norm=None):
+def hfft2(input, s=None, dim=(-2, -1), norm=None, *, axis=None):
     """2-D :func:`hfftn`.
 
     Examples
@@ -357,10 +386,12 @@ def hfft2(input, s=None, dim=(-2, -1), norm=None):
     >>> lucid.fft.hfft2(lucid.ones(2, 3)).shape
     (2, 4)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("hfft2", dim, axis, (-2, -1))
     return _hfftn("fft.hfft2", input, s, dim, norm)
 
 
-def ihfft2(input, s=None, dim=(-2, -1), norm=None):
+def ihfft2(input, s=None, dim=(-2, -1), norm=None, *, axis=None):
     """2-D :func:`ihfftn`.
 
     Examples
@@ -369,10 +400,12 @@ def ihfft2(input, s=None, dim=(-2, -1), norm=None):
     >>> lucid.fft.ihfft2(lucid.ones(2, 4)).shape
     (2, 3)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("ihfft2", dim, axis, (-2, -1))
     return _ihfftn("fft.ihfft2", input, s, dim, norm)
 
 
-def hfftn(input, s=None, dim=None, norm=None):
+def hfftn(input, s=None, dim=None, norm=None, *, axis=None):
     """N-D FFT of a signal Hermitian along the last transformed dim (real output).
 
     Examples
@@ -381,10 +414,12 @@ def hfftn(input, s=None, dim=None, norm=None):
     >>> lucid.fft.hfftn(lucid.ones(2, 3)).shape
     (2, 4)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("hfftn", dim, axis, None)
     return _hfftn("fft.hfftn", input, s, dim, norm)
 
 
-def ihfftn(input, s=None, dim=None, norm=None):
+def ihfftn(input, s=None, dim=None, norm=None, *, axis=None):
     """Inverse of :func:`hfftn` for a real input (one-sided along the last transformed dim).
 
     Examples
@@ -393,6 +428,8 @@ def ihfftn(input, s=None, dim=None, norm=None):
     >>> lucid.fft.ihfftn(lucid.ones(2, 4)).shape
     (2, 3)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("ihfftn", dim, axis, None)
     return _ihfftn("fft.ihfftn", input, s, dim, norm)
 
 
@@ -468,7 +505,7 @@ def _shift(api, input, dim, sign):
     return roll(x, shifts, dims)
 
 
-def fftshift(input, dim=None):
+def fftshift(input, dim=None, *, axis=None):
     """Move the zero-frequency bin to the center (``roll`` by ``n // 2`` along ``dim``).
 
     Examples
@@ -477,10 +514,12 @@ def fftshift(input, dim=None):
     >>> lucid.fft.fftshift(lucid.fft.fftfreq(4))
     tensor([-0.5 , -0.25,  0.  ,  0.25])
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("fftshift", dim, axis, None)
     return _shift("fft.fftshift", input, dim, 1)
 
 
-def ifftshift(input, dim=None):
+def ifftshift(input, dim=None, *, axis=None):
     """Inverse of :func:`fftshift`.
 
     Examples
@@ -489,6 +528,8 @@ def ifftshift(input, dim=None):
     >>> lucid.fft.ifftshift(lucid.fft.fftshift(lucid.arange(5)))
     tensor([0, 1, 2, 3, 4])
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("ifftshift", dim, axis, None)
     return _shift("fft.ifftshift", input, dim, -1)
 
 

@@ -84,15 +84,11 @@ def _poly_int(x, n, p1, step):
 
 
 def _poly_tensor_n(name, x, n, p1, step):
-    if n.requires_grad:
+    if n.__class__ is Tensor and n.requires_grad:
         raise RuntimeError(f"special.{name}: not differentiable with respect to n (the degree)")
-    if n.__class__ is not Tensor:
-        raise RuntimeError(f"special.{name}: a tensor degree n cannot be transformed (vmap/grad); "
-                           f"pass n as a Python int or a plain tensor")
-    # the highest degree bounds the recurrence, so the degrees are read on the host (explicitly,
-    # once); the comparisons below run on x's device
-    degrees = _as_tensor(np.trunc(host(n.detach()._data)).astype(np.int64)).to(x.device)
-    top = int(degrees.max()) if degrees.numel() else -1
+    n = n.detach()
+    degrees = (n if n.dtype.kind in "biu" else n.trunc()).to(dtype=np.int64, device=x.device)
+    top = _highest_degree(n)
     out = zeros_like(x) + degrees.to(x.dtype) * 0  # the broadcast shape; 0 for negative degrees
     prev, cur = None, ones_like(x)
     for k in range(top + 1):
@@ -102,6 +98,19 @@ def _poly_tensor_n(name, x, n, p1, step):
             prev, cur = cur, step(k - 1, x, cur, prev)
         out = where(degrees == k, cur, out)
     return out
+
+
+def _highest_degree(n):
+    """The largest degree in ``n`` (-1 if empty), which bounds the recurrence.
+
+    Read on the host, once. Under a transform ``n`` is a tracer: the bound is taken over the
+    whole value beneath it (every example of a vmap), so each example still picks its own degree
+    with ``where`` and the recurrence runs as transformable ops (NOTE [Polynomial recurrences]).
+    """
+    while getattr(n, "_level", 0):
+        n = n._inner_value()
+    arr = host(n._data)
+    return int(np.trunc(arr).max()) if arr.size else -1
 
 
 def _two_x_minus(k, x, cur, prev):

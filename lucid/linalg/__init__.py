@@ -30,6 +30,7 @@ from ._solvers import (LDLFactorExResult, LDLFactorResult, LUFactorExResult, LUF
 from ._more import (CholeskyExResult, EigResult, InvExResult, LstsqResult, SolveExResult,  # noqa: F401
                     cholesky_ex, cond, cross, diagonal, eig, eigvals, householder_product, inv_ex, lstsq,
                     matrix_rank, multi_dot, solve_ex, tensorinv, tensorsolve, vander, vecdot)
+from ..ops.numpy_aliases import numpy_axis, numpy_keepdims
 
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
 QRResult = collections.namedtuple("QRResult", ["Q", "R"])
@@ -356,7 +357,7 @@ def _dims(dim, nd, op):
     return tuple(normalize_axis(d, nd, f"linalg.{op}") for d in dims)
 
 
-def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Vector ``ord``-norm over ``dim`` (all dims by default): inf, -inf, 0, or any real p.
 
     Scaled like LAPACK's ``nrm2`` (NOTE [Scaled norms]): no overflow or underflow anywhere in
@@ -383,6 +384,10 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     >>> lucid.linalg.vector_norm(lucid.tensor([3.0, -4.0]), ord=float("inf")).item()
     4.0
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("vector_norm", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("vector_norm", keepdim, keepdims)
     from ..ops import elementwise as E
     from ..ops import reduce as R
 
@@ -416,7 +421,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 
 @autocast_composite("linalg_matrix_norm")  # NOTE [Autocast]
-def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
+def matrix_norm(A, ord='fro', dim=(-2, -1), keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Matrix norm over the two dims ``dim``: 'fro', 'nuc', 2, -2, 1, -1, inf, -inf.
 
     Parameters
@@ -438,6 +443,10 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     >>> lucid.linalg.matrix_norm(lucid.tensor([[1.0, -2.0], [3.0, 4.0]]), ord=1).item()
     6.0
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("matrix_norm", dim, axis, (-2, -1))
+    if keepdims is not None:
+        keepdim = numpy_keepdims("matrix_norm", keepdim, keepdims)
     from ..ops import reduce as R
 
     A = _float(A, "matrix_norm") if dtype is None else _as_tensor(A).to(dtype)
@@ -471,7 +480,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     raise RuntimeError(f"linalg.matrix_norm: order {ord!r} is not supported")
 
 
-def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Vector or matrix norm, chosen like ``torch.linalg.norm``.
 
     ``ord=None``: 2-norm of the flattened input (or over ``dim``). A 2-tuple ``dim`` (or a
@@ -496,6 +505,10 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     >>> lucid.linalg.norm(lucid.tensor([[3.0, 0.0], [0.0, 4.0]])).item()
     5.0
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("norm", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("norm", keepdim, keepdims)
     A = _as_tensor(A)
     if isinstance(dim, int):
         dim = (dim,)
@@ -534,8 +547,12 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
     from ..ops import linalg_eig as _e
 
     A = _matrix(A, "pinv", square=bool(hermitian))
-    if (isinstance(atol, Tensor) or isinstance(rtol, Tensor)) and A.numel():
-        return _pinv_batched_tol(A, atol, rtol, bool(hermitian))
+    if isinstance(atol, Tensor) or isinstance(rtol, Tensor):
+        if A.numel():
+            return _pinv_batched_tol(A, atol, rtol, bool(hermitian))
+        # an empty matrix has no singular value to cut: the tolerances are never read (so they
+        # may be batched under vmap), and the result keeps A's batch shape, as PyTorch's does
+        atol, rtol = 0.0, 0.0
     atol = 0.0 if atol is None else float(atol)
     if rtol is None:
         rtol = float(np.finfo(A.dtype).eps * max(A.shape[-2:])) if atol <= 0 else 0.0

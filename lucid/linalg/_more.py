@@ -17,6 +17,7 @@ from .._core.tensor import Tensor, tensor_method
 from ..ops import linalg_eig as _eig
 from ..ops import linalg_ex as _ex
 from ..ops._family import _as_tensor, normalize_axis
+from ..ops.numpy_aliases import numpy_axis
 
 EigResult = collections.namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 LstsqResult = collections.namedtuple("LstsqResult", ["solution", "residuals", "rank", "singular_values"])
@@ -386,7 +387,7 @@ def solve_ex(A, B, *, left=True, check_errors=False):
 
 # ---------------------------------------------------------------- products etc.
 
-def cross(input, other, *, dim=-1):
+def cross(input, other, *, dim=-1, axis=None):
     """Cross product of 3-vectors along ``dim`` (batch dims broadcast).
 
     Parameters
@@ -402,6 +403,8 @@ def cross(input, other, *, dim=-1):
     >>> lucid.linalg.cross(lucid.tensor([1.0, 0.0, 0.0]), lucid.tensor([0.0, 1.0, 0.0])).tolist()
     [0.0, 0.0, 1.0]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("cross", dim, axis, -1)
     from ..ops.elementwise import promote
     from ..ops.shape import broadcast_to, stack
 
@@ -482,7 +485,7 @@ def multi_dot(tensors):
 
 
 @autocast_composite("linalg_vecdot")  # NOTE [Autocast]: lower precision, as PyTorch's
-def vecdot(x, y, *, dim=-1):
+def vecdot(x, y, *, dim=-1, axis=None):
     """``sum(conj(x) * y)`` along ``dim``, with broadcasting.
 
     Parameters
@@ -498,6 +501,8 @@ def vecdot(x, y, *, dim=-1):
     >>> lucid.linalg.vecdot(lucid.tensor([1.0, 2.0]), lucid.tensor([3.0, 4.0])).item()
     11.0
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("vecdot", dim, axis, -1)
     from ..ops.elementwise import promote
 
     a, b = promote(_as_tensor(x), _as_tensor(y))

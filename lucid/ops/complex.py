@@ -397,6 +397,8 @@ def vdot(input, other):
     if input.ndim != 1 or other.ndim != 1 or input.shape != other.shape:
         raise RuntimeError(f"vdot: expected two 1-D tensors of one size, got shapes {tuple(input.shape)} "
                            f"and {tuple(other.shape)}")
+    if input.dtype.kind == "b" or other.dtype.kind == "b":  # no bool kernel in PyTorch either
+        raise NotImplementedError("vdot: not implemented for bool tensors (as in PyTorch); cast them first")
     prod = conj(input) * other
     # small ints keep their dtype, as PyTorch's dot kernels (sum alone would widen to int64)
     return prod.sum(dtype=prod.dtype) if prod.dtype.kind in "iu" else prod.sum()

@@ -21,6 +21,7 @@ from .._core.backend import add_at, has_values, namespace_of, on_device, on_devi
 from .._core.primitive import TN, bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, move_bdim, normalize_axis, quiet
+from .numpy_aliases import REQUIRED, numpy_axis
 
 
 class _Placeholder:
@@ -507,7 +508,7 @@ def _fit_src(op, src, index, dtype):
 
 
 @tensor_method("gather")
-def gather(input, dim, index, *, sparse_grad=False):
+def gather(input, dim=REQUIRED, index=REQUIRED, *, sparse_grad=False, axis=None):
     """Values of ``input`` picked along ``dim`` by ``index``: ``out[i][j] = input[index[i][j]][j]`` (dim 0).
 
     ``index`` has the same number of dims as ``input`` and may be smaller in the others.
@@ -530,6 +531,8 @@ def gather(input, dim, index, *, sparse_grad=False):
     >>> lucid.gather(x, 1, lucid.tensor([[1], [0]])).tolist()
     [[2.0], [3.0]]
     """
+    if axis is not None or dim is REQUIRED or index is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("gather", dim, axis, REQUIRED, index=index)
     index_shape = tuple(getattr(index, "shape", ()))
     if _empty_index(index):
         input = _as_tensor(input)
@@ -540,7 +543,7 @@ def gather(input, dim, index, *, sparse_grad=False):
 
 
 @tensor_method("scatter")
-def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+def scatter(input, dim=REQUIRED, index=REQUIRED, src=None, *, value=None, reduce=None, axis=None):
     """Copy of ``input`` with ``src`` (a tensor, or a number ``value``) written at ``index`` along ``dim``.
 
     For dim 0: ``out[index[i][j]][j] = src[i][j]``. With repeated indices the value written
@@ -569,6 +572,8 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     >>> lucid.scatter(lucid.zeros(3), 0, lucid.tensor([2, 0]), lucid.tensor([5.0, 6.0])).tolist()
     [6.0, 0.0, 5.0]
     """
+    if axis is not None or dim is REQUIRED or index is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("scatter", dim, axis, REQUIRED, index=index)
     if src is None:
         src = value
     if src is None:
@@ -599,7 +604,7 @@ def _scatter_reduce_kw(input, dim, index, src, reduce):
 
 
 @tensor_method("scatter_add")
-def scatter_add(input, dim, index, src):
+def scatter_add(input, dim=REQUIRED, index=REQUIRED, src=REQUIRED, *, axis=None):
     """Copy of ``input`` with ``src`` added at ``index`` along ``dim`` (repeats accumulate).
 
     Parameters
@@ -619,6 +624,8 @@ def scatter_add(input, dim, index, src):
     >>> lucid.scatter_add(lucid.zeros(3), 0, lucid.tensor([0, 0, 2]), lucid.ones(3)).tolist()
     [2.0, 0.0, 1.0]
     """
+    if axis is not None or dim is REQUIRED or index is REQUIRED or src is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("scatter_add", dim, axis, REQUIRED, index=index, src=src)
     if _empty_index(index):
         return _as_tensor(input).clone()
     shape = tuple(_as_tensor(input).shape)
@@ -629,7 +636,7 @@ def scatter_add(input, dim, index, src):
 
 
 @tensor_method("take_along_dim")
-def take_along_dim(input, indices, dim=None):
+def take_along_dim(input, indices, dim=None, *, axis=None):
     """Values of ``input`` at ``indices`` along ``dim`` (other dims broadcast); flattened when ``dim`` is None.
 
     Parameters
@@ -648,6 +655,8 @@ def take_along_dim(input, indices, dim=None):
     >>> lucid.take_along_dim(x, x.argsort(dim=1), dim=1).tolist()
     [[10.0, 20.0, 30.0]]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("take_along_dim", dim, axis, None)
     input, indices = _as_tensor(input), _as_tensor(indices)
     if dim is None:
         return gather(input.reshape(-1), 0, indices.reshape(-1))
@@ -681,7 +690,7 @@ def _dim_index(op, input, dim, index):
 
 
 @tensor_method("index_select")
-def index_select(input, dim, index):
+def index_select(input, dim=REQUIRED, index=REQUIRED, *, axis=None):
     """The slices of ``input`` along ``dim`` at the positions in the 1-D ``index``.
 
     Parameters
@@ -699,6 +708,8 @@ def index_select(input, dim, index):
     >>> lucid.index_select(lucid.tensor([[1, 2], [3, 4]]), 1, lucid.tensor([1, 1])).tolist()
     [[2, 2], [4, 4]]
     """
+    if axis is not None or dim is REQUIRED or index is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("index_select", dim, axis, REQUIRED, index=index)
     input, axis, index = _dim_index("index_select", input, dim, index)
     if input.ndim == 0:
         return getitem(input.reshape(1), index).reshape(())
@@ -706,7 +717,7 @@ def index_select(input, dim, index):
 
 
 @tensor_method("index_add")
-def index_add(input, dim, index, source, *, alpha=1):
+def index_add(input, dim=REQUIRED, index=REQUIRED, source=REQUIRED, *, alpha=1, axis=None):
     """Copy of ``input`` with ``alpha * source`` added to the slices along ``dim`` at ``index`` (repeats accumulate).
 
     Parameters
@@ -728,6 +739,8 @@ def index_add(input, dim, index, source, *, alpha=1):
     >>> lucid.index_add(lucid.zeros(3), 0, lucid.tensor([0, 0]), lucid.tensor([1.0, 2.0])).tolist()
     [3.0, 0.0, 0.0]
     """
+    if axis is not None or dim is REQUIRED or index is REQUIRED or source is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("index_add", dim, axis, REQUIRED, index=index, source=source)
     input, axis, index = _dim_index("index_add", input, dim, index)
     source = _as_tensor(source)
     want = tuple(index.shape[0] if d == axis else s for d, s in enumerate(input.shape))

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._core.backend import data_pointer
 from .._core.tensor import Tensor, _wrap, tensor_method
+from .numpy_aliases import numpy_axis
 
 
 def _numpy_default_strides(arr):
@@ -20,7 +21,7 @@ def _numpy_default_strides(arr):
 
 
 @tensor_method("stride")
-def stride(input, dim=None):
+def stride(input, dim=None, *, axis=None):
     """Steps, in elements, between neighbours along each dimension (PyTorch's strides).
 
     Examples
@@ -30,6 +31,8 @@ def stride(input, dim=None):
     >>> x.stride(), x.t().stride(), x.stride(-1)
     ((3, 1), (1, 3), 1)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("stride", dim, axis, None)
     if input._level:  # a tracer: the geometry as_strided counts in (NOTE [Strided views])
         from .shape.strided import _geometry
 

@@ -13,6 +13,7 @@ import numpy as np
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, normalize_axis
 from .indexing import _dim_index
+from .numpy_aliases import REQUIRED, numpy_axis
 
 
 def _lucid():
@@ -34,7 +35,7 @@ def _hit_mask(index, n):
 
 
 @tensor_method("index_fill")
-def index_fill(input, dim, index, value):
+def index_fill(input, dim=REQUIRED, index=REQUIRED, value=REQUIRED, *, axis=None):
     """Copy of ``input`` with the slices at ``index`` along ``dim`` set to ``value``.
 
     Examples
@@ -43,6 +44,8 @@ def index_fill(input, dim, index, value):
     >>> lucid.index_fill(lucid.zeros(2, 3), 1, lucid.tensor([0, 2]), 5.0).tolist()
     [[5.0, 0.0, 5.0], [5.0, 0.0, 5.0]]
     """
+    if axis is not None or dim is REQUIRED or index is REQUIRED or value is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("index_fill", dim, axis, REQUIRED, index=index, value=value)
     L = _lucid()
     input, index = _as_tensor(input), _as_tensor(index)
     if index.dtype.kind in "iu":  # PyTorch's index_fill (alone of the index_* family) counts from the end
@@ -60,7 +63,7 @@ def index_fill(input, dim, index, value):
 
 
 @tensor_method("index_copy")
-def index_copy(input, dim, index, source):
+def index_copy(input, dim=REQUIRED, index=REQUIRED, source=REQUIRED, *, axis=None):
     """Copy of ``input`` with the slices at ``index`` along ``dim`` replaced by ``source``'s.
 
     Examples
@@ -69,6 +72,8 @@ def index_copy(input, dim, index, source):
     >>> lucid.index_copy(lucid.zeros(3), 0, lucid.tensor([2, 0]), lucid.tensor([1.0, 2.0])).tolist()
     [2.0, 0.0, 1.0]
     """
+    if axis is not None or dim is REQUIRED or index is REQUIRED or source is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("index_copy", dim, axis, REQUIRED, index=index, source=source)
     L = _lucid()
     input, axis, index = _dim_index("index_copy", input, dim, index)
     cleared = index_fill(input, axis, index, 0)
@@ -229,16 +234,20 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
 
 
 @tensor_method("select_scatter")
-def select_scatter(input, src, dim, index):
+def select_scatter(input, src, dim=REQUIRED, index=REQUIRED, *, axis=None):
     """Copy of ``input`` with ``src`` written at ``input.select(dim, index)``."""
+    if axis is not None or dim is REQUIRED or index is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("select_scatter", dim, axis, REQUIRED, index=index)
     input = _as_tensor(input)
     d = normalize_axis(dim, input.ndim, "select_scatter")
     return _put_at(input, src, (slice(None),) * d + (index,), lambda t: t.select(d, index), "select_scatter")
 
 
 @tensor_method("slice_scatter")
-def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1, *, axis=None):
     """Copy of ``input`` with ``src`` written into the slice ``start:end:step`` along ``dim``."""
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("slice_scatter", dim, axis, 0)
     input = _as_tensor(input)
     d = normalize_axis(dim, input.ndim, "slice_scatter")
     key = (slice(None),) * d + (slice(start, end, step),)
@@ -249,7 +258,8 @@ _REDUCES = ("sum", "prod", "mean", "amax", "amin")
 
 
 @tensor_method("scatter_reduce")
-def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+def scatter_reduce(input, dim=REQUIRED, index=REQUIRED, src=REQUIRED, reduce=REQUIRED, *, include_self=True,
+                   axis=None):
     """Reduce ``src`` into ``input`` at ``index`` along ``dim``: "sum", "prod", "mean", "amax", "amin".
 
     For dim 0: ``out[index[i][j]][j] = reduce(out[index[i][j]][j], src[i][j])`` over all i;
@@ -263,6 +273,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     >>> lucid.scatter_reduce(x, 0, lucid.tensor([0, 0, 1]), lucid.tensor([5.0, 3.0, 2.0]), "amax").tolist()
     [5.0, 10.0]
     """
+    if axis is not None or dim is REQUIRED or index is REQUIRED or src is REQUIRED or reduce is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("scatter_reduce", dim, axis, REQUIRED, index=index, src=src, reduce=reduce)
     L = _lucid()
     if reduce not in _REDUCES:
         raise RuntimeError(f"scatter_reduce: reduce must be one of {_REDUCES}, got {reduce!r}")

@@ -53,6 +53,7 @@ from .._core.grad_mode import STATE, enable_grad, no_grad
 from .._core.tensor import Tensor, _wrap, tensor_method
 from .inplace import _adopt, _bump, _check_leaf, _inplace, _rebase
 from .inplace_more import _method
+from .numpy_aliases import REQUIRED, numpy_axis
 
 
 def _lucid(name):
@@ -177,7 +178,7 @@ def sum_to_size(self, *size):
 
 
 @tensor_method("narrow_copy")
-def narrow_copy(self, dim, start, length):
+def narrow_copy(self, dim=REQUIRED, start=REQUIRED, length=REQUIRED, *, axis=None):
     """``narrow(dim, start, length)`` as a new contiguous tensor (not a view).
 
     Examples
@@ -191,6 +192,8 @@ def narrow_copy(self, dim, start, length):
     >>> y.is_contiguous(), y.storage_offset()
     (True, 0)
     """
+    if axis is not None or dim is REQUIRED or start is REQUIRED or length is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("narrow_copy", dim, axis, REQUIRED, start=start, length=length)
     try:
         return _lucid("narrow")(self, dim, start, length).clone()
     except (RuntimeError, IndexError, ValueError) as e:
@@ -292,7 +295,9 @@ def _polygamma_(self, n):
 
 
 def _scan_(name):
-    def method(self, dim, dtype=None):
+    def method(self, dim=REQUIRED, dtype=None, *, axis=None):
+        if axis is not None or dim is REQUIRED:  # See NOTE [NumPy keyword aliases]
+            dim = numpy_axis(name, dim, axis, REQUIRED)
         if dtype is not None and as_lucid(dtype) != self.dtype:  # PyTorch refuses a cast back too
             raise RuntimeError(f"{name}: Bad in-place call: input tensor dtype {self.dtype} and output "
                                f"tensor dtype {as_lucid(dtype)} should match")
@@ -503,7 +508,7 @@ def _reshape_back(shape):
 
 
 @tensor_method("squeeze_")
-def squeeze_(self, dim=None):
+def squeeze_(self, dim=None, *, axis=None):
     """In-place :meth:`Tensor.squeeze` (all size-1 dims, or those of ``dim``); returns ``self``.
 
     Examples
@@ -513,13 +518,15 @@ def squeeze_(self, dim=None):
     >>> x.squeeze_().shape
     (3,)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("squeeze_", dim, axis, None)
     shape = tuple(self.shape)
     return _relayout("squeeze_", self, lambda t: t.squeeze() if dim is None else t.squeeze(dim),
                      _reshape_back(shape))
 
 
 @tensor_method("unsqueeze_")
-def unsqueeze_(self, dim):
+def unsqueeze_(self, dim=REQUIRED, *, axis=None):
     """In-place :meth:`Tensor.unsqueeze`; returns ``self``.
 
     Examples
@@ -529,6 +536,8 @@ def unsqueeze_(self, dim):
     >>> x.unsqueeze_(-1).shape
     (3, 1)
     """
+    if axis is not None or dim is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("unsqueeze_", dim, axis, REQUIRED)
     shape = tuple(self.shape)
     return _relayout("unsqueeze_", self, lambda t: t.unsqueeze(dim), _reshape_back(shape))
 

@@ -32,6 +32,7 @@ from .inplace import BEFORE_MUTATION, _bump, _check_writeable
 from .tensor_surface import _renamed, _size_args
 from .memory_format import _BY_NAME as _FORMATS_BY_NAME, as_format, contiguous_format, is_contiguous_strides
 from .memory_format import channels_last as _channels_last
+from .numpy_aliases import numpy_axis
 
 
 def _lucid(name):
@@ -421,7 +422,7 @@ def _plain_views(pieces):
     return tuple(pieces)
 
 
-def unsafe_split(tensor, split_size, dim=0):
+def unsafe_split(tensor, split_size, dim=0, *, axis=None):
     """:func:`lucid.split` into pieces of ``split_size`` (an int). PyTorch's unsafe variant skips
     view tracking; Lucid's pieces are ordinary views, so changing one in place is safe.
 
@@ -431,11 +432,13 @@ def unsafe_split(tensor, split_size, dim=0):
     >>> lucid.arange(5).unsafe_split(2)
     (tensor([0, 1]), tensor([2, 3]), tensor([4]))
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("unsafe_split", dim, axis, 0)
     return _plain_views(_call_as("unsafe_split", _lucid("split"), tensor,
                                  _index("unsafe_split", "split_size", split_size), dim))
 
 
-def unsafe_split_with_sizes(input, split_sizes, dim=0):
+def unsafe_split_with_sizes(input, split_sizes, dim=0, *, axis=None):
     """:func:`lucid.split` into pieces of the given sizes (which must sum to the dim's size).
 
     Examples
@@ -444,6 +447,8 @@ def unsafe_split_with_sizes(input, split_sizes, dim=0):
     >>> lucid.arange(5).unsafe_split_with_sizes([2, 3])
     (tensor([0, 1]), tensor([2, 3, 4]))
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("unsafe_split_with_sizes", dim, axis, 0)
     if not isinstance(split_sizes, (list, tuple)):
         raise TypeError(f"unsafe_split_with_sizes: argument 'split_sizes' must be a list of ints, not "
                         f"{type(split_sizes).__name__}")
@@ -451,7 +456,7 @@ def unsafe_split_with_sizes(input, split_sizes, dim=0):
     return _plain_views(_call_as("unsafe_split_with_sizes", _lucid("split_with_sizes"), input, sizes, dim))
 
 
-def unsafe_chunk(input, chunks, dim=0):
+def unsafe_chunk(input, chunks, dim=0, *, axis=None):
     """:func:`lucid.chunk` (see :func:`unsafe_split` for what "unsafe" means in PyTorch).
 
     Examples
@@ -460,6 +465,8 @@ def unsafe_chunk(input, chunks, dim=0):
     >>> lucid.arange(5).unsafe_chunk(2)
     (tensor([0, 1, 2]), tensor([3, 4]))
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("unsafe_chunk", dim, axis, 0)
     return _plain_views(_call_as("unsafe_chunk", _lucid("chunk"), input, _index("unsafe_chunk", "chunks", chunks),
                                  dim))
 

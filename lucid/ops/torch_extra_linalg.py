@@ -9,6 +9,7 @@ import math
 
 from .._core.tensor import Tensor, tensor_method
 from ._family import _as_tensor
+from .numpy_aliases import numpy_axis, numpy_keepdims
 
 __all__ = ["hash_tensor", "lobpcg"]
 
@@ -69,7 +70,7 @@ def _xor_fold(y):
 
 
 @tensor_method("hash_tensor")
-def hash_tensor(input, dim=None, *, keepdim=False, mode=0):
+def hash_tensor(input, dim=None, *, keepdim=False, mode=0, axis=None, keepdims=None):
     """A hash of ``input``'s elements: the XOR of their bit patterns as ``uint64``.
 
     Each element is widened to its 64-bit type (floats to float64, signed integers and bool
@@ -100,6 +101,10 @@ def hash_tensor(input, dim=None, *, keepdim=False, mode=0):
     >>> lucid.hash_tensor(lucid.tensor([[1, 2], [3, 3]]), 1)
     tensor([3, 0], dtype=lucid.uint64)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("hash_tensor", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("hash_tensor", keepdim, keepdims)
     input = _as_tensor(input)
     if mode != 0:
         raise RuntimeError(f"hash_tensor: unknown hash_tensor mode: {mode} (only 0, XOR reduction, exists)")

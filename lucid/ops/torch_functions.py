@@ -25,6 +25,7 @@ from .._core.primitive import bind
 from .._core.size import Size
 from .._core.tensor import Tensor
 from ._family import _as_tensor, nondiff, normalize_axis, xp
+from .numpy_aliases import REQUIRED, numpy_axis, numpy_keepdims
 
 HistogramddResult = collections.namedtuple("histogramdd", ["hist", "bin_edges"])
 
@@ -239,7 +240,7 @@ def chain_matmul(*matrices):
     return ms[0].clone() if len(ms) == 1 else _L().linalg.multi_dot(ms)
 
 
-def cross(input, other, dim=None):
+def cross(input, other, dim=None, *, axis=None):
     """The cross product of 3-vectors along ``dim`` (both inputs of size 3 there; the other
     dims broadcast). ``dim=None`` (deprecated, warns as in PyTorch) picks ``input``'s first
     dim of size 3; pass ``dim`` or use :func:`lucid.linalg.cross` (whose default is ``-1``).
@@ -250,6 +251,8 @@ def cross(input, other, dim=None):
     >>> lucid.cross(lucid.tensor([1.0, 0.0, 0.0]), lucid.tensor([0.0, 1.0, 0.0]), dim=0)
     tensor([0., 0., 1.])
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("cross", dim, axis, None)
     a, b = _as_tensor(input), _as_tensor(other)
     if dim is None:
         _deprecated("Using cross without specifying the dim arg is deprecated (as in PyTorch). Pass the dim "
@@ -267,7 +270,7 @@ def cross(input, other, dim=None):
     return _L().linalg.cross(a, b, dim=d)
 
 
-def frobenius_norm(input, dim, keepdim=False):
+def frobenius_norm(input, dim=REQUIRED, keepdim=False, *, axis=None, keepdims=None):
     """The 2-norm over ``dim`` (at most two dims; ``()`` means all). Deprecated in PyTorch,
     which warns: use :func:`lucid.linalg.vector_norm`.
 
@@ -279,6 +282,10 @@ def frobenius_norm(input, dim, keepdim=False):
     ...     lucid.frobenius_norm(lucid.tensor([[3.0, 0.0], [0.0, 4.0]]), (0, 1))
     tensor(5.)
     """
+    if axis is not None or dim is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("frobenius_norm", dim, axis, REQUIRED)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("frobenius_norm", keepdim, keepdims)
     _deprecated("frobenius_norm is deprecated and will be removed in a future release (as in PyTorch). Use "
                 "lucid.linalg.vector_norm(A, 2., dim, keepdim) instead.")
     x = _as_tensor(input)
@@ -293,7 +300,7 @@ def frobenius_norm(input, dim, keepdim=False):
     return _L().linalg.vector_norm(x, 2, dim=tuple(norm) or None, keepdim=keepdim)
 
 
-def nuclear_norm(input, dim=None, keepdim=False):
+def nuclear_norm(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """The sum of singular values of the matrices over ``dim`` (default the last two dims).
     As in PyTorch, the second positional argument may be ``keepdim`` (a bool) or ``dim``.
     Deprecated in PyTorch, which warns: use :func:`lucid.linalg.matrix_norm` with ``'nuc'``.
@@ -306,6 +313,10 @@ def nuclear_norm(input, dim=None, keepdim=False):
     ...     lucid.nuclear_norm(lucid.tensor([[3.0, 0.0], [0.0, -4.0]]))
     tensor(7.)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("nuclear_norm", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("nuclear_norm", keepdim, keepdims)
     _deprecated("nuclear_norm is deprecated and will be removed in a future release (as in PyTorch). Use "
                 "lucid.linalg.matrix_norm(A, 'nuc', dim, keepdim) instead.")
     if isinstance(dim, bool):
@@ -351,7 +362,7 @@ def msort(input):
     return _L().sort(_as_tensor(input), dim=0).values
 
 
-def trapz(y, x=None, *, dx=None, dim=-1):
+def trapz(y, x=None, *, dx=None, dim=-1, axis=None):
     """The trapezoidal rule along ``dim`` (PyTorch's alias of :func:`lucid.trapezoid`): with
     sample points ``x`` (a tensor) or a constant spacing ``dx`` (default 1), not both.
 
@@ -361,6 +372,8 @@ def trapz(y, x=None, *, dx=None, dim=-1):
     >>> lucid.trapz(lucid.tensor([1.0, 2.0, 3.0]), dx=0.5)
     tensor(2.)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("trapz", dim, axis, -1)
     if x is not None and dx is not None:
         raise TypeError("trapz: pass the sample points x or the spacing dx, not both")
     if x is not None and not isinstance(x, Tensor):
@@ -374,7 +387,7 @@ def _getitem(x, d, start, stop):
     return getitem(x, (slice(None),) * d + (slice(start, stop),))
 
 
-def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indices=None):
+def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indices=None, axis=None):
     """Split ``input`` along ``dim`` into views: into ``n`` near-equal parts (an int or a 0-d
     int64 tensor; the first ``size % n`` parts one longer) or before each index of a list (or
     1-d int64 tensor) of indices (Python slicing: negative indices count from the end, out of
@@ -388,6 +401,8 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
     >>> [t.tolist() for t in lucid.tensor_split(lucid.arange(7), [1, 5])]
     [[0], [1, 2, 3, 4], [5, 6]]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("tensor_split", dim, axis, 0)
     given = [v for v in (indices_or_sections, sections, indices) if v is not None]
     if len(given) != 1:  # PyTorch's overloads: exactly one of the three
         raise TypeError("tensor_split: expected exactly one of indices_or_sections, sections= or indices=")
@@ -418,7 +433,7 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
     return tuple(_getitem(x, d, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1))
 
 
-def split_with_sizes(input, split_sizes, dim=0):
+def split_with_sizes(input, split_sizes, dim=0, *, axis=None):
     """Split ``input`` along ``dim`` into views of the given sizes (they must add up to its size).
 
     Examples
@@ -427,6 +442,8 @@ def split_with_sizes(input, split_sizes, dim=0):
     >>> [t.tolist() for t in lucid.split_with_sizes(lucid.arange(5), [2, 3])]
     [[0, 1], [2, 3, 4]]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("split_with_sizes", dim, axis, 0)
     return _L().split(_as_tensor(input), _ints(split_sizes, "split_with_sizes", "split_sizes"), dim)
 
 
@@ -511,7 +528,8 @@ def unravel_index(indices, shape):
 _INDEX_REDUCES = ("prod", "mean", "amax", "amin")
 
 
-def index_reduce(input, dim, index, source, reduce, *, include_self=True):
+def index_reduce(input, dim=REQUIRED, index=REQUIRED, source=REQUIRED, reduce=REQUIRED, *, include_self=True,
+                 axis=None):
     """Reduce the slices of ``source`` into ``input`` at ``index`` along ``dim``:
     ``out[..., index[i], ...] = reduce(out[..., index[i], ...], source[..., i, ...])``.
 
@@ -527,6 +545,8 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     >>> lucid.index_reduce(x, 0, lucid.tensor([0, 0, 2]), lucid.tensor([4.0, 5.0, 6.0]), "prod")
     tensor([20.,  2., 18.])
     """
+    if axis is not None or dim is REQUIRED or index is REQUIRED or source is REQUIRED or reduce is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("index_reduce", dim, axis, REQUIRED, index=index, source=source, reduce=reduce)
     if reduce not in _INDEX_REDUCES:
         raise RuntimeError(f"index_reduce: expected reduce to be one of prod, mean, amax or amin, got {reduce!r}")
     x, idx, src = _as_tensor(input), _as_tensor(index), _as_tensor(source)
@@ -552,8 +572,11 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     return out.reshape(()) if scalar else out
 
 
-def _index_reduce_(self, dim, index, source, reduce, *, include_self=True):
+def _index_reduce_(self, dim=REQUIRED, index=REQUIRED, source=REQUIRED, reduce=REQUIRED, *,
+                   include_self=True, axis=None):
     """In-place :func:`lucid.index_reduce`; returns ``self``."""
+    if axis is not None or dim is REQUIRED or index is REQUIRED or source is REQUIRED or reduce is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("_index_reduce_", dim, axis, REQUIRED, index=index, source=source, reduce=reduce)
     from .inplace import _inplace
 
     return _inplace("index_reduce_", self, (index, source),

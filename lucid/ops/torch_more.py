@@ -15,6 +15,13 @@ from .torch_rnn import *  # noqa: F401,F403
 from .torch_rnn import __all__ as _rnn_all
 from .foreach import *  # noqa: F401,F403
 from .foreach import __all__ as _foreach_all
+from .batch_norm_kernels import *  # noqa: F401,F403
+from .batch_norm_kernels import __all__ as _batch_norm_all
+from .torch_quantized_functions import *  # noqa: F401,F403
+from .torch_quantized_functions import __all__ as _quantized_all
+from .torch_aten_more import *  # noqa: F401,F403
+from .torch_aten_more import __all__ as _aten_all
+from .numpy_aliases import REQUIRED, numpy_axis, numpy_keepdims
 
 __all__ = ["alias_copy", "as_strided_copy", "detach_copy", "diagonal_copy", "expand_copy", "from_file", "geqrf",
            "narrow_copy", "native_batch_norm", "native_channel_shuffle", "native_dropout", "native_group_norm",
@@ -24,6 +31,9 @@ __all__ = ["alias_copy", "as_strided_copy", "detach_copy", "diagonal_copy", "exp
            "view_as_real_copy", "view_copy"]
 __all__ += _rnn_all  # the recurrent functions: a family of their own, in torch_rnn.py
 __all__ += _foreach_all  # torch._foreach_*: list-at-a-time ops, in foreach.py
+__all__ += _batch_norm_all  # the SyncBatchNorm kernels, in batch_norm_kernels.py
+__all__ += _quantized_all  # q_scale, int_repr, quantized_max_pool2d ..., in torch_quantized_functions.py
+__all__ += _aten_all  # grid_sampler, slice_inverse, indices_copy, sspaddmm ..., in torch_aten_more.py
 
 
 def _L():
@@ -136,7 +146,7 @@ def expand_copy(input, size, *, implicit=False, out=None):
     return _write_out("expand_copy", _fresh(_as_tensor(input).expand(*size)), out)
 
 
-def narrow_copy(input, dim, start, length, *, out=None):
+def narrow_copy(input, dim=REQUIRED, start=REQUIRED, length=REQUIRED, *, out=None, axis=None):
     """``narrow(input, dim, start, length)`` as a fresh tensor (also ``Tensor.narrow_copy``).
 
     Examples
@@ -145,6 +155,8 @@ def narrow_copy(input, dim, start, length, *, out=None):
     >>> lucid.narrow_copy(lucid.arange(5.0), 0, 1, 3)
     tensor([1., 2., 3.])
     """
+    if axis is not None or dim is REQUIRED or start is REQUIRED or length is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("narrow_copy", dim, axis, REQUIRED, start=start, length=length)
     from .tensor_surface import narrow_copy as copy_method  # Tensor.narrow_copy: errors named narrow_copy
 
     return _write_out("narrow_copy", copy_method(_as_tensor(input), dim, start, length), out)
@@ -162,7 +174,7 @@ def permute_copy(input, dims, *, out=None):
     return _write_out("permute_copy", _fresh(_L().permute(_as_tensor(input), tuple(dims))), out)
 
 
-def select_copy(input, dim, index, *, out=None):
+def select_copy(input, dim=REQUIRED, index=REQUIRED, *, out=None, axis=None):
     """``select(input, dim, index)`` as a fresh tensor.
 
     Examples
@@ -171,10 +183,12 @@ def select_copy(input, dim, index, *, out=None):
     >>> lucid.select_copy(lucid.tensor([[1.0, 2.0], [3.0, 4.0]]), 1, 0)
     tensor([1., 3.])
     """
+    if axis is not None or dim is REQUIRED or index is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("select_copy", dim, axis, REQUIRED, index=index)
     return _write_out("select_copy", _fresh(_L().select(_as_tensor(input), dim, index)), out)
 
 
-def slice_copy(input, dim=0, start=None, end=None, step=1, *, out=None):
+def slice_copy(input, dim=0, start=None, end=None, step=1, *, out=None, axis=None):
     """``input[..., start:end:step, ...]`` along ``dim``, as a fresh tensor (``torch.slice_copy``).
 
     Examples
@@ -183,6 +197,8 @@ def slice_copy(input, dim=0, start=None, end=None, step=1, *, out=None):
     >>> lucid.slice_copy(lucid.arange(6.0), 0, 1, None, 2)
     tensor([1., 3., 5.])
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("slice_copy", dim, axis, 0)
     x = _as_tensor(input)
     if step <= 0:
         raise ValueError(f"slice_copy: slice step must be positive, got {step}")
@@ -193,7 +209,7 @@ def slice_copy(input, dim=0, start=None, end=None, step=1, *, out=None):
     return _write_out("slice_copy", _fresh(x[key]), out)
 
 
-def split_copy(input, split_size, dim=0, *, out=None):
+def split_copy(input, split_size, dim=0, *, out=None, axis=None):
     """``split(input, split_size, dim)`` with every piece a fresh tensor (a tuple).
 
     Examples
@@ -202,11 +218,13 @@ def split_copy(input, split_size, dim=0, *, out=None):
     >>> lucid.split_copy(lucid.arange(5.0), 2)
     (tensor([0., 1.]), tensor([2., 3.]), tensor([4.]))
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("split_copy", dim, axis, 0)
     res = tuple(_fresh(p) for p in _L().split(_as_tensor(input), split_size, dim))
     return _write_outs("split_copy", res, out)
 
 
-def split_with_sizes_copy(input, split_sizes, dim=0, *, out=None):
+def split_with_sizes_copy(input, split_sizes, dim=0, *, out=None, axis=None):
     """``split_with_sizes(input, split_sizes, dim)`` with every piece a fresh tensor.
 
     Examples
@@ -215,11 +233,13 @@ def split_with_sizes_copy(input, split_sizes, dim=0, *, out=None):
     >>> lucid.split_with_sizes_copy(lucid.arange(3.0), [1, 2])
     (tensor([0.]), tensor([1., 2.]))
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("split_with_sizes_copy", dim, axis, 0)
     res = tuple(_fresh(p) for p in _L().split_with_sizes(_as_tensor(input), list(split_sizes), dim))
     return _write_outs("split_with_sizes_copy", res, out)
 
 
-def squeeze_copy(input, dim=None, *, out=None):
+def squeeze_copy(input, dim=None, *, out=None, axis=None):
     """``squeeze(input, dim)`` as a fresh tensor (``dim`` an int, a tuple or None).
 
     Examples
@@ -228,6 +248,8 @@ def squeeze_copy(input, dim=None, *, out=None):
     >>> lucid.squeeze_copy(lucid.zeros(1, 2, 1), (0, 2)).shape
     (2,)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("squeeze_copy", dim, axis, None)
     return _write_out("squeeze_copy", _fresh(_L().squeeze(_as_tensor(input), dim)), out)
 
 
@@ -256,7 +278,7 @@ def transpose_copy(input, dim0, dim1, *, out=None):
     return _write_out("transpose_copy", _fresh(_L().transpose(_as_tensor(input), dim0, dim1)), out)
 
 
-def unbind_copy(input, dim=0, *, out=None):
+def unbind_copy(input, dim=0, *, out=None, axis=None):
     """``unbind(input, dim)`` with every slice a fresh tensor (a tuple).
 
     Examples
@@ -265,6 +287,8 @@ def unbind_copy(input, dim=0, *, out=None):
     >>> lucid.unbind_copy(lucid.tensor([[1.0, 2.0], [3.0, 4.0]]), 1)
     (tensor([1., 3.]), tensor([2., 4.]))
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("unbind_copy", dim, axis, 0)
     res = tuple(_fresh(p) for p in _L().unbind(_as_tensor(input), dim))
     return _write_outs("unbind_copy", res, out)
 
@@ -282,7 +306,7 @@ def unfold_copy(input, dimension, size, step, *, out=None):
     return _write_out("unfold_copy", _fresh(_as_tensor(input).unfold(dimension, size, step)), out)
 
 
-def unsqueeze_copy(input, dim, *, out=None):
+def unsqueeze_copy(input, dim=REQUIRED, *, out=None, axis=None):
     """``unsqueeze(input, dim)`` as a fresh tensor.
 
     Examples
@@ -291,6 +315,8 @@ def unsqueeze_copy(input, dim, *, out=None):
     >>> lucid.unsqueeze_copy(lucid.zeros(2), 0).shape
     (1, 2)
     """
+    if axis is not None or dim is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("unsqueeze_copy", dim, axis, REQUIRED)
     return _write_out("unsqueeze_copy", _fresh(_L().unsqueeze(_as_tensor(input), dim)), out)
 
 
@@ -477,7 +503,7 @@ def native_dropout(input, p, train):
     return x * keep.to(x.dtype) * scale, keep != 0
 
 
-def native_norm(input, p=2, dim=None, keepdim=False, dtype=None):
+def native_norm(input, p=2, dim=None, keepdim=False, dtype=None, *, axis=None, keepdims=None):
     """The ``p``-norm of ``input`` (over ``dim``, all dims when None), as ``torch.native_norm``.
 
     PyTorch runs it on sparse tensors only; here it is the dense ``linalg.vector_norm``
@@ -489,11 +515,15 @@ def native_norm(input, p=2, dim=None, keepdim=False, dtype=None):
     >>> lucid.native_norm(lucid.tensor([3.0, 4.0]))
     tensor(5.)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("native_norm", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("native_norm", keepdim, keepdims)
     dims = (dim,) if isinstance(dim, int) else (None if dim is None or len(dim) == 0 else tuple(dim))
     return _L().linalg.vector_norm(_as_tensor(input), 2 if p is None else p, dims, keepdim, dtype=dtype)
 
 
-def norm_except_dim(v, pow=2, dim=0):
+def norm_except_dim(v, pow=2, dim=0, *, axis=None):
     """The ``pow``-norm of ``v`` over every dim but ``dim``, keeping ``v``'s rank (size 1 except at
     ``dim``), as ``torch.norm_except_dim`` (weight normalisation's ``||v||``). ``dim=-1``
     means no dim kept: the norm of the whole tensor (a 0-d tensor), as in PyTorch.
@@ -504,6 +534,8 @@ def norm_except_dim(v, pow=2, dim=0):
     >>> lucid.norm_except_dim(lucid.tensor([[3.0, 0.0], [0.0, 4.0]]), 2, 1)
     tensor([[3., 4.]])
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("norm_except_dim", dim, axis, 0)
     v = _as_tensor(v)
     vn = _L().linalg.vector_norm
     if dim == -1:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .._core.tensor import Tensor
 from ._family import _as_tensor
+from .numpy_aliases import numpy_keepdims
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
@@ -414,7 +415,7 @@ def bilinear(input1, input2, weight, bias=None):
     return _F().bilinear(input1, input2, weight, bias)
 
 
-def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+def pairwise_distance(x1, x2, p=2.0, eps=1e-06, keepdim=False, *, keepdims=None):
     """``||x1 - x2 + eps||_p`` over the last dim (:func:`lucid.nn.functional.pairwise_distance`).
 
     Examples
@@ -423,6 +424,8 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     >>> lucid.pairwise_distance(lucid.tensor([[3.0, 4.0]]), lucid.zeros(1, 2), eps=0.0)
     tensor([5.])
     """
+    if keepdims is not None:  # See NOTE [NumPy keyword aliases]
+        keepdim = numpy_keepdims("pairwise_distance", keepdim, keepdims)
     return _F().pairwise_distance(x1, x2, p, eps, keepdim)
 
 

@@ -151,8 +151,9 @@ def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nsp, 
     size = math.prod(out_sp)
     flat = idx.reshape(n, c, -1)
     # The bounds check reads values: CPU only (on a device it would read back every call;
-    # PyTorch's CUDA kernel checks with a device-side assert).
-    if array_cls_of(flat) is np.ndarray and flat.numel() and (
+    # PyTorch's CUDA kernel checks with a device-side assert), and plain tensors only (a
+    # transform's tracer has no values to read: vmap batches max_unpool as PyTorch's does).
+    if flat.__class__ is _lucid().Tensor and array_cls_of(flat) is np.ndarray and flat.numel() and (
             int(flat.min().item()) < 0 or int(flat.max().item()) >= size):
         raise RuntimeError(f"{op}: found an index out of bounds for an output of size {out_sp}")
     out = _lucid().zeros(n, c, size, dtype=x.dtype, device=x.device).scatter(2, flat, x.reshape(n, c, -1))
@@ -176,6 +177,13 @@ def _unpool_size(default, stride, output_size, op):
     return size
 
 
+# PyTorch's CPU autocast runs max_unpool2d/3d (and max_unpool1d, which calls the 2-d kernel) in
+# float32 and leaves them alone on CUDA: the lists of max_pool3d exactly, so the three unpools are
+# cast as that name says (lucid/amp/autocast_mode.py's lists do not name the unpools).
+_UNPOOL_AUTOCAST_LISTS = "max_pool3d"
+
+
+@autocast_composite(_UNPOOL_AUTOCAST_LISTS)  # NOTE [Autocast]
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Partial inverse of ``max_pool1d``: each value goes back to the position its index
     names, zeros elsewhere.
@@ -190,6 +198,7 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d")
 
 
+@autocast_composite(_UNPOOL_AUTOCAST_LISTS)  # NOTE [Autocast]
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Partial inverse of ``max_pool2d`` (see :func:`max_unpool1d`).
 
@@ -203,6 +212,7 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d")
 
 
+@autocast_composite(_UNPOOL_AUTOCAST_LISTS)  # NOTE [Autocast]
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Partial inverse of ``max_pool3d`` (see :func:`max_unpool1d`).
 

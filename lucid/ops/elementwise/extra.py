@@ -18,6 +18,7 @@ from ..._core.tensor import Tensor, _wrap, tensor_method
 from .._family import _as_tensor, batch_elementwise, binary, nondiff, normalize_axis
 from ._half import F16, F32
 from .arithmetic import DtypeNotImplemented, _floatify, _is_half, _zero, cast, promote
+from ..numpy_aliases import REQUIRED, numpy_axis
 
 
 def _t(x):
@@ -423,7 +424,7 @@ def _dim_slices(d, nd):
     return pre + (slice(1, None),), pre + (slice(None, -1),)
 
 
-def trapezoid(y, x=None, *, dx=None, dim=-1):
+def trapezoid(y, x=None, *, dx=None, dim=-1, axis=None):
     """Integral of ``y`` along ``dim`` by the trapezoid rule (spacing ``dx`` or sample points ``x``).
 
     Examples
@@ -432,10 +433,12 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
     >>> lucid.trapezoid(lucid.tensor([1.0, 2.0, 3.0])).item()
     4.0
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("trapezoid", dim, axis, -1)
     return _trapz("trapezoid", y, x, dx, dim, cumulative=False)
 
 
-def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1, axis=None):
     """Running trapezoid-rule integral of ``y`` along ``dim`` (one element shorter).
 
     Examples
@@ -444,10 +447,12 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     >>> lucid.cumulative_trapezoid(lucid.tensor([1.0, 2.0, 3.0])).tolist()
     [1.5, 4.0]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("cumulative_trapezoid", dim, axis, -1)
     return _trapz("cumulative_trapezoid", y, x, dx, dim, cumulative=True)
 
 
-def gradient(input, *, spacing=1, dim=None, edge_order=1):
+def gradient(input, *, spacing=1, dim=None, edge_order=1, axis=None):
     """Derivatives of sampled values by central differences, one tensor per ``dim``, as
     ``torch.gradient`` / ``numpy.gradient``.
 
@@ -473,6 +478,8 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     >>> lucid.gradient(lucid.tensor([1.0, 4.0, 9.0, 16.0]))[0].tolist()
     [3.0, 4.0, 6.0, 7.0]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("gradient", dim, axis, None)
     op = "gradient"
     y = _t(input)
     if y.dtype.kind in "biu":
@@ -609,8 +616,10 @@ def pdist(input, p=2):
     return F.pdist(input, p)
 
 
-def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+def cosine_similarity(x1, x2, dim=1, eps=1e-08, *, axis=None):
     """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (as ``nn.functional``)."""
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("cosine_similarity", dim, axis, 1)
     from ...nn import functional as F
 
     return F.cosine_similarity(x1, x2, dim=dim, eps=eps)
@@ -618,7 +627,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 
 @tensor_method("renorm")
 @autocast_composite("renorm")  # NOTE [Autocast]
-def renorm(input, p, dim, maxnorm):
+def renorm(input, p, dim=REQUIRED, maxnorm=REQUIRED, *, axis=None):
     """Rescale each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` to norm ``maxnorm``.
 
     Examples
@@ -627,6 +636,8 @@ def renorm(input, p, dim, maxnorm):
     >>> lucid.renorm(lucid.tensor([[3.0, 4.0], [0.3, 0.4]]), 2, 0, 1.0).tolist()
     [[0.6000000238418579, 0.800000011920929], [0.30000001192092896, 0.4000000059604645]]
     """
+    if axis is not None or dim is REQUIRED or maxnorm is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("renorm", dim, axis, REQUIRED, maxnorm=maxnorm)
     import lucid
 
     x = _t(input)

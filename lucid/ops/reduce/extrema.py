@@ -12,6 +12,7 @@ from ..._core.tensor import Tensor, tensor_method
 from .._family import _as_tensor, batch_unary_axis, normalize_axis
 from ._common import (EmptyReductionError, _axis_key, _drop_axis, _lift0d, _nondiff, _py_any, all_dims_if_empty,
                       expand_reduced, norm_axes, pick_along_p, return_types)
+from ..numpy_aliases import numpy_axis, numpy_keepdims
 
 
 # ---------------------------------------------------------------- amax / amin
@@ -49,7 +50,7 @@ amin_p = _extreme("amin", xp.min)
 
 
 @tensor_method("amax")
-def amax(input, dim=None, keepdim=False):
+def amax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Maximum over ``dim``; ties share the gradient equally.
 
     Parameters
@@ -67,6 +68,10 @@ def amax(input, dim=None, keepdim=False):
     >>> lucid.tensor([[1, 5], [3, 2]]).amax(dim=1).tolist()
     [5, 3]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("amax", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("amax", keepdim, keepdims)
     input = _as_tensor(input)
     axes = norm_axes(all_dims_if_empty(dim), input.ndim, "amax")
     if input.numel() == 0 and _py_any(input.shape[a] == 0 for a in axes):
@@ -75,7 +80,7 @@ def amax(input, dim=None, keepdim=False):
 
 
 @tensor_method("amin")
-def amin(input, dim=None, keepdim=False):
+def amin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Minimum over ``dim``; ties share the gradient equally.
 
     Parameters
@@ -93,6 +98,10 @@ def amin(input, dim=None, keepdim=False):
     >>> lucid.tensor([[1, 5], [3, 2]]).amin(dim=1).tolist()
     [1, 2]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("amin", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("amin", keepdim, keepdims)
     input = _as_tensor(input)
     axes = norm_axes(all_dims_if_empty(dim), input.ndim, "amin")
     if input.numel() == 0 and _py_any(input.shape[a] == 0 for a in axes):
@@ -122,7 +131,7 @@ def _arg_reduce(prim, input, dim, keepdim, op):
 
 
 @tensor_method("argmax")
-def argmax(input, dim=None, keepdim=False):
+def argmax(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Index of the (first) maximum over ``dim``, or into the flattened input (int64, no gradient).
 
     Parameters
@@ -140,11 +149,15 @@ def argmax(input, dim=None, keepdim=False):
     >>> lucid.argmax(lucid.tensor([[1.0, 5.0], [7.0, 2.0]]), dim=1).tolist()
     [1, 0]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("argmax", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("argmax", keepdim, keepdims)
     return _arg_reduce(argmax_p, input, dim, keepdim, "argmax")
 
 
 @tensor_method("argmin")
-def argmin(input, dim=None, keepdim=False):
+def argmin(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Index of the (first) minimum over ``dim``, or into the flattened input (int64, no gradient).
 
     Parameters
@@ -162,6 +175,10 @@ def argmin(input, dim=None, keepdim=False):
     >>> lucid.tensor([3.0, 1.0, 2.0]).argmin().item()
     1
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("argmin", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("argmin", keepdim, keepdims)
     return _arg_reduce(argmin_p, input, dim, keepdim, "argmin")
 
 
@@ -201,7 +218,7 @@ def _max_min(input, dim, keepdim, other, name):
 
 
 @tensor_method("max")
-def max(input, dim=None, keepdim=False, *, other=None):
+def max(input, dim=None, keepdim=False, *, other=None, axis=None, keepdims=None):
     """Maximum: of all elements; ``(values, indices)`` over ``dim``; or ``maximum(input, other)``.
 
     With ``dim`` the gradient flows to the selected (first maximal) element only; without
@@ -228,11 +245,15 @@ def max(input, dim=None, keepdim=False, *, other=None):
     >>> v.tolist(), i.tolist()
     ([5.0, 7.0], [1, 0])
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("max", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("max", keepdim, keepdims)
     return _max_min(input, dim, keepdim, other, "max")
 
 
 @tensor_method("min")
-def min(input, dim=None, keepdim=False, *, other=None):
+def min(input, dim=None, keepdim=False, *, other=None, axis=None, keepdims=None):
     """Minimum: of all elements; ``(values, indices)`` over ``dim``; or ``minimum(input, other)``.
 
     Parameters
@@ -252,6 +273,10 @@ def min(input, dim=None, keepdim=False, *, other=None):
     >>> lucid.tensor([3.0, 1.0, 2.0]).min(dim=0).indices.item()
     1
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("min", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("min", keepdim, keepdims)
     return _max_min(input, dim, keepdim, other, "min")
 
 
@@ -297,17 +322,15 @@ def argsort(input, dim=None, descending=False, stable=False, *, axis=None):
     >>> lucid.argsort(lucid.tensor([3.0, 1.0, 2.0])).tolist()
     [1, 2, 0]
     """
-    if axis is not None:
-        if dim is not None:
-            raise TypeError("argsort(): got both dim and its alias axis")
-        dim = axis
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("argsort", dim, axis, None)
     x, axis, was_0d = _lift0d(input, -1 if dim is None else dim, "argsort")
     idx = bind(argsort_p, (x,), {"axis": axis, "descending": bool(descending), "k": None})
     return TN.reshape(idx, shape=()) if was_0d else idx
 
 
 @tensor_method("sort")
-def sort(input, dim=-1, descending=False, stable=False):
+def sort(input, dim=-1, descending=False, stable=False, *, axis=None):
     """Sorted values along ``dim`` and their original indices: ``(values, indices)``.
 
     Stable (equal elements keep their order, also when ``descending``); the gradient of
@@ -331,6 +354,8 @@ def sort(input, dim=-1, descending=False, stable=False):
     >>> v.tolist(), i.tolist()
     ([3.0, 2.0, 1.0], [0, 2, 1])
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("sort", dim, axis, -1)
     input = _as_tensor(input)
     if input.ndim and input.shape[normalize_axis(dim, input.ndim, "sort")] == 0:
         return return_types.sort(input, TN.cast(input, dtype=dtypes.int64))
@@ -339,7 +364,7 @@ def sort(input, dim=-1, descending=False, stable=False):
 
 
 @tensor_method("topk")
-def topk(input, k, dim=-1, largest=True, sorted=True):
+def topk(input, k, dim=-1, largest=True, sorted=True, *, axis=None):
     """The ``k`` largest (or smallest) elements along ``dim``: ``(values, indices)``.
 
     Results are always sorted; the gradient flows to the selected positions.
@@ -363,6 +388,8 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     >>> lucid.topk(lucid.tensor([1.0, 4.0, 2.0, 3.0]), 2).values.tolist()
     [4.0, 3.0]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("topk", dim, axis, -1)
     input = _as_tensor(input)
     n = input.shape[normalize_axis(dim, input.ndim, "topk")] if input.ndim else 1
     if not 0 <= k <= n:

@@ -8,6 +8,7 @@ from ..._core.tensor import tensor_method
 from .._family import _promote_float, batch_unary_axis, conj_if_complex, quiet
 from ..elementwise._half import F16, F32, round_rule
 from ._common import _float_input, _lift0d, all_dims_if_empty, expand_reduced, norm_axes
+from ..numpy_aliases import numpy_axis, numpy_keepdims
 
 
 # ------------------------------------------------------------- logsumexp
@@ -42,7 +43,7 @@ logsumexp_p.batch = batch_unary_axis(logsumexp_p)
 
 
 @tensor_method("logsumexp")
-def logsumexp(input, dim=None, keepdim=False):
+def logsumexp(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """``log(sum(exp(input)))`` over ``dim``, computed stably (shifted by the maximum).
 
     Parameters
@@ -60,6 +61,10 @@ def logsumexp(input, dim=None, keepdim=False):
     >>> round(lucid.logsumexp(lucid.tensor([1000.0, 1000.0]), dim=0).item(), 2)
     1000.69
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("logsumexp", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("logsumexp", keepdim, keepdims)
     input = _promote_float(input)
     axes = norm_axes(all_dims_if_empty(dim), input.ndim, "logsumexp")
     return bind(logsumexp_p, (input,), {"axis": axes, "keepdims": bool(keepdim)})
@@ -150,7 +155,7 @@ def _softmax_like(prim, input, dim, dtype, op):
 
 
 @tensor_method("softmax")
-def softmax(input, dim=None, dtype=None):
+def softmax(input, dim=None, dtype=None, *, axis=None):
     """``exp(x) / sum(exp(x))`` along ``dim``, computed stably.
 
     Parameters
@@ -168,11 +173,13 @@ def softmax(input, dim=None, dtype=None):
     >>> lucid.softmax(lucid.tensor([0.0, 0.0]), dim=0).tolist()
     [0.5, 0.5]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("softmax", dim, axis, None)
     return _softmax_like(softmax_p, input, dim, dtype, "softmax")
 
 
 @tensor_method("log_softmax")
-def log_softmax(input, dim=None, dtype=None):
+def log_softmax(input, dim=None, dtype=None, *, axis=None):
     """``x - logsumexp(x)`` along ``dim``, computed stably.
 
     Parameters
@@ -190,6 +197,8 @@ def log_softmax(input, dim=None, dtype=None):
     >>> round(lucid.log_softmax(lucid.tensor([0.0, 0.0]), dim=0)[0].item(), 4)
     -0.6931
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("log_softmax", dim, axis, None)
     return _softmax_like(log_softmax_p, input, dim, dtype, "log_softmax")
 
 

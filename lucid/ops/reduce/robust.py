@@ -21,6 +21,7 @@ from ..._core.tensor import Tensor, _wrap, tensor_method
 from ..elementwise.arithmetic import _F16, _F32, cast as _cast
 from .._family import _as_tensor, move_bdim, normalize_axis
 from ._common import EmptyReductionError, norm_axes
+from ..numpy_aliases import REQUIRED, numpy_axis, numpy_keepdims
 
 
 def _L():
@@ -45,7 +46,7 @@ def _float_input(x, op):
 
 
 @tensor_method("nansum")
-def nansum(input, dim=None, keepdim=False, *, dtype=None):
+def nansum(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Sum treating NaN as zero.
 
     Examples
@@ -54,6 +55,10 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     >>> lucid.nansum(lucid.tensor([1.0, float("nan"), 2.0])).item()
     3.0
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("nansum", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("nansum", keepdim, keepdims)
     L = _L()
     x = _as_tensor(input)
     if x.dtype.kind in "fc":
@@ -62,7 +67,7 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
 
 
 @tensor_method("nanmean")
-def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+def nanmean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Mean over the non-NaN elements (NaN where all are NaN).
 
     Examples
@@ -71,6 +76,10 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     >>> lucid.nanmean(lucid.tensor([1.0, float("nan"), 2.0])).item()
     1.5
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("nanmean", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("nanmean", keepdim, keepdims)
     L = _L()
     x = _float_input(input, "nanmean")
     if dtype is not None:
@@ -83,7 +92,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
 
 
 @tensor_method("count_nonzero")
-def count_nonzero(input, dim=None):
+def count_nonzero(input, dim=None, *, axis=None):
     """Number of non-zero elements over ``dim`` (int64).
 
     Examples
@@ -92,11 +101,13 @@ def count_nonzero(input, dim=None):
     >>> lucid.count_nonzero(lucid.tensor([[0, 1], [2, 0]]), dim=0).tolist()
     [1, 1]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("count_nonzero", dim, axis, None)
     return (_as_tensor(input) != 0).sum(dim)
 
 
 @tensor_method("aminmax")
-def aminmax(input, *, dim=None, keepdim=False):
+def aminmax(input, *, dim=None, keepdim=False, axis=None, keepdims=None):
     """``(min, max)`` over ``dim`` (all elements when None).
 
     Examples
@@ -105,6 +116,10 @@ def aminmax(input, *, dim=None, keepdim=False):
     >>> lucid.aminmax(lucid.tensor([3, 1, 2]))
     aminmax(min=tensor(1), max=tensor(3))
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("aminmax", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("aminmax", keepdim, keepdims)
     x = _as_tensor(input)
     # Only an empty reduced dim has no extreme: (2, 0) reduced over dim 0 is simply empty.
     if x.numel() == 0 and (dim is None or x.ndim == 0 or x.shape[normalize_axis(dim, x.ndim, "aminmax")] == 0):
@@ -119,7 +134,7 @@ def aminmax(input, *, dim=None, keepdim=False):
 
 
 @tensor_method("logcumsumexp")
-def logcumsumexp(input, dim):
+def logcumsumexp(input, dim=REQUIRED, *, axis=None):
     """``log(cumsum(exp(input)))`` along ``dim``, computed stably.
 
     A log-space prefix scan (``logaddexp`` of the running result with itself shifted by
@@ -131,6 +146,8 @@ def logcumsumexp(input, dim):
     >>> lucid.logcumsumexp(lucid.tensor([-1000.0, 0.0]), 0).tolist()
     [-1000.0, 0.0]
     """
+    if axis is not None or dim is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("logcumsumexp", dim, axis, REQUIRED)
     L = _L()
     x = _as_tensor(input)
     if x.dtype.kind not in "fc":  # NotImplementedError (a RuntimeError), as PyTorch's kernel table says
@@ -302,7 +319,7 @@ def _lower_middle(n, cnt, device):
 
 
 @tensor_method("median")
-def median(input, dim=None, keepdim=False):
+def median(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """The lower median (not the mean of the two middle values) and, with ``dim``, its index.
 
     NaN anywhere in a slice gives NaN (``nanmedian`` skips them).
@@ -315,6 +332,10 @@ def median(input, dim=None, keepdim=False):
     >>> lucid.median(lucid.tensor([[3.0, 1.0, 2.0]]), dim=1)
     median(values=tensor([2.]), indices=tensor([2]))
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("median", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("median", keepdim, keepdims)
     if dim is None and _empty_float(input):  # PyTorch: the median of no elements is nan
         return _nan_of_empty(input, keepdim)
     v, i = _select_sorted("median", input, dim, keepdim, lambda n, c, dev: _lower_middle(n, None, dev), False)
@@ -322,8 +343,12 @@ def median(input, dim=None, keepdim=False):
 
 
 @tensor_method("nanmedian")
-def nanmedian(input, dim=None, keepdim=False):
+def nanmedian(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """The lower median of the non-NaN values (NaN only for an all-NaN slice)."""
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("nanmedian", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("nanmedian", keepdim, keepdims)
     if dim is None and _empty_float(input):
         return _nan_of_empty(input, keepdim)
     v, i = _select_sorted("nanmedian", input, dim, keepdim, _lower_middle, True)
@@ -355,7 +380,7 @@ def _nan_of_empty(x, keepdim):
 
 
 @tensor_method("kthvalue")
-def kthvalue(input, k, dim=-1, keepdim=False):
+def kthvalue(input, k, dim=-1, keepdim=False, *, axis=None, keepdims=None):
     """The ``k``-th smallest value along ``dim`` (1-based) and its index.
 
     Examples
@@ -364,6 +389,10 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     >>> lucid.kthvalue(lucid.tensor([5.0, 1.0, 3.0]), 2)
     kthvalue(values=tensor(3.), indices=tensor(2))
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("kthvalue", dim, axis, -1)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("kthvalue", keepdim, keepdims)
     L = _L()
     x = _as_tensor(input)
     n = x.shape[normalize_axis(dim, x.ndim, "kthvalue")] if x.ndim else 1
@@ -378,7 +407,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
 
 
 @tensor_method("mode")
-def mode(input, dim=-1, keepdim=False):
+def mode(input, dim=-1, keepdim=False, *, axis=None, keepdims=None):
     """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the
     index of its last occurrence.
 
@@ -388,6 +417,10 @@ def mode(input, dim=-1, keepdim=False):
     >>> lucid.mode(lucid.tensor([1, 2, 2, 3, 3, 2]))
     mode(values=tensor(2), indices=tensor(5))
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("mode", dim, axis, -1)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("mode", keepdim, keepdims)
     L = _L()
     x = _as_tensor(input)
     xs, d = _move_last(x, dim, "mode")
@@ -458,7 +491,7 @@ def _quantile(op, input, q, dim, keepdim, interpolation, nan_skip):
 
 @tensor_method("quantile")
 @autocast_composite("quantile")  # NOTE [Autocast]
-def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+def quantile(input, q, dim=None, keepdim=False, *, interpolation='linear', axis=None, keepdims=None):
     """The ``q``-th quantiles along ``dim`` (flattened when None); a 1-d ``q`` adds a leading dim.
 
     Examples
@@ -467,13 +500,21 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     >>> lucid.quantile(lucid.tensor([0.0, 1.0, 2.0, 3.0]), 0.5).item()
     1.5
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("quantile", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("quantile", keepdim, keepdims)
     return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
 
 
 @tensor_method("nanquantile")
 @autocast_composite("nanquantile")  # NOTE [Autocast]
-def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation='linear', axis=None, keepdims=None):
     """``quantile`` of the non-NaN values (NaN only for an all-NaN slice)."""
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("nanquantile", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("nanquantile", keepdim, keepdims)
     return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
 
 
@@ -694,7 +735,9 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     _no_complex("histogram", input)
     x = _float_input(input, "histogram")
     traced = concrete(x) is None or (weight is not None and concrete(_as_tensor(weight)) is None)
-    if traced and not isinstance(bins, Tensor):  # a bin count fixes the output's shape
+    if isinstance(bins, Tensor) and (traced or concrete(bins) is None):  # the edges fix the shape
+        return _histogram_edges_composed(x, bins, weight, density)
+    if traced:  # a bin count fixes the output's shape
         return _histogram_composed(x, int(bins), range, weight, density)
     arr = _concrete("histogram", x)
     b = _concrete("histogram", bins) if isinstance(bins, Tensor) else int(bins)
@@ -726,6 +769,26 @@ def _histogram_composed(x, bins, range, weight, density):  # noqa: A002
     pos = guess.to(L.int64).clamp(0, bins - 1)
     pos = L.where(x < edges[pos], pos - 1, L.where((x >= edges[pos + 1]) & (pos < bins - 1), pos + 1, pos))
     pos = L.where(inside, pos.clamp(0, bins - 1), bins)
+    w = L.ones_like(x) if weight is None else _as_tensor(weight).detach().reshape(-1).to(x.dtype)
+    hist = L.zeros(bins + 1, dtype=x.dtype, device=x.device).scatter_add(0, pos, w)[:bins]
+    if density:
+        hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
+    return _histogram(hist, edges)
+
+
+def _histogram_edges_composed(x, edges, weight, density):
+    """``histogram`` with a tensor of edges, in lucid ops so that it runs under transforms (vmap:
+    the data, the edges and the weights may each be batched). Bin ``i`` is ``[e_i, e_{i+1})``, the
+    last one closed; a value's bin is the count of left edges at or below it, minus one."""
+    L = _L()
+    edges = _as_tensor(edges).detach().to(x.dtype)
+    if edges.ndim != 1 or edges.shape[0] < 2:
+        raise RuntimeError(f"histogram: bins must be a 1-d tensor of at least 2 edges, got shape {tuple(edges.shape)}")
+    bins = edges.shape[0] - 1
+    x = x.detach().reshape(-1)
+    inside = (x >= edges[0]) & (x <= edges[-1])
+    pos = (x[:, None] >= edges[None, :-1]).sum(-1).clamp(1, bins) - 1
+    pos = L.where(inside, pos, bins)
     w = L.ones_like(x) if weight is None else _as_tensor(weight).detach().reshape(-1).to(x.dtype)
     hist = L.zeros(bins + 1, dtype=x.dtype, device=x.device).scatter_add(0, pos, w)[:bins]
     if density:

@@ -10,6 +10,7 @@ from ..elementwise._half import F16, F32
 from .._family import _as_tensor, batch_unary_axis, conj_if_complex, linear_jvp, quiet
 from ._common import _lift0d, _linear_scan, _nondiff, _shift, return_types
 from .extrema import _select_along
+from ..numpy_aliases import REQUIRED, numpy_axis
 
 
 # ----------------------------------------------------------- cumsum / cumprod
@@ -69,7 +70,7 @@ def _cumulative(prim, input, dim, dtype, op):
 
 
 @tensor_method("cumsum")
-def cumsum(input, dim, *, dtype=None):
+def cumsum(input, dim=REQUIRED, *, dtype=None, axis=None):
     """Running sum along ``dim`` (integers accumulate in int64).
 
     Parameters
@@ -87,11 +88,13 @@ def cumsum(input, dim, *, dtype=None):
     >>> lucid.cumsum(lucid.tensor([1.0, 2.0, 3.0]), dim=0).tolist()
     [1.0, 3.0, 6.0]
     """
+    if axis is not None or dim is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("cumsum", dim, axis, REQUIRED)
     return _cumulative(cumsum_p, input, dim, dtype, "cumsum")
 
 
 @tensor_method("cumprod")
-def cumprod(input, dim, *, dtype=None):
+def cumprod(input, dim=REQUIRED, *, dtype=None, axis=None):
     """Running product along ``dim``.
 
     The gradient is computed by a linear scan, never by dividing by the input, so it is
@@ -112,6 +115,8 @@ def cumprod(input, dim, *, dtype=None):
     >>> lucid.cumprod(lucid.tensor([1.0, 2.0, 3.0]), dim=0).tolist()
     [1.0, 2.0, 6.0]
     """
+    if axis is not None or dim is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("cumprod", dim, axis, REQUIRED)
     return _cumulative(cumprod_p, input, dim, dtype, "cumprod")
 
 
@@ -132,7 +137,7 @@ cumarg_p = _nondiff("cumarg", _cumarg_impl)
 
 
 @tensor_method("cummax")
-def cummax(input, dim):
+def cummax(input, dim=REQUIRED, *, axis=None):
     """Running maximum along ``dim`` and the index where it was reached: ``(values, indices)``.
 
     The gradient of ``values`` accumulates at ``indices`` (as PyTorch).
@@ -151,12 +156,14 @@ def cummax(input, dim):
     >>> v.tolist(), i.tolist()
     ([1.0, 3.0, 3.0], [0, 1, 1])
     """
+    if axis is not None or dim is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("cummax", dim, axis, REQUIRED)
     return _select_along(input, lambda x, a: bind(cumarg_p, (x,), {"axis": a, "largest": True}), dim, True,
                          return_types.cummax, "cummax", scan=True)
 
 
 @tensor_method("cummin")
-def cummin(input, dim):
+def cummin(input, dim=REQUIRED, *, axis=None):
     """Running minimum along ``dim`` and its index: ``(values, indices)``.
 
     Parameters
@@ -172,6 +179,8 @@ def cummin(input, dim):
     >>> lucid.cummin(lucid.tensor([3.0, 1.0, 2.0]), 0).values.tolist()
     [3.0, 1.0, 1.0]
     """
+    if axis is not None or dim is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("cummin", dim, axis, REQUIRED)
     return _select_along(input, lambda x, a: bind(cumarg_p, (x,), {"axis": a, "largest": False}), dim, True,
                          return_types.cummin, "cummin", scan=True)
 

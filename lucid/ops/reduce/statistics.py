@@ -11,6 +11,7 @@ from .._family import _as_tensor
 from ..elementwise.arithmetic import _F16, _F32, _is_half, cast as _cast
 from ._common import _py_max, _safe_sqrt, all_dims_if_empty, norm_axes
 from .sums import mean, sum
+from ..numpy_aliases import numpy_axis, numpy_keepdims
 
 
 # ------------------------------------------------------------- var / std
@@ -62,7 +63,7 @@ def _var(input, dim, unbiased, keepdim, correction, op):
 
 
 @tensor_method("var")
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
     """Variance over ``dim`` with Bessel's ``correction`` (1 by default; ``unbiased=False`` means 0).
 
     Parameters
@@ -84,13 +85,17 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     >>> lucid.var(lucid.tensor([1.0, 2.0, 3.0, 4.0])).item()
     1.6666666269302368
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("var", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("var", keepdim, keepdims)
     if _is_half(input):  # PyTorch accumulates float16 in float32 and rounds once (NOTE [Half opmath])
         return _cast(var(_cast(input, _F32), dim, unbiased, keepdim, correction=correction), _F16)
     return _var(input, dim, unbiased, keepdim, correction, "var")
 
 
 @tensor_method("std")
-def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
     """Standard deviation over ``dim`` (see :func:`var`); the gradient at zero spread is 0.
 
     Parameters
@@ -112,12 +117,16 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     >>> lucid.std(lucid.tensor([1.0, 3.0]), correction=0).item()
     1.0
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("std", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("std", keepdim, keepdims)
     if _is_half(input):  # See var
         return _cast(std(_cast(input, _F32), dim, unbiased, keepdim, correction=correction), _F16)
     return _safe_sqrt(_var(input, dim, unbiased, keepdim, correction, "std"))
 
 
-def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
     """``(var, mean)`` over ``dim``.
 
     Parameters
@@ -138,12 +147,16 @@ def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     >>> v.item(), m.item()
     (2.0, 2.0)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("var_mean", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("var_mean", keepdim, keepdims)
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
-def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
     """``(std, mean)`` over ``dim``.
 
     Parameters
@@ -164,6 +177,10 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     >>> s.item(), m.item()
     (1.0, 2.0)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("std_mean", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("std_mean", keepdim, keepdims)
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)

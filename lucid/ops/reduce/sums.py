@@ -14,6 +14,7 @@ from .._family import _as_tensor, batch_unary_axis, conj_if_complex, linear_jvp,
 from ._common import EmptyReductionError, _nondiff, _shift, all_dims_if_empty, expand_reduced, norm_axes
 from ..linalg_norm import vector_norm_p
 from .extrema import amax, amin
+from ..numpy_aliases import numpy_axis, numpy_keepdims
 
 
 # ------------------------------------------------------------------------- sum
@@ -38,7 +39,7 @@ sum_p.batch = batch_unary_axis(sum_p)
 
 
 @tensor_method("sum")
-def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None):
+def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Sum over ``dim`` (all dims by default).
 
     Parameters
@@ -58,8 +59,12 @@ def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None):
     >>> lucid.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(dim=0).tolist()
     [4.0, 6.0]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("sum", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("sum", keepdim, keepdims)
     input = _as_tensor(input)
-    dim = all_dims_if_empty(axis if dim is None else dim)
+    dim = all_dims_if_empty(dim)
     if dtype is not None:
         return _with_dtype(sum_p, input, dim, keepdim, dtype, "sum")
     if input.dtype.kind in "biu":
@@ -113,7 +118,7 @@ mean_p.batch = batch_unary_axis(mean_p)
 
 
 @tensor_method("mean")
-def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None):
+def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Arithmetic mean over ``dim``.
 
     Parameters
@@ -133,8 +138,12 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None):
     >>> lucid.tensor([[1.0, 2.0], [3.0, 4.0]]).mean(dim=0).tolist()
     [2.0, 3.0]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("mean", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("mean", keepdim, keepdims)
     input = _as_tensor(input)
-    dim = all_dims_if_empty(axis if dim is None else dim)
+    dim = all_dims_if_empty(dim)
     if dtype is not None:
         input = input.to(dtype)
     if input.dtype.kind not in "fc":
@@ -185,7 +194,7 @@ prod_p.batch = batch_unary_axis(prod_p)
 
 
 @tensor_method("prod")
-def prod(input, dim=None, keepdim=False, *, dtype=None):
+def prod(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None):
     """Product of the elements over ``dim`` (all by default).
 
     The gradient is exact with zeros in the input (no division by the input).
@@ -207,6 +216,10 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     >>> lucid.tensor([[1.0, 2.0], [3.0, 4.0]]).prod(dim=1).tolist()
     [2.0, 12.0]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("prod", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("prod", keepdim, keepdims)
     input = _as_tensor(input)
     if dtype is not None:
         return _with_dtype(prod_p, input, dim, keepdim, dtype, "prod")
@@ -304,7 +317,7 @@ all_p = _nondiff("all", _truth_reduction(xp.all))
 
 
 @tensor_method("any")
-def any(input, dim=None, keepdim=False):
+def any(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Whether any element over ``dim`` is nonzero (bool result, uint8 for uint8 input as in
     PyTorch; no gradient).
 
@@ -323,12 +336,16 @@ def any(input, dim=None, keepdim=False):
     >>> lucid.any(lucid.tensor([[0, 1], [0, 0]]), dim=1).tolist()
     [True, False]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("any", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("any", keepdim, keepdims)
     input = _as_tensor(input)
     return bind(any_p, (input,), {"axis": norm_axes(dim, input.ndim, "any"), "keepdims": bool(keepdim)})
 
 
 @tensor_method("all")
-def all(input, dim=None, keepdim=False):
+def all(input, dim=None, keepdim=False, *, axis=None, keepdims=None):
     """Whether every element over ``dim`` is nonzero (bool result, uint8 for uint8 input as in
     PyTorch; no gradient).
 
@@ -347,6 +364,10 @@ def all(input, dim=None, keepdim=False):
     >>> lucid.all(lucid.tensor([[1, 1], [0, 1]]), dim=1).tolist()
     [True, False]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("all", dim, axis, None)
+    if keepdims is not None:
+        keepdim = numpy_keepdims("all", keepdim, keepdims)
     input = _as_tensor(input)
     return bind(all_p, (input,), {"axis": norm_axes(dim, input.ndim, "all"), "keepdims": bool(keepdim)})
 

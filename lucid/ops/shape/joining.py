@@ -7,6 +7,10 @@ from ..._core.backend import xp
 from ..._core.primitive import TN, OpError, bind, defprim
 from .._family import _as_tensor, move_bdim, normalize_axis
 from .views import broadcast_to_p, unsqueeze
+from ..numpy_aliases import numpy_axis
+from ..._core.quantized import per_tensor_affine, per_tensor_symmetric
+
+_PER_TENSOR = (per_tensor_affine, per_tensor_symmetric)
 
 
 # ----------------------------------------------------------------- concatenate
@@ -41,7 +45,7 @@ concat_p = defprim("concat", lambda *xs, axis: xp.concatenate(xs, axis=axis), vj
 concat_p.batch = _concat_batch
 
 
-def cat(tensors, dim=0):
+def cat(tensors, dim=0, *, axis=None):
     """Concatenate tensors along an existing dimension.
 
     Parameters
@@ -57,13 +61,20 @@ def cat(tensors, dim=0):
     >>> lucid.cat([lucid.zeros(2), lucid.ones(1)]).tolist()
     [0.0, 0.0, 1.0]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("cat", dim, axis, 0)
     tensors = [_as_tensor(t) for t in tensors]
     if not tensors:
         raise OpError("cat: expected a non-empty list of Tensors")  # PyTorch: ValueError
     # The result dtype promotes over every input, empty ones included (as PyTorch). Legacy
     # empty 1-D tensors beside tensors of another rank are skipped, as PyTorch does; among
     # tensors of one rank they stay (and get their empty gradient).
-    dt = dtypes.result_type(*tensors)
+    try:
+        dt = dtypes.result_type(*tensors)
+    except NotImplementedError:  # quantized inputs are refused by promotion: the eager path pays nothing
+        if _any_quantized(tensors):
+            return _quantized_cat(tensors, dim, "cat")
+        raise
     if len({t.ndim for t in tensors}) > 1:
         tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
     nd = tensors[0].ndim
@@ -85,7 +96,35 @@ def cat(tensors, dim=0):
 concatenate = concat = cat
 
 
-def stack(tensors, dim=0):
+# NOTE [Joining quantized tensors]
+# As PyTorch's ``cat`` (which its ``stack``, ``hstack`` ... reach): per-tensor quantized inputs of
+# one dtype join into a tensor with the *first* input's scale and zero point, the others
+# requantized to it (``lucid.ao.nn.quantized._qops.cat``); per-channel ones are refused. Dense
+# ``cat`` only finds out in its failure path (promotion refuses quantized dtypes), so it pays
+# nothing for this; ``stack`` adds its new dim as a view of each input first.
+
+
+def _any_quantized(tensors):
+    return any(t.is_quantized for t in tensors)
+
+
+def _quantized_cat(tensors, dim, op):
+    from ...ao.nn.quantized._qops import cat as quantized_cat
+
+    for t in tensors:
+        if not t.is_quantized:
+            raise RuntimeError(f"{op}: expected all tensors quantized or none, got {t.dtype} beside "
+                               f"{tensors[0].dtype}")
+        if t.qscheme() not in _PER_TENSOR:
+            raise RuntimeError(f"{op}: only per-tensor quantization is supported (as PyTorch's cat)")
+    if op == "stack":
+        tensors = [t.unsqueeze(dim) for t in tensors]
+    else:
+        dim = normalize_axis(dim, tensors[0].ndim, op)
+    return quantized_cat(tensors, dim)
+
+
+def stack(tensors, dim=0, *, axis=None):
     """Stack tensors of equal shape along a new dimension.
 
     Parameters
@@ -101,6 +140,8 @@ def stack(tensors, dim=0):
     >>> lucid.stack([lucid.zeros(3), lucid.ones(3)], dim=1).shape
     (3, 2)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("stack", dim, axis, 0)
     tensors = [_as_tensor(t) for t in tensors]
     if not tensors:
         raise RuntimeError("stack: expected a non-empty list of Tensors")
@@ -109,6 +150,8 @@ def stack(tensors, dim=0):
         if t.shape != shape:
             raise RuntimeError(f"stack: expects each tensor to be equal size, got {[tuple(x.shape) for x in tensors]}")
     dim = normalize_axis(dim, len(shape) + 1, "stack")
+    if tensors[0].is_quantized:
+        return _quantized_cat(tensors, dim, "stack")
     return cat([unsqueeze(t, dim) for t in tensors], dim) if len(tensors) > 1 else unsqueeze(tensors[0], dim)
 
 

@@ -11,6 +11,7 @@ from ..._core.tensor import Tensor, _wrap, tensor_method
 from .._family import _as_tensor, batch_unary_axis, linear_jvp, normalize_axis
 from .slicing import _clone
 from .views import _shape_args, broadcast_to, flatten, reshape
+from ..numpy_aliases import numpy_axis
 
 
 # --------------------------------------------------------------- flip / roll
@@ -167,7 +168,7 @@ def _interleave_int(input, r, d):
 
 
 @tensor_method("repeat_interleave")
-def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None, axis=None):
     """Repeat each element (or slice along ``dim``) ``repeats`` times; flattened when ``dim`` is None.
 
     ``repeats`` is an int or a 1-D integer tensor (one count per element). With only a
@@ -191,6 +192,8 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     >>> lucid.tensor([1, 2]).repeat_interleave(2).tolist()
     [1, 1, 2, 2]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("repeat_interleave", dim, axis, None)
     from ..indexing import concrete, index_select
 
     input = _as_tensor(input)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..._core.tensor import tensor_method
 from .._family import _as_tensor, normalize_axis
 from .views import reshape
+from ..numpy_aliases import REQUIRED, numpy_axis
 
 
 # ------------------------------------------------------ views built on indexing
@@ -23,7 +24,7 @@ def _getitem(input, key):
 
 
 @tensor_method("narrow")
-def narrow(input, dim, start, length):
+def narrow(input, dim=REQUIRED, start=REQUIRED, length=REQUIRED, *, axis=None):
     """View of ``input`` restricted to ``start:start+length`` along ``dim``.
 
     Parameters
@@ -43,6 +44,8 @@ def narrow(input, dim, start, length):
     >>> lucid.arange(5).narrow(0, 1, 2).tolist()
     [1, 2]
     """
+    if axis is not None or dim is REQUIRED or start is REQUIRED or length is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("narrow", dim, axis, REQUIRED, start=start, length=length)
     input = _as_tensor(input)
     if input.ndim == 0:
         raise RuntimeError("narrow: cannot be applied to a 0-dim tensor")
@@ -60,7 +63,7 @@ def narrow(input, dim, start, length):
 
 
 @tensor_method("select")
-def select(input, dim, index):
+def select(input, dim=REQUIRED, index=REQUIRED, *, axis=None):
     """View of ``input`` at position ``index`` of ``dim`` (that dim removed).
 
     Parameters
@@ -78,6 +81,8 @@ def select(input, dim, index):
     >>> lucid.arange(6).reshape(2, 3).select(1, 2).tolist()
     [2, 5]
     """
+    if axis is not None or dim is REQUIRED or index is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("select", dim, axis, REQUIRED, index=index)
     input = _as_tensor(input)
     if input.ndim == 0:
         raise IndexError("select: cannot be applied to a 0-dim tensor")
@@ -133,7 +138,7 @@ def split(tensor, split_size_or_sections, dim=0):
 
 
 @tensor_method("chunk")
-def chunk(input, chunks, dim=0):
+def chunk(input, chunks, dim=0, *, axis=None):
     """Split into at most ``chunks`` pieces of equal size (the last may be smaller).
 
     Parameters
@@ -151,6 +156,8 @@ def chunk(input, chunks, dim=0):
     >>> [c.tolist() for c in lucid.arange(5).chunk(2)]
     [[0, 1, 2], [3, 4]]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("chunk", dim, axis, 0)
     if chunks <= 0:
         raise RuntimeError(f"chunk: number of chunks must be greater than 0, got {chunks}")
     input = _as_tensor(input)
@@ -162,7 +169,7 @@ def chunk(input, chunks, dim=0):
 
 
 @tensor_method("unbind")
-def unbind(input, dim=0):
+def unbind(input, dim=0, *, axis=None):
     """Tuple of all slices along ``dim`` (that dim removed).
 
     Parameters
@@ -178,6 +185,8 @@ def unbind(input, dim=0):
     >>> [t.tolist() for t in lucid.tensor([[1, 2], [3, 4]]).unbind(1)]
     [[1, 3], [2, 4]]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("unbind", dim, axis, 0)
     input = _as_tensor(input)
     if input.ndim == 0:
         raise IndexError("unbind: dimension specified as 0 but tensor has no dimensions")

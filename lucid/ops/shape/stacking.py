@@ -19,6 +19,7 @@ from .padding import pad
 from .rearrange import flip
 from .triangles import meshgrid
 from .views import reshape, transpose
+from ..numpy_aliases import numpy_axis
 
 
 def _tensors(tensors, op):
@@ -44,7 +45,7 @@ def _atleast(nd, tensors, op):
     out = []
     for t in _tensors(tensors, op):
         if t.ndim < nd:
-            t = reshape(t, _ATLEAST[nd][t.ndim](tuple(t.shape)))
+            t = t.reshape(_ATLEAST[nd][t.ndim](tuple(t.shape)))  # the method: quantized tensors have it too
         out.append(t)
     return out[0] if single else tuple(out)
 
@@ -114,7 +115,7 @@ def column_stack(tensors):
     [[1, 3], [2, 4]]
     """
     ts = _tensors((tensors,), "column_stack")
-    return cat([reshape(t, (t.numel(), 1)) if t.ndim <= 1 else t for t in ts], 1)
+    return cat([t.reshape(t.numel(), 1) if t.ndim <= 1 else t for t in ts], 1)  # quantized ones too
 
 
 def _split_at(input, sections, dim, op):
@@ -221,7 +222,7 @@ def ravel(input):
 
 
 @tensor_method("diff")
-def diff(input, n=1, dim=-1, prepend=None, append=None):
+def diff(input, n=1, dim=-1, prepend=None, append=None, *, axis=None):
     """``n``-th forward difference along ``dim`` (``prepend``/``append`` joined first).
 
     Bool inputs give ``a[i+1] != a[i]``, as in PyTorch.
@@ -234,6 +235,8 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     >>> lucid.diff(lucid.tensor([1.0, 4.0, 9.0]), n=2).tolist()
     [2.0]
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("diff", dim, axis, -1)
     input = _as_tensor(input)
     if int(n) < 0:
         raise RuntimeError(f"diff: order must be non-negative but got {n}")

@@ -13,6 +13,7 @@ from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, tensor_method
 from .._family import _as_tensor, linear_jvp, move_bdim, normalize_axis, sum_to_shape
 from ..memory_format import contiguous_format as _contiguous_format
+from ..numpy_aliases import REQUIRED, numpy_axis
 
 
 # ----------------------------------------------------------------- error names
@@ -464,7 +465,7 @@ def expand_as(input, other):
 
 
 @tensor_method("unsqueeze")
-def unsqueeze(input, dim):
+def unsqueeze(input, dim=REQUIRED, *, axis=None):
     """Insert a size-1 dimension at ``dim``.
 
     Parameters
@@ -480,6 +481,8 @@ def unsqueeze(input, dim):
     >>> lucid.zeros(3).unsqueeze(0).shape
     (1, 3)
     """
+    if axis is not None or dim is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("unsqueeze", dim, axis, REQUIRED)
     input = _as_tensor(input)
     nd = input.ndim + 1
     dim = normalize_axis(dim, nd, "unsqueeze")
@@ -489,7 +492,7 @@ def unsqueeze(input, dim):
 
 
 @tensor_method("squeeze")
-def squeeze(input, dim=None):
+def squeeze(input, dim=None, *, axis=None):
     """Remove size-1 dimensions (all, or those in ``dim``).
 
     Parameters
@@ -505,6 +508,8 @@ def squeeze(input, dim=None):
     >>> lucid.zeros(1, 3, 1).squeeze().shape
     (3,)
     """
+    if axis is not None:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("squeeze", dim, axis, None)
     input = _as_tensor(input)
     shape = input.shape
     if dim is None:
@@ -552,7 +557,7 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 @tensor_method("unflatten")
-def unflatten(input, dim, sizes):
+def unflatten(input, dim=REQUIRED, sizes=REQUIRED, *, axis=None):
     """Split dimension ``dim`` into ``sizes``.
 
     Parameters
@@ -570,6 +575,8 @@ def unflatten(input, dim, sizes):
     >>> lucid.zeros(2, 6).unflatten(1, (2, 3)).shape
     (2, 2, 3)
     """
+    if axis is not None or dim is REQUIRED or sizes is REQUIRED:  # See NOTE [NumPy keyword aliases]
+        dim = numpy_axis("unflatten", dim, axis, REQUIRED, sizes=sizes)
     nd = input.ndim
     if nd == 0:
         raise RuntimeError("unflatten: Dimension specified as 0 but tensor has no dimensions")
