@@ -24,7 +24,7 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM
   tests/ops/test_opdb.py tests/ops/test_linalg.py tests/ops/test_linalg_solvers.py tests/fuzz tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
   tests/linalg tests/fft tests/complex tests/regressions tests/test_dtypes.py tests/test_indexing.py \
   tests/test_random.py tests/special tests/signal tests/surface tests/test_serialization.py tests/test_serialization_torch.py tests/test_errors_api.py tests/gpu \
-  tests/fx tests/export tests/test_library.py tests/sparse tests/nested "$@"
+  tests/fx tests/export tests/test_library.py tests/sparse tests/nested tests/test_subclass_dispatch.py tests/test_core2_subclasses.py "$@"
 # Third pass: the op database with its samples on the stand-in's second device while the
 # default device stays the CPU and the current one strict:0, as a user's x.to("cuda:1") (NOTE
 # [Device inputs, CPU default] in tests/conftest.py, NOTE [Several devices]).
@@ -41,4 +41,4 @@ exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict:1
   tests/ops/test_opdb.py tests/ops/test_linalg.py tests/ops/test_linalg_solvers.py tests/fuzz tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
   tests/linalg tests/fft tests/complex tests/regressions tests/test_dtypes.py tests/test_indexing.py \
   tests/test_random.py tests/special tests/signal tests/surface tests/test_serialization.py tests/test_serialization_torch.py tests/test_errors_api.py tests/gpu \
-  tests/fx tests/export tests/test_library.py tests/sparse tests/nested "$@"
+  tests/fx tests/export tests/test_library.py tests/sparse tests/nested tests/test_subclass_dispatch.py tests/test_core2_subclasses.py "$@"
