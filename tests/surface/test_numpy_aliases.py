@@ -36,6 +36,8 @@ _X = _RNG.random((2, 3, 4)) + 0.5  # positive: logs and quantiles are defined
 _SQ = _RNG.random((3, 3)) + 3 * np.eye(3)
 _IDX = np.zeros((2, 3, 4), dtype=np.int64)
 _IDX1 = np.array([0, 2])
+# a permutation along dim 1: scatter with repeated indices keeps an unspecified write on a GPU
+_PERM = np.broadcast_to(np.array([2, 0, 1])[None, :, None], (2, 3, 4)).copy()
 
 
 def _arg(lib, v):
@@ -101,7 +103,7 @@ CASES = [
     ("gather", "gather", (_X,), {"dim": 1, "index": _IDX}),
     ("take_along_dim", "take_along_dim", (_X, _IDX), {"dim": 1}),
     ("index_select", "index_select", (_X,), {"dim": 2, "index": _IDX1}),
-    ("scatter", "scatter", (_X,), {"dim": 1, "index": _IDX, "src": _X}),
+    ("scatter", "scatter", (_X,), {"dim": 1, "index": _PERM, "src": _X}),
     ("scatter_add", "scatter_add", (_X,), {"dim": 1, "index": _IDX, "src": _X}),
     ("scatter_reduce", "scatter_reduce", (_X,), {"dim": 1, "index": _IDX, "src": _X, "reduce": "sum"}),
     ("index_add", "index_add", (_X,), {"dim": 2, "index": _IDX1, "source": _X[:, :, :2]}),
