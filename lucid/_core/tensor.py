@@ -216,8 +216,12 @@ class Tensor:
     def shape(self):
         return as_size(self._data.shape)
 
-    def size(self, dim=None):
+    def size(self, dim=None, *, axis=None):
         s = self.shape
+        if axis is not None:  # NOTE [NumPy keyword aliases] (ops/numpy_aliases.py)
+            if dim is not None:
+                raise TypeError("size() received both dim and its alias axis")
+            dim = axis
         return s if dim is None else s[dim]
 
     @property

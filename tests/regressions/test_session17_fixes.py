@@ -133,3 +133,14 @@ def test_a_constant_gradient_from_a_custom_backward_is_not_joined():
     x.grad = None
     lucid.relu(x).sum().backward(create_graph=True)
     assert x.grad.requires_grad
+
+
+def test_size_and_quantized_cat_take_numpy_axis():
+    # Tensor.size(axis=) raised TypeError; a quantized cat ignored axis= (PyTorch takes both)
+    t = lucid.ones(2, 3)
+    assert t.size(axis=1) == 3 and t.size(1) == 3 and tuple(t.size()) == (2, 3)
+    with pytest.raises(TypeError, match="both dim and its alias axis"):
+        t.size(0, axis=1)
+    q = lucid.quantize_per_tensor(lucid.tensor([[0.1, 0.2, 0.3]]), 0.1, 0, lucid.quint8)
+    assert tuple(lucid.cat([q, q], axis=1).shape) == (1, 6)
+    np.testing.assert_allclose(lucid.cat([q, q], axis=1).dequantize().numpy(), [[0.1, 0.2, 0.3] * 2], atol=1e-6)

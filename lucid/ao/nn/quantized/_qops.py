@@ -357,7 +357,8 @@ def dispatch(func, args, kwargs):
         if name in ("cat", "concat", "concatenate") and isinstance(args[0] if args else kwargs.get("tensors"),
                                                                     (list, tuple)):
             a = _bind(func, args, kwargs)
-            return cat(a["tensors"], a.get("dim", 0))
+            dim = a.get("dim", 0) if a.get("axis") is None else a["axis"]  # NOTE [NumPy keyword aliases]
+            return cat(a["tensors"], dim)
         if name in _SIMPLE and isinstance(args[0] if args else None, QuantizedTensor):
             a = _bind(func, args, kwargs)
             return _SIMPLE[name](**a)
