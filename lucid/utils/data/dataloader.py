@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import collections.abc
 import copy
+import functools
 import os
+import sys
 import time
 import warnings
 import weakref
@@ -266,6 +268,11 @@ class DataLoader:
             raise _OptionError(f"DataLoader: prefetch_factor should be a positive integer, got {prefetch_factor!r}")
         if persistent_workers and num_workers == 0:
             raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
+        if _is_iter_datapipe(dataset):
+            # See NOTE [DataPipes in a DataLoader]: ``shuffle`` switches the pipe's shufflers
+            from .graph_settings import apply_shuffle_settings
+
+            dataset, shuffle = apply_shuffle_settings(dataset, shuffle=shuffle), None
         self.dataset = dataset
         self.num_workers = num_workers
         self.in_order = in_order
@@ -361,6 +368,8 @@ class DataLoader:
             if self.timeout != 0:  # (refused when iterating, as PyTorch does: nothing would time out)
                 raise _OptionError(f"DataLoader: timeout={self.timeout!r} needs num_workers > 0 "
                                   f"(single-process loading requires timeout == 0)")
+            if _is_iter_datapipe(self.dataset):
+                _seed_datapipe(self.dataset, self._datapipe_seed())
             return _SingleProcessDataLoaderIter(self, self._single_process())
         _check_worker_number(self.num_workers)
         batches = self._multi_process(base_seed)
@@ -405,7 +414,7 @@ class DataLoader:
     def _multi_process(self, base_seed):
         pool = self._pool
         if pool is None or not pool.alive:
-            pool = _WorkerPool(self, base_seed)
+            pool = _WorkerPool(_DataPipeWorkerView(self) if _is_datapipe(self.dataset) else self, base_seed)
             if self.persistent_workers:
                 self._pool = pool
                 self._finalizer = weakref.finalize(self, pool.shutdown)
@@ -423,6 +432,10 @@ class DataLoader:
             raise
         if not self.persistent_workers:
             pool.shutdown()
+
+    def _datapipe_seed(self):
+        """This epoch's seed for the random pipes of an IterDataPipe (NOTE [DataPipes in a DataLoader])."""
+        return int(_rng(self.generator, "DataLoader").integers(0, 2 ** 63))
 
     def _pump(self, pool):
         """Hand out tasks, collect frames, yield batches (in order unless ``in_order=False``).
@@ -555,6 +568,72 @@ class _InfiniteConstantSampler(Sampler):
     def __iter__(self):
         while True:
             yield None
+
+
+# NOTE [DataPipes in a DataLoader]
+# As in PyTorch: an IterDataPipe is an IterableDataset whose shufflers ``shuffle=`` switches on
+# or off (``apply_shuffle_settings``, once, when the loader is built). Each epoch one seed is
+# drawn from ``generator`` (or lucid's default generator) and seeds every random pipe
+# (``apply_random_seed``) — in this process with ``num_workers=0``, else identically in every
+# worker, where ``apply_sharding(num_workers * world_size, worker_id * world_size + rank)`` then
+# gives each worker its share, so each sample comes out exactly once. Worker setup runs before
+# the user's ``worker_init_fn``. Persistent workers keep the pipes' later seeds in step by
+# drawing them from a generator seeded with the first epoch's seed (PyTorch sends a new one).
+def _is_iter_datapipe(dataset):
+    dp = sys.modules.get("lucid.utils.data.datapipes.datapipe")  # (not loaded: no pipe exists)
+    return dp is not None and isinstance(dataset, dp.IterDataPipe)
+
+
+def _is_datapipe(dataset):
+    dp = sys.modules.get("lucid.utils.data.datapipes.datapipe")
+    return dp is not None and isinstance(dataset, (dp.IterDataPipe, dp.MapDataPipe))
+
+
+def _seed_datapipe(datapipe, seed, keep_source=False):
+    """Seed the random pipes of ``datapipe`` from a generator seeded with ``seed``."""
+    from ...ops.random import Generator
+    from .graph import traverse_dps
+    from .graph_settings import apply_random_seed, get_all_graph_pipes
+
+    source = Generator().manual_seed(seed)
+    apply_random_seed(datapipe, source)
+    if keep_source:
+        for pipe in get_all_graph_pipes(traverse_dps(datapipe)):
+            if hasattr(type(pipe), "_seed_source"):  # (the shufflers: see NOTE [Shuffle seeds])
+                pipe._seed_source = source
+
+
+def _distributed_settings():
+    """``(world_size, rank)`` of an initialized ``lucid.distributed`` (not imported here), else ``(1, 0)``."""
+    dist = sys.modules.get("lucid.distributed")
+    if dist is not None and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
+
+
+def _datapipe_worker_init(user_init_fn, seed, world_size, rank, worker_id):
+    """Worker setup for a datapipe (NOTE [DataPipes in a DataLoader]), then the user's init."""
+    from .graph_settings import apply_sharding
+
+    info = get_worker_info()
+    if _is_iter_datapipe(info.dataset):
+        _seed_datapipe(info.dataset, seed, keep_source=True)
+    apply_sharding(info.dataset, info.num_workers * world_size, worker_id * world_size + rank)
+    if user_init_fn is not None:
+        user_init_fn(worker_id)
+
+
+class _DataPipeWorkerView:
+    """The loader as the worker pool sees it, with the datapipe worker setup as ``worker_init_fn``."""
+
+    def __init__(self, loader):
+        self._loader = loader
+        world_size, rank = _distributed_settings()
+        seed = loader._datapipe_seed() if _is_iter_datapipe(loader.dataset) else 0
+        self.worker_init_fn = functools.partial(_datapipe_worker_init, loader.worker_init_fn, seed, world_size, rank)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
 
 
 def _base_context():
