@@ -68,7 +68,7 @@ def __getattr__(name):
 
         return GradBucket
     # ``lucid.distributed.fsdp`` imports lucid.nn: loaded on first use, so ``import lucid`` stays fast
-    if name in ("fsdp", "tensor", "rpc", "autograd"):  # ``tensor`` (DTensor) switches on the op dispatchers: loaded on use
+    if name in ("fsdp", "tensor", "rpc", "autograd", "pipelining"):  # ``tensor`` (DTensor) switches on the op dispatchers: loaded on use
         import importlib
 
         return importlib.import_module("." + name, __name__)
