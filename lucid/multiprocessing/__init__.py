@@ -19,9 +19,6 @@ True
 from __future__ import annotations
 
 import multiprocessing
-import multiprocessing.connection
-import sys
-import traceback
 from multiprocessing import *  # noqa: F401,F403
 from multiprocessing.reduction import ForkingPickler
 
@@ -30,8 +27,15 @@ import numpy as np
 from .._core.shared_memory import SharedBuffer, buffer_of
 from .._core.tensor import Tensor
 
+# Importing the submodule first binds ``spawn`` to the module; the names imported from it then
+# rebind ``spawn`` to the function, and a later ``import lucid.multiprocessing.spawn`` finds the
+# module in ``sys.modules`` and leaves this attribute alone (PyTorch's layout).
+from .spawn import (ProcessContext, ProcessException, ProcessExitedException, ProcessRaisedException, spawn,
+                    start_processes)
+
 __all__ = list(multiprocessing.__all__) + [
-    "spawn", "start_processes", "ProcessContext", "ProcessRaisedException", "ProcessExitedException",
+    "spawn", "start_processes", "ProcessContext", "ProcessException", "ProcessRaisedException",
+    "ProcessExitedException",
     "get_sharing_strategy", "set_sharing_strategy", "get_all_sharing_strategies"]
 
 _STRATEGIES = {"file_descriptor"}
@@ -103,106 +107,3 @@ def _register():
 
 
 _register()
-
-
-# ----------------------------------------------------------------- spawn
-
-
-class ProcessRaisedException(Exception):
-    """A process started by :func:`spawn` raised; the message holds its traceback."""
-
-    def __init__(self, msg, error_index, error_pid):
-        super().__init__(msg)
-        self.error_index, self.pid = error_index, error_pid
-
-
-class ProcessExitedException(Exception):
-    """A process started by :func:`spawn` exited with a non-zero code (or a signal)."""
-
-    def __init__(self, msg, error_index, error_pid, exit_code, signal_name=None):
-        super().__init__(msg)
-        self.error_index, self.pid, self.exit_code, self.signal_name = error_index, error_pid, exit_code, signal_name
-
-
-def _run(fn, i, args, error_queue):
-    try:
-        fn(i, *args)
-    except KeyboardInterrupt:
-        pass  # the parent is stopping the job
-    except BaseException:
-        error_queue.put(traceback.format_exc())
-        sys.exit(1)
-
-
-class ProcessContext:
-    """The processes of one :func:`spawn` call; :meth:`join` waits and raises on a failure."""
-
-    def __init__(self, processes, error_queues):
-        self.processes, self.error_queues = processes, error_queues
-        self._sentinels = {p.sentinel: i for i, p in enumerate(processes)}
-
-    def pids(self):
-        return [p.pid for p in self.processes]
-
-    def join(self, timeout=None):
-        """Wait for the processes; True when all finished well. The first failure stops the
-        others and raises :class:`ProcessRaisedException` (with the child's traceback) or
-        :class:`ProcessExitedException`."""
-        if not self._sentinels:
-            return True
-        ready = multiprocessing.connection.wait(list(self._sentinels), timeout=timeout)
-        failed = None
-        for sentinel in ready:
-            i = self._sentinels.pop(sentinel)
-            self.processes[i].join()
-            if self.processes[i].exitcode != 0 and failed is None:
-                failed = i
-        if failed is None:
-            return not self._sentinels
-        for p in self.processes:  # one failed: the job cannot finish
-            if p.is_alive():
-                p.terminate()
-            p.join()
-        self._sentinels.clear()
-        proc = self.processes[failed]
-        if not self.error_queues[failed].empty():
-            tb = self.error_queues[failed].get()
-            raise ProcessRaisedException(f"\n\n-- Process {failed} terminated with the following error:\n{tb}",
-                                         failed, proc.pid)
-        code = proc.exitcode
-        if code < 0:
-            import signal
-
-            name = signal.Signals(-code).name
-            raise ProcessExitedException(f"process {failed} terminated with signal {name}", failed, proc.pid,
-                                         code, name)
-        raise ProcessExitedException(f"process {failed} terminated with exit code {code}", failed, proc.pid, code)
-
-
-def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
-    """Run ``fn(i, *args)`` for ``i`` in ``range(nprocs)``, each in a new process (``start_method``)."""
-    if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
-        raise ValueError(f"spawn: nprocs must be a positive int, got {nprocs!r}")
-    ctx = multiprocessing.get_context(start_method)
-    processes, queues = [], []
-    for i in range(nprocs):
-        q = ctx.SimpleQueue()
-        p = ctx.Process(target=_run, args=(fn, i, tuple(args), q), daemon=daemon)
-        p.start()
-        processes.append(p)
-        queues.append(q)
-    context = ProcessContext(processes, queues)
-    if not join:
-        return context
-    while not context.join():
-        pass
-    return None
-
-
-def spawn(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
-    """``torch.multiprocessing.spawn``: :func:`start_processes` with the ``spawn`` method.
-
-    Returns None once every process finished (or a :class:`ProcessContext` with ``join=False``);
-    a failing process stops the others and raises :class:`ProcessRaisedException`.
-    """
-    return start_processes(fn, args, nprocs, join, daemon, start_method)

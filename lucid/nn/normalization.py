@@ -1,6 +1,8 @@
 """Normalisation modules: BatchNorm1d/2d/3d, LayerNorm, GroupNorm, InstanceNorm1d/2d, RMSNorm."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._core import backend
@@ -79,6 +81,13 @@ class _NormBase(Module):
                 f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
+def _values_per_channel(shape):
+    """N times the spatial sizes: the values each channel's statistics see. A product, not
+    ``numel() // C``, so 0 channels or an empty batch need no division (PyTorch's count too:
+    ``(1, 0)`` has one value per channel and fails in training, ``(0, C)`` has none and passes)."""
+    return shape[0] * math.prod(shape[2:])
+
+
 class _BatchNorm(_NormBase):
     _dims = ()
 
@@ -90,8 +99,10 @@ class _BatchNorm(_NormBase):
                 f"{type(self).__name__}: expected {' or '.join(f'{d}D' for d in self._dims)} input "
                 f"(got {input.ndim}D input of shape {tuple(input.shape)})"
             )
-        # PyTorch: RuntimeError from the size of the weight or running stats (without either, any C goes)
-        if input.shape[1] != self.num_features and (self.affine or self.running_mean is not None):
+        # PyTorch: RuntimeError from the size of the weight or running stats (without either, any C goes);
+        # an empty input is answered before its channels are looked at (NOTE [Empty batch norm])
+        if (input.shape[1] != self.num_features and (self.affine or self.running_mean is not None)
+                and input.numel()):
             raise RuntimeError(
                 f"{type(self).__name__}: expected {self.num_features} channels at dim 1, got input of "
                 f"shape {tuple(input.shape)}"
@@ -113,8 +124,12 @@ class _BatchNorm(_NormBase):
         self._check_input_dim(input)
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         check_batch_eps(self.eps, use_batch_stats)  # before counting the batch: a failed call changes nothing
+        if self.num_features == 0 and self.weight is not None and input.numel() == 0:
+            # PyTorch's IndexError (the empty output reads weight[0]), raised before counting the batch
+            raise IndexError(f"{type(self).__name__}: an empty input of shape {tuple(input.shape)} needs "
+                             f"num_features > 0 with affine=True (got num_features={self.num_features})")
         if self.training:
-            check_batch_count(input.numel() // input.shape[1], tuple(input.shape))
+            check_batch_count(_values_per_channel(input.shape), tuple(input.shape))
         factor = self._count_batch()
         track = not self.training or self.track_running_stats
         return F.batch_norm(
@@ -152,7 +167,7 @@ class BatchNorm1d(_BatchNorm):
     >>> bn = nn.BatchNorm1d(2, eps=1e-12)
     >>> bn(lucid.tensor([[1.0, 2.0], [3.0, 6.0]]))
     tensor([[-1., -1.],
-           [ 1.,  1.]], grad_fn=<AddBackward0>)
+            [ 1.,  1.]], grad_fn=<AddBackward0>)
     """
 
     _dims = (2, 3)
@@ -302,7 +317,7 @@ def _synced_batch_norm(bn, x):
 
     axes = (0,) + tuple(range(2, x.ndim))
     cshape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
-    local = lucid.cat([x.sum(axes), lucid.full((1,), x.numel() // x.shape[1], dtype=x.dtype, device=x.device)])
+    local = lucid.cat([x.sum(axes), lucid.full((1,), _values_per_channel(x.shape), dtype=x.dtype, device=x.device)])
     total = all_reduce(local, group=bn.process_group)
     count = int(round(float(total[-1].item())))  # the union's size: a host read, as PyTorch's
     check_batch_count(count, f"{tuple(x.shape)} on this rank, {count} values per channel across the ranks",

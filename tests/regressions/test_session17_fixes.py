@@ -144,3 +144,14 @@ def test_size_and_quantized_cat_take_numpy_axis():
     q = lucid.quantize_per_tensor(lucid.tensor([[0.1, 0.2, 0.3]]), 0.1, 0, lucid.quint8)
     assert tuple(lucid.cat([q, q], axis=1).shape) == (1, 6)
     np.testing.assert_allclose(lucid.cat([q, q], axis=1).dequantize().numpy(), [[0.1, 0.2, 0.3] * 2], atol=1e-6)
+
+
+def test_empty_batch_norm_in_training_counts_values_per_channel():
+    # an empty (1, 0) input in training returned an empty tensor; PyTorch counts N * spatial
+    # values per channel (1 here) and raises, while (1, 0, 3) and (2, 0) pass through
+    import lucid.nn.functional as F
+
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        F.batch_norm(lucid.randn(1, 0), None, None, training=True)
+    for shape in [(1, 0, 3), (1, 3, 0), (2, 0), (0, 3)]:
+        assert tuple(F.batch_norm(lucid.randn(*shape), None, None, training=True).shape) == shape

@@ -168,7 +168,6 @@ OMITTED = {
         "rebuild_typed_storage_child", "reduce_event", "reduce_nested_tensor", "reduce_sparse_tensor",
         "reduce_storage", "reduce_typed_storage", "reduce_typed_storage_child", "shared_cache",
         "storage_from_cache"},  # storage-level and CUDA-IPC sharing: Lucid shares tensor buffers
-    "lucid.multiprocessing.spawn": {"ProcessException"},  # lucid.multiprocessing has no common base (report)
     "lucid.nn.quantized": {"FXFloatFunctional"}, "lucid.nn.quantized.modules": {"FXFloatFunctional"},
     "lucid.nn.quantized.dynamic": {"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
                                    "ConvTranspose3d"},

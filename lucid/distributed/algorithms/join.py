@@ -13,11 +13,13 @@ With ``throw_on_early_termination=True`` the active ranks' notification also all
 ``0``, which a joined rank answers with a ``1`` before raising: every rank raises in the same
 iteration.
 
-A :class:`~lucid.nn.parallel.DistributedDataParallel` joins through its own protocol (NOTE
-[DDP join] in ``lucid/nn/parallel/_ddp_join.py``): its forward's flags all-reduce already tells
-every rank who is active. So ``Join`` wraps a DDP model in :class:`_DDPJoinable`; when DDP is
-the first joinable, that all-reduce *is* the iteration's notification (its hook counts the
-ranks, ``_count_nonjoined``), and the throw check is DDP's own.
+A :class:`~lucid.nn.parallel.DistributedDataParallel` is a Joinable that joins through its own
+protocol (NOTE [DDP join] in ``lucid/nn/parallel/_ddp_join.py``): its forward's flags all-reduce
+already tells every rank who is active. So when DDP is the first joinable, that all-reduce *is*
+the iteration's notification (its hook counts the ranks, ``_count_nonjoined``), and the throw
+check is DDP's own. DDP is a Joinable by registration (``Joinable.register`` below), not by
+inheritance, so that ``import lucid.nn`` does not load ``lucid.distributed``; ``_as_joinable``
+therefore checks DDP before the ``Joinable`` base, which it does not need to have inherited.
 """
 from __future__ import annotations
 
@@ -244,57 +246,36 @@ class Join:
 
 
 def _as_joinable(obj):
-    if isinstance(obj, Joinable):
-        return obj
+    """``obj`` as a member of a :class:`Join`: a DDP model (checked first: see NOTE [Generic join]) or
+    any :class:`Joinable`."""
     from ...nn.parallel.distributed import DistributedDataParallel
 
-    if isinstance(obj, DistributedDataParallel):
-        return _DDPJoinable(obj)
+    if isinstance(obj, DistributedDataParallel) or isinstance(obj, Joinable):
+        return obj
     raise TypeError(f"Join: expected Joinable objects (or a DistributedDataParallel), got {type(obj).__name__}")
 
 
-class _DDPJoinable(Joinable):
-    """A DDP model inside :class:`Join` (NOTE [Generic join]): its forward runs DDP's join round."""
+def _register_ddp():
+    """Make ``isinstance(ddp, Joinable)`` true: DDP implements the interface (``join_hook``,
+    ``join_device``, ``join_process_group``) without inheriting it (NOTE [Generic join])."""
+    from ...nn.parallel.distributed import DistributedDataParallel
 
-    def __init__(self, ddp):
-        super().__init__()
-        self.ddp = ddp
-        self._divide = True
+    Joinable.register(DistributedDataParallel)
 
-    def join_hook(self, divide_by_initial_world_size=True, **_kwargs):
-        self._divide = bool(divide_by_initial_world_size)
-        return _DDPJoinHook(self)
 
-    @property
-    def join_device(self):
-        return "cpu"
-
-    @property
-    def join_process_group(self):
-        return self.ddp.process_group
-
-    def _join_enter(self, throw):
-        ddp = self.ddp
-        if ddp._join is not None:
-            raise RuntimeError("Join: this DistributedDataParallel is already inside a join context")
-        # the configuration DDP's forward reads (NOTE [DDP join])
-        ddp._join = {"divide_by_initial": self._divide, "throw": throw, "last": None}
-
-    def _join_exit(self):
-        self.ddp._join = None
-        self.ddp._divisor = self.ddp._world
+_register_ddp()
 
 
 class _DDPJoinHook(JoinHook):
     """A joined rank's side of DDP's join rounds (NOTE [DDP join])."""
 
-    def __init__(self, joinable):
-        self.joinable, self._round = joinable, None
+    def __init__(self, ddp):
+        self.ddp, self._round = ddp, None
 
     def _exchange(self):
         from ...nn.parallel._ddp_join import exchange
 
-        ddp = self.joinable.ddp
+        ddp = self.ddp
         flags, alive = exchange(ddp, False)
         if alive and ddp._join["throw"]:
             from .. import process_group as pg
@@ -315,14 +296,14 @@ class _DDPJoinHook(JoinHook):
         self._round = None
         if not alive:
             return
-        ddp = self.joinable.ddp
+        ddp = self.ddp
         if flags[2]:
             ddp._sync_states(include_params=False, src=max(alive))
         if flags[1]:
             ddp._shadow_backward()
 
     def post_hook(self, is_last_joiner):
-        ddp = self.joinable.ddp
+        ddp = self.ddp
         last = ddp._join["last"]
         if last:  # every rank takes the model of the highest rank among the last joiners
             ddp._sync_states(include_params=True, src=max(last), buffers=ddp.forward_sync_buffers)

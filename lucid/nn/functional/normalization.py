@@ -221,6 +221,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         return _norm_in_float32(batch_norm, input, running_mean, running_var, weight, bias, False, momentum, eps)
     lucid = _lucid()
     if input.numel() == 0 and input.ndim:
+        if training and input.ndim >= 2:  # PyTorch counts N * spatial values per channel first: (1, 0) raises
+            check_batch_count(input.shape[0] * math.prod(input.shape[2:]), tuple(input.shape))
         return _empty_batch_norm(input, weight, bias)
     _check_batch_norm_input(input, running_mean, training)
     cshape = _channel_shape(input)

@@ -80,7 +80,9 @@ class DistributedDataParallel(Module):
     Notes
     -----
     ``register_comm_hook`` (``lucid.distributed.algorithms.ddp_comm_hooks.default_hooks``) and
-    ``join()`` for uneven inputs work as PyTorch's.
+    ``join()`` for uneven inputs work as PyTorch's. It is a
+    :class:`~lucid.distributed.algorithms.join.Joinable` (``join_hook``, ``join_device``,
+    ``join_process_group``), so ``Join([model, zero_optimizer])`` works too.
     ``state_dict()``/``load_state_dict()`` are the wrapped module's (no ``module.`` prefix),
     so a checkpoint loads into the plain model; ``load_state_dict`` also accepts keys with
     the prefix. ``named_parameters()`` keeps PyTorch's ``module.`` names.
@@ -128,6 +130,11 @@ class DistributedDataParallel(Module):
         self._next = 0  # the first bucket not launched yet
         self._comm_hook = self._hook_state = None
         self._join, self._divisor, self._src = None, self._world, None  # NOTE [DDP join]
+        # A Joinable (NOTE [Generic join]): lucid.distributed is loaded by now, so its join module is cheap
+        from ...distributed.algorithms.join import _JoinConfig
+
+        self._join_config = _JoinConfig.construct_disabled_join_config()
+        self._join_divide = True  # the last join_hook's divide_by_initial_world_size
 
     @property
     def broadcast_buffers(self):
@@ -201,6 +208,59 @@ class DistributedDataParallel(Module):
         from ._ddp_join import join
 
         return join(self, divide_by_initial_world_size, enable, throw_on_early_termination)
+
+    # ------------------------------------------------------------ Joinable
+    # DistributedDataParallel is a Joinable (registered as one by lucid.distributed.algorithms.join,
+    # so that ``import lucid.nn`` does not load lucid.distributed): ``Join([ddp, ...])`` runs DDP's
+    # own join rounds (NOTE [Generic join], NOTE [DDP join]).
+    def join_hook(self, **kwargs):
+        """The hook of a joined rank inside ``Join([ddp, ...])``: it shadows the active ranks'
+        forward round, buffer broadcast and gradient all-reduces (NOTE [DDP join]).
+
+        Parameters
+        ----------
+        divide_by_initial_world_size : bool, keyword, optional
+            Average gradients over the whole world (default True) or over the active ranks.
+        **kwargs
+            The ``Join``'s other keyword arguments (ignored).
+
+        Examples
+        --------
+        >>> from lucid.distributed.algorithms.join import Join
+        >>> with Join([model], divide_by_initial_world_size=False):   # doctest: +SKIP
+        ...     for x in my_uneven_batches:
+        ...         model(x).sum().backward()
+        """
+        from ...distributed.algorithms.join import _DDPJoinHook
+
+        self._join_divide = bool(kwargs.get("divide_by_initial_world_size", True))
+        return _DDPJoinHook(self)
+
+    @property
+    def join_device(self):
+        """The device of the wrapped module's first parameter (PyTorch's ``DDP.device``)."""
+        first = next(iter(self.module.parameters()), None)
+        if first is None:
+            from ... import device
+
+            return device("cpu")
+        return first.device
+
+    @property
+    def join_process_group(self):
+        """The process group of the join's collectives: the model's own."""
+        return self.process_group
+
+    def _join_enter(self, throw):
+        """``Join.__enter__``: the configuration DDP's forward reads (NOTE [DDP join])."""
+        if self._join is not None:
+            raise RuntimeError("Join: this DistributedDataParallel is already inside a join context")
+        self._join = {"divide_by_initial": self._join_divide, "throw": throw, "last": None}
+
+    def _join_exit(self):
+        """``Join.__exit__``: back to plain training (the divisor is the world size again)."""
+        self._join = None
+        self._divisor = self._world
 
     def _shadow_backward(self):
         """A joined rank's zeros for every bucket, in bucket order, and the unused-parameter flags."""
