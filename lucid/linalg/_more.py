@@ -631,7 +631,8 @@ def tensorsolve(A, B, dims=None):
     Parameters
     ----------
     A : Tensor
-        ``A.shape == B.shape + X.shape``.
+        ``A.shape[:B.ndim] + X.shape``, where ``A.shape[:B.ndim]`` holds ``B.numel()`` elements
+        (usually ``B.shape``) and so does ``X.shape``.
     B : Tensor
         The right-hand side.
     dims : tuple of int, optional
@@ -648,11 +649,13 @@ def tensorsolve(A, B, dims=None):
         dims = [d % A.ndim for d in dims]
         rest = [d for d in range(A.ndim) if d not in dims]
         A = A.permute(rest + dims)
+    # As PyTorch (and NumPy): only the element counts must agree, A's leading dims need not be
+    # B's shape; A is read as a (B.numel(), prod(X.shape)) matrix acting on the flattened X.
     x_shape = tuple(A.shape[B.ndim:])
-    if tuple(A.shape[:B.ndim]) != tuple(B.shape) or math.prod(x_shape) != B.numel():
-        raise RuntimeError(f"linalg.tensorsolve: expected A.shape to be B.shape + X.shape with prod(X.shape) == "
-                           f"B.numel(), got A {tuple(A.shape)} and B {tuple(B.shape)}")
     p = B.numel()
+    if A.ndim < B.ndim or math.prod(x_shape) != p or math.prod(A.shape[:B.ndim]) != p:
+        raise RuntimeError(f"linalg.tensorsolve: expected A.shape[:B.ndim] and A.shape[B.ndim:] (the shape of X) "
+                           f"to both hold B.numel() elements, got A {tuple(A.shape)} and B {tuple(B.shape)}")
     return _L().solve(A.reshape(p, p), B.reshape(p)).reshape(x_shape)
 
 

@@ -660,7 +660,10 @@ def _first_inside(ns, out_sp, sp, stride, padding, dilation):
 
 def _pool_argmax_impl(x, ksize, stride, padding, dilation):
     """Flat spatial index (into the unpadded input) of each window's maximum (first on ties, NaN wins)."""
-    xpd = _pad_crop(x, padding, value=-xp.inf)
+    # the padding value loses to every element: -inf, or an integer dtype's minimum (-inf cast
+    # into int8 is undefined; a tie with a real minimum is resolved by the pass after the loop)
+    low = -xp.inf if x.dtype.kind == "f" else (False if x.dtype.kind == "b" else int(np.iinfo(x.dtype).min))
+    xpd = _pad_crop(x, padding, value=low)
     out_sp = conv_out_size(x.shape[2:], ksize, stride, padding, dilation)
     sp = x.shape[2:]
     # flat index of each output window's first element, in unpadded input coordinates
@@ -678,11 +681,11 @@ def _pool_argmax_impl(x, ksize, stride, padding, dilation):
         xp.copyto(best, v, where=m)
         xp.copyto(bidx, xp.broadcast_to(base + shift, v.shape), where=m)
     if any(lo or hi for lo, hi in padding):
-        # A window still at -inf kept its first tap, which may be padding (a negative index, or
+        # A window still at -inf (``low``) kept its first tap, which may be padding (a negative index, or
         # one aliasing the row above); PyTorch returns the window's first real position. Where
         # that first tap is real it is the same index, so one pass after the loop fixes both.
         first = xp.broadcast_to(_first_inside(ns, out_sp, sp, stride, padding, dilation), bidx.shape)
-        xp.copyto(bidx, first, where=best == -xp.inf)
+        xp.copyto(bidx, first, where=best == low)
     return bidx.astype(np.int64, copy=False)
 
 

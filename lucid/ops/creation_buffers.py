@@ -291,8 +291,12 @@ def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
         if v.imag:
             raise RuntimeError(f"{op}: value cannot be converted to type {np.dtype(dt).name} without overflow")
         v = v.real
-    if dt.kind in "iu" and (not np.isfinite(v) or not np.iinfo(dt).min <= int(v) <= np.iinfo(dt).max):
-        raise RuntimeError(f"{op}: value cannot be converted to type {np.dtype(dt).name} without overflow")
+    if dt.kind in "iu" and (not np.isfinite(v) or not np.iinfo(dt).min <= v <= np.iinfo(dt).max):
+        # as PyTorch's overflow test, a negative *integer* down to -max wraps into an unsigned
+        # dtype by two's complement (-1 is 255 in uint8); negative floats still overflow
+        if not (dt.kind == "u" and isinstance(v, int) and -np.iinfo(dt).max <= v < 0):
+            raise RuntimeError(f"{op}: value cannot be converted to type {np.dtype(dt).name} without overflow")
+        v = v % (int(np.iinfo(dt).max) + 1)
     if dt.kind in "fc" and np.isfinite(abs(v)) and abs(v) > float(np.finfo(dt).max):
         raise RuntimeError(f"{op}: value cannot be converted to type {np.dtype(dt).name} without overflow")
     return _finish(np.array(v, dtype=dt), requires_grad, device, op)

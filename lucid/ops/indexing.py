@@ -644,7 +644,8 @@ def take_along_dim(input, indices, dim=None, *, axis=None):
     input : Tensor
         The tensor.
     indices : Tensor
-        Integer indices that broadcast with ``input``.
+        Integer indices that broadcast with ``input``. Along ``dim`` they wrap modulo its size
+        (``-1`` is the last), as in PyTorch; with ``dim=None`` they must be in bounds.
     dim : int, optional
         The dim (default: the flattened input).
 
@@ -673,7 +674,15 @@ def take_along_dim(input, indices, dim=None, *, axis=None):
     with_dim = lambda n: tuple(n if d == axis else s for d, s in enumerate(common))  # noqa: E731
     input = input.broadcast_to(with_dim(input.shape[axis]))
     indices = indices.broadcast_to(with_dim(indices.shape[axis]))
-    return gather(input, axis, indices)
+    try:
+        return gather(input, axis, indices)
+    except _AlongAxisIndexError:
+        # PyTorch 2.13 wraps every index along ``dim`` modulo its size (-1 is the last, and so is
+        # size - 1 + k * size; the flattened form, dim=None, checks bounds as gather does).
+        # gather's bounds check finds such an index, so a call with indices in range pays nothing.
+        if not input.shape[axis]:
+            raise
+        return gather(input, axis, indices % input.shape[axis])
 
 
 # ------------------------------------------------------ index_select / index_add

@@ -338,6 +338,27 @@ def _letter_sizes(ins, shapes, equation):
     return sizes
 
 
+# NOTE [Integer einsum]
+# PyTorch's einsum first sums, with ``sum``, every letter that one operand alone holds and the
+# output lacks, then contracts the letters operands share with ``bmm``. So for bool and integer
+# operands: summing within an operand gives int64 (``sum``'s dtype, e.g. ``'ij->'``,
+# ``'ii->'``, ``'i,j->i'``); a bool contraction over a shared letter is refused (no bool
+# ``bmm``: ``'ij,jk->ik'``); products and contractions of integers keep their dtype
+# (``'ij,jk->ik'``, ``'ij,ij->ij'``). Lucid casts every operand to int64 before the
+# contraction when an operand is summed alone: the same values as PyTorch's int64 sums.
+# Deliberately lenient where PyTorch's plan mixes int64 partial sums with int32 operands in
+# ``bmm`` and fails (``'ij,j->'`` on int32): Lucid gives the int64 answer.
+def _integral_operands(ins, out, ops, equation):
+    summed = set("".join(ins)) - set(out)
+    holders = [sum(c in s for s in ins) for c in summed]
+    if ops[0].dtype.kind == "b" and any(k > 1 for k in holders):
+        raise NotImplementedError(f"einsum: contracting bool operands over a shared subscript is not implemented "
+                                  f"(as in PyTorch: no bool matrix product); cast them first ('{equation}')")
+    if any(k == 1 for k in holders):
+        return [cast(t, np.dtype(np.int64)) for t in ops]
+    return ops
+
+
 _SUBLIST_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
@@ -394,6 +415,8 @@ def einsum(equation, *operands):
     shapes = [tuple(t.shape) for t in ops]
     ins, out = _expand_equation(equation, shapes)
     sizes = _letter_sizes(ins, shapes, equation)
+    if ops and ops[0].dtype.kind in "biu":  # See NOTE [Integer einsum]
+        ops = _integral_operands(ins, out, ops, equation)
     for k, (s, t) in enumerate(zip(ins, ops)):
         want = tuple(sizes[c] for c in s)
         if want != tuple(t.shape):  # size-1 dims broadcast (see NOTE [einsum primitive])
@@ -541,7 +564,8 @@ def tensordot(a, b, dims=2):
     a, b : Tensor
         The operands.
     dims : int or pair of sequences
-        Contract the last ``dims`` dims of ``a`` with the first of ``b``, or these dims.
+        Contract the last ``dims`` dims of ``a`` with the first of ``b``, or these dims. Paired
+        dims must have equal sizes, or one of them size 1 (it broadcasts, as in PyTorch).
 
     Examples
     --------
@@ -565,8 +589,8 @@ def tensordot(a, b, dims=2):
         raise RuntimeError(f"tensordot: both dim lists need the same length, got {da} and {db}")
     da = [d % max(a.ndim, 1) for d in da]
     db = [d % max(b.ndim, 1) for d in db]
-    for x, y in zip(da, db):
-        if a.shape[x] != b.shape[y]:
+    for x, y in zip(da, db):  # a size-1 dim broadcasts against the other (einsum expands it), as in PyTorch
+        if a.shape[x] != b.shape[y] and 1 not in (a.shape[x], b.shape[y]):
             raise RuntimeError(f"tensordot: contracted dimensions differ in size: dim {x} of shape "
                                f"{tuple(a.shape)} vs dim {y} of shape {tuple(b.shape)}")
     sa = _LETTERS[:a.ndim]
@@ -622,6 +646,9 @@ def trace(input):
     """
     a = _as_tensor(input)
     _need(a, (2,), "trace", "input")
+    if a.dtype.kind == "b":
+        raise NotImplementedError("trace: not implemented for bool tensors (as in PyTorch); cast to an integer "
+                                  "dtype first")
     k = min(a.shape)
     if a.shape[0] != a.shape[1]:
         a = a[:k, :k]

@@ -327,9 +327,10 @@ def _reduce_onehot(L, reduce, onehot, s, d, dt, selfv=None):
     fill = {"sum": 0, "mean": 0, "prod": 1}.get(reduce)
     if fill is None and dt.kind == "b":
         fill = reduce == "amin"  # the identity of or (amax) and of and (amin)
-    elif fill is None:
-        big = float("inf") if dt.kind == "f" else int(np.iinfo(dt).max)
-        fill = -big if reduce == "amax" else big
+    elif fill is None and dt.kind == "f":
+        fill = float("-inf") if reduce == "amax" else float("inf")
+    elif fill is None:  # the dtype's own bounds: -max would wrap to 1 in an unsigned dtype
+        fill = int(np.iinfo(dt).min) if reduce == "amax" else int(np.iinfo(dt).max)
     vals = L.where(onehot, s[None], fill)
     axis = d + 1
     if selfv is not None:

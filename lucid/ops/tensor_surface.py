@@ -153,7 +153,9 @@ def sum_to_size(self, *size):
     """Sum this tensor down to ``size``, which must broadcast to its shape (undoes an expand).
 
     Leading dims are summed away, and dims where ``size`` is 1 are summed keeping the dim.
-    Differentiable; ``self`` itself is returned when ``size`` is already its shape.
+    Differentiable; ``self`` itself is returned when ``size`` is already its (non-empty) shape.
+    A sum gives bool and integer tensors the dtype ``sum`` gives (int64), as in PyTorch, which
+    always sums when ``size`` is ``()``.
 
     Examples
     --------
@@ -170,6 +172,8 @@ def sum_to_size(self, *size):
     lead = len(shape) - len(size)
     if lead < 0 or any(s != 1 and s != n for s, n in zip(size, shape[lead:])):
         raise RuntimeError(f"sum_to_size: size {list(size)} is not expandable to size {list(shape)}")
+    if not size:  # PyTorch sums whenever the target is 0-d, so a 0-d bool/int input becomes int64
+        return self.sum()
     if size == shape:
         return self
     dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(size) if s == 1 and shape[lead + i] != 1)

@@ -165,7 +165,7 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
     L = _L()
     out = L.empty([size[p] for p in order], dtype=dtype, device=device)
     inverse = [order.index(d) for d in range(len(size))]
-    out = out.permute(*inverse)
+    out = out.permute(tuple(inverse))  # a tuple: ``permute(*())`` would miss its dims for a 0-d size
     return out.requires_grad_() if requires_grad else out
 
 

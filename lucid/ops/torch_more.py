@@ -384,7 +384,8 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     """Layer norm returning ``(out, mean, rstd)``, as ``torch.native_layer_norm``.
 
     ``mean`` and ``rstd = 1 / sqrt(var + eps)`` (biased variance) have the input's shape with the
-    normalised dims kept as size 1. All three are differentiable (composed ops).
+    normalised dims kept as size 1. Only ``out`` is differentiable: the statistics are detached,
+    as PyTorch marks them non-differentiable.
 
     Examples
     --------
@@ -403,7 +404,8 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     mean = x.mean(dim=dims, keepdim=True)
     centered = x - mean
     rstd = _L().rsqrt((centered * centered).mean(dim=dims, keepdim=True) + eps)
-    return _affine(centered * rstd, _opt(weight), _opt(bias), shape), mean, rstd
+    # PyTorch marks the saved statistics non-differentiable (only ``out`` carries a gradient)
+    return _affine(centered * rstd, _opt(weight), _opt(bias), shape), mean.detach(), rstd.detach()
 
 
 def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -412,6 +414,7 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     In training the batch statistics over every dim but 1 are used and returned (shape (C,)),
     and the running ones (if given) are updated in place with ``momentum`` (unbiased variance);
     in evaluation the running statistics are used and both saved tensors are empty (shape (0,)).
+    Only ``out`` is differentiable (the saved statistics are detached, as in PyTorch).
 
     Examples
     --------
@@ -439,7 +442,8 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
 
             _update_running(running_mean, running_var, mean, var, count, momentum)
         out = centered * invstd
-        save_mean, save_invstd = mean.reshape(C), invstd.reshape(C)
+        # non-differentiable outputs in PyTorch: no gradient, and a zero tangent under jvp
+        save_mean, save_invstd = mean.detach().reshape(C), invstd.detach().reshape(C)
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError("native_batch_norm: running_mean and running_var must be defined in evaluation mode")

@@ -74,11 +74,13 @@ def _norm_samples(rng):
 NATIVE = [
     OpInfo(f"torch.native_layer_norm_{k}", lambda x, w, b, k=k: lucid.native_layer_norm(x, (3,), w, b, 1e-5)[k],
            lambda x, w, b, k=k: _np_layer_norm(x, w, b, k),
-           lambda rng: [_s(floats(rng, 2, 3), floats(rng, 3), floats(rng, 3))]) for k in range(3)
+           lambda rng: [_s(floats(rng, 2, 3), floats(rng, 3), floats(rng, 3))],
+           grad=k == 0, gradgrad=k == 0) for k in range(3)  # the statistics are non-differentiable, as PyTorch's
 ] + [
     OpInfo(f"torch.native_batch_norm_{k}",
            lambda x, w, b, k=k: lucid.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5)[k],
-           lambda x, w, b, k=k: _np_batch_norm(x, w, b, k), _norm_samples) for k in range(3)
+           lambda x, w, b, k=k: _np_batch_norm(x, w, b, k), _norm_samples,
+           grad=k == 0, gradgrad=k == 0) for k in range(3)
 ] + [
     OpInfo(f"torch.native_group_norm_{k}",
            lambda x, w, b, k=k: lucid.native_group_norm(x, w, b, 2, 4, 3, 2, 1e-5)[k],

@@ -246,7 +246,8 @@ def test_scalar_tensor():
 
 
 @pytest.mark.parametrize("s, kw", [(1e40, {}), (300, {"dtype": lucid.uint8}), (1 + 2j, {}),
-                                   (float("inf"), {"dtype": lucid.int64}), (-1, {"dtype": lucid.uint8})])
+                                   (float("inf"), {"dtype": lucid.int64}), (-256, {"dtype": lucid.uint8}),
+                                   (-0.5, {"dtype": lucid.uint8})])  # -1 wraps to 255, as PyTorch's
 def test_scalar_tensor_overflow(s, kw):
     with pytest.raises(RuntimeError, match=r"^scalar_tensor: value cannot be converted to type \w+ without "
                                            r"overflow"):

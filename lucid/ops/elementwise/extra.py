@@ -117,7 +117,10 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``."""
     b1, b2 = _t(batch1), _t(batch2)
     _check_batches("addbmm", b1, b2)
-    return _scaled(beta, input, alpha, (b1 @ b2).sum(0), "addbmm")
+    prods = b1 @ b2
+    # PyTorch accumulates the batch into the operands' dtype (int32 stays int32; sum would widen)
+    total = prods.sum(0, dtype=prods.dtype) if prods.dtype.kind in "iu" else prods.sum(0)
+    return _scaled(beta, input, alpha, total, "addbmm")
 
 
 @tensor_method("addcmul")
@@ -427,6 +430,9 @@ def _dim_slices(d, nd):
 def trapezoid(y, x=None, *, dx=None, dim=-1, axis=None):
     """Integral of ``y`` along ``dim`` by the trapezoid rule (spacing ``dx`` or sample points ``x``).
 
+    Integer ``y`` and ``x`` are integrated in the default float dtype, so the answer is exact
+    where PyTorch's integer sums and steps wrap around (uint8 ``250 + 200``).
+
     Examples
     --------
     >>> import lucid
@@ -560,6 +566,8 @@ def _trapz(op, y, x, dx, dim, cumulative):
     avg = (y[hi] + y[lo]) * 0.5
     if x is not None:
         x = _t(x)
+        if x.dtype.kind in "biu":  # exact steps: an integer x - x' wraps around (uint8 3 - 200 is 59)
+            x = x.to(y.dtype)
         if x.ndim == 1:
             shape = [1] * y.ndim
             shape[d] = x.shape[0]

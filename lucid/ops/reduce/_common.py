@@ -229,9 +229,10 @@ def _safe_sqrt_impl(x):
 
 
 # sqrt whose derivative is 0 (not inf) at 0: the subgradient PyTorch uses for std and norms.
+# The test is ``o != 0`` so a NaN output (the std of nothing) keeps a NaN derivative, as PyTorch's.
 safe_sqrt_p, _safe_sqrt = unary(
     "safe_sqrt", _safe_sqrt_impl,
-    lambda ns, x, o: ns.where(o > 0, 0.5 / ns.where(o > 0, o, 1.0), 0.0),
+    lambda ns, x, o: ns.where(o != 0, 0.5 / ns.where(o != 0, o, 1.0), 0.0),
     save_out=True, save_inputs=False,
 )
 

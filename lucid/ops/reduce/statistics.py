@@ -58,6 +58,8 @@ def _var(input, dim, unbiased, keepdim, correction, op):
 
         warnings.warn(f"{op}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
                       "factor (input numel divided by output numel).", UserWarning, stacklevel=3)
+    if not n:  # an empty reduction: NaN (whatever the correction) with a zero tangent, as PyTorch
+        return ss + float("nan")
     with np.errstate(divide="ignore", invalid="ignore"):
         return ss / den if den else ss * float("inf")
 
@@ -65,6 +67,8 @@ def _var(input, dim, unbiased, keepdim, correction, op):
 @tensor_method("var")
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
     """Variance over ``dim`` with Bessel's ``correction`` (1 by default; ``unbiased=False`` means 0).
+
+    The variance of an empty reduction is NaN with a zero tangent, as PyTorch's.
 
     Parameters
     ----------
