@@ -147,9 +147,10 @@ def compare(want, got, path="out"):
         if want.shape != got.shape:
             return f"{path}: shape {got.shape}, want {want.shape}"
         rtol, atol = tolerance(want.dtype)
-        scale = float(np.nanmax(np.abs(want))) if want.size and want.dtype.kind in "fc" and np.isfinite(want).any() else 1.0
-        if not np.allclose(got, want, rtol=rtol, atol=atol * max(1.0, scale if np.isfinite(scale) else 1.0), equal_nan=True):
-            bad = ~np.isclose(got, want, rtol=rtol, atol=atol * max(1.0, scale), equal_nan=True)
+        finite = np.abs(want[np.isfinite(want)]) if want.size and want.dtype.kind in "fc" else np.zeros(0)
+        atol = atol * max(1.0, float(finite.max()) if finite.size else 1.0)  # relative to the largest finite entry
+        if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
+            bad = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
             idx = tuple(np.argwhere(bad)[0]) if bad.ndim else ()
             return f"{path}: {np.count_nonzero(bad)}/{want.size} differ, e.g. at {idx} {got[idx]!r} vs {want[idx]!r}"
         return None

@@ -27,6 +27,8 @@ def test_compare_reports_values_shapes_dtypes_and_structure(diff):
     assert "structure" in diff.compare([a, a], [a])
     assert diff.compare(np.arange(3), np.arange(3)) is None
     assert "differ" in diff.compare(np.arange(3), np.arange(3) + [0, 0, 1])  # integers: exact
+    # an infinite entry neither hides a difference nor breaks the report
+    assert "1/2 differ" in diff.compare(np.array([np.inf, 1.0]), np.array([np.inf, 2.0]))
 
 
 def test_fix_phase_makes_eigenvectors_comparable(diff):
