@@ -163,8 +163,10 @@ class FunctionNode(Node):
                 f"backward: trying to backward through the graph a second time (custom Function "
                 f"'{self.op_name}'); pass retain_graph=True to the first backward()."
             )
-        if tensor_mode:  # its gradients may be constants that are not zero derivatives
-            FUNCTION_BACKWARDS[0] += 1  # See NOTE [Constant gradients under create_graph]
+        if tensor_mode and not getattr(self.cls, "zero_derivative", False):
+            # its gradients may be constants that are not zero derivatives (the join's own
+            # Function's are). See NOTE [Constant gradients under create_graph]
+            FUNCTION_BACKWARDS[0] += 1
         gs = []
         for i, g in enumerate(grads):
             if g is None or (not self.ctx.materialize_grads and i in self.undefined):

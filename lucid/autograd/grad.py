@@ -215,6 +215,7 @@ def _zero_derivative_class():
     from .function import Function  # function.py imports the engine: made on first use
 
     class ZeroDerivative(Function):
+        zero_derivative = True  # its backward's zeros are exact: later joins stay on
         @staticmethod
         def forward(ctx, g, t):
             ctx.like = (tuple(t.shape), t.dtype, t.device)

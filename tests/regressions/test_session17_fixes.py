@@ -155,3 +155,14 @@ def test_empty_batch_norm_in_training_counts_values_per_channel():
         F.batch_norm(lucid.randn(1, 0), None, None, training=True)
     for shape in [(1, 0, 3), (1, 3, 0), (2, 0), (0, 3)]:
         assert tuple(F.batch_norm(lucid.randn(*shape), None, None, training=True).shape) == shape
+
+
+def test_constant_gradients_stay_joined_at_third_order():
+    # the join's own Function ran in the second backward and switched the third join off:
+    # d3/dx3 of sum(relu(x)) raised "does not require grad" (PyTorch: zeros)
+    x = lucid.tensor([1.5, -2.0], dtype=lucid.float64, requires_grad=True)
+    (g1,) = lucid.autograd.grad(lucid.relu(x).sum(), [x], create_graph=True)
+    (g2,) = lucid.autograd.grad(g1.sum(), [x], create_graph=True)
+    assert g2.requires_grad
+    (g3,) = lucid.autograd.grad(g2.sum(), [x])
+    np.testing.assert_array_equal(g3.numpy(), [0.0, 0.0])
