@@ -454,12 +454,13 @@ def test_hooks_retain_grad_and_retain_graph_on_wrappers(sub):
     assert x.grad.b.tolist() == [120.0, 160.0]
 
 
-@pytest.mark.xfail(strict=True, raises=NotImplementedError,
-                   reason="lucid.autograd.backward (the function) goes straight to engine.backward, which keeps "
-                          "its array mode; Tensor.backward routes subclass roots (NOTE [Subclass autograd])")
 def test_autograd_backward_function_on_a_two_tensor_loss(sub):
+    # lucid.autograd.backward (the function) went straight to the engine's array mode and raised
     x = two(sub, [1.0, 2.0], [3.0, 4.0], requires_grad=True)
     lucid.autograd.backward((x * x).sum())
+    assert x.grad.a.tolist() == [2.0, 4.0] and x.grad.b.tolist() == [6.0, 8.0]
+    x.grad = None
+    lucid.autograd.backward([(x * x).sum()], grad_tensors=[None])
     assert x.grad.b.tolist() == [6.0, 8.0]
 
 
@@ -814,9 +815,12 @@ def test_the_compliance_check_catches_a_composite_that_reads_raw_arrays(sub):
     assert "TwoTensor is a wrapper tensor subclass" in failures[0] and "returned Tensor" in failures[1]
 
 
-@pytest.mark.xfail(strict=True, reason="gather's bounds check reads a wrapper index's raw values "
-                                       "(lucid/ops/indexing.py:_check_index); median/quantile sort then gather")
-def test_composite_compliance_known_gaps(sub):
+def test_composite_compliance_of_sort_then_gather(sub):
+    # gather's bounds check read a wrapper index's raw values (backend.has_values took the
+    # wrapper's stand-in for an array): median/quantile sort then gather
+    if lucid.empty(0).device.index not in (None, 0):
+        pytest.xfail("gather's backward makes its scatter_add zeros on the current device for a wrapper "
+                     "on another one (left: session 17's note)")
     _, m, n, _ = _compliance_cases()
     cases = [("median", lambda x: lucid.median(x, 1).values, 1),
              ("quantile", lambda x: lucid.quantile(x, 0.3, dim=1), 1)]

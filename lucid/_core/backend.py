@@ -686,8 +686,10 @@ def cuda_oom(op, err):
 
 
 def has_values(arr) -> bool:
-    """Whether ``arr`` holds values: every array but the meta device's (NOTE [Meta device])."""
-    return arr.__class__ is np.ndarray or _BY_TYPE.get(arr.__class__, CPU_BACKEND).type != "meta"
+    """Whether ``arr`` holds values: every array but the meta device's (NOTE [Meta device]) and
+    a wrapper subclass's stand-in (NOTE [Devices of wrapper subclasses])."""
+    cls = arr.__class__
+    return cls is np.ndarray or (cls is not WRAPPER_VALUES and _BY_TYPE.get(cls, CPU_BACKEND).type != "meta")
 
 
 def device_of_array(arr) -> device:

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._core.backend import namespace_of, on_device
 
-from .._core.grad_mode import enable_grad, no_grad
+from .._core.grad_mode import SUBCLASS_DISPATCH, enable_grad, no_grad
 from .._core.tensor import Tensor, _wrap
 from . import engine
 from .engine import FUNCTION_BACKWARDS, UnusedInputError, _check_seed_dtype, _edge_of, _seed, run_backward
@@ -350,4 +350,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         grad_tensors = list(grad_tensors)
         if len(grad_tensors) != len(tensors):
             raise RuntimeError(f"backward: got {len(grad_tensors)} grad_tensors for {len(tensors)} tensors")
+    if SUBCLASS_DISPATCH[0]:  # a wrapper subclass's graph runs on Tensors, as Tensor.backward routes it
+        from ..utils._python_dispatch import _subclass_backward  # NOTE [Subclass autograd]
+
+        one, seed = (tensors, grad_tensors) if isinstance(tensors, Tensor) else (
+            (tensors[0], grad_tensors[0]) if len(tensors) == 1 else (None, None))
+        if one is not None and _subclass_backward(one, seed, retain_graph, create_graph, inputs):
+            return
     engine.backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
