@@ -839,22 +839,14 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False, input
         with backend.on_device(t):
             seed = _seed(t, g, "backward")
         seeds.append(_wrap(seed) if create_graph else seed)
+    kw = {}
     if inputs is not None:
         inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-        edges = [_edge_of(i) for i in inputs]
-        ctx = enable_grad() if create_graph else no_grad()
-        outer, JOIN_FROM[0] = JOIN_FROM[0], FUNCTION_BACKWARDS[0] if create_graph else None
-        try:
-            with ctx:
-                run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph, capture=edges,
-                             accumulate_into=inputs)
-        finally:
-            JOIN_FROM[0] = outer
-        return
+        kw = {"capture": [_edge_of(i) for i in inputs], "accumulate_into": inputs}
     ctx = enable_grad() if create_graph else no_grad()
     outer, JOIN_FROM[0] = JOIN_FROM[0], FUNCTION_BACKWARDS[0] if create_graph else None
     try:
         with ctx:
-            run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph)
+            run_backward(roots, seeds, retain_graph=retain_graph, tensor_mode=create_graph, **kw)
     finally:
         JOIN_FROM[0] = outer
