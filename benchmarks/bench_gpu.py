@@ -114,10 +114,13 @@ def main():
         print("bench_gpu: no CUDA device (lucid.cuda.is_available() is False); nothing to time")
         return 0
     have_torch = torch is not None and torch.cuda.is_available()
-    print(f"GPU: {lucid.cuda.get_device_name()}   PyTorch: {torch.__version__ if have_torch else 'absent'}")
+    print(f"GPU: {lucid.cuda.get_device_name()}   PyTorch: {torch.__version__ if have_torch else 'absent'}   "
+          f"cuDNN: {lucid.backends.cudnn.version()} (Lucid), "
+          f"{torch.backends.cudnn.version() if have_torch else 'absent'} (PyTorch)")
     # "no fused" times Lucid with its fused device kernels off (NOTE [Fused device kernels]):
-    # every op's generic CuPy code, to measure what the kernels save.
-    print(f"{'workload':<22}{'lucid ms':>10}{'torch ms':>10}{'lucid/torch':>13}{'no fused ms':>13}")
+    # every op's generic CuPy code, to measure what the kernels save; "no cuDNN" its
+    # convolutions through im2col and cuBLAS (NOTE [cuDNN convolutions]).
+    print(f"{'workload':<22}{'lucid ms':>10}{'torch ms':>10}{'lucid/torch':>13}{'no fused ms':>13}{'no cuDNN ms':>13}")
     rows = [("W2 MLP batch 128", lambda m: _mlp(m), (128, 784)), ("W2 MLP batch 4096", lambda m: _mlp(m), (4096, 784)),
             ("W5 CNN batch 64", lambda m: _cnn(m), (64, 1, 28, 28)), ("W5 CNN batch 512", lambda m: _cnn(m), (512, 1, 28, 28))]
     for name, make, shape in rows:
@@ -126,7 +129,11 @@ def main():
         tt = _time(_torch_step(make(torch.nn), xs, ys), _sync_torch) if have_torch else float("nan")
         with _no_fused_kernels():
             gt = _time(_lucid_step(make(nn), xs, ys), _sync_lucid)
-        print(f"{name:<22}{lt:>10.3f}{tt:>10.3f}{lt / tt:>13.2f}{gt:>13.3f}")
+        nt = float("nan")
+        if name.startswith("W5"):
+            with lucid.backends.cudnn.flags(enabled=False):
+                nt = _time(_lucid_step(make(nn), xs, ys), _sync_lucid)
+        print(f"{name:<22}{lt:>10.3f}{tt:>10.3f}{lt / tt:>13.2f}{gt:>13.3f}{nt:>13.3f}")
     a = np.random.default_rng(0).standard_normal((4096, 4096)).astype(np.float32)
     la = lucid.tensor(a, device="cuda")
     lt = _time(lambda: la @ la, _sync_lucid)

@@ -54,11 +54,25 @@ CALLS = _Calls()
 NO_KERNEL = {"getitem (view)", ".reshape() (view)", ".transpose()", ".swapaxes()", "xp.empty", "xp.as_strided"}
 
 
+_PAUSED = [0]
+
+
 def _counted(name, fn):
     def call(*args, **kwargs):
-        CALLS[name] += 1
+        if not _PAUSED[0]:
+            CALLS[name] += 1
         return fn(*args, **kwargs)
     return call
+
+
+class _uncounted:
+    """Inside the block, array calls are not counted (the emulated cuDNN's own arithmetic)."""
+
+    def __enter__(self):
+        _PAUSED[0] += 1
+
+    def __exit__(self, *exc):
+        _PAUSED[0] -= 1
 
 
 def instrument():
@@ -111,6 +125,17 @@ def instrument():
             return _counted(f"kernel {kernel.name}", factory(kernel, dtypes))
 
         sd._backend._BACKENDS["strict"].kernels = counted_factory
+    dnn = sd._backend._BACKENDS["strict"].cudnn()
+    if dnn is not None:  # cuDNN (NOTE [cuDNN convolutions]): one call each on a GPU; the stand-in's
+        # emulation computes on host views of its arrays, which must not count as device calls
+        lib = dnn.lib
+        for name in ("cudnnConvolutionForward", "cudnnConvolutionBackwardData", "cudnnConvolutionBackwardFilter",
+                     "cudnnAddTensor"):
+            def cudnn_call(*args, fn=getattr(lib, name), name=name):
+                CALLS[f"cudnn {name[5:]}"] += 1
+                with _uncounted():
+                    return fn(*args)
+            setattr(lib, name, cudnn_call)
     sd._Ufunc.__call__ = lambda self, *a, **k: (CALLS.update([f"xp.{self.__name__}"]), call(self, *a, **k))[1]
 
 

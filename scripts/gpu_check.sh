@@ -20,11 +20,12 @@ timeout() { [ "$1" = 0 ] && { echo "(skipped)"; return 0; }; command timeout "$@
 step env
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   $PY -c "import sys, cupy, numpy, scipy; print(sys.version.split()[0], 'cupy', cupy.__version__, 'cuda rt', cupy.cuda.runtime.runtimeGetVersion(), 'numpy', numpy.__version__, 'scipy', scipy.__version__)"
-  $PY -c "import torch; print('torch', torch.__version__, torch.cuda.is_available())"
+  $PY -c "import torch; print('torch', torch.__version__, torch.cuda.is_available(), 'cudnn', torch.backends.cudnn.version())"
+  $PY -c "import lucid; print('lucid cudnn', lucid.backends.cudnn.version())"
 } 2>&1 | tee "$OUT/env.txt"
 PT="$PY -m pytest -q -p no:cacheprovider --tb=short -o addopts="
 step cuda-tests
-timeout ${T_CUDA:-100} $PT tests/gpu/test_cuda.py tests/gpu/test_fused_kernels.py -rfE 2>&1 | tail -60 | tee "$OUT/cuda_tests.log"
+timeout ${T_CUDA:-100} $PT tests/gpu/test_cuda.py tests/gpu/test_fused_kernels.py tests/gpu/test_cudnn.py -rfE 2>&1 | tail -60 | tee "$OUT/cuda_tests.log"
 step bench
 timeout ${T_BENCH:-100} $PY benchmarks/bench_gpu.py 2>&1 | tee "$OUT/bench.txt"
 if [ "${1:-}" = quick ]; then

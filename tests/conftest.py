@@ -45,7 +45,7 @@ def pytest_configure(config):
             check_device(inputs)  # loads the CUDA backend
             strict_device.allow_test_host_reads("cuda")
     dev = config.getoption("--lucid-device", default="cpu")
-    if dev == "cpu":
+    if dev == "cpu" and not (inputs or "").startswith("cuda"):
         return
     import lucid
 
@@ -56,6 +56,10 @@ def pytest_configure(config):
     lucid.set_default_device(dev)
     if dev.startswith("cuda"):  # the suites check values through .numpy(), as on "strict"
         strict_device.allow_test_host_reads("cuda")
+    if dev.startswith("cuda") or (inputs or "").startswith("cuda"):
+        # float32 convolutions in full precision: the tolerances are float32's, not TF32's (as
+        # PyTorch's own test suite runs cuDNN; NOTE [cuDNN convolutions])
+        lucid.backends.cudnn.allow_tf32 = False
 
 
 # NOTE [Strict-device gaps]

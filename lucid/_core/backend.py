@@ -206,6 +206,9 @@ class Backend:
     host_copy : callable, optional
         ``host_copy(array) -> numpy.ndarray`` sharing no memory with ``array`` (``to_numpy``
         where that already copies, as CuPy's ``asnumpy``): ``Tensor.numpy(force=True)``.
+    cudnn : callable, optional
+        ``cudnn() -> (Cudnn or None, reason)``, called once, on the first device convolution:
+        this device's cuDNN (NOTE [cuDNN convolutions] in ``lucid/_core/cudnn.py``).
 
     Examples
     --------
@@ -217,7 +220,7 @@ class Backend:
     def __init__(self, type, xp, array_type, *, device_of, to_numpy, from_numpy,  # noqa: A002
                  numpy_view=True, special=None, scipy_linalg=None, implicit_numpy=None,
                  synchronize=None, kernels=None, device_count=None, current_index=None,
-                 use_device=None, move=None, index_of=None, host_copy=None):
+                 use_device=None, move=None, index_of=None, host_copy=None, cudnn=None):
         self.type, self.xp, self.array_type = type, xp, array_type
         self.device_of, self.to_numpy, self.from_numpy = device_of, to_numpy, from_numpy
         self.numpy_view = numpy_view
@@ -233,6 +236,19 @@ class Backend:
         self.use_device, self.move = use_device, move
         self.index_of = index_of or (lambda a: device_of(a).index)
         self.host_copy = host_copy or to_numpy
+        self._cudnn_loader, self._cudnn = cudnn, None
+        self.cudnn_reason = "no cuDNN on this device type" if cudnn is None else None
+
+    def cudnn(self):
+        """This device's :class:`~lucid._core.cudnn.Cudnn`, loaded on first use; None without one."""
+        if self._cudnn is None:
+            if self._cudnn_loader is None:
+                return None
+            self._cudnn, self.cudnn_reason = self._cudnn_loader()
+            self._cudnn_loader = None
+            if self._cudnn is None:
+                self._cudnn = False
+        return self._cudnn or None
 
     def special(self):
         if self._special is None:

@@ -42,6 +42,14 @@ def make_backend(cupy):
         with cupy.cuda.Device(index):
             return arr.copy()
 
+    def cudnn():  # NOTE [cuDNN convolutions]: loaded at the first device conv
+        from .cudnn import Cudnn, load_library
+
+        lib, reason = load_library()
+        if lib is None:
+            return None, reason
+        return Cudnn(lib, cupy, lambda a: a.data.ptr, lambda: cupy.cuda.get_current_stream().ptr), None
+
     return Backend(
         "cuda", cupy, cupy.ndarray,
         device_of=lambda a: device("cuda", a.device.id),
@@ -58,4 +66,5 @@ def make_backend(cupy):
         use_device=cupy.cuda.Device,  # NOTE [Several devices]
         move=move,
         index_of=lambda a: a.device.id,
+        cudnn=cudnn,
     )

@@ -1,4 +1,11 @@
-"""cuDNN flags: settable, without effect (no cuDNN in a CPU-only build)."""
+"""cuDNN: PyTorch's flags, with their meaning, for the CUDA backend's convolutions.
+
+Device convolutions call cuDNN where it is there (NOTE [cuDNN convolutions] in
+``lucid/_core/cudnn.py``): ``enabled`` (False: the im2col + GEMM path), ``benchmark`` (time the
+algorithms once per shape), ``deterministic`` (only reproducible algorithms) and
+``allow_tf32`` (float32 convolutions may use TF32 tensor cores; PyTorch's default, True).
+On a machine without CUDA they can be read and set and change nothing.
+"""
 import contextlib
 
 enabled = True
@@ -7,14 +14,44 @@ deterministic = False
 allow_tf32 = True
 
 
+def _cudnn():
+    from .._core import backend
+
+    if not backend._load_cuda():  # no CuPy or no GPU: nothing is imported beyond the attempt
+        return None
+    return backend._BACKENDS["cuda"].cudnn()
+
+
 def is_available() -> bool:
-    """False: this build has no cuDNN."""
-    return False
+    """Whether CUDA convolutions can use cuDNN: a GPU and a cuDNN library that loads
+    (``lucid[gpu]`` installs NVIDIA's ``nvidia-cudnn`` wheel; ``LUCID_CUDNN_LIBRARY`` names
+    another).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.backends.cudnn.is_available() in (True, False)
+    True
+    """
+    return _cudnn() is not None
 
 
 def version():
-    """None: no cuDNN library is loaded."""
-    return None
+    """cuDNN's version as an int (90200 for 9.2.0, as PyTorch's), or None without cuDNN."""
+    dnn = _cudnn()
+    return None if dnn is None else dnn.version()
+
+
+def is_acceptable(tensor) -> bool:
+    """Whether cuDNN would take ``tensor`` (a CUDA floating tensor of a type it has, cuDNN enabled
+    and available), as ``torch.backends.cudnn.is_acceptable``."""
+    import numpy as np
+
+    if not enabled or tensor.device.type != "cuda":
+        return False
+    from .._core.cudnn import DATA_TYPE
+
+    return np.dtype(tensor.dtype.dtype) in DATA_TYPE and is_available()
 
 
 _FLAG_NAMES = ("enabled", "benchmark", "deterministic", "allow_tf32")

@@ -35,6 +35,7 @@ from .._core.grad_mode import STATE
 from .._core.primitive import TN, OpError, autocast_composite, bind, defprim
 from ._family import _as_tensor, conj_if_complex, move_bdim, quiet
 from .conv_device import _device_cols, _fused_cols, _fused_transpose, _pad_crop  # See NOTE [Conv on a device]
+from .conv_device import cudnn_conv, cudnn_conv_transpose, cudnn_conv_weight  # NOTE [cuDNN convolutions]
 
 # ----------------------------------------------------------------- array helpers
 
@@ -310,6 +311,9 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
                          f"groups={groups}), got {c} channels")
     wg = w.reshape(groups, o // groups, -1)
     if x.__class__ is not np.ndarray:  # See NOTE [Conv on a device]
+        out = cudnn_conv(x, w, bias[0] if bias else None, stride, padding, dilation, groups, out_sp)
+        if out is not None:
+            return out
         out = xp.matmul(wg, _device_cols(x, ksize, stride, padding, dilation, groups, out_sp))
         out = out.reshape((n, o) + tuple(out_sp))
         return out + bias[0].reshape((o,) + (1,) * len(out_sp)) if bias else out
@@ -353,7 +357,9 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     alloc = tuple(max(f, lo + o) for f, lo, o in zip(full, padding, out_size))
     crop = (slice(None), slice(None)) + tuple(slice(lo, lo + o) for lo, o in zip(padding, out_size))
     if x.__class__ is not np.ndarray:  # See NOTE [Conv on a device]
-        y = _fused_transpose(x, w, stride, padding, dilation, groups, out_size)
+        y = cudnn_conv_transpose(x, w, stride, padding, dilation, groups, out_size)
+        if y is None:
+            y = _fused_transpose(x, w, stride, padding, dilation, groups, out_size)
         if y is not None:
             return y
         if all(s == 1 for s in stride):
@@ -421,6 +427,9 @@ def _conv_weight_impl(x, g, stride, padding, dilation, groups, ksize):
         return namespace_of(x, g).zeros((o, c // groups) + tuple(ksize), dtype=xp.result_type(x.dtype, g.dtype))
     out_sp = tuple(g.shape[2:])
     if x.__class__ is not np.ndarray:  # See NOTE [Conv on a device]
+        dw = cudnn_conv_weight(x, g, stride, padding, dilation, groups, ksize)
+        if dw is not None:
+            return dw
         cols = _fused_cols(x, ksize, stride, padding, dilation, out_sp, channel_major=True)
         if cols is not None:  # (C, *K, N, *out): dw = g (G, O/G, N*P) times cols (G, Cg*K, N*P) transposed
             g2 = g.reshape(n, groups, o // groups, -1).transpose(1, 2, 0, 3).reshape(groups, o // groups, -1)

@@ -9,7 +9,10 @@ import math
 
 import numpy as np
 
+from .. import _runtime
+from .._core import backend as _backend
 from .._core.backend import as_strided, namespace_of, xp
+from .._core.cudnn import DATA_TYPE, CudnnError, conv_geometry_ok
 from .._core.kernels import Kernel, kernel_for
 
 
@@ -163,3 +166,114 @@ def _fused_transpose(x, w, stride, padding, dilation, groups, out_size):
     cols = cols if cols.flags["C_CONTIGUOUS"] else xp.ascontiguousarray(cols)  # a GEMM's product already is
     launch(y.size, cols, cout, oh, ow, kh, kw, ih, iw, sh, sw, ph, pw, dh, dw, y)
     return y
+
+
+# ------------------------------------------------------------------------- cuDNN
+# NOTE [cuDNN convolutions] in lucid/_core/cudnn.py: where the device has cuDNN and the flags
+# allow it, the three conv primitives are one cuDNN call each; None sends them to the paths above.
+
+_WARNED = set()
+
+
+def _cudnn_of(x):
+    """``(cudnn, device index, flags)`` for a conv on ``x``'s device, or None."""
+    b = _backend._BY_TYPE.get(x.__class__)
+    dnn = b.cudnn() if b is not None else None
+    if dnn is None:
+        return None
+    from ..backends import cudnn as settings  # here: ``import lucid`` does not load lucid.backends
+
+    if not settings.enabled:
+        return None
+    flags = (bool(settings.benchmark), bool(settings.deterministic or _runtime.are_deterministic_algorithms_enabled()),
+             bool(settings.allow_tf32))
+    return dnn, b.index_of(x), flags
+
+
+def _lift(shape_or_seq, nd, fill):
+    """A 1-D conv's sizes as a 2-D conv's (cuDNN takes 4-D and 5-D tensors): height ``fill``."""
+    return (fill,) + tuple(shape_or_seq) if nd == 1 else tuple(shape_or_seq)
+
+
+def _cudnn_call(kind, first, second, out_shape, x_shape, w_shape, y_shape, stride, pad, dilation, groups,
+                bias=None):
+    """One cuDNN convolution call on device arrays, or None (not applicable, or cuDNN failed:
+    warned once, the im2col path runs)."""
+    dtype = first.dtype
+    if dtype not in DATA_TYPE or second.dtype != dtype or (bias is not None and bias.dtype != dtype):
+        return None
+    if min(x_shape) == 0 or min(w_shape) == 0 or min(y_shape) == 0 or len(stride) > 3:
+        return None
+    found = _cudnn_of(first)
+    if found is None:
+        return None
+    dnn, index, flags = found
+    nd = len(stride)
+    x_shape, y_shape = x_shape[:2] + _lift(x_shape[2:], nd, 1), y_shape[:2] + _lift(y_shape[2:], nd, 1)
+    w_shape = w_shape[:2] + _lift(w_shape[2:], nd, 1)
+    stride, pad, dilation = _lift(stride, nd, 1), _lift(pad, nd, 0), _lift(dilation, nd, 1)
+    try:
+        geom = dnn.geometry(index, dtype, x_shape, w_shape, y_shape, stride, pad, dilation, groups, flags[2])
+        if geom is None:
+            return None
+        ns = namespace_of(first)
+        out = ns.empty(out_shape, dtype=dtype)
+        dnn.run(kind, index, geom, DATA_TYPE[dtype], flags, _packed(ns, first), _packed(ns, second), out)
+        if bias is not None:
+            dnn.add_bias(index, geom, DATA_TYPE[dtype], _packed(ns, bias), out)
+        return out
+    except CudnnError as e:
+        if str(e) not in _WARNED:
+            _WARNED.add(str(e))
+            import warnings
+
+            warnings.warn(f"{e}; this convolution runs without cuDNN (im2col and GEMM)", RuntimeWarning,
+                          stacklevel=2)
+        return None
+
+
+def _packed(ns, a):
+    """``a`` in C order (cuDNN's descriptors here are packed), copied only where it is not."""
+    return a if a.flags["C_CONTIGUOUS"] else ns.ascontiguousarray(a)
+
+
+def cudnn_conv(x, w, bias, stride, padding, dilation, groups, out_sp):
+    """``conv`` (cross-correlation plus bias) through cuDNN, or None."""
+    if not _conv_fits(x.shape[2:], w.shape[2:], stride, padding, dilation):
+        return None
+    n, o = x.shape[0], w.shape[0]
+    out_shape = (n, o) + tuple(out_sp)
+    return _cudnn_call("forward", x, w, out_shape, tuple(x.shape), tuple(w.shape), out_shape, stride,
+                       tuple(lo for lo, _ in padding), dilation, groups, bias)
+
+
+def cudnn_conv_transpose(x, w, stride, padding, dilation, groups, out_size):
+    """``conv_transpose`` (a conv's input gradient: cuDNN's backward data) through cuDNN, or None.
+    ``x`` (N, Cin, *in), ``w`` (Cin, Cout/G, *K); ``padding`` the ``lo`` pads."""
+    ksize = tuple(w.shape[2:])
+    pairs = tuple((lo, lo) for lo in padding)
+    if not conv_geometry_ok(out_size, ksize, stride, pairs, dilation) or \
+            _out_size(out_size, ksize, stride, pairs, dilation) != tuple(x.shape[2:]):
+        return None
+    dx_shape = (x.shape[0], groups * w.shape[1]) + tuple(out_size)
+    return _cudnn_call("backward_data", w, x, dx_shape, dx_shape, tuple(w.shape), tuple(x.shape), stride,
+                       tuple(padding), dilation, groups)
+
+
+def cudnn_conv_weight(x, g, stride, padding, dilation, groups, ksize):
+    """``conv_weight`` (a conv's weight gradient: cuDNN's backward filter) through cuDNN, or None."""
+    if not _conv_fits(x.shape[2:], ksize, stride, padding, dilation) or \
+            _out_size(x.shape[2:], ksize, stride, padding, dilation) != tuple(g.shape[2:]):
+        return None
+    w_shape = (g.shape[1], x.shape[1] // groups) + tuple(ksize)
+    return _cudnn_call("backward_filter", x, g, w_shape, tuple(x.shape), w_shape, tuple(g.shape), stride,
+                       tuple(lo for lo, _ in padding), dilation, groups)
+
+
+def _conv_fits(in_sp, ksize, stride, padding, dilation):
+    return conv_geometry_ok(tuple(in_sp), tuple(ksize), stride, padding, dilation)
+
+
+def _out_size(in_sp, ksize, stride, padding, dilation):
+    return tuple((n + lo + hi - d * (k - 1) - 1) // s + 1
+                 for n, k, s, (lo, hi), d in zip(in_sp, ksize, stride, padding, dilation))

@@ -612,6 +612,16 @@ def _kernels():
     return kernels.cpu_factory(lambda a: a._a.ctypes.data)
 
 
+def _cudnn():
+    """The stand-in's cuDNN: the emulated library (``lucid.testing.strict_cudnn``); with
+    LUCID_STRICT_CUDNN=0 it has none and convolutions take the im2col path (NOTE [cuDNN convolutions])."""
+    if os.environ.get("LUCID_STRICT_CUDNN", "1") == "0":
+        return None
+    from .strict_cudnn import make_cudnn
+
+    return make_cudnn
+
+
 def make_backend():
     b = _backend.Backend(
         "strict", xp, StrictArray,
@@ -624,6 +634,7 @@ def make_backend():
         use_device=_UseDevice,
         move=_move,
         index_of=lambda a: a._dev,
+        cudnn=_cudnn(),
     )
     b._user_host_rules = (False, _user_numpy_error)  # CuPy's, for user_host_rules("strict")
     return b
