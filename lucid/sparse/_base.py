@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import lucid
 from .._core import backend
 from .._core import tensor as _tensor_module
 from .._core.no_values import NoValues
@@ -137,6 +138,42 @@ class SparseTensor(Tensor):
     def _grad_wrap(self, g):
         return self._grad_from_values(g)
 
+    # NOTE [Sparse outputs]
+    # ``lucid.autograd.grad``/``backward`` of a sparse output run through its values, the
+    # tensor carrying its graph (NOTE [Sparse tensors]). The seed is the given gradient
+    # (dense, or sparse of any layout, in the output's shape; ones when omitted under
+    # ``grad``) read at the stored entries, in the values' storage order: the vjp of
+    # "values -> the dense tensor they represent". So a gradient reaches the graph through
+    # the stored entries only: PyTorch's ``ToSparseBackward`` instead passes the whole dense
+    # gradient back (``grad(x.to_sparse(), x, ones)`` is ones there, zeros here where ``x`` is
+    # zero; equal wherever ``x`` is nonzero).
+    def _grad_output(self, g, api, batched=False):
+        """``(values, seed)`` for gradient ``g`` of this output. See NOTE [Sparse outputs]."""
+        if g is None:
+            if api == "backward" and self.numel() != 1:
+                raise RuntimeError(f"{api}: grad can be implicitly created only for scalar outputs, but the "
+                                   f"sparse output has shape {tuple(self._size)}; pass a gradient of that shape")
+            g, batched = lucid.ones(tuple(self._size), dtype=self.dtype, device=self.device), False
+        elif isinstance(g, SparseTensor):
+            g = g.to_dense()
+        elif not isinstance(g, Tensor):
+            g = lucid.tensor(g, dtype=self.dtype, device=self.device)
+        lead = tuple(g.shape[:1]) if batched else ()
+        if tuple(g.shape) != lead + tuple(self._size):
+            if batched or g.numel() != 1 or self.numel() != 1:
+                raise RuntimeError(f"{api}: mismatch in shape: gradient has shape {tuple(g.shape)} but the sparse "
+                                   f"output has shape {tuple(self._size)}")
+            g = g.reshape(tuple(self._size))
+        idx = self._stored_index()
+        if idx.shape[0] == 0:  # a 0-d tensor: every stored entry is the one element
+            picked = g.reshape(lead + (1,)).expand(lead + (int(idx.shape[1]),))
+        else:
+            picked = g[(slice(None),) * len(lead) + tuple(idx[d] for d in range(int(idx.shape[0])))]
+        return self._vals, picked.reshape(lead + tuple(self._vals.shape))
+
+    def _stored_index(self):
+        raise NotImplementedError  # per layout: (sparse dims, entries) in the values' order
+
     @property
     def data(self):
         return self.detach()
@@ -151,7 +188,21 @@ class SparseTensor(Tensor):
         raise NotImplementedError("detach_: not supported on sparse tensors; use .detach()")
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        raise RuntimeError("backward: call it on a dense result (e.g. lucid.sparse.sum(s) or s.to_dense().sum())")
+        """``Tensor.backward`` of a sparse tensor: ``gradient`` (dense or sparse, this shape) is
+        read at the stored entries and pushed through the values (NOTE [Sparse outputs]).
+
+        Examples
+        --------
+        >>> import lucid
+        >>> x = lucid.tensor([[0.0, 2.0], [3.0, 0.0]], requires_grad=True)
+        >>> (x * 2).to_sparse().backward(lucid.ones(2, 2))
+        >>> x.grad
+        tensor([[0., 2.],
+                [2., 0.]])
+        """
+        from ..autograd.grad import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     # ----------------------------------------------------------- conversions
     def numpy(self, *, force=False):

@@ -202,6 +202,9 @@ class SparseCompressedTensor(SparseTensor):
     def T(self):
         return self.t()
 
+    def _stored_index(self):
+        return self._coo_parts()[0]  # storage order: NOTE [Compressed layouts]
+
     def _grad_from_values(self, g):
         return make_compressed(self.layout, self._cidx, self._pidx, g, self._size)
 

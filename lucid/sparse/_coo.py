@@ -173,6 +173,9 @@ class SparseCOOTensor(SparseTensor):
         """
         return _narrow_copy(self, dim, start, length)
 
+    def _stored_index(self):
+        return self._idx
+
     def _grad_from_values(self, g):
         # The gradient of the dense tensor this one represents, on its pattern: duplicates
         # of an uncoalesced leaf each saw it once, so they are averaged, not summed

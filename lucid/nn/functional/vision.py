@@ -129,6 +129,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     and ``'bicubic'`` (4-D), ``'trilinear'`` (5-D), ``'area'`` (adaptive average pooling,
     any number of spatial dims). ``align_corners`` as in PyTorch (interpolating modes only).
     ``antialias=True`` (bilinear and bicubic) filters as PyTorch (and PIL) when shrinking.
+    Bilinear and bicubic also take ``uint8`` images, resampled in PyTorch's fixed point
+    (rounded and saturated, bit for bit; NOTE [uint8 resampling]); other modes need floats.
 
     Parameters
     ----------
@@ -149,6 +151,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     >>> import lucid.nn.functional as F
     >>> F.interpolate(lucid.tensor([[[1.0, 2.0]]]), scale_factor=2).tolist()
     [[[1.0, 1.0, 2.0, 2.0]]]
+    >>> img = lucid.tensor([[[[0, 255]]]], dtype=lucid.uint8)
+    >>> F.interpolate(img, size=(1, 3), mode="bilinear", align_corners=True).tolist()
+    [[[[0, 128, 255]]]]
     """
     _refuse_complex("interpolate", input)
     x = _as_tensor(input)
@@ -184,8 +189,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if want != nsp:
             raise _ModeError(f"interpolate: mode {mode!r} expects a {want + 2}-D input, "
                              f"got shape {tuple(x.shape)}")
-        _check_float(x, mode)
         cubic, ac = mode == "bicubic", bool(align_corners)
+        if x.dtype == np.uint8 and nsp == 2:  # bilinear, bicubic: NOTE [uint8 resampling]
+            return _resample_uint8(x, sp, osz, scales, ac, cubic, antialias)
+        _check_float(x, mode)
 
         def build(i, n, o):
             if antialias:  # PyTorch skips a dim whose size does not change
@@ -208,7 +215,110 @@ class _ModeError(NotImplementedError, ValueError):
 def _check_float(x, mode):
     if x.dtype.kind != "f":
         # PyTorch has no integer kernels for these modes: NotImplementedError, a RuntimeError
-        raise NotImplementedError(f"interpolate: mode {mode!r} needs a floating point input, got {x.dtype}")
+        extra = " (uint8 images: modes 'bilinear' and 'bicubic')" if x.dtype == np.uint8 else ""
+        raise NotImplementedError(f"interpolate: mode {mode!r} needs a floating point input, got {x.dtype}{extra}")
+
+
+# NOTE [uint8 resampling]
+# PyTorch (CPU) resizes uint8 images in bilinear and bicubic modes (antialias or not) in
+# fixed point, one spatial dim at a time (width, then height; a dim whose size does not
+# change is skipped), each pass rounded and saturated to uint8:
+# - the weights of a dim are computed in float64 (without antialias the taps beyond the
+#   border fold into the edge tap; the source index is floored in float32, PyTorch's
+#   ``floorf``), scaled by 2**p and rounded half away from zero, p being the largest
+#   precision (< 22) that keeps the largest weight of the dim below 2**15;
+# - out = clamp((sum(pixel * weight) + 2**(p - 1)) >> p, 0, 255).
+# The sums are integers below 2**53, so a float64 matmul computes them exactly and
+# ``floor(. / 2**p)`` is the shift: the result is PyTorch's bit for bit. Integer outputs have
+# no gradient, so the composite (movedim, matmul, floor, clamp) needs no rules of its own.
+def _u8_filter(cubic, aa):
+    a = -0.5 if aa else -0.75  # Keys' (PIL's) cubic with antialias, OpenCV's without
+
+    def f(x):
+        x = abs(x)
+        if not cubic:
+            return 1.0 - x if x < 1.0 else 0.0
+        if x < 1.0:
+            return ((a + 2) * x - (a + 3)) * x * x + 1
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a if x < 2.0 else 0.0
+
+    return f
+
+
+def _u8_taps_aa(n, o, scale, cubic):
+    """PyTorch's antialias taps: (first index, float64 weights) per output, and the largest."""
+    f, half = _u8_filter(cubic, True), 2.0 if cubic else 1.0
+    support = half * scale if scale >= 1.0 else half
+    most, invscale = int(math.ceil(support)) * 2 + 1, 1.0 / scale if scale >= 1.0 else 1.0
+    rows, wmax = [], 0.0
+    for i in range(o):
+        center = scale * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        size = min(max(min(int(center + support + 0.5), n) - lo, 0), most)
+        w = [f((j + lo - center + 0.5) * invscale) for j in range(size)]
+        total = 0.0
+        for v in w:  # in order, as PyTorch sums them
+            total += v
+        if total != 0.0:
+            w = [v / total for v in w]
+            wmax = max([wmax] + w)
+        rows.append((lo, w))
+    return rows, wmax
+
+
+def _u8_taps(n, o, scale, ac, cubic):
+    """PyTorch's taps without antialias: those beyond the border fold into the edge tap."""
+    f, taps = _u8_filter(cubic, False), 4 if cubic else 2
+    support = taps // 2
+    rows, wmax = [], 0.0
+    for i in range(o):
+        src = scale * i if ac else scale * (i + 0.5) - 0.5
+        src = 0.0 if not (ac or cubic) and src < 0 else src
+        i0 = min(int(math.floor(np.float32(src))), n - 1)
+        lam = min(max(src - i0, 0.0), 1.0)
+        first = i0 - support + 1
+        lo = max(first, 0)
+        size = min(max(min(i0 + support + 1, n) - lo, 0), taps)
+        w, k = [0.0] * taps, 0
+        for j in range(taps):
+            k = 0 if first + j <= 0 else size - 1 if first + j >= n - 1 else k
+            w[k] += f(float(j + 1 - support) - lam)
+            wmax = max(wmax, w[k])
+            k += 1
+        rows.append((lo, w[:size]))
+    return rows, wmax
+
+
+def _u8_matrix(n, o, scale, ac, cubic, aa):
+    """The (o, n) integer weights of one dim (as float64) and their precision p."""
+    if ac:
+        scale = (n - 1) / (o - 1) if o > 1 else 0.0
+    rows, wmax = _u8_taps_aa(n, o, scale, cubic) if aa else _u8_taps(n, o, scale, ac, cubic)
+    p = 0
+    while p < 22 and int(0.5 + wmax * (1 << (p + 1))) < (1 << 15):
+        p += 1
+    m = np.zeros((o, n))
+    for i, (lo, w) in enumerate(rows):
+        for j, v in enumerate(w):
+            v *= 1 << p
+            m[i, lo + j] = int(v - 0.5) if v < 0 else int(v + 0.5)
+    return m, p
+
+
+def _resample_uint8(x, sp, osz, scales, ac, cubic, aa):
+    """Bilinear/bicubic resampling of a uint8 (N, C, H, W) tensor. See NOTE [uint8 resampling]."""
+    import lucid
+
+    out = x
+    for d in (1, 0):  # width first, as PyTorch
+        n, o = sp[d], osz[d]
+        if n == o:
+            continue
+        m, p = _u8_matrix(n, o, scales[d], ac, cubic, aa)
+        acc = out.movedim(2 + d, -1).to(lucid.float64) @ const_like(m.T, x)
+        acc = lucid.floor((acc + float(1 << (p - 1))) / float(1 << p)).clamp(0, 255)
+        out = acc.to(lucid.uint8).movedim(-1, 2 + d)
+    return out if out is not x else x.clone()
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
