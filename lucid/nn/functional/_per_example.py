@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import warnings
 
-from ...func._traces import BatchTracer, _new_batch_tracer
+from ..._core.tensor import Tensor
+from ...func._traces import BatchTracer, _new_batch_tracer, _Tracer
 
 # NOTE [Per-example functions under vmap]
 # A few functions build index tables on the host from the *values* of some arguments:
@@ -19,10 +20,15 @@ from ...func._traces import BatchTracer, _new_batch_tracer
 # tensor, whose slices are views. A RuntimeWarning says so once per function, as the
 # primitives' per-example fallback (``ops/indexing.py: _loop_batch``) does. Arguments whose
 # values are not read may be batched without this: the vectorised path runs.
-# Not covered: a transform inside the vmap whose tracers reach the function (``vmap(grad(f))``
-# with f calling ctc_loss): the innermost trace is then not the vmap, the examples' slices are
-# out of reach at that level, and the usual vmap error is raised. ``grad(vmap(f))`` and nested
-# vmaps work (each level loops).
+# ``grad(vmap(f))`` and nested vmaps work (each level loops). A transform inside the vmap whose
+# tracers reach the function (``vmap(grad(f))``, per-example gradients) can't loop: the innermost
+# trace is then not the vmap and the examples' slices are out of reach at its level. There the
+# functions take a path that reads no value (``is_tracer`` says when): embedding_bag's bags and
+# ctc_loss's tables are built with Lucid ops from the index tensors, which every transform
+# batches; ``scale_grad_by_freq`` counts with a scatter-add. Embedding's ``max_norm`` is a side
+# effect (an in-place renormalisation under no_grad, no gradient of its own), done on the
+# arrays under the tracers (``values_under_tracers``): each example's looked-up rows of its
+# weight slice, as the loop would; the lookup itself is then an ordinary batched gather.
 _WARNED = set()
 
 
@@ -39,6 +45,40 @@ def looping_trace(values, others):
     if trace is None or not any(v.__class__ is BatchTracer and v._trace is trace for v in values):
         return None
     return trace
+
+
+def is_tracer(*values):
+    """True when one of ``values`` is a transform's tracer, whose values can't be read as data."""
+    return any(isinstance(v, _Tracer) for v in values)
+
+
+def values_under_tracers(t):
+    """``(array, dims, batch)``: the array holding ``t``'s values under all its transforms' tracers,
+    the axes of that array that are ``t``'s own dims (in order), and ``{vmap level: axis}`` for the
+    vmaps batching it. Only for a side effect on those values (see NOTE [Per-example functions
+    under vmap]), never to compute a result.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid.nn.functional._per_example import values_under_tracers
+    >>> seen = []
+    >>> _ = lucid.func.vmap(lambda x: seen.append(values_under_tracers(x)) or x, in_dims=1)(lucid.zeros(2, 3))
+    >>> arr, dims, batch = seen[0]
+    >>> arr.shape, dims, list(batch.values())
+    ((2, 3), [0], [1])
+    """
+    dims, batch = list(range(t.ndim)), {}
+    while isinstance(t, _Tracer):
+        if t.__class__ is BatchTracer:
+            b = t._bdim
+            dims = [d + (d >= b) for d in dims]
+            batch = {lv: a + (a >= b) for lv, a in batch.items()}
+            batch[t._level] = b
+        t = t._inner_value()
+    if not isinstance(t, Tensor):
+        raise TypeError(f"values_under_tracers: expected a Tensor, got {type(t).__name__}")
+    return t._data, dims, batch
 
 
 def _example(value, trace, i):

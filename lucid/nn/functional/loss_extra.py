@@ -14,7 +14,7 @@ from ..._core.primitive import autocast_composite
 from ..._core.tensor import Tensor, _wrap
 from ...ops._family import _as_tensor
 from ._device import const_like
-from ._per_example import call_per_example, looping_trace
+from ._per_example import call_per_example, is_tracer, looping_trace
 from .activation import logsigmoid
 from .distance import pairwise_distance
 from .loss import _checked_reduction, _legacy_reduction, _lucid, _reduce, _refuse_complex
@@ -276,14 +276,41 @@ _NEG = -1e30
 
 
 # NOTE [CTC on the host]
-# CTC's alignment tables (the blank-extended targets, which states may skip, where each sample
-# ends) are built from the target and length values, on the host, as PyTorch's CUDA ctc_loss
-# also takes the lengths on the host. Given device tensors, those values are copied to the host
-# explicitly (``_host_values``: one synchronous read per call); the tables then go to the
-# device of ``log_probs`` once, and the recursion and its gradient run there.
+# The targets and lengths are read and checked on the host (1-D concatenated targets are split
+# into padded rows there), as PyTorch's CUDA ctc_loss also takes the lengths on the host. Given
+# device tensors, those values are copied to the host explicitly (``_host_values``: one
+# synchronous read per call); the padded targets and the lengths then go to the device of
+# ``log_probs`` once, and the alignment tables (the blank-extended targets, which states may
+# skip, where each sample ends), the recursion and its gradient are Lucid ops there. The same
+# ops build the tables from tracers when the values are out of reach (``vmap(grad(f))``, NOTE
+# [Per-example functions under vmap]): then nothing is read or checked.
 def _host_values(v):
     """The values of ``v`` (a Tensor, array, list or number) as a host NumPy array."""
     return host(_as_tensor(v)._data)
+
+
+def _ctc_traced_inputs(lp, targets, input_lengths, target_lengths, n):
+    """``(targets (N, S), target_lengths, input_lengths)`` as Tensors on ``lp``'s device, read from
+    no value: some are a transform's tracers (NOTE [Per-example functions under vmap]). 1-D
+    concatenated targets are padded to S = their total length (each sample's own labels first:
+    the states past a sample's end reach neither its end nor its gradient). Not validated."""
+    import lucid
+
+    tg = _as_tensor(targets).long().to(lp.device)
+    tlens = _as_tensor(target_lengths).reshape(-1).long().to(lp.device)
+    ilens = _as_tensor(input_lengths).reshape(-1).long().to(lp.device)
+    if tlens.shape[0] != n or ilens.shape[0] != n:
+        raise RuntimeError(f"ctc_loss: expected {n} input and target lengths, got {ilens.shape[0]} and "
+                           f"{tlens.shape[0]}")
+    if tg.ndim == 1:
+        total = tg.shape[0]
+        start = tlens.cumsum(0) - tlens
+        pos = start.unsqueeze(1) + lucid.arange(total, device=lp.device).unsqueeze(0)  # (N, total)
+        tg = tg[pos.clamp(max=max(total - 1, 0))] if total else lucid.zeros(n, 0, dtype=lucid.int64, device=lp.device)
+    elif tg.ndim != 2:
+        raise RuntimeError(f"ctc_loss: expected targets of shape (N, S) or (sum(target_lengths),), got "
+                           f"{tuple(tg.shape)}")
+    return tg, tlens, ilens
 
 
 def _ctc_targets(targets, target_lengths, n):
@@ -319,7 +346,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     (T, N, C) (or (T, C)) log-softmax output; ``targets`` is (N, S) padded or the 1-D
     concatenation; impossible alignments give ``inf`` (0 with ``zero_infinity``, which also
     zeroes their gradient). 'mean' divides each loss by its target length, then averages.
-    Targets and lengths are read on the host (NOTE [CTC on the host]).
+    Targets and lengths are read on the host (NOTE [CTC on the host]); batched by a ``vmap`` with
+    a transform inside (per-example gradients) they are neither read nor checked.
 
     Examples
     --------
@@ -341,38 +369,43 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     T, n, c = lp.shape
     if unbatched:
         targets = _as_tensor(targets).reshape(1, -1)
-    tg, tlens = _ctc_targets(targets, target_lengths, n)
-    ilens = _host_values(input_lengths).astype(np.int64).reshape(-1)
-    if len(ilens) != n or (n and ilens.max() > T):
-        raise RuntimeError(f"ctc_loss: input_lengths must have {n} entries of at most T = {T}, got {ilens}")
+    if is_tracer(targets, input_lengths, target_lengths):  # NOTE [Per-example functions under vmap]
+        tg, tlens, ilens = _ctc_traced_inputs(lp, targets, input_lengths, target_lengths, n)
+    else:  # read and checked on the host (NOTE [CTC on the host]), then on log_probs' device
+        tg, tlens = _ctc_targets(targets, target_lengths, n)
+        ilens = _host_values(input_lengths).astype(np.int64).reshape(-1)
+        if len(ilens) != n or (n and ilens.max() > T):
+            raise RuntimeError(f"ctc_loss: input_lengths must have {n} entries of at most T = {T}, got {ilens}")
+        tg, tlens, ilens = const_like(tg, lp), const_like(tlens, lp), const_like(ilens, lp)
     s = tg.shape[1]
-    ext = np.full((n, 2 * s + 1), blank, np.int64)  # blank, l1, blank, l2, ..., blank
-    ext[:, 1::2] = tg
-    skip = np.zeros((n, 2 * s + 1), bool)  # may jump from s - 2 (different non-blank labels)
-    skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
     dtype = lp.dtype
-    # The host tables, on log_probs' device (NOTE [CTC on the host]); nothing more is copied.
-    lpe = lp.gather(2, const_like(np.broadcast_to(ext, (T,) + ext.shape).copy(), lp))  # (T, N, 2S+1)
+    # The tables, Lucid ops on the target and length tensors (a vmap batches them).
+    blanks = lucid.full((n, s + 1), blank, dtype=lucid.int64, device=tg.device)
+    ext = lucid.stack([blanks[:, :s], tg], 2).reshape(n, 2 * s)  # blank, l1, blank, l2, ..., blank
+    ext = lucid.cat([ext, blanks[:, s:]], 1)
+    # may jump from s - 2 (different non-blank labels)
+    skip = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    zero, neg1 = const_like(np.zeros((), dtype), lp), const_like(np.full((), _NEG, dtype), lp)
+    skip_mask = lucid.where(lucid.cat([lucid.zeros(n, 2, dtype=lucid.bool, device=tg.device), skip], 1), zero, neg1)
+    lpe = lp.gather(2, ext.unsqueeze(0).expand(T, n, 2 * s + 1))  # (T, N, 2S+1)
     neg = const_like(np.full((n, 1), _NEG).astype(dtype), lp)
     init = np.full((n, 2 * s + 1), _NEG)
     init[:, :2] = 0.0
     alpha = lpe[0] + const_like(init.astype(dtype), lp)
-    skip_mask = const_like(np.where(skip, 0.0, _NEG).astype(dtype), lp)
-    running = const_like((np.arange(T)[:, None] < ilens)[:, :, None], lp)._data  # (T, N, 1): frame t is inside
+    running = (lucid.arange(T, device=ilens.device).unsqueeze(1) < ilens.unsqueeze(0)).unsqueeze(2)  # frame t is inside
     for t in range(1, T):
         a1 = lucid.cat([neg, alpha[:, :-1]], 1)
         a2 = lucid.cat([neg, neg, alpha[:, :-2]], 1)[:, : 2 * s + 1] + skip_mask
         new = lucid.logsumexp(lucid.stack([alpha, a1, a2], 0), 0) + lpe[t]
-        alpha = lucid.where(_wrap(running[t]), new, alpha)
-    last = const_like(np.stack([2 * tlens, np.maximum(2 * tlens - 1, 0)], 1), lp)
-    ends = alpha.gather(1, last)
+        alpha = lucid.where(running[t], new, alpha)
+    ends = alpha.gather(1, lucid.stack([2 * tlens, (2 * tlens - 1).clamp(min=0)], 1))
     if s:  # a target of length 0 ends only on the blank state
-        ends = ends + const_like(np.stack([np.zeros(n), np.where(tlens > 0, 0.0, _NEG)], 1).astype(dtype), lp)
+        ends = ends + lucid.stack([lucid.zeros_like(ends[:, 0]), lucid.where(tlens > 0, zero, neg1)], 1)
     loss = -lucid.logsumexp(ends, 1)
     impossible = const_like(np.zeros(n, bool), lp) if n == 0 else (loss.detach() > -_NEG / 2)
     loss = lucid.where(impossible, 0.0 if zero_infinity else float("inf"), loss)
     if reduction == "mean":
-        loss = (loss / const_like(np.maximum(tlens, 1).astype(dtype), lp)).mean()
+        loss = (loss / tlens.clamp(min=1).to(dtype)).mean()
     elif reduction == "sum":
         loss = loss.sum()
     elif reduction != "none":

@@ -9,7 +9,7 @@ from ..._core.primitive import autocast_composite, bind, defprim
 from ..._core.tensor import Tensor
 from ...ops._family import _as_tensor, move_bdim
 from ._complex import refuse_complex as _refuse_complex
-from ._per_example import call_per_example, looping_trace
+from ._per_example import call_per_example, is_tracer, looping_trace, values_under_tracers
 
 __all__ = ["one_hot", "embedding", "embedding_bag"]
 
@@ -121,10 +121,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
             raise AssertionError(f"embedding: padding_idx must be within num_embeddings ({n}), got {padding_idx}")
         padding_idx %= n
     if max_norm is not None:
-        _renorm_rows(weight, idx._data, max_norm, norm_type)
+        _renorm_rows(weight, idx, max_norm, norm_type)
     out = weight[idx]
-    if scale_grad_by_freq and out.requires_grad:
-        out = _scale_grad_by_freq(out, idx._data, 1, weight.shape[0])
+    if scale_grad_by_freq and out.requires_grad:  # a tracer's counts: Lucid ops (NOTE [Per-example functions under vmap])
+        out = _scale_grad_by_freq(out, idx if is_tracer(idx) else idx._data, 1, weight.shape[0])
     if padding_idx is not None and weight.requires_grad:
         import lucid
 
@@ -153,11 +153,21 @@ def _warn_sparse(op):
 def _scale_grad_by_freq(rows, idx, extra_dims, num_rows, counted=None):
     """``rows`` with the same value and each row's gradient divided by how often its index
     occurs in ``idx`` (PyTorch's ``scale_grad_by_freq``); with ``counted`` (a bool mask of
-    ``idx``'s shape), only the marked occurrences are counted."""
+    ``idx``'s shape), only the marked occurrences are counted. ``idx`` is an array, or a
+    transform's tracer (then counted with Lucid ops, NOTE [Per-example functions under vmap])."""
     from ..._core.tensor import _wrap
 
     if not rows.requires_grad:
         return rows
+    if isinstance(idx, Tensor):
+        import lucid
+
+        flat = idx.reshape(-1).long()
+        ones = lucid.ones_like(flat) if counted is None else counted.reshape(-1).long()
+        counts = lucid.zeros(num_rows, dtype=lucid.int64, device=rows.device).scatter_add(0, flat, ones)
+        c = (1.0 / counts[flat].clamp(min=1).to(rows.dtype)).reshape(tuple(idx.shape) + (1,) * extra_dims)
+        frozen = rows.detach()
+        return frozen + (rows - frozen) * c
     if idx.__class__ is np.ndarray:
         _, inverse, counts = np.unique(idx.reshape(-1), return_inverse=True, return_counts=True)
         c = 1.0 / counts[inverse]
@@ -173,15 +183,31 @@ def _scale_grad_by_freq(rows, idx, extra_dims, num_rows, counted=None):
 
 
 def _renorm_rows(weight, idx, max_norm, norm_type):
+    """Renormalise in place the rows of ``weight`` that ``idx`` (a Tensor or an array) looks up.
+
+    Under transforms, the arrays under the tracers: each example's weight slice gets the rows
+    its own indices look up, as a per-example loop would (NOTE [Per-example functions under vmap])."""
     with no_grad():
-        # On a device every looked-up row, repeats included (they write equal values): the
-        # size of unique's result is a value, a read back to the host.
-        rows = np.unique(idx) if idx.__class__ is np.ndarray else idx.reshape(-1)
-        w = weight._data
-        norms = np.linalg.norm(w[rows], ord=norm_type, axis=1)
-        scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-        w[rows] = w[rows] * scale[:, None].astype(w.dtype)
+        w, wdims, wb = values_under_tracers(weight)
+        i, _, ib = values_under_tracers(idx) if isinstance(idx, Tensor) else (idx, None, {})
+        shared = [lv for lv in wb if lv in ib]  # vmap levels batching both: one example at a time
+        if wb or ib:  # views with those levels first (the weight's own batch levels next)
+            w = xp.moveaxis(w, [wb[lv] for lv in shared] + [wb[lv] for lv in wb if lv not in ib] + wdims,
+                            list(range(w.ndim)))
+            i = xp.moveaxis(i, [ib[lv] for lv in shared], list(range(len(shared))))
+        for ex in np.ndindex(*w.shape[:len(shared)]):
+            _renorm_block(w[ex], i[ex], max_norm, norm_type)
         weight._version[0] += 1
+
+
+def _renorm_block(w, idx, max_norm, norm_type):
+    """``w[..., rows, :]`` scaled to at most ``max_norm`` along the last dim, rows from ``idx``."""
+    # On a device every looked-up row, repeats included (they write equal values): the
+    # size of unique's result is a value, a read back to the host.
+    rows = np.unique(idx) if idx.__class__ is np.ndarray else idx.reshape(-1)
+    norms = np.linalg.norm(w[..., rows, :], ord=norm_type, axis=-1)
+    scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+    w[..., rows, :] = w[..., rows, :] * scale[..., None].astype(w.dtype)
 
 
 # NOTE [Bags on a device]
@@ -192,23 +218,98 @@ def _renorm_rows(weight, idx, max_norm, norm_type):
 # device too. The offsets and indices are not validated there (PyTorch's CUDA kernels don't
 # either). Only mode 'max' of a 1-D input copies the offsets (nbags + 1 integers) to the host,
 # explicitly: the width of its padded block is the size of the largest bag, a value.
+def _check_bag_shapes(idx, offsets, op):
+    if idx.ndim == 2 and offsets is not None:
+        raise ValueError(f"{op}: offsets has to be None if input is 2D, got {offsets!r}")
+    if idx.ndim not in (1, 2):
+        raise ValueError(f"{op}: input has to be 1D or 2D Tensor, got shape {tuple(idx.shape)}")
+    if idx.ndim == 1 and offsets is None:
+        raise ValueError(f"{op}: offsets has to be a 1D Tensor but got None")
+
+
+def _checked_offsets(off, length, op):
+    """The host offsets as int64, checked: they start at 0, never decrease, end by ``length``."""
+    off = np.asarray(off).astype(np.int64).reshape(-1)
+    if off.size == 0 or off[0] != 0 or np.any(np.diff(off) < 0) or off[-1] > length:
+        raise RuntimeError(f"{op}: offsets must start at 0, be non-decreasing and at most len(input) = "
+                           f"{length}, got {off.tolist()}")
+    return off
+
+
+def _bags_traced(idx, offsets, include_last_offset, op):
+    """:func:`_bags` as Tensors, from Lucid ops alone, for indices or offsets that are a
+    transform's tracers (NOTE [Per-example functions under vmap]): ``flat`` is the whole input
+    and an index outside every bag has bag -1, as on a device (NOTE [Bags on a device]). Only
+    offsets that are plain CPU tensors are validated: no other value is read."""
+    import lucid
+
+    _check_bag_shapes(idx, offsets, op)
+    flat = idx.reshape(-1).long()
+    pos = lucid.arange(flat.shape[0], device=flat.device)
+    if idx.ndim == 2:
+        return flat, pos // max(idx.shape[1], 1), idx.shape[0]
+    off = _as_tensor(offsets)
+    if type(off) is Tensor and off._data.__class__ is np.ndarray:
+        _checked_offsets(off._data, idx.shape[0], op)
+    off = off.reshape(-1).long().to(flat.device)
+    if off.shape[0] == 0:
+        raise RuntimeError(f"{op}: offsets must start at 0, be non-decreasing and at most len(input) = "
+                           f"{idx.shape[0]}, got []")
+    nbags = off.shape[0] - 1 if include_last_offset else off.shape[0]
+    seg = lucid.searchsorted(off[:nbags], pos, right=True) - 1
+    if include_last_offset:
+        seg = lucid.where(pos < off[-1], seg, -1)
+    return flat, seg, nbags
+
+
+def _bag_traced(lucid, idx, weight, offsets, mode, padding_idx, psw, max_norm, norm_type, scale_grad_by_freq,
+                include_last_offset, op):
+    """embedding_bag with Lucid ops on the index tensors only (``vmap(grad(f))``: NOTE
+    [Per-example functions under vmap]); the same bag matrix and padded max block as on a device."""
+    flat, seg, nbags = _bags_traced(idx, offsets, include_last_offset, op)
+    if max_norm is not None:
+        _renorm_rows(weight, flat, max_norm, norm_type)
+    rows = weight[flat]  # (L, D)
+    if scale_grad_by_freq:
+        rows = _scale_grad_by_freq(rows, flat, 1, weight.shape[0], seg >= 0)
+    kept = seg >= 0 if padding_idx is None else (seg >= 0) & (flat != padding_idx)
+    inbag = (seg.unsqueeze(0) == lucid.arange(nbags, device=seg.device).unsqueeze(1)) & kept.unsqueeze(0)
+    if mode == "max":  # each bag's positions, the others pointing at an extra -inf row (position L)
+        n = flat.shape[0]
+        pos = lucid.arange(n, device=seg.device)
+        if idx.ndim == 2:  # bag i is row i: a (nbags, width) block
+            block = pos.reshape(idx.shape) if idx.shape[1] else lucid.zeros(nbags, 1, dtype=lucid.int64,
+                                                                             device=seg.device)
+            kept = lucid.cat([kept, lucid.zeros(1, dtype=lucid.bool, device=seg.device)])  # the -inf row: not kept
+            gather = lucid.where(kept[block], block, n)
+        else:  # a bag's width is a value: a (nbags, L) block
+            gather = lucid.where(inbag, pos.unsqueeze(0), n)
+        ninf = lucid.full((1, weight.shape[1]), float("-inf"), dtype=weight.dtype, device=weight.device)
+        out = lucid.cat([rows, ninf], 0)[gather].amax(1)
+        return lucid.where((gather < n).any(1).unsqueeze(1), out, 0.0)
+    m = inbag.to(weight.dtype)
+    if mode == "mean":
+        m = m / m.sum(1, keepdim=True).clamp(min=1.0)
+    if psw is not None:
+        if _as_tensor(psw).numel() != idx.numel():
+            raise ValueError(f"{op}: per_sample_weights must have one entry per index ({idx.numel()}), "
+                             f"got shape {tuple(psw.shape)}")
+        m = m * _as_tensor(psw).reshape(1, -1).to(weight.dtype)
+    return m @ rows
+
+
 def _bags(idx, offsets, include_last_offset, op):
     """``(flat indices, bag of each index, number of bags)`` for 2-D input or 1-D input + offsets.
 
     On a device ``flat`` is the whole input and an index outside every bag has bag -1 (NOTE
     [Bags on a device])."""
+    _check_bag_shapes(idx, offsets, op)
     data = idx._data
     if idx.ndim == 2:
-        if offsets is not None:
-            raise ValueError(f"{op}: offsets has to be None if input is 2D, got {offsets!r}")
         b, n = idx.shape
         if data.__class__ is np.ndarray:
             return data.reshape(-1), np.repeat(np.arange(b), n), b
         return data.reshape(-1), namespace_of(data).arange(b * n) // max(n, 1), b
-    if idx.ndim != 1:
-        raise ValueError(f"{op}: input has to be 1D or 2D Tensor, got shape {tuple(idx.shape)}")
-    if offsets is None:
-        raise ValueError(f"{op}: offsets has to be a 1D Tensor but got None")
     off = _as_tensor(offsets)._data
     if data.__class__ is not np.ndarray:
         off = off.reshape(-1).astype(np.int64, copy=False)
@@ -222,10 +323,7 @@ def _bags(idx, offsets, include_last_offset, op):
         if include_last_offset:
             seg = xp.where(pos < off[-1], seg, -1)
         return data, seg, nbags
-    off = np.asarray(off).astype(np.int64).reshape(-1)
-    if off.size == 0 or off[0] != 0 or np.any(np.diff(off) < 0) or off[-1] > idx.shape[0]:
-        raise RuntimeError(f"{op}: offsets must start at 0, be non-decreasing and at most len(input) = "
-                           f"{idx.shape[0]}, got {off.tolist()}")
+    off = _checked_offsets(off, idx.shape[0], op)
     bounds = off if include_last_offset else np.concatenate([off, [idx.shape[0]]])
     nbags = len(bounds) - 1
     seg = np.repeat(np.arange(nbags), np.diff(bounds))
@@ -249,6 +347,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     index occurs in the bags (PyTorch's documented rule; PyTorch 2.13's CPU kernel divides some
     rows by another index's count, pytorch/pytorch#190063). ``sparse=True`` gives a dense
     gradient (see NOTE [Sparse embedding gradients]). Mode 'max' refuses both, as in PyTorch.
+    Indices batched by a ``vmap`` with a transform inside (per-example gradients) are not
+    read, nor checked: the bags are then Lucid ops (NOTE [Per-example functions under vmap]).
 
     Examples
     --------
@@ -282,18 +382,21 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         raise ValueError(f"{op}: max mode does not support sparse weights")
     if sparse:
         _warn_sparse(op)
-    flat, seg, nbags = _bags(idx, offsets, include_last_offset, op)
-    on_cpu = flat.__class__ is np.ndarray
-    # The range check reads values: CPU only (on a device it would read back every call;
-    # PyTorch's CUDA kernel checks with a device-side assert).
-    if on_cpu and flat.size and (flat.min() < 0 or flat.max() >= weight.shape[0]):
-        raise IndexError(f"{op}: index out of range for a table of {weight.shape[0]} rows")
     if padding_idx is not None:
         n = weight.shape[0]
         if not -n <= padding_idx < n:
             raise RuntimeError(f"{op}: padding_idx must be within the number of embeddings, {-n} through {n - 1}, "
                                f"but got {padding_idx}")
         padding_idx %= n
+    if is_tracer(idx, offsets):  # values out of reach: NOTE [Per-example functions under vmap]
+        return _bag_traced(lucid, idx, weight, offsets, mode, padding_idx, per_sample_weights, max_norm, norm_type,
+                           scale_grad_by_freq, include_last_offset, op)
+    flat, seg, nbags = _bags(idx, offsets, include_last_offset, op)
+    on_cpu = flat.__class__ is np.ndarray
+    # The range check reads values: CPU only (on a device it would read back every call;
+    # PyTorch's CUDA kernel checks with a device-side assert).
+    if on_cpu and flat.size and (flat.min() < 0 or flat.max() >= weight.shape[0]):
+        raise IndexError(f"{op}: index out of range for a table of {weight.shape[0]} rows")
     if max_norm is not None:
         _renorm_rows(weight, flat, max_norm, norm_type)
     rows = weight[_wrap(flat.astype(np.int64))]  # (L, D)
