@@ -45,6 +45,8 @@ extern "C" __global__ void {name}(const long long lucid_n, {params}) {{
 _CPU_TEMPLATE = """#include <cmath>
 using std::exp; using std::log; using std::sqrt; using std::fmax; using std::fmin; using std::isnan;
 #define LUCID_NAN NAN
+// CUDA's atomicAdd, for bodies that scatter: the loop runs one index at a time
+template <class A> static inline A atomicAdd(A* p, A v) {{ A old = *p; *p += v; return old; }}
 {typedefs}
 extern "C" void {name}(const long long lucid_n, {params}) {{
     for (long long i = 0; i < lucid_n; ++i) [&]() {{

@@ -36,6 +36,7 @@ from .._core.primitive import TN, OpError, autocast_composite, bind, defprim
 from ._family import _as_tensor, conj_if_complex, move_bdim, quiet
 from .conv_device import _device_cols, _fused_cols, _fused_transpose, _pad_crop  # See NOTE [Conv on a device]
 from .conv_device import cudnn_conv, cudnn_conv_transpose, cudnn_conv_weight  # NOTE [cuDNN convolutions]
+from .conv_device import fused_pool_argmax, fused_scatter_last, fused_take_last  # NOTE [Max pooling on a device]
 
 # ----------------------------------------------------------------- array helpers
 
@@ -671,9 +672,13 @@ def _pool_argmax_impl(x, ksize, stride, padding, dilation):
     """Flat spatial index (into the unpadded input) of each window's maximum (first on ties, NaN wins)."""
     # the padding value loses to every element: -inf, or an integer dtype's minimum (-inf cast
     # into int8 is undefined; a tie with a real minimum is resolved by the pass after the loop)
+    out_sp = conv_out_size(x.shape[2:], ksize, stride, padding, dilation)
+    if x.__class__ is not np.ndarray:  # NOTE [Max pooling on a device]
+        idx = fused_pool_argmax(x, ksize, stride, padding, dilation, out_sp)
+        if idx is not None:
+            return idx
     low = -xp.inf if x.dtype.kind == "f" else (False if x.dtype.kind == "b" else int(np.iinfo(x.dtype).min))
     xpd = _pad_crop(x, padding, value=low)
-    out_sp = conv_out_size(x.shape[2:], ksize, stride, padding, dilation)
     sp = x.shape[2:]
     # flat index of each output window's first element, in unpadded input coordinates
     ns = namespace_of(x)
@@ -715,10 +720,18 @@ pool_argmax_p.batch = _fold_batch(pool_argmax_p)
 
 
 def _take_last_impl(x, idx):
+    if x.__class__ is not np.ndarray:  # NOTE [Max pooling on a device]
+        out = fused_take_last(x, idx)
+        if out is not None:
+            return out
     return xp.take_along_axis(x, idx, axis=-1)
 
 
 def _scatter_last_impl(g, idx, size):
+    if g.__class__ is not np.ndarray:  # NOTE [Max pooling on a device]
+        out = fused_scatter_last(g, idx, size)
+        if out is not None:
+            return out
     lead = np.broadcast_shapes(g.shape[:-1], idx.shape[:-1])
     g = xp.broadcast_to(g, lead + g.shape[-1:])
     idx = xp.broadcast_to(idx, lead + idx.shape[-1:])

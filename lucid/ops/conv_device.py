@@ -277,3 +277,101 @@ def _conv_fits(in_sp, ksize, stride, padding, dilation):
 def _out_size(in_sp, ksize, stride, padding, dilation):
     return tuple((n + lo + hi - d * (k - 1) - 1) // s + 1
                  for n, k, s, (lo, hi), d in zip(in_sp, ksize, stride, padding, dilation))
+
+
+# ---------------------------------------------------------------------- pooling
+# NOTE [Max pooling on a device]
+# Max pooling is pool_argmax (each window's winner) and take_last (gather the winners), whose
+# adjoint is scatter_last (NOTE [Conv as three bilinear primitives] in conv.py). The generic
+# device code makes about six array calls per kernel offset for the arg-max, and a gather and a
+# bincount of several calls each; PyTorch runs one CUDA kernel for each of the three (max
+# pooling is its own kernels there, not cuDNN's). These are those kernels
+# (NOTE [Fused device kernels]): one thread per window (arg-max, gather) or per gradient
+# element (scatter; atomic adds where windows overlap, as CuPy's bincount does).
+_POOL_ARGMAX = Kernel("lucid_pool_argmax", "const T* x, long long H, long long W, long long OH, long long OW, "
+                      "long long KH, long long KW, long long sh, long long sw, long long ph, long long pw, "
+                      "long long dh, long long dw, long long* idx", """
+    // idx (N, C, OH, OW): the flat index (h * W + w, in the unpadded input) of the window's
+    // maximum: its first real tap, replaced by each later tap that is larger or NaN (so ties
+    // go to the first, and NaN wins), as the generic code; padding never wins. Z is the index
+    // type, as in lucid_im2col.
+    Z r = (Z)i;
+    const Z ow = r % (Z)OW; r /= (Z)OW;
+    const Z oh = r % (Z)OH; r /= (Z)OH;  // r is now n * C + c
+    const T* plane = x + r * (Z)H * (Z)W;
+    T best = 0;
+    Z bi = -1;
+    for (Z kh = 0; kh < (Z)KH; ++kh) {
+        const Z h = oh * (Z)sh - (Z)ph + kh * (Z)dh;
+        if (h < 0 || h >= (Z)H) continue;
+        for (Z kw = 0; kw < (Z)KW; ++kw) {
+            const Z w = ow * (Z)sw - (Z)pw + kw * (Z)dw;
+            if (w < 0 || w >= (Z)W) continue;
+            const T v = plane[h * (Z)W + w];
+            if (bi < 0 || v > best || isnan(v)) { best = v; bi = h * (Z)W + w; }
+        }
+    }
+    idx[i] = bi < 0 ? 0 : (long long)bi;  // every window holds a real tap (the geometry's rule)
+""", types=("T", "Z"))
+
+_TAKE_LAST = Kernel("lucid_take_last", "const T* x, const long long* idx, long long L, long long M, T* out", """
+    // out (..., M) = x (..., L) gathered along the last axis; a negative index counts from the end
+    long long j = idx[i];
+    if (j < 0) j += L;
+    out[i] = (j >= 0 && j < L) ? x[(i / M) * L + j] : (T)0;
+""")
+
+_SCATTER_LAST = Kernel("lucid_scatter_last", "const T* g, const long long* idx, long long size, long long M, T* out",
+                       """
+    // out (..., size), zeroed, gathers g (..., M) at idx along the last axis, repeats summed
+    long long j = idx[i];
+    if (j < 0) j += size;
+    if (j >= 0 && j < size) atomicAdd(out + (i / M) * size + j, g[i]);
+""")
+
+
+def fused_pool_argmax(x, ksize, stride, padding, dilation, out_sp):
+    """pool_argmax of a 1-D or 2-D max pool as one kernel (NOTE [Max pooling on a device]), or None."""
+    if len(ksize) > 2 or x.dtype not in (np.float32, np.float64) or not x.flags["C_CONTIGUOUS"] or x.size == 0:
+        return None
+    launch = kernel_for(x, _POOL_ARGMAX, x.dtype, _index_dtype(x.size))
+    if launch is None:
+        return None
+    nd = len(ksize)
+    (h, w), (kh, kw), (oh, ow) = _plane(nd, x.shape[2:]), _plane(nd, ksize), _plane(nd, out_sp)
+    (sh, sw), (dh, dw) = _plane(nd, stride), _plane(nd, dilation)
+    ph, pw = _plane(nd, (lo for lo, _ in padding), fill=0)
+    idx = namespace_of(x).empty(x.shape[:2] + tuple(out_sp), dtype=np.int64)
+    launch(idx.size, x, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, idx)
+    return idx
+
+
+def fused_take_last(x, idx):
+    """take_last as one kernel where ``x`` and ``idx`` share their leading shape, or None."""
+    if x.shape[:-1] != idx.shape[:-1] or idx.dtype != np.int64 or x.dtype not in (np.float32, np.float64) \
+            or not (x.flags["C_CONTIGUOUS"] and idx.flags["C_CONTIGUOUS"]) or idx.size == 0 or x.shape[-1] == 0:
+        return None
+    launch = kernel_for(x, _TAKE_LAST, x.dtype)
+    if launch is None:
+        return None
+    out = namespace_of(x).empty(idx.shape, dtype=x.dtype)
+    launch(out.size, x, idx, x.shape[-1], idx.shape[-1], out)
+    return out
+
+
+def fused_scatter_last(g, idx, size):
+    """scatter_last as one kernel (after a zero fill) where ``g`` broadcasts to ``idx``'s shape, or None."""
+    if idx.dtype != np.int64 or g.dtype not in (np.float32, np.float64) or not idx.flags["C_CONTIGUOUS"] \
+            or idx.size == 0 or g.ndim != idx.ndim or any(a not in (1, b) for a, b in zip(g.shape, idx.shape)):
+        return None
+    launch = kernel_for(g, _SCATTER_LAST, g.dtype)
+    if launch is None:
+        return None
+    ns = namespace_of(g)
+    if g.shape != idx.shape:  # a broadcast gradient (of a sum, say): one copy
+        g = ns.broadcast_to(g, idx.shape)
+    if not g.flags["C_CONTIGUOUS"]:
+        g = ns.ascontiguousarray(g)
+    out = ns.zeros(g.shape[:-1] + (size,), dtype=g.dtype)
+    launch(g.size, g, idx, size, g.shape[-1], out)
+    return out

@@ -36,6 +36,9 @@ KERNELS = [
     (conv_mod._IM2COL, (np.float32, np.int32)), (conv_mod._IM2COL, (np.float64, np.int64)),
     (conv_mod._COL2IM, (np.float32, np.int32)), (conv_mod._COL2IM, (np.float64, np.int64)),
     (adam._ADAM_KERNEL, (np.float32,)), (von_mises._VON_MISES, ()),
+    (conv_mod._POOL_ARGMAX, (np.float32, np.int32)), (conv_mod._POOL_ARGMAX, (np.float64, np.int64)),
+    (conv_mod._TAKE_LAST, (np.float32,)), (conv_mod._SCATTER_LAST, (np.float32,)),
+    (conv_mod._SCATTER_LAST, (np.float64,)),
 ]
 
 
@@ -464,3 +467,29 @@ def test_col2im_index_widths_agree_with_a_scatter_loop(device):
         y = strict_device.xp.empty(want.shape, dtype=np.float64)
         launch(want.size, data, c, oh, ow, kh, kw, ih, iw, sh, sw, ph, pw, dh, dw, y)
         np.testing.assert_allclose(strict_device._to_numpy(y), want, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape,options", [
+    ((2, 3, 7, 7), dict(kernel_size=3, stride=2, padding=1)),  # overlapping windows: repeated scatters
+    ((2, 2, 7, 6), dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 1), ceil_mode=True)),
+    ((2, 2, 9), dict(kernel_size=3, stride=2, dilation=2, padding=1)),
+], ids=["overlap", "ceil", "1d dilated"])
+def test_max_pooling_kernels_match_the_cpu(launches, device, shape, options):
+    """NOTE [Max pooling on a device]: NaN wins, ties go to the first tap, an all -inf window
+    answers its first real position, as the CPU path (and PyTorch) does."""
+    x = np.random.default_rng(7).standard_normal(shape)
+    x[0, 0].flat[3] = np.nan
+    x[1, 1] = -np.inf
+    x[0, 1].flat[:6] = 1.0
+    pool = nn.functional.max_pool1d if len(shape) == 3 else nn.functional.max_pool2d
+    results = []
+    for dev in ("cpu", device):
+        t = lucid.tensor(x, device=dev, requires_grad=True)
+        y, idx = pool(t, return_indices=True, **options)
+        y.backward(lucid.arange(float(y.numel()), device=dev).reshape(tuple(y.shape)))
+        results.append((y.detach().cpu().numpy(), idx.cpu().numpy(), t.grad.cpu().numpy()))
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+    assert launches["lucid_pool_argmax"] == 1 and launches["lucid_take_last"] == 1
+    assert launches["lucid_scatter_last"] == 1
