@@ -99,6 +99,10 @@ class CudnnError(RuntimeError):
     """A cuDNN call that returned an error status."""
 
 
+class CudnnUnusable(CudnnError):
+    """cuDNN loaded but cannot run here (no handle: a driver or CUDA version it does not take)."""
+
+
 def _candidates():
     """Where libcudnn may be: LUCID_CUDNN_LIBRARY, the nvidia-cudnn wheels, the loader's path."""
     explicit = os.environ.get("LUCID_CUDNN_LIBRARY")
@@ -217,7 +221,10 @@ class Cudnn:
         entry = self._handles.get(index)
         if entry is None:
             handle = ctypes.c_void_p()
-            self.check(self.lib.cudnnCreate(ctypes.byref(handle)), "cudnnCreate")
+            try:
+                self.check(self.lib.cudnnCreate(ctypes.byref(handle)), "cudnnCreate")
+            except CudnnError as e:
+                raise CudnnUnusable(str(e)) from None
             entry = self._handles[index] = [handle, None]
         stream = self.stream_of()
         if stream != entry[1]:

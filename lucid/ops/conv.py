@@ -310,14 +310,14 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
     if c != w.shape[1] * groups:
         raise ValueError(f"expected input with {w.shape[1] * groups} channels (weight {tuple(w.shape)}, "
                          f"groups={groups}), got {c} channels")
-    wg = w.reshape(groups, o // groups, -1)
     if x.__class__ is not np.ndarray:  # See NOTE [Conv on a device]
         out = cudnn_conv(x, w, bias[0] if bias else None, stride, padding, dilation, groups, out_sp)
         if out is not None:
             return out
-        out = xp.matmul(wg, _device_cols(x, ksize, stride, padding, dilation, groups, out_sp))
+        out = xp.matmul(w.reshape(groups, o // groups, -1), _device_cols(x, ksize, stride, padding, dilation, groups, out_sp))
         out = out.reshape((n, o) + tuple(out_sp))
         return out + bias[0].reshape((o,) + (1,) * len(out_sp)) if bias else out
+    wg = w.reshape(groups, o // groups, -1)
     out = xp.empty((o, n) + tuple(out_sp), dtype=xp.result_type(x.dtype, w.dtype))
     bias = bias[0].reshape((o,) + (1,) * (len(out_sp) + 1)) if bias else None  # (O, 1, *1): channel-major
     columns = _column_geometry(x, ksize, stride, padding, dilation, out_sp)

@@ -12,7 +12,7 @@ import numpy as np
 from .. import _runtime
 from .._core import backend as _backend
 from .._core.backend import as_strided, namespace_of, xp
-from .._core.cudnn import DATA_TYPE, CudnnError, conv_geometry_ok
+from .._core.cudnn import DATA_TYPE, CudnnError, CudnnUnusable, conv_geometry_ok
 from .._core.kernels import Kernel, kernel_for
 
 
@@ -223,12 +223,15 @@ def _cudnn_call(kind, first, second, out_shape, x_shape, w_shape, y_shape, strid
             dnn.add_bias(index, geom, DATA_TYPE[dtype], _packed(ns, bias), out)
         return out
     except CudnnError as e:
+        unusable = isinstance(e, CudnnUnusable)
+        if unusable:  # no handle: not worth a try per call. The device's convs run without it from now on
+            _backend._BY_TYPE[first.__class__]._cudnn = False
         if str(e) not in _WARNED:
             _WARNED.add(str(e))
             import warnings
 
-            warnings.warn(f"{e}; this convolution runs without cuDNN (im2col and GEMM)", RuntimeWarning,
-                          stacklevel=2)
+            where = "convolutions on this device run" if unusable else "this convolution runs"
+            warnings.warn(f"{e}; {where} without cuDNN (im2col and GEMM)", RuntimeWarning, stacklevel=2)
         return None
 
 

@@ -256,3 +256,15 @@ def test_perf_struct_layout():
     # cudnnConvolutionFwdAlgoPerf_t on LP64: int algo, int status, float time, (pad), size_t memory,
     # int determinism, int mathType, int reserved[3], padded to 8
     assert ctypes.sizeof(cudnn_mod.AlgoPerf) == 48 and cudnn_mod.AlgoPerf.memory.offset == 16
+
+
+@pytest.mark.parametrize("device", ["strict"])
+def test_a_library_that_cannot_make_a_handle_is_switched_off(dnn, device, monkeypatch):
+    monkeypatch.setattr(dnn.lib, "cudnnCreate", lambda ref: 1001)  # CUDNN_STATUS_NOT_INITIALIZED
+    monkeypatch.setattr(conv_device, "_WARNED", set())
+    b = backend._BACKENDS["strict"]
+    xs, ws = np.ones((1, 1, 4, 4)), np.ones((1, 1, 3, 3))
+    with pytest.warns(RuntimeWarning, match="convolutions on this device run without cuDNN"):
+        y = F.conv2d(lucid.tensor(xs, device=device), lucid.tensor(ws, device=device))
+    np.testing.assert_array_equal(y.cpu().numpy(), np.full((1, 1, 2, 2), 9.0))
+    assert b.cudnn() is None and sum(dnn.counts.values()) == 0  # not tried again
