@@ -420,7 +420,7 @@ def sweep(args):
             print(f"{op.name:32s} {'':10s} lookup    : no Lucid function")
             continue
         for check in checks:
-            dtypes = args.dtypes.split(",") if check == "forward" else ["float64"]
+            dtypes = args.dtypes.split(",") if check == "forward" else args.grad_dtypes.split(",")
             first, seen = None, collections.Counter()
             for dname in dtypes:
                 tdtype = getattr(torch, dname)
@@ -496,6 +496,8 @@ def main(argv=None):
     p.add_argument("--ops", default="*", help="comma-separated fnmatch patterns of OpInfo names (default: all)")
     p.add_argument("--checks", default="forward,grad", help=f"comma-separated, of {','.join(CHECKS)}")
     p.add_argument("--dtypes", default="float64", help="dtypes of the forward check (e.g. float32,int64,bool,complex128)")
+    p.add_argument("--grad-dtypes", default="float64",
+                   help="dtypes of the other checks (float64, complex128: Wirtinger gradients as PyTorch's)")
     p.add_argument("--max-samples", type=int, default=12, help="samples per op and dtype")
     p.add_argument("--timeout", type=int, default=20, help="seconds per sample")
     p.add_argument("--lenient", action="store_true", help="also report inputs Lucid accepts and PyTorch refuses")
