@@ -47,6 +47,7 @@ from .ops.memory_format import *  # noqa: F401,F403  (torch.channels_last ...)
 from .ops.torch_misc import *  # noqa: F401,F403
 from .ops.torch_more import *  # noqa: F401,F403
 from .ops.torch_extra_linalg import *  # noqa: F401,F403
+from .ops.private_aten import *  # noqa: F401,F403  (torch._softmax, torch._native_batch_norm_legit ...)
 from ._runtime import (_assert, are_deterministic_algorithms_enabled, get_deterministic_debug_mode,
                        get_float32_matmul_precision, get_num_interop_threads, get_num_threads,
                        init_num_threads, is_anomaly_check_nan_enabled, is_anomaly_enabled,
