@@ -73,9 +73,9 @@ def _is_layout_output(o):
     return isinstance(o, Tensor) and getattr(o, "_grad_output", None) is not None
 
 
-def _layout_outputs(outs, seeds, api, batched=False):
-    """A sparse output is differentiated through its values, seeded with its gradient read at
-    the stored entries. See NOTE [Sparse outputs] in lucid/sparse/_base.py."""
+def _layout_outputs(outs, seeds, api, batched=False, dense=True):
+    """A sparse output is differentiated through the dense tensor it was converted from (when
+    ``dense`` and it has one) or its values. See NOTE [Sparse outputs] in lucid/sparse/_base.py."""
     pairs = []
     for i, (o, g) in enumerate(zip(outs, seeds)):
         if not _is_layout_output(o):
@@ -85,7 +85,7 @@ def _layout_outputs(outs, seeds, api, batched=False):
             what = "tensors" if api == "backward" else "outputs"
             raise RuntimeError(f"{api}: element {i} of {what} does not require grad and does not have a "
                                f"grad_fn (a sparse tensor of shape {tuple(o.shape)})")
-        pairs.append(o._grad_output(g, api, batched and g is not None))
+        pairs.append(o._grad_output(g, api, batched and g is not None, dense))
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
@@ -96,7 +96,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     Parameters
     ----------
     outputs : Tensor or sequence of Tensor
-        Dense or sparse (differentiated through the stored entries: NOTE [Sparse outputs]).
+        Dense or sparse (through the dense tensor it was converted from, or its stored
+        entries: NOTE [Sparse outputs]).
     inputs : Tensor, sequence of Tensor or dict of str to Tensor
     grad_outputs : Tensor, scalars or sequence, optional
         Seed cotangents; ones when omitted (for any output shape, as seed 004 says). A sparse
@@ -155,7 +156,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         ins = [t if w is None else w._grad_carrier() for t, w in zip(ins, layouts)]
     seeds_in = _seeds_in(grad_outputs, outs)
     if any(_is_layout_output(o) for o in outs):
-        outs, seeds_in = _layout_outputs(outs, seeds_in, "grad", is_grads_batched)
+        # with a sparse input, through the values, which its gradient must reach
+        outs, seeds_in = _layout_outputs(outs, seeds_in, "grad", is_grads_batched,
+                                         dense=not any(w is not None for w in layouts))
     if retain_graph is None:
         retain_graph = create_graph
     custom_before = FUNCTION_BACKWARDS[0]
@@ -374,12 +377,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         grad_tensors = list(grad_tensors)
         if len(grad_tensors) != len(tensors):
             raise RuntimeError(f"backward: got {len(grad_tensors)} grad_tensors for {len(tensors)} tensors")
-    # sparse tensors and inputs: through their values. See NOTE [Sparse outputs]
+    # sparse tensors: through their dense sources or values; sparse inputs: through their
+    # values. See NOTE [Sparse outputs]
     if isinstance(tensors, Tensor) and _is_layout_output(tensors):
         tensors, grad_tensors = [tensors], [grad_tensors]
-    if not isinstance(tensors, Tensor) and any(_is_layout_output(t) for t in tensors):
-        tensors, grad_tensors = _layout_outputs(tensors, grad_tensors, "backward")
     some = [inputs] if isinstance(inputs, Tensor) else inputs or []
+    if not isinstance(tensors, Tensor) and any(_is_layout_output(t) for t in tensors):
+        tensors, grad_tensors = _layout_outputs(tensors, grad_tensors, "backward",
+                                                dense=not any(_is_layout_output(t) for t in some))
     if any(_is_layout_output(t) for t in some):
         inputs = [t._grad_carrier() if _is_layout_output(t) else t for t in some]
     if SUBCLASS_DISPATCH[0]:  # a wrapper subclass's graph runs on Tensors, as Tensor.backward routes it

@@ -30,7 +30,9 @@ tensor([[2.],
 #   PyTorch's coalesced gradient. Every product with a sparse operand thus gives it a
 #   sparse gradient on its pattern (PyTorch does so for ``torch.sparse.mm``; its
 #   ``torch.mm``/``@`` give a dense one). As an output of ``autograd.grad``/``backward`` a
-#   sparse tensor is differentiated through its values too: NOTE [Sparse outputs] (_base.py).
+#   sparse tensor is differentiated through its values too, unless it was converted from a
+#   dense tensor (by the linear ops that keep PyTorch's gradient dense): then through that
+#   dense tensor, whose every entry the gradient reaches. NOTE [Sparse outputs] (_base.py).
 # - Being a ``Tensor`` subclass keeps ``isinstance(s, lucid.Tensor)`` true (as in PyTorch)
 #   and lets ``dense + s``, ``dense @ s`` reach the subclass's reflected operators first.
 #   Its ``_data`` is a ``_SparseData`` stand-in with a shape and dtype only: a dense op

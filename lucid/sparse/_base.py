@@ -43,6 +43,7 @@ class SparseTensor(Tensor):
 
     _vals = None
     _size = ()
+    _dense_fn = None  # the dense tensor it stands for, with its graph: NOTE [Sparse outputs]
     # Off the __torch_function__ protocol (NOTE [Torch function]), which a Tensor subclass
     # would otherwise switch on for every public call: sparse tensors dispatch through their
     # own methods and lucid.mm/matmul/addmm's wrappers.
@@ -139,16 +140,51 @@ class SparseTensor(Tensor):
         return self._grad_from_values(g)
 
     # NOTE [Sparse outputs]
-    # ``lucid.autograd.grad``/``backward`` of a sparse output run through its values, the
-    # tensor carrying its graph (NOTE [Sparse tensors]). The seed is the given gradient
-    # (dense, or sparse of any layout, in the output's shape; ones when omitted under
-    # ``grad``) read at the stored entries, in the values' storage order: the vjp of
-    # "values -> the dense tensor they represent". So a gradient reaches the graph through
-    # the stored entries only: PyTorch's ``ToSparseBackward`` instead passes the whole dense
-    # gradient back (``grad(x.to_sparse(), x, ones)`` is ones there, zeros here where ``x`` is
-    # zero; equal wherever ``x`` is nonzero).
-    def _grad_output(self, g, api, batched=False):
-        """``(values, seed)`` for gradient ``g`` of this output. See NOTE [Sparse outputs]."""
+    # In PyTorch the gradient reaching a sparse tensor is dense or sparse depending on the ops
+    # around it. Converting a dense tensor (``to_sparse*``: ``ToSparseBackward`` is
+    # ``grad.to_dense()``) is the identity on the dense values, so a dense gradient arriving at
+    # its output reaches every entry of the source, stored or not, and the linear ops that
+    # keep a dense gradient dense (scalar mul/div, neg, add/sub and mul of sparse tensors, mul
+    # by a dense tensor, clone, to, t/transpose, coalesce, layout conversions, index_select,
+    # narrow_copy) pass it on; ``torch.sparse.sum``/``mm``, ``values()``, ``to_dense()`` (its
+    # default masked_grad), ``sparse_mask`` and the nonlinear elementwise ops (abs, pow ...)
+    # hand back a sparse gradient, which reaches the stored entries only. Lucid's graph runs
+    # through the values (NOTE [Sparse tensors]): the second kind. The first is kept aside as
+    # ``_dense_fn``: converting a dense tensor that requires grad (in grad mode) records a
+    # function returning it, and those linear ops record one composed from their operands'
+    # (``to_dense()`` standing in for an operand without one). It is called lazily, in grad
+    # mode, where the dense gradient is wanted:
+    # - ``autograd.grad``/``backward`` of a sparse output that has one differentiate the
+    #   dense tensor it returns, seeded with the whole gradient (dense, or sparse of any
+    #   layout made dense; ones when omitted under ``grad``): ``grad(x.to_sparse(), x,
+    #   ones)`` is ones, as in PyTorch. Those are plain Lucid ops, so create_graph,
+    #   is_grads_batched (the seeds are batched, the output is made before vmap) and the
+    #   devices need nothing more.
+    # - ``to_dense(masked_grad=False)`` returns a copy of it.
+    # Any other sparse output (built from values by ``sparse_coo_tensor``, a leaf, the result
+    # of abs or sparse.sum(dim) ...), and every output while a sparse tensor is among the
+    # inputs of ``grad`` (or ``backward(inputs=)``), whose gradient must reach its values,
+    # goes through its values, seeded with the gradient read at the stored entries in the
+    # values' storage order: the vjp of "values -> the dense tensor they represent".
+    def _grad_output(self, g, api, batched=False, dense=True):
+        """``(output, seed)`` to differentiate for gradient ``g`` of this output: its dense
+        source (``dense``, where it has one) or its values. See NOTE [Sparse outputs]."""
+        g, lead = self._dense_seed(g, api, batched)
+        if dense and self._dense_fn is not None:
+            from .._core.grad_mode import enable_grad
+
+            with enable_grad():
+                return self._dense_fn(), g
+        idx = self._stored_index()
+        if idx.shape[0] == 0:  # a 0-d tensor: every stored entry is the one element
+            picked = g.reshape(lead + (1,)).expand(lead + (int(idx.shape[1]),))
+        else:
+            picked = g[(slice(None),) * len(lead) + tuple(idx[d] for d in range(int(idx.shape[0])))]
+        return self._vals, picked.reshape(lead + tuple(self._vals.shape))
+
+    def _dense_seed(self, g, api, batched):
+        """Gradient ``g`` of this output as a dense tensor of its shape (after a batch dim when
+        ``batched``), and that batch dim's shape."""
         if g is None:
             if api == "backward" and self.numel() != 1:
                 raise RuntimeError(f"{api}: grad can be implicitly created only for scalar outputs, but the "
@@ -164,12 +200,16 @@ class SparseTensor(Tensor):
                 raise RuntimeError(f"{api}: mismatch in shape: gradient has shape {tuple(g.shape)} but the sparse "
                                    f"output has shape {tuple(self._size)}")
             g = g.reshape(tuple(self._size))
-        idx = self._stored_index()
-        if idx.shape[0] == 0:  # a 0-d tensor: every stored entry is the one element
-            picked = g.reshape(lead + (1,)).expand(lead + (int(idx.shape[1]),))
-        else:
-            picked = g[(slice(None),) * len(lead) + tuple(idx[d] for d in range(int(idx.shape[0])))]
-        return self._vals, picked.reshape(lead + tuple(self._vals.shape))
+        return g, lead
+
+    def _masked_grad_off(self, masked_grad):
+        """``to_dense(masked_grad=False)``'s result where it differs from the masked one: a
+        copy of the dense source, else None. See NOTE [Sparse outputs]."""
+        from .._core.grad_mode import is_grad_enabled
+
+        if masked_grad is None or masked_grad or self._dense_fn is None or not is_grad_enabled():
+            return None
+        return self._dense_fn().clone()
 
     def _stored_index(self):
         raise NotImplementedError  # per layout: (sparse dims, entries) in the values' order
@@ -188,8 +228,9 @@ class SparseTensor(Tensor):
         raise NotImplementedError("detach_: not supported on sparse tensors; use .detach()")
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        """``Tensor.backward`` of a sparse tensor: ``gradient`` (dense or sparse, this shape) is
-        read at the stored entries and pushed through the values (NOTE [Sparse outputs]).
+        """``Tensor.backward`` of a sparse tensor: ``gradient`` (dense or sparse, this shape)
+        reaches the dense tensor it was converted from whole, or else is read at the stored
+        entries and pushed through the values (NOTE [Sparse outputs]).
 
         Examples
         --------
@@ -197,8 +238,12 @@ class SparseTensor(Tensor):
         >>> x = lucid.tensor([[0.0, 2.0], [3.0, 0.0]], requires_grad=True)
         >>> (x * 2).to_sparse().backward(lucid.ones(2, 2))
         >>> x.grad
-        tensor([[0., 2.],
-                [2., 0.]])
+        tensor([[2., 2.],
+                [2., 2.]])
+        >>> v = lucid.tensor([2.0, 3.0], requires_grad=True)
+        >>> lucid.sparse_coo_tensor([[0, 1], [1, 0]], v, (2, 2)).backward(lucid.ones(2, 2))
+        >>> v.grad
+        tensor([1., 1.])
         """
         from ..autograd.grad import backward
 
@@ -239,7 +284,7 @@ class SparseTensor(Tensor):
         vals = self._vals.to(*args, **kwargs)
         if vals is self._vals:
             return self
-        return self._replace(vals, vals.device)
+        return derive_dense(self._replace(vals, vals.device), lambda d: d.to(*args, **kwargs), self)
 
     def double(self):
         return self.to(np.float64)
@@ -290,6 +335,60 @@ class SparseTensor(Tensor):
         elif self.requires_grad:
             out.append("requires_grad=True")
         return out
+
+
+def from_dense(s, x):
+    """Sparse ``s`` converted from dense ``x``: records ``x`` as its dense source when ``x``
+    requires grad in grad mode (NOTE [Sparse outputs]); returns ``s``."""
+    from .._core.grad_mode import is_grad_enabled
+
+    if x.requires_grad and is_grad_enabled():
+        version = x._version[0]
+
+        def source():
+            _check_unchanged(((x, version),))
+            return x
+
+        s._dense_fn = source
+    return s
+
+
+def _check_unchanged(recorded):
+    """The dense tensors a lazily built dense source reads must be as they were when it was
+    recorded: its graph is built from their current values and nodes (NOTE [Sparse outputs])."""
+    for t, version in recorded:
+        if t._version[0] != version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: a dense tensor of shape {tuple(t.shape)} that a sparse tensor was made from is at "
+                f"version {t._version[0]}; expected version {version} (sparse gradient through its dense source)")
+
+
+def derive_dense(out, op, *args):
+    """``out = op(*args)`` on sparse operands: where one of them has a dense source, ``out``'s
+    is ``op`` of their dense forms (``to_dense()`` for one without; other arguments as they
+    are), built when asked for. See NOTE [Sparse outputs]; returns ``out``."""
+    from .._core.grad_mode import is_grad_enabled
+
+    if out is None or out is NotImplemented or not isinstance(out, SparseTensor) or not is_grad_enabled() \
+            or not any(isinstance(a, SparseTensor) and a._dense_fn is not None for a in args):
+        return out
+    if any(a is out for a in args):  # the same tensor handed back (a no-op): it keeps its own
+        return out
+
+    def dense_of(a):
+        if not isinstance(a, SparseTensor):
+            return a
+        return a._dense_fn() if a._dense_fn is not None else a.to_dense()
+
+    recorded = tuple((a, a._version[0]) for a in args if isinstance(a, Tensor) and not isinstance(a, SparseTensor))
+
+    def source():
+        _check_unchanged(recorded)
+        return op(*[dense_of(a) for a in args])
+
+    out._dense_fn = source
+    return out
 
 
 def backend_size(size):

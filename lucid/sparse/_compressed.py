@@ -15,8 +15,9 @@ import numbers
 import numpy as np
 
 import lucid
-from ._base import SparseTensor, add_suffixes, field_str, sparse_bsc, sparse_bsr, sparse_csc, sparse_csr
-from ._coo import _alias, _host, linear_index, make_coo, unravel
+from ._base import (SparseTensor, add_suffixes, derive_dense, field_str, from_dense, sparse_bsc, sparse_bsr,
+                    sparse_csc, sparse_csr)
+from ._coo import _alias, _host, _same, linear_index, make_coo, unravel
 
 # NOTE [Compressed layouts]
 # CSR and BSR compress the rows (``crow_indices``/``col_indices``), CSC and BSC the columns
@@ -147,10 +148,13 @@ class SparseCompressedTensor(SparseTensor):
         row_major = self.layout is sparse_csr or (self.layout is sparse_bsr and self._blocksize()[0] == 1
                                                   and not self._nbatch())
         n = int(idx.shape[1])
-        return make_coo(idx, vals, self._size, row_major or n == 1 or (n == 0 and self.numel() == 0))
+        return derive_dense(make_coo(idx, vals, self._size, row_major or n == 1 or (n == 0 and self.numel() == 0)),
+                            _same, self)
 
     def to_dense(self, dtype=None, *, masked_grad=None):
-        """The dense tensor this compressed tensor represents; differentiable in the values.
+        """The dense tensor this compressed tensor represents; differentiable in the values
+        (in the dense tensor it was converted from with ``masked_grad=False``: NOTE [Sparse
+        outputs]).
 
         Examples
         --------
@@ -161,7 +165,8 @@ class SparseCompressedTensor(SparseTensor):
         """
         if dtype is not None:
             raise RuntimeError("to_dense: dtype argument is not supported by sparse_to_dense")
-        return self.to_sparse_coo().to_dense()
+        whole = self._masked_grad_off(masked_grad)  # NOTE [Sparse outputs]
+        return self.to_sparse_coo().to_dense() if whole is None else whole
 
     # ----------------------------------------------------------- conversions
     def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
@@ -188,15 +193,16 @@ class SparseCompressedTensor(SparseTensor):
         return make_compressed(self.layout, self._cidx, self._pidx, self._vals.detach(), self._size)
 
     def clone(self, *, memory_format=None):
-        return make_compressed(self.layout, self._cidx.clone(), self._pidx.clone(), self._vals.clone(), self._size)
+        out = make_compressed(self.layout, self._cidx.clone(), self._pidx.clone(), self._vals.clone(), self._size)
+        return derive_dense(out, _same, self)
 
     def transpose(self, dim0, dim1):
-        return transpose(self, dim0, dim1)
+        return derive_dense(transpose(self, dim0, dim1), lambda d: d.transpose(dim0, dim1), self)
 
     def t(self):
         if len(self._size) != 2:
             raise RuntimeError(f"t: expects a tensor with <= 2 dimensions, but self is {len(self._size)}D")
-        return transpose(self, 0, 1)
+        return self.transpose(0, 1)
 
     @property
     def T(self):
@@ -323,7 +329,15 @@ def _blocksize_arg(layout, blocksize, name):
 
 
 def convert(s, layout, blocksize, dense_dim, name):
-    """Sparse tensor ``s`` (COO or compressed) in compressed ``layout``."""
+    """Sparse tensor ``s`` (COO or compressed) in compressed ``layout``: the same dense source
+    (NOTE [Sparse outputs])."""
+    out = _convert(s, layout, blocksize, dense_dim, name)
+    if out is not s and s._dense_fn is None:  # not the to_dense() some conversions go through
+        out.__dict__.pop("_dense_fn", None)
+    return derive_dense(out, _same, s)
+
+
+def _convert(s, layout, blocksize, dense_dim, name):
     if layout is lucid.sparse_coo or layout is None:
         return s.to_sparse_coo()
     if layout not in _ROW:
@@ -360,7 +374,7 @@ def index_dtype(s, dtype):
     """Compressed ``s`` with ``dtype`` indices: conversions keep the source's (int32 stays int32)."""
     if s._cidx.dtype == dtype:
         return s
-    return make_compressed(s.layout, s._cidx.to(dtype), s._pidx.to(dtype), s._vals, s._size)
+    return derive_dense(make_compressed(s.layout, s._cidx.to(dtype), s._pidx.to(dtype), s._vals, s._size), _same, s)
 
 
 def _coo_to_compressed(s, layout):
@@ -429,4 +443,4 @@ def dense_to_compressed(x, layout, blocksize, dense_dim, name):
     cidx = cidx.reshape(batch + (ncomp + 1,))
     pidx = nz[:, nb + 1].reshape(batch + (nnz,)).contiguous()
     vals = vals.reshape(batch + (nnz,) + tuple(vals.shape[1:]))
-    return make_compressed(layout, cidx, pidx, vals, tuple(x.shape))
+    return from_dense(make_compressed(layout, cidx, pidx, vals, tuple(x.shape)), x)

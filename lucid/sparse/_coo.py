@@ -13,8 +13,8 @@ import numpy as np
 import lucid
 from .._core import backend
 from .._core.tensor import Tensor, tensor_method
-from ._base import (NOT_HERE, SparseTensor, add_suffixes, checks_invariants, field_str, require_sparse,
-                    sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr)
+from ._base import (NOT_HERE, SparseTensor, add_suffixes, checks_invariants, derive_dense, field_str, from_dense,
+                    require_sparse, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr)
 
 
 class SparseCOOTensor(SparseTensor):
@@ -72,10 +72,14 @@ class SparseCOOTensor(SparseTensor):
         """
         if self._coalesced:
             return self
-        return coalesced(self, "sum")
+        return derive_dense(coalesced(self, "sum"), _same, self)
 
     def to_dense(self, dtype=None, *, masked_grad=None):
         """The dense tensor this sparse tensor represents (duplicates summed); differentiable.
+
+        Its gradient reaches the stored entries only (PyTorch's default ``masked_grad``); with
+        ``masked_grad=False`` a sparse tensor converted from a dense one passes it to every
+        entry of that tensor (NOTE [Sparse outputs]).
 
         Examples
         --------
@@ -86,6 +90,9 @@ class SparseCOOTensor(SparseTensor):
         """
         if dtype is not None:
             raise RuntimeError("to_dense: dtype argument is not supported by sparse_to_dense")
+        whole = self._masked_grad_off(masked_grad)  # NOTE [Sparse outputs]
+        if whole is not None:
+            return whole
         sd = self.sparse_dim()
         sparse_shape, dense_shape = tuple(self._size[:sd]), tuple(self._size[sd:])
         n = int(np.prod(sparse_shape, dtype=np.int64))
@@ -130,16 +137,16 @@ class SparseCOOTensor(SparseTensor):
         return make_coo(self._idx, self._vals.detach(), self._size, self._coalesced)
 
     def clone(self, *, memory_format=None):
-        return make_coo(self._idx.clone(), self._vals.clone(), self._size, self._coalesced)
+        return derive_dense(make_coo(self._idx.clone(), self._vals.clone(), self._size, self._coalesced), _same, self)
 
     def transpose(self, dim0, dim1):
-        return _transpose(self, dim0, dim1)
+        return derive_dense(_transpose(self, dim0, dim1), lambda d: d.transpose(dim0, dim1), self)
 
     def t(self):
         if self.sparse_dim() > 2 or self.dense_dim() > 0:
             raise RuntimeError(f"t: expects a tensor with <= 2 sparse and 0 dense dimensions, but got "
                                f"{self.sparse_dim()} sparse and {self.dense_dim()} dense dimensions")
-        return self if len(self._size) < 2 else _transpose(self, 0, 1)
+        return self if len(self._size) < 2 else self.transpose(0, 1)
 
     @property
     def T(self):
@@ -157,7 +164,8 @@ class SparseCOOTensor(SparseTensor):
         tensor([[3., 0.],
                 [3., 0.]])
         """
-        return _index_select(self, dim, index)
+        out = _index_select(self, dim, index)
+        return derive_dense(out, lambda d: d.index_select(dim, index.reshape(-1).to(lucid.int64)), self)
 
     def narrow_copy(self, dim, start, length):
         """A sparse copy of ``length`` slices from ``start`` along ``dim``, as PyTorch's sparse
@@ -171,7 +179,8 @@ class SparseCOOTensor(SparseTensor):
         tensor([[2.],
                 [0.]])
         """
-        return _narrow_copy(self, dim, start, length)
+        return derive_dense(_narrow_copy(self, dim, start, length), lambda d: d.narrow(dim, start, length).clone(),
+                            self)
 
     def _stored_index(self):
         return self._idx
@@ -197,6 +206,10 @@ class SparseCOOTensor(SparseTensor):
 
 def _rebuild_coo(idx, vals, size, is_coalesced):
     return make_coo(idx, vals, size, is_coalesced)
+
+
+def _same(d):
+    return d
 
 
 def _alias(t):
@@ -474,14 +487,14 @@ def dense_to_coo(x, sparse_dim=None, name="to_sparse"):
         raise RuntimeError(f"{name}: sparse_dim argument must be in >0 when self.dim()>0")
     if nd == 0:
         keep = lucid.nonzero(x.reshape(1) != 0)[:, 0]  # PyTorch: nnz 0 for a zero scalar
-        return make_coo(lucid.zeros((0, keep.shape[0]), dtype=lucid.int64, device=x.device),
-                        x.reshape(1)[keep], (), True)
+        return from_dense(make_coo(lucid.zeros((0, keep.shape[0]), dtype=lucid.int64, device=x.device),
+                                   x.reshape(1)[keep], (), True), x)
     mask = x != 0
     if sd < nd:
         mask = mask.reshape(tuple(x.shape[:sd]) + (-1,)).any(-1)
     idx = lucid.nonzero(mask).t()  # row-major order: already coalesced
     vals = x[tuple(idx[d] for d in range(sd))]
-    return make_coo(idx.contiguous(), vals, tuple(x.shape), True)
+    return from_dense(make_coo(idx.contiguous(), vals, tuple(x.shape), True), x)
 
 
 # ------------------------------------------------------------------ dense Tensor methods

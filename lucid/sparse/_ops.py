@@ -16,7 +16,7 @@ import numpy as np
 import lucid
 from .._core.tensor import Tensor
 from ..ops.scatter_extra import segment_softmax
-from ._base import SparseTensor, require_sparse
+from ._base import SparseTensor, derive_dense, require_sparse
 from ._coo import SparseCOOTensor, _canon, _host, coalesced, linear_index, make_coo
 from ._base import sparse_bsc, sparse_bsr, sparse_csr
 from ._compressed import SparseCompressedTensor, convert, index_dtype
@@ -280,11 +280,15 @@ def add(input, other, *, alpha=1):
     >>> lucid.sparse.add(a, a, alpha=2).to_dense()
     tensor([3., 6., 0.])
     """
+    return derive_dense(_add(input, other, alpha), lambda a, b: a + _scaled(b, alpha), input, other)
+
+
+def _add(input, other, alpha):
     sa, sb = isinstance(input, SparseTensor), isinstance(other, SparseTensor)
     if sa and sb:
         _same_size(input, other, "add")
         if _same_compressed(input, other):
-            return _relayout(add(input.to_sparse_coo(), other.to_sparse_coo(), alpha=alpha), input)
+            return _relayout(_add(input.to_sparse_coo(), other.to_sparse_coo(), alpha), input)
         a, b = _coo(input), _coo(other)
         if a.sparse_dim() != b.sparse_dim():
             raise RuntimeError("add: expected both sparse tensors to have the same sparse_dim")
@@ -315,6 +319,10 @@ def mul(input, other):
     >>> (a * b).to_dense(), (a * 2).to_dense()
     (tensor([ 0.,  0., 12.]), tensor([4., 0., 6.]))
     """
+    return derive_dense(_mul(input, other), lambda a, b: a * b, input, other)
+
+
+def _mul(input, other):
     if isinstance(input, SparseTensor) and isinstance(other, SparseTensor):
         _same_size(input, other, "mul")
         if _same_compressed(input, other):
@@ -355,7 +363,7 @@ def _intersect(a, b):
 
 def _div(s, k):
     if isinstance(k, numbers.Number) or (isinstance(k, Tensor) and not isinstance(k, SparseTensor) and k.ndim == 0):
-        return s._replace(s._vals / k)
+        return derive_dense(s._replace(s._vals / k), lambda d: d / k, s)
     shape = list(getattr(k, "shape", ()))
     raise RuntimeError(f"div: Sparse division requires a scalar or zero-dim dense tensor divisor "
                        f"(got shape {shape} for divisor)")
@@ -391,7 +399,7 @@ def _pow(self, exponent):
 
 
 def _neg(self):
-    return self._replace(-self._vals)
+    return derive_dense(self._replace(-self._vals), lambda d: -d, self)
 
 
 def _rsub(self, other):
