@@ -581,8 +581,9 @@ def _traced_space(start, end, n, dt, device, base):
     if kind in "iub":  # integer ends truncate toward zero first, as _int_end
         s, e = (v.trunc() if isinstance(v, Tensor) else float(int(v)) for v in (s, e))
     i = arange(n, dtype=work, device=device)
+    first_half = arange(n, dtype=dtypes.int64, device=device) < max(n // 2, 1)  # a real index: complex has no order
     step = (e - s) / (n - 1) if n > 1 else (e - s) * 0.0
-    vals = lucid.where(i < max(n // 2, 1), s + step * i, e - step * (n - 1 - i))
+    vals = lucid.where(first_half, s + step * i, e - step * (n - 1 - i))
     if base is not None:
         vals = lucid.pow(base, vals)
     return (vals.trunc() if kind in "iub" else vals).to(dt)
