@@ -408,7 +408,8 @@ def _unsafe_masked_index_put_accumulate(input, mask, indices, values):
     L = _L()
     x = _as_tensor(input)
     idx = _clamped("_unsafe_masked_index_put_accumulate", x, indices)
-    v = L.where(_as_tensor(mask), _as_tensor(values).to(x.dtype), 0.0)
+    v = _as_tensor(values).to(x.dtype)
+    v = L.where(_as_tensor(mask), v, L.zeros_like(v))  # not 0.0: an integer input stays integer
     return _put("_unsafe_masked_index_put_accumulate", x, idx, v, True)
 
 

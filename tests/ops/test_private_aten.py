@@ -571,3 +571,12 @@ def test_vmap_and_jvp_through_the_compositions():
     _, tangent = F.jvp(f, (xb,), (t,))
     eps = 1e-6
     np.testing.assert_allclose(_a(tangent), (_a(f(xb + eps * t)) - _a(f(xb - eps * t))) / (2 * eps), atol=1e-6)
+
+
+def test_masked_index_put_accumulate_keeps_an_integer_dtype():
+    # masked-off values are zeros of the input's dtype, not a Python float (which promoted uint8)
+    x = lucid.zeros(4, dtype=lucid.uint8)
+    out = lucid._unsafe_masked_index_put_accumulate(
+        x, lucid.tensor([True, False, True]), [lucid.tensor([1, 2, 1])], lucid.tensor([200, 7, 100], dtype=lucid.uint8))
+    assert out.dtype == lucid.uint8
+    assert out.tolist() == [0, (200 + 100) % 256, 0, 0]  # uint8 arithmetic wraps, as PyTorch's
