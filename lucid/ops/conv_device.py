@@ -204,6 +204,8 @@ def _cudnn_call(kind, first, second, out_shape, x_shape, w_shape, y_shape, strid
         return None
     if min(x_shape) == 0 or min(w_shape) == 0 or min(y_shape) == 0 or len(stride) > 3:
         return None
+    if max(math.prod(x_shape), math.prod(y_shape)) >= 2 ** 31:  # the legacy API counts elements in int
+        return None
     found = _cudnn_of(first)
     if found is None:
         return None
