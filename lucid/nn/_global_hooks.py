@@ -10,6 +10,7 @@ class _GlobalHooks:
 
     def __init__(self):
         self.forward_pre, self.forward, self.backward, self.backward_pre = (OrderedDict() for _ in range(4))
+        self.backward_non_full = OrderedDict()  # register_module_backward_hook: NOTE [Non-full backward hooks]
         self.forward_with_kwargs = set()
         self.forward_always_called = set()
         # register_module_{parameter,buffer,module}_registration_hook: hook(module, name, value)
@@ -19,7 +20,7 @@ class _GlobalHooks:
 
     @property
     def any(self):
-        return bool(self.forward_pre or self.forward or self.backward or self.backward_pre)
+        return bool(self.forward_pre or self.forward or self.backward or self.backward_pre or self.backward_non_full)
 
 
 _GLOBAL_HOOKS = _GlobalHooks()

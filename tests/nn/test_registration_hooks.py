@@ -48,13 +48,16 @@ def test_a_returned_value_is_registered_instead():
     assert isinstance(m.act, nn.Tanh) and isinstance(m.keep, nn.ReLU)
 
 
-def test_deprecated_global_backward_hook_runs_as_a_full_one():
+def test_deprecated_global_backward_hook_runs_on_the_output_node():
+    # PyTorch's non-full hook (NOTE [Non-full backward hooks]): registered silently, it warns at the
+    # call when the output's node has inputs other than the module's (here the weight and bias)
     grads = []
-    with pytest.warns(FutureWarning, match="register_module_backward_hook is deprecated"):
-        h = M.register_module_backward_hook(lambda mod, gin, gout: grads.append(gout[0].numpy().copy()))
+    h = M.register_module_backward_hook(lambda mod, gin, gout: grads.append(gout[0].numpy().copy()))
     try:
         lin = nn.Linear(2, 1)
-        lin(lucid.ones(1, 2, requires_grad=True)).sum().backward()
+        with pytest.warns(FutureWarning, match="non-full backward hook when the forward contains multiple"):
+            out = lin(lucid.ones(1, 2, requires_grad=True))
+        out.sum().backward()
     finally:
         h.remove()
     assert len(grads) == 1 and grads[0].tolist() == [[1.0]]

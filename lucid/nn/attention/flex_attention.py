@@ -720,7 +720,8 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     rewrites each score and positions that ``block_mask`` excludes get ``-inf``. Eager and
     exact (PyTorch's math path): the whole score matrix is formed. A query row with nothing
     to attend to gives 0 and an lse of ``-inf``. Differentiable in ``query``, ``key``,
-    ``value`` and in tensors ``score_mod`` captures.
+    ``value`` and in tensors ``score_mod`` captures. Nested (jagged) inputs raise
+    ``NotImplementedError``, as in PyTorch 2.13.
 
     Parameters
     ----------
@@ -765,6 +766,10 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     tensor([[[0.       , 0.6931472, 1.0986123]]])
     """
     lucid = _lucid()
+    if any(getattr(t, "is_nested", False) for t in (query, key, value)):  # PyTorch 2.13 dropped NJT support
+        raise NotImplementedError("flex_attention does not support NestedTensor inputs, including "
+                                  "torch.compile(flex_attention) with jagged NestedTensor inputs. Convert inputs to "
+                                  "dense tensors before calling flex_attention.")
     q, k, v = (lucid.as_tensor(t) for t in (query, key, value))
     _check_inputs(q, k, v, block_mask, enable_gqa)
     if block_mask is not None:

@@ -49,6 +49,9 @@ def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
 def register_module_full_backward_hook(hook):
     """``hook(module, grad_input, grad_output)`` for every module (see
     ``Module.register_full_backward_hook``)."""
+    if _GLOBAL_HOOKS.backward_non_full:
+        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a global Module "
+                           "hook. Please use only one of them.")
     return _register(_GLOBAL_HOOKS.backward, hook)
 
 
@@ -59,13 +62,13 @@ def register_module_full_backward_pre_hook(hook):
 
 
 def register_module_backward_hook(hook):
-    """PyTorch's deprecated global backward hook: Lucid runs it as
-    :func:`register_module_full_backward_hook` (as ``Module.register_backward_hook``), warning."""
-    import warnings
-
-    warnings.warn("register_module_backward_hook is deprecated; using register_module_full_backward_hook",
-                  FutureWarning, stacklevel=2)
-    return register_module_full_backward_hook(hook)
+    """PyTorch's deprecated global backward hook: ``hook(module, grad_input, grad_output)`` on the
+    autograd node that made each module's output, as ``Module.register_backward_hook`` (NOTE
+    [Non-full backward hooks]); it cannot be mixed with :func:`register_module_full_backward_hook`."""
+    if _GLOBAL_HOOKS.backward:
+        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a global Module "
+                           "hook. Please use only one of them.")
+    return _register(_GLOBAL_HOOKS.backward_non_full, hook)
 
 
 def register_module_parameter_registration_hook(hook):
