@@ -9,11 +9,17 @@ are pytrees (tuples, lists, dicts of tensors) as in PyTorch; the body functions 
 """
 from __future__ import annotations
 
+import os
+
 from ._core.tensor import Tensor
 from .func.pytree import tree_flatten, tree_unflatten
 from .ops.torch_misc import cond, while_loop
 
 __all__ = ["scan", "associative_scan", "map", "cond", "while_loop"]
+
+# PyTorch's submodule paths (``from torch._higher_order_ops.scan import scan``) live in a folder:
+# NOTE [Submodules of file modules]
+__path__ = [os.path.join(os.path.dirname(__file__), "_module_paths", "_higher_order_ops")]
 
 
 def _canonical_dim(api, dim, ndim, err):
@@ -278,3 +284,17 @@ def map(f, xs, *args):
     if not per_step[0]:
         return tree_unflatten([], spec_out)
     return tree_unflatten(_stack_leaves("map", per_step, 0), spec_out)
+
+
+def _load_submodules():
+    # Importing ``lucid._higher_order_ops.map`` binds the *module* to this package's ``map``; load
+    # the five submodules now and bind the functions back. See NOTE [Submodules of file modules]
+    import importlib
+
+    functions = {name: globals()[name] for name in __all__}
+    for name in __all__:
+        importlib.import_module(f"{__name__}.{name}")
+    globals().update(functions)
+
+
+_load_submodules()

@@ -49,6 +49,8 @@ from .._core.kernels import Kernel, kernel_for
 from .._core.grad_mode import SUBCLASS_DISPATCH
 from .._core.tensor import Tensor, WrapperValues, _wrap
 from ..ops._family import quiet_call
+from ._hooks import (HOOK_DICTS, OptimizerHooks, register_optimizer_step_post_hook,  # noqa: F401
+                     register_optimizer_step_pre_hook)
 
 _ARRAY_TYPES = backend._BY_TYPE  # every backend's array type (NOTE [Backends]): updates run in place
 
@@ -222,6 +224,7 @@ def _decay_add(state, key, decay, x):
 
 
 # Flags every optimizer accepts; a saved group that lacks them (an older checkpoint) is fine.
+_NOT_COPIED = frozenset(("step", "_opt_called", "_optimizer_in_hooked_step") + HOOK_DICTS)
 _FLAG_KEYS = frozenset({"foreach", "maximize", "capturable", "differentiable", "fused", "decoupled_weight_decay"})
 
 
@@ -269,7 +272,7 @@ def check_options(name, *, betas=None, **values):
             raise ValueError(f"{name}: invalid betas {betas!r} (expected two numbers in [0, 1))")
 
 
-class Optimizer:
+class Optimizer(OptimizerHooks):
     """Base class of all optimizers.
 
     Parameters
@@ -289,6 +292,7 @@ class Optimizer:
     """
 
     def __init__(self, params, defaults):
+        self._init_hooks()  # See NOTE [Optimizer hooks] (lucid/optim/_hooks.py)
         self.defaults = defaults
         # a defaultdict, as PyTorch's: ``opt.state[p]`` is ``{}`` for a parameter without state
         self.state = collections.defaultdict(dict)
@@ -309,7 +313,12 @@ class Optimizer:
     def __getstate__(self):
         # a scheduler's wrapper of ``step`` (lr_scheduler._track_optimizer_steps) holds a weak
         # reference to this optimizer: a copy or a pickle leaves it behind, as PyTorch's does
-        return {k: v for k, v in self.__dict__.items() if k not in ("step", "_opt_called")}
+        # and, as PyTorch's, its hooks (NOTE [Optimizer hooks])
+        return {k: v for k, v in self.__dict__.items() if k not in _NOT_COPIED}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._init_hooks()
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]
@@ -628,7 +637,11 @@ class Optimizer:
 
     # ----------------------------------------------------------- checkpoints
     def state_dict(self):
-        """``{"state": {index: {...}}, "param_groups": [...]}`` with parameters as indices."""
+        """``{"state": {index: {...}}, "param_groups": [...]}`` with parameters as indices (the
+        ``register_state_dict_*_hook`` hooks run around it: NOTE [Optimizer hooks])."""
+        return self._state_dict_with_hooks(self._packed_state_dict)
+
+    def _packed_state_dict(self):
         index = {}
         groups = []
         for g in self.param_groups:
@@ -704,6 +717,7 @@ class Optimizer:
         every state tensor must fit its parameter. Errors name the offending key.
         """
         name = f"{type(self).__name__}.load_state_dict"
+        state_dict = self._load_state_dict_pre(state_dict)  # See NOTE [Optimizer hooks]
         if not isinstance(state_dict, dict) or not {"state", "param_groups"} <= set(state_dict):
             raise TypeError(f"{name}: expected a dict with 'state' and 'param_groups' (from state_dict()), "
                             f"got {type(state_dict).__name__}")
@@ -735,6 +749,7 @@ class Optimizer:
         for mine, new in zip(self.param_groups, new_groups):
             mine.update(new)
         self.state = collections.defaultdict(dict, new_state)
+        self._load_state_dict_post()
 
     def _check_group_options(self, name, i, saved):
         """The saved group's options are this optimizer's, and pass its constructor's checks."""
