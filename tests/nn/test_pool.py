@@ -43,6 +43,10 @@ def test_adaptive_avg_pool_global_and_uneven():
     u = F.adaptive_avg_pool2d(lucid.tensor(x), (2, 3)).numpy()
     # rows [0,3) and [2,5); cols [0,3), [2,5), [4,7)
     np.testing.assert_allclose(u[..., 1, 2], x[..., 2:5, 4:7].mean(axis=(-2, -1)), rtol=1e-12)
+    # contiguous, as PyTorch's (code views it: x.view(B, C, H * W)); upsampling 2x2 -> 7x7 too
+    up = F.adaptive_avg_pool2d(lucid.tensor(x[:, :, :2, :2]), 7)
+    assert up.is_contiguous() and F.adaptive_avg_pool2d(lucid.tensor(x), (2, 3)).view(2, 3, 6).shape == (2, 3, 6)
+    np.testing.assert_allclose(up.numpy()[..., 0, 6], x[..., 0, 1], rtol=1e-12)  # window [0,1) x [1,2)
 
 
 def test_pool_gradcheck_float64():

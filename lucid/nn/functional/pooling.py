@@ -263,6 +263,7 @@ def _adaptive_avg(input, output_size, nsp, op):
             win = win.masked_fill(const_like(~inside, x), 0)
             out = win.sum(-1) * const_like((1.0 / np.maximum(hi - lo, 1)).astype(x.dtype), x)
             out = out.movedim(-1, 2 + i)
+        out = out.contiguous()  # PyTorch's result is contiguous: `.view(...)` of it must work
     return out.squeeze(0) if unbatched else out
 
 
