@@ -156,8 +156,10 @@ def _hook(name, args):
         return None
     from ..autograd import engine
 
-    if engine._CALLBACKS and not _REGIONS.custom_backward:  # inside a backward: the forward's dtypes
-        return None  # (NOTE [Autocast]), except in a custom_bwd body, which asks for its forward's region
+    # inside a backward: the forward's dtypes (NOTE [Autocast]), except in a custom_bwd body,
+    # which asks for its forward's region
+    if engine.current_callbacks() is not None and not _REGIONS.custom_backward:
+        return None
     tensor = primitive._Tensor
     target = None
     for a in args:

@@ -11,6 +11,7 @@ The engine is iterative (a dependency count and a ready stack), so a chain of
 from __future__ import annotations
 
 import itertools
+import threading
 import traceback
 import weakref
 from heapq import heappop, heappush
@@ -376,7 +377,21 @@ def _check_reachable(roots, order, capture):
 # fires in the middle of the backward (DistributedDataParallel starts its all-reduce there).
 # Those leaves are the exception to NOTE [Failed backward changes nothing]. Without hooks
 # the cost is one check per backward and one per node.
-_CALLBACKS = []  # one list per running backward, innermost last
+class _CallbackStack(threading.local):
+    """Per thread: one list of queued callbacks per running backward, innermost last (two
+    threads' backwards must not see each other's)."""
+
+    def __init__(self):
+        self.lists = []
+
+
+_CALLBACKS = _CallbackStack()
+
+
+def current_callbacks():
+    """The callback list of the backward running in this thread (innermost), or None."""
+    lists = _CALLBACKS.lists
+    return lists[-1] if lists else None
 
 
 def queue_callback(callback):
@@ -400,12 +415,13 @@ def queue_callback(callback):
     >>> log
     [6.0]
     """
-    if not _CALLBACKS:
+    callbacks = current_callbacks()
+    if callbacks is None:
         raise RuntimeError("queue_callback: final callbacks can only be installed during a backward "
                            "pass (call it from a hook or a Function's backward)")
     if not callable(callback):
         raise TypeError(f"queue_callback: expected a callable, got {type(callback).__name__}")
-    _CALLBACKS[-1].append(callback)
+    callbacks.append(callback)
 
 
 def run_backward(roots, root_grads, *, accumulate_into=None, **kw):
@@ -413,7 +429,8 @@ def run_backward(roots, root_grads, *, accumulate_into=None, **kw):
     gradients into ``accumulate_into`` (``backward(inputs=...)``) and run the queued
     callbacks. See NOTE [Backward callbacks and post-accumulate hooks]."""
     callbacks = []
-    _CALLBACKS.append(callbacks)
+    lists = _CALLBACKS.lists
+    lists.append(callbacks)
     try:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # NOTE [Silent floating-point errors]
             got = _run_graph(roots, root_grads, **kw)
@@ -430,7 +447,7 @@ def run_backward(roots, root_grads, *, accumulate_into=None, **kw):
             callbacks[i]()
             i += 1
     finally:
-        _CALLBACKS.pop()
+        lists.pop()
     return got
 
 

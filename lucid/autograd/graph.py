@@ -662,9 +662,10 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
     state = {"run": None, "grads": None}
 
     def current_run():
-        if not engine._CALLBACKS:
+        callbacks = engine.current_callbacks()
+        if callbacks is None:
             raise RuntimeError("register_multi_grad_hook: hook ran outside a backward")
-        return engine._CALLBACKS[-1]
+        return callbacks
 
     def make_hook(i):
         def hook(grad):

@@ -66,7 +66,7 @@ class ModuleTracker:
         """Whether a backward pass is running now."""
         from ..autograd import engine
 
-        return bool(engine._CALLBACKS)
+        return engine.current_callbacks() is not None
 
     def _maybe_set_engine_callback(self) -> None:
         if self._has_callback:

@@ -207,3 +207,35 @@ def test_pytorch_spelling_execution_engine_queue_callback():
     w2.register_hook(lambda g: engine.queue_callback(None))
     with pytest.raises(TypeError, match="callable"):
         (w2 * 2.0).sum().backward()
+
+
+def test_callbacks_of_backwards_in_two_threads_stay_with_their_own_backward():
+    # both backwards are running when each hook queues its callback (the barrier): each callback
+    # runs at the end of its own thread's backward and sees that backward's gradient
+    import threading
+
+    barrier = threading.Barrier(2, timeout=30)
+    results, errors = {}, []
+
+    def work(name, scale):
+        try:
+            w = lucid.tensor([scale], requires_grad=True)
+            log = []
+
+            def hook(g):
+                barrier.wait()
+                lucid.autograd.queue_callback(lambda: log.append(w.grad.item()))
+                barrier.wait()
+
+            w.register_hook(hook)
+            (w * w).sum().backward()
+            results[name] = log
+        except Exception as e:  # reported below, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=a) for a in (("a", 2.0), ("b", 5.0))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and results == {"a": [4.0], "b": [10.0]}  # d(w^2)/dw = 2w
