@@ -420,7 +420,8 @@ def sweep(args):
             print(f"{op.name:32s} {'':10s} lookup    : no Lucid function")
             continue
         for check in checks:
-            dtypes = args.dtypes.split(",") if check == "forward" else args.grad_dtypes.split(",")
+            grad_dtypes = getattr(args, "grad_dtypes", "float64")  # a caller's Namespace may predate it
+            dtypes = (args.dtypes if check == "forward" else grad_dtypes).split(",")
             first, seen = None, collections.Counter()
             for dname in dtypes:
                 tdtype = getattr(torch, dname)
