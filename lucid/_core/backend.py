@@ -419,10 +419,16 @@ def guard_for(values, op=None):
     for v in values:
         arr = _array_in(v) if v is not None else None
         cls = arr.__class__
-        if cls is np.ndarray or cls not in DEVICE_NAMESPACES:
+        if cls is np.ndarray:
             continue
-        b = _BY_TYPE[cls]
-        index = b.index_of(arr)
+        if cls in DEVICE_NAMESPACES:
+            b = _BY_TYPE[cls]
+            index = b.index_of(arr)
+        else:  # a wrapper subclass's stand-in names its device (NOTE [Devices of wrapper subclasses])
+            dev = _stand_in_device(arr)
+            if dev is None or dev.index is None:
+                continue
+            b, index = _BACKENDS[dev.type], dev.index
         if found is None:
             found = b, index
             if op is None:
