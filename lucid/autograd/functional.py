@@ -247,8 +247,11 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
     holder = {}
     f = _tuple_fn(func, api, holder)
     if vectorize:
-        jac_fn = _fapi.jacfwd if strategy == "forward-mode" else _fapi.jacrev
-        blocks = jac_fn(f, argnums=tuple(range(len(ins))))(*ins)
+        nums = tuple(range(len(ins)))  # complex allowed here, as in PyTorch (unlike func.jacrev/jacfwd)
+        if strategy == "forward-mode":
+            blocks = _fapi._jacfwd(f, nums, False, "error", real_only=False)(*ins)
+        else:
+            blocks = _fapi._jacrev(f, nums, False, None, real_only=False)(*ins)
     else:
         blocks = _jacobian_rows(f, ins, strict, api)
     res = [_pack(row, in_tuple) for row in blocks]

@@ -53,6 +53,17 @@ def _check_differentiable(leaves, api):
             )
 
 
+def _error_if_complex(api, tree, is_input):
+    """PyTorch's ``jacrev``/``jacfwd`` (and so ``hessian``) take real tensors only: every positional
+    argument (differentiated or not) and every output leaf (not ``aux``). ``autograd.functional``'s
+    vectorized Jacobians, which do accept complex, go through ``_jacrev``/``_jacfwd`` directly."""
+    for idx, x in enumerate(tree_flatten(tree)[0]):
+        if isinstance(x, Tensor) and x.dtype.kind == "c":
+            side = "inputs" if is_input else "outputs"
+            raise RuntimeError(f"{api}: Expected all {side} to be real but received complex tensor at flattened "
+                               f"input idx: {idx} (shape {tuple(x.shape)}, dtype {x.dtype})")
+
+
 def _argnums_tuple(argnums, nargs, api):
     if not isinstance(argnums, (int, tuple, list)) or isinstance(argnums, bool):
         raise FuncArgError(f"{api}: argnums must be an int or a tuple of ints, got {type(argnums).__name__}")
@@ -710,11 +721,24 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
 
     Result shape: ``output.shape + input.shape`` (tuples for tuple ``argnums``).
     ``chunk_size`` bounds how many basis vectors are processed at once (less memory).
-    """
+    Complex arguments or outputs raise a RuntimeError, as in PyTorch (``aux`` may be complex).
 
+    Examples
+    --------
+    >>> import lucid, lucid.func as F
+    >>> F.jacrev(lambda x: x ** 2)(lucid.tensor([1.0, 3.0]))
+    tensor([[2., 0.],
+            [0., 6.]])
+    """
+    return _jacrev(func, argnums, has_aux, chunk_size, real_only=True)
+
+
+def _jacrev(func, argnums, has_aux, chunk_size, real_only):
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         api = "jacrev(f)(*args)"
+        if real_only:
+            _error_if_complex("jacrev", args, is_input=True)
         nums = _argnums_tuple(argnums, len(args), api)
 
         def partial_f(*d):
@@ -726,6 +750,8 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
         diff = tuple(args[n] for n in nums)
         out, vjp_fn, aux = _vjp_impl(partial_f, diff, has_aux, api)
         o_leaves, o_def = tree_flatten(out)
+        if real_only:
+            _error_if_complex("jacrev", o_leaves, is_input=False)
         in_leaves, _ = tree_flatten(diff)
         per_out = []
         for k, o in enumerate(o_leaves):
@@ -782,12 +808,25 @@ def _assemble(per_out, o_def, diff, argnums):
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """Jacobian by forward mode: ``vmap`` of the jvp over the input basis.
 
-    Result shape: ``output.shape + input.shape``.
-    """
+    Result shape: ``output.shape + input.shape``. Complex arguments or outputs raise a
+    RuntimeError, as in PyTorch (``aux`` may be complex).
 
+    Examples
+    --------
+    >>> import lucid, lucid.func as F
+    >>> F.jacfwd(lambda x: x.sum() * x)(lucid.tensor([1.0, 2.0]))
+    tensor([[4., 1.],
+            [2., 5.]])
+    """
+    return _jacfwd(func, argnums, has_aux, randomness, real_only=True)
+
+
+def _jacfwd(func, argnums, has_aux, randomness, real_only):
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         api = "jacfwd(f)(*args)"
+        if real_only:
+            _error_if_complex("jacfwd", args, is_input=True)
         nums = _argnums_tuple(argnums, len(args), api)
         diff = tuple(args[n] for n in nums)
         in_leaves, in_def = tree_flatten(diff)
@@ -810,6 +849,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
         def push(*tans):
             res = jvp(partial_f, diff, tuple(tree_unflatten(list(tans), in_def)), has_aux=has_aux)
+            if real_only:
+                _error_if_complex("jacfwd", res[0], is_input=False)
             if has_aux:  # the aux leaves leave through vmap, which takes only Tensors
                 _check_tensors(tree_flatten(res[2])[0], api, "leaf of aux")
             return (res[1], res[2]) if has_aux else res[1]

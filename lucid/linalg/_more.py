@@ -217,6 +217,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
         raise RuntimeError(f"linalg.lstsq: driver must be one of 'gels', 'gelsy', 'gelsd', 'gelss', got {driver!r}")
     A = _float_matrix(A, "lstsq")
     B = _as_tensor(B)
+    b_shape = tuple(B.shape)  # as given, for the error below (a vector B is unsqueezed next)
     vec = B.ndim == A.ndim - 1
     if vec:
         B = B.unsqueeze(-1)
@@ -224,7 +225,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     A, B = promote(A, B)
     m, n = A.shape[-2:]
     if B.shape[-2] != m:
-        raise RuntimeError(f"linalg.lstsq: incompatible shapes of A {tuple(A.shape)} and B {tuple(B.shape)}")
+        raise RuntimeError(f"linalg.lstsq: incompatible shapes of A {tuple(A.shape)} and B {b_shape}")
     # gels (QR) takes no rcond in PyTorch: the cut-off only decides rank-deficient inputs there
     rtol = rcond if rcond is not None and rcond > 0 and driver != "gels" else None
     rank = matrix_rank(A, rtol=rtol)
