@@ -85,7 +85,7 @@ newaxis = None
 _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
                  "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu", "accelerator", "jit", "library", "futures", "fx", "export",
                  "hub", "version", "mps", "xpu", "overrides", "_C", "__future__", "nested", "ao", "quantization", "masked",
-                 "__config__", "_dynamo"}
+                 "__config__", "_dynamo", "_logging"}
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
                "OutOfMemoryError": "cuda", "jagged": "nested",
                "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler",

@@ -1,5 +1,5 @@
 """PyTorch's eager higher-order ops (``torch._higher_order_ops``): ``scan``, ``associative_scan``,
-``map``, with ``cond`` and ``while_loop`` (``lucid/ops/torch_misc.py``) re-exported.
+``map``, ``foreach_map``, with ``cond`` and ``while_loop`` (``lucid/ops/torch_misc.py``) re-exported.
 
 NOTE [Higher-order ops as compositions]
 PyTorch runs these through ``torch.compile``; Lucid runs them eagerly as compositions of its
@@ -15,7 +15,7 @@ from ._core.tensor import Tensor
 from .func.pytree import tree_flatten, tree_unflatten
 from .ops.torch_misc import cond, while_loop
 
-__all__ = ["scan", "associative_scan", "map", "cond", "while_loop"]
+__all__ = ["scan", "associative_scan", "map", "foreach_map", "cond", "while_loop"]
 
 # PyTorch's submodule paths (``from torch._higher_order_ops.scan import scan``) live in a folder:
 # NOTE [Submodules of file modules]
@@ -286,9 +286,63 @@ def map(f, xs, *args):
     return tree_unflatten(_stack_leaves("map", per_step, 0), spec_out)
 
 
+def foreach_map(op, *operands, **kwargs):
+    """Apply ``op`` elementwise across lists of operands, as ``torch._higher_order_ops.foreach_map``.
+
+    The operands that are lists or tuples are zipped (to the shortest, as Python's ``zip``); the
+    others (scalars, single tensors) are repeated for every position. The result is the list
+    ``[op(*args_i) for args_i in zip(...)]``, or ``op(*operands)`` once when no operand is a list.
+    PyTorch horizontally fuses the calls under ``torch.compile``; Lucid runs them eagerly, so
+    autograd, forward mode and ``vmap`` flow through ``op`` as usual (NOTE [Higher-order ops as
+    compositions]).
+
+    ``kwargs`` are configuration options of the higher-order op and, as in eager PyTorch, are
+    **not** passed to ``op``: bind them into ``op`` (``functools.partial`` or a ``lambda``).
+
+    Parameters
+    ----------
+    op : callable
+        Applied once per position.
+    *operands
+        Lists/tuples of operands (zipped) and other values (repeated).
+
+    Returns
+    -------
+    list or object
+        The per-position results, or ``op(*operands)`` when no operand is a list.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> from lucid._higher_order_ops.foreach_map import foreach_map
+    >>> xs = [lucid.tensor([1.0, 2.0]), lucid.tensor([3.0])]
+    >>> [t.tolist() for t in foreach_map(lucid.lerp, xs, [lucid.zeros(2), lucid.zeros(1)], 0.5)]
+    [[0.5, 1.0], [1.5]]
+    """
+    if not callable(op):
+        raise TypeError(f"foreach_map: op must be a callable, got {op!r}")
+    if not any(isinstance(a, (list, tuple)) for a in operands):
+        return op(*operands)
+    columns = [a if isinstance(a, (list, tuple)) else _Repeat(a) for a in operands]
+    return [op(*args) for args in zip(*columns)]
+
+
+class _Repeat:
+    """An endless iterator of one value (a non-list ``foreach_map`` operand)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __iter__(self):
+        while True:
+            yield self.value
+
+
 def _load_submodules():
     # Importing ``lucid._higher_order_ops.map`` binds the *module* to this package's ``map``; load
-    # the five submodules now and bind the functions back. See NOTE [Submodules of file modules]
+    # the six submodules now and bind the functions back. See NOTE [Submodules of file modules]
     import importlib
 
     functions = {name: globals()[name] for name in __all__}

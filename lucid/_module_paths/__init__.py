@@ -1,6 +1,6 @@
 """Submodules of Lucid modules that are single files (``lucid/accelerator.py``,
 ``lucid/profiler.py``, ``lucid/_higher_order_ops.py``): PyTorch's ``torch.accelerator.memory``,
-``torch.profiler.profiler`` and ``torch._higher_order_ops.{cond,while_loop,scan,associative_scan,map}``.
+``torch.profiler.profiler`` and ``torch._higher_order_ops.{cond,while_loop,scan,associative_scan,map,foreach_map}``.
 
 NOTE [Submodules of file modules]
 A module file cannot have submodules unless it has a ``__path__``. ``lucid/accelerator.py``
