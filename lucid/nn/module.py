@@ -551,14 +551,27 @@ class Module:
 
         return self._apply(convert)
 
+    def _floating_to(self, dt):
+        """``float()``/``double()``/``half()``: floating point values only, as PyTorch's (complex
+        ones stay complex; ``to(dtype)`` casts those too)."""
+        dt = dtypes.to_dtype(dt)
+
+        def convert(a):
+            if a.dtype.kind == "f":
+                with backend.on_device(a):
+                    return a.astype(dt, copy=False)
+            return a
+
+        return self._apply(convert)
+
     def float(self):
-        return self.to(dtypes.float32)
+        return self._floating_to(dtypes.float32)
 
     def double(self):
-        return self.to(dtypes.float64)
+        return self._floating_to(dtypes.float64)
 
     def half(self):
-        return self.to(dtypes.float16)
+        return self._floating_to(dtypes.float16)
 
     def type(self, dst_type):
         return self.to(dst_type)

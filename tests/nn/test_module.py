@@ -321,3 +321,14 @@ def test_parameter_copies_keep_their_device():
     assert all(v.device == S for v in net.state_dict().values())
     assert nn.Parameter().device == lucid.get_default_device()  # made from nothing: the default device
     assert nn.Parameter(np.zeros(2)).device == lucid.device("cpu")  # an array stays where it is
+
+
+def test_float_double_half_leave_complex_parameters_complex():
+    # PyTorch's Module.double()/float()/half() cast floating point tensors only; to(dtype) casts complex too
+    layer = nn.Linear(2, 2).to(lucid.complex128)
+    w = layer.weight.detach().clone()
+    for cast in (layer.double, layer.float, layer.half):
+        assert cast().weight.dtype == lucid.complex128
+    np.testing.assert_array_equal(layer.weight.detach().cpu().numpy(), w.cpu().numpy())  # imaginary parts kept
+    mixed = nn.ModuleDict({"real": nn.Linear(2, 2), "bn": nn.BatchNorm1d(2)}).double()
+    assert mixed["real"].weight.dtype == lucid.float64 and mixed["bn"].num_batches_tracked.dtype == lucid.int64
