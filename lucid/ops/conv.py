@@ -314,7 +314,8 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
         out = cudnn_conv(x, w, bias[0] if bias else None, stride, padding, dilation, groups, out_sp)
         if out is not None:
             return out
-        out = xp.matmul(w.reshape(groups, o // groups, -1), _device_cols(x, ksize, stride, padding, dilation, groups, out_sp))
+        cols = _device_cols(x, ksize, stride, padding, dilation, groups, out_sp)
+        out = xp.matmul(w.reshape(groups, o // groups, -1), cols)
         out = out.reshape((n, o) + tuple(out_sp))
         return out + bias[0].reshape((o,) + (1,) * len(out_sp)) if bias else out
     wg = w.reshape(groups, o // groups, -1)
