@@ -33,7 +33,8 @@ class Variable(metaclass=_VariableMeta):
     """``Variable(t, requires_grad=False)`` returns a Tensor (PyTorch's legacy wrapper).
 
     As in PyTorch the result shares ``t``'s data, has no history, and requires grad if
-    asked; every Tensor is an instance of ``Variable``. ``volatile`` is accepted and ignored.
+    asked; every Tensor is an instance of ``Variable``. ``volatile=True`` has no effect and
+    warns, as in PyTorch.
 
     Examples
     --------
@@ -57,6 +58,11 @@ class Variable(metaclass=_VariableMeta):
             data = Tensor([])
         if not isinstance(data, Tensor):
             raise TypeError(f"Variable: data must be a Tensor, got {type(data).__name__}")
+        if volatile:
+            import warnings
+
+            warnings.warn("volatile was removed and now has no effect. Use `with lucid.no_grad():` instead.",
+                          UserWarning, stacklevel=2)
         out = data.detach()
         if requires_grad:
             out.requires_grad_(True)

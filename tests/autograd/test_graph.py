@@ -252,6 +252,9 @@ def test_exports():
     assert isinstance(lucid.zeros(2), A.Variable)
     (v * v).sum().backward()
     np.testing.assert_allclose(v.grad.numpy(), [2.0, 4.0])
+    with pytest.warns(UserWarning, match="volatile was removed and now has no effect"):
+        w = A.Variable(t64([3.0], rg=False), volatile=True)  # accepted and ignored, as PyTorch, with its warning
+    assert not w.requires_grad and w.tolist() == [3.0]
 
 
 def test_every_hook_handle_is_a_removable_context_manager():
