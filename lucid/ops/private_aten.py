@@ -633,7 +633,6 @@ def _pack_padded_sequence(input, lengths, batch_first):
     """
     from ..nn.utils.rnn import _lengths_array
 
-    L = _L()
     x = _as_tensor(input)
     if x.ndim < 2:
         raise RuntimeError(f"_pack_padded_sequence: expected an input of at least 2 dims, got shape {tuple(x.shape)}")
@@ -645,9 +644,10 @@ def _pack_padded_sequence(input, lengths, batch_first):
     if lens and lens[0] > x.shape[0]:
         raise RuntimeError(f"_pack_padded_sequence: the longest length {lens[0]} exceeds the {x.shape[0]} time steps "
                            "of the input")
-    sizes = [sum(n > t for n in lens) for t in range(lens[0] if lens else 0)]
-    data = L.cat([x[t, :b] for t, b in enumerate(sizes)], 0)
-    return data, L.tensor(sizes, dtype=L.int64, device="cpu")
+    from ..nn.utils.rnn import pack_padded_sequence  # checked above with this op's messages
+
+    packed = pack_padded_sequence(x, lens, batch_first=False, enforce_sorted=True)
+    return packed.data, packed.batch_sizes
 
 
 def _pad_packed_sequence(data, batch_sizes, batch_first, padding_value, total_length):
@@ -676,11 +676,7 @@ def _pad_packed_sequence(data, batch_sizes, batch_first, padding_value, total_le
     if total_length > 0 and total_length < steps:
         raise RuntimeError(f"_pad_packed_sequence: Expected total_length to be at least {steps} (the length of the "
                            f"longest sequence), got {total_length}")
-    B, feat, rows, start = sizes[0], tuple(d.shape[1:]), [], 0
-    for b in sizes + [0] * (max(total_length, steps) - steps):
-        pad = L.full((B - b,) + feat, padding_value, dtype=d.dtype, device=d.device)
-        rows.append(L.cat([d[start:start + b], pad], 0))
-        start += b
-    out = L.stack(rows, 0)
-    lengths = [sum(s > i for s in sizes) for i in range(B)]
-    return (out.transpose(0, 1) if batch_first else out), L.tensor(lengths, dtype=L.int64, device="cpu")
+    from ..nn.utils.rnn import PackedSequence, pad_packed_sequence  # checked above with this op's messages
+
+    return pad_packed_sequence(PackedSequence(d, L.tensor(sizes, dtype=L.int64, device="cpu")), batch_first,
+                               padding_value, total_length if total_length > 0 else None)
