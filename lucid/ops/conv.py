@@ -35,6 +35,7 @@ from .._core.grad_mode import STATE
 from .._core.primitive import TN, OpError, autocast_composite, bind, defprim
 from ._family import _as_tensor, conj_if_complex, move_bdim, quiet
 from .conv_device import _device_cols, _fused_cols, _fused_transpose, _pad_crop  # See NOTE [Conv on a device]
+from .conv_device import conv_out_size
 from .conv_device import cudnn_conv, cudnn_conv_transpose, cudnn_conv_weight  # NOTE [cuDNN convolutions]
 from .conv_device import fused_pool_argmax, fused_scatter_last, fused_take_last  # NOTE [Max pooling on a device]
 
@@ -287,12 +288,6 @@ def _placed_grad(g, st, size):
     if hit is not None and hit[0]() is g and hit[1] == st and hit[2] == size:
         return hit[3]
     return _place_grad(g, st, size, keep=False)
-
-
-def conv_out_size(in_sp, ksize, stride, padding, dilation):
-    """Spatial output size of a convolution with ``(lo, hi)`` padding pairs."""
-    return tuple((n + lo + hi - d * (k - 1) - 1) // s + 1
-                 for n, k, s, (lo, hi), d in zip(in_sp, ksize, stride, padding, dilation))
 
 
 # NOTE [Conv layout]

@@ -16,6 +16,12 @@ from .._core.cudnn import DATA_TYPE, CudnnError, CudnnUnusable, conv_geometry_ok
 from .._core.kernels import Kernel, kernel_for
 
 
+def conv_out_size(in_sp, ksize, stride, padding, dilation):
+    """Spatial output size of a convolution with ``(lo, hi)`` padding pairs."""
+    return tuple((n + lo + hi - d * (k - 1) - 1) // s + 1
+                 for n, k, s, (lo, hi), d in zip(in_sp, ksize, stride, padding, dilation))
+
+
 def _pad_crop(x, padding, value=0.0):
     """Pad the spatial dims of ``x`` (N, C, *S) by ``(lo, hi)`` pairs; negative pads crop."""
     if all(lo == 0 and hi == 0 for lo, hi in padding):
@@ -258,7 +264,7 @@ def cudnn_conv_transpose(x, w, stride, padding, dilation, groups, out_size):
     ksize = tuple(w.shape[2:])
     pairs = tuple((lo, lo) for lo in padding)
     if not conv_geometry_ok(out_size, ksize, stride, pairs, dilation) or \
-            _out_size(out_size, ksize, stride, pairs, dilation) != tuple(x.shape[2:]):
+            conv_out_size(out_size, ksize, stride, pairs, dilation) != tuple(x.shape[2:]):
         return None
     dx_shape = (x.shape[0], groups * w.shape[1]) + tuple(out_size)
     return _cudnn_call("backward_data", w, x, dx_shape, dx_shape, tuple(w.shape), tuple(x.shape), stride,
@@ -268,7 +274,7 @@ def cudnn_conv_transpose(x, w, stride, padding, dilation, groups, out_size):
 def cudnn_conv_weight(x, g, stride, padding, dilation, groups, ksize):
     """``conv_weight`` (a conv's weight gradient: cuDNN's backward filter) through cuDNN, or None."""
     if not _conv_fits(x.shape[2:], ksize, stride, padding, dilation) or \
-            _out_size(x.shape[2:], ksize, stride, padding, dilation) != tuple(g.shape[2:]):
+            conv_out_size(x.shape[2:], ksize, stride, padding, dilation) != tuple(g.shape[2:]):
         return None
     w_shape = (g.shape[1], x.shape[1] // groups) + tuple(ksize)
     return _cudnn_call("backward_filter", x, g, w_shape, tuple(x.shape), w_shape, tuple(g.shape), stride,
@@ -278,10 +284,6 @@ def cudnn_conv_weight(x, g, stride, padding, dilation, groups, ksize):
 def _conv_fits(in_sp, ksize, stride, padding, dilation):
     return conv_geometry_ok(tuple(in_sp), tuple(ksize), stride, padding, dilation)
 
-
-def _out_size(in_sp, ksize, stride, padding, dilation):
-    return tuple((n + lo + hi - d * (k - 1) - 1) // s + 1
-                 for n, k, s, (lo, hi), d in zip(in_sp, ksize, stride, padding, dilation))
 
 
 # ---------------------------------------------------------------------- pooling
