@@ -180,6 +180,10 @@ def main(argv):
 def _script(lib, out, nprocs, epochs=1):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", HOGWILD_LIB=lib)
+    # Unbuffered children (PYTHONUNBUFFERED=1 in CI's environment) write a print's text and its
+    # newline as two writes, so two processes' log lines can interleave mid-line; buffered, each
+    # ``print(..., flush=True)`` is one write. _logs below also reads interleaved lines.
+    env.pop("PYTHONUNBUFFERED", None)
     cmd = [sys.executable, HERE, "--out", str(out), "--num-processes", str(nprocs),
            "--epochs", str(epochs), "--log-interval", "2", "--save_model", "--lr", "0.05"]
     p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
@@ -187,7 +191,15 @@ def _script(lib, out, nprocs, epochs=1):
     return p.stdout, json.loads((out / "result.json").read_text())
 
 
-_LOG = re.compile(r"^(\d+)\tTrain Epoch: 1 \[(\d+)/256 \((\d+)%\)\]\tLoss: (\d+\.\d{6})$")
+_LOG = re.compile(r"(\d+)\tTrain Epoch: 1 \[(\d+)/256 \((\d+)%\)\]\tLoss: (\d+\.\d{6})")
+
+
+def _logs(out):
+    """The training log lines as matches, read from the whole output so that lines two processes
+    wrote at once still count; every "Train Epoch" must belong to one match."""
+    logs = list(_LOG.finditer(out))
+    assert len(logs) == out.count("Train Epoch"), out
+    return logs
 
 
 def _np_test(state, ds):
@@ -227,8 +239,8 @@ def test_mnist_hogwild_two_processes(tmp_path):
     import lucid
 
     out, res = _script("lucid", tmp_path, 2)
-    logs = [_LOG.match(line) for line in out.splitlines() if "Train Epoch" in line]
-    assert all(logs) and len(logs) == 4  # 4 batches of 64 per process, logged every 2nd
+    logs = _logs(out)
+    assert len(logs) == 4  # 4 batches of 64 per process, logged every 2nd
     assert len({m.group(1) for m in logs}) == 2  # two processes trained
     assert sorted((m.group(2), m.group(3)) for m in logs) == [("0", "0"), ("0", "0"), ("128", "50"), ("128", "50")]
     state = lucid.load(str(tmp_path / "MNIST_hogwild.pt"))
@@ -260,8 +272,8 @@ def test_mnist_hogwild_on_torch(tmp_path):
     pytest.importorskip("torch")
     # the same script on PyTorch (one child: its start-up dominates): same log lines, shared model
     out, res = _script("torch", tmp_path, 1)
-    logs = [_LOG.match(line) for line in out.splitlines() if "Train Epoch" in line]
-    assert all(logs) and [(m.group(2), m.group(3)) for m in logs] == [("0", "0"), ("128", "50")]
+    logs = _logs(out)
+    assert [(m.group(2), m.group(3)) for m in logs] == [("0", "0"), ("128", "50")]
     assert res["shared"] is True and 0 < res["loss"] < 2.5
 
 
