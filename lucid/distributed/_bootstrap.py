@@ -18,8 +18,9 @@ one machine ``lucid-run`` starts ranks with ``-disable-auto-cleanup`` and a stat
 ends on its own terms. A daemon thread of every rank polls its siblings; when one has gone
 without a marker, it raises :class:`RankDiedError` in the main thread and, if the main thread
 does not reach Python code within a grace period (it is blocked inside MPI), prints that
-exception with the main thread's stack itself, then aborts the job. ``lucid-run`` names the
-dead rank again when the job has ended.
+exception with the main thread's stack itself, then aborts the job — after the other survivors
+have said so too (or a few seconds passed), so that every survivor names the dead rank.
+``lucid-run`` names the dead rank again when the job has ended.
 """
 from __future__ import annotations
 
@@ -122,7 +123,7 @@ def _watch(main_ident):
     stack = "".join(traceback.format_stack(sys._current_frames().get(main_ident)))
     lines = "Traceback (most recent call last):\n" + stack + f"lucid.distributed.RankDiedError: {err}"
     _abort(1, "".join(f"[rank {me}] {line}\n" for line in lines.split("\n")) +
-           f"[rank {me}] a rank died; aborting the job\n")
+           f"[rank {me}] a rank died; aborting the job\n", peer_died=True)
 
 
 def _start_watchdog():
@@ -132,11 +133,40 @@ def _start_watchdog():
     threading.Thread(target=_watch, args=(threading.get_ident(),), name="lucid-rank-watchdog", daemon=True).start()
 
 
-def _abort(status, message):
+def _survivors_reported(folder, timeout):
+    """Wait (at most ``timeout`` s) until every sibling rank on this host has ended on its own
+    terms or died: when a rank died, each survivor names it before one of them aborts the job."""
+    end = time.monotonic() + timeout
+    host = socket.gethostname()
+    while time.monotonic() < end:
+        waiting = False
+        for name in os.listdir(folder):
+            if not (name.startswith("rank") and name.endswith(".pid")):
+                continue
+            try:
+                with open(os.path.join(folder, name)) as f:
+                    pid, where = f.read().split(" ", 1)
+            except (OSError, ValueError):
+                continue
+            if where == host and _alive(int(pid)) and not os.path.exists(os.path.join(folder, name[:-4] + ".exit")):
+                waiting = True
+                break
+        if not waiting:
+            return True
+        time.sleep(POLL_S / 4)
+    return False
+
+
+def _abort(status, message, peer_died=False):
     _mark(f"rank{_rank()}.exit", str(status))
     sys.stderr.write(message)
     sys.stderr.flush()
     sys.stdout.flush()
+    folder = _status_dir()
+    if peer_died and folder is not None:
+        # The first survivor to notice must not tear the job down before the others have said
+        # which rank died (on a loaded machine a sibling's watchdog can lag by a second).
+        _survivors_reported(folder, timeout=POLL_S + GRACE_S + 2.0)
     # Give mpiexec's I/O proxy a moment to forward the traceback before the abort tears the
     # job down: on a loaded machine the message was occasionally lost (an empty log in the
     # fault tests).
@@ -176,10 +206,11 @@ def main(argv=None):
         if not isinstance(code, int):
             sys.stderr.write(f"{code}\n")
         _abort(status, f"[rank {_rank()}] exited with status {status}; aborting the job\n")
-    except BaseException:  # noqa: BLE001  (KeyboardInterrupt too: see NOTE [Abort on failure])
+    except BaseException as e:  # noqa: BLE001  (KeyboardInterrupt too: see NOTE [Abort on failure])
         tb = traceback.format_exc()
         lines = "".join(f"[rank {_rank()}] {line}\n" for line in tb.rstrip("\n").split("\n"))
-        _abort(1, lines + f"[rank {_rank()}] uncaught exception; aborting the job\n")
+        _abort(1, lines + f"[rank {_rank()}] uncaught exception; aborting the job\n",
+               peer_died=any(c.__name__ == "RankDiedError" for c in type(e).__mro__))
     _mark(f"rank{_rank()}.exit", "0")
     return 0
 
