@@ -170,6 +170,38 @@ for _name in ("int_repr", "q_scale", "q_zero_point", "q_per_channel_scales", "q_
         setattr(Tensor, _name, _not_quantized(_name))
 
 
+# A dense tensor's sparse accessors answer as PyTorch's: no sparse dimensions, all dense, and the
+# layout-specific parts refuse (the sparse subclasses in lucid/sparse override every one).
+_SPARSE_PARTS = {"indices": "sparse coordinate", "values": "sparse", "coalesce": "sparse coordinate",
+                 "is_coalesced": "sparse coordinate", "crow_indices": "sparse row compressed",
+                 "col_indices": "sparse row compressed", "ccol_indices": "sparse column compressed",
+                 "row_indices": "sparse column compressed"}
+
+
+_LAYOUT_NAMES = {"strided": "Strided", "sparse_coo": "Sparse", "sparse_csr": "SparseCsr", "sparse_csc": "SparseCsc",
+                 "sparse_bsr": "SparseBsr", "sparse_bsc": "SparseBsc"}  # as PyTorch's messages name them
+
+
+def _not_sparse(name, layout):
+    def method(self):
+        got = str(self.layout).rsplit(".", 1)[-1]
+        raise RuntimeError(f"{name} expected {layout} tensor layout but got {_LAYOUT_NAMES.get(got, got)}")
+    method.__name__ = name
+    method.__doc__ = f"PyTorch's ``Tensor.{name}`` of a sparse tensor; a dense tensor raises RuntimeError."
+    return method
+
+
+for _name, _layout in _SPARSE_PARTS.items():
+    if not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _not_sparse(_name, _layout))
+if not hasattr(Tensor, "sparse_dim"):
+    Tensor.sparse_dim = lambda self: 0
+    Tensor.sparse_dim.__doc__ = "0: a dense tensor has no sparse dimensions (as PyTorch)."
+if not hasattr(Tensor, "dense_dim"):
+    Tensor.dense_dim = lambda self: self.ndim
+    Tensor.dense_dim.__doc__ = "``ndim``: every dimension of a dense tensor is dense (as PyTorch)."
+
+
 @_attach("dequantize")
 def dequantize(self):
     """The tensor itself if it is floating point, else a float32 copy (PyTorch's
