@@ -48,6 +48,7 @@ from .ops.torch_misc import *  # noqa: F401,F403
 from .ops.torch_more import *  # noqa: F401,F403
 from .ops.torch_extra_linalg import *  # noqa: F401,F403
 from .ops.private_aten import *  # noqa: F401,F403  (torch._softmax, torch._native_batch_norm_legit ...)
+from .ops.lucid3_surface import *  # noqa: F401,F403  (Lucid 3 names: lucid.silu, expand_dims ...)
 from ._runtime import (_assert, are_deterministic_algorithms_enabled, get_deterministic_debug_mode,
                        get_float32_matmul_precision, get_num_interop_threads, get_num_threads,
                        init_num_threads, is_anomaly_check_nan_enabled, is_anomaly_enabled,
@@ -85,7 +86,8 @@ newaxis = None
 _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
                  "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu", "accelerator", "jit", "library", "futures", "fx", "export",
                  "hub", "version", "mps", "xpu", "overrides", "_C", "__future__", "nested", "ao", "quantization", "masked",
-                 "__config__", "_dynamo", "_logging"}
+                 "__config__", "_dynamo", "_logging",
+                 "einops", "dtypes"}  # einops, dtypes: Lucid 3 modules (See NOTE [Lucid 3 names])
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
                "OutOfMemoryError": "cuda", "jagged": "nested",
                "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler",

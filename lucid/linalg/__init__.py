@@ -22,6 +22,7 @@ from ..ops import linalg as _ops
 from ..ops import linalg_norm as _norm
 from ..ops._family import _as_tensor, normalize_axis
 from ..ops.linalg import matmul  # noqa: F401  (lucid.linalg.matmul, like torch)
+from ..ops.linalg import dot, outer  # noqa: F401  (Lucid 3's lucid.linalg.dot / outer; NOTE [Lucid 3 names])
 from ..ops.linalg_decomp import LinAlgError  # noqa: F401
 from ._solvers import HalfPrecisionError, _no_half  # noqa: F401
 from ._solvers import (LDLFactorExResult, LDLFactorResult, LUFactorExResult, LUFactorResult,  # noqa: F401

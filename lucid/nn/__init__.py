@@ -29,6 +29,7 @@ from .shuffle import *  # noqa: F401,F403
 from .lazy import *  # noqa: F401,F403
 from .adaptive import *  # noqa: F401,F403
 from .linear_cross_entropy import *  # noqa: F401,F403
+from .lucid3 import *  # noqa: F401,F403  (Lucid 3 names: FusedLinear, RotaryEmbedding ...)
 from . import attention, functional, grad, init, modules, parallel, utils  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from .modules.module import (register_module_forward_hook, register_module_forward_pre_hook,  # noqa: F401

@@ -130,6 +130,9 @@ def _fan(tensor, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
+_calculate_correct_fan = _fan  # PyTorch's (and Lucid 3's) private name, which model code calls
+
+
 # ------------------------------------------------------------------- basic fills
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fill with values drawn from U(a, b) (a complex tensor: real and imaginary parts each).

@@ -9,6 +9,10 @@ from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .sgd import SGD
 from ._stateless import swap_in_optimizer_params_and_state
+# Lucid 3 also names its schedulers here (lucid.optim.StepLR); PyTorch keeps them in lr_scheduler
+from .lr_scheduler import (ChainedScheduler, ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,  # noqa: F401
+                           CyclicLR, ExponentialLR, LambdaLR, LinearLR, LRScheduler, MultiplicativeLR, MultiStepLR,
+                           NoamScheduler, OneCycleLR, PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR)
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad",
            "Adadelta", "LBFGS", "ASGD", "Rprop", "SparseAdam", "Adafactor", "Muon", "lr_scheduler", "swa_utils",

@@ -842,7 +842,8 @@ class ReduceLROnPlateau(LRScheduler):  # an LRScheduler, as PyTorch's (its own _
 # (at the bottom: these subclass LRScheduler from this module)
 from .lr_scheduler_more import (ChainedScheduler, ConstantLR, CyclicLR, MultiplicativeLR,  # noqa: E402
                                 PolynomialLR)
+from .lr_scheduler_noam import NoamScheduler  # noqa: E402  (Lucid 3's Transformer schedule)
 
 __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
            "ExponentialLR", "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "CyclicLR",
-           "OneCycleLR", "SequentialLR", "ChainedScheduler", "ReduceLROnPlateau"]
+           "OneCycleLR", "SequentialLR", "ChainedScheduler", "ReduceLROnPlateau", "NoamScheduler"]

@@ -25,6 +25,7 @@ from .loss_extra import *  # noqa: F401,F403
 from .grid import *  # noqa: F401,F403
 from .linear_cross_entropy import *  # noqa: F401,F403
 from .grouped_mm import *  # noqa: F401,F403
+from .lucid3 import *  # noqa: F401,F403  (Lucid 3 names: fused_linear_relu, sinusoidal_embedding ...)
 
 
 
