@@ -18,6 +18,8 @@ keeps a JSON description of the saved container, in which every node is tagged:
                                                a quantized tensor (per channel: "scales" and
                                                "zero_points" tensor nodes and "axis")
     {"dtype": name}                            a dtype (``lucid.float32``, ``lucid.qint8`` ...)
+    {"obj": "module.qualname", "state": node}  a dataclass / Namespace instance: its class's name
+                                               and its attributes (NOTE [Config objects])
     null, true, 1, 1.5, "s"                    None, bools, ints, finite floats, strings
 
 Loading parses JSON and copies bytes only — nothing from the file is ever executed (no
@@ -29,12 +31,15 @@ and ``os.replace``s it onto the target, so a crash never leaves a half-written c
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
 import os
+import pickle
 import stat
 import struct
+import sys
 import tempfile
 from collections import OrderedDict
 
@@ -144,9 +149,13 @@ class _Encoder:
             if isinstance(meta, dict):  # a state dict's per-module versions, as torch.save keeps them
                 node["meta"] = self.encode(meta, _join(path, "_metadata"))
             return node
+        state = _config_state(obj)
+        if state is not None:  # See NOTE [Config objects]
+            return {"obj": _class_name(type(obj)), "state": self.encode(state, path)}
         raise TypeError(
             f"lucid.save: can't save an object of type {type(obj).__name__} at {path or '<root>'!r}; "
-            "supported: Tensor, ndarray, None, bool, int, float, str, and lists, tuples and dicts of them"
+            "supported: Tensor, ndarray, None, bool, int, float, str, lists, tuples and dicts of them, "
+            "and dataclass / argparse.Namespace / SimpleNamespace instances of them"
         )
 
     def quantized(self, q, path):
@@ -164,6 +173,35 @@ class _Encoder:
         if isinstance(k, Tensor) or isinstance(k, np.ndarray):
             raise TypeError(f"lucid.save: dict keys can't be tensors (at {path or '<root>'!r})")
         return self.encode(k, path)
+
+
+# NOTE [Config objects]
+# ``torch.save`` pickles any object, and training scripts keep their configuration beside the
+# weights: a dataclass (build-nanogpt's ``{'model': ..., 'config': raw_model.config}``), the
+# ``argparse.Namespace`` of their arguments. Lucid writes an instance of a dataclass,
+# ``argparse.Namespace`` or ``types.SimpleNamespace`` as its class's name and its attributes
+# (``vars(obj)``, or a slotted dataclass's fields), which must be savable themselves:
+# ``{"obj": "module.qualname", "state": {"dict": ...}}``. Loading never imports anything: as
+# PyTorch's weights-only ``torch.load``, it rebuilds the object only when its class is registered
+# with ``add_safe_globals`` (found by that name, NOTE [Safe globals]), by ``cls.__new__(cls)``
+# and the saved attributes set directly (no ``__init__`` or ``__setstate__`` runs); otherwise it raises
+# pickle.UnpicklingError naming the class and the call that allows it.
+def _config_state(obj):
+    """The attribute dict to save for a config object, or None for any other object."""
+    cls = type(obj)
+    argparse = sys.modules.get("argparse")  # (not imported: nothing can be a Namespace)
+    if cls.__name__ == "SimpleNamespace" and cls.__module__ == "types" or \
+            argparse is not None and cls is argparse.Namespace:
+        return dict(vars(obj))
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if hasattr(obj, "__dict__"):
+            return dict(vars(obj))
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    return None
+
+
+def _class_name(cls):
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 # NOTE [Shared storage]
@@ -241,7 +279,10 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
     ----------
     obj : Tensor, dict, list, tuple, ...
         Tensors and NumPy arrays, nested in lists, tuples and dicts (any order-preserving
-        mix) with ``None``, bools, ints, floats and strings. ``requires_grad`` and the
+        mix) with ``None``, bools, ints, floats and strings, and dataclass, ``argparse.Namespace``
+        and ``SimpleNamespace`` instances of them (a config saved beside the weights; loading
+        rebuilds one only if its class was passed to ``add_safe_globals``, NOTE [Config
+        objects]). ``requires_grad`` and the
         ``Parameter`` class are kept; one tensor object that appears twice is stored once,
         and tensors that view one array are saved with it and load as views of one array
         again, as in PyTorch (NOTE [Shared storage]; a lone view is saved compact).
@@ -847,7 +888,33 @@ class _Decoder:
                     return d
             if node.get("float") in ("nan", "inf", "-inf"):
                 return float(node["float"])
+            if isinstance(node.get("obj"), str) and isinstance(node.get("state"), dict) and len(node) == 2:
+                return self.config_object(node["obj"], node["state"])
         raise self.fail(f"unknown node in the structure: {str(node)[:80]}")
+
+    def config_object(self, name, state_node):
+        """A dataclass / Namespace instance, rebuilt only from a registered class (NOTE [Config objects])."""
+        if not hasattr(self, "user"):  # the registry, read once per load (NOTE [Safe globals])
+            self.user = _user_globals()
+        cls = self.user.get(name)
+        if not isinstance(cls, type) or name.split(".", 1)[0] in _BLOCKED_MODULES:
+            raise _RefusedObject(
+                f"lucid.load: {self.where!r} holds an object of class {name!r}, which is rebuilt only from a "
+                f"class allowlisted with lucid.serialization.add_safe_globals([{name.rsplit('.', 1)[-1]}]) or the "
+                "lucid.serialization.safe_globals([...]) context manager, if you trust it; nothing is imported "
+                "from the file" + ("" if self.weights_only else " (weights_only=False does not change this)"))
+        state = self.decode(state_node)
+        if not isinstance(state, dict) or not all(isinstance(k, str) and not k.startswith("__") for k in state):
+            raise self.fail(f"the attributes of a {name} are {str(state_node)[:80]}")
+        inst = cls.__new__(cls)
+        # the attributes as saved (vars or fields), not through ``__setstate__``: a frozen slotted
+        # dataclass's takes a tuple of field values, the form its ``__getstate__`` gives pickle
+        if hasattr(inst, "__dict__"):
+            inst.__dict__.update(state)
+        else:  # a slotted dataclass (frozen ones too)
+            for k, v in state.items():
+                object.__setattr__(inst, k, v)
+        return inst
 
     def metadata(self, node):
         """A state dict's ``_metadata``: a dict, the only attribute a loaded dict is given."""
@@ -895,6 +962,10 @@ class _Decoder:
         if isinstance(key, (list, dict, Tensor, np.ndarray)):
             raise self.fail(f"unhashable dict key in the structure: {str(k)[:80]}")
         return key
+
+
+class _RefusedObject(ValueError, pickle.UnpicklingError):
+    """A saved config object whose class is not allowlisted (torch.load's UnpicklingError)."""
 
 
 def _is_int(x):

@@ -248,7 +248,9 @@ def _pick(logp, mask, reduction, name):
         return -(logp * mask).sum() / lucid.where(total == 0, 1.0, total) + _nan_if_zero(TN, total)
     if reduction == "sum":
         return -(logp * mask).sum()
-    return _reduce(-(logp * mask).sum(class_dim), reduction, name)
+    # logp * -mask, not -(logp * mask): an ignored entry is then +0.0 as in PyTorch (-0.0 times a
+    # log-probability, summed from +0.0), where the negated sum would print as -0.
+    return _reduce((logp * -mask).sum(class_dim), reduction, name)
 
 
 # NOTE [Nothing to average]
