@@ -103,10 +103,21 @@ class RandomSampler(Sampler):
         n = len(self.data_source)
         rng = _rng(self.generator)
         if self.replacement:
-            return iter(rng.integers(0, n, self.num_samples).tolist())
+            return self._draws(n, rng)
         reps = -(-self.num_samples // n) if n else 0
         perm = np.concatenate([rng.permutation(n) for _ in range(reps)]) if reps else np.array([], int)
         return iter(perm[: self.num_samples].tolist())
+
+    def _draws(self, n, rng):
+        # Lazily, 32 at a time, as PyTorch: ``num_samples=int(1e10)`` (an "infinite" loader)
+        # must not allocate every index up front. NumPy's ``integers`` gives the same stream
+        # in chunks as in one call; with no generator a private one is seeded from the global
+        # one at the start (as PyTorch), so draws made between batches do not shift it.
+        if self.generator is None:
+            rng = np.random.default_rng(int(rng.integers(0, 2**63)))
+        for _ in range(self.num_samples // 32):
+            yield from rng.integers(0, n, 32).tolist()
+        yield from rng.integers(0, n, self.num_samples % 32).tolist()
 
     def __len__(self):
         return self.num_samples
