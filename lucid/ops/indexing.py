@@ -355,6 +355,11 @@ def getitem(input, key):
         perm = torch_order(template, idx, input.ndim)  # NOTE [Ints beside index tensors]
         return out if perm is None else out.permute(perm)
     except IndexError as e:
+        if input.ndim == 0 and isinstance(key, (int, np.integer, slice)) and not isinstance(key, bool):
+            # PyTorch's hints: the old ``loss.data[0]`` idiom reads a 0-d tensor's value
+            raise IndexError("getitem: slice() cannot be applied to a 0-dim tensor." if isinstance(key, slice) else
+                             "getitem: invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                             "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number") from None
         raise IndexError(f"getitem: {e} (tensor shape {tuple(input.shape)})".replace("getitem: getitem: ", "getitem: ")) from None
 
 

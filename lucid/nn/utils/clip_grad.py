@@ -177,7 +177,13 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     return total
 
 
-clip_grad_norm = clip_grad_norm_
+def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """Deprecated alias of :func:`clip_grad_norm_`; warns (``FutureWarning``) as PyTorch's does."""
+    from ..._runtime import warn_at_caller
+
+    warn_at_caller("`lucid.nn.utils.clip_grad_norm` is now deprecated in favor of "
+                   "`lucid.nn.utils.clip_grad_norm_`.", FutureWarning)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
