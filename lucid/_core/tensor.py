@@ -179,15 +179,15 @@ class Tensor:
         # PyTorch's legacy constructor: ``Tensor(5, 3)`` / ``Tensor(size)`` is an uninitialised
         # tensor of that shape, and values that are not a tensor take the default dtype
         # (``Tensor([1, 2])`` is float32, as ``torch.Tensor``'s).
-        if data.__class__ is int or isinstance(data, Size):
+        if data.__class__ is int or isinstance(data, (Size, np.integer)):  # a NumPy integer too, as PyTorch's
             rest = (requires_grad, dtype, device) + more_sizes
             ints = 0
-            if data.__class__ is int:  # positional sizes go on while they are ints
-                while ints < len(rest) and rest[ints].__class__ is int:
+            if not isinstance(data, Size):  # positional sizes go on while they are ints
+                while ints < len(rest) and (rest[ints].__class__ is int or isinstance(rest[ints], np.integer)):
                     ints += 1
             if any(v is not None and v is not False for v in rest[ints:]):
                 raise TypeError(f"Tensor: a size must be all ints, got {(data,) + rest[:ints + 1]}")
-            sizes = tuple(data) if isinstance(data, Size) else (data,) + rest[:ints]
+            sizes = tuple(data) if isinstance(data, Size) else tuple(int(s) for s in (data,) + rest[:ints])
             data, requires_grad, dtype, device = np.zeros(sizes, dtypes.get_default_dtype()), False, None, None
         elif more_sizes:
             raise TypeError(f"Tensor: too many arguments ({len(more_sizes) + 4})")
