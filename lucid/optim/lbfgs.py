@@ -145,7 +145,7 @@ class LBFGS(Optimizer):
     _state_like_params = False  # its state holds flat vectors over all parameters
     _tensor_state = False  # ... as arrays, which its step reads directly (NOTE [Optimizer updates])
 
-    def __init__(self, params, lr=1.0, max_iter=20, max_eval=None, tolerance_grad=1e-7,
+    def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7,
                  tolerance_change=1e-9, history_size=100, line_search_fn=None):
         check_options("LBFGS", lr=lr)
         if max_eval is None:

@@ -61,7 +61,7 @@ class SGD(Optimizer):
 
     _takes_sparse = True  # a sparse gradient updates as its dense form (PyTorch's sparse SGD)
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False, fused=None):
         check_options("SGD", lr=lr, momentum=momentum, weight_decay=weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
