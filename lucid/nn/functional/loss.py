@@ -40,12 +40,12 @@ def _lucid():
 def _legacy_reduction(size_average, reduce, reduction):
     if size_average is None and reduce is None:
         return reduction
-    warn_at_caller("size_average and reduce args will be deprecated, please use reduction='...' instead.")
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
-    if not reduce:
-        return "none"
-    return "mean" if size_average else "sum"
+    reduction = "mean" if reduce and size_average else "sum" if reduce else "none"
+    # PyTorch's message names the replacement
+    warn_at_caller(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' instead.")
+    return reduction
 
 
 def _checked_reduction(reduction, name):
