@@ -93,7 +93,8 @@ class RandomSampler(Sampler):
         self._num_samples = num_samples
         # (an empty dataset is refused too: PyTorch's num_samples is then 0)
         if isinstance(self.num_samples, bool) or not isinstance(self.num_samples, int) or self.num_samples <= 0:
-            raise ValueError(f"RandomSampler: num_samples should be a positive integer, got {self.num_samples!r}")
+            raise ValueError("RandomSampler: num_samples should be a positive integer value, "
+                             f"but got num_samples={self.num_samples!r}")
 
     @property
     def num_samples(self):
@@ -174,7 +175,8 @@ class WeightedRandomSampler(Sampler):
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
         if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
-            raise ValueError(f"WeightedRandomSampler: num_samples should be a positive integer, got {num_samples!r}")
+            raise ValueError("WeightedRandomSampler: num_samples should be a positive integer value, "
+                             f"but got num_samples={num_samples!r}")
         if not isinstance(replacement, bool):
             raise ValueError(f"WeightedRandomSampler: replacement should be a boolean value, got {replacement!r}")
         self.num_samples, self.replacement, self.generator = num_samples, replacement, generator
