@@ -568,6 +568,9 @@ def _per_group_values(owner, name, optimizer, value):
     return [value] * n
 
 
+_PHASE_KEYS = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")  # PyTorch's
+
+
 class OneCycleLR(LRScheduler):
     """The 1cycle policy: warm up to ``max_lr`` then anneal (cos or linear), per batch step.
 
@@ -613,21 +616,24 @@ class OneCycleLR(LRScheduler):
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
         self.total_steps = total_steps
-        self.anneal_strategy = anneal_strategy
         max_lrs = _per_group_values("OneCycleLR", "max_lr", optimizer, max_lr)
-        self.cycle_momentum = cycle_momentum
         for g, m in zip(optimizer.param_groups, max_lrs):
             if last_epoch == -1:
                 g["initial_lr"] = m / div_factor
                 g["max_lr"] = m
                 g["min_lr"] = g["initial_lr"] / final_div_factor
+        # State as PyTorch's (keys and layout), so a state_dict moves between the two libraries
         if three_phase:
-            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
-                            (float(2 * pct_start * total_steps) - 2, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
-                            (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
+            phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                      (float(2 * pct_start * total_steps) - 2, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
+                      (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
         else:
-            self._phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
-                            (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+            phases = [(float(pct_start * total_steps) - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                      (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+        self._schedule_phases = [dict(zip(_PHASE_KEYS, phase)) for phase in phases]
+        self._anneal_func_type = anneal_strategy
+        self.cycle_momentum = cycle_momentum
+        self.use_beta1 = cycle_momentum and "betas" in optimizer.defaults
         if cycle_momentum:
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
                 raise ValueError("OneCycleLR: optimizer must support momentum or betas with cycle_momentum enabled")
@@ -639,8 +645,23 @@ class OneCycleLR(LRScheduler):
                     g["max_momentum"], g["base_momentum"] = m, b
         super().__init__(optimizer, last_epoch)
 
+    @property
+    def anneal_strategy(self):
+        """'cos' or 'linear' (stored as PyTorch's ``_anneal_func_type``)."""
+        return self._anneal_func_type
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        if "_phases" in state:  # a state saved by Lucid before it kept PyTorch's layout
+            state["_schedule_phases"] = [dict(zip(_PHASE_KEYS, phase)) for phase in state.pop("_phases")]
+        if "anneal_strategy" in state:
+            state["_anneal_func_type"] = state.pop("anneal_strategy")
+        if state.get("_anneal_func_type") not in ("cos", "linear"):
+            raise ValueError(f"OneCycleLR.load_state_dict: unknown anneal function {state.get('_anneal_func_type')!r}")
+        self.__dict__.update(state)
+
     def _anneal(self, start, end, pct):
-        if self.anneal_strategy == "cos":
+        if self._anneal_func_type == "cos":
             return end + (start - end) / 2 * (math.cos(math.pi * pct) + 1)
         return (end - start) * pct + start
 
@@ -653,8 +674,9 @@ class OneCycleLR(LRScheduler):
         lrs = []
         for g in self.optimizer.param_groups:
             start = 0.0
-            for i, (end, lr_a, lr_b, m_a, m_b) in enumerate(self._phases):
-                if step <= end or i == len(self._phases) - 1:
+            for i, phase in enumerate(self._schedule_phases):
+                end, lr_a, lr_b, m_a, m_b = (phase[k] for k in _PHASE_KEYS)
+                if step <= end or i == len(self._schedule_phases) - 1:
                     pct = (step - start) / (end - start) if end != start else 0.0
                     lr = self._anneal(g[lr_a], g[lr_b], pct)
                     if self.cycle_momentum:
