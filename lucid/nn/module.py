@@ -861,7 +861,10 @@ class Module:
 
     def _call_impl(self, *args, **kwargs):
         if backend.DEVICE_GUARD[0]:  # a layer's array code (running stats ...): NOTE [Several devices]
-            guard = backend.guard_for(args) or backend.guard_for(self._parameters.values())
+            # the first device array among the inputs, then the parameters, picks the device: so
+            # inputs and parameters on two devices reach the op's mismatch error instead of
+            # switching the current device back and forth for ever
+            guard = backend.guard_for((*args, *self._parameters.values()))
             if guard is not None:
                 with guard:
                     return self._call_impl(*args, **kwargs)
