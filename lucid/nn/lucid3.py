@@ -33,7 +33,7 @@ class FusedLinear(Linear):
     def __init__(self, in_features, out_features, activation="relu", bias=True, device=None, dtype=None):
         if activation not in ("relu", "gelu"):
             raise ValueError(f"FusedLinear: unsupported activation {activation!r}; choose from ['gelu', 'relu']")
-        super().__init__(in_features, out_features, bias=bias, dtype=dtype)
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.activation = activation
 
     def forward(self, input):
@@ -60,7 +60,8 @@ class SinusoidalEmbedding(Module):
         if embedding_dim % 2:
             raise ValueError(f"SinusoidalEmbedding requires an even embedding_dim, got {embedding_dim}")
         self.num_positions, self.embedding_dim, self.base = num_positions, embedding_dim, base
-        self.register_buffer("pe", F.sinusoidal_embedding(num_positions, embedding_dim, base=base, dtype=dtype),
+        self.register_buffer("pe", F.sinusoidal_embedding(num_positions, embedding_dim, base=base, device=device,
+                                                           dtype=dtype),
                              persistent=False)
 
     def forward(self):
@@ -83,7 +84,8 @@ class SinusoidalEmbedding2D(Module):
         if embedding_dim % 4:
             raise ValueError(f"SinusoidalEmbedding2D requires embedding_dim divisible by 4, got {embedding_dim}")
         self.height, self.width, self.embedding_dim, self.base = height, width, embedding_dim, base
-        self.register_buffer("pe", F.sinusoidal_embedding_2d(height, width, embedding_dim, base=base, dtype=dtype),
+        self.register_buffer("pe", F.sinusoidal_embedding_2d(height, width, embedding_dim, base=base,
+                                                              device=device, dtype=dtype),
                              persistent=False)
 
     def forward(self):
@@ -112,8 +114,9 @@ class RotaryEmbedding(Module):
         import lucid
 
         self.head_dim, self.max_position_embeddings, self.base = head_dim, max_position_embeddings, base
-        pos = lucid.arange(max_position_embeddings, dtype=lucid.float64)
-        inv_freq = lucid.pow(float(base), lucid.arange(0, head_dim, 2, dtype=lucid.float64) * (-1.0 / head_dim))
+        pos = lucid.arange(max_position_embeddings, dtype=lucid.float64, device=device)
+        inv_freq = lucid.pow(float(base), lucid.arange(0, head_dim, 2, dtype=lucid.float64, device=device)
+                             * (-1.0 / head_dim))
         freqs = pos[:, None] * inv_freq[None, :]
         emb = lucid.cat([freqs, freqs], dim=-1)
         dtype = dtype if dtype is not None else lucid.get_default_dtype()
@@ -125,8 +128,9 @@ class RotaryEmbedding(Module):
 
 
 class TimestepEmbedding(Module):
-    """Diffusion timestep embedding: ``[cos(t w), sin(t w)]`` then ``Linear -> SiLU -> Linear``,
-    with ``w_i = base ** (-i / (in_dim/2 - 1))`` (Ho et al. 2020).
+    """Diffusion timestep embedding: ``[cos(t w), sin(t w)]`` (``[sin, cos]`` with
+    ``flip_sin_to_cos=False``) then ``Linear -> SiLU -> Linear``, with
+    ``w_i = base ** (-i / (in_dim/2 - 1))`` (Ho et al. 2020).
 
     Examples
     --------
@@ -135,14 +139,15 @@ class TimestepEmbedding(Module):
     (2, 8)
     """
 
-    def __init__(self, in_dim, out_dim, *, base=10_000.0, device=None, dtype=None):
+    def __init__(self, in_dim, out_dim, *, base=10_000.0, flip_sin_to_cos=True, device=None, dtype=None):
         super().__init__()
         if in_dim % 2:
             raise ValueError(f"TimestepEmbedding requires an even in_dim, got {in_dim}")
         self.in_dim, self.out_dim, self.base = in_dim, out_dim, base
-        self.linear_1 = Linear(in_dim, out_dim, dtype=dtype)
+        self.flip_sin_to_cos = flip_sin_to_cos  # True: [cos, sin] halves; False: [sin, cos]
+        self.linear_1 = Linear(in_dim, out_dim, device=device, dtype=dtype)
         self.act = SiLU()
-        self.linear_2 = Linear(out_dim, out_dim, dtype=dtype)
+        self.linear_2 = Linear(out_dim, out_dim, device=device, dtype=dtype)
 
     def _sinusoidal(self, timesteps):
         import lucid
@@ -152,7 +157,8 @@ class TimestepEmbedding(Module):
         freqs = lucid.pow(float(self.base), lucid.arange(half, dtype=lucid.float64, device=timesteps.device)
                           * (-1.0 / denom))
         ang = timesteps.to(lucid.float64).unsqueeze(-1) * freqs
-        return lucid.cat([lucid.cos(ang), lucid.sin(ang)], dim=-1).to(self.linear_1.weight.dtype)
+        halves = [lucid.cos(ang), lucid.sin(ang)] if self.flip_sin_to_cos else [lucid.sin(ang), lucid.cos(ang)]
+        return lucid.cat(halves, dim=-1).to(self.linear_1.weight.dtype)
 
     def forward(self, timesteps):
         return self.linear_2(self.act(self.linear_1(self._sinusoidal(timesteps))))

@@ -29,10 +29,8 @@ written apart from sizes (tiny configs), trimmed docstrings and import paths:
 Stand-ins (marked ``STAND-IN`` below): ``PretrainedModel`` (upstream's ``_base.py`` carries the
 hub, registry and weight loading; the stand-in keeps what the models use: an ``nn.Module``
 holding ``config``), the task bases of ``_tasks.py``, ``resolve_generation_device``, the
-per-family ``*Config`` dataclasses (the fields the models read), ``typing.override`` (Python 3.12;
-CI runs 3.11), and a ``TimestepEmbedding`` subclass taking upstream's newer ``flip_sin_to_cos=``
-keyword, which ``lucid.nn.TimestepEmbedding`` lacks (reported: ``lucid/nn/lucid3.py`` belongs to
-another change). Each page is a function of the module it is handed as ``lucid``; the
+per-family ``*Config`` dataclasses (the fields the models read), and ``typing.override`` (Python 3.12;
+CI runs 3.11). Each page is a function of the module it is handed as ``lucid``; the
 ``*_torch_parity`` tests run the same text on PyTorch (a namespace adds the Lucid-only
 ``nn.SinusoidalEmbedding`` / ``nn.TimestepEmbedding``, written for PyTorch) and copy weights
 through NumPy.
@@ -2270,24 +2268,9 @@ def upstream_flow_matching_page(lucid):
     PretrainedModel = upstream_common(lucid).PretrainedModel
     final = override  # typing.final: a no-op at run time
 
-    class TimestepEmbedding(nn.TimestepEmbedding):  # STAND-IN until nn.TimestepEmbedding takes flip_sin_to_cos
-        """Upstream's newest ``nn.TimestepEmbedding(in_dim, out_dim, flip_sin_to_cos=...)``: the
-        default (True) is the ``[cos, sin]`` order Lucid's has; False gives ``[sin, cos]``."""
-
-        def __init__(self, in_dim, out_dim, *, flip_sin_to_cos=True, **kw):
-            super().__init__(in_dim, out_dim, **kw)
-            self.flip_sin_to_cos = flip_sin_to_cos
-
-        def _sinusoidal(self, timesteps):
-            emb = super()._sinusoidal(timesteps)
-            if self.flip_sin_to_cos:
-                return emb
-            half = self.in_dim // 2
-            return lucid.cat([emb[..., half:], emb[..., :half]], dim=-1)
-
     nn = SimpleNamespace(**{k: getattr(lucid.nn, k) for k in ("Module", "ModuleList", "GroupNorm", "Conv2d", "Linear",
                                                               "Dropout", "Identity")},
-                         TimestepEmbedding=TimestepEmbedding)
+                         TimestepEmbedding=lucid.nn.TimestepEmbedding)
 
     # ---- lucid/models/_utils/_generative.py
     def generative_activation(name: str, x: Tensor) -> Tensor:
@@ -3295,9 +3278,9 @@ class _TorchWithLucid3Names:
                 return self.pe
 
         class TimestepEmbedding(torch.nn.Module):
-            def __init__(self, in_dim, out_dim):
+            def __init__(self, in_dim, out_dim, flip_sin_to_cos=True):
                 super().__init__()
-                self.in_dim = in_dim
+                self.in_dim, self.flip_sin_to_cos = in_dim, flip_sin_to_cos
                 self.linear_1, self.act, self.linear_2 = torch.nn.Linear(in_dim, out_dim), torch.nn.SiLU(), \
                     torch.nn.Linear(out_dim, out_dim)
 
@@ -3305,7 +3288,8 @@ class _TorchWithLucid3Names:
                 half = self.in_dim // 2
                 freqs = 10_000.0 ** (-torch.arange(half, dtype=torch.float64) / max(half - 1, 1))
                 ang = t.double()[:, None] * freqs
-                return torch.cat([torch.cos(ang), torch.sin(ang)], -1).to(self.linear_1.weight.dtype)
+                halves = [torch.cos(ang), torch.sin(ang)][::1 if self.flip_sin_to_cos else -1]
+                return torch.cat(halves, -1).to(self.linear_1.weight.dtype)
 
             def forward(self, t):
                 return self.linear_2(self.act(self.linear_1(self._sinusoidal(t))))
