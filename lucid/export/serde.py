@@ -275,7 +275,22 @@ def _savable_examples(examples):
         lucid.save(examples, io.BytesIO())  # (checks that lucid.save can hold them)
     except TypeError:
         return None
-    return examples
+    # A dataclass input would come back only through lucid.load's allowlist (NOTE [Config
+    # objects]), not through register_dataclass: such examples are left out, as unsavable ones.
+    return None if _holds_config_object(examples) else examples
+
+
+def _holds_config_object(obj):
+    import argparse
+    import dataclasses
+    import types
+
+    if isinstance(obj, dict):
+        return any(_holds_config_object(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return any(_holds_config_object(v) for v in obj)
+    return (dataclasses.is_dataclass(obj) and not isinstance(obj, type)) or \
+        isinstance(obj, (argparse.Namespace, types.SimpleNamespace))
 
 
 # ------------------------------------------------------------------ load
