@@ -6,8 +6,11 @@ tensors). A forward pre-hook runs once: ``initialize_parameters(input)`` reads t
 feature / channel size, ``materialize``s every placeholder (which becomes a plain
 ``Parameter``/``Tensor`` in place, so references held elsewhere, e.g. by an optimizer built
 before the first call, stay valid), runs the layer's ``reset_parameters`` and turns the
-module into its ordinary class (``LazyLinear`` becomes ``Linear``), as PyTorch does.
-``load_state_dict`` materialises placeholders from the incoming shapes first.
+module into its ordinary class (``LazyLinear`` becomes ``Linear``), as PyTorch does. Until
+then a placeholder refuses ``shape`` (so ``dim``/``ndim``) and ``numel`` as PyTorch's does,
+rather than answer from its empty array; ``size()`` and ``.data`` give the empty tensor.
+``load_state_dict`` materialises placeholders from the incoming shapes first; a placeholder
+coming in (``state_dict()`` of a lazy module keeps its placeholders) leaves one there as it is.
 
 A placeholder is an empty array on the device it was made for (the ``device`` argument, else
 the default device at creation), so ``module.to(device)`` moves it like any tensor, and
@@ -20,6 +23,7 @@ import numpy as np
 
 from .._core import backend
 from .._core.grad_mode import no_grad
+from .._core.size import as_size
 from .._core.tensor import Tensor, _disabled_torch_function_impl
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .linear import Linear
@@ -55,7 +59,35 @@ def _materialized(t, shape, device, dtype):
     return arr if old.__class__ is np.ndarray else backend.to_device(arr, backend.device_of_array(old))
 
 
-class UninitializedParameter(Parameter):
+_SHAPE_MSG = ("Can't access the shape of an uninitialized parameter or buffer. This error usually happens in "
+              "`load_state_dict` when trying to load an uninitialized parameter into an initialized one. Call "
+              "`forward` to initialize the parameters before accessing their attributes.")
+
+
+class _UninitializedMixin:
+    """What a placeholder refuses, as PyTorch's ``UninitializedTensorMixin`` does: its ``shape``
+    (and so ``dim``/``ndim``) and ``numel``, which would otherwise read the empty stand-in array
+    (a lazy model would count 0 parameters). ``size()`` and ``.data`` still give the empty tensor,
+    as in PyTorch (so ``p.data.normal_()`` before the first forward does nothing)."""
+
+    @property
+    def shape(self):
+        raise RuntimeError(_SHAPE_MSG)
+
+    def size(self, dim=None):
+        s = as_size(self._data.shape)
+        return s if dim is None else s[dim]
+
+    def numel(self):
+        raise ValueError(f"Attempted to use an uninitialized parameter in numel(). This error happens when you are "
+                         f"using a `LazyModule` or explicitly manipulating `lucid.nn.{type(self).__name__}` objects. "
+                         "When using LazyModules Call `forward` with a dummy batch to initialize the parameters "
+                         "before calling lucid functions")
+
+    nelement = numel
+
+
+class UninitializedParameter(_UninitializedMixin, Parameter):
     """A parameter whose shape is not known yet (See NOTE [Lazy modules]).
 
     Examples
@@ -82,7 +114,7 @@ class UninitializedParameter(Parameter):
         return "<UninitializedParameter>"
 
 
-class UninitializedBuffer(Tensor):
+class UninitializedBuffer(_UninitializedMixin, Tensor):
     """A buffer whose shape is not known yet (See NOTE [Lazy modules])."""
 
     __torch_function__ = _disabled_torch_function_impl  # plain-tensor behaviour (NOTE [Torch function])
@@ -131,10 +163,19 @@ class LazyModuleMixin:
         tensors = list(self._parameters.values()) + list(self._buffers.values())
         return any(isinstance(t, _PLACEHOLDERS) for t in tensors)
 
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        # placeholders go in as they are (PyTorch's lazy modules too), so that loading them into
+        # another lazy module leaves it lazy (See NOTE [Lazy modules])
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        for name, t in list(self._parameters.items()) + list(self._buffers.items()):
+            if isinstance(t, _PLACEHOLDERS) and prefix + name in destination:
+                destination[prefix + name] = t
+
     def _materialize_from_state_dict(self, state_dict, prefix):
         for name, t in list(self._parameters.items()) + list(self._buffers.items()):
             value = state_dict.get(prefix + name)
-            if isinstance(t, _PLACEHOLDERS) and value is not None and hasattr(value, "shape"):
+            if (isinstance(t, _PLACEHOLDERS) and value is not None
+                    and not isinstance(value, _PLACEHOLDERS) and hasattr(value, "shape")):
                 t.materialize(tuple(value.shape))
 
     def _materialize(self, shapes):

@@ -28,6 +28,8 @@ def _checked_value(key, value, target, assign):
     array when either differs: PyTorch's ``param.copy_(value)``, the one explicit transfer), so
     writing it can't fail half-way; with ``assign`` it is a copy on the value's own device, as
     PyTorch's ``assign=True`` keeps the value's tensor (a host array or list: the CPU)."""
+    if _is_placeholder(target) and _is_placeholder(value):  # lazy into lazy: stays so (NOTE [Lazy modules])
+        return target._data, None
     layout = _dtensor_class()
     if layout is not None and (isinstance(value, layout) or isinstance(target, layout)):
         from ...distributed.tensor._state import checked_value
@@ -62,6 +64,11 @@ def _checked_value(key, value, target, assign):
     if arr.__class__ is not dest.__class__ or dest.__class__ is not np.ndarray:
         arr = backend.to_device(arr, backend.device_of_array(dest))  # itself when already there
     return backend.xp.asarray(arr, dtype=target.dtype), None
+
+
+def _is_placeholder(t):
+    mod = sys.modules.get("lucid.nn.lazy")
+    return mod is not None and isinstance(t, mod._PLACEHOLDERS)
 
 
 def _dtensor_class():
