@@ -87,7 +87,7 @@ _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "dist
                  "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu", "accelerator", "jit", "library", "futures", "fx", "export",
                  "hub", "version", "mps", "xpu", "overrides", "_C", "__future__", "nested", "ao", "quantization", "masked",
                  "__config__", "_dynamo", "_logging",
-                 "einops", "dtypes"}  # einops, dtypes: Lucid 3 modules (See NOTE [Lucid 3 names])
+                 "einops", "dtypes", "diffeq"}  # einops, dtypes, diffeq: Lucid 3 modules (See NOTE [Lucid 3 names])
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
                "OutOfMemoryError": "cuda", "jagged": "nested",
                "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler",
