@@ -15,7 +15,7 @@ from .._core.grad_mode import STATE, SUBCLASS_DISPATCH, enable_grad, pop_trace, 
 from .._core.primitive import TN
 from .._core.tensor import Tensor, _wrap
 from ..autograd.engine import run_backward
-from ._traces import BatchTrace, BatchTracer, GradTrace, GradTracer, JVPTrace, JVPTracer, _new_batch_tracer
+from ._traces import BatchTrace, BatchTracer, GradTrace, GradTracer, JVPTrace, JVPTracer, _new_batch_tracer, _Tracer
 from ..ops._family import move_bdim
 from .pytree import broadcast_prefix, tree_flatten, tree_map, tree_unflatten
 
@@ -86,12 +86,26 @@ def _unwrap(tree, trace):
     return tree_map(lambda x: x._primal if trace.owns(x) else x, tree)
 
 
+# NOTE [Transforms under no_grad]
+# A transform runs ``f`` with grad mode on, so a tensor ``f`` closes over that requires grad (a
+# parameter ``W``) gets eager graph nodes even when the call sits under ``no_grad``. In PyTorch a
+# transform's result does not depend on grad mode outside it, and the outer ``no_grad`` still
+# holds for the outer autograd: ``with no_grad(): grad(f)(x)`` gives gradients without a graph to
+# ``W``. So where the outer mode is off, the plain tensors a transform returns are detached (its
+# tracers belong to enclosing transforms and are left alone).
+def _detached_outside_grad(tree):
+    """``tree`` with each plain Tensor that requires grad detached (NOTE [Transforms under no_grad])."""
+    return tree_map(lambda x: x.detach() if isinstance(x, Tensor) and x._rg and not isinstance(x, _Tracer)
+                    else x, tree)
+
+
 # --------------------------------------------------------------------- vjp
 
 
 def _vjp_impl(f, primals, has_aux, api):
     leaves, treedef = tree_flatten(primals)
     _check_differentiable(leaves, api)
+    outer_grad = STATE.grad_enabled
     with GradTrace() as trace, enable_grad():
         tracers = [GradTracer(x, trace) for x in leaves]
         out = f(*tree_unflatten(tracers, treedef))
@@ -137,9 +151,13 @@ def _vjp_impl(f, primals, has_aux, api):
             return tuple(tree_unflatten(grads, treedef))
         grads = [TN.zeros_like(x) if g is None else g for g, x in zip(grads, leaves)]
         grads = [g if g.dtype == x.dtype else g.to(x.dtype) for g, x in zip(grads, leaves)]
+        if not (outer_grad and STATE.grad_enabled):  # See NOTE [Transforms under no_grad]
+            grads = _detached_outside_grad(grads)
         return tuple(tree_unflatten(grads, treedef))
 
     out_val = tree_unflatten(primal_out, out_def)
+    if not outer_grad:  # See NOTE [Transforms under no_grad]
+        out_val, aux = _detached_outside_grad(out_val), _detached_outside_grad(aux)
     return out_val, vjp_fn, aux
 
 
@@ -236,6 +254,8 @@ def _grad_impl(func, args, kwargs, argnums, has_aux, api="grad(f)(*args)"):
             g = g.to(x.dtype)
         res.append(g)
     res = tuple(res) if treedef is None else tuple(tree_unflatten(res, treedef))
+    if not prev:  # See NOTE [Transforms under no_grad]
+        res, value, aux = _detached_outside_grad(res), _detached_outside_grad(value), _detached_outside_grad(aux)
     return (res[0] if isinstance(argnums, int) else res), value, aux
 
 
@@ -446,13 +466,13 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None, st
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        if simple and len(args) == 1 and not kwargs:  # fast path: one plain Tensor, int dims
+        if simple and len(args) == 1 and not kwargs and args[0].__class__ is Tensor \
+                and in_dims < len(args[0]._data.shape):  # fast path: one plain Tensor, int dims
             x = args[0]
-            if x.__class__ is Tensor:
-                shape = x._data.shape
-                if in_dims < len(shape):
-                    return _vmap_one(func, x, in_dims, shape[in_dims], out_dims, randomness)
-        return _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, chunk_size)
+            out = _vmap_one(func, x, in_dims, x._data.shape[in_dims], out_dims, randomness)
+        else:
+            out = _vmap_impl(func, args, kwargs, in_dims, out_dims, randomness, chunk_size)
+        return out if STATE.grad_enabled else _detached_outside_grad(out)  # NOTE [Transforms under no_grad]
 
     return wrapper
 
@@ -765,6 +785,8 @@ def _jacrev(func, argnums, has_aux, chunk_size, real_only):
                 rows = _vmap_over_basis(one, o.numel(), tuple(o.shape), o.dtype, chunk_size, like=o)
             per_out.append([_reshape_to(r, tuple(o.shape) + tuple(x.shape)) for r, x in zip(rows, in_leaves)])
         jac = _assemble(per_out, o_def, diff, argnums)
+        if not STATE.grad_enabled:  # See NOTE [Transforms under no_grad]
+            jac = _detached_outside_grad(jac)
         return (jac, aux) if has_aux else jac
 
     return wrapper
