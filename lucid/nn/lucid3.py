@@ -7,6 +7,7 @@ the diffusion ``TimestepEmbedding`` and the ``MultilabelMarginLoss`` spelling.
 from __future__ import annotations
 
 from . import functional as F
+from .functional.lucid3 import _angles
 from .activation import SiLU
 from .linear import Linear
 from .loss import MultiLabelMarginLoss
@@ -114,10 +115,7 @@ class RotaryEmbedding(Module):
         import lucid
 
         self.head_dim, self.max_position_embeddings, self.base = head_dim, max_position_embeddings, base
-        pos = lucid.arange(max_position_embeddings, dtype=lucid.float64, device=device)
-        inv_freq = lucid.pow(float(base), lucid.arange(0, head_dim, 2, dtype=lucid.float64, device=device)
-                             * (-1.0 / head_dim))
-        freqs = pos[:, None] * inv_freq[None, :]
+        freqs = _angles(max_position_embeddings, head_dim, base, device)  # p * base ** (-2i / head_dim)
         emb = lucid.cat([freqs, freqs], dim=-1)
         dtype = dtype if dtype is not None else lucid.get_default_dtype()
         self.register_buffer("cos_cached", lucid.cos(emb).to(dtype), persistent=False)
