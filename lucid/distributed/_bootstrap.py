@@ -84,10 +84,10 @@ def _alive(pid):
         return True
 
 
-def dead_ranks(folder, host=None):
-    """``[(rank, pid)]`` of the ranks in ``folder`` (on ``host``) whose process is gone without an exit marker."""
+def _running_ranks(folder, host=None):
+    """``[(rank, pid, alive)]`` of the ranks in ``folder`` (on ``host``) without an exit marker."""
     host = host or socket.gethostname()
-    dead = []
+    found = []
     for name in sorted(os.listdir(folder)):
         if not (name.startswith("rank") and name.endswith(".pid")):
             continue
@@ -97,10 +97,14 @@ def dead_ranks(folder, host=None):
                 pid, where = f.read().split(" ", 1)
         except (OSError, ValueError):
             continue
-        if where == host and not os.path.exists(os.path.join(folder, f"rank{rank}.exit")) \
-                and not _alive(int(pid)):
-            dead.append((int(rank), int(pid)))
-    return sorted(dead)
+        if where == host and not os.path.exists(os.path.join(folder, f"rank{rank}.exit")):
+            found.append((int(rank), int(pid), _alive(int(pid))))
+    return found
+
+
+def dead_ranks(folder, host=None):
+    """``[(rank, pid)]`` of the ranks in ``folder`` (on ``host``) whose process is gone without an exit marker."""
+    return sorted((rank, pid) for rank, pid, alive in _running_ranks(folder, host) if not alive)
 
 
 def _describe(dead):
@@ -137,21 +141,8 @@ def _survivors_reported(folder, timeout):
     """Wait (at most ``timeout`` s) until every sibling rank on this host has ended on its own
     terms or died: when a rank died, each survivor names it before one of them aborts the job."""
     end = time.monotonic() + timeout
-    host = socket.gethostname()
     while time.monotonic() < end:
-        waiting = False
-        for name in os.listdir(folder):
-            if not (name.startswith("rank") and name.endswith(".pid")):
-                continue
-            try:
-                with open(os.path.join(folder, name)) as f:
-                    pid, where = f.read().split(" ", 1)
-            except (OSError, ValueError):
-                continue
-            if where == host and _alive(int(pid)) and not os.path.exists(os.path.join(folder, name[:-4] + ".exit")):
-                waiting = True
-                break
-        if not waiting:
+        if not any(alive for _, _, alive in _running_ranks(folder)):
             return True
         time.sleep(POLL_S / 4)
     return False
