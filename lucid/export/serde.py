@@ -281,16 +281,13 @@ def _savable_examples(examples):
 
 
 def _holds_config_object(obj):
-    import argparse
-    import dataclasses
-    import types
+    from ..serialization import _config_state
 
     if isinstance(obj, dict):
         return any(_holds_config_object(v) for v in obj.values())
     if isinstance(obj, (list, tuple)):
         return any(_holds_config_object(v) for v in obj)
-    return (dataclasses.is_dataclass(obj) and not isinstance(obj, type)) or \
-        isinstance(obj, (argparse.Namespace, types.SimpleNamespace))
+    return _config_state(obj) is not None
 
 
 # ------------------------------------------------------------------ load
