@@ -398,11 +398,21 @@ def _idx(seed, shape, vocab):
 
 @pytest.fixture(autouse=True)
 def _keep_matmul_precision():
-    """build-nanogpt's page sets the process-wide float32 matmul precision; give it back so later
-    tests in this worker (the runtime doctests) see the default."""
-    before = lucid.get_float32_matmul_precision()
+    """nanoGPT's and build-nanogpt's pages set process-wide flags (the float32 matmul precision,
+    ``allow_tf32``); give them back, Lucid's and PyTorch's, so later tests in this worker (the runtime
+    doctests, the performance-tuning page's parity test) see the defaults."""
+    import sys
+
+    saved = []
+    for mod in (lucid, sys.modules.get("torch")):
+        if mod is not None:
+            saved.append((mod, mod.get_float32_matmul_precision(), mod.backends.cuda.matmul.allow_tf32,
+                          mod.backends.cudnn.allow_tf32))
     yield
-    lucid.set_float32_matmul_precision(before)
+    for mod, precision, matmul_tf32, cudnn_tf32 in saved:
+        mod.set_float32_matmul_precision(precision)
+        mod.backends.cuda.matmul.allow_tf32 = matmul_tf32
+        mod.backends.cudnn.allow_tf32 = cudnn_tf32
 
 
 def test_nanogpt_forward_matches_numpy_both_attention_paths():
