@@ -38,9 +38,11 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM
 # Fifth pass: everything on the stand-in's second device while the first stays current, as a
 # tensor on cuda:1 of a process whose current GPU is cuda:0 (NOTE [Several devices]), and with no
 # cuDNN, as a GPU machine without it: convolutions take the im2col path (NOTE [cuDNN convolutions];
-# the other strict passes run them through the emulated cuDNN).
+# the other strict passes run them through the emulated cuDNN). The regressions (whole programs,
+# half this pass's time) run on the device in the second pass; here the suites that test ops,
+# rules, layers and their state one by one.
 LUCID_STRICT_CUDNN=0 exec .venv/bin/python -m pytest -n 2 -p no:cacheprovider --lucid-device=strict:1 \
   tests/ops/test_opdb.py tests/ops/test_linalg.py tests/ops/test_linalg_solvers.py tests/fuzz tests/autograd tests/func tests/nn tests/optim tests/data tests/distributions \
-  tests/linalg tests/fft tests/complex tests/regressions tests/test_dtypes.py tests/test_indexing.py \
+  tests/linalg tests/fft tests/complex tests/test_dtypes.py tests/test_indexing.py \
   tests/test_random.py tests/special tests/signal tests/surface tests/test_serialization.py tests/test_serialization_torch.py tests/test_errors_api.py tests/gpu \
   tests/fx tests/export tests/test_library.py tests/sparse tests/nested tests/test_subclass_dispatch.py tests/test_core2_subclasses.py "$@"
