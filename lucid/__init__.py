@@ -11,6 +11,7 @@ tensor([4., 6.])
 import math as _math
 
 from ._core.backend import device, get_default_device, set_default_device
+from ._core import dtypes as _dtypes_module
 from ._core.dtypes import (bool_ as bool, can_cast, cdouble, cfloat, complex64, complex128, double,
                            dtype, finfo, float, float16, float32, float64, get_default_dtype, half,
                            iinfo, int, int8, int16, int32, int64, long, promote_types,
@@ -112,11 +113,8 @@ def __getattr__(name):
         return importlib.import_module(f".{name}", __name__)
     if name in _LAZY_ATTRS:
         return getattr(importlib.import_module(f".{_LAZY_ATTRS[name]}", __name__), name)
-    if name == "bfloat16":  # See README, "Differences from PyTorch"
-        raise AttributeError(
-            "module 'lucid' has no attribute 'bfloat16': NumPy has no bfloat16 type, so lucid "
-            "supports float16, float32 and float64 (use lucid.float16 for 16-bit storage)"
-        )
+    if name == "bfloat16":  # loads ml_dtypes on first use: NOTE [bfloat16] in _core/dtypes.py
+        return _dtypes_module.enable_bfloat16()
     raise AttributeError(f"module 'lucid' has no attribute {name!r}")
 
 

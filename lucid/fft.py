@@ -50,11 +50,12 @@ def _norm(api, norm):
 
 
 def _floating(api, x):
-    """x as a floating or complex tensor (ints and bools become the default float, float16 float32)."""
+    """x as a floating or complex tensor (ints and bools become the default float, float16 and
+    bfloat16 float32)."""
     x = _as_tensor(x)
     if x.dtype.kind in "biu":
         return x.to(dtypes.get_default_dtype())
-    if x.dtype == np.float16:
+    if x.dtype.kind == "f" and x.dtype.itemsize == 2:
         return x.to(np.float32)
     return x
 

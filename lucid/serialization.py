@@ -46,6 +46,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ._core import backend as _backend
+from ._core import dtypes as _dtypes
 from ._core.backend import check_device, host, to_device
 from ._core.dtypes import dtype as _dtype
 from ._core.tensor import Tensor, _wrap
@@ -68,6 +69,30 @@ _DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I8": np.int
            "I32": np.int32, "I64": np.int64, "U8": np.uint8, "U16": np.uint16, "U32": np.uint32,
            "U64": np.uint64, "BOOL": np.bool_}
 _CODES = {np.dtype(v): k for k, v in _DTYPES.items()}
+
+
+def _code_of(dt):
+    """The file's name for a NumPy dtype ("BF16": safetensors' name; NOTE [bfloat16]), or None."""
+    if _dtypes.BF16 is not None and dt == _dtypes.BF16:
+        return "BF16"
+    return _CODES.get(dt.newbyteorder("="))
+
+
+def _little(dt):
+    """``dt`` in little-endian order: ``dt`` itself where that is its order already (so an
+    extension dtype such as bfloat16 keeps its identity, which the bfloat16 hook compares)."""
+    little = dt.newbyteorder("<")
+    return dt if little == dt else little
+
+
+def _dtype_of_code(code):
+    """The NumPy dtype a file's dtype name stands for (bfloat16 loads ml_dtypes)."""
+    if code == "BF16":
+        try:
+            return _dtypes.enable_bfloat16().dtype
+        except AttributeError as e:  # ml_dtypes missing: say so as a load error
+            raise RuntimeError(f"lucid.load: the file holds bfloat16 tensors; {e}") from None
+    return np.dtype(_DTYPES[code])
 _TORCH_LEGACY = b"\x80\x02\x8a\x0al\xfc\x9cF"  # pickled magic number opening a torch < 1.6 file
 
 
@@ -97,7 +122,7 @@ class _Encoder:
         if new:
             if arr.dtype.kind == "c":  # safetensors has no complex dtype: store (re, im) pairs
                 arr = np.ascontiguousarray(arr).view(arr.real.dtype).reshape(arr.shape + (2,))
-            if arr.dtype not in _CODES:
+            if _code_of(arr.dtype) is None:
                 raise TypeError(f"lucid.save: unsupported dtype {arr.dtype} at {path or '<root>'!r}")
             # (ascontiguousarray makes 0-d arrays 1-d, hence the reshape)
             self.arrays[name] = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).reshape(arr.shape)
@@ -262,7 +287,7 @@ def _to_bytes(obj):
     _share_storage(enc)
     header, offset = {}, 0
     for name, arr in enc.arrays.items():
-        header[name] = {"dtype": _CODES[arr.dtype.newbyteorder("=")], "shape": list(arr.shape),
+        header[name] = {"dtype": _code_of(arr.dtype), "shape": list(arr.shape),
                         "data_offsets": [offset, offset + arr.nbytes]}
         offset += arr.nbytes
     header["__metadata__"] = {"format": _FORMAT, _STRUCT_KEY: json.dumps(structure, allow_nan=False)}
@@ -312,7 +337,7 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
     if hasattr(f, "write"):
         f.write(head)
         for arr in arrays:
-            f.write(memoryview(arr.reshape(-1)).cast("B") if arr.size else b"")
+            f.write(memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else b"")
         return
     _atomic_write(os.fspath(f), lambda out: _write_head_and_arrays(out, head, arrays))
 
@@ -393,7 +418,7 @@ def _write_head_and_arrays(out, head, arrays):
     out.write(head)
     for arr in arrays:
         if arr.size:
-            out.write(memoryview(arr.reshape(-1)).cast("B"))
+            out.write(memoryview(arr.reshape(-1).view(np.uint8)))
 
 
 def _atomic_write(path, fill):
@@ -724,7 +749,7 @@ class _Decoder:
             if not isinstance(e, dict) or set(e) != {"dtype", "shape", "data_offsets"}:
                 raise self.fail(f"tensor {name!r}: entry must have exactly dtype, shape and data_offsets")
             dt, shape, offs = e["dtype"], e["shape"], e["data_offsets"]
-            if dt not in _DTYPES:
+            if dt not in _DTYPES and dt != "BF16":
                 raise self.fail(f"tensor {name!r}: unsupported dtype {dt!r} (supported: {sorted(_DTYPES)})")
             if not isinstance(shape, list) or not all(_is_uint(s) for s in shape):
                 raise self.fail(f"tensor {name!r}: bad shape {shape!r}")
@@ -733,7 +758,7 @@ class _Decoder:
             b, end = offs
             if not b <= end or (size is not None and end > size):
                 raise self.fail(f"tensor {name!r}: data_offsets {offs} out of range for {size} data bytes (truncated?)")
-            want = math.prod(shape) * np.dtype(_DTYPES[dt]).itemsize
+            want = math.prod(shape) * (2 if dt == "BF16" else np.dtype(_DTYPES[dt]).itemsize)
             if end - b != want:
                 raise self.fail(f"tensor {name!r}: {end - b} bytes for dtype {dt} and shape {shape} (needs {want})")
             spans.append((b, end, name))
@@ -753,12 +778,12 @@ class _Decoder:
         arrays = {}
         for name, e in self.entries.items():
             b, end = e["data_offsets"]
-            dt = np.dtype(_DTYPES[e["dtype"]])
+            dt = _dtype_of_code(e["dtype"])
             raw = whole[start + b:start + end]
             if dt == np.bool_:
                 arrays[name] = np.not_equal(raw, 0).reshape(e["shape"])
             else:
-                arrays[name] = raw.view(dt.newbyteorder("<")).reshape(e["shape"])
+                arrays[name] = raw.view(_little(dt)).reshape(e["shape"])
         return arrays
 
     def read_arrays(self, start):
@@ -770,9 +795,9 @@ class _Decoder:
             b, end = e["data_offsets"]
             if b > pos:
                 self.skip(b - pos)
-            dt = np.dtype(_DTYPES[e["dtype"]])
-            arr = np.empty(e["shape"], dtype=np.uint8 if dt == np.bool_ else dt.newbyteorder("<"))
-            view = memoryview(arr.reshape(-1)).cast("B") if arr.size else memoryview(b"")
+            dt = _dtype_of_code(e["dtype"])
+            arr = np.empty(e["shape"], dtype=np.uint8 if dt == np.bool_ else _little(dt))
+            view = memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else memoryview(b"")
             got = 0
             while got < len(view):
                 k = self.fh.readinto(view[got:])
@@ -929,10 +954,10 @@ class _Decoder:
         if name in _QUANTIZED:
             return _QUANTIZED[name]
         try:  # (np.dtype only parses the name: nothing from the file runs)
-            d = np.dtype(name) if isinstance(name, str) else None
+            d = (_dtype_of_code("BF16") if name == "bfloat16" else np.dtype(name)) if isinstance(name, str) else None
         except TypeError:
             d = None
-        if d is None or (d not in _CODES and d.kind != "c"):
+        if d is None or (_code_of(d) is None and d.kind != "c"):
             raise self.fail(f"bad dtype in the structure: {str(name)[:40]}")
         return as_lucid(d)
 

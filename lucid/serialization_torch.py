@@ -61,6 +61,15 @@ _STORAGES = {"FloatStorage": "f4", "DoubleStorage": "f8", "HalfStorage": "f2", "
              "IntStorage": "i4", "ShortStorage": "i2", "CharStorage": "i1", "ByteStorage": "u1",
              "BoolStorage": "b1", "ComplexFloatStorage": "c8", "ComplexDoubleStorage": "c16"}
 _STORAGE_OF = {np.dtype(code): name for name, code in _STORAGES.items()}
+
+
+def storage_name(dt):
+    """PyTorch's storage class name for the NumPy dtype ``dt`` (bfloat16's too), or None."""
+    from ._core import dtypes
+
+    if dtypes.BF16 is not None and dt == dtypes.BF16:
+        return "BFloat16Storage"
+    return _STORAGE_OF.get(dt)
 _DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
            "uint64", "bool", "complex64", "complex128")
 # Dtypes with no typed storage class: PyTorch writes them as an UntypedStorage of bytes and a
@@ -280,7 +289,7 @@ class _Archive:
             return self.zf.read(info)
 
     def read_into(self, info, arr):
-        view = memoryview(arr.reshape(-1)).cast("B") if arr.size else memoryview(b"")
+        view = memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else memoryview(b"")
         with self.zip_errors(), self.zf.open(info) as src:
             got = 0
             while got < len(view):
@@ -342,6 +351,14 @@ class _Archive:
             return got
         if full in self.user:
             return self.user[full]
+        if module == "torch" and name in ("BFloat16Storage", "bfloat16"):  # NOTE [bfloat16]
+            from ._core import dtypes
+
+            try:
+                bf16 = dtypes.enable_bfloat16()
+            except AttributeError as e:
+                raise self.fail(f"it holds bfloat16 data ({full}); {e}") from None
+            return bf16 if name == "bfloat16" else _StorageType(bf16.dtype, name)
         if module == "torch" and name in _LACKS:
             raise self.fail(f"it holds {_LACKS[name]} data ({full}), and Lucid has no {_LACKS[name]} dtype; "
                             "convert it in PyTorch first (e.g. t.float())")

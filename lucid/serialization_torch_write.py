@@ -15,7 +15,7 @@ import numpy as np
 
 from ._core import backend
 from ._core.tensor import Tensor
-from .serialization_torch import _ALIGN, _STORAGE_OF, _TORCH_DEVICE_TYPES, _UNTYPED
+from .serialization_torch import _ALIGN, _TORCH_DEVICE_TYPES, _UNTYPED, storage_name
 
 
 class _Writer:
@@ -212,7 +212,7 @@ class _Writer:
         from .ops.shape.strided import _byte_span, _owner, storage_geometry
 
         arr = t._data
-        if arr.dtype not in _STORAGE_OF and arr.dtype not in _UNTYPED:
+        if storage_name(arr.dtype) is None and arr.dtype not in _UNTYPED:
             raise TypeError(f"save_for_torch: unsupported dtype {arr.dtype} at {path or '<root>'!r}")
         dev = t.device
         location = str(dev) if dev.type == "cuda" else "cpu"  # data goes through the host (below)
@@ -246,7 +246,7 @@ class _Writer:
         dt = host.dtype.newbyteorder("=")
         if dt in _UNTYPED:  # an UntypedStorage counts bytes
             return key, "UntypedStorage", location, host.nbytes
-        return key, _STORAGE_OF[dt], location, host.size
+        return key, storage_name(dt), location, host.size
 
 
 def _join(path, k):
@@ -261,7 +261,7 @@ def _write_archive(fh, pkl, records):
         _record(zf, "archive/.storage_alignment", str(_ALIGN).encode())
         _record(zf, "archive/byteorder", b"little")
         for key, arr in records:
-            _record(zf, f"archive/data/{key}", memoryview(arr).cast("B") if arr.size else b"")
+            _record(zf, f"archive/data/{key}", memoryview(arr.view(np.uint8)) if arr.size else b"")
         _record(zf, "archive/version", b"3\n")
         _record(zf, "archive/.data/serialization_id", b"%040d" % int.from_bytes(os.urandom(16), "little"))
 
@@ -307,7 +307,8 @@ def save_for_torch(obj, f):
     {'w': tensor([1., 1.]), 'step': 3}
 
     Limitations: NumPy arrays, modules and other objects are refused with a TypeError (they
-    would need globals that ``torch.load(weights_only=True)`` refuses); there is no bfloat16.
+    would need globals that ``torch.load(weights_only=True)`` refuses). bfloat16 tensors are written
+    as ``BFloat16Storage``, as ``torch.save`` writes them.
     """
     w = _Writer()
     pkl = w.dump(obj)  # fails before any file is touched

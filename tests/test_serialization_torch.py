@@ -4,6 +4,7 @@ lucid.serialization.save_for_torch writes files torch.load reads.
 Without torch, archives are assembled here byte for byte from protocol-2 pickle opcodes and
 zipfile (``_Pickle``, ``_archive``), independently of the code under test; with torch, real
 files go both ways."""
+import importlib.util
 import io
 import os
 import pickle
@@ -229,8 +230,9 @@ def test_refuses_legacy_and_other_archives(tmp_path):
     with pytest.raises(ValueError, match="pickle"):  # a plain pickle is still refused as before
         _load(pickle.dumps([1, 2], protocol=2), tmp_path)
     p = _Pickle().tensor("0", 2, (2,), (1,), storage="BFloat16Storage").done()
-    with pytest.raises(ValueError, match="Lucid has no bfloat16"):
-        _load(_archive(p, {"0": b"\0" * 4}), tmp_path)
+    pytest.importorskip("ml_dtypes")  # the bfloat16 extra: bfloat16 storages load (1.0 is 0x3F80)
+    got = _load(_archive(p, {"0": b"\x80\x3f\x00\xc0"}), tmp_path)
+    assert got.dtype == lucid.bfloat16 and got.float().tolist() == [1.0, -2.0]
 
 
 def _zip(records):
@@ -663,8 +665,9 @@ def test_torch_refusals(tmp_path):
     torch = pytest.importorskip("torch")
     with pytest.raises(ValueError, match="legacy format"):
         lucid.load(_torch_file(tmp_path, {"w": torch.ones(2)}, _use_new_zipfile_serialization=False))
-    with pytest.raises(ValueError, match="Lucid has no bfloat16"):
-        lucid.load(_torch_file(tmp_path, {"w": torch.ones(2, dtype=torch.bfloat16)}))
+    if importlib.util.find_spec("ml_dtypes") is not None:  # the bfloat16 extra: bfloat16 loads
+        w = lucid.load(_torch_file(tmp_path, {"w": torch.tensor([1.5, -3.0], dtype=torch.bfloat16)}))["w"]
+        assert w.dtype == lucid.bfloat16 and w.float().tolist() == [1.5, -3.0]
     with pytest.raises(pickle.UnpicklingError, match="refusing to load 'torch.nn.modules.linear.Linear'"):
         lucid.load(_torch_file(tmp_path, torch.nn.Linear(2, 2)))
 

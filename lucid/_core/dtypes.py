@@ -32,10 +32,10 @@ class dtype:
 
     def __init__(self, np_dtype):
         d = np.dtype(np_dtype)
-        self.dtype, self.name, self.kind, self.itemsize = d, d.name, d.kind, d.itemsize
-        self.is_floating_point = d.kind == "f"
-        self.is_complex = d.kind == "c"
-        self.is_signed = d.kind in "fic"
+        self.dtype, self.name, self.kind, self.itemsize = d, d.name, kind_of(d), d.itemsize
+        self.is_floating_point = self.kind == "f"
+        self.is_complex = self.kind == "c"
+        self.is_signed = self.kind in "fic"
 
     def __repr__(self):
         return f"lucid.{self.name}"
@@ -49,8 +49,8 @@ class dtype:
             return False
         try:
             return bool(self.dtype == other)
-        except TypeError:
-            return False
+        except (TypeError, ValueError):  # "bfloat16" before ml_dtypes registered the name
+            return self.name == other if other.__class__ is str else False
 
     def __hash__(self):
         return hash(self.dtype)
@@ -65,7 +65,7 @@ class dtype:
         return getattr(self.dtype, name)
 
     def to_real(self):
-        """The real dtype of the same precision (``complex64 -> float32``)."""
+        """The real dtype of the same precision (``complex64 -> float32``; bfloat16 is real)."""
         return as_lucid({"c": np.float32 if self.itemsize == 8 else np.float64}.get(self.kind, self.dtype))
 
     def to_complex(self):
@@ -78,6 +78,75 @@ class dtype:
 
 
 _Dtype = dtype
+
+
+# NOTE [bfloat16]
+# NumPy has no bfloat16; ``ml_dtypes`` (JAX's dtype package, the ``bfloat16`` extra) adds one as
+# a NumPy extension type, so bfloat16 tensors are ordinary arrays of 2-byte elements. Two things
+# make it unlike NumPy's own floats, and Lucid hides both:
+# * its NumPy ``kind`` is "V" (void): every dtype test here goes through ``kind_of`` (and the
+#   lucid.dtype object's ``kind`` is "f"), so it is floating point for promotion, grad and ops;
+# * NumPy computes on it through ml_dtypes' element-wise loops (no BLAS, no float32
+#   accumulation): as PyTorch does on the CPU, every op that computes runs in float32 on the
+#   upcast operands and rounds its floating results back to bfloat16 (``lucid/_bfloat16.py``,
+#   one hook in bind's slow branch, switched on with the type; views and casts run as they are).
+# ml_dtypes is loaded on the first use of ``lucid.bfloat16`` (never by ``import lucid``).
+BF16 = None  # the NumPy dtype, once enabled
+
+
+def kind_of(d) -> str:
+    """``d.kind`` of a NumPy dtype, "f" for bfloat16 (whose NumPy kind is "V")."""
+    k = d.kind
+    return "f" if k == "V" and BF16 is not None and d == BF16 else k
+
+
+def enable_bfloat16():
+    """Load ml_dtypes and register ``lucid.bfloat16`` (idempotent); NOTE [bfloat16]."""
+    global BF16, bfloat16
+    if BF16 is not None:
+        return bfloat16
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise AttributeError(
+            "module 'lucid' has no attribute 'bfloat16': it needs the ml_dtypes package "
+            "(pip install 'lucid[bfloat16]'); NumPy alone has no bfloat16 type") from None
+    d = np.dtype(ml_dtypes.bfloat16)
+    _SUPPORTED.add(d)
+    BF16 = d
+    bfloat16 = as_lucid(d)
+    from .. import _bfloat16  # the float32-compute hook in bind (outside _core: it binds ops)
+
+    _bfloat16.install()
+    return bfloat16
+
+
+def np_finfo(d):
+    """``np.finfo(d)``, and ml_dtypes' for bfloat16 (which ``np.finfo`` refuses)."""
+    d = np.dtype(d)
+    if d.kind == "V" and BF16 is not None and d == BF16:
+        import ml_dtypes
+
+        return ml_dtypes.finfo(d)
+    return np.finfo(d)
+
+
+def supported(d) -> bool:
+    """Whether arrays of the NumPy dtype ``d`` can back a tensor (an ml_dtypes bfloat16 array met
+    before ``lucid.bfloat16`` enables it)."""
+    if d in _SUPPORTED:
+        return True
+    if BF16 is None and d.kind == "V" and is_bfloat16_name(d.type):
+        enable_bfloat16()
+        return True
+    return False
+
+
+def is_bfloat16_name(d) -> bool:
+    """Whether ``d`` names bfloat16 before it is enabled (the string, or ml_dtypes' type)."""
+    if d.__class__ is str:
+        return d in ("bfloat16", "torch.bfloat16", "lucid.bfloat16")
+    return getattr(d, "__name__", None) == "bfloat16" and getattr(d, "__module__", "").startswith("ml_dtypes")
 
 
 # NOTE [Quantized dtypes]
@@ -195,11 +264,12 @@ def set_default_dtype(d) -> None:
     """
     global _default_float
     try:
-        nd = np.dtype(d)
+        nd = to_dtype(d) if BF16 is None and is_bfloat16_name(d) else np.dtype(d)
     except TypeError:
         raise TypeError(f"set_default_dtype: expected a floating dtype, got {d!r}") from None
-    if nd.kind != "f" or nd not in _SUPPORTED:
-        raise TypeError(f"set_default_dtype: expected a floating dtype (float16, float32, float64), got {d}")
+    if kind_of(nd) != "f" or nd not in _SUPPORTED:
+        raise TypeError(f"set_default_dtype: expected a floating dtype (float16, bfloat16, float32, float64), "
+                        f"got {d}")
     _default_float = as_lucid(nd)
 
 
@@ -220,8 +290,12 @@ def to_dtype(dtype) -> np.dtype:
     if dtype.__class__ is _QuantizedDtype:
         raise TypeError(f"dtype {dtype} is a quantized dtype: make quantized tensors with "
                         "lucid.quantize_per_tensor or lucid.quantize_per_channel")
+    if BF16 is None and is_bfloat16_name(dtype):
+        return enable_bfloat16().dtype
     d = np.dtype(dtype)
     if d not in _SUPPORTED:
+        if BF16 is None and is_bfloat16_name(d.type):  # an ml_dtypes array met first
+            return enable_bfloat16().dtype
         raise TypeError(f"dtype {d} is not supported by lucid")
     return d
 
@@ -229,15 +303,29 @@ def to_dtype(dtype) -> np.dtype:
 def category(dtype: np.dtype) -> int:
     """0 bool, 1 integer, 2 floating, 3 complex: the order of PyTorch's promotion categories."""
     k = dtype.kind
-    return 0 if k == "b" else 1 if k in "iu" else 2 if k == "f" else 3
+    return 0 if k == "b" else 1 if k in "iu" else 2 if k == "f" or kind_of(dtype) == "f" else 3
 
 
 def is_floating(dtype: np.dtype) -> bool:
-    return dtype.kind == "f"
+    return dtype.kind == "f" or kind_of(dtype) == "f"
 
 
 def is_differentiable(dtype: np.dtype) -> bool:
-    return dtype.kind in "fc"
+    return dtype.kind in "fc" or kind_of(dtype) == "f"
+
+
+def _promote_np(a, b):
+    """``np.promote_types`` with PyTorch's answers for bfloat16 (bfloat16 + float16 is float32,
+    which ml_dtypes refuses); NOTE [bfloat16]."""
+    if BF16 is not None and (a is BF16 or b is BF16) and a is not b:
+        other = b if a is BF16 else a
+        if other.kind == "f" and other.itemsize == 2:
+            return np.dtype(np.float32)
+        if other.kind == "c":
+            return other
+        if other.kind != "f":  # an integer or bool of the same group: the float wins
+            return BF16
+    return np.promote_types(a, b)
 
 
 _SCALAR_CATEGORY = {builtins.bool: 0, builtins.int: 1, builtins.float: 2, builtins.complex: 3}
@@ -293,12 +381,12 @@ def _same_group(cur, cat, dt):
         _barebones_clash(cur[1], dt, "result_type")
     if cat > cur[0]:
         if cat == 3 and cur[0] == 2 and cur[1] is not None and dt is not None:
-            return (3, np.promote_types(cur[1], dt))
+            return (3, _promote_np(cur[1], dt))
         return (cat, dt)
     if cat == cur[0] and dt is not None and cur[1] is not None:
-        return (cat, np.promote_types(cur[1], dt))
+        return (cat, _promote_np(cur[1], dt))
     if cat == 2 and cur[0] == 3 and dt is not None and cur[1] is not None:
-        return (3, np.promote_types(cur[1], dt))
+        return (3, _promote_np(cur[1], dt))
     return cur
 
 
@@ -371,7 +459,7 @@ def promote_types(type1, type2) -> dtype:
         if win.kind == "c" and lose.kind == "f" and lose.itemsize > win.itemsize // 2:
             return as_lucid(np.promote_types(win, lose))  # complex64 + float64 -> complex128
         return as_lucid(win)
-    return as_lucid(np.promote_types(a, b))
+    return as_lucid(_promote_np(a, b))
 
 
 def public_result_type(tensor1, tensor2) -> dtype:
@@ -388,7 +476,7 @@ def public_result_type(tensor1, tensor2) -> dtype:
     return as_lucid(result_type(tensor1, tensor2))
 
 
-_CAST_ORDER = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+_CAST_ORDER = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3, "V": 2}  # "V": bfloat16 (NOTE [bfloat16])
 
 
 def can_cast(from_, to) -> bool:
@@ -421,9 +509,9 @@ class finfo:
 
     def __init__(self, type=None):
         d = _dtype_of(get_default_dtype() if type is None else type, "finfo")
-        if d.kind not in "fc":
+        if kind_of(d) not in "fc":
             raise TypeError(f"finfo: expected a floating point or complex dtype, got {as_lucid(d)}")
-        f = np.finfo(d)
+        f = np_finfo(d)
         self.bits = builtins.int(f.bits)
         self.eps, self.max, self.min = builtins.float(f.eps), builtins.float(f.max), builtins.float(f.min)
         self.tiny = self.smallest_normal = builtins.float(f.smallest_normal)
@@ -448,7 +536,7 @@ class iinfo:
 
     def __init__(self, type):
         d = _dtype_of(type, "iinfo")
-        if d.kind not in "iub":
+        if kind_of(d) not in "iub":
             raise TypeError(f"iinfo: expected an integer dtype, got {as_lucid(d)}")
         if d.kind == "b":
             self.bits, self.min, self.max = 8, 0, 1

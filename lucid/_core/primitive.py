@@ -157,6 +157,13 @@ AUTOCAST_HOOK = [None]
 DISPATCH_MODE_HOOK = [None]
 
 
+# Set (with one permanent count in ACTIVE_TRACES) once ``lucid.bfloat16`` is first used:
+# ``hook(prim, args, params)`` runs a computing op with bfloat16 operands in float32 and rounds its
+# floating results back, or returns None when no operand is bfloat16 (NOTE [bfloat16] in
+# ``_core/dtypes.py``; the hook lives in ``lucid/_bfloat16.py``).
+BFLOAT16_HOOK = [None]
+
+
 def autocast_composite(name):
     """Decorator for a composite that PyTorch's autocast casts as one op: inside a region its
     tensor arguments are cast as the op ``name``'s list says (NOTE [Autocast]) — up to float32
@@ -233,6 +240,11 @@ def bind(prim, args, params):
             return trace.process(prim, args, params)
         hook = DISPATCH_MODE_HOOK[0]
         if hook is not None:  # dispatch modes or __torch_dispatch__ subclasses: None = not theirs
+            out = hook(prim, args, params)
+            if out is not None:
+                return out
+        hook = BFLOAT16_HOOK[0]
+        if hook is not None:  # bfloat16 operands compute in float32: None = none here
             out = hook(prim, args, params)
             if out is not None:
                 return out

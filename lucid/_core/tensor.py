@@ -735,6 +735,8 @@ def _to_array(data, dtype):
         elif arr.dtype.kind == "c" and not isinstance(data, np.ndarray) and not _is_np_scalar(data):
             arr = arr.astype(dtypes.default_complex(), copy=False)
         elif arr.dtype.kind not in "fiucb":
+            if dtypes.supported(arr.dtype):  # bfloat16 (NOTE [bfloat16]), an ml_dtypes array
+                return arr
             if arr.dtype == object and arr.size and all(v.__class__ is builtins.int for v in arr.flat):
                 raise _int_overflow()  # Python ints beyond even uint64
             raise TypeError(f"tensor: can't convert data of dtype {arr.dtype} to a tensor")

@@ -22,8 +22,9 @@ dtype (float32 parameters get float32 gradients). The region's state is per thre
 PyTorch's. A backward run inside a region runs in the forward's dtypes (the hook stands aside
 while the engine runs), which is what PyTorch's backward does.
 
-CPU autocast in PyTorch defaults to bfloat16, which NumPy lacks: there, as PyTorch does for a
-dtype it does not support, autocast warns and stays off unless given ``dtype=lucid.float16``.
+CPU autocast defaults to bfloat16, as PyTorch's (NOTE [bfloat16]: the first region loads
+ml_dtypes); without the ``bfloat16`` extra installed it warns and stays off, as PyTorch does for a
+dtype it does not support, unless given ``dtype=lucid.float16``.
 
 The region's state is PyTorch's, per thread and per device type: an enabled flag and a dtype
 (``lucid.set_autocast_enabled`` / ``set_autocast_dtype`` change them outside a region too, and a
@@ -80,6 +81,22 @@ _OTHER_LISTS = (_CUDA_LOWER, _CUDA_FLOAT32)
 _LISTED = _CPU_LOWER | _CUDA_LOWER | _CPU_FLOAT32 | _CUDA_FLOAT32
 _DEFAULT_DTYPES = {"cuda": dtypes.float16, "cpu": "bfloat16"}  # PyTorch's defaults
 _SUPPORTED = (dtypes.float16, dtypes.float32)  # float32 makes a region that changes nothing
+
+
+def _castable(dtype):
+    """Whether a region can cast to ``dtype``: float16, float32 or (once loaded) bfloat16."""
+    return dtype in _SUPPORTED or (dtypes.BF16 is not None and dtype == dtypes.BF16)
+
+
+def _resolved(dtype):
+    """PyTorch's CPU default "bfloat16" as ``lucid.bfloat16`` when ml_dtypes is there (the name
+    stays a name otherwise, and a region with it warns and stays off)."""
+    if dtype.__class__ is str:
+        try:
+            return dtypes.enable_bfloat16()
+        except AttributeError:
+            return dtype
+    return dtype
 _F32, _F16 = np.dtype(np.float32), np.dtype(np.float16)
 
 
@@ -105,9 +122,9 @@ def _sync(device_type):
     state = _REGIONS
     was = bool(state.dtype_of)
     dtype = state.dtype.get(device_type, _DEFAULT_DTYPES.get(device_type, dtypes.float16))
-    if state.enabled.get(device_type) and dtype in _SUPPORTED:
+    if state.enabled.get(device_type) and _castable(dtype):
         state.dtype_of[device_type] = dtype
-    else:  # off, or a dtype lucid lacks (bfloat16): the flag reads True but no op is cast
+    else:  # off, or bfloat16 without ml_dtypes: the flag reads True but no op is cast
         state.dtype_of.pop(device_type, None)
     now = bool(state.dtype_of)
     if now != was:
@@ -139,8 +156,9 @@ def is_autocast_enabled(device_type: str = "cuda") -> bool:
 
 
 def get_autocast_dtype(device_type: str):
-    """The autocast dtype set for ``device_type`` (PyTorch's default, float16 on "cuda", until set)."""
-    return _REGIONS.dtype.get(device_type, _DEFAULT_DTYPES.get(device_type, dtypes.float16))
+    """The autocast dtype set for ``device_type`` (PyTorch's defaults until set: float16 on "cuda",
+    bfloat16 on "cpu")."""
+    return _resolved(_REGIONS.dtype.get(device_type, _DEFAULT_DTYPES.get(device_type, dtypes.float16)))
 
 
 def _device_type(arr):
@@ -173,8 +191,9 @@ def _hook(name, args):
     to_lower = name in lower
     if not to_lower and name not in float32:
         return None
-    frm = _F32 if to_lower else _F16
-    to = np.dtype(target) if to_lower else _F32
+    lower_dtype = np.dtype(target)  # what the region casts down to: float16 or bfloat16
+    frm = _F32 if to_lower else (_F16 if lower_dtype == _F32 else lower_dtype)
+    to = lower_dtype if to_lower else _F32
     if frm == to:
         return None
     changed = False
@@ -226,8 +245,8 @@ class autocast:  # noqa: N801 (PyTorch's name)
     device_type : str
         "cuda", "cpu" (or another device type): the tensors whose ops are cast.
     dtype : dtype, optional
-        The lower precision: float16 (default on "cuda"). PyTorch's CPU default is bfloat16,
-        which lucid lacks: on "cpu" pass ``dtype=lucid.float16``, or autocast warns and stays off.
+        The lower precision: float16 (default on "cuda") or bfloat16 (default on "cpu", as in
+        PyTorch; it needs the ``bfloat16`` extra, else the region warns and stays off).
     enabled : bool
         False makes a region where autocast is off (for its device type), e.g. inside another.
     cache_enabled : bool, optional
@@ -266,13 +285,17 @@ class autocast:  # noqa: N801 (PyTorch's name)
         if self._enabled and device_type == "cpu" and self.fast_dtype == dtypes.float32:
             # PyTorch's CPU autocast takes only its lower precisions; a float32 region is off
             warnings.warn("In CPU autocast, but the target dtype is not supported. Disabling autocast.\n"
-                          "CPU Autocast only supports dtypes of lucid.float16 currently (PyTorch's bfloat16 "
-                          "is not available in Lucid).", stacklevel=2)
-            self._enabled = False
-        if self._enabled and self.fast_dtype not in _SUPPORTED:
-            warnings.warn(f"In {device_type} autocast, but the target dtype {self.fast_dtype} is not supported "
-                          f"(lucid has float16 and float32; NumPy has no bfloat16). Disabling autocast.",
+                          "CPU Autocast only supports dtypes of lucid.bfloat16, lucid.float16 currently.",
                           stacklevel=2)
+            self._enabled = False
+        if self._enabled and device_type != "cpu" and dtypes.BF16 is not None and self.fast_dtype == dtypes.BF16:
+            warnings.warn(f"In {device_type} autocast, but the target dtype {self.fast_dtype} is not supported "
+                          f"(CuPy has no bfloat16). Disabling autocast.", stacklevel=2)
+            self._enabled = False
+        if self._enabled and not _castable(self.fast_dtype):
+            warnings.warn(f"In {device_type} autocast, but the target dtype {self.fast_dtype} is not supported "
+                          f"(bfloat16 needs the ml_dtypes package: pip install 'lucid[bfloat16]'). "
+                          f"Disabling autocast.", stacklevel=2)
             self._enabled = False
 
     def __enter__(self):

@@ -18,7 +18,7 @@ from heapq import heappop, heappush
 
 import numpy as np
 
-from .._core import backend, primitive
+from .._core import backend, dtypes, primitive
 from .._core.grad_mode import PROFILING, STATE, enable_grad, no_grad
 from .._core.primitive import AN, TN, Meta
 from .._core.tensor import _POST_HOOKS, SAME_DTYPE, Tensor, _wrap
@@ -179,7 +179,7 @@ class Node:
         outs = []
         for i, o in enumerate(self.out):
             t = _wrap(o)
-            if o.dtype.kind in "fc":
+            if dtypes.is_differentiable(o.dtype):
                 t.grad_fn, t._out_idx, t._rg = self, i, True
             outs.append(t)
         return tuple(outs)
@@ -308,7 +308,7 @@ def record(prim, args, params, out):
     outs = []
     for i, o in enumerate(out):
         t = _wrap(o)
-        if o.dtype.kind in "fc":
+        if dtypes.is_differentiable(o.dtype):
             t.grad_fn, t._out_idx, t._rg = node, i, True
         outs.append(t)
     if prim.save_out:
@@ -771,7 +771,7 @@ def _check_anomaly(node, in_grads):
         if g is None:
             continue
         arr = g._data if isinstance(g, Tensor) else _as_array(g)
-        if arr.dtype.kind not in "fc":
+        if not dtypes.is_differentiable(arr.dtype):
             continue
         if backend.is_array(arr):
             has_nan = bool(np.isnan(arr).any())  # anomaly mode: a sync; inf is a value (PyTorch)

@@ -195,7 +195,8 @@ def can_device_access_peer(device, peer_device) -> bool:
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
-    """False: lucid has no bfloat16 dtype (NumPy and CuPy lack one), whatever the GPU can do.
+    """False: CuPy has no bfloat16 type (cupy/cupy#7527), so a bfloat16 tensor stays on the CPU
+    (``lucid.bfloat16`` there: NOTE [bfloat16]), whatever the GPU can do.
 
     Examples
     --------

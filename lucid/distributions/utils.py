@@ -56,7 +56,7 @@ def as_float(v, like=None):
 
 
 def finfo(dtype):
-    return np.finfo(np.dtype(dtype))
+    return dtypes.np_finfo(np.dtype(dtype))
 
 
 def clamp_min(x, lo):

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from .._core import dtypes
 from .._core.primitive import autocast_composite, bind
 from .._core.tensor import Tensor, tensor_method
 from ..ops import linalg as _ops
@@ -54,7 +55,7 @@ def _norm_input_in(x, dtype, op):
     from .._core import dtypes
 
     x, dt = _float(x, op), dtypes.to_dtype(dtype)
-    if dt.kind not in "fc":
+    if dtypes.kind_of(dt) not in "fc":
         raise RuntimeError(f"linalg.{op}: dtype should be floating point or complex, but got {dtype}")
     if (dt.kind == "c") != (x.dtype.kind == "c"):
         raise RuntimeError(f"linalg.{op}: dtype should be {'complex' if x.dtype.kind == 'c' else 'real'} for "
@@ -556,7 +557,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
         atol, rtol = 0.0, 0.0
     atol = 0.0 if atol is None else float(atol)
     if rtol is None:
-        rtol = float(np.finfo(A.dtype).eps * max(A.shape[-2:])) if atol <= 0 else 0.0
+        rtol = float(dtypes.np_finfo(A.dtype).eps * max(A.shape[-2:])) if atol <= 0 else 0.0
     return bind(_e.pinv_p, (A,), {"atol": atol, "rtol": float(rtol), "hermitian": bool(hermitian)})
 
 
@@ -578,7 +579,7 @@ def _pinv_batched_tol(A, atol, rtol, hermitian):
 
     at = tol(0.0 if atol is None else atol)
     if rtol is None:  # PyTorch: eps * max(m, n), or 0 where atol > 0
-        rt = where(at > 0, 0.0, float(np.finfo(real).eps * max(A.shape[-2:]))).to(real)
+        rt = where(at > 0, 0.0, float(dtypes.np_finfo(real).eps * max(A.shape[-2:]))).to(real)
     else:
         rt = tol(rtol)
     if hermitian:

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from .._core import dtypes as _dtypes
 from .._core.backend import namespace_of
 from .._core.primitive import autocast_composite, bind
 from .._core.tensor import Tensor, tensor_method
@@ -85,7 +86,7 @@ def _tolerance(S, atol, rtol, m, n):
     from ..ops.reduce import amax
 
     if atol is None and rtol is None:
-        rtol = np.finfo(np.dtype(S.dtype)).eps * max(m, n)
+        rtol = _dtypes.np_finfo(np.dtype(S.dtype)).eps * max(m, n)
 
     def kept(v):
         v = _as_tensor(namespace_of(S).asarray(0.0 if v is None else v, dtype=np.dtype(S.dtype))) \

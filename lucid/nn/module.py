@@ -531,14 +531,14 @@ class Module:
         dt = None
         if dtype is not None:
             dt = dtypes.to_dtype(dtype)
-            if dt.kind not in "fc":
+            if dtypes.kind_of(dt) not in "fc":
                 raise TypeError(f"Module.to: only floating point or complex dtypes are accepted, got {dt}")
         fmt = None if memory_format is None else _memory_format_arg(self, memory_format)
         if dt is None and dev is None and fmt is None:
             return self
 
         def convert(a):
-            if dt is not None and a.dtype.kind in "fc":
+            if dt is not None and dtypes.is_differentiable(a.dtype):
                 with backend.on_device(a):
                     a = a.astype(dt, copy=False)
             if dev is not None:
@@ -557,7 +557,7 @@ class Module:
         dt = dtypes.to_dtype(dt)
 
         def convert(a):
-            if a.dtype.kind == "f":
+            if dtypes.is_floating(a.dtype):
                 with backend.on_device(a):
                     return a.astype(dt, copy=False)
             return a
@@ -572,6 +572,9 @@ class Module:
 
     def half(self):
         return self._floating_to(dtypes.float16)
+
+    def bfloat16(self):
+        return self._floating_to(dtypes.enable_bfloat16())
 
     def type(self, dst_type):
         return self.to(dst_type)

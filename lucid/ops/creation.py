@@ -297,7 +297,7 @@ def _check_float_fits(v, dt, op):
     """PyTorch refuses a finite value beyond the dtype's range (NumPy would make it inf)."""
     if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
         a = abs(int(v)) if isinstance(v, (int, np.integer)) else abs(float(v))  # a big int stays exact
-        if a != float("inf") and a > float(np.finfo(dt).max):
+        if a != float("inf") and a > float(dtypes.np_finfo(dt).max):
             raise _FillOverflowError(f"{op}: value cannot be converted to type {np.dtype(dt).name} without overflow")
 
 
@@ -764,6 +764,15 @@ for _n, _dt in [("float", dtypes.float32), ("double", dtypes.float64), ("half", 
     setattr(Tensor, _n, _conv(_dt, _n))
 
 
+def bfloat16(self, memory_format=None):
+    """This tensor as ``lucid.bfloat16`` (loads ml_dtypes on first use; NOTE [bfloat16])."""
+    dt = dtypes.enable_bfloat16()
+    return cast(self, dt) if memory_format is None else self.to(dt, memory_format=memory_format)
+
+
+Tensor.bfloat16 = bfloat16
+
+
 @tensor_method("type_as")
 def type_as(input, other):
     return cast(input, other.dtype)
@@ -788,6 +797,8 @@ def type_(input, dtype=None, non_blocking=False):
     names = {c.dtype: c.__name__ for c in TYPED.values()}
     names.update({dtypes.complex64: "ComplexFloatTensor", dtypes.complex128: "ComplexDoubleTensor",
                   dtypes.uint16: "UInt16Tensor", dtypes.uint32: "UInt32Tensor", dtypes.uint64: "UInt64Tensor"})
+    if dtypes.BF16 is not None or (isinstance(dtype, str) and dtype.endswith(".BFloat16Tensor")):
+        names[dtypes.enable_bfloat16()] = "BFloat16Tensor"
     if dtype is None:
         where = "" if input.device.type == "cpu" else f"{input.device.type}."  # 'lucid.cuda.FloatTensor'
         return f"lucid.{where}{names[input.dtype]}"

@@ -130,7 +130,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
     if isinstance(obj, Tensor):
         return _grad_flag(_asarray_tensor(obj, dt, dev, copy, op), requires_grad, op)
     if obj.__class__ in backend._BY_TYPE:  # an array of some backend: wrapped as it is
-        if obj.dtype not in dtypes._SUPPORTED:  # e.g. uint16: only a converting copy will do
+        if not dtypes.supported(obj.dtype):  # e.g. uint16: only a converting copy will do
             if dt is None or copy is False:
                 raise TypeError(f"{op}: can't alias an array of dtype {obj.dtype} (not a lucid dtype: "
                                 f"{', '.join(sorted(str(d) for d in dtypes._SUPPORTED))}); pass dtype=")
@@ -297,7 +297,7 @@ def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
         if not (dt.kind == "u" and isinstance(v, int) and -np.iinfo(dt).max <= v < 0):
             raise RuntimeError(f"{op}: value cannot be converted to type {np.dtype(dt).name} without overflow")
         v = v % (int(np.iinfo(dt).max) + 1)
-    if dt.kind in "fc" and np.isfinite(abs(v)) and abs(v) > float(np.finfo(dt).max):
+    if dt.kind in "fc" and np.isfinite(abs(v)) and abs(v) > float(dtypes.np_finfo(dt).max):
         raise RuntimeError(f"{op}: value cannot be converted to type {np.dtype(dt).name} without overflow")
     return _finish(np.array(v, dtype=dt), requires_grad, device, op)
 

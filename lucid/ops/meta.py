@@ -217,7 +217,7 @@ def from_dlpack(ext_tensor):
         arr = np.from_dlpack(src)
     except (TypeError, BufferError, RuntimeError, ValueError) as e:
         raise DLPackError(f"from_dlpack: can't import this object ({e})") from None
-    if arr.dtype not in dtypes._SUPPORTED:
+    if not dtypes.supported(arr.dtype):
         raise TypeError(f"from_dlpack: dtype {arr.dtype} is not supported by lucid")
     return _wrap(arr)
 

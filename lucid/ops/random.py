@@ -358,7 +358,7 @@ def _draw(op, shape, sample, generator=None, device=None):
 
 def _float_dtype(dtype, op, complex_ok=False):
     dt = dtype_arg(dtype, op) if dtype is not None else dtypes.get_default_dtype()
-    if dt.kind != "f" and not (complex_ok and dt.kind == "c"):
+    if not dtypes.is_floating(dt) and not (complex_ok and dt.kind == "c"):
         # NotImplementedError, PyTorch's type (it derives from RuntimeError, raised here before)
         raise NotImplementedError(f"{op}: expected a floating point dtype, got {dt}")
     return dt
@@ -379,11 +379,12 @@ def _complex_sampler(make, dt, scale):
 
 
 def _uniform01(dt):
-    """Sampler for U[0, 1) in dtype ``dt`` (float16 drawn in float32, kept below 1)."""
+    """Sampler for U[0, 1) in dtype ``dt`` (float16 and bfloat16 drawn in float32, kept below 1)."""
 
     def sample(rng, shape):
-        if dt == np.float16:
-            return np.minimum(rng.random(shape, dtype=np.float32).astype(dt), np.float16(0.9995))
+        if dt.itemsize == 2:
+            below_one = 1.0 - float(dtypes.np_finfo(dt).epsneg)
+            return np.minimum(rng.random(shape, dtype=np.float32), below_one).astype(dt)
         return rng.random(shape, dtype=dt)
 
     return native(sample)
@@ -391,7 +392,7 @@ def _uniform01(dt):
 
 def _normal01(dt):
     def sample(rng, shape):
-        wide = np.float32 if dt == np.float16 else dt
+        wide = np.float32 if dt.itemsize == 2 else dt  # float16, bfloat16: drawn in float32
         return rng.standard_normal(shape, dtype=wide).astype(dt, copy=False)
 
     return native(sample)
@@ -399,7 +400,7 @@ def _normal01(dt):
 
 def _finish(t, requires_grad, op=None):
     if requires_grad and type(t) is Tensor:
-        if t.dtype.kind not in "fc":
+        if not t.dtype.is_floating_point and not t.dtype.is_complex:
             raise RuntimeError(f"{op or 'random'}: only tensors of floating point and complex dtype can "
                                f"require gradients, got dtype {t.dtype}")
         t.requires_grad_()
@@ -420,8 +421,8 @@ def _check_range_fits(dt, low, high, op):
     dt = np.dtype(getattr(dt, "dtype", dt))
     if dt.kind == "b":
         lo, hi = 0, 1
-    elif dt.kind == "f":
-        lo, hi = float(np.finfo(dt).min), float(np.finfo(dt).max)
+    elif dtypes.is_floating(dt):
+        lo, hi = float(dtypes.np_finfo(dt).min), float(dtypes.np_finfo(dt).max)
     elif dt.kind in "iu":
         lo, hi = int(np.iinfo(dt).min), int(np.iinfo(dt).max)
     else:
@@ -706,11 +707,11 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     if n < 0:
         raise RuntimeError(f"randperm: n must be non-negative, got {n}")
     dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.int64
-    if dt.kind not in "fiu":
+    if dtypes.kind_of(dt) not in "fiu":
         raise NotImplementedError(f"randperm: not implemented for dtype {dt}")
     # every value 0 .. n-1 must be exact in dt (PyTorch: 2**digits + 1 for a float dtype)
     ndt = np.dtype(getattr(dt, "dtype", dt))
-    top = 2 ** (np.finfo(ndt).nmant + 1) if ndt.kind == "f" else int(np.iinfo(ndt).max)
+    top = 2 ** (dtypes.np_finfo(ndt).nmant + 1) if dtypes.is_floating(ndt) else int(np.iinfo(ndt).max)
     if n - 1 > top:
         raise RuntimeError(f"randperm: n={n} does not fit dtype {dt} (at most {top + 1})")
 

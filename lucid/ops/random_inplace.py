@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._core import dtypes as _dtypes
 from .._core.backend import on_device_of
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor
@@ -176,7 +177,7 @@ def _check_random_bounds(dt, from_, to):
     if dt.kind == "b":
         lo, hi = 0, 1
     elif dt.kind == "f":
-        info = np.finfo(dt.dtype)
+        info = _dtypes.np_finfo(dt.dtype)
         lo, hi = float(info.min), float(info.max)
     else:
         info = np.iinfo(dt.dtype)

@@ -605,7 +605,7 @@ def _betainc_args(name, a, b, x):
     if not isinstance(args[2], Tensor):
         args[2] = _as_tensor(float(args[2]))
     dt = dtypes.result_type(*args)
-    if dt.kind not in "biuf":
+    if dtypes.kind_of(dt) not in "biuf":
         raise TypeError(f"special.{name}: expected real inputs, got dtype {dt} (complex is not supported, "
                         f"as in SciPy)")
     if dt.kind in "biu":

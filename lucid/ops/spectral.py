@@ -207,7 +207,7 @@ def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, device
 
 
 def _real_dtype(dt):
-    return np.finfo(dtypes.to_dtype(dt)).dtype
+    return dtypes.np_finfo(dtypes.to_dtype(dt)).dtype
 
 
 def _same_device(api, x, window):

@@ -6,6 +6,7 @@ import numbers
 
 import numpy as np
 
+from .._core import dtypes as _dtypes
 from .optimizer import Optimizer, _local_shape, check_options
 
 
@@ -83,7 +84,7 @@ class Adafactor(Optimizer):
         lr, wd, d = group["lr"], group["weight_decay"], group["d"]
         eps1, eps2 = group["eps"]
         if eps1 is None:
-            eps1 = float(np.finfo(p.dtype).eps)
+            eps1 = float(_dtypes.np_finfo(p.dtype).eps)
         if "step" not in state:
             state["step"] = 0.0
             if g.ndim > 1:

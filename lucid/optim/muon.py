@@ -14,7 +14,7 @@ _ADJUST = (None, "original", "match_rms_adamw")
 
 def _orthogonalize(update, coefficients, steps, eps):
     """``steps`` Newton-Schulz iterations towards the orthogonal factor of ``update`` (2-D),
-    in the update's own precision (PyTorch runs them in bfloat16, which NumPy lacks)."""
+    in the update's own precision (PyTorch runs them in bfloat16; float32 here is the more exact)."""
     a, b, c = coefficients
     x = update.T if update.shape[0] > update.shape[1] else update  # iterate on the wide side
     x = x / max(float(np.sqrt(np.sum(x * x))), eps) if x.__class__ is np.ndarray else \

@@ -28,6 +28,15 @@ _PRECISIONS = {
     dtypes.complex64: (1.3e-6, 1e-5),
     dtypes.complex128: (1e-7, 1e-7),
 }
+_BFLOAT16_PRECISION = (0.016, 1e-5)  # PyTorch's for bfloat16 (NOTE [bfloat16])
+
+
+def _precision(d):
+    if dtypes.BF16 is not None and d == dtypes.BF16:
+        return _BFLOAT16_PRECISION
+    return _PRECISIONS.get(d, (0.0, 0.0))
+
+
 # Python numbers are compared as PyTorch's dtypes for them.
 _NUMBER_DTYPES = {bool: dtypes.int64, int: dtypes.int64, float: dtypes.float64, complex: dtypes.complex128}
 
@@ -58,7 +67,7 @@ def _tolerances(*dts, rtol, atol, id):
                                     f"no {'rtol' if rtol is None else 'atol'}.", id)
     if rtol is not None:
         return rtol, atol
-    rtols, atols = zip(*(_PRECISIONS.get(np.dtype(d), (0.0, 0.0)) for d in dts))
+    rtols, atols = zip(*(_precision(np.dtype(d)) for d in dts))
     return max(rtols), max(atols)
 
 
@@ -134,7 +143,7 @@ def _as_tensor(value):
     if isinstance(value, Tensor):
         return value
     if isinstance(value, np.ndarray):
-        if value.dtype in dtypes._SUPPORTED:
+        if dtypes.supported(value.dtype):
             return _wrap(value)
         if value.dtype.kind in "iu" and value.dtype.itemsize <= 4:  # uint16, uint32: exact in int64
             return _wrap(value.astype(np.int64))
@@ -396,7 +405,7 @@ def make_tensor(*shape, dtype, device, low=None, high=None, requires_grad=False,
         low, high = _low_high(low, high, dt, int(info.min), top, -9, 10, True)
         result = lucid.randint(low, high, shape, dtype=dt, device=device)
     else:
-        info = np.finfo(dt.dtype)
+        info = dtypes.np_finfo(dt.dtype)
         low, high = _low_high(low, high, dt, float(info.min), float(info.max), -9, 9, False)
         result = lucid.empty(shape, dtype=dt, device=device)
         target = lucid.view_as_real(result) if dt.kind == "c" else result
@@ -409,7 +418,7 @@ def make_tensor(*shape, dtype, device, low=None, high=None, requires_grad=False,
     elif memory_format is not None:
         result = result.clone(memory_format=memory_format)
     if exclude_zero:
-        result[result == 0] = float(np.finfo(dt.dtype).tiny) if not integral else 1
+        result[result == 0] = float(dtypes.np_finfo(dt.dtype).tiny) if not integral else 1
     if requires_grad:
         result.requires_grad = True
     return result

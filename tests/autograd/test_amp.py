@@ -176,10 +176,13 @@ def test_a_backward_inside_the_region_keeps_the_forward_dtypes():
 
 
 def test_cpu_default_dtype_and_unknown_devices():
-    with pytest.warns(UserWarning, match="target dtype bfloat16 is not supported"):
-        region = autocast("cpu")
+    pytest.importorskip("ml_dtypes")  # the bfloat16 extra (tests/test_bfloat16.py: the region without it)
+    region = autocast("cpu")  # PyTorch's CPU default: bfloat16
+    assert region.fast_dtype is lucid.bfloat16
     with region:
-        assert (lucid.ones(2, 2, device="cpu") @ lucid.ones(2, 2, device="cpu")).dtype is F32
+        out = lucid.ones(2, 2, device="cpu") @ lucid.full((2, 2), 3.0, device="cpu")
+    assert out.dtype is lucid.bfloat16
+    np.testing.assert_array_equal(out.float().numpy(), np.full((2, 2), 6.0))
     with pytest.raises(RuntimeError, match="unsupported autocast device_type 'tpu'"):
         autocast("tpu")
     if not lucid.cuda.is_available():

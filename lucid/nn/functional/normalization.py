@@ -132,7 +132,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
                            f"{normalized_shape}")
     if _half_input(input):  # See NOTE [Half composites]; the default eps is float32's, as PyTorch's
         return _norm_in_float32(rms_norm, input, normalized_shape, weight, eps)
-    eps = float(np.finfo(input.dtype).eps) if eps is None else eps
+    eps = float(dtypes.np_finfo(input.dtype).eps) if eps is None else eps
     axes = tuple(range(input.ndim - k, input.ndim))
     out = input / lucid.sqrt(lucid.mean(input * input, axes, keepdim=True) + eps)
     return out if weight is None else out * weight

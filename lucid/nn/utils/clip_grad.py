@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from ..._core import dtypes as _dtypes
 from ..._core.backend import device_of_array, namespace_of, on_device, to_device
 from ..._core.tensor import Tensor, _wrap
 
@@ -48,7 +49,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
                                f"(shape {tuple(a.shape)})")
     dtype = np.result_type(*[a.dtype for a in arrays])
     if dtype.kind == "c":  # the norm of complex gradients is real (|g|), as in PyTorch
-        dtype = np.finfo(dtype).dtype
+        dtype = _dtypes.np_finfo(dtype).dtype
     if any(a.__class__ is not np.ndarray for a in arrays):  # See NOTE [Clipping on a device]
         total = _device_total(arrays, norm_type, dtype)
         if error_if_nonfinite and not math.isfinite(float(total)):  # PyTorch reads it back here too

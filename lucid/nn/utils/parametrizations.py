@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+from ..._core import dtypes as _dtypes
 from ..._core import backend
 from ..._core.grad_mode import no_grad
 from .. import functional as F
@@ -219,7 +220,7 @@ class _Orthogonal(Module):
             n, k = k, n
         if n == k:
             eye = np.eye(k)
-            ortho = np.allclose(np.swapaxes(q, -2, -1).conj() @ q, eye, atol=10.0 * n * np.finfo(q.dtype).eps)
+            ortho = np.allclose(np.swapaxes(q, -2, -1).conj() @ q, eye, atol=10.0 * n * _dtypes.np_finfo(q.dtype).eps)
             q = q.copy() if ortho else _make_orthogonal(q)
         else:
             extra = backend.host(lucid.randn(*(q.shape[:-2] + (n, n - k)), dtype=Q.dtype, device=dev)._data)

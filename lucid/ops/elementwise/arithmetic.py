@@ -32,8 +32,9 @@ cast_p = defprim(
     "cast",
     quiet(_cast_impl, 1),  # 1e300 to float32 is inf, nan to int is arbitrary, silently (as PyTorch)
     # The gradient flows back in the input's dtype; none flows to integer inputs.
-    vjp=(lambda ns, g, out, x, dtype: ns.cast(g, dtype=x.dtype) if x.dtype.kind in "fc" else None,),
-    jvp=lambda ns, primals, tangents, out, dtype: ns.cast(tangents[0], dtype=dtype) if dtype.kind in "fc" else None,
+    vjp=(lambda ns, g, out, x, dtype: ns.cast(g, dtype=x.dtype) if dtypes.is_differentiable(x.dtype) else None,),
+    jvp=lambda ns, primals, tangents, out, dtype: (ns.cast(tangents[0], dtype=dtype)
+                                                   if dtypes.is_differentiable(dtype) else None),
     save_inputs=False,
 )
 cast_p.batch = batch_elementwise(cast_p)
@@ -45,7 +46,7 @@ def cast(x, dtype):
     x = _as_tensor(x)
     if x.dtype == dtype:
         return x
-    if dtype.kind not in "fc" and x.requires_grad:  # an integer or bool result never requires grad (PyTorch)
+    if not dtypes.is_differentiable(dtype) and x.requires_grad:  # an integer or bool result never requires grad
         x = x.detach()
     return bind(cast_p, (x,), {"dtype": dtype})
 

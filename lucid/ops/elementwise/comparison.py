@@ -275,7 +275,7 @@ _FLOAT_MAX = {}
 def _float_max(dt):
     top = _FLOAT_MAX.get(dt)
     if top is None:
-        top = _FLOAT_MAX[dt] = float(np.finfo(dt).max)
+        top = _FLOAT_MAX[dt] = float(dtypes.np_finfo(dt).max)
     return top
 
 

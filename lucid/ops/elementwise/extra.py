@@ -284,7 +284,7 @@ def ldexp(input, other):
 
     a, b = _t(input), _t(other)
     dt = dtypes.result_type(a, b)  # PyTorch: the promoted type, the default float for integers
-    dt = dt if dt.kind in "fc" else dtypes.to_dtype(dtypes.get_default_dtype())
+    dt = dt if dtypes.is_differentiable(dt) else dtypes.to_dtype(dtypes.get_default_dtype())
     return a.to(dt) * lucid.exp2(b.to(dt))
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._core import backend
+from ..._core import backend, dtypes
 from ..._core.backend import add_at, namespace_of, xp
 from ..._core.primitive import TN, bind, defprim
 from ..._core.tensor import tensor_method
@@ -193,7 +193,9 @@ def _storage_view(x, size, stride, offset):
     interface = {"version": 3, "shape": tuple(size), "typestr": x.dtype.str, "descr": x.dtype.descr,
                  "strides": tuple(s * item for s in stride),
                  "data": (start + offset * item, repeats or not owner.flags.writeable)}
-    return np.asarray(_StorageRef(interface, owner))
+    arr = np.asarray(_StorageRef(interface, owner))
+    # the interface spells an extension dtype by its bytes ("<V2" for bfloat16): name it again
+    return arr if arr.dtype == x.dtype else arr.view(x.dtype)
 
 
 def _extent(size, stride, offset):
@@ -248,7 +250,7 @@ def _relayout(x, src, dst, cnt):
         count = np.zeros_like(ps, shape=(span,))
         add_at(count, (_positions(*cnt, like=x) - lo).reshape(-1), 1)
         count = np.maximum(count, 1)
-        if x.dtype.kind in "fc":
+        if dtypes.is_differentiable(x.dtype):  # (bfloat16's NumPy kind is "V": NOTE [bfloat16])
             buf /= count
         else:
             buf //= count

@@ -1,6 +1,7 @@
 """PyTorch's default DDP communication hooks: plain and float16-compressed all-reduce.
 
-The bfloat16 ones are missing: Lucid has no bfloat16 dtype (NumPy has none).
+The bfloat16 ones are missing: MPI has no bfloat16 datatype, so summing bfloat16 buckets would
+need a user-defined MPI reduction (lucid.bfloat16 itself exists: NOTE [bfloat16]).
 
 Each takes ``(process_group, bucket)`` (``None``: the world), divides the bucket by the group
 size and all-reduces it, returning a :class:`lucid.futures.Future` of the averaged flat
