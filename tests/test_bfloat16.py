@@ -241,3 +241,17 @@ def test_interop_and_legacy_names():
     lucid.testing.assert_close(lucid.tensor([1.0, 2.0], dtype=bf16), lucid.tensor([1.0078125, 2.0], dtype=bf16))
     with pytest.raises(AssertionError):  # PyTorch's bfloat16 tolerance: rtol 1.6e-2
         lucid.testing.assert_close(lucid.tensor([1.0], dtype=bf16), lucid.tensor([1.03125], dtype=bf16))
+
+
+def test_load_state_dict_takes_bfloat16_values_both_ways():
+    src = nn.Linear(3, 2).bfloat16()
+    dst = nn.Linear(3, 2)  # float32: the values are converted, as param.copy_(value)
+    dst.load_state_dict(src.state_dict())
+    assert dst.weight.dtype is lucid.float32
+    np.testing.assert_array_equal(dst.weight.detach().numpy(), src.weight.float().detach().numpy())
+    back = nn.Linear(3, 2).bfloat16()
+    back.load_state_dict({k: v.numpy() for k, v in dst.state_dict().items()})  # float32 arrays into bfloat16
+    np.testing.assert_array_equal(back.weight.detach().float().numpy(), dst.weight.detach().numpy())
+    raw = {k: v.detach().numpy() for k, v in src.state_dict().items()}  # ml_dtypes arrays
+    dst.load_state_dict(raw)
+    np.testing.assert_array_equal(dst.bias.detach().numpy(), src.bias.float().detach().numpy())

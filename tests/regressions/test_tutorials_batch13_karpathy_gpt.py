@@ -34,10 +34,8 @@ Each page is a function of the module it is handed as ``torch``; the checks run 
 against the full forward, losses falling by stated margins) and the parity tests run the same text
 on PyTorch with identical weights.
 
-Adapted where the original does not run on a CPU or where Lucid differs on purpose: nanoGPT's
-``ptdtype`` table leaves out ``torch.bfloat16`` and build-nanogpt's autocast region uses
-``float16`` (README "Differences from PyTorch": Lucid has no bfloat16); ``device`` is the default
-device (so the strict stand-in runs the pages) and ``torch.cuda.synchronize()`` is left out;
+Adapted where the original does not run on a CPU or where Lucid differs on purpose: ``device`` is
+the default device (so the strict stand-in runs the pages) and ``torch.cuda.synchronize()`` is left out;
 tiktoken's encoding is replaced by synthetic token lists; nanoGPT's slow-attention branch is
 chosen by a flag instead of by a PyTorch older than 2.0; build-nanogpt's sampling unpacks
 ``logits, _ = model(x)`` (its ``model(x)`` returns a pair since the loss was added); the parity
@@ -553,7 +551,7 @@ def nanogpt_train_page(torch, M, out_dir, data_dir, device, max_iters, init_from
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     device_type = 'cuda' if 'cuda' in device else 'cpu'
-    ptdtype = {'float32': torch.float32, 'float16': torch.float16}[dtype]  # no bfloat16 in Lucid
+    ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
     ctx = nullcontext() if device_type == 'cpu' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
 
     def get_batch(split):
@@ -942,6 +940,7 @@ def build_nanogpt_page(torch, tokens, device, W=None, autocast_dtype=None, max_s
 
     optimizer = model.configure_optimizers(weight_decay=0.1, learning_rate=6e-4, device=device)
     norms, clipped = [], []
+    logits_dtype = None
     for step in range(max_steps):
         t0 = time.time()
         optimizer.zero_grad()
@@ -949,9 +948,10 @@ def build_nanogpt_page(torch, tokens, device, W=None, autocast_dtype=None, max_s
         for micro_step in range(grad_accum_steps):
             x, y = train_loader.next_batch()
             x, y = x.to(device), y.to(device)
-            with torch.autocast(device_type=device.split(":")[0], dtype=autocast_dtype or torch.float16,
-                                enabled=autocast_dtype is not None):  # bfloat16 in the original
+            with torch.autocast(device_type=device.split(":")[0], dtype=autocast_dtype or torch.bfloat16,
+                                enabled=autocast_dtype is not None):
                 logits, loss = model(x, y)
+            logits_dtype = logits.dtype  # (the harness's: what autocast made of the lm_head)
             loss = loss / grad_accum_steps
             loss_accum += loss.detach()
             loss.backward()
@@ -987,7 +987,7 @@ def build_nanogpt_page(torch, tokens, device, W=None, autocast_dtype=None, max_s
             sampled.append((_np(probs), _np(ix)))
             x = torch.cat((x, xcol), dim=1)
     final = {k: _np(v).copy() for k, v in model.state_dict().items()}
-    return SimpleNamespace(model=model, norms=norms, clipped=clipped, x=x.tolist(), sampled=sampled, init=init_state,
+    return SimpleNamespace(logits_dtype=logits_dtype, model=model, norms=norms, clipped=clipped, x=x.tolist(), sampled=sampled, init=init_state,
                            final=final, get_lr=get_lr, GPTConfig=GPTConfig, DataLoaderLite=DataLoaderLite)
 
 
@@ -1110,13 +1110,13 @@ _BUILD_RUN = []
 
 
 def _build_run():
-    """build-nanogpt trained once per process (float16 autocast), shared by two tests."""
+    """build-nanogpt trained once per process (bfloat16 autocast, as the original), shared by two tests."""
     if not _BUILD_RUN:
         before = lucid.get_float32_matmul_precision()
         try:
             with redirect_stdout(io.StringIO()) as out, warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                r = build_nanogpt_page(lucid, _build_tokens(), _dev(lucid), autocast_dtype=lucid.float16)
+                r = build_nanogpt_page(lucid, _build_tokens(), _dev(lucid), autocast_dtype=lucid.bfloat16)
             _BUILD_RUN.append((r, out.getvalue(), lucid.get_float32_matmul_precision()))
         finally:
             lucid.set_float32_matmul_precision(before)
@@ -1131,7 +1131,9 @@ def test_build_nanogpt_training_and_top50_sampling():
     steps = _parse(text, r"step +(\d+) \| loss: ([\d.]+) \| lr ([\d.e+-]+) \| norm: ([\d.]+)")
     assert len(steps) == 12
     assert abs(steps[0][1] - math.log(64)) < 0.05  # std 0.02 init: a uniform guess over 64 tokens
-    assert steps[-1][1] < steps[0][1] - 0.6  # the 16-token cycle is being learned (float16 autocast)
+    assert steps[-1][1] < steps[0][1] - 0.6  # the 16-token cycle is being learned (bfloat16 autocast)
+    # the lm_head's matmul ran in the region's dtype; a GPU region (CuPy has no bfloat16) warns and stays off
+    assert r.logits_dtype == (lucid.bfloat16 if lucid.get_default_device().type == "cpu" else lucid.float32)
     assert [s[2] for s in steps] == pytest.approx([float(f"{r.get_lr(i):.4e}") for i in range(12)])
     # clip_grad_norm_ returns the norm before clipping and leaves at most 1.0
     for n, c in zip(r.norms, r.clipped):

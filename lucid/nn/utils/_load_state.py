@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from ..._core import backend
+from ..._core import backend, dtypes
 from ..._core.grad_mode import no_grad
 from ..._core.tensor import Tensor
 
@@ -44,7 +44,10 @@ def _checked_value(key, value, target, assign):
             arr = np.asarray(value)
     except (TypeError, ValueError) as e:
         return None, f"value for {key} can't be converted to an array ({type(value).__name__}: {e})."
-    if arr.dtype.kind not in "biufc":
+    if arr.dtype.kind == "V":
+        dtypes.supported(arr.dtype)  # an ml_dtypes bfloat16 array enables lucid.bfloat16 (NOTE [bfloat16])
+    kind = dtypes.kind_of(arr.dtype)
+    if kind not in "biufc":
         return None, (f"value for {key} is not numeric (dtype {arr.dtype}, "
                       f"{type(value).__name__}); expected a tensor or numeric array.")
     if target.ndim == 0 and tuple(arr.shape) == (1,):  # PyTorch loads a (1,) value into a 0-d tensor
@@ -53,11 +56,11 @@ def _checked_value(key, value, target, assign):
         return None, (f"size mismatch for {key}: copying a param with shape {tuple(arr.shape)} from "
                       f"checkpoint, the shape in current model is {tuple(target.shape)}.")
     if assign:
-        if getattr(target, "requires_grad", False) and arr.dtype.kind not in "fc":
+        if getattr(target, "requires_grad", False) and kind not in "fc":
             return None, (f'While copying the parameter named "{key}", an exception occurred: only Tensors '
                           f"of floating point and complex dtype can require gradients (got {arr.dtype}).")
         return backend.xp.array(arr), None  # a copy, on the value's device
-    if arr.dtype.kind == "c" and target.dtype.kind != "c":
+    if kind == "c" and target.dtype.kind != "c":
         return None, (f"value for {key} is complex ({arr.dtype}) but the module's tensor is "
                       f"{target.dtype}.")
     dest = target._data
