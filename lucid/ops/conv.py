@@ -15,7 +15,7 @@ speed). For complex tensors the adjoint is the conjugate transpose (NOTE [Holomo
 vjp]): each vjp conjugates the saved primal operand, ``conv_transpose(g, conj(w))``. All three run, a batch chunk at a time, as an ``im2col`` (a copy per kernel
 offset, never per pixel) and a batched matmul over the groups, or for the transposed conv
 a matmul and a ``col2im`` (NOTE [Chunked columns], [Flat shifts]). See NOTE [Conv layout]
-for why outputs come back as channel-major views.
+for why the channel-major results are copied to row-major outputs.
 
 Pooling: ``pool_argmax`` (not differentiable) finds each window's arg-max as a flat
 index into the input's spatial dims (PyTorch's ``return_indices``); the values are then
@@ -291,10 +291,16 @@ def _placed_grad(g, st, size):
 
 
 # NOTE [Conv layout]
-# The GEMMs produce (O, N*P) — channel-major. Returning the (N, O, *out) *view* of a
-# compact channel-major array (no copy) means the next conv's im2col, which reads its
-# input channel-major, copies contiguous runs, and elementwise ops in between (bias, ReLU)
-# run on contiguous memory and keep that order.
+# The GEMMs produce (O, N*P) — channel-major. The result is copied once to the row-major
+# (N, O, *out) layout PyTorch's convolutions return: a channel-major view had other strides,
+# so ``out.view(out.size(0), -1)`` after a conv (and the BatchNorm/ReLU in between, which keep
+# their input's order) raised where PyTorch's works. The copy costs little next to the GEMM
+# (the W5 step of benchmarks/bench_nn.py measured the same, one thread, 43 ms either way); the
+# next conv's padded channel-major copy of its input still reads contiguous rows.
+def _row_major(a):
+    return xp.ascontiguousarray(a)
+
+
 def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
     ksize = w.shape[2:]
     out_sp = conv_out_size(x.shape[2:], ksize, stride, padding, dilation)
@@ -339,7 +345,7 @@ def _conv_impl(x, w, *bias, stride, padding, dilation, groups):
         out += bias
     if slot is not None:
         _SCRATCH.slots[slot] = (weakref.ref(x), geom, kept, x.shape)
-    return _channel_major(out)
+    return _row_major(_channel_major(out))
 
 
 def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
@@ -363,7 +369,7 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
             return _transpose_as_conv(x, w, padding, dilation, groups, out_size)
     flat = _flat_geometry(alloc, ksize, stride, dilation)
     if flat is not None and x.__class__ is np.ndarray:  # See NOTE [Conv on a device]
-        return _channel_major(_flat_transpose(x, w, groups, flat, alloc, crop, out_size))
+        return _row_major(_channel_major(_flat_transpose(x, w, groups, flat, alloc, crop, out_size)))
     w2 = w.reshape(groups, cin // groups, -1).transpose(0, 2, 1)
     x2 = _channel_major(x).reshape(groups, cin // groups, -1)
     cg = xp.matmul(w2, x2).reshape((cout,) + tuple(ksize) + (n,) + tuple(in_sp))
@@ -371,7 +377,7 @@ def _conv_transpose_impl(x, w, stride, padding, dilation, groups, out_size):
     lead = (slice(None), slice(None))
     for off in _offsets(ksize):
         y[lead + _window(off, stride, dilation, in_sp)] += cg[(slice(None),) + off]
-    return _channel_major(y[crop])
+    return _row_major(_channel_major(y[crop]))
 
 
 def _transpose_as_conv(x, w, padding, dilation, groups, out_size):

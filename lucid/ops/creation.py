@@ -811,6 +811,8 @@ def type_(input, dtype=None, non_blocking=False):
         if middle:  # 'lucid.cuda.FloatTensor': that device type too
             return out if out.device.type == middle[0] else to_device(out, middle[0])
         return out if out.device.type == "cpu" else to_device(out, "cpu")
+    if dtype is Tensor:  # x.type(torch.Tensor): the default tensor type, as PyTorch
+        return cast(input, dtypes.get_default_dtype())
     dtype = getattr(dtype, "dtype", dtype)  # a typed class carries its dtype
     return cast(input, dtype_arg(dtype, "type"))
 

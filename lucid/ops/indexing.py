@@ -93,6 +93,11 @@ def _getitem_impl(x, *idx, key):
         # An integer for every dim gives a NumPy scalar (a copy); with a trailing Ellipsis it is
         # a 0-d view, so y[0] sees later in-place changes of y, as in PyTorch.
         out = x[(k if isinstance(k, tuple) else (k,)) + (Ellipsis,)]
+    elif idx and out.ndim > 1:
+        # Advanced indexing copies; NumPy's copy is not row-major when the index arrays do not
+        # lead (``x[:, :, i]``), PyTorch's is, so ``.view`` after it (interpolate's nearest mode,
+        # reflect/replicate padding) raised. Row-major it is: a no-op when it already is.
+        out = xp.ascontiguousarray(out)
     return out
 
 
