@@ -68,7 +68,8 @@ larger than the book's (a tiny model, few steps); ``generate_and_print_sample`` 
 50; ``device`` is the default device, so the strict stand-in device runs every page; the Llama 3, Qwen3
 and Gemma 3 configs use ``torch.float32`` where the originals have ``torch.bfloat16`` (float64 NumPy
 checks to float32's precision; one test runs the Llama 3 and Qwen3 pages in bfloat16, as the book
-configures them); qwen3.py's and gemma3's
+configures them, on the CPU), and ``model_memory_size`` reports ``float16`` for ``bfloat16`` (the
+page runs on the default device, and a GPU one has no bfloat16: CuPy lacks it); qwen3.py's and gemma3's
 ``compute_rope_params`` (llama3.py's without ``freq_config``) call llama3.py's; appendix A calls
 ``grad(loss, [w1])`` (README "Differences from PyTorch": ``grad(loss, w1)`` with a bare tensor returns a
 bare gradient in Lucid) and compares shapes as tuples (a ``lucid.Size`` prints as a tuple); the DPO
@@ -4394,7 +4395,7 @@ def gemma3_page(torch, W=None, idx=((5, 9, 1, 33, 47, 2, 8), (0, 0, 12, 40, 3, 3
         total_params_normalized = total_params - model.tok_emb.weight.numel()
         print(f"\nTotal number of unique parameters: {total_params_normalized:,}")
         print(f"float32 (PyTorch default): {g.model_memory_size(model, input_dtype=torch.float32) * 2**20:.4f} MB")
-        print(f"bfloat16: {g.model_memory_size(model, input_dtype=torch.bfloat16) * 2**20:.4f} MB")
+        print(f"float16: {g.model_memory_size(model, input_dtype=torch.float16) * 2**20:.4f} MB")  # bfloat16
     out["report"] = buf.getvalue()
     device = _dev(torch)
     model.to(device)
@@ -5117,7 +5118,7 @@ def test_gemma3_sliding_window_masks_norms_and_forward():
     assert r["report"] == (f"Total number of parameters: {total:,}\n\nTotal number of unique parameters: "
                            f"{total - V * E:,}\n"
                            f"float32 (PyTorch default): {(2 * total + n_buf) * 4 / 1024:.4f} MB\n"
-                           f"bfloat16: {(2 * total + n_buf) * 2 / 1024:.4f} MB\n")
+                           f"float16: {(2 * total + n_buf) * 2 / 1024:.4f} MB\n")
     assert "(blocks): ModuleList(\n    (0-2): 3 x TransformerBlock(\n      (att): GroupedQueryAttention(" in r["repr"]
     assert "(q_norm): RMSNorm()" in r["repr"] and "(out_proj): Linear(in_features=32, out_features=16, bias=False)" \
         in r["repr"]
@@ -5140,6 +5141,8 @@ def _llama_weights():
 
 def test_llama3_qwen3_in_bfloat16_as_the_book_configures_them():
     pytest.importorskip("ml_dtypes")  # lucid.bfloat16 (the bfloat16 extra)
+    if lucid.get_default_device().type != "cpu":
+        pytest.skip("bfloat16 lives on the CPU: CuPy (and its strict stand-in) has no bfloat16")
     r = llama_qwen_page(lucid, _llama_weights(), dtype="bfloat16")
     idx = [(5, 9, 1, 33, 47, 2, 8), (0, 0, 12, 40, 3, 3, 21)]
     for name, cfg, qwen in (("llama", LLAMA_CONFIG, False), ("llama_fast", LLAMA_CONFIG, False),
