@@ -51,7 +51,7 @@ STORAGE_OPS = ("as_strided", "as_strided_copy", "as_strided_scatter", "as_stride
 
 
 class Skip(Exception):
-    """A sample the sweep cannot translate (sparse layouts, generators, bfloat16 ...)."""
+    """A sample the sweep cannot translate (sparse layouts, generators, callables ...)."""
 
 
 class Timeout(Exception):
@@ -71,9 +71,11 @@ def _lucid_dtype(lucid, dtype):
 def to_lucid(torch, lucid, obj):
     """PyTorch sample arguments -> Lucid ones (tensors by value, dtypes and devices by name)."""
     if isinstance(obj, torch.Tensor):
-        if obj.layout != torch.strided or obj.is_quantized or obj.dtype == torch.bfloat16:
+        if obj.layout != torch.strided or obj.is_quantized:
             raise Skip(f"tensor of layout {obj.layout} / dtype {obj.dtype}")
-        arr = obj.detach().resolve_conj().resolve_neg().numpy().copy()
+        t = obj.detach().resolve_conj().resolve_neg()
+        # bfloat16 goes by way of float32 (exact both ways): PyTorch's .numpy() refuses it
+        arr = (t.float() if t.dtype == torch.bfloat16 else t).numpy().copy()
         return lucid.tensor(arr, dtype=_lucid_dtype(lucid, obj.dtype))
     if isinstance(obj, torch.dtype):
         return _lucid_dtype(lucid, obj)
@@ -112,6 +114,10 @@ def to_numpy(obj):
             t = t.to_dense()
         if hasattr(t, "cpu"):
             t = t.cpu()
+        if str(t.dtype).endswith("bfloat16") and type(t).__module__.startswith("torch"):
+            import ml_dtypes
+
+            return t.float().numpy().astype(ml_dtypes.bfloat16)  # as Lucid's .numpy() gives it
         return np.asarray(t.numpy())
     if isinstance(obj, (list, tuple)):
         return [to_numpy(o) for o in obj]
@@ -124,6 +130,8 @@ def tolerance(dtype):
     kind, size = np.dtype(dtype).kind, np.dtype(dtype).itemsize
     if kind in "biu":
         return 0.0, 0.0
+    if kind == "V":  # bfloat16: PyTorch's assert_close tolerance for it
+        return 1.6e-2, 1e-2
     single = size <= (8 if kind == "c" else 4)
     half = size <= (4 if kind == "c" else 2)
     return (1e-2, 1e-2) if half else (2e-5, 2e-5) if single else (1e-7, 1e-7)
@@ -147,6 +155,8 @@ def compare(want, got, path="out"):
         if want.shape != got.shape:
             return f"{path}: shape {got.shape}, want {want.shape}"
         rtol, atol = tolerance(want.dtype)
+        if want.dtype.kind == "V":  # bfloat16 values compared as float32 (exact)
+            want, got = want.astype(np.float32), got.astype(np.float32)
         finite = np.abs(want[np.isfinite(want)]) if want.size and want.dtype.kind in "fc" else np.zeros(0)
         atol = atol * max(1.0, float(finite.max()) if finite.size else 1.0)  # relative to the largest finite entry
         if not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):

@@ -222,6 +222,18 @@ def test_import_lucid_does_not_import_ml_dtypes():
     assert out.stdout.strip() == "False", out.stderr
 
 
+def test_the_strict_stand_in_refuses_bfloat16_as_cupy_does():
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    x = lucid.ones(2, dtype=bf16)
+    with pytest.raises(TypeError, match="CuPy has no bfloat16"):
+        x.to("strict")
+    with pytest.raises(TypeError, match="CuPy has no bfloat16"):
+        lucid.ones(2, device="strict").to(bf16)
+    assert x.to("strict", lucid.float32).dtype is lucid.float32  # converted first, then moved
+
+
 def test_a_cuda_device_refuses_bfloat16():
     if not lucid.cuda.is_available():
         pytest.skip("no CUDA device (CuPy's refusal is checked on a GPU machine)")

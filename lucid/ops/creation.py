@@ -734,6 +734,9 @@ def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False, me
     if len(flags) == 2:
         copy = flags[1]
     out = input
+    if dtype is not None and dtypes.BF16 is not None and input.dtype == dtypes.BF16:
+        out = cast(out, dtype_arg(dtype, "to"))  # first, where bfloat16 lives: a GPU has none
+        dtype = None
     if device is not None:
         out = to_device(out, device)
     if dtype is not None:
