@@ -20,3 +20,9 @@ bool = _lucid.bool  # noqa: A001  (a dtype, as lucid.bool)
 float = _lucid.float32  # noqa: A001
 int = _lucid.int32  # noqa: A001
 __all__ = [n for n in _NAMES if n in globals()] + ["bool_"]  # not float/int/bool: `import *` keeps the builtins
+
+
+def __getattr__(name):
+    if name == "bfloat16":  # loads ml_dtypes on first use, as lucid.bfloat16 (NOTE [bfloat16])
+        return _lucid.bfloat16
+    raise AttributeError(f"module 'lucid.dtypes' has no attribute {name!r}")

@@ -48,6 +48,9 @@ def test_dtype_attributes_and_finfo():
     assert bf16.itemsize == 2 and bf16.is_floating_point and bf16.is_signed and not bf16.is_complex
     assert repr(bf16) == "lucid.bfloat16" and lucid.tensor([1.0], dtype=bf16).element_size() == 2
     assert bf16 == "bfloat16" and lucid.tensor([1.0], dtype="bfloat16").dtype is bf16
+    from lucid import dtypes as lucid3_dtypes
+
+    assert lucid3_dtypes.bfloat16 is bf16  # upstream Lucid 3's namespace
     f = lucid.finfo(bf16)
     assert (f.bits, f.eps, f.max, f.tiny) == (16, 2.0 ** -7, (2 - 2.0 ** -7) * 2.0 ** 127, 2.0 ** -126)
     assert f.resolution == 0.01  # PyTorch's: 10 ** -floor(7 * log10(2))
