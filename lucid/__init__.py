@@ -115,6 +115,10 @@ def __getattr__(name):
         return getattr(importlib.import_module(f".{_LAZY_ATTRS[name]}", __name__), name)
     if name == "bfloat16":  # loads ml_dtypes on first use: NOTE [bfloat16] in _core/dtypes.py
         return _dtypes_module.enable_bfloat16()
+    if name == "BFloat16Tensor":  # the legacy constructor, made on first use too
+        from .ops.legacy import bfloat16_tensor
+
+        return bfloat16_tensor()
     raise AttributeError(f"module 'lucid' has no attribute {name!r}")
 
 

@@ -78,3 +78,19 @@ TYPED = {c.dtype: c for c in (FloatTensor, DoubleTensor, HalfTensor, LongTensor,
                               CharTensor, ByteTensor, BoolTensor)}
 
 __all__ = [c.__name__ for c in TYPED.values()]
+
+
+def bfloat16_tensor():
+    """``lucid.BFloat16Tensor``, made on first use: bfloat16 loads ml_dtypes (NOTE [bfloat16]).
+
+    Examples
+    --------
+    >>> import lucid
+    >>> lucid.BFloat16Tensor([1.5, 2]).dtype
+    lucid.bfloat16
+    """
+    cls = TYPED.get(dtypes.BF16)
+    if cls is None:
+        cls = TYPED[dtypes.enable_bfloat16().dtype] = _typed(
+            "BFloat16Tensor", dtypes.enable_bfloat16(), "bfloat16 tensors from data or sizes.")
+    return cls

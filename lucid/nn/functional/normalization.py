@@ -13,7 +13,8 @@ from ..._core.grad_mode import no_grad
 from ..._core.primitive import OpError, autocast_composite, autocast_float32
 from ._complex import refuse_complex as _refuse_complex
 from ...ops.elementwise.arithmetic import _is_half as _half_input
-from ._opmath import in_float32 as _in_float32, is_half as _is_half, norm_in_float32 as _norm_in_float32
+from ._opmath import in_float32 as _in_float32, is_bf16 as _bf16_input, is_half as _is_half
+from ._opmath import norm_in_float32 as _norm_in_float32
 
 __all__ = ["layer_norm", "group_norm", "batch_norm", "instance_norm", "normalize", "rms_norm", "local_response_norm"]
 
@@ -76,7 +77,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     tensor([[-1.,  1.]])
     """
     _refuse_complex("layer_norm", input)
-    if _half_input(input):  # See NOTE [Half composites]; also beside float32 parameters, in a region too
+    if _half_input(input) or _bf16_input(input):  # See NOTE [Half composites]; also beside float32 parameters
         return _norm_in_float32(layer_norm, input, normalized_shape, weight, bias, eps)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
@@ -130,7 +131,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     if input.ndim < k or tuple(input.shape[input.ndim - k:]) != normalized_shape:
         raise RuntimeError(f"rms_norm: input of shape {tuple(input.shape)} does not end with normalized_shape "
                            f"{normalized_shape}")
-    if _half_input(input):  # See NOTE [Half composites]; the default eps is float32's, as PyTorch's
+    if _half_input(input) or _bf16_input(input):  # See NOTE [Half composites]; float32's default eps
         return _norm_in_float32(rms_norm, input, normalized_shape, weight, eps)
     eps = float(dtypes.np_finfo(input.dtype).eps) if eps is None else eps
     axes = tuple(range(input.ndim - k, input.ndim))
@@ -164,7 +165,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     tensor([[-1.,  1.]])
     """
     _refuse_complex("group_norm", input)
-    if _half_input(input):  # See NOTE [Half composites]
+    if _half_input(input) or _bf16_input(input):  # See NOTE [Half composites]
         return _norm_in_float32(group_norm, input, num_groups, weight, bias, eps)
     if input.ndim < 2:
         raise RuntimeError(f"group_norm: expected an input of shape (N, C, *), got {tuple(input.shape)}")

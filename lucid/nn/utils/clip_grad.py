@@ -1,6 +1,7 @@
 """Gradient clipping, in place on ``.grad`` (outside the graph)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -44,10 +45,12 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     if not arrays:
         return _wrap(np.array(0.0, np.float32))
     for a in arrays:
-        if a.dtype.kind not in "fc":  # as PyTorch's vector_norm (NumPy would count ints and bools)
+        if _dtypes.kind_of(a.dtype) not in "fc":  # as PyTorch's vector_norm (NumPy would count ints and bools)
             raise RuntimeError(f"get_total_norm: expected floating point or complex tensors, got {a.dtype} "
                                f"(shape {tuple(a.shape)})")
-    dtype = np.result_type(*[a.dtype for a in arrays])
+    dtype = functools.reduce(_dtypes._promote_np, [a.dtype for a in arrays])  # PyTorch's (bfloat16 too)
+    if _dtypes.BF16 is not None:  # bfloat16 is summed in float32, its total rounded once (NOTE [bfloat16])
+        arrays = [a.astype(np.float32) if a.dtype == _dtypes.BF16 else a for a in arrays]
     if dtype.kind == "c":  # the norm of complex gradients is real (|g|), as in PyTorch
         dtype = _dtypes.np_finfo(dtype).dtype
     if any(a.__class__ is not np.ndarray for a in arrays):  # See NOTE [Clipping on a device]

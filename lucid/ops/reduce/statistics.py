@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from ..._core.tensor import tensor_method
+from ..._core import dtypes
+from ..._core.tensor import Tensor, tensor_method
 from .._family import _as_tensor
 from ..elementwise.arithmetic import _F16, _F32, _is_half, cast as _cast
 from ._common import _py_max, _safe_sqrt, all_dims_if_empty, norm_axes
@@ -93,9 +94,14 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=
         dim = numpy_axis("var", dim, axis, None)
     if keepdims is not None:
         keepdim = numpy_keepdims("var", keepdim, keepdims)
-    if _is_half(input):  # PyTorch accumulates float16 in float32 and rounds once (NOTE [Half opmath])
-        return _cast(var(_cast(input, _F32), dim, unbiased, keepdim, correction=correction), _F16)
+    if _is_half(input) or _is_bf16(input):  # PyTorch accumulates float16 (and bfloat16) in float32 and rounds
+        low = _F16 if _is_half(input) else dtypes.BF16  # once (NOTE [Half opmath], NOTE [bfloat16])
+        return _cast(var(_cast(input, _F32), dim, unbiased, keepdim, correction=correction), low)
     return _var(input, dim, unbiased, keepdim, correction, "var")
+
+
+def _is_bf16(x):
+    return dtypes.BF16 is not None and isinstance(x, Tensor) and x.dtype == dtypes.BF16
 
 
 @tensor_method("std")
@@ -125,8 +131,9 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=
         dim = numpy_axis("std", dim, axis, None)
     if keepdims is not None:
         keepdim = numpy_keepdims("std", keepdim, keepdims)
-    if _is_half(input):  # See var
-        return _cast(std(_cast(input, _F32), dim, unbiased, keepdim, correction=correction), _F16)
+    if _is_half(input) or _is_bf16(input):  # See var
+        low = _F16 if _is_half(input) else dtypes.BF16
+        return _cast(std(_cast(input, _F32), dim, unbiased, keepdim, correction=correction), low)
     return _safe_sqrt(_var(input, dim, unbiased, keepdim, correction, "std"))
 
 
