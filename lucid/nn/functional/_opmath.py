@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..._core import dtypes
 from ..._core.primitive import AUTOCAST_HOOK
 from ..._core.tensor import Tensor
-from ...ops.elementwise.arithmetic import _F16, _F32, _is_half, cast
+from ...ops.elementwise.arithmetic import _F16, _F32, _is_bf16 as is_bf16, _is_half, cast
 
 __all__ = ["is_half", "is_bf16", "in_float32", "norm_in_float32"]
 
@@ -36,13 +36,6 @@ __all__ = ["is_half", "is_bf16", "in_float32", "norm_in_float32"]
 def is_half(x):
     """Whether ``x`` is a float16 (or bfloat16) tensor that a composite should compute in float32."""
     return (_is_half(x) or is_bf16(x)) and AUTOCAST_HOOK[0] is None
-
-
-def is_bf16(x):
-    """Whether ``x`` is a bfloat16 tensor (NOTE [bfloat16]): composites compute it in float32 too."""
-    if dtypes.BF16 is None or not isinstance(x, Tensor):
-        return False
-    return (x._data.dtype if x.__class__ is Tensor else x.dtype) == dtypes.BF16  # a tracer: its dtype
 
 
 def _up(v):

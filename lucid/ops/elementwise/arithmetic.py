@@ -162,6 +162,13 @@ def _is_half(v):
     return isinstance(v, Tensor) and v.dtype == _F16
 
 
+def _is_bf16(v):
+    """Whether ``v`` is a bfloat16 tensor (NOTE [bfloat16]); one global read until bfloat16 is used."""
+    if dtypes.BF16 is None or not isinstance(v, Tensor):
+        return False
+    return (v._data.dtype if v.__class__ is Tensor else v.dtype) == dtypes.BF16  # a tracer: its dtype
+
+
 def _half_opmath(prim, a, b):
     """``prim(a, b)`` for a float16 result computed in float32 and rounded once (NOTE [Half opmath])."""
     a = cast(a, _F32) if isinstance(a, Tensor) else a

@@ -7,9 +7,9 @@ import math
 import numpy as np
 
 from ..._core import dtypes
-from ..._core.tensor import Tensor, tensor_method
+from ..._core.tensor import tensor_method
 from .._family import _as_tensor
-from ..elementwise.arithmetic import _F16, _F32, _is_half, cast as _cast
+from ..elementwise.arithmetic import _F16, _F32, _is_bf16, _is_half, cast as _cast
 from ._common import _py_max, _safe_sqrt, all_dims_if_empty, norm_axes
 from .sums import mean, sum
 from ..numpy_aliases import numpy_axis, numpy_keepdims
@@ -98,10 +98,6 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=
         low = _F16 if _is_half(input) else dtypes.BF16  # once (NOTE [Half opmath], NOTE [bfloat16])
         return _cast(var(_cast(input, _F32), dim, unbiased, keepdim, correction=correction), low)
     return _var(input, dim, unbiased, keepdim, correction, "var")
-
-
-def _is_bf16(x):
-    return dtypes.BF16 is not None and isinstance(x, Tensor) and x.dtype == dtypes.BF16
 
 
 @tensor_method("std")
