@@ -75,7 +75,9 @@ _DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "
 # Dtypes with no typed storage class: PyTorch writes them as an UntypedStorage of bytes and a
 # ``_rebuild_tensor_v3`` naming the dtype.
 _UNTYPED = frozenset(np.dtype(n) for n in ("uint16", "uint32", "uint64"))
-_LACKS = {"BFloat16Storage": "bfloat16", "bfloat16": "bfloat16", "complex32": "complex32",
+# bfloat16 is not lacking: ``resolve`` reads it through ml_dtypes (NOTE [bfloat16])
+_BFLOAT16 = ("BFloat16Storage", "bfloat16")
+_LACKS = {"complex32": "complex32",
           "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2", "float8_e4m3fnuz": "float8_e4m3fnuz",
           "float8_e5m2fnuz": "float8_e5m2fnuz", "float8_e8m0fnu": "float8_e8m0fnu", "quint4x2": "quint4x2",
           "quint2x4": "quint2x4", "QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4"}
@@ -110,7 +112,7 @@ def _builtin_names():
     return (set(_CALLS) | {f"torch.{n}" for n in _STORAGES} | {"torch.storage.UntypedStorage"}
             | {f"torch.{n}" for n in _QSTORAGES} | {f"torch.{n}" for n in _QSCHEMES}
             | {f"torch.{q}" for _, q in _QSTORAGES.values()} | set(_TYPES)
-            | {f"torch.{n}" for n in _DTYPES} | {f"torch.{n}" for n in _LACKS})
+            | {f"torch.{n}" for n in _DTYPES} | {f"torch.{n}" for n in (*_LACKS, *_BFLOAT16)})
 
 
 # ---------------------------------------------------------------------------- read
@@ -351,7 +353,7 @@ class _Archive:
             return got
         if full in self.user:
             return self.user[full]
-        if module == "torch" and name in ("BFloat16Storage", "bfloat16"):  # NOTE [bfloat16]
+        if module == "torch" and name in _BFLOAT16:  # NOTE [bfloat16]
             from ._core import dtypes
 
             try:
