@@ -602,7 +602,7 @@ class ExecutionTraceObserver:
         roots = [self._root(1, "[pytorch|profiler|execution_trace|process]", 0),
                  self._root(2, "[pytorch|profiler|execution_trace|thread]", 1)]
         data = {**head, "nodes": roots + self._nodes, "finish_ts": self._finish_ts or head["start_ts"]}
-        _atomic_write(self.output_file_path, json.dumps(data).encode())
+        _atomic_write(self.output_file_path, json.dumps(data).encode(), "ExecutionTraceObserver")
 
     @staticmethod
     def _root(i, name, parent):
@@ -677,21 +677,16 @@ def _et_value(v):
     return v if isinstance(v, (bool, int, float, str)) or v is None else str(v)
 
 
-def _atomic_write(path, data):
+def _atomic_write(path, data, api):
     """Write ``data`` (gzipped for a ``.gz`` path) beside ``path`` and rename it into place: a
-    failure leaves no truncated file behind."""
+    failure leaves no truncated file behind (NOTE [Safe save])."""
+    from ._atomic_file import atomic_write
+
     if str(path).endswith(".gz"):
         import gzip
 
         data = gzip.compress(data)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    atomic_write(path, lambda f: f.write(data), api=api)
 
 
 # --------------------------------------------------------------- public
@@ -877,7 +872,8 @@ custom_trace_id_callback : optional
         head = {"schemaVersion": 1, "deviceProperties": [], "record_shapes": int(self.record_shapes),
                 "profile_memory": int(self.profile_memory), "host_name": socket.gethostname(),
                 "displayTimeUnit": "ms", "baseTimeNanoseconds": base}
-        _atomic_write(path, json.dumps({**head, "traceEvents": trace, "traceName": os.fspath(path)}).encode())
+        _atomic_write(path, json.dumps({**head, "traceEvents": trace, "traceName": os.fspath(path)}).encode(),
+                      "export_chrome_trace")
         return path
 
 

@@ -161,7 +161,7 @@ class _Storage:
 
 
 def load_torch(dec, head, pos):
-    """Load the PyTorch checkpoint open in ``dec.fh`` (a ``serialization._Decoder``) whose first
+    """Load the PyTorch checkpoint open in ``dec.fh`` (a ``serialization_decode._Decoder``) whose first
     8 bytes, ``head``, were read from offset ``pos``. See NOTE [PyTorch checkpoints]."""
     zf, size, fail = _open_zip(dec, head, pos)
     with zf:
@@ -171,7 +171,7 @@ def load_torch(dec, head, pos):
 def unsafe_globals(dec, head, pos):
     """The sorted names the checkpoint's data.pkl asks for that a load would refuse, found by
     scanning its opcodes (nothing is unpickled). See ``serialization.get_unsafe_globals_in_checkpoint``."""
-    from .serialization import _globals_in_pickle, _user_globals
+    from .serialization_globals import _globals_in_pickle, _user_globals
 
     zf, size, fail = _open_zip(dec, head, pos)
     with zf:
@@ -186,7 +186,7 @@ def unsafe_globals(dec, head, pos):
 
 
 def _blocked():
-    from .serialization import _BLOCKED_MODULES
+    from .serialization_globals import _BLOCKED_MODULES
 
     return _BLOCKED_MODULES
 
@@ -205,7 +205,7 @@ def _full_name(module, name):
 
 def _open_zip(dec, head, pos):
     """``(ZipFile, archive size, failer)`` of the checkpoint open in ``dec.fh``."""
-    from .serialization import _TORCH_LEGACY
+    from .serialization_format import _TORCH_LEGACY
 
     fail = _failer(dec.where)
     if head == _TORCH_LEGACY:
@@ -235,7 +235,7 @@ class _Archive:
         self.storages = {}
         self.spans = []  # sorted (start, end) of the records read: a new one may overlap none
         self.globals, calls = self.whitelist()
-        from .serialization import _user_globals
+        from .serialization_globals import _user_globals
 
         self.user = _user_globals()  # NOTE [Safe globals]: one snapshot per load
         self.callables = {id(f): f for f in calls + list(self.user.values())}  # what REDUCE may call

@@ -13,6 +13,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ._atomic_file import atomic_write
 from ._core import backend
 from ._core.tensor import Tensor
 from .serialization_torch import _ALIGN, _TORCH_DEVICE_TYPES, _UNTYPED, storage_name
@@ -315,25 +316,4 @@ def save_for_torch(obj, f):
     if hasattr(f, "write"):
         _write_archive(f, pkl, w.records)
         return
-    _atomic_write(os.fspath(f), lambda fh: _write_archive(fh, pkl, w.records))
-
-
-def _atomic_write(path, fill):
-    """``fill(file)`` written atomically by serialization.py's writer (NOTE [Safe save]); its
-    errors are re-titled for ``save_for_torch``."""
-    from . import serialization as ser
-
-    try:
-        ser._atomic_write(path, fill)
-    except (OSError, ValueError) as e:
-        raise _retitled(e) from None
-
-
-def _retitled(e):
-    text = e.strerror if isinstance(e, OSError) and e.errno and e.strerror else str(e)
-    if text.startswith("lucid.save: "):
-        text = "save_for_torch: " + text[len("lucid.save: "):]
-    try:
-        return type(e)(e.errno, text) if isinstance(e, OSError) and e.errno else type(e)(text)
-    except Exception:  # pragma: no cover - exotic exception types
-        return e
+    atomic_write(f, lambda fh: _write_archive(fh, pkl, w.records), api="save_for_torch")

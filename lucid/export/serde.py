@@ -2,7 +2,7 @@
 
 NOTE [Exported program format]
 The file is one ``lucid.save`` container (a safetensors file, written atomically: NOTE
-[Safe save] in ``lucid/serialization.py``) holding a dict:
+[Safe save] in ``lucid/_atomic_file.py``) holding a dict:
 ``{"format": "lucid.export", "version": 1, "program": <JSON text>, "state_dict": {...},
 "constants": {...}, "example_inputs": [args, kwargs] or None}``.
 The JSON program has the graph (``nodes``: ``op``, ``name``, ``target``, ``args``,
@@ -281,7 +281,7 @@ def _savable_examples(examples):
 
 
 def _holds_config_object(obj):
-    from ..serialization import _config_state
+    from ..serialization_encode import _config_state
 
     if isinstance(obj, dict):
         return any(_holds_config_object(v) for v in obj.values())
