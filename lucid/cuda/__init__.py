@@ -246,4 +246,10 @@ def __getattr__(name):
         import importlib
 
         return importlib.import_module(".amp", __name__)
+    if name.endswith("Tensor"):  # the legacy constructors, lucid.cuda.FloatTensor ...
+        from ..ops.legacy import cuda_typed
+
+        cls = cuda_typed(name)
+        if cls is not None:
+            return cls
     raise AttributeError(f"module 'lucid.cuda' has no attribute {name!r}")

@@ -816,8 +816,9 @@ def type_(input, dtype=None, non_blocking=False):
         return out if out.device.type == "cpu" else to_device(out, "cpu")
     if dtype is Tensor:  # x.type(torch.Tensor): the default tensor type, as PyTorch
         return cast(input, dtypes.get_default_dtype())
-    dtype = getattr(dtype, "dtype", dtype)  # a typed class carries its dtype
-    return cast(input, dtype_arg(dtype, "type"))
+    where = getattr(dtype, "device_type", None)  # a typed class: its dtype and device type
+    out = cast(input, dtype_arg(getattr(dtype, "dtype", dtype), "type"))
+    return out if where is None or out.device.type == where else to_device(out, where)
 
 
 @tensor_method("cpu")

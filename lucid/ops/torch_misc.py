@@ -101,21 +101,54 @@ def get_device_module(device=None):
     raise RuntimeError(f"get_device_module: device type {kind!r} has no device module")
 
 
+_DEVICE_FROM_TENSOR_TYPE = [False]  # the default device was set by a CUDA tensor type
+
+
 def set_default_tensor_type(t):
     """Deprecated (as in PyTorch): sets the default dtype from a tensor type (``lucid.DoubleTensor``
-    or ``"lucid.DoubleTensor"``); use ``set_default_dtype`` / ``set_default_device``."""
+    or ``"lucid.DoubleTensor"``), and the default device too for a CUDA one
+    (``lucid.cuda.FloatTensor``: it needs a GPU, as in PyTorch); use ``set_default_dtype`` /
+    ``set_default_device``.
+
+    A CPU type after a CUDA one makes the CPU the default device again; it leaves a device set
+    with ``set_default_device`` alone.
+
+    Examples
+    --------
+    >>> import lucid, warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     lucid.set_default_tensor_type("torch.DoubleTensor")
+    >>> lucid.zeros(1).dtype
+    lucid.float64
+    >>> lucid.set_default_dtype(lucid.float32)
+    """
     warnings.warn("set_default_tensor_type() is deprecated as of PyTorch 2.1, please use set_default_dtype() "
                   "and set_default_device() as alternatives.", UserWarning, stacklevel=2)
     L = _L()
     if isinstance(t, str):
-        name = t.split(".")[-1]
-        t = getattr(L, name, None)
-        if t is None or not hasattr(t, "dtype"):
-            raise TypeError(f"set_default_tensor_type: invalid type string {name!r}")
+        *middle, name = t.split(".")[1:] if "." in t else [t]
+        found = None if len(middle) > 1 else getattr(L.cuda if middle == ["cuda"] else L, name, None)
+        if middle not in ([], ["cuda"]) or found is None or not hasattr(found, "dtype"):
+            raise TypeError(f"set_default_tensor_type: invalid type string {t!r}")
+        t = found
     dtype = getattr(t, "dtype", None)
-    if dtype is None or dtype.kind != "f":
+    if dtype is None or not dtype.is_floating_point:
         raise TypeError("set_default_tensor_type: only floating-point types are supported as the default type")
+    kind = getattr(t, "device_type", "cpu")
+    if kind != "cpu":  # checked before anything changes: a refused type changes nothing
+        from .._core.backend import check_device
+
+        try:
+            check_device(kind)
+        except RuntimeError as e:
+            raise TypeError(f"type {t.__module__}.{t.__name__} not available: {e}") from None
     L.set_default_dtype(dtype)
+    if kind != "cpu":
+        L.set_default_device(kind)
+    elif _DEVICE_FROM_TENSOR_TYPE[0]:
+        L.set_default_device("cpu")
+    _DEVICE_FROM_TENSOR_TYPE[0] = kind != "cpu"
 
 
 def vander(x, N=None, increasing=False):

@@ -157,3 +157,28 @@ def test_training_on_the_second_gpu_stays_there():
         assert all(v.device.id == 1 for v in state.values() if hasattr(v, "device") and hasattr(v.device, "id"))
     noise = lucid.randn(1000, device="cuda:1")  # drawn by cuda:1's own generator, on cuda:1
     assert noise.device == lucid.device("cuda", 1) and abs(noise.mean().item()) < 0.2
+
+
+def test_legacy_cuda_tensor_types():
+    """``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`` (old GAN code) and
+    ``set_default_tensor_type('torch.cuda.FloatTensor')`` put tensors on the GPU."""
+    import warnings
+
+    x = lucid.cuda.FloatTensor([[1.5, 2.0]])
+    assert x.device.type == "cuda" and x.dtype is lucid.float32 and x.cpu().tolist() == [[1.5, 2.0]]
+    assert isinstance(x, lucid.cuda.FloatTensor) and not isinstance(x, lucid.FloatTensor)
+    assert x.type() == "lucid.cuda.FloatTensor"
+    assert lucid.cuda.LongTensor(2, 3).device.type == "cuda" and lucid.cuda.LongTensor(2, 3).dtype is lucid.int64
+    back = x.type(lucid.DoubleTensor)
+    assert back.device.type == "cpu" and back.dtype is lucid.float64
+    prev = lucid.get_default_dtype(), lucid.get_default_device()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lucid.set_default_tensor_type("torch.cuda.FloatTensor")
+            assert lucid.zeros(2).device.type == "cuda"
+            lucid.set_default_tensor_type(lucid.FloatTensor)
+            assert lucid.zeros(2).device.type == "cpu"
+    finally:
+        lucid.set_default_dtype(prev[0])
+        lucid.set_default_device(prev[1])

@@ -182,3 +182,97 @@ def test_timer_measurements():
     assert "Median: " in text and "IQR:    0.00" in text and "measurements," in text and "runs per measurement" in text
     with pytest.raises(ValueError, match="num_threads"):
         Timer("pass", num_threads=0)
+
+
+def test_legacy_classes_belong_to_a_device_type():
+    """``lucid.FloatTensor`` is the CPU's class and ``lucid.cuda.FloatTensor`` CUDA's, as in
+    PyTorch: construction, ``isinstance``, ``x.type(cls)`` and ``set_default_tensor_type`` follow
+    the class's device type. The CUDA classes are exercised here through the same factory on the
+    strict stand-in device (tests/gpu/test_cuda.py runs the real ones on a GPU)."""
+    import warnings
+
+    from lucid.ops.legacy import _typed
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    StrictFloat = _typed("FloatTensor", lucid.float32, "stand-in", device_type="strict")
+    a = StrictFloat([1.5, 2.5])
+    assert a.device.type == "strict" and a.dtype is lucid.float32 and a.cpu().tolist() == [1.5, 2.5]
+    assert StrictFloat(2, 3).device.type == "strict" and StrictFloat(2, 3).cpu().numpy().sum() == 0
+    assert isinstance(a, StrictFloat) and not isinstance(a, lucid.FloatTensor)
+    assert not isinstance(lucid.zeros(2, device="cpu"), StrictFloat)
+    assert isinstance(lucid.zeros(2, device="cpu"), lucid.FloatTensor)
+    # the CPU class makes CPU tensors whatever the default device, and refuses another device
+    assert lucid.FloatTensor([1.0]).device.type == "cpu"
+    with pytest.raises(RuntimeError, match="legacy constructor expects device type: cpu but device type: strict"):
+        lucid.FloatTensor([1.0], device="strict")
+    # x.type(cls): the class's dtype and device type
+    moved = lucid.tensor([1.25, -2.0], dtype=lucid.float64, device="cpu").type(StrictFloat)
+    assert moved.device.type == "strict" and moved.dtype is lucid.float32 and moved.cpu().tolist() == [1.25, -2.0]
+    back = moved.type(lucid.DoubleTensor)
+    assert back.device.type == "cpu" and back.dtype is lucid.float64
+    # set_default_tensor_type with a device class sets the default device; a CPU class after it resets it
+    prev_dtype, prev_device = lucid.get_default_dtype(), lucid.get_default_device()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lucid.set_default_dtype(lucid.float64)
+            lucid.set_default_device("cpu")
+            lucid.set_default_tensor_type(StrictFloat)
+            z = lucid.zeros(2)
+            assert z.device.type == "strict" and z.dtype is lucid.float32
+            lucid.set_default_tensor_type(lucid.DoubleTensor)
+            z = lucid.zeros(2)
+            assert z.device.type == "cpu" and z.dtype is lucid.float64
+            lucid.set_default_device("strict")  # set by hand: a CPU tensor type leaves it
+            lucid.set_default_tensor_type(lucid.FloatTensor)
+            assert lucid.zeros(1).device.type == "strict" and lucid.zeros(1).dtype is lucid.float32
+    finally:
+        lucid.set_default_dtype(prev_dtype)
+        lucid.set_default_device(prev_device)
+
+
+def test_cuda_legacy_classes_without_a_gpu():
+    import warnings
+
+    if lucid.cuda.is_available():
+        pytest.skip("the machine has a GPU: tests/gpu/test_cuda.py covers the classes there")
+    C = lucid.cuda.FloatTensor
+    assert repr(C) == "<class 'lucid.cuda.FloatTensor'>" and C.dtype is lucid.float32 and C.is_cuda
+    assert lucid.cuda.LongTensor.dtype is lucid.int64 and not lucid.FloatTensor.is_cuda
+    assert lucid.cuda.FloatTensor is C  # made once
+    assert not isinstance(lucid.zeros(2, device="cpu"), C)
+    with pytest.raises(RuntimeError, match="FloatTensor: device 'cuda' is not available"):
+        C([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="device 'cuda' is not available"):
+        lucid.zeros(2, device="cpu").type(lucid.cuda.DoubleTensor)
+    prev = lucid.get_default_dtype(), lucid.get_default_device()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lucid.set_default_dtype(lucid.float64)
+        try:
+            for t in ("torch.cuda.FloatTensor", C):
+                with pytest.raises(TypeError, match="type lucid.cuda.FloatTensor not available"):
+                    lucid.set_default_tensor_type(t)
+                assert lucid.get_default_dtype() is lucid.float64  # nothing changed
+            with pytest.raises(TypeError, match="invalid type string 'torch.cuda.NopeTensor'"):
+                lucid.set_default_tensor_type("torch.cuda.NopeTensor")
+        finally:
+            lucid.set_default_dtype(prev[0])
+            lucid.set_default_device(prev[1])
+    with pytest.raises(AttributeError, match="has no attribute 'NopeTensor'"):
+        lucid.cuda.NopeTensor
+
+
+def test_cuda_legacy_classes_match_torch():
+    torch = pytest.importorskip("torch")
+    for name in ("FloatTensor", "LongTensor", "HalfTensor", "BoolTensor"):
+        ours, theirs = getattr(lucid.cuda, name), getattr(torch.cuda, name)
+        assert str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1]
+        assert ours.is_cuda == theirs.is_cuda and getattr(lucid, name).is_cuda == getattr(torch, name).is_cuda
+        assert isinstance(lucid.zeros(1, dtype=ours.dtype, device="cpu"), ours) == isinstance(
+            torch.zeros(1, dtype=theirs.dtype), theirs)
+    with pytest.raises(RuntimeError, match="legacy constructor expects device type: cpu but device type: meta"):
+        torch.FloatTensor([1.0], device="meta")
+    with pytest.raises(RuntimeError, match="legacy constructor expects device type: cpu but device type: meta"):
+        lucid.FloatTensor([1.0], device="meta")
