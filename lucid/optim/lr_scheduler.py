@@ -811,45 +811,74 @@ class ReduceLROnPlateau(LRScheduler):  # an LRScheduler, as PyTorch's (its own _
                  threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):
         if factor >= 1.0:
             raise ValueError("ReduceLROnPlateau: factor should be < 1.0")
-        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
-            raise ValueError(f"ReduceLROnPlateau: bad mode {mode!r} or threshold_mode {threshold_mode!r}")
+        self._check_modes(mode, threshold_mode)
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"ReduceLROnPlateau: {type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
         n = len(optimizer.param_groups)
         if isinstance(min_lr, (list, tuple)) and len(min_lr) != n:
             raise ValueError(f"ReduceLROnPlateau: expected {n} min_lrs, got {len(min_lr)}")
+        # a scalar min_lr also bounds param groups added later (PyTorch's default_min_lr)
+        self.default_min_lr = None if isinstance(min_lr, (list, tuple)) else min_lr
         self.min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
         self.mode, self.factor, self.patience = mode, factor, patience
         self.threshold, self.threshold_mode = threshold, threshold_mode
+        self.mode_worse = math.inf if mode == "min" else -math.inf
         self.cooldown, self.eps = cooldown, eps
-        self.cooldown_counter = 0
-        self.best = math.inf if mode == "min" else -math.inf
-        self.num_bad_epochs = 0
         self.last_epoch = 0
         self._last_lr = _current_lrs(optimizer)
+        self._reset()
 
-    def _better(self, a, best):
+    @staticmethod
+    def _check_modes(mode, threshold_mode):
+        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"ReduceLROnPlateau: bad mode {mode!r} or threshold_mode {threshold_mode!r}")
+
+    def _reset(self):
+        """Forget the best metric, the bad epochs and the cooldown (PyTorch's ``_reset``)."""
+        self.best = self.mode_worse
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    @property
+    def in_cooldown(self):
+        return self.cooldown_counter > 0
+
+    def _is_better(self, a, best):
         if self.mode == "min":
             return a < (best * (1 - self.threshold) if self.threshold_mode == "rel" else best - self.threshold)
         return a > (best * (1 + self.threshold) if self.threshold_mode == "rel" else best + self.threshold)
 
-    def step(self, metrics):
+    def step(self, metrics, epoch=None):
         current = float(metrics)
-        self.last_epoch += 1
-        if self._better(current, self.best):
+        if epoch is not None:
+            warnings.warn(_EPOCH_DEPRECATION, UserWarning, stacklevel=2)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if self._is_better(current, self.best):
             self.best, self.num_bad_epochs = current, 0
         else:
             self.num_bad_epochs += 1
-        if self.cooldown_counter > 0:
+        if self.in_cooldown:
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
-            for g, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
-                new = max(g["lr"] * self.factor, min_lr)
-                if g["lr"] - new > self.eps:
-                    _set_lr(g, new)
+            self._reduce_lr()
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
         self._last_lr = _current_lrs(self.optimizer)
+
+    def _reduce_lr(self):
+        groups = self.optimizer.param_groups
+        if len(groups) != len(self.min_lrs):  # a group was added since (add_param_group)
+            if self.default_min_lr is None:
+                raise RuntimeError(
+                    f"ReduceLROnPlateau: the optimizer has {len(groups)} param groups, {len(self.min_lrs)} when the "
+                    "scheduler was made (a param group was added?): set its min_lrs to one per group")
+            self.min_lrs = [self.default_min_lr] * len(groups)
+        for g, min_lr in zip(groups, self.min_lrs):
+            new = max(float(g["lr"]) * self.factor, min_lr)
+            if float(g["lr"]) - new > self.eps:
+                _set_lr(g, new)
 
     def get_last_lr(self):
         return list(self._last_lr)
@@ -859,6 +888,11 @@ class ReduceLROnPlateau(LRScheduler):  # an LRScheduler, as PyTorch's (its own _
 
     def load_state_dict(self, state_dict):
         self.__dict__.update(state_dict)
+        # an older state without these: derived again from the loaded mode, as PyTorch's _init_is_better
+        self._check_modes(self.mode, self.threshold_mode)
+        self.mode_worse = math.inf if self.mode == "min" else -math.inf
+        if "default_min_lr" not in state_dict:
+            self.default_min_lr = None
 
 
 # (at the bottom: these subclass LRScheduler from this module)

@@ -190,6 +190,53 @@ def test_reduce_lr_on_plateau_max_mode_abs_threshold():
         S.ReduceLROnPlateau(o, factor=1.5)
 
 
+def test_reduce_lr_on_plateau_param_group_added_later():
+    """A scalar ``min_lr`` bounds groups added after the scheduler was made (they were left
+    unreduced); per-group ``min_lrs`` then raise, as PyTorch's ``default_min_lr`` logic."""
+    o = _opt(lrs=(1.0,))
+    s = S.ReduceLROnPlateau(o, factor=0.5, patience=0, min_lr=0.3)
+    o.add_param_group({"params": [lucid.zeros(1, requires_grad=True)], "lr": 0.8})
+    s.step(1.0)
+    s.step(1.0)  # bad epoch: both groups halve, floored at 0.3
+    assert [g["lr"] for g in o.param_groups] == [0.5, 0.4]
+    s.step(1.0)
+    assert [g["lr"] for g in o.param_groups] == [0.3, 0.3] and s.min_lrs == [0.3, 0.3]
+    o2 = _opt(lrs=(1.0,))
+    s2 = S.ReduceLROnPlateau(o2, patience=0, min_lr=[0.0])
+    o2.add_param_group({"params": [lucid.zeros(1, requires_grad=True)], "lr": 0.8})
+    s2.step(1.0)
+    with pytest.raises(RuntimeError, match="optimizer has 2 param groups, 1 when the scheduler was made"):
+        s2.step(1.0)
+    assert [g["lr"] for g in o2.param_groups] == [1.0, 0.8]  # nothing changed
+
+
+def test_reduce_lr_on_plateau_state_and_epoch_argument():
+    o = _opt(lrs=(1.0,))
+    s = S.ReduceLROnPlateau(o, mode="max", patience=1, cooldown=2)
+    assert s.mode_worse == -math.inf and s.best == -math.inf and s.default_min_lr == 0 and not s.in_cooldown
+    with pytest.warns(UserWarning, match="epoch"):
+        s.step(2.0, epoch=7)
+    assert s.last_epoch == 7 and s.best == 2.0
+    state = s.state_dict()
+    state.pop("mode_worse"), state.pop("default_min_lr")  # a state saved before these existed
+    s2 = S.ReduceLROnPlateau(_opt(lrs=(1.0,)))
+    s2.load_state_dict(state)
+    assert s2.mode == "max" and s2.mode_worse == -math.inf and s2.default_min_lr is None and s2.best == 2.0
+    s2._reset()
+    assert s2.best == -math.inf and s2.num_bad_epochs == 0 and s2.cooldown_counter == 0
+    with pytest.raises(TypeError, match="ReduceLROnPlateau: list is not an Optimizer"):
+        S.ReduceLROnPlateau([])
+
+
+def test_reduce_lr_on_plateau_state_keys_match_torch():
+    torch = pytest.importorskip("torch")
+    ours = S.ReduceLROnPlateau(_opt(lrs=(1.0,)), min_lr=0.01).state_dict()
+    theirs = torch.optim.lr_scheduler.ReduceLROnPlateau(
+        torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0), min_lr=0.01).state_dict()
+    assert set(ours) == set(theirs)
+    assert {k: ours[k] for k in ours if k != "_last_lr"} == {k: theirs[k] for k in theirs if k != "_last_lr"}
+
+
 @pytest.mark.parametrize("make", [
     lambda o: S.StepLR(o, step_size=2, gamma=0.3),
     lambda o: S.MultiStepLR(o, milestones=[2, 4]),
