@@ -266,20 +266,35 @@ def _solve_rhs(ns, tangents, out):
     return rhs
 
 
-# cholesky (lower): gA = sym(L^-T Phi(L^T gL) L^-1), Phi = lower triangle with half diagonal.
+# cholesky (lower): gA = sym(L^-H Phi(L^H gL) L^-1), dL = L Phi(L^-1 sym(dA) L^-H), Phi = lower
+# triangle with half diagonal, sym(X) = (X + X^H) / 2. Both rules differentiate A -> chol(sym(A)),
+# as eigh's do (and JAX's): the gradient is symmetric and a tangent is symmetrized, so that forward
+# and reverse mode give one Jacobian (jacfwd == jacrev). PyTorch's jvp takes dA as it is, which for
+# a non-symmetric tangent disagrees with its own symmetric gradient. (The forward reads one
+# triangle of A; the derivative of that reading would be a triangular gradient instead.)
 def _phi(ns, x):
     return x * _tril_mask(x, 0.5)
 
 
-def _cholesky_vjp(ns, g, out, a):
-    linv = ns.linalg_inv(out)
-    ga = ns.matmul(_mH(ns, linv), ns.matmul(_phi(ns, ns.matmul(_mH(ns, out), g)), linv))
+def cholesky_vjp_rule(ns, g, lo, inv):
+    """The cholesky rules for factor ``lo`` with ``inv`` an inverse (also cholesky_ex's, with inv_ex)."""
+    linv = inv(lo)
+    ga = ns.matmul(_mH(ns, linv), ns.matmul(_phi(ns, ns.matmul(_mH(ns, lo), g)), linv))
     return (ga + _mH(ns, ga)) * 0.5
 
 
+def cholesky_jvp_rule(ns, ta, lo, inv):
+    linv = inv(lo)
+    ta = (ta + _mH(ns, ta)) * 0.5
+    return ns.matmul(lo, _phi(ns, ns.matmul(linv, ns.matmul(ta, _mH(ns, linv)))))
+
+
+def _cholesky_vjp(ns, g, out, a):
+    return cholesky_vjp_rule(ns, g, out, ns.linalg_inv)
+
+
 def _cholesky_jvp(ns, primals, tangents, out):
-    linv = ns.linalg_inv(out)
-    return ns.matmul(out, _phi(ns, ns.matmul(linv, ns.matmul(tangents[0], _mH(ns, linv)))))
+    return cholesky_jvp_rule(ns, tangents[0], out, ns.linalg_inv)
 
 
 cholesky_p = defprim("linalg_cholesky", _lapack("cholesky", lambda a: xp.linalg.cholesky(a)),

@@ -21,7 +21,7 @@ from .._core.backend import host_fallback, namespace_of, xp
 from .._core.primitive import TN, bind, defprim
 from ._family import move_bdim, shape_of, sum_to_shape
 from .linalg import _mH
-from .linalg_decomp import _batch_front, _tril_mask
+from .linalg_decomp import _batch_front, cholesky_jvp_rule, cholesky_vjp_rule
 
 
 def _info_zeros(a):
@@ -64,26 +64,13 @@ def _cholesky_ex_impl(a):
     return _per_matrix_host(_potrf, a)
 
 
-def _phi(ns, x):
-    return x * _tril_mask(x, 0.5)
-
-
-def _linv(ns, lo):
-    return ns.linalg_inv_ex(lo)[0]
-
-
-# Cholesky's rules (gA = sym(L^-H Phi(L^H gL) L^-1), dL = L Phi(L^-1 dA L^-H)) with inv_ex.
+# Cholesky's rules (linalg_decomp.py) with inv_ex: a failed factorization must not raise here.
 def _cholesky_ex_vjp(ns, g, out, a):
-    lo = out[0]
-    linv = _linv(ns, lo)
-    ga = ns.matmul(_mH(ns, linv), ns.matmul(_phi(ns, ns.matmul(_mH(ns, lo), g[0])), linv))
-    return (ga + _mH(ns, ga)) * 0.5
+    return cholesky_vjp_rule(ns, g[0], out[0], lambda lo: ns.linalg_inv_ex(lo)[0])
 
 
 def _cholesky_ex_jvp(ns, primals, tangents, out):
-    lo = out[0]
-    linv = _linv(ns, lo)
-    return ns.matmul(lo, _phi(ns, ns.matmul(linv, ns.matmul(tangents[0], _mH(ns, linv))))), None
+    return cholesky_jvp_rule(ns, tangents[0], out[0], lambda lo: ns.linalg_inv_ex(lo)[0]), None
 
 
 cholesky_ex_p = defprim("linalg_cholesky_ex", _cholesky_ex_impl, vjp=(_cholesky_ex_vjp,), jvp=_cholesky_ex_jvp,

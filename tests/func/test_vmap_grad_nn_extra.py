@@ -183,17 +183,19 @@ def test_cholesky_jvp_symmetric_tangent_matches_finite_differences():
     np.testing.assert_allclose(npy(got), fd, rtol=1e-7, atol=1e-8)
 
 
-def test_cholesky_jvp_non_symmetric_tangent_is_pytorchs_formula():
-    # dL = L Phi(L^-1 T L^-T), Phi = lower triangle with half diagonal, T taken whole: PyTorch's
-    # forward-mode formula. Not the derivative of cholesky(A + eps T), which reads only the lower
-    # triangle of its input (nor of the symmetrised T): PyTorch differs from finite differences there too.
+def test_cholesky_jvp_symmetrizes_a_non_symmetric_tangent():
+    # dL = L Phi(L^-1 sym(T) L^-T), Phi = lower triangle with half diagonal, sym(T) = (T + T^T) / 2:
+    # the derivative of A -> chol(sym(A)), which the (symmetric) gradient also differentiates, so
+    # forward and reverse mode agree (JAX's rule). PyTorch's forward-mode formula takes T whole and
+    # so disagrees with its own gradient off symmetric directions; on a symmetric T the two agree.
     a, t = _spd(), RNG.standard_normal((3, 3))
     lo = np.linalg.cholesky(a)
     li = np.linalg.inv(lo)
-    c = li @ t @ li.T
+    c = li @ ((t + t.T) / 2) @ li.T
     want = lo @ (np.tril(c, -1) + 0.5 * np.diag(np.diag(c)))
     _, got = func.jvp(lucid.linalg.cholesky, (t64(a),), (t64(t),))
     np.testing.assert_allclose(npy(got), want, rtol=1e-10, atol=1e-12)
     torch = pytest.importorskip("torch")
-    _, tj = torch.func.jvp(torch.linalg.cholesky, (torch.tensor(a),), (torch.tensor(t),))
+    _, tj = torch.func.jvp(torch.linalg.cholesky, (torch.tensor(a),), (torch.tensor(t + t.T),))
+    _, got = func.jvp(lucid.linalg.cholesky, (t64(a),), (t64(t + t.T),))
     np.testing.assert_allclose(npy(got), tj.numpy(), rtol=1e-10, atol=1e-12)

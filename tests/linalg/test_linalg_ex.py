@@ -253,3 +253,35 @@ def test_lu_factor_ex_per_matrix_gradient_and_vmap_info():
     assert vinfo.tolist() == [0, 3, 1]  # was silently all zero under vmap
     with pytest.raises(RuntimeError, match="check_errors=True needs concrete values"):
         F.vmap(lambda x: tuple(L.lu_factor_ex(x, check_errors=True)))(lucid.tensor(batch))
+
+
+@pytest.mark.parametrize("name,upper", [("cholesky", False), ("cholesky", True), ("cholesky_ex", False),
+                                        ("cholesky_ex", True)])
+def test_cholesky_forward_and_reverse_mode_agree(name, upper):
+    """Both rules differentiate A -> chol(sym(A)) (as eigh's, and JAX's): jacfwd, whose basis
+    tangents are not symmetric, equals jacrev; on a symmetric direction both equal float64
+    finite differences. (PyTorch's jvp takes dA unsymmetrized and disagrees with its own
+    gradient for non-symmetric tangents.)"""
+    rng = np.random.default_rng(3)
+    b = rng.standard_normal((2, 4, 4))
+    a = b @ b.transpose(0, 2, 1) + 4 * np.eye(4)
+
+    def f(x):
+        out = getattr(lucid.linalg, name)(x, upper=upper)
+        return out[0] if name == "cholesky_ex" else out
+
+    x = lucid.tensor(a)
+    fwd, rev = lucid.func.jacfwd(f)(x).numpy(), lucid.func.jacrev(f)(x).numpy()
+    np.testing.assert_allclose(fwd, rev, rtol=1e-10, atol=1e-12)
+    v = rng.standard_normal(a.shape)
+    v = v + v.transpose(0, 2, 1)
+    eps = 1e-6
+    fd = (f(lucid.tensor(a + eps * v)).numpy() - f(lucid.tensor(a - eps * v)).numpy()) / (2 * eps)
+    _, tangent = lucid.func.jvp(f, (x,), (lucid.tensor(v),))
+    np.testing.assert_allclose(tangent.numpy(), fd, rtol=1e-6, atol=1e-8)
+    # duality on a non-symmetric direction: <vjp(g), w> == <g, jvp(w)>
+    w, g = rng.standard_normal(a.shape), rng.standard_normal(a.shape)
+    xg = lucid.tensor(a, requires_grad=True)
+    grad = lucid.autograd.grad(f(xg), xg, lucid.tensor(g))
+    _, tw = lucid.func.jvp(f, (x,), (lucid.tensor(w),))
+    np.testing.assert_allclose((grad.numpy() * w).sum(), (g * tw.numpy()).sum(), rtol=1e-10)
