@@ -632,7 +632,7 @@ def _alpha_in(alpha, a):
 
 
 @tensor_method("add_", "__iadd__")
-def add_(self, other, *, alpha=1):
+def add_(self, other, *rest, alpha=1):
     """In-place ``self += alpha * other``; returns ``self``.
 
     Examples
@@ -643,6 +643,12 @@ def add_(self, other, *, alpha=1):
     [3.0, 4.0]
     """
     from .elementwise import add
+
+    if rest:  # See NOTE [Deprecated scalar-first overloads] (elementwise/arithmetic.py)
+        from .elementwise.arithmetic import deprecated_scalar_first
+
+        alpha, other = deprecated_scalar_first("add_", other, rest, alpha, 1, "alpha",
+                                               "add_(Tensor other, *, Number alpha = 1)"), rest[0]
 
     def direct(a, o):
         xp.add(a, o if alpha == 1 else xp.multiply(o, _alpha_in(alpha, a)), out=a)
@@ -658,10 +664,14 @@ def add_(self, other, *, alpha=1):
 
 
 @tensor_method("sub_", "subtract_", "__isub__")
-def sub_(self, other, *, alpha=1):
+def sub_(self, other, *rest, alpha=1):
     """In-place ``self -= alpha * other``; returns ``self``."""
     from .elementwise import sub
-    from .elementwise.arithmetic import _reject_bool_subtraction
+    from .elementwise.arithmetic import _reject_bool_subtraction, deprecated_scalar_first
+
+    if rest:  # See NOTE [Deprecated scalar-first overloads] (elementwise/arithmetic.py)
+        alpha, other = deprecated_scalar_first("sub_", other, rest, alpha, 1, "alpha",
+                                               "sub_(Tensor other, *, Number alpha = 1)"), rest[0]
 
     _reject_bool_subtraction(self, other)  # the direct path below would subtract a mask silently
 

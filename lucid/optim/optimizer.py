@@ -45,6 +45,7 @@ import numbers
 import numpy as np
 
 from .._core import backend
+from .._core import dtypes as _dtypes
 from .._core.kernels import Kernel, kernel_for
 from .._core.grad_mode import SUBCLASS_DISPATCH
 from .._core.tensor import Tensor, WrapperValues, _wrap
@@ -664,13 +665,23 @@ class Optimizer(OptimizerHooks):
 
     def _state_shape(self, p, name):
         """The shape state ``name`` of ``p`` must have when loaded (None: any)."""
-        return _local_shape(p) if self._state_like_params else None
+        return _local_shape(p) if self._state_like_params and not self._own_step() else None
+
+    def _own_step(self):
+        """Whether this is a user's optimizer that writes its own ``step`` (no ``_update`` rule):
+        its state is whatever that step keeps (Shampoo's preconditioner matrices, Adafactor's
+        row and column factors, dicts of Tensors), loaded as PyTorch loads it: no shape checks,
+        floating Tensors cast to the parameter's dtype, Tensors nested in lists and dicts kept
+        as Tensors."""
+        return self._tensor_state and type(self)._update is Optimizer._update
 
     # Whether state arrays are kept as Tensors (NOTE [Optimizer updates]); LBFGS keeps arrays.
     _tensor_state = True
 
     def _import_state(self, p, st, index=None):
         entry = self._import_arrays(p, st, index)
+        if self._own_step():  # See Optimizer._own_step
+            entry = {k: v if k == "step" else _nested_tensors(p, v) for k, v in entry.items()}
         if self._tensor_state:
             entry = {k: _state_tensor(p, v) if backend.is_array(v) else v for k, v in entry.items()}
         return entry
@@ -687,7 +698,8 @@ class Optimizer(OptimizerHooks):
                                      f"{tuple(v.shape)} but its parameter (index {index}) needs {tuple(p.shape)}")
                 entry[name] = _wrapper_copy(v)
                 continue
-            if name == "step" and v.numel() == 1:
+            own = self._own_step()  # a user's step reads its state as it saved it (Optimizer._own_step)
+            if name == "step" and v.numel() == 1 and not own:
                 # PyTorch saves the step count as a float32 tensor; kept as one, ``1 - b ** step``
                 # would be computed in float32 (PyTorch's rules read it as a Python number)
                 step = float(v.detach().item())
@@ -697,7 +709,7 @@ class Optimizer(OptimizerHooks):
             src = v._data if name == "step" else backend.to_device(v._data, p.device)
             with backend.on_device(src):  # the copies run where the array is (NOTE [Several devices])
                 arr = src.copy() if src is v._data else src
-                if p.dtype.kind == "c" and arr.dtype.kind == "c" and arr.shape == tuple(p.shape):
+                if p.dtype.kind == "c" and arr.dtype.kind == "c" and arr.shape == tuple(p.shape) and not own:
                     entry[name] = _real_view(arr.astype(p.dtype)).copy()  # See NOTE [Complex optimizer state]
                     continue
                 want = self._state_shape(p, name)
@@ -860,6 +872,22 @@ def _wrapper_copy(t):
 
     with no_grad():
         return t.detach().clone()
+
+
+def _nested_tensors(p, v):
+    """A loaded state value of a user's optimizer (``Optimizer._own_step``): arrays, also inside
+    lists, tuples and dicts, as Tensors, floating ones in ``p``'s floating dtype (PyTorch's
+    ``_process_value_according_to_param_policy``)."""
+    if backend.is_array(v):
+        if _dtypes.is_floating(v.dtype) and p.dtype.is_floating_point and v.dtype != p.dtype.dtype:
+            with backend.on_device(v):
+                v = v.astype(p.dtype.dtype)
+        return _wrap(v)
+    if isinstance(v, (list, tuple)):
+        return type(v)(_nested_tensors(p, x) for x in v)
+    if isinstance(v, dict):
+        return {k: _nested_tensors(p, x) for k, x in v.items()}
+    return v
 
 
 def _export(v):

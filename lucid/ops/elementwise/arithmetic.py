@@ -327,8 +327,33 @@ neg_p.vjp = (lambda ns, g, out, x: -g,)
 neg_p.jvp = lambda ns, primals, tangents, out: -tangents[0]
 
 
+# NOTE [Deprecated scalar-first overloads]
+# PyTorch 2.13 still accepts (warning once) the pre-1.5 signatures that put the scalar first:
+# ``add(Number alpha, Tensor other)``, ``sub(...)``, their in-place forms and
+# ``addcmul/addcdiv(Number value, Tensor tensor1, Tensor tensor2)``; old optimizer code (e.g.
+# ``exp_avg.mul_(beta1).add_(1 - beta1, grad)``) uses them. The ops take the extra positional
+# operands as ``*rest`` (empty on the usual path) and reorder them here.
+def deprecated_scalar_first(op, scalar, rest, given, n, kw, new_sig):
+    """The scalar of a deprecated call ``op(scalar, *rest)`` (NOTE [Deprecated scalar-first
+    overloads]) as a number, after checking the form (``n`` operands in ``rest``, no keyword
+    ``kw`` given besides) and warning as PyTorch does."""
+    if isinstance(scalar, Tensor) and scalar.ndim == 0:
+        scalar = scalar.item()
+    if len(rest) != n or given != 1 or isinstance(scalar, Tensor) \
+            or not isinstance(scalar, (bool, int, float, complex, np.number)):
+        got = ", ".join(type(v).__name__ for v in (scalar,) + tuple(rest)) + (f", {kw}=..." if given != 1 else "")
+        raise TypeError(f"{op}() received an invalid combination of arguments - got ({got}), "
+                        f"but expected {new_sig}")
+    import warnings
+
+    old = f"{op}(Number {kw}, " + ", ".join(["Tensor other"] if n == 1 else ["Tensor tensor1", "Tensor tensor2"]) + ")"
+    warnings.warn(f"This overload of {op} is deprecated:\n\t{old}\nConsider using one of the following "
+                  f"signatures instead:\n\t{new_sig}", UserWarning, stacklevel=3)
+    return scalar
+
+
 @tensor_method("add", "__add__")
-def add(input, other, *, alpha=1):
+def add(input, other, *rest, alpha=1):
     """``input + alpha * other`` with broadcasting and PyTorch type promotion.
 
     Parameters
@@ -344,6 +369,9 @@ def add(input, other, *, alpha=1):
     >>> lucid.add(lucid.tensor([1.0, 2.0]), 1)
     tensor([2., 3.])
     """
+    if rest:  # See NOTE [Deprecated scalar-first overloads]
+        alpha, other = deprecated_scalar_first("add", other, rest, alpha, 1, "alpha",
+                                               "add(Tensor other, *, Number alpha = 1)"), rest[0]
     if alpha != 1 or alpha.__class__ is bool:  # alpha=True is 1 but refused beside non-bool results
         if _half_result(input, other):  # See NOTE [Half opmath]
             if alpha.__class__ is not float:
@@ -394,7 +422,7 @@ def _alpha_result_dtype(input, other, alpha, op):
 
 
 @tensor_method("sub", "subtract", "__sub__")
-def sub(input, other, *, alpha=1):
+def sub(input, other, *rest, alpha=1):
     """``input - alpha * other``.
 
     Parameters
@@ -410,6 +438,9 @@ def sub(input, other, *, alpha=1):
     >>> lucid.sub(lucid.tensor([5, 7]), 2, alpha=2).tolist()
     [1, 3]
     """
+    if rest:  # See NOTE [Deprecated scalar-first overloads]
+        alpha, other = deprecated_scalar_first("sub", other, rest, alpha, 1, "alpha",
+                                               "sub(Tensor other, *, Number alpha = 1)"), rest[0]
     _reject_bool_subtraction(input, other)
     if alpha != 1 or alpha.__class__ is bool:  # alpha=True is 1 but refused beside non-bool results
         if _half_result(input, other):  # See NOTE [Half opmath]

@@ -124,7 +124,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 
 @tensor_method("addcmul")
-def addcmul(input, tensor1, tensor2, *, value=1):
+def addcmul(input, tensor1, tensor2=None, *rest, value=1):
     """``input + value * tensor1 * tensor2``.
 
     Examples
@@ -133,6 +133,8 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     >>> lucid.addcmul(lucid.ones(2), lucid.tensor([1.0, 2.0]), lucid.tensor([3.0, 4.0]), value=0.5).tolist()
     [2.5, 5.0]
     """
+    if rest or tensor2 is None:
+        tensor1, tensor2, value = _deprecated_value("addcmul", tensor1, tensor2, rest, value)
     if _all_half(input, tensor1, tensor2):  # float32 inside, one rounding (NOTE [Half primitives])
         return cast(addcmul(*(cast(v, F32) for v in (input, tensor1, tensor2)), value=value), F16)
     prod = _t(tensor1) * tensor2
@@ -143,9 +145,23 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     return input + (prod if value == 1 else prod * value)
 
 
+def _deprecated_value(op, first, second, rest, value):
+    """``(tensor1, tensor2, value)`` of PyTorch's deprecated ``op(input, value, tensor1, tensor2)``
+    (NOTE [Deprecated scalar-first overloads])."""
+    if second is None:
+        raise TypeError(f"{op}() missing required argument 'tensor2' (pos 3)")
+    from .arithmetic import deprecated_scalar_first
+
+    value = deprecated_scalar_first(op, first, (second,) + rest, value, 2, "value",
+                                    f"{op}(Tensor tensor1, Tensor tensor2, *, Number value = 1)")
+    return second, rest[0], value
+
+
 @tensor_method("addcdiv")
-def addcdiv(input, tensor1, tensor2, *, value=1):
+def addcdiv(input, tensor1, tensor2=None, *rest, value=1):
     """``input + value * tensor1 / tensor2`` (integer inputs are refused, as in PyTorch)."""
+    if rest or tensor2 is None:
+        tensor1, tensor2, value = _deprecated_value("addcdiv", tensor1, tensor2, rest, value)
     t1, t2 = _t(tensor1), _t(tensor2)
     if t1.dtype.kind in "biu" and t2.dtype.kind in "biu":
         raise RuntimeError("addcdiv: integer division of tensors is not supported; use floating point "
