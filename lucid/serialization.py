@@ -27,7 +27,7 @@ pickle) — and validates the header before touching the data. A file without th
 structure (written by another safetensors writer) loads as a dict ``name -> Tensor``.
 Saving to a path writes a temporary file in the same directory, flushes and fsyncs it,
 and ``os.replace``s it onto the target, so a crash never leaves a half-written checkpoint
-(see NOTE [Safe save] for symlinks, special files and stale temporary files).
+(see NOTE [Safe save] in ``_atomic_file.py`` for symlinks, special files and stale temporary files).
 """
 from __future__ import annotations
 
