@@ -42,6 +42,10 @@ from .serialization_encode import _to_bytes, _write_head_and_arrays
 # The safe-globals API is public here, as in torch.serialization; its registry lives in
 # serialization_globals.py (NOTE [Safe globals]).
 from .serialization_globals import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals  # noqa: F401
+# torch.serialization's loading options and location registry (serialization_options.py)
+from .serialization_options import (LoadEndianness, SourceChangeWarning, default_restore_location,  # noqa: F401
+                                    get_default_load_endianness, get_default_mmap_options, location_tag,
+                                    register_package, set_default_load_endianness, set_default_mmap_options)
 
 __all__ = ["save", "load"]  # (and save_for_torch, through __getattr__ below; the safe-globals API
 # above is public too, but tests/test_serialization.py pins this list)

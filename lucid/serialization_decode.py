@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import mmap
 import os
 import pickle
 import struct
@@ -19,6 +20,7 @@ from ._core.tensor import Tensor, _wrap
 from .serialization_format import (_DTYPES, _MAX_HEADER, _STRUCT_KEY, _TORCH_LEGACY, _code_of, _dtype_of_code,
                                    _little)
 from .serialization_globals import _BLOCKED_MODULES, _user_globals
+from .serialization_options import get_default_mmap_options
 
 
 class _EmptyFile(ValueError, EOFError):
@@ -179,8 +181,10 @@ class _Decoder:
         tensors, whose bytes must be normalised, are copied out of it."""
         if not self.entries:
             return {}
-        # a plain ndarray over the map: Lucid tells host arrays by their exact class
-        whole = np.memmap(self.where, dtype=np.uint8, mode="c").view(np.ndarray)
+        # a plain ndarray over the map: Lucid tells host arrays by their exact class; MAP_SHARED
+        # (set_default_mmap_options) lets writes to the tensors reach the file, as in PyTorch
+        shared = get_default_mmap_options() == mmap.MAP_SHARED
+        whole = np.memmap(self.where, dtype=np.uint8, mode="r+" if shared else "c").view(np.ndarray)
         arrays = {}
         for name, e in self.entries.items():
             b, end = e["data_offsets"]

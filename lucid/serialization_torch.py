@@ -256,8 +256,10 @@ class _Archive:
 
     def byteorder(self):
         name = f"{self.prefix}/byteorder"
-        if name not in self.zf.NameToInfo:
-            return "<"  # written since PyTorch 1.10; older files are little-endian
+        if name not in self.zf.NameToInfo:  # written since PyTorch 1.10
+            from .serialization_options import fallback_byteorder
+
+            return fallback_byteorder()  # native unless set_default_load_endianness says otherwise
         raw = self.read(name, limit=16)
         if raw not in (b"little", b"big"):
             raise self.fail(f"byteorder record is {raw[:16]!r}, not 'little' or 'big'")

@@ -406,3 +406,114 @@ def test_deeply_nested_json_is_a_value_error_naming_the_file(tmp_path):
         path.write_bytes(struct.pack("<Q", len(raw)) + raw)
         with pytest.raises(ValueError, match="deep.safetensors"):
             lucid.load(path)
+
+
+def test_mmap_flags_private_and_shared(tmp_path):
+    """``set_default_mmap_options``: MAP_PRIVATE (default) keeps writes to mapped tensors in
+    memory, MAP_SHARED writes them through to the file; as a context manager it restores."""
+    import mmap
+
+    from lucid import serialization as S
+
+    path = tmp_path / "w.safetensors"
+    lucid.save({"w": lucid.tensor([1.0, 2.0, 3.0], device="cpu")}, path)
+    assert S.get_default_mmap_options() == mmap.MAP_PRIVATE
+    w = lucid.load(path, mmap=True)["w"]
+    w.add_(10.0)
+    assert w.tolist() == [11.0, 12.0, 13.0] and lucid.load(path)["w"].tolist() == [1.0, 2.0, 3.0]
+    with S.set_default_mmap_options(mmap.MAP_SHARED):
+        assert S.get_default_mmap_options() == mmap.MAP_SHARED
+        w = lucid.load(path, mmap=True)["w"]
+        w.mul_(2.0)
+        del w
+    assert S.get_default_mmap_options() == mmap.MAP_PRIVATE
+    assert lucid.load(path)["w"].tolist() == [2.0, 4.0, 6.0]  # the write reached the file
+    with pytest.raises(ValueError, match="expected mmap.MAP_PRIVATE or mmap.MAP_SHARED, but got 7"):
+        S.set_default_mmap_options(7)
+    assert S.get_default_mmap_options() == mmap.MAP_PRIVATE
+
+
+def test_fallback_byte_order_of_old_torch_checkpoints(tmp_path):
+    """A PyTorch checkpoint without a byteorder record (before PyTorch 1.10) is read in the
+    byte order ``set_default_load_endianness`` names (native by default)."""
+    import zipfile
+
+    from lucid import serialization as S
+
+    full, old = tmp_path / "full.pt", tmp_path / "old.pt"
+    S.save_for_torch({"x": lucid.tensor([1.0, -2.5], device="cpu", dtype=lucid.float64)}, full)
+    with zipfile.ZipFile(full) as src, zipfile.ZipFile(old, "w", zipfile.ZIP_STORED) as dst:
+        names = [n for n in src.namelist() if not n.endswith("/byteorder")]
+        assert len(names) == len(src.namelist()) - 1
+        for n in names:
+            dst.writestr(n, src.read(n))
+    assert lucid.load(old)["x"].tolist() == [1.0, -2.5]
+    try:
+        S.set_default_load_endianness(S.LoadEndianness.BIG)
+        assert S.get_default_load_endianness() is S.LoadEndianness.BIG
+        want = np.array([1.0, -2.5]).astype("<f8").view(">f8").tolist()  # the bytes read big-endian
+        assert lucid.load(old)["x"].tolist() == want
+        assert lucid.load(full)["x"].tolist() == [1.0, -2.5]  # a record wins over the fallback
+        S.set_default_load_endianness(S.LoadEndianness.LITTLE)
+        assert lucid.load(old)["x"].tolist() == [1.0, -2.5]
+        with pytest.raises(TypeError, match="expected a LoadEndianness or None, got str"):
+            S.set_default_load_endianness("big")
+    finally:
+        S.set_default_load_endianness(None)
+
+
+def test_restore_location_registry():
+    from lucid import serialization as S
+
+    t = lucid.tensor([1.0, 2.0], device="cpu")
+    assert S.location_tag(t) == "cpu"
+    assert S.default_restore_location(t, "cpu") is t
+    with pytest.raises(RuntimeError, match=r"don't know how to restore data location of Tensor \(tagged with tpu:3\)"):
+        S.default_restore_location(t, "tpu:3")
+    with pytest.raises(RuntimeError, match="don't know how to determine data location of list"):
+        S.location_tag([1])
+    # a user's package: asked before Lucid's own entry (lower priority number first)
+    from lucid import serialization_options
+
+    seen, registry = [], list(serialization_options._PACKAGES)
+    try:
+        S.register_package(5, lambda s: "halved" if isinstance(s, lucid.Tensor) and s.dtype is lucid.float16 else None,
+                           lambda s, loc: seen.append(loc) or (s * 0.5 if loc == "halved" else None))
+        assert S.location_tag(lucid.ones(1, dtype=lucid.float16, device="cpu")) == "halved"
+        assert S.default_restore_location(t, "halved").tolist() == [0.5, 1.0] and seen == ["halved"]
+        assert S.default_restore_location(t, "cpu") is t and seen == ["halved", "cpu"]
+    finally:
+        serialization_options._PACKAGES[:] = registry
+    assert issubclass(S.SourceChangeWarning, Warning)
+    with pytest.raises(TypeError, match="register_package: tagger and deserializer must be callables"):
+        S.register_package(1, None, None)
+
+
+def test_restore_location_on_a_device():
+    from lucid import serialization as S
+    from lucid.testing import strict_device
+
+    strict_device.enable()
+    t = lucid.tensor([1.0, 2.0], device="cpu")
+    moved = S.default_restore_location(t, "strict:1")
+    assert moved.device == lucid.device("strict:1") and S.location_tag(moved) == "strict:1"
+    # fairseq's map_location: every storage to the CPU
+    buf = io.BytesIO()
+    S.save_for_torch({"w": moved}, buf)
+    buf.seek(0)
+    out = lucid.load(buf, map_location=lambda s, loc: S.default_restore_location(s, "cpu"))
+    assert out["w"].device.type == "cpu" and out["w"].tolist() == [1.0, 2.0]
+
+
+def test_loading_options_match_torch():
+    torch = pytest.importorskip("torch")
+    import mmap
+
+    from lucid import serialization as S
+
+    assert [e.name for e in S.LoadEndianness] == [e.name for e in torch.serialization.LoadEndianness]
+    assert [e.value for e in S.LoadEndianness] == [e.value for e in torch.serialization.LoadEndianness]
+    assert S.get_default_mmap_options() == torch.serialization.get_default_mmap_options() == mmap.MAP_PRIVATE
+    assert S.get_default_load_endianness() == torch.serialization.get_default_load_endianness()
+    t, lt = torch.ones(2), lucid.ones(2, device="cpu")
+    assert torch.serialization.location_tag(t.untyped_storage()) == S.location_tag(lt) == "cpu"
