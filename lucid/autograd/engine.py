@@ -597,8 +597,8 @@ def _run_graph(roots, root_grads, *, retain_graph, tensor_mode, capture=None, re
                             buf[idx] = g if cur is None else _add(cur, g)
                     else:
                         _send(parent, g, buffers, heap, captured, wanted, pending, tensor_mode)
-        if not retain_graph:
-            node.release()
+                if not retain_graph:  # a node this backward pruned keeps what it saved, as in PyTorch
+                    node.release()
         if early:
             _flush_early(node, early, pending, own_ids, tensor_mode)
     for leaf, g in pending.values():

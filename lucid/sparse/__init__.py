@@ -57,9 +57,12 @@ from ._csr import (sparse_bsc_tensor, sparse_bsr_tensor, sparse_compressed_tenso
                    sparse_csr_tensor)
 from ._ops import (add, addmm, hspmm, log_softmax, mm, mul, sampled_addmm, smm, softmax, spdiags,
                    sum)
+from ._legacy import (ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor,
+                      ShortTensor)
 
 __all__ = ["SparseTensor", "check_sparse_tensor_invariants", "SparseCOOTensor", "SparseCompressedTensor", "SparseCSRTensor", "SparseCSCTensor",
            "SparseBSRTensor", "SparseBSCTensor", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr",
            "sparse_bsc", "sparse_coo_tensor", "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor",
            "sparse_bsc_tensor", "sparse_compressed_tensor", "mm", "addmm", "sum", "softmax", "log_softmax",
-           "add", "mul", "sampled_addmm", "hspmm", "smm", "spdiags"]
+           "add", "mul", "sampled_addmm", "hspmm", "smm", "spdiags", "FloatTensor", "DoubleTensor",
+           "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor", "ByteTensor"]

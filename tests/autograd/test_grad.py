@@ -120,3 +120,27 @@ def test_grad_dtype_follows_input():
     x = lucid.tensor([1.0, 2.0], requires_grad=True)
     g = grad((x.double() ** 2).sum(), x)
     assert g.dtype == lucid.float32 and g.tolist() == [2.0, 4.0]
+
+
+@pytest.mark.parametrize("make", [lambda p: p - 0.1 * lucid.tensor([0.5, 0.5]), lambda p: p * 2.0,
+                                  lambda p: p.exp(), lambda p: p * lucid.tensor([3.0, -1.0])],
+                         ids=["sub", "mul_scalar", "exp", "mul_tensor"])
+def test_grad_wrt_a_non_leaf_keeps_the_graph_behind_it(make):
+    """``autograd.grad(loss, [f])`` stops at the non-leaf ``f``: the node that made ``f`` is
+    pruned (it does not run) and keeps what it saved, so a later backward through it works, as
+    in PyTorch (MAML's first-order inner loop: grads w.r.t. fast weights, then the query loss's
+    backward to the slow ones). The nodes that ran are freed as before."""
+    p = lucid.tensor([1.0, 2.0], requires_grad=True, dtype=lucid.float64)
+    f = make(p)
+    fv = f.detach().numpy().copy()
+    sq = f * f
+    (gf,) = lucid.autograd.grad(sq.sum(), [f])
+    np.testing.assert_allclose(gf.numpy(), 2 * fv)
+    (f * 3).sum().backward()
+    eps = 1e-6
+    fd = [(make(lucid.tensor(np.array([1.0, 2.0]) + eps * e, dtype=lucid.float64)).sum().item()
+           - make(lucid.tensor(np.array([1.0, 2.0]) - eps * e, dtype=lucid.float64)).sum().item()) * 3 / (2 * eps)
+          for e in np.eye(2)]
+    np.testing.assert_allclose(p.grad.numpy(), fd, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="second time"):
+        sq.sum().backward()  # 'mul' ran in the first backward and was freed

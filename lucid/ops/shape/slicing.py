@@ -93,7 +93,6 @@ def select(input, dim=REQUIRED, index=REQUIRED, *, axis=None):
     return _getitem(input, (slice(None),) * d + (int(index),))
 
 
-@tensor_method("split")
 def split(tensor, split_size_or_sections, dim=0):
     """Split into chunks of ``split_size`` (the last may be smaller) or of the given sizes.
 
@@ -135,6 +134,22 @@ def split(tensor, split_size_or_sections, dim=0):
         out.append(_getitem(tensor, (slice(None),) * d + (slice(start, start + s),)))
         start += s
     return _multi_output(out, "split" if isinstance(split_size_or_sections, int) else "split_with_sizes")
+
+
+@tensor_method("split")
+def _split_method(self, split_size, dim=0):
+    """``Tensor.split(split_size, dim=0)``: :func:`split`, with the keyword PyTorch's method takes.
+
+    Examples
+    --------
+    >>> import lucid
+    >>> [t.shape for t in lucid.zeros(2, 5).split(split_size=[1, 4], dim=-1)]
+    [(2, 1), (2, 4)]
+    """
+    return split(self, split_size, dim)
+
+
+_split_method.__name__ = _split_method.__qualname__ = "split"
 
 
 @tensor_method("chunk")
