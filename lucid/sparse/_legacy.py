@@ -5,7 +5,7 @@ adjacency with them. As in PyTorch each is a class whose call makes a COO tensor
 :func:`lucid.sparse_coo_tensor`: from ``(indices, values[, size])`` (tensors; the values keep
 their own dtype and device, as PyTorch's do) or from sizes alone (an empty CPU tensor of the class's
 dtype, whatever the default device, as PyTorch's legacy constructors make).
-``isinstance(s, lucid.sparse.FloatTensor)`` holds for a COO tensor of that dtype.
+``isinstance(s, lucid.sparse.FloatTensor)`` holds for a CPU COO tensor of that dtype.
 """
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def _is_size(args):
 
 class _SparseTypedMeta(type):
     def __instancecheck__(cls, obj):
-        return isinstance(obj, Tensor) and getattr(obj, "layout", None) is _coo_layout() and obj.dtype == cls.dtype
+        return (isinstance(obj, Tensor) and getattr(obj, "layout", None) is _coo_layout() and obj.dtype == cls.dtype
+                and obj.device.type == "cpu")  # a CPU class, as lucid.FloatTensor (ops/legacy.py)
 
     def __call__(cls, *args, device=None):
         from ._coo import sparse_coo_tensor
