@@ -17,6 +17,14 @@ through the host, as PyTorch's gloo backend does with CUDA tensors: an explicit 
 host before the collective, and one back into the tensor when it completes. Correct, and
 synchronous per tensor; a GPU job would use NCCL for speed (not here: no multi-GPU machine
 has been lent to prove it).
+
+NOTE [bfloat16 collectives]
+MPI has no bfloat16 datatype. A bfloat16 tensor (NOTE [bfloat16]) goes on the wire as its bits,
+a uint16 view of its buffer (``_wire``): moving collectives (broadcast, gathers, scatters,
+all-to-all, send/recv) copy bits exactly. Reductions use user-defined MPI ops (``_bf16_op``,
+made once per process) that combine two bfloat16 buffers in float32 and round once per pair,
+as NCCL's and gloo's bfloat16 reductions do; ``AVG`` divides the sum in float32 and rounds.
+Dtype checks and messages use the tensors' own dtypes, never the wire's.
 """
 from __future__ import annotations
 
@@ -26,6 +34,7 @@ import warnings
 import numpy as np
 
 from .._core import backend
+from .._core import dtypes as _dtypes
 from .._core.grad_mode import STATE
 from .._core.tensor import Tensor
 from .process_group import CollectiveArgumentError, _mpi, _resolve
@@ -65,13 +74,18 @@ class ComplexReduceOpError(ValueError, TypeError):
 
 
 def _mpi_op(op, dtype, api):
-    """``(MPI op, whether to divide by the group size)`` for ``op`` on ``dtype``."""
+    """``(MPI op, whether to divide by the group size)`` for ``op`` on ``dtype`` (the tensor's,
+    not the wire's: NOTE [bfloat16 collectives])."""
     MPI = _mpi(api)
     if isinstance(op, str) and op.upper() in ReduceOp.__members__:
         op = ReduceOp[op.upper()]
     if not isinstance(op, ReduceOp):
         raise TypeError(f"{api}: op must be a ReduceOp, got {op!r}")
-    kind, name = dtype.kind, op.value
+    kind, name = _dtypes.kind_of(dtype), op.value
+    if _is_bf16(dtype):
+        if name in ("band", "bor", "bxor"):
+            raise BitwiseReduceOpError(f"{api}: ReduceOp.{op.name} needs an integer tensor, got bfloat16")
+        return _bf16_op(MPI, "sum" if name == "avg" else name), name == "avg"
     if kind == "b":
         if name == "avg":
             raise TypeError(f"{api}: ReduceOp.AVG is not defined for bool tensors")
@@ -88,26 +102,55 @@ def _mpi_op(op, dtype, api):
 # ------------------------------------------------------------------ buffers
 
 
+def _is_bf16(dtype):
+    return _dtypes.BF16 is not None and dtype == _dtypes.BF16
+
+
+_BF16_OPS = {}
+_BF16_UFUNCS = {"sum": np.add, "product": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _bf16_op(MPI, name):
+    """The user-defined MPI op reducing bfloat16 bits with ``name`` (NOTE [bfloat16 collectives])."""
+    op = _BF16_OPS.get(name)
+    if op is None:
+        ufunc, bf16 = _BF16_UFUNCS[name], _dtypes.BF16
+
+        def combine(inbuf, inoutbuf, datatype):
+            a = np.frombuffer(inbuf, dtype=bf16)
+            b = np.frombuffer(inoutbuf, dtype=bf16)
+            b[...] = ufunc(a.astype(np.float32), b.astype(np.float32)).astype(bf16)
+
+        op = _BF16_OPS[name] = MPI.Op.Create(combine, commute=True)
+    return op
+
+
+def _wire(arr):
+    """What MPI sends of a contiguous host array: a bfloat16 one as its uint16 bits."""
+    return arr.view(np.uint16) if _is_bf16(arr.dtype) else arr
+
+
 def _check_tensor(t, api, what="tensor"):
     if not isinstance(t, Tensor):
         raise TypeError(f"{api}: {what} must be a lucid Tensor, got {type(t).__name__}")
     if t._level:
         raise TypeError(f"{api}: collectives can't run on a tensor traced by lucid.func transforms")
-    if t._data.dtype.kind not in "biufc":
+    if t._data.dtype.kind not in "biufc" and not _is_bf16(t._data.dtype):
         raise TypeError(f"{api}: {what} has dtype {t._data.dtype}, which MPI can't reduce")
     return t._data
 
 
 def _source(t, api, what="tensor"):
     """A contiguous host array with ``t``'s values (``t``'s own buffer when possible; a host copy
-    of a device tensor's, NOTE [Collectives on a device])."""
-    return np.ascontiguousarray(backend.host(_check_tensor(t, api, what)))
+    of a device tensor's, NOTE [Collectives on a device]), as MPI sends it (``_wire``)."""
+    return _wire(np.ascontiguousarray(backend.host(_check_tensor(t, api, what))))
 
 
 class _Target:
-    """A tensor a collective writes: its buffer, or a contiguous stand-in written back."""
+    """A tensor a collective writes: its buffer, or a contiguous stand-in written back; ``tmp``
+    is what MPI writes (``_wire``: a bfloat16 buffer's uint16 view)."""
 
-    __slots__ = ("tensor", "arr", "tmp")
+    __slots__ = ("tensor", "arr", "tmp", "direct")
 
     def __init__(self, t, api, what="tensor"):
         arr = _check_tensor(t, api, what)
@@ -120,14 +163,22 @@ class _Target:
                                "(e.g. made by expand); a collective can't write into it")
         self.tensor, self.arr = t, arr
         # a device tensor's values go through a host copy (NOTE [Collectives on a device])
-        self.tmp = arr if arr.__class__ is np.ndarray and arr.flags.c_contiguous \
-            else np.ascontiguousarray(backend.host(arr))
+        self.direct = arr.__class__ is np.ndarray and arr.flags.c_contiguous
+        self.tmp = _wire(arr if self.direct else np.ascontiguousarray(backend.host(arr)))
+
+    def scale(self, n):
+        """Divide the result by ``n`` (``ReduceOp.AVG``), in float32 for bfloat16."""
+        if self.tmp.dtype == self.arr.dtype:
+            np.true_divide(self.tmp, n, out=self.tmp)
+        else:
+            values = self.tmp.view(self.arr.dtype)
+            values[...] = (values.astype(np.float32) / n).astype(self.arr.dtype)
 
     def done(self, api):
         """Write the stand-in back (if any) and bump the version."""
-        if self.tmp is not self.arr:
+        if not self.direct:
             with backend.on_device(self.arr):  # NOTE [Several devices]
-                self.arr[...] = backend.on_device_of(self.tmp, self.arr)
+                self.arr[...] = backend.on_device_of(self.tmp.view(self.arr.dtype), self.arr)
         v = self.tensor._version
         v[0] += 1
         if len(v) == 1:
@@ -269,7 +320,7 @@ def _finisher(targets, api, scale=None):
     def finish():
         for t in targets:
             if scale is not None:
-                np.true_divide(t.tmp, scale, out=t.tmp)
+                t.scale(scale)
             t.done(api)
     return finish
 
@@ -302,7 +353,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     api = "all_reduce"
     _resolve(group, api)  # first: "not initialized" beats "no mpi4py"
     target = _Target(tensor, api)
-    mop, avg = _mpi_op(op, target.tmp.dtype, api)
+    mop, avg = _mpi_op(op, target.arr.dtype, api)
     pg, comm = _member(group, api)
     if comm is None:
         return None
@@ -319,7 +370,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     api = "reduce"
     _resolve(group, api)
     target = _Target(tensor, api)
-    mop, avg = _mpi_op(op, target.tmp.dtype, api)
+    mop, avg = _mpi_op(op, target.arr.dtype, api)
     pg, comm = _member(group, api)
     root = _root(pg, dst, group_dst, api, "dst")
     if comm is None:
@@ -360,7 +411,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     pg = _resolve(group, api)
     src = _source(input_tensor, api, "input_tensor")
     target = _Target(output_tensor, api, "output_tensor")
-    _check_blocks(target.tmp, src, pg.size(), api, "output_tensor", "input_tensor")
+    _check_blocks(output_tensor, input_tensor, pg.size(), api, "output_tensor", "input_tensor")
     pg, comm = _member(group, api)
     if comm is None:
         return None
@@ -391,8 +442,8 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     pg = _resolve(group, api)
     src = _source(input, api, "input")
     target = _Target(output, api, "output")
-    _check_blocks(src, target.tmp, pg.size(), api, "input", "output")
-    mop, avg = _mpi_op(op, src.dtype, api)
+    _check_blocks(input, output, pg.size(), api, "input", "output")
+    mop, avg = _mpi_op(op, target.arr.dtype, api)
     pg, comm = _member(group, api)
     if comm is None:
         return None
@@ -409,11 +460,12 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     _list_len(input_list, pg.size(), api, "input_list")
     _same_layout(input_list, output, api, "input_list")
     target = _Target(output, api, "output")
-    mop, avg = _mpi_op(op, target.tmp.dtype, api)
+    mop, avg = _mpi_op(op, target.arr.dtype, api)
     pg, comm = _member(group, api)
     if comm is None:
         return None
-    src = np.stack([backend.host(t._data) for t in input_list]) if input_list else np.empty(0, target.tmp.dtype)
+    src = _wire(np.stack([backend.host(t._data) for t in input_list])) if input_list \
+        else np.empty(0, target.tmp.dtype)
     out = target.tmp
     return _run(lambda: comm.Reduce_scatter_block(src, out, mop),
                 lambda: comm.Ireduce_scatter_block(src, out, mop),
@@ -455,7 +507,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     pg, comm = _member(group, api)
     if comm is None:
         return None
-    send = np.stack([backend.host(t._data) for t in scatter_list]) if is_root else None
+    send = _wire(np.stack([backend.host(t._data) for t in scatter_list])) if is_root else None
     out = target.tmp
     return _run(lambda: comm.Scatter(send, out, root), lambda: comm.Iscatter(send, out, root),
                 _finisher([target], api), async_op, [tensor])
@@ -483,8 +535,8 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     pg = _resolve(group, api)
     src = _source(input, api, "input")
     target = _Target(output, api, "output")
-    if src.dtype != target.tmp.dtype:
-        raise TypeError(f"{api}: output has dtype {target.tmp.dtype} but input has dtype {src.dtype}")
+    if input._data.dtype != output._data.dtype:
+        raise TypeError(f"{api}: output has dtype {output._data.dtype} but input has dtype {input._data.dtype}")
     send = _splits(src, input_split_sizes, pg.size(), api, "input")
     recv = _splits(target.tmp, output_split_sizes, pg.size(), api, "output")
     pg, comm = _member(group, api)
@@ -505,13 +557,13 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     _list_len(output_tensor_list, n, api, "output_tensor_list")
     srcs = [_source(t, api, f"input_tensor_list[{i}]") for i, t in enumerate(input_tensor_list)]
     targets = [_Target(t, api, f"output_tensor_list[{i}]") for i, t in enumerate(output_tensor_list)]
-    dtypes = {a.dtype for a in srcs} | {t.tmp.dtype for t in targets}
+    dtypes = {t._data.dtype for t in list(input_tensor_list) + list(output_tensor_list)}
     if len(dtypes) != 1:
         raise TypeError(f"{api}: every tensor must have the same dtype, got {sorted(map(str, dtypes))}")
     pg, comm = _member(group, api)
     if comm is None:
         return None
-    dtype = dtypes.pop()
+    dtype = targets[0].tmp.dtype if targets else srcs[0].dtype if srcs else dtypes.pop()
     send = np.concatenate([a.reshape(-1) for a in srcs]) if srcs else np.empty(0, dtype)
     out = np.empty(sum(t.tmp.size for t in targets), dtype)
     s = [send, _counts([a.size for a in srcs])]
@@ -607,7 +659,7 @@ def _irecv(tensor, src, group, tag, group_src, blocking):
     status = MPI.Status()
     work = Work([comm.Irecv(target.tmp, peer, tag)], _finisher([target], api), [tensor], status)
     work._source_rank = lambda: pg.ranks[status.Get_source()]  # PyTorch's Work._source_rank()
-    work._check = _size_check(api, target.tmp, pg, status, tag)
+    work._check = _size_check(api, target.tmp, pg, status, tag, target.arr.dtype)
     return work
 
 
@@ -621,18 +673,19 @@ def _irecv(tensor, src, group, tag, group_src, blocking):
 # reports its length in the receiver's elements, a long one only that it is longer. The
 # sender's side completes normally, as in MPI. (PyTorch's MPI backend raises MPI's error text;
 # gloo raises on any size mismatch.)
-def _size_check(api, buf, pg, status, tag):
+def _size_check(api, buf, pg, status, tag, dtype):
+    """``buf``: what MPI received into; ``dtype``: the receiving tensor's (NOTE [bfloat16 collectives])."""
     def check(nbytes):
         if nbytes == buf.nbytes:
             return None
         here = f"rank {pg.ranks[pg.comm.Get_rank()]}"
         there = f"rank {pg.ranks[status.Get_source()]}"
-        tensor = f"the receive tensor (shape {tuple(buf.shape)}, dtype {buf.dtype}, {buf.nbytes} bytes)"
+        tensor = f"the receive tensor (shape {tuple(buf.shape)}, dtype {dtype}, {buf.nbytes} bytes)"
         if nbytes is None:
             sent = f"a message longer than {tensor}"
         else:
             n = nbytes / buf.itemsize
-            sent = (f"a message of {nbytes} bytes ({int(n) if n == int(n) else n} elements of {buf.dtype}), "
+            sent = (f"a message of {nbytes} bytes ({int(n) if n == int(n) else n} elements of {dtype}), "
                     f"but {tensor} expects {buf.size} elements")
         return RuntimeError(f"{api}: {here} got from {there} (tag {tag}) {sent}; send and receive tensors "
                             "must have the same number of elements and dtype")
@@ -655,6 +708,8 @@ def _root(pg, rank, group_rank, api, what):
 
 
 def _check_blocks(big, small, n, api, big_name, small_name):
+    """``big`` (a tensor) holds ``n`` blocks of ``small``'s size and has its dtype."""
+    big, small = big._data, small._data
     if big.dtype != small.dtype:
         raise TypeError(f"{api}: {big_name} has dtype {big.dtype} but {small_name} has dtype {small.dtype}")
     if big.size != n * small.size:

@@ -623,6 +623,85 @@ def sampler_partitions_the_dataset():
     assert seen[0] != seen[1] or n == 1  # set_epoch reshuffles
 
 
+@check
+def bfloat16_collectives():
+    """bfloat16 on MPI (NOTE [bfloat16 collectives]): bits moved exactly, reductions in float32
+    with one rounding per pair, AVG's division rounded once, checks on the tensors' dtypes."""
+    import importlib.util
+
+    if importlib.util.find_spec("ml_dtypes") is None:  # the bfloat16 extra (in [test])
+        return
+    r, n = rank_world()
+    bf = lucid.bfloat16
+    BF = np.dtype(bf.dtype)
+    rounded = lambda a: np.asarray(a, np.float32).astype(BF).astype(np.float32)  # noqa: E731
+    xs = all_inputs((3, 4), "float32")  # small integers: every op exact in any order
+    for op in ops_for("float32"):
+        t = lucid.tensor(xs[r], dtype=bf)
+        assert dist.all_reduce(t, op=getattr(dist.ReduceOp, op)) is None and t.dtype == bf
+        expect_equal(t.float().numpy(), rounded(NP_OPS[op](np.stack(xs))), f"all_reduce {op} bfloat16")
+    # random values: with two ranks exactly one rounding of the float32 sum; AVG divides it and rounds
+    vals = [np.random.default_rng(50 + q).standard_normal(7).astype(np.float32) for q in range(n)]
+    bits = [rounded(v) for v in vals]
+    want = bits[0]
+    for b in bits[1:]:
+        want = rounded(want + b)
+    for op, scale in (("SUM", 1), ("AVG", n)):
+        t = lucid.tensor(vals[r], dtype=bf)
+        work = dist.all_reduce(t, op=getattr(dist.ReduceOp, op), async_op=True)
+        work.wait()
+        got = t.float().numpy()
+        if n <= 2:
+            expect_equal(got, rounded(want / scale) if scale > 1 else want, f"all_reduce {op} bfloat16 random")
+        else:  # three ranks: MPI's reduction order is not known
+            np.testing.assert_allclose(got, want / scale, rtol=2.0 ** -7, atol=0)
+    # a non-contiguous view is written back through
+    base = lucid.tensor(np.stack([xs[r], xs[r]]), dtype=bf)
+    dist.all_reduce(base[:, 1])
+    expect_equal(base[:, 1].float().numpy(), np.stack([rounded(np.sum(xs, axis=0)[1])] * 2), "view")
+    expect_equal(base[:, 0].float().numpy(), np.stack([xs[r][0], xs[r][0]]), "rest of the view's base")
+    # moving collectives copy bits exactly
+    t = lucid.tensor(vals[r], dtype=bf)
+    dist.broadcast(t, src=n - 1)
+    assert np.array_equal(t.numpy().view(np.uint16), vals[n - 1].astype(BF).view(np.uint16))
+    outs = [lucid.zeros(7, dtype=bf) for _ in range(n)]
+    dist.all_gather(outs, lucid.tensor(vals[r], dtype=bf))
+    for q in range(n):
+        assert np.array_equal(outs[q].numpy().view(np.uint16), vals[q].astype(BF).view(np.uint16))
+    big = lucid.zeros(n * 7, dtype=bf)
+    dist.all_gather_into_tensor(big, lucid.tensor(vals[r], dtype=bf))
+    expect_equal(big.float().numpy(), np.concatenate(bits), "all_gather_into_tensor bfloat16")
+    out = lucid.zeros(4, dtype=bf)
+    dist.reduce_scatter_tensor(out, lucid.tensor(np.tile(xs[r][0], n), dtype=bf))
+    expect_equal(out.float().numpy(), rounded(np.sum(xs, axis=0)[0]), "reduce_scatter_tensor bfloat16")
+    out = lucid.zeros(n, dtype=bf)
+    dist.all_to_all_single(out, lucid.tensor(np.arange(n) + 10 * r, dtype=bf))
+    expect_equal(out.float().numpy(), (np.arange(n) * 10 + r).astype(np.float32), "all_to_all_single bfloat16")
+    if n > 1:
+        got = lucid.zeros(7, dtype=bf)
+        ops = [dist.P2POp(dist.isend, lucid.tensor(vals[r], dtype=bf), (r + 1) % n),
+               dist.P2POp(dist.irecv, got, (r - 1) % n)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        expect_equal(got.float().numpy(), bits[(r - 1) % n], "send/recv bfloat16")
+    # the tensors' dtypes are checked, not the wire's (both uint16 there)
+    for bad in (lambda: dist.all_gather_into_tensor(lucid.zeros(n * 2, dtype=lucid.uint16),
+                                                    lucid.zeros(2, dtype=bf)),
+                lambda: dist.all_to_all_single(lucid.zeros(n, dtype=bf), lucid.zeros(n, dtype=lucid.uint16))):
+        try:
+            bad()
+        except TypeError as e:
+            assert "bfloat16" in str(e) and "uint16" in str(e), str(e)
+        else:
+            raise AssertionError("a bfloat16/uint16 mix was accepted")
+    try:
+        dist.all_reduce(lucid.zeros(2, dtype=bf), op=dist.ReduceOp.BAND)
+    except RuntimeError as e:
+        assert "BAND needs an integer tensor, got bfloat16" in str(e), str(e)
+    else:
+        raise AssertionError("BAND on bfloat16 was accepted")
+
+
 def main():
     out_dir, names = sys.argv[1], sys.argv[2:] or list(CHECKS)
     dist.init_process_group("mpi")

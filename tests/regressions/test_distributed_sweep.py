@@ -184,6 +184,31 @@ def ddp_comm_hooks():
         for e in every:
             want = want + e[i].astype(np.float16) / np.float16(W)
         _close(p.grad.numpy(), want.astype(np.float64), "fp16_compress_hook")
+    if importlib.util.find_spec("ml_dtypes") is not None:  # lucid.bfloat16's extra (in [test])
+        import ml_dtypes
+
+        bf = np.dtype(ml_dtypes.bfloat16)
+        for hook in (dh.bf16_compress_hook, dh.bf16_compress_wrapper(dh.allreduce_hook)):
+            m = DDP(_model())
+            m.register_comm_hook(None, hook)
+            _loss(m, r, W).backward()
+            for i, p in enumerate(m.module.parameters()):
+                # bfloat16 on the wire: each rank's gradient rounded, / W rounded, summed in float32
+                # rounding once per pair (NOTE [bfloat16 collectives]); the wrapper's allreduce_hook
+                # divides the rounded gradient in float64 and sums in float64
+                parts = [e[i].astype(bf) for e in every]
+                if hook is dh.bf16_compress_hook:
+                    parts = [(q.astype(np.float32) / W).astype(bf).astype(np.float32) for q in parts]
+                    want = parts[0]
+                    for q in parts[1:]:
+                        want = (want + q).astype(bf).astype(np.float32)
+                    # two ranks: one rounding, exact; three: the MPI reduction order is not known
+                    tol = 0 if W <= 2 else 2.0 ** -7
+                else:
+                    want, tol = sum(q.astype(np.float64) for q in parts) / W, 1e-12
+                np.testing.assert_allclose(p.grad.numpy(), want.astype(np.float64), rtol=tol, atol=1e-30,
+                                           err_msg=f"{hook.__name__} parameter {i}")
+                assert p.grad.dtype == p.dtype  # cast back to the bucket's dtype
     try:
         m.register_comm_hook(None, dh.allreduce_hook)
     except RuntimeError as e:
