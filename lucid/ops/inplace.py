@@ -940,6 +940,17 @@ def _numpy_order_value(x, template, idx, value):
     return broadcast_to(value, target).permute(tuple(np.argsort(perm)))
 
 
+def _value_to_device(self, value, idx):
+    """A value on another device than ``self``, copied to it (one explicit, differentiable
+    transfer) where PyTorch copies: a basic index (``self[0:2] = v`` is ``copy_``, which moves
+    between devices) or a 0-dim value; an advanced index with a value of another device is
+    PyTorch's error (``index_put_``)."""
+    if not idx or not value.ndim:
+        return value.to(self.device)
+    raise RuntimeError(f"setitem: Expected all tensors to be on the same device, but found at least two devices, "
+                       f"{self.device} and {value.device}! (move one with .to(device))")
+
+
 @tensor_method("__setitem__")
 def setitem(self, key, value):
     """``self[key] = value``: in place, with gradients for both sides in a graph.
@@ -958,6 +969,10 @@ def setitem(self, key, value):
     tensor([3.])
     """
     template, idx = split_key(key)
+    if isinstance(value, Tensor) and not (value._level or self._level) and (  # (traced ones hold no data)
+            value._data.__class__ is not np.ndarray or self._data.__class__ is not np.ndarray) \
+            and value.device != self.device:
+        value = _value_to_device(self, value, idx)
     raw, value = value, _numpy_order_value(self, template, idx, _value_for(self, value))
     if isinstance(value, Tensor) and value.ndim and value.shape[0] == 1:
         value = _strip_leading_ones(value, _indexed_shape(self.shape, template, idx))

@@ -124,7 +124,13 @@ def test_mixing_two_devices_raises_even_with_peer_access(peer_access):
         with pytest.raises(RuntimeError, match=r"^add_: Expected all tensors to be on the same device"):
             x.add_(y)
         with pytest.raises(RuntimeError, match=r"^setitem: Expected all tensors to be on the same device"):
-            x[0] = y[1]
+            x[lucid.tensor([0, 1], device=x.device)] = y  # index_put_ of another device's values
+    # a basic index copies from another device, as PyTorch's copy_ does; so does a 0-dim value
+    a[0] = b[1] * 5
+    a[:] = b * 2
+    b[lucid.tensor([True, False], device=b.device)] = a[1] * 3
+    assert a.cpu().tolist() == [2.0, 2.0] and b.cpu().tolist() == [6.0, 1.0]
+    assert _device_index(a) == 0 and _device_index(b) == 1
 
 
 def test_tensors_stay_put_when_the_current_device_changes():
