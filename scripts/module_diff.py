@@ -85,8 +85,6 @@ KNOWN = (
      "masked after log(target)); Lucid's is the finite derivative"),
     ("nn.RNN,nn.GRU,nn.LSTM", "errors", r"RNN input dtype",
      "README: RNN/LSTM/GRU accept an input dtype other than the weights' (promoted)"),
-    ("nn.NLLLoss", "errors", r"expected scalar type",
-     "README: NLLLoss accepts weights of another dtype"),
     ("nn.LinearCrossEntropyLoss", "gradgrad", r"once_differentiable",
      "README: the chunked backward (options=...) is once-differentiable and chunks label smoothing "
      "too (PyTorch falls back to its twice-differentiable composition there)"),

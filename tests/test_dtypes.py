@@ -240,3 +240,35 @@ def test_float32_log10_is_exact_at_powers_of_ten():
     x = np.random.default_rng(0).uniform(1e-3, 1e3, 1000).astype(np.float32)
     ref = np.log10(x.astype(np.float64))  # correctly rounded to float32 by the cast below
     np.testing.assert_array_equal(lucid.log10(lucid.tensor(x, device="cpu")).numpy(), ref.astype(np.float32))
+
+
+@pytest.mark.parametrize("op,np_op", [("add_", np.add), ("sub_", np.subtract), ("mul_", np.multiply),
+                                      ("div_", np.true_divide)])
+def test_in_place_op_with_a_wider_zero_dim_tensor_computes_in_self_dtype(op, np_op):
+    """A 0-dim tensor does not promote (PyTorch's rule): ``x.add_(float64 scalar tensor)`` on float32
+    computes in float32, as ``x + t`` does, not in float64 rounded back (1 ulp apart in ~1/4 of
+    the elements)."""
+    x = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+    s = 0.8093601412916109
+    t = lucid.tensor(x.copy())
+    getattr(t, op)(lucid.tensor(s, dtype=lucid.float64))
+    want = np_op(x, np.float32(s))
+    assert t.dtype is lucid.float32 and np.array_equal(t.numpy(), want)
+    assert np.array_equal(getattr(lucid, op[:-1])(lucid.tensor(x), lucid.tensor(s, dtype=lucid.float64)).numpy(), want)
+    h = lucid.tensor(x[:50].astype(np.float16))
+    getattr(h, op)(lucid.tensor(s, dtype=lucid.float32))
+    assert h.dtype is lucid.float16 and np.array_equal(h.numpy(), np_op(x[:50].astype(np.float16), np.float16(s)))
+    i = lucid.tensor(np.arange(5, dtype=np.int32))
+    if op != "div_":
+        getattr(i, op)(lucid.tensor(2 ** 33 + 3))  # int64 scalar tensor: int32 arithmetic, wrapping
+        assert i.dtype is lucid.int32 and i.tolist() == np_op(np.arange(5, dtype=np.int32), np.int32(3)).tolist()
+
+
+def test_in_place_op_with_a_wider_zero_dim_tensor_matches_torch():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(1).standard_normal(500).astype(np.float32)
+    for op in ("add_", "sub_", "mul_", "div_"):
+        ours, theirs = lucid.tensor(x.copy()), torch.tensor(x.copy())
+        getattr(ours, op)(lucid.tensor(0.3141592653589793, dtype=lucid.float64))
+        getattr(theirs, op)(torch.tensor(0.3141592653589793, dtype=torch.float64))
+        assert np.array_equal(ours.numpy(), theirs.numpy()), op

@@ -48,7 +48,7 @@ from .._core import primitive
 from .._core.backend import (DEVICE_GUARD, data_pointer, guard_for, host, namespace_of, on_device_of,
                              writeable, xp)
 from .._core.grad_mode import STATE, no_grad
-from .._core.dtypes import _CAST_ORDER
+from .._core.dtypes import _CAST_ORDER, kind_of
 from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, move_bdim, quiet_apply, sum_to_shape
@@ -219,7 +219,7 @@ def _inplace(name, x, args, fn, direct=None, needs_old=True):
         return _inplace_graph(name, x, args, fn, needs_old)
     _check_writeable(name, x)
     if direct is not None:
-        arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+        arrays = [_operand_array(x, a) if isinstance(a, Tensor) else a for a in args]
         try:  # quiet: x += inf where x is -inf is nan, silently (NOTE [Silent floating-point errors])
             quiet_apply(direct, x._data, *arrays)
         except (TypeError, ValueError) as e:  # numpy's casting errors are TypeErrors
@@ -238,6 +238,17 @@ def _inplace(name, x, args, fn, direct=None, needs_old=True):
         return _inplace_generic(name, x, args, fn)
     _bump(x, name)
     return x
+
+
+def _operand_array(x, a):
+    """The array of tensor operand ``a`` of an in-place op on ``x``: a 0-dim one of a wider dtype of
+    ``x``'s kind cast to ``x``'s dtype first, as PyTorch's promotion has a 0-dim tensor take the
+    other operand's dtype (``x.add_(float64 scalar tensor)`` on float32 adds in float32, as ``x + t``
+    does; NumPy would add in float64 and round)."""
+    arr = a._data
+    if arr.ndim == 0 and arr.dtype != x._data.dtype and kind_of(arr.dtype) == kind_of(x._data.dtype):
+        return arr.astype(x._data.dtype)
+    return arr
 
 
 def _inplace_generic(name, x, args, fn):

@@ -188,6 +188,9 @@ def _class_mask(target, input, weight, ignore_index, name):
         )
     if weight is not None and tuple(weight.shape) != (ncls,):
         raise RuntimeError(f"{name}: weight should have shape ({ncls},), got {tuple(weight.shape)}")
+    if weight is not None and weight.dtype != input.dtype:  # PyTorch: "expected scalar type ..."
+        raise RuntimeError(f"{name}: expected a weight of the input's dtype {input.dtype}, got {weight.dtype} "
+                           f"(input of shape {tuple(input.shape)}, weight of shape {tuple(weight.shape)})")
     if _concrete(target, weight):
         with backend.on_device(target):  # array code: on the target's device (NOTE [Several devices])
             return _class_mask_numpy(target._data, input, weight, ignore_index, ncls)

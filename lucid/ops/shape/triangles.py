@@ -190,15 +190,16 @@ def diag(input, diagonal=0):
     raise RuntimeError(f"diag: supports 1D or 2D tensors, got {input.ndim}D (shape {tuple(input.shape)})")
 
 
-def meshgrid(*tensors, indexing="ij"):
+def meshgrid(*tensors, indexing=None):
     """Coordinate grids from 1-D tensors; ``indexing="xy"`` swaps the first two output dims.
 
     Parameters
     ----------
     *tensors : Tensor
         1-D coordinate vectors.
-    indexing : {'ij', 'xy'}
-        Matrix or Cartesian indexing.
+    indexing : {'ij', 'xy'}, optional
+        Matrix or Cartesian indexing. Omitted: 'ij' with PyTorch's UserWarning that it will be
+        required.
 
     Examples
     --------
@@ -209,6 +210,12 @@ def meshgrid(*tensors, indexing="ij"):
     """
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
+    if indexing is None:
+        import warnings
+
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the indexing "
+                      "argument.", UserWarning, stacklevel=2)
+        indexing = "ij"
     if indexing not in ("ij", "xy"):
         raise RuntimeError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
     tensors = [_as_tensor(t) for t in tensors]
