@@ -52,10 +52,10 @@ Fixed on the way: ``F.cross_entropy``/``F.nll_loss`` took a class ``weight`` of 
 input and cast it silently (PyTorch: "expected scalar type Double but found Float"; DETR's float32
 ``empty_weight`` with float64 logits); ``torch.meshgrid`` without ``indexing=`` gave no warning
 (PyTorch's UserWarning that the argument will be required; DETR's ``masks_to_boxes`` calls it so).
-Found and reported (not fixed here): an in-place binary op (``add_``, ``sub_``, ``mul_``, ``div_``,
-``addcmul_``, ``pow_``, ``atan2_``) whose operand is a 0-d tensor of a wider dtype of the same kind
-computes in the wider dtype and rounds, where PyTorch computes in ``self``'s dtype (timm's Lamb
-accumulates ``global_grad_norm.add_(grad.pow(2).sum())`` that way; the Lamb parity tolerance says so).
+Also fixed: an in-place binary op (``add_``, ``sub_``, ``mul_``, ``div_``) whose operand is a 0-d
+tensor of a wider dtype of the same kind computed in the wider dtype and rounded, where PyTorch
+computes in ``self``'s dtype (timm's Lamb accumulates ``global_grad_norm.add_(grad.pow(2).sum())``
+that way).
 """
 import copy
 import itertools
@@ -3428,9 +3428,9 @@ def test_timm_lamb_torch_parity():
     torch = pytest.importorskip("torch")
     for kw in ({}, {"always_adapt": True, "trust_clip": True}):
         r, t = lamb_run(lucid, timm_train(lucid), **kw), lamb_run(torch, timm_train(torch), **kw)
-        # float64 training, but the global norm accumulates in a float32 buffer through
-        # ``buf.add_(0-d float64)``: PyTorch adds in float32 there, Lucid's in-place path in float64
-        # then rounds (reported), so the clip factor may differ in its last float32 bit
+        # float64 training, but the global norm is a float32 buffer (``buf.add_(0-d float64)`` adds in
+        # float32 in both libraries) whose float32 ``sqrt`` PyTorch's vectorised kernel does not
+        # always round correctly (NumPy's does), so the clip factor may differ in its last float32 bit
         np.testing.assert_allclose(r[0], t[0], rtol=1e-7)
         for a, b in zip(r[2], t[2]):
             np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-10)
