@@ -498,11 +498,12 @@ def _squeeze(func, args, kwargs):
 def _split_like(func, args, kwargs):
     name = _name(func)
     a = _bind(func, args, kwargs)
-    key = "input" if "input" in a else "tensor"
+    key = next(k for k in ("input", "tensor", "self") if k in a)  # (Tensor.split's first is self)
     nt = a[key]
     d = _norm_dim(name, a["dim"], nt.dim())
     if d == 0:
-        how = a["chunks"] if "chunks" in a else a.get("split_size_or_sections", a.get("split_sizes"))
+        how = a["chunks"] if "chunks" in a else a.get("split_size_or_sections", a.get("split_sizes",
+                                                                                     a.get("split_size")))
         return _split_batch(name, nt, how, "chunks" in a)
     if d == nt._ragged_idx:  # RuntimeError in PyTorch, ValueError with holes: OpError is both
         raise OpError(f"{name}: not supported for NestedTensor on ragged dim (dim={a['dim']})")
