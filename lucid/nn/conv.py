@@ -79,12 +79,16 @@ class _ConvNd(Module):
             spec += [lo, hi]
         return tuple(spec)
 
-    def _conv(self, fn, input):
-        """``fn`` (conv1d/2d/3d) with this layer's settings; padding_mode != 'zeros' pads first."""
+    def _conv_forward(self, input, weight, bias):
+        """conv1d/2d/3d of ``input`` by ``weight`` and ``bias`` with this layer's settings;
+        padding_mode != 'zeros' pads first. As in PyTorch, ``forward`` is
+        ``self._conv_forward(input, self.weight, self.bias)``: subclasses override it to change
+        the weight first (Whisper's ``Conv1d`` casts it to the input's dtype)."""
+        fn = (F.conv1d, F.conv2d, F.conv3d)[self._nsp - 1]
         if self.padding_mode != "zeros":
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            return fn(input, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
-        return fn(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+            return fn(input, weight, bias, self.stride, 0, self.dilation, self.groups)
+        return fn(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -116,7 +120,7 @@ class Conv1d(_ConvNd):
     _nsp = 1
 
     def forward(self, input):
-        return self._conv(F.conv1d, input)
+        return self._conv_forward(input, self.weight, self.bias)
 
 
 class Conv2d(_ConvNd):
@@ -133,7 +137,7 @@ class Conv2d(_ConvNd):
     _nsp = 2
 
     def forward(self, input):
-        return self._conv(F.conv2d, input)
+        return self._conv_forward(input, self.weight, self.bias)
 
 
 class Conv3d(_ConvNd):
@@ -142,7 +146,7 @@ class Conv3d(_ConvNd):
     _nsp = 3
 
     def forward(self, input):
-        return self._conv(F.conv3d, input)
+        return self._conv_forward(input, self.weight, self.bias)
 
 
 class _ConvTransposeNd(_ConvNd):
