@@ -436,8 +436,13 @@ def test_legacy_sparse_constructors():
     i = lucid.tensor([[0, 1, 1], [2, 0, 2]])
     s = lucid.sparse.FloatTensor(i, lucid.tensor([1.0, 2.0, 3.0]), lucid.Size([2, 3]))
     assert s.to_dense().tolist() == [[0.0, 0.0, 1.0], [2.0, 0.0, 3.0]] and s.dtype == lucid.float32
+    assert s.device == lucid.get_default_device()  # the values' device
+    # a CPU class, as lucid.FloatTensor: isinstance checks the dtype, the layout and the device type
+    s = lucid.sparse.FloatTensor(i.cpu(), lucid.tensor([1.0, 2.0, 3.0], device="cpu"), lucid.Size([2, 3]))
     assert isinstance(s, lucid.sparse.FloatTensor) and not isinstance(s, lucid.sparse.DoubleTensor)
-    assert not isinstance(lucid.zeros(2, 3), lucid.sparse.FloatTensor)  # dense of the same dtype
+    assert not isinstance(lucid.zeros(2, 3, device="cpu"), lucid.sparse.FloatTensor)  # dense of the same dtype
+    if lucid.get_default_device().type != "cpu":
+        assert not isinstance(s.to(lucid.get_default_device()), lucid.sparse.FloatTensor)
     assert tuple(lucid.sparse.FloatTensor(i, lucid.tensor([1.0, 2.0, 3.0])).shape) == (2, 3)  # size inferred
     e = lucid.sparse.DoubleTensor(3, 4)
     assert e._nnz() == 0 and e.dtype == lucid.float64 and tuple(e.shape) == (3, 4)
