@@ -853,28 +853,40 @@ class ReduceLROnPlateau(LRScheduler):  # an LRScheduler, as PyTorch's (its own _
         current = float(metrics)
         if epoch is not None:
             warnings.warn(_EPOCH_DEPRECATION, UserWarning, stacklevel=2)
-        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
-        if self._is_better(current, self.best):
-            self.best, self.num_bad_epochs = current, 0
+        # the new counters are worked out first and kept only once the step can't fail (a
+        # refused reduction leaves the scheduler as it was; PyTorch's has counted the epoch)
+        best, bad, cooldown = self.best, self.num_bad_epochs, self.cooldown_counter
+        if self._is_better(current, best):
+            best, bad = current, 0
         else:
-            self.num_bad_epochs += 1
-        if self.in_cooldown:
-            self.cooldown_counter -= 1
-            self.num_bad_epochs = 0
-        if self.num_bad_epochs > self.patience:
+            bad += 1
+        if cooldown > 0:
+            cooldown, bad = cooldown - 1, 0
+        reduce = bad > self.patience
+        min_lrs = self._group_min_lrs() if reduce else None
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        self.best, self.num_bad_epochs, self.cooldown_counter = best, bad, cooldown
+        if reduce:
+            self.min_lrs = min_lrs
             self._reduce_lr()
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
         self._last_lr = _current_lrs(self.optimizer)
 
+    def _group_min_lrs(self):
+        """One ``min_lr`` per param group, also for groups added since (``default_min_lr``)."""
+        groups = self.optimizer.param_groups
+        if len(groups) == len(self.min_lrs):
+            return self.min_lrs
+        if self.default_min_lr is None:  # a group was added since (add_param_group)
+            raise RuntimeError(
+                f"ReduceLROnPlateau: the optimizer has {len(groups)} param groups, {len(self.min_lrs)} when the "
+                "scheduler was made (a param group was added?): set its min_lrs to one per group")
+        return [self.default_min_lr] * len(groups)
+
     def _reduce_lr(self):
         groups = self.optimizer.param_groups
-        if len(groups) != len(self.min_lrs):  # a group was added since (add_param_group)
-            if self.default_min_lr is None:
-                raise RuntimeError(
-                    f"ReduceLROnPlateau: the optimizer has {len(groups)} param groups, {len(self.min_lrs)} when the "
-                    "scheduler was made (a param group was added?): set its min_lrs to one per group")
-            self.min_lrs = [self.default_min_lr] * len(groups)
+        self.min_lrs = self._group_min_lrs()
         for g, min_lr in zip(groups, self.min_lrs):
             new = max(float(g["lr"]) * self.factor, min_lr)
             if float(g["lr"]) - new > self.eps:

@@ -205,9 +205,11 @@ def test_reduce_lr_on_plateau_param_group_added_later():
     s2 = S.ReduceLROnPlateau(o2, patience=0, min_lr=[0.0])
     o2.add_param_group({"params": [lucid.zeros(1, requires_grad=True)], "lr": 0.8})
     s2.step(1.0)
+    before = dict(s2.state_dict())
     with pytest.raises(RuntimeError, match="optimizer has 2 param groups, 1 when the scheduler was made"):
         s2.step(1.0)
-    assert [g["lr"] for g in o2.param_groups] == [1.0, 0.8]  # nothing changed
+    assert [g["lr"] for g in o2.param_groups] == [1.0, 0.8]  # nothing changed, the scheduler neither
+    assert s2.state_dict() == before and s2.last_epoch == 1 and s2.num_bad_epochs == 0
 
 
 def test_reduce_lr_on_plateau_state_and_epoch_argument():
