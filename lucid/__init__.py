@@ -87,7 +87,7 @@ newaxis = None
 _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "distributed", "cuda", "backends",
                  "profiler", "amp", "signal", "testing", "random", "compiler", "quasirandom", "multiprocessing", "cpu", "accelerator", "jit", "library", "futures", "fx", "export",
                  "hub", "version", "mps", "xpu", "overrides", "_C", "__future__", "nested", "ao", "quantization", "masked",
-                 "__config__", "_dynamo", "_logging",
+                 "__config__", "_dynamo", "_logging", "onnx",
                  "einops", "dtypes", "diffeq"}  # einops, dtypes, diffeq: Lucid 3 modules (See NOTE [Lucid 3 names])
 _LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
                "OutOfMemoryError": "cuda", "jagged": "nested",
