@@ -8,6 +8,7 @@ from .._core.backend import xp
 from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _to_array, _wrap, tensor_method
 from .elementwise import cast
+from .shape.views import _kw_shape
 
 
 def device_arg(device, op):
@@ -915,7 +916,7 @@ def _new_like(op, input, make, size, dtype, device, requires_grad):
 
 
 @tensor_method("new_zeros")
-def new_zeros(input, *size, dtype=None, device=None, requires_grad=False):
+def new_zeros(input, *size, dtype=None, device=None, requires_grad=False, **kwargs):
     """A zero tensor of ``size`` with ``input``'s dtype and device by default.
 
     Examples
@@ -924,12 +925,13 @@ def new_zeros(input, *size, dtype=None, device=None, requires_grad=False):
     >>> lucid.ones(2, dtype=lucid.float64).new_zeros(3)
     tensor([0., 0., 0.], dtype=lucid.float64)
     """
+    size = _kw_shape(size, kwargs, "new_zeros", "size")  # ``x.new_zeros(size=(2, 3))``, PyTorch's keyword
     return _new_like("new_zeros", input, lambda s, dt, dev, rg: zeros(s, dtype=dt, device=dev, requires_grad=rg),
                      size, dtype, device, requires_grad)
 
 
 @tensor_method("new_ones")
-def new_ones(input, *size, dtype=None, device=None, requires_grad=False):
+def new_ones(input, *size, dtype=None, device=None, requires_grad=False, **kwargs):
     """A tensor of ones of ``size`` with ``input``'s dtype and device by default.
 
     Examples
@@ -938,6 +940,7 @@ def new_ones(input, *size, dtype=None, device=None, requires_grad=False):
     >>> lucid.zeros(2).new_ones(2, 1).tolist()
     [[1.0], [1.0]]
     """
+    size = _kw_shape(size, kwargs, "new_ones", "size")  # ``x.new_ones(size=(2, 3))``, PyTorch's keyword
     return _new_like("new_ones", input, lambda s, dt, dev, rg: ones(s, dtype=dt, device=dev, requires_grad=rg),
                      size, dtype, device, requires_grad)
 
@@ -958,7 +961,7 @@ def new_full(input, size, fill_value, dtype=None, device=None, requires_grad=Fal
 
 
 @tensor_method("new_empty")
-def new_empty(input, *size, dtype=None, device=None, requires_grad=False):
+def new_empty(input, *size, dtype=None, device=None, requires_grad=False, **kwargs):
     """An uninitialised tensor of ``size`` (Lucid fills it with zeros), ``input``'s dtype and device.
 
     Examples
@@ -967,6 +970,7 @@ def new_empty(input, *size, dtype=None, device=None, requires_grad=False):
     >>> tuple(lucid.zeros(1).new_empty(2, 3).shape)
     (2, 3)
     """
+    size = _kw_shape(size, kwargs, "new_empty", "size")  # ``x.new_empty(size=(2, 3))``, PyTorch's keyword
     return _new_like("new_empty", input, lambda s, dt, dev, rg: zeros(s, dtype=dt, device=dev, requires_grad=rg),
                      size, dtype, device, requires_grad)
 

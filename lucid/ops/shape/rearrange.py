@@ -10,7 +10,7 @@ from ..._core.primitive import bind, defprim
 from ..._core.tensor import Tensor, _wrap, tensor_method
 from .._family import _as_tensor, batch_unary_axis, linear_jvp, normalize_axis
 from .slicing import _clone
-from .views import _shape_args, broadcast_to, flatten, reshape
+from .views import _kw_shape, _shape_args, broadcast_to, flatten, reshape
 from ..numpy_aliases import numpy_axis
 
 
@@ -105,7 +105,7 @@ def roll(input, shifts, dims=None):
 
 
 @tensor_method("repeat")
-def repeat(input, *sizes):
+def repeat(input, *sizes, **kwargs):
     """Tile ``input`` ``sizes[i]`` times along each dim (``len(sizes) >= ndim``; a copy).
 
     Parameters
@@ -122,7 +122,7 @@ def repeat(input, *sizes):
     [[1, 2, 1, 2], [1, 2, 1, 2]]
     """
     input = _as_tensor(input)
-    sizes = tuple(int(s) for s in _shape_args(sizes))
+    sizes = tuple(int(s) for s in _shape_args(_kw_shape(sizes, kwargs, "repeat", "repeats")))
     if len(sizes) < input.ndim:
         raise RuntimeError(f"repeat: number of dimensions of repeat dims ({len(sizes)}) can not be smaller "
                            f"than number of dimensions of tensor ({input.ndim})")

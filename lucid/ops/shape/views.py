@@ -78,6 +78,17 @@ def _infer_shape(shape, numel, op):
     return shape
 
 
+def _kw_shape(args, kwargs, op, key):
+    """PyTorch's keyword spelling of a varargs shape (``x.reshape(shape=(2, 3))``,
+    ``x.view(size=...)``, ``x.permute(dims=...)``): the positional tuple ``args`` or ``(kwargs[key],)``."""
+    if not kwargs:
+        return args
+    if args or set(kwargs) != {key}:
+        bad = next((k for k in kwargs if k != key), key)
+        raise TypeError(f"{op}() got an unexpected keyword argument '{bad}'")
+    return (kwargs[key],)
+
+
 def _shape_args(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         return tuple(shape[0])
@@ -85,7 +96,7 @@ def _shape_args(shape):
 
 
 @tensor_method("reshape")
-def reshape(input, *shape):
+def reshape(input, *shape, **kwargs):
     """A tensor with the same data and a new shape (a view when possible).
 
     Parameters
@@ -101,6 +112,7 @@ def reshape(input, *shape):
     >>> lucid.arange(6).reshape(2, 3).shape
     (2, 3)
     """
+    shape = _kw_shape(shape, kwargs, "reshape", "shape")
     input = _as_tensor(input)
     shape = _infer_shape(_shape_args(shape), input.numel(), "reshape")
     return bind(reshape_p, (input,), {"shape": shape})
@@ -169,7 +181,7 @@ def _view_dtype(input, dtype):
 
 
 @tensor_method("view")
-def view(input, *shape):
+def view(input, *shape, **kwargs):
     """A view of ``input`` with a new shape; raises where :func:`reshape` would have to copy.
 
     Parameters
@@ -188,6 +200,9 @@ def view(input, *shape):
     >>> lucid.tensor([1.0, -0.0]).view(lucid.int32)
     tensor([ 1065353216, -2147483648], dtype=lucid.int32)
     """
+    if not shape and set(kwargs) == {"dtype"}:
+        return _view_dtype(_as_tensor(input), kwargs["dtype"])  # ``x.view(dtype=lucid.int32)``
+    shape = _kw_shape(shape, kwargs, "view", "size")
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
         return _view_dtype(_as_tensor(input), shape[0])  # a dtype: the bytes reinterpreted
     with errors_as("view"):
@@ -229,7 +244,7 @@ transpose_p.batch = _transpose_batch
 
 
 @tensor_method("permute")
-def permute(input, *dims):
+def permute(input, *dims, **kwargs):
     """Reorder dimensions: ``out.shape[i] == input.shape[dims[i]]``.
 
     Parameters
@@ -245,6 +260,7 @@ def permute(input, *dims):
     >>> lucid.zeros(2, 3, 4).permute(2, 0, 1).shape
     (4, 2, 3)
     """
+    dims = _kw_shape(dims, kwargs, "permute", "dims")
     input = _as_tensor(input)
     nd = input.ndim
     if not dims:
@@ -412,7 +428,7 @@ def broadcast_to(input, shape):
 
 
 @tensor_method("expand")
-def expand(input, *sizes):
+def expand(input, *sizes, **kwargs):
     """Broadcast to ``sizes``; ``-1`` keeps a dimension.
 
     Parameters
@@ -428,7 +444,7 @@ def expand(input, *sizes):
     >>> lucid.tensor([[1], [2]]).expand(-1, 3).tolist()
     [[1, 1, 1], [2, 2, 2]]
     """
-    sizes = _shape_args(sizes)
+    sizes = _shape_args(_kw_shape(sizes, kwargs, "expand", "size"))
     lead = len(sizes) - input.ndim
     if lead < 0:
         raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal "
