@@ -863,11 +863,11 @@ class ReduceLROnPlateau(LRScheduler):  # an LRScheduler, as PyTorch's (its own _
         if cooldown > 0:
             cooldown, bad = cooldown - 1, 0
         reduce = bad > self.patience
-        min_lrs = self._group_min_lrs() if reduce else None
+        if reduce:
+            self._group_min_lrs()  # raises here, before anything changes, if it can't reduce
         self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         self.best, self.num_bad_epochs, self.cooldown_counter = best, bad, cooldown
         if reduce:
-            self.min_lrs = min_lrs
             self._reduce_lr()
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
