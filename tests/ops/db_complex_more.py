@@ -89,7 +89,7 @@ OPS = [
     OpInfo("complex_special_expit", S.expit, lambda z: 1 / (1 + np.exp(-z)), lambda rng: [Sample((cfloats(rng, 3),))]),
     OpInfo("complex_special_exp2_expm1_log1p", lambda z: S.exp2(z) + S.expm1(z) * S.log1p(z),
            lambda z: np.exp2(z) + np.expm1(z) * np.log1p(z), lambda rng: [Sample((cfloats(rng, 3) * 0.5,))]),
-    OpInfo("complex_index_add", lambda x, s: lucid.index_add(x, 1, lucid.tensor([2, 0, 2]), s, alpha=0.5 - 1j),
+    OpInfo("complex_index_add", lambda x, s: lucid.index_add(x, 1, lucid.tensor([2, 0, 2], device=x.device), s, alpha=0.5 - 1j),
            lambda x, s: _np_index_add(x, 1, [2, 0, 2], s, 0.5 - 1j),
            lambda rng: [Sample((cfloats(rng, 2, 3), cfloats(rng, 2, 3))),
                         Sample((floats(rng, 2, 3).astype(np.complex128), cfloats(rng, 2, 3)), name="real-valued x")]),
