@@ -89,7 +89,7 @@ _LAZY_MODULES = {"nn", "optim", "utils", "serialization", "distributions", "dist
                  "hub", "version", "mps", "xpu", "overrides", "_C", "__future__", "nested", "ao", "quantization", "masked",
                  "__config__", "_dynamo", "_logging", "onnx",
                  "einops", "dtypes", "diffeq"}  # einops, dtypes, diffeq: Lucid 3 modules (See NOTE [Lucid 3 names])
-_LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp",
+_LAZY_ATTRS = {"save": "serialization", "load": "serialization", "autocast": "amp", "_scaled_mm": "ops.scaled_mm",
                "OutOfMemoryError": "cuda", "jagged": "nested",
                "is_autocast_enabled": "amp", "is_autocast_available": "amp", "get_autocast_dtype": "amp", "compile": "compiler",
                "GradScaler": "amp", "Event": "accelerator", "Stream": "accelerator",
@@ -113,8 +113,8 @@ def __getattr__(name):
         return importlib.import_module(f".{name}", __name__)
     if name in _LAZY_ATTRS:
         return getattr(importlib.import_module(f".{_LAZY_ATTRS[name]}", __name__), name)
-    if name == "bfloat16":  # loads ml_dtypes on first use: NOTE [bfloat16] in _core/dtypes.py
-        return _dtypes_module.enable_bfloat16()
+    if name in _dtypes_module._ML_FLOAT_NAMES:  # loads ml_dtypes on first use: NOTE [bfloat16], NOTE [float8]
+        return _dtypes_module.enable_ml_float(name)
     if name == "BFloat16Tensor":  # the legacy constructor, made on first use too
         from .ops.legacy import bfloat16_tensor
 

@@ -1,4 +1,5 @@
-"""bfloat16 arithmetic: ops on bfloat16 tensors compute in float32 (NOTE [bfloat16]).
+"""bfloat16 and float8 arithmetic: ops on such tensors compute in float32 (NOTE [bfloat16],
+NOTE [float8] in ``lucid/_core/dtypes.py``).
 
 ``install()`` (called by ``lucid._core.dtypes.enable_bfloat16`` on the first use of
 ``lucid.bfloat16``) puts :func:`compute_in_float32` into ``bind``'s slow branch. A program that
@@ -52,11 +53,15 @@ def _round_back(out, bf16):
 
 
 def compute_in_float32(prim, args, params):
-    """``prim`` on ``args`` computed in float32 where an operand is bfloat16; None otherwise."""
-    bf16 = dtypes.BF16
+    """``prim`` on ``args`` computed in float32 where an operand is bfloat16 or float8 (the
+    first such operand's dtype is the one results round back to: ops promote their operands
+    before binding, so they share it); None otherwise."""
+    low_dtypes = dtypes.ML_FLOATS
     for a in args:
         arr = a._data if isinstance(a, Tensor) else a
-        if getattr(arr, "dtype", None) is bf16:
+        dt = getattr(arr, "dtype", None)
+        if dt is not None and dt in low_dtypes:
+            bf16 = dt
             break
     else:
         return None

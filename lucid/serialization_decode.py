@@ -17,8 +17,8 @@ import numpy as np
 from ._core import backend as _backend
 from ._core.backend import check_device, to_device
 from ._core.tensor import Tensor, _wrap
-from .serialization_format import (_DTYPES, _MAX_HEADER, _STRUCT_KEY, _TORCH_LEGACY, _code_of, _dtype_of_code,
-                                   _little)
+from .serialization_format import (_DTYPES, _MAX_HEADER, _ML_CODE_OF, _ML_CODES, _STRUCT_KEY, _TORCH_LEGACY,
+                                   _code_of, _dtype_of_code, _little)
 from .serialization_globals import _BLOCKED_MODULES, _user_globals
 from .serialization_options import get_default_mmap_options
 
@@ -157,7 +157,7 @@ class _Decoder:
             if not isinstance(e, dict) or set(e) != {"dtype", "shape", "data_offsets"}:
                 raise self.fail(f"tensor {name!r}: entry must have exactly dtype, shape and data_offsets")
             dt, shape, offs = e["dtype"], e["shape"], e["data_offsets"]
-            if dt not in _DTYPES and dt != "BF16":
+            if dt not in _DTYPES and dt not in _ML_CODES:
                 raise self.fail(f"tensor {name!r}: unsupported dtype {dt!r} (supported: {sorted(_DTYPES)})")
             if not isinstance(shape, list) or not all(_is_uint(s) for s in shape):
                 raise self.fail(f"tensor {name!r}: bad shape {shape!r}")
@@ -166,7 +166,7 @@ class _Decoder:
             b, end = offs
             if not b <= end or (size is not None and end > size):
                 raise self.fail(f"tensor {name!r}: data_offsets {offs} out of range for {size} data bytes (truncated?)")
-            want = math.prod(shape) * (2 if dt == "BF16" else np.dtype(_DTYPES[dt]).itemsize)
+            want = math.prod(shape) * ((2 if dt == "BF16" else 1) if dt in _ML_CODES else np.dtype(_DTYPES[dt]).itemsize)
             if end - b != want:
                 raise self.fail(f"tensor {name!r}: {end - b} bytes for dtype {dt} and shape {shape} (needs {want})")
             spans.append((b, end, name))
@@ -364,7 +364,8 @@ class _Decoder:
         if name in _QUANTIZED:
             return _QUANTIZED[name]
         try:  # (np.dtype only parses the name: nothing from the file runs)
-            d = (_dtype_of_code("BF16") if name == "bfloat16" else np.dtype(name)) if isinstance(name, str) else None
+            d = ((_dtype_of_code(_ML_CODE_OF[name]) if name in _ML_CODE_OF else np.dtype(name))
+                 if isinstance(name, str) else None)
         except TypeError:
             d = None
         if d is None or (_code_of(d) is None and d.kind != "c"):

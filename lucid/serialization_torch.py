@@ -63,6 +63,14 @@ _STORAGES = {"FloatStorage": "f4", "DoubleStorage": "f8", "HalfStorage": "f2", "
 _STORAGE_OF = {np.dtype(code): name for name, code in _STORAGES.items()}
 
 
+def is_untyped(dt):
+    """Whether PyTorch stores the NumPy dtype ``dt`` in an UntypedStorage (a dtype with no typed
+    storage class: uint16/32/64, float8)."""
+    from ._core import dtypes
+
+    return dt in _UNTYPED or dt in dtypes.FLOAT8
+
+
 def storage_name(dt):
     """PyTorch's storage class name for the NumPy dtype ``dt`` (bfloat16's too), or None."""
     from ._core import dtypes
@@ -75,11 +83,11 @@ _DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "
 # Dtypes with no typed storage class: PyTorch writes them as an UntypedStorage of bytes and a
 # ``_rebuild_tensor_v3`` naming the dtype.
 _UNTYPED = frozenset(np.dtype(n) for n in ("uint16", "uint32", "uint64"))
-# bfloat16 is not lacking: ``resolve`` reads it through ml_dtypes (NOTE [bfloat16])
+# bfloat16 and float8 are not lacking: ``resolve`` reads them through ml_dtypes (NOTE [bfloat16],
+# NOTE [float8]); float8 has no typed storage class either (an UntypedStorage, as uint16)
 _BFLOAT16 = ("BFloat16Storage", "bfloat16")
-_LACKS = {"complex32": "complex32",
-          "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2", "float8_e4m3fnuz": "float8_e4m3fnuz",
-          "float8_e5m2fnuz": "float8_e5m2fnuz", "float8_e8m0fnu": "float8_e8m0fnu", "quint4x2": "quint4x2",
+_FLOAT8 = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+_LACKS = {"complex32": "complex32", "float8_e8m0fnu": "float8_e8m0fnu", "quint4x2": "quint4x2",
           "quint2x4": "quint2x4", "QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4"}
 _TORCH_DEVICE_TYPES = frozenset(("cpu", "cuda", "mps", "meta", "xpu", "xla", "hip", "ipu", "vulkan", "mkldnn",
                                  "opengl", "opencl", "ideep", "ort", "hpu", "mtia", "privateuseone"))
@@ -112,7 +120,7 @@ def _builtin_names():
     return (set(_CALLS) | {f"torch.{n}" for n in _STORAGES} | {"torch.storage.UntypedStorage"}
             | {f"torch.{n}" for n in _QSTORAGES} | {f"torch.{n}" for n in _QSCHEMES}
             | {f"torch.{q}" for _, q in _QSTORAGES.values()} | set(_TYPES)
-            | {f"torch.{n}" for n in _DTYPES} | {f"torch.{n}" for n in (*_LACKS, *_BFLOAT16)})
+            | {f"torch.{n}" for n in _DTYPES} | {f"torch.{n}" for n in (*_LACKS, *_BFLOAT16, *_FLOAT8)})
 
 
 # ---------------------------------------------------------------------------- read
@@ -363,6 +371,13 @@ class _Archive:
             except AttributeError as e:
                 raise self.fail(f"it holds bfloat16 data ({full}); {e}") from None
             return bf16 if name == "bfloat16" else _StorageType(bf16.dtype, name)
+        if module == "torch" and name in _FLOAT8:  # NOTE [float8]
+            from ._core import dtypes
+
+            try:
+                return dtypes.enable_ml_float(name)
+            except AttributeError as e:
+                raise self.fail(f"it holds {name} data ({full}); {e}") from None
         if module == "torch" and name in _LACKS:
             raise self.fail(f"it holds {_LACKS[name]} data ({full}), and Lucid has no {_LACKS[name]} dtype; "
                             "convert it in PyTorch first (e.g. t.float())")

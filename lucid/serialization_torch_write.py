@@ -16,7 +16,7 @@ import numpy as np
 from ._atomic_file import atomic_write
 from ._core import backend
 from ._core.tensor import Tensor
-from .serialization_torch import _ALIGN, _TORCH_DEVICE_TYPES, _UNTYPED, storage_name
+from .serialization_torch import _ALIGN, _TORCH_DEVICE_TYPES, is_untyped, storage_name
 
 
 class _Writer:
@@ -213,7 +213,7 @@ class _Writer:
         from .ops.shape.strided import _byte_span, _owner, storage_geometry
 
         arr = t._data
-        if storage_name(arr.dtype) is None and arr.dtype not in _UNTYPED:
+        if storage_name(arr.dtype) is None and not is_untyped(arr.dtype):
             raise TypeError(f"save_for_torch: unsupported dtype {arr.dtype} at {path or '<root>'!r}")
         dev = t.device
         location = str(dev) if dev.type == "cuda" else "cpu"  # data goes through the host (below)
@@ -245,7 +245,7 @@ class _Writer:
         key = str(len(self.records))
         self.records.append((key, host))
         dt = host.dtype.newbyteorder("=")
-        if dt in _UNTYPED:  # an UntypedStorage counts bytes
+        if is_untyped(dt):  # an UntypedStorage counts bytes
             return key, "UntypedStorage", location, host.nbytes
         return key, storage_name(dt), location, host.size
 

@@ -670,6 +670,10 @@ def writeable(arr) -> bool:
 def as_strided(x, shape, strides, writeable=True):
     """``numpy.lib.stride_tricks.as_strided`` on any backend (NumPy's is not dispatched)."""
     if x.__class__ is np.ndarray or x.__class__ not in DEVICE_NAMESPACES:
+        if x.dtype.kind == "f" and x.dtype.itemsize == 1:  # float8_e5m2: NumPy can't read back its
+            # array-interface typestr ("<f1"); strided as its bytes (NOTE [float8] in dtypes.py)
+            raw = np.lib.stride_tricks.as_strided(x.view(np.uint8), shape=shape, strides=strides, writeable=writeable)
+            return raw.view(x.dtype)
         return np.lib.stride_tricks.as_strided(x, shape=shape, strides=strides, writeable=writeable)
     return namespace_of(x).lib.stride_tricks.as_strided(x, shape=shape, strides=strides)
 
@@ -677,6 +681,9 @@ def as_strided(x, shape, strides, writeable=True):
 def sliding_window_view(x, size, axis):
     """NumPy's ``sliding_window_view`` along one axis, on any backend (CuPy has none)."""
     if x.__class__ is np.ndarray or x.__class__ not in DEVICE_NAMESPACES:
+        if x.dtype.kind == "f" and x.dtype.itemsize == 1:  # float8_e5m2: as in as_strided
+            return np.lib.stride_tricks.sliding_window_view(x.view(np.uint8), size, axis=axis,
+                                                            writeable=writeable(x)).view(x.dtype)
         return np.lib.stride_tricks.sliding_window_view(x, size, axis=axis, writeable=writeable(x))
     n = x.shape[axis] - size + 1
     shape = x.shape[:axis] + (n,) + x.shape[axis + 1:] + (size,)

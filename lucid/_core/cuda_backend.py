@@ -22,9 +22,9 @@ def make_backend(cupy):
     """The :class:`~lucid._core.backend.Backend` for CuPy (``cupy`` already imported)."""
 
     def from_numpy(arr, index=None):
-        if arr.dtype.kind == "V":  # NOTE [bfloat16]
-            raise TypeError("a bfloat16 tensor can't be placed on a cuda device: CuPy has no bfloat16 type "
-                            "(cupy/cupy#7527); keep it on the CPU, or use float16 on the GPU")
+        if arr.dtype.kind == "V" or (arr.dtype.kind == "f" and arr.dtype.itemsize == 1):  # NOTE [bfloat16], [float8]
+            raise TypeError(f"a {arr.dtype.name} tensor can't be placed on a cuda device: CuPy has no {arr.dtype.name} "
+                            "type (cupy/cupy#7527); keep it on the CPU, or use float16 on the GPU")
         with cupy.cuda.Device(cupy.cuda.runtime.getDevice() if index is None else index):
             return cupy.asarray(arr)
 

@@ -91,40 +91,72 @@ _Dtype = dtype
 #   upcast operands and rounds its floating results back to bfloat16 (``lucid/_bfloat16.py``,
 #   one hook in bind's slow branch, switched on with the type; views and casts run as they are).
 # ml_dtypes is loaded on the first use of ``lucid.bfloat16`` (never by ``import lucid``).
+#
+# NOTE [float8]
+# ``lucid.float8_e4m3fn``, ``float8_e5m2`` (OCP FP8, as on H100s) and their ``fnuz`` variants
+# (no negative zero, no infinity, as on MI300s) are ml_dtypes types too, enabled on first use
+# the same way and computing the same way (float32 between two casts, one rounding). A cast to
+# them rounds to nearest even as ml_dtypes does: a value past the largest finite one becomes inf
+# (e5m2) or NaN (the others), which JAX does too; PyTorch 2.13's CPU cast saturates e4m3fn to
+# +-448 instead (its e5m2 and fnuz casts agree with ml_dtypes), so scale first, as FP8 code
+# does (``(x / scale).clamp(-448, 448).to(float8_e4m3fn)``). Promotion: a float8 dtype meeting
+# another floating or complex dtype raises, as PyTorch (where JAX would widen); it wins over
+# bool and integer operands, as every floating dtype does and as JAX does (PyTorch refuses
+# those too, but its float8 has almost no kernels to refuse them in: ops that count or index
+# inside, masked means, scatter reductions, need it here). Weak operands -- Python numbers,
+# 0-dim tensors -- keep it. PyTorch's CPU lacks most kernels for float8 (``f8 + f8`` raises
+# there); every op works here, rounded once, as JAX computes them. README "Differences from
+# PyTorch" lists all three. ``float8_e8m0fnu`` and ``float4_e2m1fn_x2`` are not provided (PyTorch's
+# e8m0 rounds 0 to 2**-127 where ml_dtypes gives NaN; float4 packs two values per byte).
+_ML_FLOAT_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
 BF16 = None  # the NumPy dtype, once enabled
+ML_FLOATS = set()  # the NumPy dtypes of the ml_dtypes floats enabled so far (bfloat16, float8)
+FLOAT8 = set()  # those of them that are float8 (NOTE [float8])
+_ML_ENABLED = {}  # name -> lucid dtype
 
 
 def kind_of(d) -> str:
-    """``d.kind`` of a NumPy dtype, "f" for bfloat16 (whose NumPy kind is "V")."""
+    """``d.kind`` of a NumPy dtype, "f" for bfloat16 and float8 (whose NumPy kind is "V")."""
     k = d.kind
-    return "f" if k == "V" and BF16 is not None and d == BF16 else k
+    return "f" if k == "V" and d in ML_FLOATS else k
 
 
-def enable_bfloat16():
-    """Load ml_dtypes and register ``lucid.bfloat16`` (idempotent); NOTE [bfloat16]."""
-    global BF16, bfloat16
-    if BF16 is not None:
-        return bfloat16
+def enable_ml_float(name):
+    """Load ml_dtypes and register ``lucid.<name>``, bfloat16 or a float8 type (idempotent);
+    NOTE [bfloat16], NOTE [float8]."""
+    global BF16
+    have = _ML_ENABLED.get(name)
+    if have is not None:
+        return have
     try:
         import ml_dtypes
     except ImportError:
         raise AttributeError(
-            "module 'lucid' has no attribute 'bfloat16': it needs the ml_dtypes package "
-            "(pip install 'lucid[bfloat16]'); NumPy alone has no bfloat16 type") from None
-    d = np.dtype(ml_dtypes.bfloat16)
+            f"module 'lucid' has no attribute {name!r}: it needs the ml_dtypes package "
+            f"(pip install 'lucid[bfloat16]'); NumPy alone has no {name} type") from None
+    d = np.dtype(getattr(ml_dtypes, name))
     _SUPPORTED.add(d)
-    BF16 = d
-    bfloat16 = as_lucid(d)
+    ML_FLOATS.add(d)  # before as_lucid: the dtype object reads its kind through kind_of
+    if name == "bfloat16":
+        BF16 = d
+    else:
+        FLOAT8.add(d)
+    have = _ML_ENABLED[name] = globals()[name] = as_lucid(d)
     from .. import _bfloat16  # the float32-compute hook in bind (outside _core: it binds ops)
 
     _bfloat16.install()
-    return bfloat16
+    return have
+
+
+def enable_bfloat16():
+    """Load ml_dtypes and register ``lucid.bfloat16`` (idempotent); NOTE [bfloat16]."""
+    return enable_ml_float("bfloat16")
 
 
 def np_finfo(d):
-    """``np.finfo(d)``, and ml_dtypes' for bfloat16 (which ``np.finfo`` refuses)."""
+    """``np.finfo(d)``, and ml_dtypes' for bfloat16 and float8 (which ``np.finfo`` refuses)."""
     d = np.dtype(d)
-    if d.kind == "V" and BF16 is not None and d == BF16:
+    if d in ML_FLOATS:  # (float8_e5m2's NumPy kind is "f", the others' "V")
         import ml_dtypes
 
         return ml_dtypes.finfo(d)
@@ -132,21 +164,32 @@ def np_finfo(d):
 
 
 def supported(d) -> bool:
-    """Whether arrays of the NumPy dtype ``d`` can back a tensor (an ml_dtypes bfloat16 array met
-    before ``lucid.bfloat16`` enables it)."""
+    """Whether arrays of the NumPy dtype ``d`` can back a tensor (an ml_dtypes bfloat16 or
+    float8 array met before its lucid dtype is enabled enables it)."""
     if d in _SUPPORTED:
         return True
-    if BF16 is None and d.kind == "V" and is_bfloat16_name(d.type):
-        enable_bfloat16()
+    name = ml_float_name(d.type)
+    if name is not None:
+        enable_ml_float(name)
         return True
     return False
 
 
+def ml_float_name(d):
+    """The name of the ml_dtypes float ``d`` names (a string such as "torch.float8_e5m2", or
+    ml_dtypes' type), or None."""
+    if d.__class__ is str:
+        name = d.rpartition(".")[2] if d.startswith(("torch.", "lucid.")) else d
+        return name if name in _ML_FLOAT_NAMES else None
+    name = getattr(d, "__name__", None)
+    if name in _ML_FLOAT_NAMES and getattr(d, "__module__", "").startswith("ml_dtypes"):
+        return name
+    return None
+
+
 def is_bfloat16_name(d) -> bool:
     """Whether ``d`` names bfloat16 before it is enabled (the string, or ml_dtypes' type)."""
-    if d.__class__ is str:
-        return d in ("bfloat16", "torch.bfloat16", "lucid.bfloat16")
-    return getattr(d, "__name__", None) == "bfloat16" and getattr(d, "__module__", "").startswith("ml_dtypes")
+    return ml_float_name(d) == "bfloat16"
 
 
 # NOTE [Quantized dtypes]
@@ -264,10 +307,10 @@ def set_default_dtype(d) -> None:
     """
     global _default_float
     try:
-        nd = to_dtype(d) if BF16 is None and is_bfloat16_name(d) else np.dtype(d)
+        nd = to_dtype(d) if ml_float_name(d) is not None else np.dtype(d)
     except TypeError:
         raise TypeError(f"set_default_dtype: expected a floating dtype, got {d!r}") from None
-    if kind_of(nd) != "f" or nd not in _SUPPORTED:
+    if kind_of(nd) != "f" or nd not in _SUPPORTED or nd in FLOAT8:
         raise TypeError(f"set_default_dtype: expected a floating dtype (float16, bfloat16, float32, float64), "
                         f"got {d}")
     _default_float = as_lucid(nd)
@@ -290,12 +333,14 @@ def to_dtype(dtype) -> np.dtype:
     if dtype.__class__ is _QuantizedDtype:
         raise TypeError(f"dtype {dtype} is a quantized dtype: make quantized tensors with "
                         "lucid.quantize_per_tensor or lucid.quantize_per_channel")
-    if BF16 is None and is_bfloat16_name(dtype):
-        return enable_bfloat16().dtype
+    name = ml_float_name(dtype)
+    if name is not None:  # "bfloat16", "torch.float8_e4m3fn", ml_dtypes' types: NOTE [float8]
+        return enable_ml_float(name).dtype
     d = np.dtype(dtype)
     if d not in _SUPPORTED:
-        if BF16 is None and is_bfloat16_name(d.type):  # an ml_dtypes array met first
-            return enable_bfloat16().dtype
+        name = ml_float_name(d.type)
+        if name is not None:  # an ml_dtypes array met first
+            return enable_ml_float(name).dtype
         raise TypeError(f"dtype {d} is not supported by lucid")
     return d
 
@@ -375,10 +420,20 @@ def _barebones_clash(a, b, op):
                            f"attempted to promote {as_lucid(a)} and {as_lucid(b)}")
 
 
+def _float8_clash(a, b, op):
+    """Raise if ``a`` and ``b`` (NumPy dtypes, one of them float8) are two different floating or
+    complex dtypes: NOTE [float8]."""
+    if a != b and kind_of(a) in "fc" and kind_of(b) in "fc":
+        raise RuntimeError(f"{op}: promotion for float8 types is not supported, attempted to promote "
+                           f"{as_lucid(a)} and {as_lucid(b)}")
+
+
 def _same_group(cur, cat, dt):
     """Combine two operands of one priority group (PyTorch's promoteTypes)."""
     if dt is not cur[1] and (dt in _BAREBONES or cur[1] in _BAREBONES):
         _barebones_clash(cur[1], dt, "result_type")
+    if FLOAT8 and dt is not cur[1] and dt is not None and cur[1] is not None and (dt in FLOAT8 or cur[1] in FLOAT8):
+        _float8_clash(cur[1], dt, "result_type")
     if cat > cur[0]:
         if cat == 3 and cur[0] == 2 and cur[1] is not None and dt is not None:
             return (3, _promote_np(cur[1], dt))
@@ -453,6 +508,8 @@ def promote_types(type1, type2) -> dtype:
     """
     a, b = _dtype_of(type1, "promote_types"), _dtype_of(type2, "promote_types")
     _barebones_clash(a, b, "promote_types")
+    if a in FLOAT8 or b in FLOAT8:
+        _float8_clash(a, b, "promote_types")
     ca, cb = category(a), category(b)
     if ca != cb:
         win, lose = (a, b) if ca > cb else (b, a)

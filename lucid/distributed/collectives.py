@@ -135,6 +135,9 @@ def _check_tensor(t, api, what="tensor"):
         raise TypeError(f"{api}: {what} must be a lucid Tensor, got {type(t).__name__}")
     if t._level:
         raise TypeError(f"{api}: collectives can't run on a tensor traced by lucid.func transforms")
+    if t._data.dtype in _dtypes.FLOAT8:  # (float8_e5m2's NumPy kind is "f": NOTE [float8])
+        raise TypeError(f"{api}: {what} has dtype {t._data.dtype}: MPI has no float8 type; a broadcast, "
+                        "gather or send can move its bits as t.view(lucid.uint8)")
     if t._data.dtype.kind not in "biufc" and not _is_bf16(t._data.dtype):
         raise TypeError(f"{api}: {what} has dtype {t._data.dtype}, which MPI can't reduce")
     return t._data

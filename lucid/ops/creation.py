@@ -735,8 +735,8 @@ def to(input, *args, dtype=None, device=None, copy=False, non_blocking=False, me
     if len(flags) == 2:
         copy = flags[1]
     out = input
-    if dtype is not None and dtypes.BF16 is not None and input.dtype == dtypes.BF16:
-        out = cast(out, dtype_arg(dtype, "to"))  # first, where bfloat16 lives: a GPU has none
+    if dtype is not None and dtypes.ML_FLOATS and input.dtype in dtypes.ML_FLOATS:
+        out = cast(out, dtype_arg(dtype, "to"))  # first, where bfloat16/float8 live: a GPU has neither
         dtype = None
     if device is not None:
         out = to_device(out, device)

@@ -382,7 +382,7 @@ def _uniform01(dt):
     """Sampler for U[0, 1) in dtype ``dt`` (float16 and bfloat16 drawn in float32, kept below 1)."""
 
     def sample(rng, shape):
-        if dt.itemsize == 2:
+        if dt.itemsize <= 2:  # float16, bfloat16, float8: drawn in float32, kept below 1 once rounded
             below_one = 1.0 - float(dtypes.np_finfo(dt).epsneg)
             return np.minimum(rng.random(shape, dtype=np.float32), below_one).astype(dt)
         return rng.random(shape, dtype=dt)
@@ -392,7 +392,7 @@ def _uniform01(dt):
 
 def _normal01(dt):
     def sample(rng, shape):
-        wide = np.float32 if dt.itemsize == 2 else dt  # float16, bfloat16: drawn in float32
+        wide = np.float32 if dt.itemsize <= 2 else dt  # float16, bfloat16, float8: drawn in float32
         return rng.standard_normal(shape, dtype=wide).astype(dt, copy=False)
 
     return native(sample)

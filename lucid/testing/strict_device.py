@@ -157,9 +157,10 @@ class StrictArray(NDArrayOperatorsMixin):
     __slots__ = ("_a", "_dev", "__weakref__")  # CuPy arrays take weak references too
 
     def __init__(self, a, dev=None):
-        if a.dtype.kind == "V":  # bfloat16: CuPy has none, so neither has its stand-in (NOTE [bfloat16])
-            raise TypeError("a bfloat16 tensor can't be placed on a strict device: CuPy has no bfloat16 type "
-                            "(cupy/cupy#7527); keep it on the CPU, or use float16 on the GPU")
+        if a.dtype.kind == "V" or (a.dtype.kind == "f" and a.dtype.itemsize == 1):  # bfloat16, float8: CuPy
+            # has neither, so neither has its stand-in (NOTE [bfloat16], NOTE [float8])
+            raise TypeError(f"a {a.dtype.name} tensor can't be placed on a strict device: CuPy has no "
+                            f"{a.dtype.name} type (cupy/cupy#7527); keep it on the CPU, or use float16 on the GPU")
         self._a = a
         self._dev = _CURRENT[0] if dev is None else dev
 

@@ -44,8 +44,8 @@ def _checked_value(key, value, target, assign):
             arr = np.asarray(value)
     except (TypeError, ValueError) as e:
         return None, f"value for {key} can't be converted to an array ({type(value).__name__}: {e})."
-    if arr.dtype.kind == "V":
-        dtypes.supported(arr.dtype)  # an ml_dtypes bfloat16 array enables lucid.bfloat16 (NOTE [bfloat16])
+    if arr.dtype.kind in "Vf":
+        dtypes.supported(arr.dtype)  # an ml_dtypes array enables lucid.bfloat16 (NOTE [bfloat16], [float8])
     kind = dtypes.kind_of(arr.dtype)
     if kind not in "biufc":
         return None, (f"value for {key} is not numeric (dtype {arr.dtype}, "

@@ -190,7 +190,10 @@ def _storage_view(x, size, stride, offset):
     # A dimension that repeats one element is read-only, like expand's (PyTorch refuses to write
     # through such a tensor too); overlapping windows with nonzero strides stay writable.
     repeats = any(st == 0 and n > 1 for n, st in zip(size, stride))
-    interface = {"version": 3, "shape": tuple(size), "typestr": x.dtype.str, "descr": x.dtype.descr,
+    # an ml_dtypes float travels as its bytes: NumPy parses neither "<V2" back to bfloat16 nor
+    # float8_e5m2's "<f1" at all (NOTE [float8])
+    typestr = f"|V{item}" if x.dtype in dtypes.ML_FLOATS else x.dtype.str
+    interface = {"version": 3, "shape": tuple(size), "typestr": typestr, "descr": [("", typestr)],
                  "strides": tuple(s * item for s in stride),
                  "data": (start + offset * item, repeats or not owner.flags.writeable)}
     arr = np.asarray(_StorageRef(interface, owner))
