@@ -34,7 +34,8 @@ def _where_jvp(ns, primals, tangents, out):
     return broadcast_tangent(ns, ns.where(c, tx, ty), out.shape)
 
 
-where_p = defprim("where", xp.where, vjp=(None, _where_vjp(1), _where_vjp(2)), jvp=_where_jvp)
+where_p = defprim("where", xp.where, vjp=(None, _where_vjp(1), _where_vjp(2)), jvp=_where_jvp,
+                  vjp_reads=((), (0,), (0,)))  # the values' shapes only: NOTE [Version checks of unread inputs]
 where_p.batch = batch_elementwise(where_p)
 
 
