@@ -424,6 +424,11 @@ def broadcast_to(input, shape):
             with errors_as("broadcast_to"):
                 return expand(input, *shape)
         raise RuntimeError(f"broadcast_to: the shape {tuple(input.shape)} can't be broadcast to {shape}")
+    if math.prod(shape) == input.numel() != 0:
+        # only size-1 dims added: no element repeats, so this is a plain writable view, as PyTorch's
+        # (``arange(n).expand((1, -1))`` buffers take ``copy_``/``load_state_dict``); NumPy's
+        # broadcast_to would be read-only
+        return reshape(input, shape)
     return bind(broadcast_to_p, (input,), {"shape": shape})
 
 
