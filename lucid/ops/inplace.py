@@ -647,6 +647,12 @@ def _value_to_device(self, value, idx):
                        f"{self.device} and {value.device}! (move one with .to(device))")
 
 
+def _setitem_index_error(e, self, idx, value):
+    """NumPy's IndexError (an index out of range, a mask of the wrong shape) naming the op and the shapes."""
+    return IndexError(f"setitem: {e} (tensor shape {tuple(self.shape)}, index tensor shapes "
+                      f"{[tuple(i.shape) for i in idx]}, value shape {tuple(getattr(value, 'shape', ()))})")
+
+
 @tensor_method("__setitem__")
 def setitem(self, key, value):
     """``self[key] = value``: in place, with gradients for both sides in a graph.
@@ -671,7 +677,11 @@ def setitem(self, key, value):
         value = _value_to_device(self, value, idx)
     raw, value = value, _numpy_order_value(self, template, idx, _value_for(self, value))
     if isinstance(value, Tensor) and value.ndim and value.shape[0] == 1:
-        value = _strip_leading_ones(value, _indexed_shape(self.shape, template, idx))
+        try:
+            target = _indexed_shape(self.shape, template, idx)
+        except IndexError as e:
+            raise _setitem_index_error(e, self, idx, value) from None
+        value = _strip_leading_ones(value, target)
     if primitive.ACTIVE_TRACES[0]:
         if DEVICE_GUARD[0]:  # NOTE [Several devices]
             guard = guard_for((self, value), "setitem")
@@ -698,6 +708,8 @@ def setitem(self, key, value):
             f"be assigned to the indexing result of shape "
             f"{_indexed_shape(self.shape, template, idx)} ({e})"
         ) from None
+    except IndexError as e:  # an index out of range, a mask of the wrong shape
+        raise _setitem_index_error(e, self, idx, value) from None
     if graph:
         # The write is done in place (O(size of value)); the node records the functional
         # setitem so gradients flow to the old self and to value.
