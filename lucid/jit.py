@@ -129,6 +129,7 @@ export = _identity_decorator("export")
 interface = _identity_decorator("interface")
 script_method = _identity_decorator("script_method")
 script_if_tracing = _identity_decorator("script_if_tracing")
+_script_if_tracing = script_if_tracing  # the private spelling torchvision decorates with (ops/boxes.py)
 
 
 def is_scripting() -> bool:
@@ -287,3 +288,31 @@ def strict_fusion():
     """TorchScript's "everything in this block must fuse" check: nothing fuses eagerly, and
     nothing is checked outside TorchScript (as in PyTorch)."""
     yield
+
+
+class _BroadcastingList:
+    """``torch.jit.annotations.BroadcastingList1/2/3``: TorchScript's "an int or a list of them" hint;
+    subscripted outside TorchScript it gives None, as PyTorch's eager mode does."""
+
+    def __getitem__(self, types):
+        return None
+
+
+def _annotations_module():
+    """``torch.jit.annotations`` (``from torch.jit.annotations import List, BroadcastingList2``):
+    the typing names TorchScript code imports from it. A submodule of this module, registered in
+    ``sys.modules`` so that both ``from lucid.jit.annotations import ...`` and the attribute work."""
+    import sys
+    import types
+
+    mod = types.ModuleType(__name__ + ".annotations", _annotations_module.__doc__)
+    for name in ("Any", "Dict", "List", "Optional", "Tuple", "Union"):
+        setattr(mod, name, getattr(typing, name))
+    mod.BroadcastingList1 = mod.BroadcastingList2 = mod.BroadcastingList3 = _BroadcastingList()
+    mod.Future = Future
+    sys.modules[mod.__name__] = mod
+    return mod
+
+
+# Rebinds the name ``from __future__ import annotations`` bound to its feature object.
+annotations = _annotations_module()
