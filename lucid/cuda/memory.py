@@ -16,7 +16,7 @@ from . import _cupy, _index, is_available, is_initialized
 __all__ = ["empty_cache", "get_per_process_memory_fraction", "max_memory_allocated", "max_memory_reserved",
            "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats", "memory_summary",
            "reset_accumulated_memory_stats", "reset_max_memory_allocated", "reset_peak_memory_stats",
-           "set_per_process_memory_fraction"]
+           "set_per_process_memory_fraction", "memory_cached", "max_memory_cached", "reset_max_memory_cached"]
 
 _PEAK_ALLOCATED: dict = {}  # device index -> sampled peak
 _PEAK_RESERVED: dict = {}
@@ -76,6 +76,30 @@ def reset_peak_memory_stats(device=None) -> None:
 
 def reset_max_memory_allocated(device=None) -> None:
     """:func:`reset_peak_memory_stats` (PyTorch's older name; it resets every peak too)."""
+    reset_peak_memory_stats(device)
+
+
+def _renamed(old, new):
+    import warnings
+
+    warnings.warn(f"`lucid.cuda.{old}` has been renamed to `lucid.cuda.{new}`", FutureWarning, stacklevel=3)
+
+
+def memory_cached(device=None) -> int:
+    """Deprecated (PyTorch 1.4): :func:`memory_reserved`, with PyTorch's FutureWarning."""
+    _renamed("memory_cached", "memory_reserved")
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None) -> int:
+    """Deprecated: :func:`max_memory_reserved`, with PyTorch's FutureWarning."""
+    _renamed("max_memory_cached", "max_memory_reserved")
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_cached(device=None) -> None:
+    """Deprecated: :func:`reset_peak_memory_stats`, with PyTorch's FutureWarning."""
+    _renamed("reset_max_memory_cached", "reset_peak_memory_stats")
     reset_peak_memory_stats(device)
 
 

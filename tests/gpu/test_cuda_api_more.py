@@ -53,6 +53,13 @@ def test_counters_and_lists_without_a_gpu_as_torch():
     cuda.set_rng_state(lucid.zeros(8, dtype=lucid.uint8))  # ignored, as PyTorch's
     cuda.reset_peak_memory_stats()
     cuda.reset_max_memory_allocated()
+    # the deprecated "cached" names: the "reserved" figures, with PyTorch's FutureWarning
+    with pytest.warns(FutureWarning, match="memory_cached` has been renamed to `lucid.cuda.memory_reserved"):
+        assert cuda.memory_cached() == 0
+    with pytest.warns(FutureWarning, match="max_memory_reserved"):
+        assert cuda.max_memory_cached() == 0
+    with pytest.warns(FutureWarning, match="reset_peak_memory_stats"):
+        cuda.reset_max_memory_cached()
     cuda.reset_accumulated_memory_stats()
     cuda.empty_cache()
     cuda.set_stream(None)
@@ -129,6 +136,8 @@ def test_memory_figures_on_the_gpu():
     assert 0 < free <= total
     assert "allocated_bytes.all.current" in cuda.memory_summary()
     cuda.reset_peak_memory_stats()
+    with pytest.warns(FutureWarning):
+        assert cuda.memory_cached() == cuda.memory_reserved() and cuda.max_memory_cached() >= cuda.memory_cached()
     cuda.set_per_process_memory_fraction(0.5)
     try:
         assert abs(cuda.get_per_process_memory_fraction() - 0.5) < 1e-6
