@@ -590,6 +590,8 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     _no_complex("searchsorted", seq, input)
     scalar = not isinstance(input, Tensor)
     v = _as_tensor(input)
+    if scalar and v.device != seq.device:  # a Python number goes where the sequence is, as in PyTorch
+        v = v.to(seq.device)
     if side is not None:
         if side not in ("left", "right") or (right and side == "left"):
             raise RuntimeError(f"searchsorted: side must be 'left' or 'right' and agree with right=, got {side!r}")
