@@ -434,13 +434,13 @@ def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, m
     return _laid_out_like(out, input, memory_format, "full_like")
 
 
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=False):
     """Values from ``start`` to ``end`` (exclusive) by ``step``; ints stay int64.
 
     Parameters
     ----------
-    start : number
-        First value (or, alone, the end with start 0).
+    start : number, optional
+        First value (or, alone, the end with start 0); 0 when only ``end=`` is given.
     end : number, optional
         End (exclusive).
     step : number
@@ -459,7 +459,11 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     [1, 3, 5]
     """
     if end is None:
+        if start is None:
+            raise TypeError("arange() missing required argument 'end'")
         start, end = 0, start
+    elif start is None:
+        start = 0  # arange(end=n), as PyTorch's signature arange(start=0, end, step=1) allows
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
     if dtype is None:
         dtype = dtypes.int64 if all(isinstance(v, int) for v in vals) else dtypes.get_default_dtype()
