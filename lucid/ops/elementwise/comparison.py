@@ -154,7 +154,11 @@ def _compare(name, impl, dunder):
         def dunder_fn(input, other):
             if other is None or other.__class__ is str:  # PyTorch: False / True, no error
                 return NotImplemented
-            return bind(prim, promote(input, other), {})
+            try:
+                args = promote(input, other)
+            except TypeError:  # an object no tensor holds (``object()``, a dict): PyTorch's
+                return NotImplemented  # NotImplemented, so ``==`` is False (``x in (t,)`` works)
+            return bind(prim, args, {})
 
         dunder_fn.__name__, dunder_fn.__doc__ = f"__{dunder}__", fn.__doc__
         setattr(Tensor, f"__{dunder}__", dunder_fn)
