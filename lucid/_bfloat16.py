@@ -34,21 +34,21 @@ _FLOAT32 = np.dtype(np.float32)
 _NATIVE = frozenset({"cast"})
 
 
-def _upcast(a, bf16):
+def _upcast(a, low):
     if isinstance(a, Tensor):
-        if a._data.dtype is bf16:
+        if a._data.dtype is low:
             return _cast(a, _FLOAT32)
         return a
-    if a.__class__ is np.ndarray and a.dtype is bf16:
+    if a.__class__ is np.ndarray and a.dtype is low:
         return a.astype(np.float32)
     return a
 
 
-def _round_back(out, bf16):
+def _round_back(out, low):
     if isinstance(out, Tensor):
-        return _cast(out, bf16) if out._data.dtype is _FLOAT32 else out
+        return _cast(out, low) if out._data.dtype is _FLOAT32 else out
     if out.__class__ is tuple:
-        return tuple(_round_back(o, bf16) for o in out)
+        return tuple(_round_back(o, low) for o in out)
     return out
 
 
@@ -61,13 +61,13 @@ def compute_in_float32(prim, args, params):
         arr = a._data if isinstance(a, Tensor) else a
         dt = getattr(arr, "dtype", None)
         if dt is not None and dt in low_dtypes:
-            bf16 = dt
+            low = dt
             break
     else:
         return None
     if prim.is_view or prim.name in _NATIVE:
         return None
-    upcast = tuple(_upcast(a, bf16) for a in args)
+    upcast = tuple(_upcast(a, low) for a in args)
     autocast = primitive.AUTOCAST_HOOK[0]
     if autocast is None:
         out = primitive.bind(prim, upcast, params)
@@ -75,9 +75,9 @@ def compute_in_float32(prim, args, params):
         with autocast.suspended():
             out = primitive.bind(prim, upcast, params)
     wanted = params.get("dtype")
-    if wanted is not None and wanted is not bf16:  # the op was asked for a dtype: it keeps it
+    if wanted is not None and wanted is not low:  # the op was asked for a dtype: it keeps it
         return out
-    return _round_back(out, bf16)
+    return _round_back(out, low)
 
 
 _cast = None

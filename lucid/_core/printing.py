@@ -130,9 +130,8 @@ def array_str(arr: np.ndarray, prefix: str) -> str:
         return "[]"
     if arr.ndim and not o["edgeitems"] and arr.size > threshold:
         return "[...]"  # PyTorch's form: NumPy would still show a last item here
-    if arr.dtype.kind == "V" or (arr.dtype.kind == "f" and arr.dtype.itemsize == 1):  # bfloat16, float8 (NOTE [bfloat16], [float8]):
-        # their values, exactly, as float32
-        arr = arr.astype(np.float32)
+    if arr.dtype.kind == "V" or (arr.dtype.kind == "f" and arr.dtype.itemsize == 1):
+        arr = arr.astype(np.float32)  # bfloat16, float8 (NOTE [bfloat16], [float8]): their values, exactly
     formatter = None
     if o["sci_mode"] is not None and arr.dtype.kind in "fc":
         shown = _summarized(arr, o["edgeitems"]) if arr.size > threshold else arr
