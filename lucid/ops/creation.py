@@ -5,6 +5,7 @@ import numpy as np
 
 from .._core import backend, dtypes
 from .._core.backend import xp
+from .._core.grad_mode import ACTIVE_TRACES, STATE
 from .._core.primitive import bind, defprim
 from .._core.tensor import Tensor, _to_array, _wrap, tensor_method
 from .elementwise import cast
@@ -24,6 +25,8 @@ def _finish(arr, requires_grad, device, op):
     if dev is not backend.CPU:  # made on the host, then one explicit copy to the device
         arr = backend.to_device(arr, dev)
     t = _wrap(arr)
+    if ACTIVE_TRACES[0] and STATE.traces:  # made inside a transform: it may join it (NOTE [Lifting a plain tensor])
+        t._born = STATE.traces[-1]
     if requires_grad:
         t.requires_grad = True
     return t

@@ -530,17 +530,71 @@ def _rebase_base(base, x, res):
     _rebase(base, new)
 
 
+# NOTE [Lifting a plain tensor]
+# Under grad/vjp/jvp (and jacrev/jacfwd/hessian, made of them) a plain tensor that takes a
+# transformed value in place -- ``o = zeros(3); o[1:] = x[:2]``, PyG's
+# ``src.new_zeros(n).scatter_add_(0, index, src)`` -- joins the transform, as in torch.func (whose
+# factories make values of the current level). A plain Tensor object can't become a tracer (the
+# tracer classes have other slots), so it is lifted in place: it gets the tracer's state as
+# instance attributes (``_level``/``_trace`` route every later op on it to the trace, ``_primal``,
+# ``grad_fn``/``_tangent`` carry the value), and its own array takes the new values, so shape,
+# dtype and host reads stay right. Only a tensor a factory made inside the transform (zeros,
+# empty, full, tensor, arange, the *_like and new_* forms: ``_finish`` stamps ``_born`` with the
+# innermost active transform) is lifted; a captured tensor is refused, as torch.func refuses to
+# mutate one, and so are a tensor derived from a factory's (``zeros(3) + 1``: use the
+# out-of-place form), one that requires grad, a view or a tensor with views, and any plain
+# tensor under vmap (as torch.func.vmap refuses an unbatched tensor taking batched values).
+def _lift_plain(name, x, args, fn, trace):
+    """Lift the plain tensor ``x`` into ``trace`` with the in-place result; False if it can't be."""
+    from ..func._traces import BatchTracer, _Tracer
+
+    born = x.__dict__.get("_born")  # the innermost transform active when a factory made x
+    if (trace.kind not in ("grad", "jvp") or x.__class__ is not Tensor or x._level or x._rg
+            or x._base is not None or x._views or born is None or not born.active or born.level < trace.level):
+        return False
+    res = _out_of_place(name, fn, x, args)
+    if not trace.owns(res):
+        return False
+    res = _fit(name, x, x, res, args, owned=trace.owns)
+    inner = res._primal
+    while isinstance(inner, _Tracer):  # the eager values underneath (none under a vmap)
+        if isinstance(inner, BatchTracer):
+            return False
+        inner = inner._inner_value()
+    x._trace, x._level = trace, trace.level
+    _adopt(x, res)
+    _sync_lifted(x)
+    _bump(x, name)
+    return True
+
+
+def _sync_lifted(x):
+    """A lifted plain tensor's own array takes its traced value (NOTE [Lifting a plain tensor])."""
+    from ..func._traces import _Tracer
+
+    inner = x._primal
+    while isinstance(inner, _Tracer):
+        inner = inner._inner_value()
+    x._data[...] = inner._data
+
+
 def _inplace_traced(name, x, args, fn, trace):
     if not trace.owns(x):
+        if _lift_plain(name, x, args, fn, trace):
+            return x
         raise RuntimeError(
             f"{name}: can't change a tensor in place with a value of an active {trace.kind} "
-            f"transform (the tensor of shape {tuple(x.shape)} is not a {trace.kind} tracer); "
-            "use the out-of-place op instead, e.g. x = x + y"
+            f"transform (the tensor of shape {tuple(x.shape)} is not a {trace.kind} tracer: only a tensor a "
+            "factory such as zeros/empty/new_zeros made inside a grad or jvp transform joins it, not a "
+            "captured or derived one, a view, one that requires grad, or any under vmap); use the "
+            "out-of-place op instead, e.g. x = x + y"
         )
     if trace.kind == "grad":  # as torch.func.grad; vmap and jvp allow it
         _check_multi_output(name, x)
     res = _fit(name, x, x, _out_of_place(name, fn, x, args), args, owned=trace.owns)
     _adopt(x, res)
+    if x.__class__ is Tensor:  # a lifted plain tensor (NOTE [Lifting a plain tensor])
+        _sync_lifted(x)
     root = x._base
     if root is not None and trace.owns(root):
         _adopt(root, _scatter_into_base(root, x))

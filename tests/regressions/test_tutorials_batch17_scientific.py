@@ -67,9 +67,10 @@ Lucid differences met (kept): ``lucid.autograd.grad(y, x)`` with a bare tensor r
 not a 1-tuple (README), so the checks pass ``[x]``; ``scatter_reduce`` amax/amin with
 ``include_self=False`` share a tie's gradient among ``src`` only (README), so PyG's max pool differs
 from PyTorch's gradient where a group's maximum is exactly 0.0 (PyG scatters into ``new_zeros``) --
-the data here avoid that. Found: ``lucid.func.jacrev``/``jacfwd`` refuse PyG's ``scatter`` (an
+the data here avoid that. Found: ``lucid.func.jacrev``/``jacfwd`` refused PyG's ``scatter`` (an
 in-place ``scatter_add_`` of a traced value into ``src.new_zeros(size)``) where ``torch.func`` accepts
-it; the strict xfail ``test_pyg_scatter_under_jacrev_and_jacfwd`` holds it until that is fixed.
+it; fixed (NOTE [Lifting a plain tensor] in lucid/ops/inplace.py), checked by
+``test_pyg_scatter_under_jacrev_and_jacfwd``.
 """
 import abc
 import bisect
@@ -3871,10 +3872,6 @@ def test_pyg_torch_parity():
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "lucid.func grad/jvp transforms refuse an in-place write of a traced value into a tensor made "
-    "inside the function (PyG's scatter: src.new_zeros(size).scatter_add_(dim, index, src)); "
-    "torch.func.jacrev/jacfwd allow it. Fix in lucid/ops/inplace.py (_inplace_traced) left to the lead."))
 @pytest.mark.parametrize("transform", ["jacrev", "jacfwd"])
 def test_pyg_scatter_under_jacrev_and_jacfwd(transform):
     page = pyg_page(lucid)
