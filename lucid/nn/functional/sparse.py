@@ -18,7 +18,7 @@ def _one_hot_impl(t, *, num_classes):
     # The range check reads values: CPU only. On a device it would read back every call
     # (PyTorch's CUDA kernel checks with a device-side assert), as loss._check_classes.
     if t.__class__ is np.ndarray and t.size and (t.min() < 0 or t.max() >= num_classes):
-        raise ValueError(f"one_hot: class values must be in [0, {num_classes}), got range "
+        raise ValueError(f"class values must be in [0, {num_classes}), got range "  # bind names the op
                          f"[{t.min()}, {t.max()}] for indices of shape {t.shape}")
     return (t[..., None] == namespace_of(t).arange(num_classes)).astype(np.int64)
 
