@@ -336,7 +336,7 @@ class Optimizer(OptimizerHooks):
         if not isinstance(param_group, dict):
             raise TypeError(f"{type(self).__name__}.add_param_group: param_group must be a dict, but got "
                             f"{type(param_group).__name__}")
-        group = dict(param_group)
+        group = dict(param_group)  # checked on a copy: a failing call leaves the caller's dict as it was
         params = group["params"]
         if isinstance(params, (set, frozenset)):
             raise TypeError(f"{type(self).__name__}: optimizer parameters need to be organized in ordered "
@@ -359,7 +359,10 @@ class Optimizer(OptimizerHooks):
             if v is required and k not in group:
                 raise ValueError(f"{type(self).__name__}: parameter group didn't specify a value of required option {k}")
             group.setdefault(k, v)
-        self.param_groups.append(group)
+        # the caller's own dict becomes the group, as in PyTorch: a wrapper built on
+        # ``base.param_groups`` (SAM, lookahead) shares them with ``base``
+        param_group.update(group)
+        self.param_groups.append(param_group)
 
     def _split_names(self, group, params):
         """PyTorch 2.13's named parameters: a group of ``(name, tensor)`` pairs keeps the names
@@ -756,9 +759,14 @@ class Optimizer(OptimizerHooks):
             if not isinstance(st, dict):
                 raise TypeError(f"{name}: state[{k!r}] must be a dict, got {type(st).__name__}")
             new_state[id_map[int(k)]] = self._import_state(id_map[int(k)], st, int(k))
-        new_groups = [{**mine, **{k: copy.deepcopy(v) for k, v in saved.items() if k != "params"}}
+        # the saved group replaces the live one, as PyTorch's: a key the saved group lacks (a
+        # scheduler's ``initial_lr`` set after the save) goes; the optimizer's own options stay
+        new_groups = [{**{k: v for k, v in mine.items() if k in saved or k in self.defaults
+                          or k in ("params", "param_names")},
+                       **{k: copy.deepcopy(v) for k, v in saved.items() if k != "params"}}
                       for saved, mine in zip(groups, self.param_groups)]
         for mine, new in zip(self.param_groups, new_groups):
+            mine.clear()
             mine.update(new)
         self.state = collections.defaultdict(dict, new_state)
         self._load_state_dict_post()

@@ -459,3 +459,20 @@ def test_lbfgs_state_dict_resumes_exactly():
     for _ in range(2):
         opt2.step(closure2)
     np.testing.assert_array_equal(y.detach().numpy(), want)
+
+
+def test_add_param_group_keeps_the_callers_dict_and_a_failure_leaves_it_alone():
+    p, q = lucid.nn.Parameter(lucid.ones(2)), lucid.nn.Parameter(lucid.ones(2))
+    opt = lucid.optim.SGD([p], lr=0.1)
+    dup = {"params": [p]}
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        opt.add_param_group(dup)
+    assert list(dup) == ["params"] and len(opt.param_groups) == 1  # nothing filled in, nothing added
+    named = {"params": [("q", q)]}
+    with pytest.raises(ValueError, match="with/without names"):
+        opt.add_param_group(named)
+    assert list(named) == ["params"] and isinstance(named["params"][0], tuple)
+    group = {"params": (q,), "lr": 0.5}
+    opt.add_param_group(group)
+    assert opt.param_groups[1] is group  # the caller's dict, as PyTorch's
+    assert group["params"] == [q] and group["momentum"] == 0 and group["lr"] == 0.5
