@@ -360,3 +360,23 @@ def test_scaled_mm_under_vmap_and_grad_matches_a_loop():
     grads = lucid.func.vmap(lucid.func.grad(f))(scales)
     total = float((a.float() @ b.float()).sum().item())  # d/ds of s * sum(a @ b)
     np.testing.assert_allclose(grads.numpy(), [total] * 3, rtol=1e-6)
+
+
+def test_scaled_mm_jvp_and_vmap_over_the_float8_operand():
+    rng = np.random.default_rng(7)
+    a = lucid.tensor(rng.standard_normal((3, 2, 4)).astype(np.float32)).to(lucid.float8_e4m3fn)
+    b = lucid.tensor(rng.standard_normal((4, 5)).astype(np.float32)).to(lucid.float8_e5m2)
+    sa, sb = lucid.tensor(0.5), lucid.tensor(3.0)
+
+    def f(ai):
+        return lucid._scaled_mm(ai, b, sa, sb, out_dtype=lucid.float32)
+
+    batched = lucid.func.vmap(f)(a)
+    looped = lucid.stack([f(a[i]) for i in range(3)])
+    np.testing.assert_array_equal(batched.numpy(), looped.numpy())
+    # forward mode in the scales: d/dt of (a @ b) * (sa + t) * sb is (a @ b) * sb
+    out, tangent = lucid.func.jvp(lambda s: lucid._scaled_mm(a[0], b, s, sb, out_dtype=lucid.float32),
+                                  (sa,), (lucid.tensor(1.0),))
+    product = a[0].float().numpy() @ b.float().numpy()
+    np.testing.assert_allclose(out.numpy(), product * 0.5 * 3.0, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(tangent.numpy(), product * 3.0, rtol=1e-6, atol=1e-6)
