@@ -8,6 +8,7 @@ is given by the backend.
 from __future__ import annotations
 
 from .backend import Backend, device
+from .dtypes import ML_FLOATS
 from .kernels import cupy_factory
 
 
@@ -22,7 +23,7 @@ def make_backend(cupy):
     """The :class:`~lucid._core.backend.Backend` for CuPy (``cupy`` already imported)."""
 
     def from_numpy(arr, index=None):
-        if arr.dtype.kind == "V" or (arr.dtype.kind == "f" and arr.dtype.itemsize == 1):  # NOTE [bfloat16], [float8]
+        if arr.dtype in ML_FLOATS:  # NOTE [bfloat16], NOTE [float8]
             raise TypeError(f"a {arr.dtype.name} tensor can't be placed on a cuda device: CuPy has no {arr.dtype.name} "
                             "type (cupy/cupy#7527); keep it on the CPU, or use float16 on the GPU")
         with cupy.cuda.Device(cupy.cuda.runtime.getDevice() if index is None else index):

@@ -187,11 +187,6 @@ def ml_float_name(d):
     return None
 
 
-def is_bfloat16_name(d) -> bool:
-    """Whether ``d`` names bfloat16 before it is enabled (the string, or ml_dtypes' type)."""
-    return ml_float_name(d) == "bfloat16"
-
-
 # NOTE [Quantized dtypes]
 # ``lucid.qint8``/``quint8``/``qint32`` (PyTorch's quantized element types) are ``dtype``
 # instances of a subclass with no NumPy dtype: no array ever carries one (a quantized tensor

@@ -33,6 +33,8 @@ import sys
 
 import numpy as np
 
+from .dtypes import ML_FLOATS
+
 _DEFAULT = {"precision": 8, "threshold": 1000, "edgeitems": 3, "linewidth": 75}
 _PROFILES = {
     "default": _DEFAULT,
@@ -130,7 +132,7 @@ def array_str(arr: np.ndarray, prefix: str) -> str:
         return "[]"
     if arr.ndim and not o["edgeitems"] and arr.size > threshold:
         return "[...]"  # PyTorch's form: NumPy would still show a last item here
-    if arr.dtype.kind == "V" or (arr.dtype.kind == "f" and arr.dtype.itemsize == 1):
+    if arr.dtype in ML_FLOATS:
         arr = arr.astype(np.float32)  # bfloat16, float8 (NOTE [bfloat16], [float8]): their values, exactly
     formatter = None
     if o["sci_mode"] is not None and arr.dtype.kind in "fc":

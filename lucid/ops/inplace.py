@@ -546,8 +546,6 @@ def _rebase_base(base, x, res):
 # tensor under vmap (as torch.func.vmap refuses an unbatched tensor taking batched values).
 def _lift_plain(name, x, args, fn, trace):
     """Lift the plain tensor ``x`` into ``trace`` with the in-place result; False if it can't be."""
-    from ..func._traces import BatchTracer, _Tracer
-
     born = x.__dict__.get("_born")  # the innermost transform active when a factory made x
     if (trace.kind not in ("grad", "jvp") or x.__class__ is not Tensor or x._level or x._rg
             or x._base is not None or x._views or born is None or not born.active or born.level < trace.level):
@@ -556,11 +554,8 @@ def _lift_plain(name, x, args, fn, trace):
     if not trace.owns(res):
         return False
     res = _fit(name, x, x, res, args, owned=trace.owns)
-    inner = res._primal
-    while isinstance(inner, _Tracer):  # the eager values underneath (none under a vmap)
-        if isinstance(inner, BatchTracer):
-            return False
-        inner = inner._inner_value()
+    if _eager_value(res._primal) is None:  # batched values underneath: no array of x's shape holds them
+        return False
     x._trace, x._level = trace, trace.level
     _adopt(x, res)
     _sync_lifted(x)
@@ -568,14 +563,20 @@ def _lift_plain(name, x, args, fn, trace):
     return True
 
 
+def _eager_value(value):
+    """The plain tensor under a chain of grad/jvp tracers' primals; None under a vmap tracer."""
+    from ..func._traces import BatchTracer, _Tracer
+
+    while isinstance(value, _Tracer):
+        if isinstance(value, BatchTracer):
+            return None
+        value = value._inner_value()
+    return value
+
+
 def _sync_lifted(x):
     """A lifted plain tensor's own array takes its traced value (NOTE [Lifting a plain tensor])."""
-    from ..func._traces import _Tracer
-
-    inner = x._primal
-    while isinstance(inner, _Tracer):
-        inner = inner._inner_value()
-    x._data[...] = inner._data
+    x._data[...] = _eager_value(x._primal)._data
 
 
 def _inplace_traced(name, x, args, fn, trace):

@@ -51,6 +51,7 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from .._core import backend as _backend
+from .._core import dtypes as _dtypes
 
 HOST_READS = [0]
 DEVICE_COUNT = 2
@@ -157,8 +158,8 @@ class StrictArray(NDArrayOperatorsMixin):
     __slots__ = ("_a", "_dev", "__weakref__")  # CuPy arrays take weak references too
 
     def __init__(self, a, dev=None):
-        if a.dtype.kind == "V" or (a.dtype.kind == "f" and a.dtype.itemsize == 1):  # bfloat16, float8: CuPy
-            # has neither, so neither has its stand-in (NOTE [bfloat16], NOTE [float8])
+        if a.dtype in _dtypes.ML_FLOATS:  # bfloat16, float8: CuPy has neither, so neither has its
+            # stand-in (NOTE [bfloat16], NOTE [float8])
             raise TypeError(f"a {a.dtype.name} tensor can't be placed on a strict device: CuPy has no "
                             f"{a.dtype.name} type (cupy/cupy#7527); keep it on the CPU, or use float16 on the GPU")
         self._a = a
