@@ -1250,7 +1250,9 @@ def test_mocov3_sincos_pos_embed_torch_parity():
     torch = pytest.importorskip("torch")
     a, b = mocov3_vits_pos_embed(lucid), mocov3_vits_pos_embed(torch)
     np.testing.assert_allclose(a[0], b[0], rtol=1e-6, atol=1e-7)
-    assert a[1:] == b[1:]
+    # PyTorch's meshgrid warning is TORCH_WARN_ONCE (once per process, so absent when an earlier
+    # test in this worker called it); Lucid's warning is checked in the test above
+    assert a[1] == b[1]
 
 
 def moco_page(torch, steps=6):
