@@ -212,6 +212,7 @@ def bind(prim, args, params):
     >>> bind(REGISTRY["exp"], (lucid.tensor([0.0]),), {})
     tensor([1.])
     """
+    born = None
     if ACTIVE_TRACES[0]:
         if DEVICE_GUARD[0]:  # operands on a device that is not current: NOTE [Several devices]
             guard = backend.guard_for(args, prim.name)
@@ -248,6 +249,8 @@ def bind(prim, args, params):
             out = hook(prim, args, params)
             if out is not None:
                 return out
+        if STATE.traces:  # plain operands inside a transform: NOTE [Lifting a plain tensor]
+            born = STATE.traces[-1]
     Tensor = _Tensor
     arrays = []
     needs_grad = False
@@ -274,8 +277,14 @@ def bind(prim, args, params):
         t._version = [0]
         if prim.is_view:
             _share_version(t, args[0], prim, params, args)
+        if born is not None:  # made inside a transform: it may join it
+            t._born = born
         return t
-    return tuple(_wrap(o) for o in out)
+    outs = tuple(_wrap(o) for o in out)
+    if born is not None:
+        for o in outs:
+            o._born = born
+    return outs
 
 
 def finish_bind(prim, args, params, out):

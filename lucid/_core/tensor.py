@@ -530,6 +530,9 @@ class Tensor:
             # PyTorch's detach shares memory and the version counter but is no view for autograd:
             # an in-place change through it must not rebase the tensor it came from
             out._base = out._view_src = None
+            # nor may a transform's value enter the memory it shares (as torch.func refuses to
+            # mutate a captured tensor through detach): NOTE [Lifting a plain tensor]
+            out.__dict__.pop("_born", None)
         return out
 
     def detach_(self):

@@ -166,6 +166,8 @@ def _value_for(x, value):
         return value if value.dtype == x.dtype else value.to(x.dtype)
     if isinstance(value, (bool, int, float)):
         return value
+    if isinstance(value, complex) and not x.dtype.is_complex:  # PyTorch's check (NumPy's float() TypeError otherwise)
+        raise RuntimeError(f"setitem: value {value!r} cannot be converted to type {x.dtype} without overflow")
     return _wrap(namespace_of(x).asarray(value, dtype=np.dtype(x.dtype)))
 
 
@@ -538,12 +540,16 @@ def _rebase_base(base, x, res):
 # tracer classes have other slots), so it is lifted in place: it gets the tracer's state as
 # instance attributes (``_level``/``_trace`` route every later op on it to the trace, ``_primal``,
 # ``grad_fn``/``_tangent`` carry the value), and its own array takes the new values, so shape,
-# dtype and host reads stay right. Only a tensor a factory made inside the transform (zeros,
-# empty, full, tensor, arange, the *_like and new_* forms: ``_finish`` stamps ``_born`` with the
-# innermost active transform) is lifted; a captured tensor is refused, as torch.func refuses to
-# mutate one, and so are a tensor derived from a factory's (``zeros(3) + 1``: use the
-# out-of-place form), one that requires grad, a view or a tensor with views, and any plain
-# tensor under vmap (as torch.func.vmap refuses an unbatched tensor taking batched values).
+# dtype and host reads stay right. Only a tensor made inside the transform is lifted: a
+# factory's (zeros, empty, full, tensor, arange, the *_like and new_* forms: ``creation._finish``
+# stamps ``_born`` with the innermost active transform) or a plain op's result (``zeros(3) + 1``,
+# ``captured.to(dtype)``: ``bind`` stamps it when a transform is active and no operand is a
+# tracer -- the transforms' own binds of primal values get the stamp too, one attribute, unused).
+# A lifted tensor takes an array of its own, so one that shared a captured tensor's memory
+# (``captured.detach()``) never writes into it. A captured tensor is refused, as torch.func
+# refuses to mutate one, and so are one that requires grad, a view or a tensor with views, and
+# any plain tensor under vmap (as torch.func.vmap refuses an unbatched tensor taking batched
+# values).
 def _lift_plain(name, x, args, fn, trace):
     """Lift the plain tensor ``x`` into ``trace`` with the in-place result; False if it can't be."""
     born = x.__dict__.get("_born")  # the innermost transform active when a factory made x
@@ -558,7 +564,10 @@ def _lift_plain(name, x, args, fn, trace):
         return False
     x._trace, x._level = trace, trace.level
     _adopt(x, res)
-    _sync_lifted(x)
+    # An array of its own from here on: a derived tensor may share its operand's (``detach()``, an
+    # op that returned its operand's array), and the syncs must never write into a captured tensor.
+    x._data = _eager_value(x._primal)._data.copy()
+    x._version = [x._version[0]]
     _bump(x, name)
     return True
 
@@ -586,8 +595,8 @@ def _inplace_traced(name, x, args, fn, trace):
         raise RuntimeError(
             f"{name}: can't change a tensor in place with a value of an active {trace.kind} "
             f"transform (the tensor of shape {tuple(x.shape)} is not a {trace.kind} tracer: only a tensor a "
-            "factory such as zeros/empty/new_zeros made inside a grad or jvp transform joins it, not a "
-            "captured or derived one, a view, one that requires grad, or any under vmap); use the "
+            "factory or an op made inside a grad or jvp transform joins it, not a captured one, a view, "
+            "one that requires grad, or any under vmap); use the "
             "out-of-place op instead, e.g. x = x + y"
         )
     if trace.kind == "grad":  # as torch.func.grad; vmap and jvp allow it

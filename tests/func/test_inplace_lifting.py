@@ -1,7 +1,8 @@
 """In-place writes of transformed values into tensors a factory made inside grad/jvp transforms
 (NOTE [Lifting a plain tensor] in lucid/ops/inplace.py): the patterns of real code -- a buffer
 filled by slices or in a loop, PyG's ``new_zeros(n).scatter_add_`` -- against closed forms and
-float64 finite differences; what stays refused (captured, derived, vmap, requires grad)."""
+float64 finite differences; tensors derived inside the transform (``zeros(3) + 1``, a cast of a
+captured tensor); what stays refused (captured, detached from a captured one, vmap, requires grad)."""
 import numpy as np
 import pytest
 
@@ -92,13 +93,26 @@ def test_what_stays_refused_and_unchanged():
         F.grad(into_captured)(lucid.ones(3))
     assert captured.tolist() == [0.0, 0.0, 0.0]  # a failed call changes nothing
 
-    def into_derived(x):
-        o = lucid.zeros(3) + 1  # not a factory's tensor: use the out-of-place form
+    def through_detach(x):  # detach() shares the captured tensor's memory: refused, as torch.func
+        o = captured.detach()
         o[1:] = x[:2]
         return o.sum()
 
-    with pytest.raises(RuntimeError, match="only a tensor a factory"):
-        F.grad(into_derived)(lucid.ones(3))
+    with pytest.raises(RuntimeError, match="only a tensor a factory or an op made inside"):
+        F.grad(through_detach)(lucid.ones(3))
+    assert captured.tolist() == [0.0, 0.0, 0.0]
+
+    def outer(x):  # made by the outer transform, written with the inner one's value: refused
+        o = lucid.zeros(3) + 1
+
+        def inner(y):
+            o[1:] = y[:2]
+            return o.sum()
+
+        return F.grad(inner)(x)
+
+    with pytest.raises(RuntimeError, match="setitem: can't change a tensor in place with a value of an active grad"):
+        F.grad(lambda x: outer(x).sum())(lucid.ones(3))
 
     w = lucid.zeros(3, requires_grad=True)
 
@@ -120,10 +134,51 @@ def test_what_stays_refused_and_unchanged():
         F.vmap(F.grad(under_vmap))(lucid.ones(2, 3))
 
 
+CAPTURED = lucid.tensor([5.0, 6.0, 7.0])  # float32, captured by the functions below
+
+
+def derived(x):  # a plain op's result made inside the transform joins it, as a factory's
+    o = lucid.zeros(3, dtype=F64) + 1
+    o[1:] = x[:2] * 2
+    return o
+
+
+def cast_of_captured(x):  # the cast is a new tensor: writing into it leaves the captured one alone
+    b = CAPTURED.to(F64)
+    b[0] = x[2] ** 2
+    b.mul_(x)
+    return b
+
+
+def test_tensors_derived_inside_the_transform_join_it():
+    x = np.array([0.5, -1.25, 2.0])
+    jd = F.jacrev(derived)(lucid.tensor(x, dtype=F64)).numpy()
+    np.testing.assert_array_equal(jd, [[0, 0, 0], [2, 0, 0], [0, 2, 0]])
+    np.testing.assert_allclose(F.jacfwd(derived)(lucid.tensor(x, dtype=F64)).numpy(), jd, rtol=0, atol=0)
+    # b = (x2^2 x0, 6 x1, 7 x2): the closed-form Jacobian and float64 finite differences
+    closed = [[x[2] ** 2, 0, 2 * x[2] * x[0]], [0, 6, 0], [0, 0, 7]]
+    for jac in (F.jacrev, F.jacfwd):
+        got = jac(cast_of_captured)(lucid.tensor(x, dtype=F64)).numpy()
+        np.testing.assert_allclose(got, closed, rtol=1e-12)
+        np.testing.assert_allclose(got, _fd_jacobian(cast_of_captured, x), rtol=1e-7, atol=1e-8)
+    assert CAPTURED.tolist() == [5.0, 6.0, 7.0] and CAPTURED.dtype == lucid.float32
+    # the values read inside the transform are the lifted ones
+    seen = []
+
+    def reads(x):
+        o = lucid.zeros(2, dtype=F64) * 3
+        o[0] = x[0]
+        seen.append(o.tolist())
+        return (o * o).sum()
+
+    g = F.grad(reads)(lucid.tensor([1.5, 0.0], dtype=F64))
+    assert seen == [[1.5, 0.0]] and g.tolist() == [3.0, 0.0]
+
+
 def test_torch_parity():
     torch = pytest.importorskip("torch")
     x = np.array([0.5, -1.25, 2.0])
-    for f in (slices, loop, scatter):
+    for f in (slices, loop, scatter, derived, cast_of_captured):
         mine = F.jacrev(f)(lucid.tensor(x, dtype=F64)).numpy()
         theirs = torch.func.jacrev(_with(torch, f))(torch.tensor(x, dtype=torch.float64)).numpy()
         np.testing.assert_allclose(mine, theirs, rtol=1e-12, atol=1e-12)
@@ -131,5 +186,6 @@ def test_torch_parity():
 
 def _with(module, f):
     """``f`` with the module it calls swapped for ``module`` (the functions above use ``lucid``)."""
-    g = dict(f.__globals__, lucid=module, F64=module.float64)
+    captured = module.tensor([5.0, 6.0, 7.0])
+    g = dict(f.__globals__, lucid=module, F64=module.float64, CAPTURED=captured)
     return type(f)(f.__code__, g, f.__name__, f.__defaults__, f.__closure__)
