@@ -367,7 +367,7 @@ def view_as_real(input):
 
 @autocast_composite("view_as_complex")  # NOTE [Autocast]
 def view_as_complex(input):
-    """A complex view of a float32/float64 tensor whose last dimension has size 2.
+    """A complex view of a float32/float64 tensor whose last dimension has size 2 and stride 1.
 
     Examples
     --------
@@ -380,6 +380,10 @@ def view_as_complex(input):
         raise RuntimeError(f"view_as_complex: expected a float32 or float64 tensor, got {input.dtype}")
     if input.ndim == 0 or input.shape[-1] != 2:
         raise RuntimeError(f"view_as_complex: the last dimension must have size 2, got shape {tuple(input.shape)}")
+    if not hasattr(input, "_trace") and input.stride(-1) != 1:  # a view, as PyTorch's; not a silent copy
+        # (a transform's tracer has no strides of its own: its rules may pass any layout)
+        raise RuntimeError(f"view_as_complex: Tensor must have a last dimension with stride 1, got strides "
+                           f"{input.stride()} (shape {tuple(input.shape)}); call .contiguous() first")
     return bind(view_as_complex_p, (input,), {})
 
 

@@ -73,6 +73,32 @@ def size_arg(size, op):
     return size
 
 
+def layout_arg(layout, op):
+    """PyTorch's ``layout=`` of a factory: ``None`` or ``lucid.strided`` (Lucid's dense tensors)
+    pass; a sparse layout raises as PyTorch's sparse backend does for ``op`` (``zeros`` and
+    ``empty`` take one: :func:`in_layout`)."""
+    from .tensor_surface_more import layout as layout_type, strided
+
+    if layout is None or layout is strided:
+        return None
+    if not isinstance(layout, layout_type):
+        raise TypeError(f"{op}(): argument 'layout' must be lucid.layout, not {type(layout).__name__}")
+    raise NotImplementedError(f"{op}(): layout={layout} is not supported (only lucid.strided"
+                              f"{', or a sparse layout' if op in ('zeros', 'empty') else ''})")
+
+
+def in_layout(out, layout, requires_grad, op):
+    """``out`` (zeros) in ``layout``: as it is for ``lucid.strided``, else the sparse tensor of that
+    layout with no elements, as PyTorch's ``zeros``/``empty`` with ``layout=lucid.sparse_*``."""
+    from ..sparse._base import _SparseLayout
+
+    if not isinstance(layout, _SparseLayout):
+        layout_arg(layout, op)  # strided passes, anything else raises
+        return out
+    out = out.detach().to_sparse(layout=layout)
+    return out.requires_grad_() if requires_grad else out
+
+
 def dtype_arg(dtype, op):
     """``dtypes.to_dtype`` with errors that name ``op``."""
     try:
@@ -175,7 +201,7 @@ def from_numpy(array):
     return _wrap(array)
 
 
-def zeros(*size_args, size=None, dtype=None, device=None, requires_grad=False):
+def zeros(*size_args, size=None, dtype=None, device=None, requires_grad=False, layout=None):
     """A tensor of zeros.
 
     Parameters
@@ -188,6 +214,9 @@ def zeros(*size_args, size=None, dtype=None, device=None, requires_grad=False):
         Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
+    layout : lucid.layout, optional
+        ``lucid.strided`` (default) or a sparse layout: the sparse tensor with no
+        elements, as PyTorch's.
 
     Examples
     --------
@@ -195,10 +224,11 @@ def zeros(*size_args, size=None, dtype=None, device=None, requires_grad=False):
     >>> lucid.zeros(2, 3).shape
     (2, 3)
     """
-    return _made("zeros", size_arg(sizes_or_keyword(size_args, size, "zeros"), "zeros"), _float_dtype(dtype, "zeros"), requires_grad, device, "zeros")
+    out = _made("zeros", size_arg(sizes_or_keyword(size_args, size, "zeros"), "zeros"), _float_dtype(dtype, "zeros"), requires_grad, device, "zeros")
+    return out if layout is None else in_layout(out, layout, requires_grad, "zeros")
 
 
-def ones(*size_args, size=None, dtype=None, device=None, requires_grad=False):
+def ones(*size_args, size=None, dtype=None, device=None, requires_grad=False, layout=None):
     """A tensor of ones.
 
     Parameters
@@ -218,10 +248,12 @@ def ones(*size_args, size=None, dtype=None, device=None, requires_grad=False):
     >>> lucid.ones((2,), dtype=lucid.int64).tolist()
     [1, 1]
     """
+    if layout is not None:
+        layout_arg(layout, "ones")
     return _made("ones", size_arg(sizes_or_keyword(size_args, size, "ones"), "ones"), _float_dtype(dtype, "ones"), requires_grad, device, "ones")
 
 
-def empty(*size_args, size=None, dtype=None, device=None, requires_grad=False, memory_format=None):
+def empty(*size_args, size=None, dtype=None, device=None, requires_grad=False, memory_format=None, layout=None):
     """An uninitialised tensor (zeros in practice).
 
     Parameters
@@ -234,6 +266,9 @@ def empty(*size_args, size=None, dtype=None, device=None, requires_grad=False, m
         Where to make it (default: the default device, see ``lucid.set_default_device``).
     requires_grad : bool
         Make the result a leaf that requires grad.
+    layout : lucid.layout, optional
+        ``lucid.strided`` (default) or a sparse layout: the sparse tensor with no
+        elements, as PyTorch's.
     memory_format : lucid.memory_format, optional
         ``contiguous_format`` (default), ``channels_last`` (4-d), ``channels_last_3d`` (5-d).
 
@@ -246,6 +281,8 @@ def empty(*size_args, size=None, dtype=None, device=None, requires_grad=False, m
     (60, 1, 15, 3)
     """
     out = _made("zeros", size_arg(sizes_or_keyword(size_args, size, "empty"), "empty"), _float_dtype(dtype, "empty"), requires_grad, device, "empty")
+    if layout is not None:
+        out = in_layout(out, layout, requires_grad, "empty")
     if memory_format is None:
         return out
     from .memory_format import empty_in_format
@@ -253,7 +290,7 @@ def empty(*size_args, size=None, dtype=None, device=None, requires_grad=False, m
     return empty_in_format(out, memory_format, "empty")
 
 
-def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+def full(size, fill_value, dtype=None, device=None, requires_grad=False, layout=None):
     """A tensor filled with ``fill_value`` (dtype inferred from it like PyTorch).
 
     Parameters
@@ -275,6 +312,8 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     >>> lucid.full((2,), 7).tolist()
     [7, 7]
     """
+    if layout is not None:
+        layout_arg(layout, "full")
     if dtype is None:
         dtype = (dtypes.bool_ if isinstance(fill_value, bool) else dtypes.int64
                  if isinstance(fill_value, int) else dtypes.default_complex()
@@ -437,7 +476,7 @@ def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, m
     return _laid_out_like(out, input, memory_format, "full_like")
 
 
-def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=False):
+def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=False, layout=None):
     """Values from ``start`` to ``end`` (exclusive) by ``step``; ints stay int64.
 
     Parameters
@@ -461,6 +500,8 @@ def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad=
     >>> lucid.arange(1, 7, 2).tolist()
     [1, 3, 5]
     """
+    if layout is not None:
+        layout_arg(layout, "arange")
     if end is None:
         if start is None:
             raise TypeError("arange() missing required argument 'end'")
@@ -500,7 +541,7 @@ def _arange_values(vals, dt):
     return (acc(start) + np.arange(n, dtype=acc) * acc(step)).astype(dt, copy=False)
 
 
-def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, layout=None):
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive.
 
     Parameters
@@ -522,6 +563,8 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     >>> lucid.linspace(0, 1, 3).tolist()
     [0.0, 0.5, 1.0]
     """
+    if layout is not None:
+        layout_arg(layout, "linspace")
     dt, n = _ends_dtype(start, end, dtype, "linspace"), _steps(steps, "linspace")
     if _traced(start, end):
         return _traced_space(start, end, n, dt, device, None)
@@ -540,7 +583,7 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     return _finish(xp.linspace(start, end, n, dtype=dt), requires_grad, device, "linspace")
 
 
-def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False):
+def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False, layout=None):
     """``steps`` values ``base ** x`` for ``x`` evenly spaced from ``start`` to ``end``.
 
     Parameters
@@ -564,6 +607,8 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
     >>> lucid.logspace(0, 2, 3).tolist()
     [1.0, 10.0, 100.0]
     """
+    if layout is not None:
+        layout_arg(layout, "logspace")
     dt = _ends_dtype(start, end, dtype, "logspace")
     if _traced(start, end):
         return _traced_space(start, end, _steps(steps, "logspace"), dt, device, base)
@@ -636,7 +681,7 @@ def _steps(steps, op):
     return int(steps)
 
 
-def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+def eye(n, m=None, dtype=None, device=None, requires_grad=False, layout=None):
     """Identity matrix of shape ``(n, m)``.
 
     Parameters
@@ -658,6 +703,8 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     >>> lucid.eye(2).tolist()
     [[1.0, 0.0], [0.0, 1.0]]
     """
+    if layout is not None:
+        layout_arg(layout, "eye")
     if n < 0 or (m is not None and m < 0):
         raise RuntimeError(f"eye: n and m must be non-negative, got n={n}, m={m}")
     return _finish(xp.eye(n, m, dtype=_float_dtype(dtype, "eye")), requires_grad, device, "eye")
@@ -923,7 +970,7 @@ def _new_like(op, input, make, size, dtype, device, requires_grad):
 
 
 @tensor_method("new_zeros")
-def new_zeros(input, *size, dtype=None, device=None, requires_grad=False, **kwargs):
+def new_zeros(input, *size, dtype=None, device=None, requires_grad=False, layout=None, **kwargs):
     """A zero tensor of ``size`` with ``input``'s dtype and device by default.
 
     Examples
@@ -933,12 +980,12 @@ def new_zeros(input, *size, dtype=None, device=None, requires_grad=False, **kwar
     tensor([0., 0., 0.], dtype=lucid.float64)
     """
     size = _kw_shape(size, kwargs, "new_zeros", "size")  # ``x.new_zeros(size=(2, 3))``, PyTorch's keyword
-    return _new_like("new_zeros", input, lambda s, dt, dev, rg: zeros(s, dtype=dt, device=dev, requires_grad=rg),
+    return _new_like("new_zeros", input, lambda s, dt, dev, rg: zeros(s, dtype=dt, device=dev, requires_grad=rg, layout=layout),
                      size, dtype, device, requires_grad)
 
 
 @tensor_method("new_ones")
-def new_ones(input, *size, dtype=None, device=None, requires_grad=False, **kwargs):
+def new_ones(input, *size, dtype=None, device=None, requires_grad=False, layout=None, **kwargs):
     """A tensor of ones of ``size`` with ``input``'s dtype and device by default.
 
     Examples
@@ -948,12 +995,12 @@ def new_ones(input, *size, dtype=None, device=None, requires_grad=False, **kwarg
     [[1.0], [1.0]]
     """
     size = _kw_shape(size, kwargs, "new_ones", "size")  # ``x.new_ones(size=(2, 3))``, PyTorch's keyword
-    return _new_like("new_ones", input, lambda s, dt, dev, rg: ones(s, dtype=dt, device=dev, requires_grad=rg),
+    return _new_like("new_ones", input, lambda s, dt, dev, rg: ones(s, dtype=dt, device=dev, requires_grad=rg, layout=layout),
                      size, dtype, device, requires_grad)
 
 
 @tensor_method("new_full")
-def new_full(input, size, fill_value, dtype=None, device=None, requires_grad=False):
+def new_full(input, size, fill_value, dtype=None, device=None, requires_grad=False, layout=None):
     """A tensor of ``size`` filled with ``fill_value``, ``input``'s dtype and device by default.
 
     Examples
@@ -963,12 +1010,12 @@ def new_full(input, size, fill_value, dtype=None, device=None, requires_grad=Fal
     [7, 7]
     """
     return _new_like("new_full", input,
-                     lambda s, dt, dev, rg: full(s, fill_value, dtype=dt, device=dev, requires_grad=rg),
+                     lambda s, dt, dev, rg: full(s, fill_value, dtype=dt, device=dev, requires_grad=rg, layout=layout),
                      (size,), dtype, device, requires_grad)
 
 
 @tensor_method("new_empty")
-def new_empty(input, *size, dtype=None, device=None, requires_grad=False, **kwargs):
+def new_empty(input, *size, dtype=None, device=None, requires_grad=False, layout=None, **kwargs):
     """An uninitialised tensor of ``size`` (Lucid fills it with zeros), ``input``'s dtype and device.
 
     Examples
@@ -978,7 +1025,7 @@ def new_empty(input, *size, dtype=None, device=None, requires_grad=False, **kwar
     (2, 3)
     """
     size = _kw_shape(size, kwargs, "new_empty", "size")  # ``x.new_empty(size=(2, 3))``, PyTorch's keyword
-    return _new_like("new_empty", input, lambda s, dt, dev, rg: zeros(s, dtype=dt, device=dev, requires_grad=rg),
+    return _new_like("new_empty", input, lambda s, dt, dev, rg: zeros(s, dtype=dt, device=dev, requires_grad=rg, layout=layout),
                      size, dtype, device, requires_grad)
 
 

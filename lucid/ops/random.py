@@ -18,7 +18,7 @@ from .._core.backend import xp
 from .._core.grad_mode import STATE
 from .._core.tensor import Tensor, _wrap, tensor_method
 from ._family import _as_tensor, nondiff
-from .creation import _device_of, _laid_out_like, device_arg, dtype_arg, size_arg, sizes_or_keyword
+from .creation import _device_of, _laid_out_like, device_arg, dtype_arg, layout_arg, size_arg, sizes_or_keyword
 from .linalg import batch_leading
 
 _DEFAULT_SEED = 67280421310721  # PyTorch's default seed
@@ -434,7 +434,7 @@ def _check_range_fits(dt, low, high, op):
 
 # ------------------------------------------------------------------- samplers
 
-def rand(*size_args, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+def rand(*size_args, size=None, generator=None, dtype=None, device=None, requires_grad=False, layout=None):
     """Uniform samples on ``[0, 1)``.
 
     Parameters
@@ -457,6 +457,8 @@ def rand(*size_args, size=None, generator=None, dtype=None, device=None, require
     >>> x.shape, bool(((x >= 0) & (x < 1)).all())
     ((2, 3), True)
     """
+    if layout is not None:
+        layout_arg(layout, "rand")
     device = device_arg(device, "rand")
     dt = _float_dtype(dtype, "rand", complex_ok=True)
     shape = size_arg(sizes_or_keyword(size_args, size, "rand"), "rand")
@@ -465,7 +467,7 @@ def rand(*size_args, size=None, generator=None, dtype=None, device=None, require
                    requires_grad)
 
 
-def randn(*size_args, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+def randn(*size_args, size=None, generator=None, dtype=None, device=None, requires_grad=False, layout=None):
     """Standard normal samples.
 
     Parameters
@@ -487,6 +489,8 @@ def randn(*size_args, size=None, generator=None, dtype=None, device=None, requir
     >>> lucid.randn(4, dtype=lucid.float64).dtype == lucid.float64
     True
     """
+    if layout is not None:
+        layout_arg(layout, "randn")
     device = device_arg(device, "randn")
     dt = _float_dtype(dtype, "randn", complex_ok=True)
     shape = size_arg(sizes_or_keyword(size_args, size, "randn"), "randn")
@@ -540,7 +544,7 @@ def _randint_args(args, size, op):
     return low, high, size
 
 
-def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, device=None, requires_grad=False, layout=None):
     """Integers uniform on ``[low, high)``: ``randint(high, size)`` or ``randint(low, high, size)``.
 
     Parameters
@@ -565,6 +569,8 @@ def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, d
     >>> x.dtype == lucid.int64, bool(((x >= 3) & (x < 7)).all())
     (True, True)
     """
+    if layout is not None:
+        layout_arg(layout, "randint")
     device = device_arg(device, "randint")
     if high is not None:  # randint(low=1, high=5, size=s), randint(1, high=5, size=s), randint(high=5, ...)
         if low is None:
@@ -682,7 +688,7 @@ def _like_float(t):
     return t.dtype if t.dtype.kind in "fc" else None
 
 
-def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, layout=None):
     """A random permutation of ``0 .. n-1``.
 
     Parameters
@@ -702,6 +708,8 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     >>> sorted(lucid.randperm(5).tolist())
     [0, 1, 2, 3, 4]
     """
+    if layout is not None:
+        layout_arg(layout, "randperm")
     device = device_arg(device, "randperm")
     n = _int_bound(n, "n", "randperm")
     if n < 0:
