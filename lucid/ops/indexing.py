@@ -65,7 +65,8 @@ def split_key(key):
                 k = k != 0
             template.append(IDX)
             tensors.append(k)
-        elif isinstance(k, (list, range, np.ndarray)):  # range: as a list (the nn tutorial's x[range(n), y])
+        elif isinstance(k, (list, tuple, range, np.ndarray)):  # range: as a list (the nn tutorial's x[range(n), y]);
+            # a tuple inside the key, too (K-Planes' ``x[..., (0, 1)]``), as PyTorch reads it
             arr = np.asarray(k)
             if arr.dtype.kind not in "biu":
                 if arr.size == 0:
