@@ -128,6 +128,28 @@ def _placing_init(init):
 # NOTE [Non-full backward hooks]: lucid/nn/_nonfull_hooks.py
 
 
+def _tensor_form(convert):
+    """A Tensor function (what ``Module._apply`` hands on) from an array converter."""
+
+    def fn(t):
+        out = convert(t._data)
+        return t if out is t._data else _wrap(out)
+
+    fn._array_fn = convert
+    return fn
+
+
+def _array_form(fn):
+    """An array converter from a Tensor function given to ``Module._apply`` (run under no_grad)."""
+    from ..autograd.grad_mode import no_grad
+
+    def convert(a):
+        with no_grad():
+            return fn(_wrap(a))._data
+
+    return convert
+
+
 class Module:
     """Base class for all neural network modules.
 
@@ -485,12 +507,19 @@ class Module:
 
     # ---------------------------------------------------------------- dtype
     def _apply(self, fn):
-        """Replace the data of every parameter, gradient and buffer by ``fn(array)``."""
+        """Replace the data of every parameter, gradient and buffer by ``fn(tensor)``.
+
+        ``fn`` takes and returns a Tensor, as PyTorch's (subclasses override ``_apply`` and call
+        it on their own tensors: GPyTorch's constraints do ``self.lower_bound =
+        fn(self.lower_bound)``); it runs under ``no_grad``. The converters of ``to``/``float``/...
+        carry their array form (``fn._array_fn``), which is what runs here.
+        """
         import importlib  # (``from ..__future__ import`` would be a future statement)
 
         _FLAGS = importlib.import_module("lucid.__future__")._FLAGS
+        tensor_fn, fn = fn, getattr(fn, "_array_fn", None) or _array_form(fn)
         for m in self.children():
-            m._apply(fn)
+            m._apply(tensor_fn)
         renew = _FLAGS["overwrite"] and not _FLAGS["swap"]  # See NOTE [Module conversion flags]
         for k, p in self._parameters.items():
             if p is None:
@@ -549,7 +578,7 @@ class Module:
                 a = relayout_array(a, fmt, "Module.to")
             return a
 
-        return self._apply(convert)
+        return self._apply(_tensor_form(convert))
 
     def _floating_to(self, dt):
         """``float()``/``double()``/``half()``: floating point values only, as PyTorch's (complex
@@ -562,7 +591,7 @@ class Module:
                     return a.astype(dt, copy=False)
             return a
 
-        return self._apply(convert)
+        return self._apply(_tensor_form(convert))
 
     def float(self):
         return self._floating_to(dtypes.float32)

@@ -297,7 +297,27 @@ def _cholesky_jvp(ns, primals, tangents, out):
     return cholesky_jvp_rule(ns, tangents[0], out, ns.linalg_inv)
 
 
-cholesky_p = defprim("linalg_cholesky", _lapack("cholesky", lambda a: xp.linalg.cholesky(a)),
+def nan_pivot_info(c):
+    """LAPACK's ``potrf`` stops at the first NaN pivot (``DISNAN(AJJ)``), as PyTorch reports it;
+    NumPy's and SciPy's OpenBLAS kernels go on with NaN. int32 per matrix: that (1-based)
+    column of the factor ``c``, 0 where its diagonal has no NaN."""
+    ns = namespace_of(c)
+    bad = ns.isnan(ns.diagonal(c, axis1=-2, axis2=-1))
+    if bad.shape[-1] == 0:  # 0 x 0 matrices (argmax has nothing to look at)
+        return ns.zeros(bad.shape[:-1], np.int32)
+    return ns.where(bad.any(-1), bad.argmax(-1) + 1, 0).astype(np.int32)
+
+
+def _cholesky_checked(a):
+    c = xp.linalg.cholesky(a)
+    # On the host only: a device's factor stays there (CuPy's cholesky returns NaN for a failed
+    # factorization too, as it does for a matrix that is not positive-definite; see README "GPU")
+    if c.__class__ is np.ndarray and nan_pivot_info(c).any():
+        raise np.linalg.LinAlgError("NaN pivot")
+    return c
+
+
+cholesky_p = defprim("linalg_cholesky", _lapack("cholesky", _cholesky_checked),
                      vjp=(_cholesky_vjp,), jvp=_cholesky_jvp, save_inputs=False, save_out=True)
 cholesky_p.batch = _batch_front(cholesky_p)
 

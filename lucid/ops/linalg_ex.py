@@ -21,7 +21,7 @@ from .._core.backend import host_fallback, namespace_of, xp
 from .._core.primitive import TN, bind, defprim
 from ._family import move_bdim, shape_of, sum_to_shape
 from .linalg import _mH
-from .linalg_decomp import _batch_front, cholesky_jvp_rule, cholesky_vjp_rule
+from .linalg_decomp import _batch_front, cholesky_jvp_rule, cholesky_vjp_rule, nan_pivot_info
 
 
 def _info_zeros(a):
@@ -53,15 +53,16 @@ def _potrf(m):
 
     potrf = lapack.get_lapack_funcs("potrf", (m,))
     c, info = potrf(m, lower=1, clean=1)
-    return np.tril(c).astype(m.dtype, copy=False), np.asarray(max(int(info), 0), np.int32)
+    info = max(int(info), 0) or int(nan_pivot_info(c))  # See nan_pivot_info
+    return np.tril(c).astype(m.dtype, copy=False), np.asarray(info, np.int32)
 
 
 def _cholesky_ex_impl(a):
     try:
-        return xp.linalg.cholesky(a), _info_zeros(a)
+        c = xp.linalg.cholesky(a)
     except np.linalg.LinAlgError:
-        pass
-    return _per_matrix_host(_potrf, a)
+        return _per_matrix_host(_potrf, a)
+    return c, nan_pivot_info(c)
 
 
 # Cholesky's rules (linalg_decomp.py) with inv_ex: a failed factorization must not raise here.

@@ -76,6 +76,20 @@ class SparseTensor(Tensor):
     def numel(self):
         return int(np.prod(self._size, dtype=np.int64))
 
+    @property
+    def mT(self):
+        """``transpose(-2, -1)``, as PyTorch's (a batch of matrices too; CSR becomes CSC)."""
+        if len(self._size) < 2:
+            raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
+                               f"Got {len(self._size)}-D tensor.")
+        return self.transpose(-2, -1)
+
+    @property
+    def mH(self):
+        """``mT``, conjugated for a complex tensor, as PyTorch's."""
+        t = self.mT
+        return t.conj() if self.dtype.is_complex else t
+
     nelement = numel
 
     def _nnz(self):
