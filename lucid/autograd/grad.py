@@ -231,10 +231,35 @@ def _joined(g, t):
     so a result without a graph has a truly zero derivative. A custom Function's backward (or
     reentrant checkpoint's) may compute a constant that is not (NumPy inside, a detached
     recomputation): if one ran, a constant gradient stays a constant, and differentiating it
-    again raises as in PyTorch (engine.FUNCTION_BACKWARDS counts them)."""
-    if g is None or g._rg or not isinstance(t, Tensor) or not t._rg:
+    again raises as in PyTorch (engine.FUNCTION_BACKWARDS counts them).
+    A gradient that requires grad through other tensors only (``relu(x) @ w`` with ``w``
+    trainable: ``w`` times the mask) is joined too when its graph does not reach the input:
+    PyTorch's Hessian of a ReLU net w.r.t. its input is zeros, not an error."""
+    if g is None or not isinstance(t, Tensor) or not t._rg or (g._rg and _reaches(g, t)):
         return g
     return _zero_derivative_class().apply(g, t)
+
+
+def _reaches(g, t):
+    """Whether ``t`` (a leaf, or a node's output) is in the graph behind ``g`` (a walk that
+    stops at the first sight of it)."""
+    target = t if t.grad_fn is None else t.grad_fn
+    if g.grad_fn is None:
+        return g is t
+    seen, stack = set(), [g.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is target:
+            return True
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for p in node.parents:
+            if p is target:
+                return True
+            if isinstance(p, tuple) and id(p[0]) not in seen:
+                stack.append(p[0])
+    return False
 
 
 @functools.lru_cache(maxsize=None)
@@ -253,7 +278,7 @@ def _zero_derivative_class():
             from .. import zeros
 
             shape, dtype, device = ctx.like
-            return None, zeros(shape, dtype=dtype, device=device)
+            return dg, zeros(shape, dtype=dtype, device=device)  # g may have a graph of its own
 
     return ZeroDerivative
 
