@@ -778,8 +778,13 @@ class Optimizer(OptimizerHooks):
             raise ValueError(f"{name}: param_groups[{i}] lacks option(s) {missing} of {type(self).__name__} "
                              "(is this the state of a different optimizer?)")
         mine = self.param_groups[i]
+        # Another optimizer's option (``betas`` in an SGD group) is refused; any other key is the
+        # user's own (gsplat's and 3DGS's ``"name"``) and comes along, as PyTorch's
         foreign = [k for k in saved if k != "params" and k not in self.defaults and k not in mine
                    and k not in _SCHEDULER_KEYS and k != "param_names"]
+        if foreign:
+            options = _optimizer_option_names()
+            foreign = [k for k in foreign if k in options]
         if foreign:
             raise ValueError(f"{name}: param_groups[{i}] has option(s) {foreign} that {type(self).__name__} "
                              "does not know (is this the state of a different optimizer?)")
@@ -803,6 +808,21 @@ class Optimizer(OptimizerHooks):
             type(self)([dummy], **kw)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{name}: param_groups[{i}] has an invalid option: {e}") from None
+
+def _optimizer_option_names():
+    """The option names of every optimizer class (its constructor's parameters but ``params``)."""
+    import inspect
+
+    names, stack = set(), [Optimizer]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        try:
+            names.update(inspect.signature(cls.__init__).parameters)
+        except (TypeError, ValueError):  # pragma: no cover - builtins only
+            pass
+    return names - {"self", "params", "args", "kwargs", "defaults"}
+
 
 def _same_option(a, b):
     if isinstance(a, Tensor) or isinstance(b, Tensor):

@@ -81,6 +81,21 @@ def test_foreign_option_and_bad_state_name_the_key():
         opt.load_state_dict({"state": {7: {}}, "param_groups": opt.state_dict()["param_groups"]})
 
 
+def test_a_users_own_group_key_comes_along_as_pytorch():
+    # gsplat/3DGS name their groups ({"params": [...], "name": "xyz"}): the key is not an option of
+    # any optimizer, so it is the user's and the loaded group carries it (PyTorch's update_group)
+    p = lucid.tensor([1.0, -2.0], dtype=lucid.float64, requires_grad=True)
+    opt = optim.Adam([{"params": [p], "name": "xyz", "layer": 3}], lr=0.1)
+    p.grad = lucid.tensor([0.5, 0.25], dtype=lucid.float64)
+    opt.step()
+    p2 = lucid.tensor([0.0, 0.0], dtype=lucid.float64, requires_grad=True)
+    opt2 = optim.Adam([p2], lr=0.5)
+    opt2.load_state_dict(opt.state_dict())
+    g = opt2.param_groups[0]
+    assert g["name"] == "xyz" and g["layer"] == 3 and g["lr"] == 0.1 and g["params"] == [p2]
+    np.testing.assert_allclose(host(opt2.state[p2]["exp_avg"]), [0.05, 0.025], rtol=1e-15)  # (1 - 0.9) g
+
+
 def test_scheduler_keys_are_accepted_and_a_valid_round_trip_resumes():
     p, opt = _trained(optim.Adam, lr=0.1)
     optim.lr_scheduler.StepLR(opt, step_size=1)

@@ -152,8 +152,8 @@ def _compare(name, impl, dunder):
                   f"    {[bool(getattr(operator, dunder)(v, 2)) for v in (1, 2, 3)]}\n    ")
     if dunder in ("eq", "ne"):
         def dunder_fn(input, other):
-            if other is None or other.__class__ is str:  # PyTorch: False / True, no error
-                return NotImplemented
+            if other is None or other.__class__ in (str, list, tuple):  # PyTorch: False / True, no
+                return NotImplemented  # error, no elementwise compare (lucid.eq(t, [1, 2]) has it)
             try:
                 args = promote(input, other)
             except TypeError:  # an object no tensor holds (``object()``, a dict): PyTorch's

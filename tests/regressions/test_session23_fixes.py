@@ -1,0 +1,28 @@
+"""Fixes of session 23 that no third-party port covers.
+
+- ``tensor == [1, 1]`` (a list or tuple) compared elementwise; PyTorch's ``__eq__`` returns
+  ``NotImplemented`` for them (so Python's equality, ``False``; ``!=`` is ``True``), as it does
+  for ``None`` and strings. ``lucid.eq``/``Tensor.eq`` still compare elementwise.
+"""
+import pytest
+
+import lucid
+
+
+def test_eq_with_a_list_or_tuple_is_python_equality():
+    t = lucid.tensor([1, 1])
+    assert (t == [1, 1]) is False and (t != [1, 1]) is True
+    assert (t == (1, 1)) is False and (t != (1, 1)) is True
+    assert ([1, 1] == t) is False and ((1, 1) != t) is True
+    assert t not in [[1, 1]] and t in [t]
+    assert (t == lucid.tensor([1, 2])).tolist() == [True, False]
+    assert t.eq(lucid.tensor([1, 2])).tolist() == [True, False]
+    assert (t == 1).tolist() == [True, True]
+
+
+def test_eq_with_a_list_torch_parity():
+    torch = pytest.importorskip("torch")
+    for other in ([1, 1], (1, 1), [1, 2]):
+        assert (torch.tensor([1, 1]) == other) is (lucid.tensor([1, 1]) == other)
+        assert (torch.tensor([1, 1]) != other) is (lucid.tensor([1, 1]) != other)
+
