@@ -105,10 +105,11 @@ def defprim(name, impl, *, vjp=None, jvp=None, batch=None, save_inputs=True,
         One rule per positional argument (``None`` entries: no gradient for it).
     jvp, batch : callables
         Forward-mode and vmap rules (see module docstring).
-    save_inputs : bool, int or None
+    save_inputs : bool, int, tuple of int or None
         What the backward needs of the inputs: True all values; False only shapes and
         dtypes (rules get :class:`Meta`); an int k the values from position k on (Meta
-        before); None nothing at all (rules get None).
+        before); a tuple the values at those positions (Meta elsewhere); None nothing at
+        all (rules get None).
     save_out : bool
         Whether the backward needs the output value.
     nout : int

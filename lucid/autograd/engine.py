@@ -243,6 +243,9 @@ def _saved_inputs(prim, args, eager):
         return _NOTHING[len(args)], None
     elif save is False:
         return [_meta(a) if isinstance(a, Tensor) else a for a in args], None
+    elif save.__class__ is tuple:  # the values at these positions (where: the condition only)
+        saved = tuple(_meta(a) if i not in save and isinstance(a, Tensor) else a
+                      for i, a in enumerate(args))
     else:  # an int k: only the arguments from position k on are needed
         saved = tuple(_meta(a) if i < save and isinstance(a, Tensor) else a
                       for i, a in enumerate(args))

@@ -26,3 +26,23 @@ def test_eq_with_a_list_torch_parity():
         assert (torch.tensor([1, 1]) == other) is (lucid.tensor([1, 1]) == other)
         assert (torch.tensor([1, 1]) != other) is (lucid.tensor([1, 1]) != other)
 
+
+
+def test_where_keeps_only_its_condition_for_the_backward():
+    # PyTorch's where saves the condition alone: the values' memory is not held by the graph
+    import gc
+    import weakref
+
+    import numpy as np
+
+    a = lucid.tensor([0.5, -1.0, 2.0, -3.0], dtype=lucid.float64, requires_grad=True)
+    b = lucid.tensor([1.0, 2.0, 3.0, 4.0], dtype=lucid.float64, requires_grad=True)
+    x, y = a * 2, b * 3
+    held = weakref.ref(x), weakref.ref(y)
+    out = lucid.where(a > 0, x, y)
+    del x, y
+    gc.collect()
+    assert held[0]() is None and held[1]() is None
+    (out * lucid.tensor([1.0, 2.0, 3.0, 4.0], dtype=lucid.float64)).sum().backward()
+    np.testing.assert_array_equal(a.grad.cpu().numpy(), [2.0, 0.0, 6.0, 0.0])
+    np.testing.assert_array_equal(b.grad.cpu().numpy(), [0.0, 6.0, 0.0, 12.0])

@@ -34,8 +34,11 @@ def _where_jvp(ns, primals, tangents, out):
     return broadcast_tangent(ns, ns.where(c, tx, ty), out.shape)
 
 
+# The rules read the condition and only the values' shapes: the values are not kept alive for the
+# backward (as PyTorch's where saves the condition alone), nor version-checked (NOTE [Version
+# checks of unread inputs])
 where_p = defprim("where", xp.where, vjp=(None, _where_vjp(1), _where_vjp(2)), jvp=_where_jvp,
-                  vjp_reads=((), (0,), (0,)))  # the values' shapes only: NOTE [Version checks of unread inputs]
+                  save_inputs=(0,), vjp_reads=((), (0,), (0,)))
 where_p.batch = batch_elementwise(where_p)
 
 
