@@ -50,8 +50,21 @@ def fill_key(key, idx):
     return tuple(next(it) if k is IDX else k for k in key)
 
 
+def _list_as_tuple(key):
+    """PyTorch's (and old NumPy's) rule: a short list holding a slice, None, Ellipsis, a tensor or a
+    sequence is a multi-dim key, ``x[[slice(0, 2), 1]] == x[0:2, 1]`` (deprecated, with a warning)."""
+    multi = (slice, Tensor, list, tuple, range, np.ndarray)
+    if len(key) >= 32 or not any(k is None or k is Ellipsis or isinstance(k, multi) for k in key):
+        return False
+    warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated; use "
+                  "x[tuple(seq)] instead of x[seq]", UserWarning, stacklevel=4)
+    return True
+
+
 def split_key(key):
     """User index -> (template key, index tensors). See NOTE [Index keys]."""
+    if isinstance(key, list) and _list_as_tuple(key):
+        key = tuple(key)
     if not isinstance(key, tuple):
         key = (key,)
     template, tensors = [], []

@@ -193,7 +193,7 @@ def _class_mask(target, input, weight, ignore_index, name):
                            f"(input of shape {tuple(input.shape)}, weight of shape {tuple(weight.shape)})")
     if _concrete(target, weight):
         with backend.on_device(target):  # array code: on the target's device (NOTE [Several devices])
-            return _class_mask_numpy(target._data, input, weight, ignore_index, ncls)
+            return _class_mask_numpy(target._data, input, weight, ignore_index, ncls, name)
     lucid = _lucid()
     valid = target != ignore_index
     safe = lucid.where(valid, target, 0)
@@ -205,7 +205,7 @@ def _class_mask(target, input, weight, ignore_index, name):
     return mask
 
 
-def _class_mask_numpy(t, input, weight, ignore_index, ncls):
+def _class_mask_numpy(t, input, weight, ignore_index, ncls, name):
     """The eager fast path of :func:`_class_mask`: one array expression, a constant tensor
     (on the target's device: NOTE [Backends])."""
     valid = t != ignore_index
@@ -213,7 +213,7 @@ def _class_mask_numpy(t, input, weight, ignore_index, ncls):
     if t.__class__ is np.ndarray:
         classes = np.arange(ncls)
         if safe.size and (safe.min() < 0 or safe.max() >= ncls):
-            raise TargetOutOfBoundsError(f"one_hot: class values must be in [0, {ncls}), got range "
+            raise TargetOutOfBoundsError(f"{name}: target class values must be in [0, {ncls}), got range "
                              f"[{safe.min()}, {safe.max()}] for target of shape {t.shape}")
     else:  # no range check on a device: it would read back every call (see _check_classes)
         classes = namespace_of(t).arange(ncls)
