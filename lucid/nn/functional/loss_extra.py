@@ -367,6 +367,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     if lp.ndim != 3:
         raise RuntimeError(f"ctc_loss: expected log_probs of shape (T, N, C) or (T, C), got {tuple(log_probs.shape)}")
     T, n, c = lp.shape
+    if not 0 <= blank < c:
+        raise RuntimeError(f"ctc_loss: blank must be in label range [0, {c}), got {blank}")
     if unbatched:
         targets = _as_tensor(targets).reshape(1, -1)
     if is_tracer(targets, input_lengths, target_lengths):  # NOTE [Per-example functions under vmap]

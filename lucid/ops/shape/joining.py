@@ -40,8 +40,20 @@ def _concat_batch(vals, bdims, axis):
     return bind(concat_p, tuple(moved), {"axis": axis + 1}), 0
 
 
-concat_p = defprim("concat", lambda *xs, axis: xp.concatenate(xs, axis=axis), vjp=_concat_vjp,
-                   jvp=_concat_jvp, save_inputs=False)
+def _channels_last(a):
+    return a.ndim in (4, 5) and a.transpose(0, *range(2, a.ndim), 1).flags["C_CONTIGUOUS"]
+
+
+def _concat_impl(*xs, axis):
+    # NumPy lays the result out as its inputs (a transposed input gives a transposed result);
+    # PyTorch's is row-major unless every input is channels-last, so ``.view`` works on it.
+    out = xp.concatenate(xs, axis=axis)
+    if out.flags["C_CONTIGUOUS"] or all(_channels_last(x) for x in xs):
+        return out
+    return xp.ascontiguousarray(out)
+
+
+concat_p = defprim("concat", _concat_impl, vjp=_concat_vjp, jvp=_concat_jvp, save_inputs=False)
 concat_p.batch = _concat_batch
 
 
@@ -152,7 +164,8 @@ def stack(tensors, dim=0, *, axis=None):
     dim = normalize_axis(dim, len(shape) + 1, "stack")
     if tensors[0].is_quantized:
         return _quantized_cat(tensors, dim, "stack")
-    return cat([unsqueeze(t, dim) for t in tensors], dim) if len(tensors) > 1 else unsqueeze(tensors[0], dim)
+    # through cat even for one input: a new tensor, never a view of the input (as PyTorch)
+    return cat([unsqueeze(t, dim) for t in tensors], dim)
 
 
 __all__ = ['cat', 'concat', 'concatenate', 'stack']
