@@ -327,6 +327,8 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False, layout=
     if isinstance(fill_value, (int, np.integer)) and not isinstance(fill_value, (bool, np.bool_)) \
             and np.dtype(dt).kind in "iu":
         fill_value = _int_fill_value(int(fill_value), dt, "full")
+    elif isinstance(fill_value, (float, np.floating)) and np.dtype(dt).kind in "iu":
+        fill_value = _float_fill_value(fill_value, dt, "full")
     elif np.dtype(dt).kind in "fc":
         _check_float_fits(fill_value, dt, "full")
     return _made("full", size, dt, requires_grad, device, "full", fill_value)
@@ -353,6 +355,18 @@ def _int_fill_value(v, dt, op):
     if not ok:
         raise _FillOverflowError(f"{op}: value cannot be converted to type {np.dtype(dt).name} without overflow")
     return v % (info.max + 1) if v < 0 and info.min == 0 else v
+
+
+def _float_fill_value(v, dt, op):
+    """The float ``v`` as a value of the integer dtype ``dt``, by PyTorch's check: finite and inside
+    the dtype's range (a negative never wraps into an unsigned dtype), then truncated toward zero
+    (NumPy's cast would make ``inf``, ``nan`` or ``300.0`` for int8 a wrapped, meaningless number)."""
+    info = np.iinfo(dt)
+    v = float(v)
+    if not info.min <= v <= info.max:  # False for NaN too
+        raise _FillOverflowError(f"{op}: value {v} cannot be converted to type {np.dtype(dt).name} without "
+                                 "overflow")
+    return int(v)
 
 
 def _device_of(t):

@@ -252,6 +252,10 @@ def fill_(self, value):
         value = value.to(self.device)  # a CPU number fills any device's tensor (broadcast below: move it first)
     if value.__class__ is int and self.dtype.kind in "iu":
         value = _fitted_int(value, self.dtype, "fill_")
+    elif isinstance(value, (float, np.floating)) and self.dtype.kind in "iu":
+        from .creation import _float_fill_value
+
+        value = _float_fill_value(value, np.dtype(self.dtype), "fill_")
 
     def direct(a, v):
         a[...] = v
@@ -300,6 +304,13 @@ def masked_fill_(self, mask, value):
     if isinstance(value, Tensor) and value.ndim != 0:
         raise RuntimeError(f"masked_fill_: only supports a 0-dimension value tensor, but got "
                            f"one of shape {tuple(value.shape)}")
+    if self.dtype.kind in "iu":  # PyTorch's range check (NumPy's unsafe cast would wrap the number)
+        if value.__class__ is int:
+            value = _fitted_int(value, self.dtype, "masked_fill_")
+        elif isinstance(value, (float, np.floating)):
+            from .creation import _float_fill_value
+
+            value = _float_fill_value(value, np.dtype(self.dtype), "masked_fill_")
 
     def fn(x, m, v):
         v = v.to(x.dtype) if isinstance(v, Tensor) and v.dtype != x.dtype else v

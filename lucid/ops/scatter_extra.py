@@ -56,6 +56,13 @@ def index_fill(input, dim=REQUIRED, index=REQUIRED, value=REQUIRED, *, axis=None
         if value.ndim != 0:
             raise RuntimeError(f"index_fill: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
         value = value.to(input.dtype)
+    elif input.dtype.kind in "iu" and not isinstance(value, (bool, np.bool_)):  # PyTorch's range check
+        from .creation import _float_fill_value, _int_fill_value
+
+        if isinstance(value, (float, np.floating)):
+            value = _float_fill_value(value, np.dtype(input.dtype), "index_fill")
+        elif isinstance(value, (int, np.integer)):
+            value = _int_fill_value(int(value), np.dtype(input.dtype), "index_fill")
     n = input.shape[axis] if input.ndim else 1
     out = L.where(_along(_hit_mask(index, n), axis, input.ndim), value, input)
     # the value takes input's dtype (a bool input stays bool, 2.7 into an int tensor is 2)
