@@ -925,9 +925,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
         if (w < 0).any() or not np.isfinite(w).all() or (w.sum(-1) <= 0).any():
             raise RuntimeError(f"multinomial: weights must be finite, non-negative and sum to a positive "
                                f"value (input shape {tuple(input.shape)})")
-        if not replacement and ((w > 0).sum(-1) < k).any():
-            raise RuntimeError(f"multinomial: fewer than num_samples={k} categories have non-zero "
-                               "weight; cannot sample without replacement")
+        # Without replacement, fewer non-zero weights than draws is not an error: as PyTorch's
+        # p / Exp(1) top-k, the zero-weight categories (Gumbel key -inf) come after the others.
     # With replacement: one uniform per sample (inverse CDF); without: one per category (Gumbel keys).
     u = _draw("multinomial", tuple(input.shape[:-1]) + (k if replacement else n,),
               native(lambda rng, s: rng.random(s)), generator, _device_of(input))
