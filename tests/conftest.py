@@ -1,6 +1,7 @@
 """Suite-wide options. ``--fuzz-long``: run the differential fuzzer (tests/fuzz) with a large
 budget instead of CI's small fixed one (see README, "Fuzzing")."""
 import contextlib
+import sys
 import signal
 
 
@@ -100,6 +101,8 @@ def pytest_collection_finish(session):
 
 
 def pytest_runtest_setup(item):
+    if _LEAK_LOG:  # NOTE [Global state leaks]
+        item._lucid_state_before = _global_state()
     # tests/masked: each test starts as a program that imported lucid.masked does, with the
     # dispatchers on (defining MaskedTensor switched them on; ``lucid.mean(masked_tensor(...))``
     # reads ``lucid.mean`` before its argument exists). Not a tests/masked/conftest.py: test
@@ -110,9 +113,50 @@ def pytest_runtest_setup(item):
         overrides._activate()
 
 
-def pytest_runtest_teardown(item, nextitem):
-    import sys
+# NOTE [Global state leaks]: ``LUCID_LEAK_LOG=FILE`` makes every test compare the process-wide
+# settings below before its setup and after its teardown (fixtures included) and append each
+# change it left behind to FILE: a hunt for order-dependent results within a worker (the CI's
+# minGPT loss once missed its bound). Off by default: it costs two snapshots per test.
+_LEAK_LOG = __import__("os").environ.get("LUCID_LEAK_LOG")
 
+
+def _global_state():
+    """Process-wide settings a test may change: each test must leave them as it found them
+    (a leak makes later tests in the same worker order-dependent)."""
+    import lucid
+    from lucid._core import primitive
+    from lucid._core.grad_mode import ACTIVE_TRACES, STATE
+    from lucid.nn._global_hooks import _GLOBAL_HOOKS
+
+    amp = sys.modules.get("lucid.amp.autocast_mode")
+    future = sys.modules.get("lucid.__future__")
+    cudnn, matmul = lucid.backends.cudnn, lucid.backends.cuda.matmul
+    return {
+        "default dtype": lucid.get_default_dtype(),
+        "default device": str(lucid.get_default_device()),
+        "grad mode": (STATE.grad_enabled, STATE.inference, STATE.anomaly),
+        # bfloat16's hook, once on, stays on by design (NOTE [bfloat16]): not a leak
+        "active transforms": (len(STATE.traces), ACTIVE_TRACES[0] - (primitive.BFLOAT16_HOOK[0] is not None)),
+        "saved tensor hooks": len(STATE.saved_hooks),
+        "dispatch modes": len(STATE.dispatch_modes),
+        "op hooks": tuple(getattr(primitive, h)[0] is not None for h in ("AUTOCAST_HOOK", "DISPATCH_MODE_HOOK")),
+        "float32 matmul precision": lucid.get_float32_matmul_precision(),
+        "deterministic algorithms": lucid.are_deterministic_algorithms_enabled(),
+        "global module hooks": tuple(len(getattr(_GLOBAL_HOOKS, k)) for k in (
+            "forward_pre", "forward", "backward", "backward_pre", "backward_non_full",
+            "parameter_registration", "buffer_registration", "module_registration")),
+        "autocast": None if amp is None else tuple((amp.is_autocast_enabled(d), amp.get_autocast_dtype(d))
+                                                   for d in ("cpu", "cuda")),
+        "module conversion flags": None if future is None else dict(future._FLAGS),
+        "print options": lucid.get_printoptions(),
+        "default generator": id(lucid.default_generator),
+        "backends flags": (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32,
+                           matmul.allow_tf32),
+    }
+
+
+@__import__("pytest").hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
     from lucid._core import backend
 
     if backend.DEVICE_GUARD[0] and item.config.getoption("--lucid-device", default="cpu") != "strict:1":
@@ -122,6 +166,14 @@ def pytest_runtest_teardown(item, nextitem):
     overrides = sys.modules.get("lucid.overrides")
     if overrides is not None and overrides._STATE.active and not item.config.getoption("--lucid-torch-function"):
         overrides._deactivate()
+    yield  # the fixtures' teardowns (some restore what their test changed)
+    before = getattr(item, "_lucid_state_before", None)
+    if before is not None:
+        after = _global_state()
+        leaked = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+        if leaked:
+            with open(_LEAK_LOG, "a") as fh:
+                fh.write(f"{item.nodeid}\t{leaked}\n")
 
 
 # On a lent GPU machine a run may be cut off by its time limit before pytest prints its summary;
