@@ -145,9 +145,10 @@ def _global_state():
         "global module hooks": tuple(len(getattr(_GLOBAL_HOOKS, k)) for k in (
             "forward_pre", "forward", "backward", "backward_pre", "backward_non_full",
             "parameter_registration", "buffer_registration", "module_registration")),
-        "autocast": None if amp is None else tuple((amp.is_autocast_enabled(d), amp.get_autocast_dtype(d))
-                                                   for d in ("cpu", "cuda")),
-        "module conversion flags": None if future is None else dict(future._FLAGS),
+        # (a module not imported yet holds its defaults: its first import is no leak)
+        "autocast": ((False, lucid.bfloat16), (False, lucid.float16)) if amp is None else tuple(
+            (amp.is_autocast_enabled(d), amp.get_autocast_dtype(d)) for d in ("cpu", "cuda")),
+        "module conversion flags": {"overwrite": False, "swap": False} if future is None else dict(future._FLAGS),
         "print options": lucid.get_printoptions(),
         "default generator": id(lucid.default_generator),
         "backends flags": (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32,
