@@ -846,6 +846,15 @@ def masked_fill(input, mask, value):
                                f"one with shape {tuple(value.shape)}")
         value = value if value.dtype == input.dtype else value.to(input.dtype)
     else:
+        if input.dtype.kind in "iu" and not isinstance(value, (bool, np.bool_)):
+            # PyTorch's range check, as masked_fill_'s (NumPy's cast would wrap 300 or inf)
+            from .creation import _float_fill_value
+            from .inplace_ops import _fitted_int
+
+            if isinstance(value, (int, np.integer)):
+                value = _fitted_int(int(value), input.dtype, "masked_fill")
+            elif isinstance(value, (float, np.floating)):
+                value = _float_fill_value(value, np.dtype(input.dtype), "masked_fill")
         value = _wrap(namespace_of(input).asarray(value, dtype=np.dtype(input.dtype)))
     from .shape import errors_as
 

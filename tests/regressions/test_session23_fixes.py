@@ -46,3 +46,17 @@ def test_where_keeps_only_its_condition_for_the_backward():
     (out * lucid.tensor([1.0, 2.0, 3.0, 4.0], dtype=lucid.float64)).sum().backward()
     np.testing.assert_array_equal(a.grad.cpu().numpy(), [2.0, 0.0, 6.0, 0.0])
     np.testing.assert_array_equal(b.grad.cpu().numpy(), [0.0, 6.0, 0.0, 12.0])
+
+
+@pytest.mark.parametrize("value", [300.0, float("inf"), float("nan"), 300, -129])
+def test_masked_fill_range_checks_a_number_for_an_integer_tensor(value):
+    x, m = lucid.zeros(2, dtype=lucid.int8), lucid.tensor([True, False])
+    with pytest.raises(RuntimeError, match="masked_fill: value .* cannot be converted to type .*without overflow"):
+        x.masked_fill(m, value)
+    assert x.tolist() == [0, 0]
+
+
+def test_masked_fill_truncates_a_float_that_fits_an_integer_tensor():
+    x, m = lucid.zeros(2, dtype=lucid.int8), lucid.tensor([True, False])
+    assert x.masked_fill(m, -1.5).tolist() == [-1, 0] and x.masked_fill(m, 2.7).tolist() == [2, 0]
+    assert lucid.zeros(2, dtype=lucid.uint8).masked_fill(m, -1).tolist() == [255, 0]  # PyTorch wraps -max..-1
