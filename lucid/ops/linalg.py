@@ -287,23 +287,27 @@ def _common(tensors, op):
     return [t if t.dtype == dt else cast(t, dt) for t in tensors]
 
 
+class _EinsumError(RuntimeError, ValueError):
+    """A malformed einsum call: PyTorch raises RuntimeError (Lucid's ValueError, kept as a base)."""
+
+
 def _expand_equation(equation, shapes):
     """(explicit input subscripts, output subscript) with ``...`` replaced by fresh letters."""
     eq = equation.replace(" ", "")
     lhs, arrow, out = eq.partition("->")
     ins = lhs.split(",")
     if len(ins) != len(shapes):
-        raise ValueError(f"einsum: the equation '{equation}' has {len(ins)} operand(s) but "
+        raise _EinsumError(f"einsum: the equation '{equation}' has {len(ins)} operand(s) but "
                          f"{len(shapes)} were given")
     used = set(c for c in eq if c.isalpha())
     bad = set(c for c in eq.replace("...", "") if not c.isalpha() and c not in ",->")
     if bad:
-        raise ValueError(f"einsum: invalid characters {sorted(bad)} in '{equation}'")
+        raise _EinsumError(f"einsum: invalid characters {sorted(bad)} in '{equation}'")
     n_ell = 0
     for s, shp in zip(ins, shapes):
         n_letters = len(s.replace("...", ""))
         if "..." not in s and n_letters != len(shp) or n_letters > len(shp):
-            raise ValueError(f"einsum: subscript '{s}' has {n_letters} letter(s) but the operand "
+            raise _EinsumError(f"einsum: subscript '{s}' has {n_letters} letter(s) but the operand "
                              f"has shape {tuple(shp)}")
         if "..." in s:
             n_ell = max(n_ell, len(shp) - n_letters)
@@ -319,7 +323,7 @@ def _expand_equation(equation, shapes):
         out = out.replace("...", ell)
         missing = set(out) - set("".join(ins))
         if missing or len(set(out)) != len(out):
-            raise ValueError(f"einsum: output subscript '{out}' must use distinct letters that "
+            raise _EinsumError(f"einsum: output subscript '{out}' must use distinct letters that "
                              f"appear in the inputs ('{equation}')")
     return ins, out
 
@@ -370,7 +374,7 @@ def _sublist_subscripts(sub):
         elif isinstance(s, int) and not isinstance(s, bool) and 0 <= s < len(_SUBLIST_LETTERS):
             out.append(_SUBLIST_LETTERS[s])
         else:
-            raise ValueError(f"einsum(): subscript in subscript list is not within the valid range [0, 52), got {s!r}")
+            raise _EinsumError(f"einsum(): subscript in subscript list is not within the valid range [0, 52), got {s!r}")
     return "".join(out)
 
 

@@ -60,3 +60,16 @@ def test_masked_fill_truncates_a_float_that_fits_an_integer_tensor():
     x, m = lucid.zeros(2, dtype=lucid.int8), lucid.tensor([True, False])
     assert x.masked_fill(m, -1.5).tolist() == [-1, 0] and x.masked_fill(m, 2.7).tolist() == [2, 0]
     assert lucid.zeros(2, dtype=lucid.uint8).masked_fill(m, -1).tolist() == [255, 0]  # PyTorch wraps -max..-1
+
+
+@pytest.mark.parametrize("equation, shapes", [
+    ("ij,jk->ik", [(2, 3)]),  # too few operands
+    ("ijk,jk->ik", [(2, 3), (3, 5)]),  # more letters than dims
+    ("i->j", [(2,)]),  # an output letter no input has
+    ("ij,jk->ik", [(2, 3), (4, 5)]),  # sizes that disagree
+])
+def test_malformed_einsum_raises_runtime_error_as_pytorch(equation, shapes):
+    # PyTorch raises RuntimeError; Lucid's error is also a ValueError, as it was (code may catch either)
+    with pytest.raises(RuntimeError, match="einsum") as info:
+        lucid.einsum(equation, *[lucid.zeros(*s) for s in shapes])
+    assert isinstance(info.value, RuntimeError)
