@@ -507,7 +507,8 @@ class Tensor:
         if self._grad is not None:
             new._grad = copy.deepcopy(self._grad, memo)
         for k, v in self.__dict__.items():  # user attributes; Tensor's own state is set above
-            if k not in ("_data", "_version") and not hasattr(Tensor, k):
+            # (not ``_born``: the transform a tensor was made in, NOTE [Lifting a plain tensor])
+            if k not in ("_data", "_version", "_born") and not hasattr(Tensor, k):
                 new.__dict__[k] = copy.deepcopy(v, memo)
         return new
 

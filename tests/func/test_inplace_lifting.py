@@ -173,6 +173,13 @@ def test_tensors_derived_inside_the_transform_join_it():
 
     g = F.grad(reads)(lucid.tensor([1.5, 0.0], dtype=F64))
     assert seen == [[1.5, 0.0]] and g.tolist() == [3.0, 0.0]
+    # a deep copy of a tensor made inside a transform is a plain tensor: the transform stays behind
+    import copy
+
+    kept = []
+    F.grad(lambda x: kept.append(lucid.zeros(2) + 1) or x.sum())(lucid.ones(2))
+    twin = copy.deepcopy(kept[0])
+    assert "_born" in kept[0].__dict__ and "_born" not in twin.__dict__ and twin.tolist() == [1.0, 1.0]
 
 
 def test_torch_parity():
